@@ -1,0 +1,97 @@
+"""Typed errors of blobstate, each with the CLI exit code it maps to.
+
+Exit codes (the design's): 0 ok, 1 error, 2 usage, 3 integrity (checksum, corrupt index or journal, missing blob,
+unsafe path), 4 fenced, 5 nothing to restore.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTEGRITY = 3
+EXIT_FENCED = 4
+EXIT_NOTHING_TO_RESTORE = 5
+
+
+class BlobstateError(Exception):
+    """Base of every error blobstate raises on purpose; ``exit_code`` is the CLI's exit code for it."""
+
+    exit_code: int = EXIT_ERROR
+
+
+class ConfigurationError(BlobstateError):
+    """Bad options or configuration: an unknown scheme, a store type nobody provides, a bad URL."""
+
+    exit_code = EXIT_USAGE
+
+
+class PluginError(BlobstateError):
+    """A plugin is broken or two plugins claim the same backend ambiguously."""
+
+
+class MissingDependencyError(ConfigurationError):
+    """A backend's optional dependency is not installed; the message carries the ``pip install`` hint."""
+
+
+class StorageError(BlobstateError):
+    """A blob store or checkpoint log call failed for good (after retries for transient faults)."""
+
+
+class TransientStorageError(StorageError):
+    """A fault worth retrying (connection reset, throttling, timeout). Plugins may raise it to ask for a retry."""
+
+
+class IntegrityError(BlobstateError):
+    """Stored data does not match what was recorded: checksum, size, a corrupt index, a missing blob."""
+
+    exit_code = EXIT_INTEGRITY
+
+
+class ChecksumMismatch(IntegrityError):
+    """CRC32C or size of a blob, file or index differs from the recorded value."""
+
+
+class CorruptIndexError(IntegrityError):
+    """A snapshot index or checkpoint record cannot be parsed or fails validation."""
+
+
+class CorruptJournalError(IntegrityError):
+    """A journal record in the middle of the file (not a torn tail) is damaged."""
+
+
+class BlobNotFound(IntegrityError):
+    """A blob that an index references is not in the blob store (deleted, never written)."""
+
+    def __init__(self, blob_id: str, detail: str = "") -> None:
+        self.blob_id = blob_id
+        super().__init__(f"blob not found: {blob_id}" + (f" ({detail})" if detail else ""))
+
+
+class UnsafePathError(IntegrityError):
+    """A name from an index would escape the restore destination (absolute path, ``..``, a symlink out)."""
+
+
+class FencedError(BlobstateError):
+    """Another writer advanced the checkpoint generation: this writer is a zombie and must stop.
+
+    Follows Kafka/Samza producer fencing: ``append(checkpoint, expected_generation)`` fails when the log's latest
+    generation is not ``expected_generation``.
+    """
+
+    exit_code = EXIT_FENCED
+
+    def __init__(self, message: str, *, expected: int | None = None, actual: int | None = None) -> None:
+        self.expected = expected
+        self.actual = actual
+        super().__init__(message)
+
+
+class NothingToRestore(BlobstateError):
+    """No checkpoint exists for the store key (or none matches the requested one)."""
+
+    exit_code = EXIT_NOTHING_TO_RESTORE
+
+
+class CommitInProgressError(BlobstateError):
+    """Another commit of the same store is running on this host (the journal's lock is held)."""

@@ -1,0 +1,269 @@
+"""The plugin manager: built-ins and third-party plugins registered the same way, backends selected by scheme.
+
+Built-ins come from ``blobstate.plugins.BUILTIN_PLUGINS`` through the same ``register()`` a third party's entry
+point goes through. Entry points (group ``blobstate``) load tolerantly: a plugin that fails to import is recorded
+and reported by ``blobstate plugins``, never a crash. ``BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD=1`` turns entry points
+off; ``BLOBSTATE_PLUGINS=mod1,mod2`` registers extra plugin modules (like ``PYTEST_PLUGINS``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import threading
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+import pluggy
+from blobstate import hookspecs
+from blobstate.errors import ConfigurationError, PluginError
+from blobstate.specs import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec, Spec
+
+log = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "blobstate"
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """A plugin as ``blobstate plugins`` shows it: name, distribution and version, backends, or its error."""
+
+    name: str
+    distribution: str
+    version: str
+    builtin: bool
+    specs: tuple[Spec, ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A backend spec with the plugin and distribution that provided it."""
+
+    spec: Spec
+    plugin: str
+    distribution: str
+
+
+@dataclass
+class BlobstatePluginManager:
+    """pluggy's ``PluginManager`` plus blobstate's backend registry. Use ``get_plugin_manager()``."""
+
+    pm: pluggy.PluginManager
+    _dists: dict[str, tuple[str, str, bool]] = field(default_factory=dict)
+    broken: list[PluginInfo] = field(default_factory=list)
+
+    @property
+    def hook(self) -> Any:
+        return self.pm.hook
+
+    def register(self, plugin: object, name: str, *, distribution: str = "", version: str = "",
+                 builtin: bool = False) -> None:
+        """Register a plugin object or module under ``name`` (the path built-ins and third parties share)."""
+        if self.pm.has_plugin(name):
+            raise PluginError(f"a plugin named {name!r} is registered already")
+        self.pm.register(plugin, name=name)
+        self._dists[name] = (distribution, version, builtin)
+        self._specs_cache = None
+
+    def unregister(self, name: str) -> None:
+        self.pm.unregister(name=name)
+        self._dists.pop(name, None)
+        self._specs_cache = None
+
+    def check_pending(self) -> None:
+        """Raise ``PluginError`` for a hook implementation with no matching spec (a misspelled hook name)."""
+        try:
+            self.pm.check_pending()
+        except pluggy.PluginValidationError as exc:
+            raise PluginError(str(exc)) from exc
+
+    # -- backends ------------------------------------------------------------------------------------------
+    _specs_cache: list[Registered] | None = None
+
+    def registered_specs(self) -> list[Registered]:
+        """Every backend spec from every plugin; duplicate backend names are a ``PluginError`` naming both."""
+        if self._specs_cache is not None:
+            return self._specs_cache
+        out: list[Registered] = []
+        seen: dict[tuple[type, str], Registered] = {}
+        for hook_name in ("blobstate_blob_stores", "blobstate_checkpoint_logs", "blobstate_local_stores"):
+            caller = getattr(self.pm.hook, hook_name)
+            for impl in caller.get_hookimpls():
+                try:
+                    specs = list(impl.function() or ())
+                except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the others
+                    self._mark_broken(impl.plugin_name, f"{hook_name} raised {exc!r}")
+                    continue
+                for spec in specs:
+                    reg = Registered(spec, impl.plugin_name, self._dists.get(impl.plugin_name, ("", "", False))[0])
+                    other = seen.get((type(spec), spec.name))
+                    if other is not None:
+                        raise PluginError(
+                            f"backend name {spec.name!r} is provided twice: by plugin {other.plugin!r} "
+                            f"(distribution {other.distribution or '?'}) and by plugin {reg.plugin!r} "
+                            f"(distribution {reg.distribution or '?'})"
+                        )
+                    seen[(type(spec), spec.name)] = reg
+                    out.append(reg)
+        self._specs_cache = out
+        return out
+
+    def _mark_broken(self, name: str, error: str) -> None:
+        dist, version, builtin = self._dists.get(name, ("", "", False))
+        self.broken.append(PluginInfo(name, dist, version, builtin, error=error))
+        warnings.warn(f"blobstate plugin {name!r} is broken: {error}", stacklevel=2)
+
+    def select(self, kind: type, key: str, *, attr: str = "schemes") -> Registered:
+        """Pick the backend of ``kind`` (a spec class) serving ``key`` (a URL scheme or a store type).
+
+        The highest priority wins; ``BLOBSTATE_BACKEND_<KEY>=<backend name>`` overrides. Raises
+        ``ConfigurationError`` when none serves ``key`` and ``PluginError`` on a tie (naming both distributions).
+        """
+        candidates = [
+            r for r in self.registered_specs() if isinstance(r.spec, kind) and _serves(r.spec, key, attr)
+        ]
+        wanted = os.environ.get(f"BLOBSTATE_BACKEND_{key.upper().replace('-', '_').replace('+', '_')}")
+        if wanted:
+            chosen = [r for r in candidates if r.spec.name == wanted]
+            if not chosen:
+                raise ConfigurationError(f"no {_kind_name(kind)} named {wanted!r} serves {key!r}")
+            return chosen[0]
+        if not candidates:
+            known = sorted({k for r in self.registered_specs() if isinstance(r.spec, kind)
+                            for k in _keys(r.spec, attr)})
+            raise ConfigurationError(
+                f"no {_kind_name(kind)} for {key!r}; known: {', '.join(known) or 'none'}"
+                " (is the plugin or extra installed? see `blobstate plugins`)"
+            )
+        candidates.sort(key=lambda r: r.spec.priority, reverse=True)
+        if len(candidates) > 1 and candidates[0].spec.priority == candidates[1].spec.priority:
+            a, b = candidates[0], candidates[1]
+            raise PluginError(
+                f"{_kind_name(kind)} for {key!r} is ambiguous: {a.spec.name!r} from {a.distribution or a.plugin} "
+                f"and {b.spec.name!r} from {b.distribution or b.plugin} have priority {a.spec.priority}; set "
+                f"BLOBSTATE_BACKEND_{key.upper()}=<name> to choose"
+            )
+        return candidates[0]
+
+    def local_store_types(self) -> list[Registered]:
+        regs = [r for r in self.registered_specs() if isinstance(r.spec, LocalStoreSpec)]
+        return sorted(regs, key=lambda r: r.spec.priority, reverse=True)
+
+    def plugin_infos(self) -> list[PluginInfo]:
+        """Every plugin with its distribution, version and backends; broken ones with their error."""
+        by_plugin: dict[str, list[Spec]] = {}
+        for reg in self.registered_specs():
+            by_plugin.setdefault(reg.plugin, []).append(reg.spec)
+        infos = []
+        for name, plugin in self.pm.list_name_plugin():
+            if plugin is None:
+                continue
+            dist, version, builtin = self._dists.get(name, ("", "", False))
+            infos.append(PluginInfo(name, dist, version, builtin, tuple(by_plugin.get(name, ()))))
+        broken_names = {b.name for b in self.broken}
+        infos = [i for i in infos if i.name not in broken_names]
+        return sorted(infos + self.broken, key=lambda i: (not i.builtin, i.name))
+
+    def emit(self, hook_name: str, **kwargs: Any) -> None:
+        """Call an observer hook; an observer that raises is logged, never allowed to break a commit."""
+        try:
+            getattr(self.pm.hook, hook_name)(**kwargs)
+        except Exception:  # noqa: BLE001
+            log.warning("a %s observer raised; ignored", hook_name, exc_info=True)
+
+
+def _serves(spec: Spec, key: str, attr: str) -> bool:
+    keys = _keys(spec, attr)
+    return key in keys or "*" in keys
+
+
+def _keys(spec: Spec, attr: str) -> tuple[str, ...]:
+    if isinstance(spec, LocalStoreSpec):
+        return (spec.store_type,)
+    return tuple(getattr(spec, attr))
+
+
+def _kind_name(kind: type) -> str:
+    return {BlobStoreSpec: "blob store", CheckpointLogSpec: "checkpoint log", LocalStoreSpec: "local store"}.get(
+        kind, kind.__name__
+    )
+
+
+def _load_entry_points(mgr: BlobstatePluginManager) -> None:
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        dist = ep.dist.name if ep.dist else ""
+        version = ep.dist.version if ep.dist else ""
+        if mgr.pm.has_plugin(ep.name) or mgr.pm.is_blocked(ep.name):
+            continue
+        try:
+            plugin = ep.load()
+        except Exception as exc:  # noqa: BLE001 - a broken plugin is a warning, not a crash
+            mgr._dists[ep.name] = (dist, version, False)
+            mgr._mark_broken(ep.name, f"import failed: {type(exc).__name__}: {exc}")
+            continue
+        try:
+            mgr.register(plugin, ep.name, distribution=dist, version=version)
+        except Exception as exc:  # noqa: BLE001
+            mgr._dists[ep.name] = (dist, version, False)
+            mgr._mark_broken(ep.name, f"registration failed: {exc}")
+
+
+def build_plugin_manager(*, autoload: bool | None = None, extra: Iterable[str] = ()) -> BlobstatePluginManager:
+    """A fresh manager: built-ins, then entry points (unless disabled), then ``extra`` / ``BLOBSTATE_PLUGINS``."""
+    from blobstate.plugins import BUILTIN_PLUGINS
+
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    mgr = BlobstatePluginManager(pm)
+    own = metadata.version("blobstate") if _installed("blobstate") else "dev"
+    for module_name in BUILTIN_PLUGINS:
+        mgr.register(importlib.import_module(module_name), module_name.rsplit(".", 1)[-1],
+                     distribution="blobstate", version=own, builtin=True)
+    if autoload is None:
+        autoload = os.environ.get("BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD", "").lower() not in ("1", "true", "yes")
+    if autoload:
+        _load_entry_points(mgr)
+    names = [*extra, *filter(None, os.environ.get("BLOBSTATE_PLUGINS", "").split(","))]
+    for module_name in names:
+        module_name = module_name.strip()
+        if not module_name or mgr.pm.has_plugin(module_name):
+            continue
+        try:
+            mgr.register(importlib.import_module(module_name), module_name)
+        except Exception as exc:  # noqa: BLE001
+            mgr._mark_broken(module_name, f"import failed: {type(exc).__name__}: {exc}")
+    mgr.check_pending()
+    return mgr
+
+
+def _installed(dist: str) -> bool:
+    try:
+        metadata.version(dist)
+        return True
+    except metadata.PackageNotFoundError:
+        return False
+
+
+_lock = threading.Lock()
+_manager: BlobstatePluginManager | None = None
+
+
+def get_plugin_manager() -> BlobstatePluginManager:
+    """The process-wide plugin manager, built on first use."""
+    global _manager
+    with _lock:
+        if _manager is None:
+            _manager = build_plugin_manager()
+        return _manager
+
+
+def reset_plugin_manager(manager: BlobstatePluginManager | None = None) -> None:
+    """Replace (or drop, to rebuild lazily) the process-wide manager; for tests and embedding."""
+    global _manager
+    with _lock:
+        _manager = manager

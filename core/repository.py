@@ -1,0 +1,104 @@
+"""A repository as the pipelines see it: a blob store, a checkpoint log, and the layout of a store's objects."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from blobstate.backends import normalize_url, open_blob_store, open_checkpoint_log
+from blobstate.checksum import crc32c_bytes
+from blobstate.errors import BlobNotFound, ChecksumMismatch, NothingToRestore
+from blobstate.interfaces import BlobStore, CheckpointLog
+from blobstate.model import Checkpoint, SnapshotIndex, StoreKey
+
+DEFAULT_TTL_MS = 24 * 3600 * 1000  # leases and tags expire after a day unless the commit completes
+DEFAULT_RETAIN = 3
+
+
+def new_blob_id(key: StoreKey) -> str:
+    return f"{key.prefix}/blobs/{uuid.uuid4().hex}"
+
+
+def new_index_id(key: StoreKey) -> str:
+    return f"{key.prefix}/indexes/{uuid.uuid4().hex}.json"
+
+
+@dataclass
+class Repository:
+    """The blob store and checkpoint log of one repository URL (the log defaults to the file log inside it)."""
+
+    store: BlobStore
+    log: CheckpointLog
+    url: str
+
+    @classmethod
+    def open(cls, repo: str, *, log: str | None = None, storage_options: dict[str, Any] | None = None,
+             ttl_mode: str | None = None, max_concurrency: int = 8) -> Repository:
+        url = normalize_url(repo)
+        store = open_blob_store(url, storage_options=storage_options, ttl_mode=ttl_mode,
+                                max_concurrency=max_concurrency)
+        log_url = log or url
+        checkpoint_log = open_checkpoint_log(log_url, storage_options=storage_options if log is None else None)
+        return cls(store, checkpoint_log, url)
+
+    def read_index(self, checkpoint: Checkpoint) -> SnapshotIndex:
+        """Fetch the checkpoint's index and verify its size and CRC32C before parsing it.
+
+        Raises ``BlobNotFound`` (missing index), ``ChecksumMismatch`` (swapped or damaged index) or
+        ``CorruptIndexError`` (unparseable).
+        """
+        try:
+            data = self.store.get_bytes(checkpoint.index_blob_id)
+        except BlobNotFound:
+            raise BlobNotFound(checkpoint.index_blob_id,
+                               f"snapshot index of checkpoint {checkpoint.checkpoint_id}") from None
+        if len(data) != checkpoint.index_size or crc32c_bytes(data) != checkpoint.index_crc32c:
+            raise ChecksumMismatch(
+                f"snapshot index {checkpoint.index_blob_id} of checkpoint {checkpoint.checkpoint_id} does not match "
+                f"its checkpoint record (size {len(data)} vs {checkpoint.index_size}, CRC32C {crc32c_bytes(data)} vs "
+                f"{checkpoint.index_crc32c})"
+            )
+        index = SnapshotIndex.from_bytes(data, source=checkpoint.index_blob_id)
+        if index.checkpoint_id != checkpoint.checkpoint_id or index.store_key != checkpoint.store_key:
+            raise ChecksumMismatch(f"snapshot index {checkpoint.index_blob_id} belongs to another checkpoint")
+        return index
+
+    def choose(self, key: StoreKey, *, checkpoint_id: str | None = None,
+               max_batch_id: int | None = None) -> Checkpoint:
+        """The latest checkpoint, the one named ``checkpoint_id``, or the newest with ``batch_id <= max_batch_id``.
+
+        Raises ``NothingToRestore`` when none qualifies.
+        """
+        if checkpoint_id is None and max_batch_id is None:
+            latest = self.log.latest(key)
+            if latest is None:
+                raise NothingToRestore(f"no checkpoint for {key} in {self.log.url or self.url}")
+            return latest
+        history = self.log.history(key)
+        if checkpoint_id is not None:
+            for cp in history:
+                if cp.checkpoint_id == checkpoint_id:
+                    return cp
+            raise NothingToRestore(f"no checkpoint {checkpoint_id} for {key} (retained: "
+                                   f"{', '.join(c.checkpoint_id for c in history) or 'none'})")
+        for cp in reversed(history):
+            if cp.batch_id is not None and max_batch_id is not None and cp.batch_id <= max_batch_id:
+                return cp
+        raise NothingToRestore(f"no checkpoint for {key} with a batch id <= {max_batch_id} (retained batch ids: "
+                               f"{[c.batch_id for c in history]})")
+
+    def retained_references(self, checkpoints: list[Checkpoint]) -> set[str]:
+        """Every blob id (indexes included) the given checkpoints reference.
+
+        Raises when an index cannot be read: deletes must never be decided on incomplete references.
+        """
+        refs: set[str] = set()
+        for cp in checkpoints:
+            refs.add(cp.index_blob_id)
+            refs |= self.read_index(cp).referenced_blob_ids()
+        return refs
+
+    def close(self) -> None:
+        self.store.close()
+        self.log.close()

@@ -1,0 +1,88 @@
+"""Registration records that backend hooks return (conda-style), and lazy resolution of their factories.
+
+A factory is a callable or a dotted path ``"package.module:attr"`` imported only when the backend is used
+(fsspec's registry works the same way), so a missing optional dependency fails only then, with ``install_hint``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from blobstate.errors import MissingDependencyError, PluginError
+
+Factory = Callable[..., Any] | str
+
+
+def resolve_factory(factory: Factory, *, what: str, install_hint: str = "") -> Callable[..., Any]:
+    """Import a dotted-path factory (``"pkg.mod:attr"`` or ``"pkg.mod.attr"``) or return a callable as is.
+
+    Raises ``MissingDependencyError`` (with ``install_hint``) when the module's dependency is not installed and
+    ``PluginError`` when the path is wrong.
+    """
+    if callable(factory):
+        return factory
+    module_name, _, attr = factory.partition(":") if ":" in factory else factory.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        hint = f"; install it with: {install_hint}" if install_hint else ""
+        raise MissingDependencyError(f"{what} needs {exc.name or module_name!s}, which is not installed{hint}") from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise PluginError(f"{what}: {module_name} has no attribute {attr!r}") from None
+
+
+@dataclass(frozen=True)
+class BlobStoreSpec:
+    """A blob store backend: serves URLs whose scheme is in ``schemes``.
+
+    ``factory(url: str, *, storage_options: dict, ttl_mode: str | None, max_concurrency: int) -> BlobStore``.
+    Of two specs for one scheme the higher ``priority`` wins; equal priorities are an ambiguity error unless the
+    configuration names one (``BLOBSTATE_BACKEND_<SCHEME>=name``).
+    """
+
+    name: str
+    schemes: tuple[str, ...]
+    factory: Factory
+    priority: int = 0
+    install_hint: str = ""
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class CheckpointLogSpec:
+    """A checkpoint log backend for URLs whose scheme is in ``schemes``.
+
+    ``factory(url: str, *, storage_options: dict) -> CheckpointLog``.
+    """
+
+    name: str
+    schemes: tuple[str, ...]
+    factory: Factory
+    priority: int = 0
+    install_hint: str = ""
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class LocalStoreSpec:
+    """A local store type (``rocksdb``, ``dir``, ...).
+
+    ``factory(**options) -> LocalStore``; ``detect`` (callable or dotted path, ``(directory: str) -> bool``) lets
+    ``--store-type`` be guessed: the highest-priority spec whose ``detect`` says yes is used.
+    """
+
+    name: str
+    store_type: str
+    factory: Factory
+    priority: int = 0
+    detect: Factory | None = None
+    install_hint: str = ""
+    description: str = ""
+
+
+Spec = BlobStoreSpec | CheckpointLogSpec | LocalStoreSpec

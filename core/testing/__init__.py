@@ -1,0 +1,6 @@
+"""Conformance suites a plugin author runs against their own backend (pytest), and helpers for tests.
+
+- ``blobstate.testing.blobstores``: the ``BlobStore`` contract.
+- ``blobstate.testing.checkpoint_logs``: the ``CheckpointLog`` contract.
+- ``blobstate.testing.local_stores``: the ``LocalStore`` contract.
+"""

@@ -1,0 +1,166 @@
+"""Commit events: frozen dataclasses with a type name and a schema version (upcast on read).
+
+One commit (identified by its checkpoint id, ``commit_id``) goes through, in order: ``CommitStarted``,
+``LocalCheckpointCreated``, ``UploadsPlanned``, ``BlobUploaded`` (per blob), ``IndexUploaded``,
+``CheckpointWritten`` (the commit point), ``TtlRemoved``, ``BlobsDeleted``, ``LocalCheckpointsPruned``,
+``CommitCompleted``; or ``CommitAborted`` at any point before ``CheckpointWritten``.
+
+``UploadsPlanned`` is not in the original design: it records every blob id (and the index blob id) *before* the
+first byte is uploaded, so an abort deletes even a blob whose upload was cut off by a crash, with no wait for its
+TTL.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from blobstate.errors import CorruptJournalError
+
+
+@dataclass(frozen=True)
+class Event:
+    """Base of all events: the commit it belongs to and when it happened (ms since the epoch)."""
+
+    commit_id: str
+    time_ms: int
+
+    type_name: ClassVar[str] = "Event"
+    version: ClassVar[int] = 1
+
+
+@dataclass(frozen=True)
+class CommitStarted(Event):
+    """A commit began; ``expected_generation`` is the checkpoint log generation it will append after."""
+
+    store_key: str
+    expected_generation: int
+    batch_id: int | None = None
+    type_name: ClassVar[str] = "CommitStarted"
+
+
+@dataclass(frozen=True)
+class LocalCheckpointCreated(Event):
+    """The consistent local copy exists at ``path`` (the local checkpoint directory)."""
+
+    path: str
+    type_name: ClassVar[str] = "LocalCheckpointCreated"
+
+
+@dataclass(frozen=True)
+class UploadsPlanned(Event):
+    """Every blob id this commit may create, and its index blob id, recorded before any upload."""
+
+    blob_ids: tuple[str, ...]
+    index_blob_id: str
+    bytes_planned: int = 0
+    type_name: ClassVar[str] = "UploadsPlanned"
+
+
+@dataclass(frozen=True)
+class BlobUploaded(Event):
+    """One blob is in the store (with its TTL); ``size`` in bytes."""
+
+    blob_id: str
+    size: int
+    type_name: ClassVar[str] = "BlobUploaded"
+
+
+@dataclass(frozen=True)
+class IndexUploaded(Event):
+    """The snapshot index is in the store (with its TTL); size in bytes and CRC32C of its bytes."""
+
+    index_blob_id: str
+    index_crc32c: int
+    index_size: int
+    type_name: ClassVar[str] = "IndexUploaded"
+
+
+@dataclass(frozen=True)
+class CheckpointWritten(Event):
+    """The checkpoint log accepted the checkpoint at ``generation``: the commit point."""
+
+    generation: int
+    type_name: ClassVar[str] = "CheckpointWritten"
+
+
+@dataclass(frozen=True)
+class TtlRemoved(Event):
+    """These blobs (the commit's new blobs and its index) are permanent now."""
+
+    blob_ids: tuple[str, ...]
+    type_name: ClassVar[str] = "TtlRemoved"
+
+
+@dataclass(frozen=True)
+class BlobsDeleted(Event):
+    """Deferred deletes: blobs no retained snapshot references, and the checkpoints that left retention."""
+
+    blob_ids: tuple[str, ...]
+    checkpoints_pruned: tuple[str, ...] = ()
+    type_name: ClassVar[str] = "BlobsDeleted"
+
+
+@dataclass(frozen=True)
+class LocalCheckpointsPruned(Event):
+    """Older local checkpoint directories were removed (the newest is kept for host-affinity restores)."""
+
+    paths: tuple[str, ...]
+    type_name: ClassVar[str] = "LocalCheckpointsPruned"
+
+
+@dataclass(frozen=True)
+class CommitCompleted(Event):
+    """Post-commit work is done; the commit can be compacted away."""
+
+    type_name: ClassVar[str] = "CommitCompleted"
+
+
+@dataclass(frozen=True)
+class CommitAborted(Event):
+    """The commit will never be committed; its blobs and index are deleted."""
+
+    reason: str = ""
+    type_name: ClassVar[str] = "CommitAborted"
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.type_name: cls
+    for cls in (CommitStarted, LocalCheckpointCreated, UploadsPlanned, BlobUploaded, IndexUploaded,
+                CheckpointWritten, TtlRemoved, BlobsDeleted, LocalCheckpointsPruned, CommitCompleted, CommitAborted)
+}
+
+#: Upcasters: ``(type name, version) -> function`` turning a record of that version into the next version.
+UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    """``{"type": ..., "v": ..., <fields>}`` with tuples as lists (JSON-ready)."""
+    doc: dict[str, Any] = {"type": event.type_name, "v": event.version}
+    for f in dataclasses.fields(event):
+        value = getattr(event, f.name)
+        doc[f.name] = list(value) if isinstance(value, tuple) else value
+    return doc
+
+
+def event_from_dict(doc: dict[str, Any]) -> Event:
+    """Rebuild an event, upcasting older versions; raises ``CorruptJournalError`` on unknown types or fields."""
+    try:
+        name = doc["type"]
+        cls = EVENT_TYPES[name]
+        version = int(doc.get("v", 1))
+        while version < cls.version:
+            doc = UPCASTERS[(name, version)](dict(doc))
+            version += 1
+        if version > cls.version:
+            raise ValueError(f"{name} v{version} is newer than this blobstate understands (v{cls.version})")
+        kwargs = {}
+        for f in dataclasses.fields(cls):
+            if f.name in doc:
+                value = doc[f.name]
+                kwargs[f.name] = tuple(value) if isinstance(value, list) else value
+        return cls(**kwargs)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptJournalError(f"unreadable journal event {doc!r:.200}: {exc!r}") from None

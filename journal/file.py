@@ -1,0 +1,158 @@
+"""The journal file: append-only, one file per store, each record framed with its length and CRC32C.
+
+Layout: an 8-byte magic ``BSJRNL01``, then records ``[u32 length][u32 CRC32C of payload][payload: UTF-8 JSON]``
+(big-endian). Every record is written with one ``os.write`` before the event is reported, so it survives a killed
+process; ``fsync`` runs at the commit point and at step boundaries (``sync=True``), so it survives a power loss.
+A torn or corrupt tail (cut mid-record, a flipped byte) is detected, reported and truncated on open, never fatal.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import struct
+import threading
+from dataclasses import dataclass
+
+from blobstate.checksum import crc32c_bytes
+from blobstate.errors import CorruptJournalError
+from blobstate.journal.events import Event, event_from_dict, event_to_dict
+from blobstate.paths import fsync_dir
+
+log = logging.getLogger(__name__)
+
+MAGIC = b"BSJRNL01"
+HEADER = struct.Struct(">II")
+MAX_RECORD = 64 << 20  # bytes; a larger length field is a corrupt header
+
+
+@dataclass(frozen=True)
+class TornTail:
+    """The unreadable end of a journal: it starts at byte ``offset`` and is ``length`` bytes long."""
+
+    offset: int
+    length: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class JournalRead:
+    """What a journal holds: the good events in order, the byte length they span, and the torn tail if any."""
+
+    events: tuple[Event, ...]
+    good_length: int
+    torn: TornTail | None
+
+
+def decode(data: bytes) -> JournalRead:
+    """Parse journal bytes; never raises for damage at the end: everything from the first bad record on is the
+    torn tail. A record that frames correctly but holds an unknown event raises ``CorruptJournalError``."""
+    if not data:
+        return JournalRead((), 0, None)
+    if len(data) < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
+        if MAGIC.startswith(data[: len(MAGIC)]):
+            return JournalRead((), 0, TornTail(0, len(data), "cut inside the file header"))
+        raise CorruptJournalError("not a blobstate journal (bad magic)")
+    events: list[Event] = []
+    pos = len(MAGIC)
+    while pos < len(data):
+        if len(data) - pos < HEADER.size:
+            return JournalRead(tuple(events), pos, TornTail(pos, len(data) - pos, "cut inside a record header"))
+        length, crc = HEADER.unpack_from(data, pos)
+        if length > MAX_RECORD:
+            return JournalRead(tuple(events), pos, TornTail(pos, len(data) - pos, f"bad record length {length}"))
+        body = data[pos + HEADER.size: pos + HEADER.size + length]
+        if len(body) < length:
+            return JournalRead(tuple(events), pos, TornTail(pos, len(data) - pos, "cut inside a record"))
+        if crc32c_bytes(body) != crc:
+            return JournalRead(tuple(events), pos, TornTail(pos, len(data) - pos, "record checksum mismatch"))
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            return JournalRead(tuple(events), pos, TornTail(pos, len(data) - pos, "record is not JSON"))
+        events.append(event_from_dict(doc))
+        pos += HEADER.size + length
+    return JournalRead(tuple(events), pos, None)
+
+
+def encode(event: Event) -> bytes:
+    body = json.dumps(event_to_dict(event), separators=(",", ":")).encode()
+    return HEADER.pack(len(body), crc32c_bytes(body)) + body
+
+
+class Journal:
+    """The journal of one store at ``path``. Thread-safe appends; ``open()`` before ``append``."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._lock = threading.Lock()
+        self.last_torn: TornTail | None = None
+
+    def read(self) -> JournalRead:
+        """Read without changing the file (``blobstate journal show``, ``recover --dry-run``)."""
+        try:
+            with open(self.path, "rb") as fh:
+                return decode(fh.read())
+        except FileNotFoundError:
+            return JournalRead((), 0, None)
+
+    def open(self) -> JournalRead:
+        """Read, truncate a torn tail (reported as a warning), and open for appending."""
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        result = self.read()
+        self.last_torn = result.torn
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        if result.torn is not None:
+            log.warning("journal %s: ignoring a torn tail of %d bytes at offset %d (%s)", self.path,
+                        result.torn.length, result.torn.offset, result.torn.reason)
+        size = os.fstat(fd).st_size
+        keep = max(result.good_length, len(MAGIC)) if result.good_length else 0
+        if size != keep:
+            os.ftruncate(fd, keep)
+        if keep == 0:
+            os.pwrite(fd, MAGIC, 0)
+        os.fsync(fd)
+        os.lseek(fd, 0, os.SEEK_END)
+        self._fd = fd
+        return result
+
+    def append(self, event: Event, *, sync: bool = False) -> None:
+        """Append one event (one ``write`` call); ``sync`` makes it and all before it durable with fsync."""
+        record = encode(event)
+        with self._lock:
+            if self._fd is None:
+                raise RuntimeError("journal is not open")
+            written = os.write(self._fd, record)
+            if written != len(record):  # pragma: no cover - regular files write fully or raise
+                raise OSError(f"short write to journal {self.path}")
+            if sync:
+                os.fsync(self._fd)
+
+    def sync(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.fsync(self._fd)
+
+    def compact(self, keep: list[Event]) -> None:
+        """Rewrite the journal with only ``keep`` (the events of commits still open), atomically."""
+        tmp = f"{self.path}.compact"
+        with open(tmp, "wb") as fh:
+            fh.write(MAGIC)
+            for event in keep:
+                fh.write(encode(event))
+            fh.flush()
+            os.fsync(fh.fileno())
+        with self._lock:
+            os.replace(tmp, self.path)
+            fsync_dir(os.path.dirname(self.path) or ".")
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None

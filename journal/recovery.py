@@ -1,0 +1,62 @@
+"""The recovery planner: a pure function from commit states and the checkpoint log to actions.
+
+Rules:
+- A commit is *committed* when the journal has its ``CheckpointWritten``, or when the checkpoint log holds its
+  checkpoint id (the crash fell between the log write and the journal append).
+- A committed commit that is not completed gets ``FinishCommit``: remove the TTL of its new blobs and index, apply
+  retention (deferred deletes), prune local checkpoints, record ``CommitCompleted``.
+- Any other open commit gets ``AbortCommit``: delete every blob it planned or uploaded and its index (never a blob a
+  retained snapshot references: the executor subtracts those), remove its local checkpoint, record
+  ``CommitAborted``.
+Both actions are idempotent, so a crash during recovery is recovered by running recovery again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from blobstate.journal.projection import CommitPhase, CommitState
+
+
+@dataclass(frozen=True)
+class FinishCommit:
+    """Finish the post-commit steps of a committed commit."""
+
+    state: CommitState
+    reason: str
+
+    @property
+    def name(self) -> str:
+        return "finish"
+
+
+@dataclass(frozen=True)
+class AbortCommit:
+    """Abort an uncommitted commit: delete its blobs, index and local checkpoint."""
+
+    state: CommitState
+    reason: str
+
+    @property
+    def name(self) -> str:
+        return "abort"
+
+
+RecoveryAction = FinishCommit | AbortCommit
+
+
+def plan_recovery(states: Mapping[str, CommitState], committed_ids: Iterable[str]) -> list[RecoveryAction]:
+    """Actions for every open commit in ``states``; ``committed_ids`` are the checkpoint ids in the log."""
+    in_log = set(committed_ids)
+    actions: list[RecoveryAction] = []
+    for state in states.values():
+        if not state.is_open:
+            continue
+        if state.phase >= CommitPhase.COMMITTED:
+            actions.append(FinishCommit(state, f"committed at generation {state.generation}; cleanup unfinished"))
+        elif state.commit_id in in_log:
+            actions.append(FinishCommit(state, "the checkpoint log has it (crash after the commit point)"))
+        else:
+            actions.append(AbortCommit(state, f"not committed (reached {state.phase.name})"))
+    return actions

@@ -1,0 +1,35 @@
+"""The ``dir`` local store: a plain directory, copied file by file (no knowledge of which files change).
+
+Every file is compared by size and CRC32C, so unchanged files are not uploaded again; nothing is always uploaded.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from blobstate import hookimpl
+from blobstate.interfaces import LocalStore
+from blobstate.specs import LocalStoreSpec
+
+
+class DirStore(LocalStore):
+    """Copies ``source`` (a directory path) with ``shutil.copytree``; symlinks are kept as links, not followed."""
+
+    store_type = "dir"
+
+    def create_checkpoint(self, source: object, target_dir: str) -> None:
+        shutil.copytree(os.fspath(source), target_dir, symlinks=True)  # type: ignore[arg-type]
+
+    def is_mutable(self, relative_path: str) -> bool:
+        return False
+
+
+def looks_like_dir(directory: str) -> bool:
+    return os.path.isdir(directory)
+
+
+@hookimpl
+def blobstate_local_stores() -> list[LocalStoreSpec]:
+    return [LocalStoreSpec(name="dir", store_type="dir", factory=DirStore, priority=0, detect=looks_like_dir,
+                           description="any directory, copied")]

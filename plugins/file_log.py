@@ -1,0 +1,135 @@
+"""The file checkpoint log: one object per generation on any blob store, created exclusively, never overwritten.
+
+``checkpoints/<job>/<task>/<store>/<generation, 20 digits>.json`` inside the log's URL (by default the
+repository). Fencing comes from the store's conditional create (Elasticsearch's never-overwritten metadata
+generations): of two writers appending the same generation exactly one create succeeds.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from blobstate import hookimpl
+from blobstate.errors import BlobNotFound, FencedError
+from blobstate.interfaces import BlobStore, CheckpointLog
+from blobstate.model import Checkpoint, StoreKey
+from blobstate.specs import CheckpointLogSpec
+
+CHECKPOINTS_DIR = "checkpoints"
+GENERATION_DIGITS = 20
+
+
+def record_id(key: StoreKey, generation: int) -> str:
+    return f"{CHECKPOINTS_DIR}/{key.prefix}/{generation:0{GENERATION_DIGITS}d}.json"
+
+
+class FileCheckpointLog(CheckpointLog):
+    """A ``CheckpointLog`` stored as generation objects in a ``BlobStore`` (``put_exclusive`` gives fencing)."""
+
+    def __init__(self, store: BlobStore) -> None:
+        self.store = store
+        self.url = store.url
+
+    def _generations(self, key: StoreKey) -> list[int]:
+        gens = []
+        for info in self.store.list(f"{CHECKPOINTS_DIR}/{key.prefix}"):
+            name = posixpath.basename(info.blob_id)
+            stem = name[: -len(".json")] if name.endswith(".json") else ""
+            if len(stem) == GENERATION_DIGITS and stem.isdigit() and posixpath.dirname(info.blob_id) == \
+                    f"{CHECKPOINTS_DIR}/{key.prefix}":
+                gens.append(int(stem))
+        return sorted(gens)
+
+    def _read(self, key: StoreKey, generation: int) -> Checkpoint | None:
+        rid = record_id(key, generation)
+        try:
+            data = self.store.get_bytes(rid)
+        except BlobNotFound:
+            return None  # pruned between list and read
+        cp = Checkpoint.from_bytes(data, source=rid)
+        if cp.generation != generation or cp.store_key != key:
+            from blobstate.errors import CorruptIndexError
+
+            raise CorruptIndexError(f"checkpoint record {rid} holds generation {cp.generation} of {cp.store_key}")
+        return cp
+
+    def latest(self, key: StoreKey) -> Checkpoint | None:
+        for generation in reversed(self._generations(key)):
+            cp = self._read(key, generation)
+            if cp is not None:
+                return cp
+        return None
+
+    def history(self, key: StoreKey) -> list[Checkpoint]:
+        out = [self._read(key, g) for g in self._generations(key)]
+        return [cp for cp in out if cp is not None]
+
+    def append(self, checkpoint: Checkpoint, expected_generation: int) -> Checkpoint:
+        key = checkpoint.store_key
+        gens = self._generations(key)
+        current = gens[-1] if gens else 0
+        if current != expected_generation:
+            raise FencedError(
+                f"fenced: {key} is at generation {current}, this writer expected {expected_generation}",
+                expected=expected_generation, actual=current,
+            )
+        record = checkpoint.with_generation(expected_generation + 1)
+        try:
+            self.store.put_exclusive(record_id(key, record.generation), record.to_bytes())
+        except FileExistsError:
+            raise FencedError(
+                f"fenced: another writer created generation {record.generation} of {key} first",
+                expected=expected_generation, actual=record.generation,
+            ) from None
+        newer = [g for g in self._generations(key) if g > record.generation]
+        if newer:  # a pruned gap let a zombie create a stale generation: it is not the latest, so it lost
+            raise FencedError(f"fenced: {key} already has generation {newer[-1]}", expected=expected_generation,
+                              actual=newer[-1])
+        return record
+
+    def prune(self, key: StoreKey, keep: int) -> list[Checkpoint]:
+        keep = max(1, keep)
+        gens = self._generations(key)
+        removed = []
+        for generation in gens[:-keep]:
+            cp = self._read(key, generation)
+            self.store.delete(record_id(key, generation))
+            if cp is not None:
+                removed.append(cp)
+        return removed
+
+    def keys(self) -> list[StoreKey]:
+        keys = set()
+        for info in self.store.list(CHECKPOINTS_DIR):
+            parts = info.blob_id.split("/")
+            if len(parts) == 5:
+                try:
+                    keys.add(StoreKey(parts[1], parts[2], parts[3]))
+                except Exception:  # noqa: BLE001 - a foreign object under checkpoints/ is not a store
+                    continue
+        return sorted(keys)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def open_file_log(url: str, *, storage_options: dict[str, Any] | None = None) -> FileCheckpointLog:
+    """Open the file checkpoint log at ``url`` on whichever blob store plugin serves its scheme."""
+    from blobstate.backends import open_blob_store
+
+    return FileCheckpointLog(open_blob_store(url, storage_options=storage_options, retry=True))
+
+
+@hookimpl
+def blobstate_checkpoint_logs() -> list[CheckpointLogSpec]:
+    """Serves every scheme some blob store serves (the catch-all ``*``), at low priority."""
+    return [
+        CheckpointLogSpec(
+            name="file",
+            schemes=("*",),
+            factory=open_file_log,
+            priority=-100,
+            description="one object per generation on any blob store, exclusive create",
+        )
+    ]

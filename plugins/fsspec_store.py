@@ -1,0 +1,291 @@
+"""The fsspec blob store: any filesystem fsspec reaches (``file://``, plain paths, ``memory://``, ...).
+
+TTL in lease mode: a lease object ``<store prefix>/ttl/<blob name>`` holding the expiry (ms since the epoch) is
+written *before* the blob, so a crash mid-upload never leaves a blob without a TTL; ``remove_ttl`` deletes the
+lease; ``expired`` lists leases past their expiry (Samza's TTL, kept as objects so every store supports it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any, BinaryIO
+
+import fsspec
+from blobstate import hookimpl
+from blobstate.errors import BlobNotFound, ConfigurationError, StorageError
+from blobstate.interfaces import BlobInfo, BlobStore, FileRange, PutRequest
+from blobstate.specs import BlobStoreSpec
+
+COPY_BUFFER = 4 << 20  # bytes per read/write when streaming a blob
+TTL_DIR = "ttl"
+LOCAL_PROTOCOLS = ("file", "local")
+
+
+def lease_id(blob_id: str) -> str:
+    """The lease object of ``blob_id``: ``<prefix>/blobs/<x>`` -> ``<prefix>/ttl/<x>``."""
+    head, name = posixpath.split(blob_id)
+    parent = posixpath.dirname(head)
+    return posixpath.join(parent, TTL_DIR, name) if parent else posixpath.join(TTL_DIR, name)
+
+
+def is_lease(blob_id: str) -> bool:
+    return posixpath.basename(posixpath.dirname(blob_id)) == TTL_DIR
+
+
+def modified_ms(info: dict[str, Any]) -> int | None:
+    """Last-modified time in ms from an fsspec ``info`` dict of any backend (local, s3, gcs, azure, memory)."""
+    for key in ("mtime", "LastModified", "last_modified", "updated", "created", "creation_time"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if isinstance(value, (int, float)):
+            return int(value * 1000)
+        if isinstance(value, datetime):
+            return int(value.timestamp() * 1000)
+        if isinstance(value, str):
+            try:
+                return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
+            except ValueError:
+                continue
+    return None
+
+
+def check_blob_id(blob_id: str) -> str:
+    """Refuse blob ids that are absolute or climb out of the repository."""
+    if not blob_id or blob_id.startswith("/") or any(p in ("", ".", "..") for p in blob_id.split("/")):
+        raise ConfigurationError(f"invalid blob id {blob_id!r}")
+    return blob_id
+
+
+class FsspecBlobStore(BlobStore):
+    """A ``BlobStore`` over an fsspec filesystem rooted at ``url``.
+
+    ``storage_options`` go to the filesystem constructor (credentials stay there: never logged). Batches run on a
+    thread pool of ``max_concurrency`` workers. ``ttl_mode`` must be ``lease`` here; cloud plugins subclass this
+    and add ``native``.
+    """
+
+    native_ttl = False
+
+    def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
+                 max_concurrency: int = 8) -> None:
+        self.url = url
+        self.ttl_mode = ttl_mode or "lease"
+        if self.ttl_mode not in ("lease", "native") or (self.ttl_mode == "native" and not self.native_ttl):
+            raise ConfigurationError(f"{type(self).__name__} does not support ttl mode {self.ttl_mode!r}")
+        self.max_concurrency = max(1, int(max_concurrency))
+        options = dict(storage_options or {})
+        try:
+            self.fs, root = fsspec.core.url_to_fs(url, **options)
+        except (ValueError, ImportError) as exc:
+            raise ConfigurationError(f"cannot open repository {self.display_url}: {exc}") from None
+        self.root = root.rstrip("/")
+        protocol = self.fs.protocol if isinstance(self.fs.protocol, str) else self.fs.protocol[0]
+        self.is_local = protocol in LOCAL_PROTOCOLS
+        self._made_dirs: set[str] = set()
+        self._dirs_lock = threading.Lock()
+
+    @property
+    def display_url(self) -> str:
+        """The URL without any userinfo (credentials never appear in messages)."""
+        scheme, sep, rest = self.url.partition("://")
+        if sep and "@" in rest.split("/", 1)[0]:
+            rest = rest.split("@", 1)[1]
+        return f"{scheme}{sep}{rest}"
+
+    def path(self, blob_id: str) -> str:
+        return f"{self.root}/{check_blob_id(blob_id)}" if self.root else check_blob_id(blob_id)
+
+    def _ensure_parent(self, path: str) -> None:
+        if not self.is_local:
+            return
+        parent = posixpath.dirname(path)
+        if parent in self._made_dirs:
+            return
+        os.makedirs(parent, exist_ok=True)
+        with self._dirs_lock:
+            self._made_dirs.add(parent)
+
+    # -- writes ----------------------------------------------------------------------------------------------
+    def put(self, request: PutRequest) -> None:
+        if request.ttl_ms is not None:
+            self._set_ttl_before_put(request.blob_id, request.ttl_ms)
+        path = self.path(request.blob_id)
+        self._ensure_parent(path)
+        source = request.source
+        try:
+            if isinstance(source, bytes):
+                self._write_bytes(path, source, request)
+            elif source.offset == 0 and os.path.getsize(source.path) == source.length:
+                self.fs.put_file(source.path, path, **self._put_kwargs(request))
+            else:
+                self._write_range(path, source, request)
+        except FileNotFoundError as exc:
+            raise StorageError(f"cannot write blob {request.blob_id}: {exc}") from exc
+
+    def _write_bytes(self, path: str, data: bytes, request: PutRequest) -> None:
+        self.fs.pipe_file(path, data, **self._put_kwargs(request))
+
+    def _write_range(self, path: str, source: FileRange, request: PutRequest) -> None:
+        with open(source.path, "rb") as src, self.fs.open(path, "wb", **self._put_kwargs(request)) as dst:
+            src.seek(source.offset)
+            remaining = source.length
+            while remaining:
+                data = src.read(min(COPY_BUFFER, remaining))
+                if not data:
+                    raise StorageError(f"{source.path} shrank while it was uploaded")
+                dst.write(data)
+                remaining -= len(data)
+
+    def _put_kwargs(self, request: PutRequest) -> dict[str, Any]:
+        """Extra keyword arguments for the filesystem's write calls (native TTL tags in cloud subclasses)."""
+        return {}
+
+    def _set_ttl_before_put(self, blob_id: str, ttl_ms: int) -> None:
+        if self.ttl_mode == "lease":
+            expires = int(time.time() * 1000) + ttl_ms
+            lease = self.path(lease_id(blob_id))
+            self._ensure_parent(lease)
+            self.fs.pipe_file(lease, json.dumps({"blobId": blob_id, "expiresAtMs": expires}).encode())
+
+    def put_exclusive(self, blob_id: str, data: bytes) -> None:
+        path = self.path(blob_id)
+        self._ensure_parent(path)
+        if self.is_local:
+            # Write a temp file, then link it into place: the link is atomic and fails if the name exists, so a
+            # reader never sees a half-written record and a second writer gets FileExistsError.
+            tmp = f"{path}.tmp-{uuid.uuid4().hex}"
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            try:
+                os.link(tmp, path)
+            finally:
+                os.unlink(tmp)
+            from blobstate.paths import fsync_dir
+
+            fsync_dir(posixpath.dirname(path))
+            return
+        self.fs.pipe_file(path, data, mode="create")
+
+    # -- reads -----------------------------------------------------------------------------------------------
+    def get(self, blob_id: str, sink: BinaryIO) -> int:
+        path = self.path(blob_id)
+        try:
+            if self.is_local:
+                with open(path, "rb") as src:
+                    return _copy(src, sink)
+            with self.fs.open(path, "rb", block_size=COPY_BUFFER, cache_type="none") as src:
+                return _copy(src, sink)
+        except FileNotFoundError:
+            raise BlobNotFound(blob_id) from None
+
+    def get_bytes(self, blob_id: str) -> bytes:
+        try:
+            return self.fs.cat_file(self.path(blob_id))
+        except FileNotFoundError:
+            raise BlobNotFound(blob_id) from None
+
+    # -- deletes and TTL -------------------------------------------------------------------------------------
+    def delete(self, blob_id: str) -> None:
+        self._rm(self.path(blob_id))
+        if self.ttl_mode == "lease" and not is_lease(blob_id):
+            self._rm(self.path(lease_id(blob_id)))
+
+    def _rm(self, path: str) -> None:
+        try:
+            self.fs.rm_file(path)
+        except FileNotFoundError:
+            pass
+
+    def remove_ttl(self, blob_id: str) -> None:
+        if self.ttl_mode == "lease":
+            self._rm(self.path(lease_id(blob_id)))
+
+    def has_ttl(self, blob_id: str) -> bool:
+        if self.ttl_mode == "lease":
+            return bool(self.fs.exists(self.path(lease_id(blob_id))))
+        return False
+
+    # -- listing ---------------------------------------------------------------------------------------------
+    def _find(self, prefix: str) -> dict[str, dict[str, Any]]:
+        base = self.path(prefix) if prefix else self.root
+        try:
+            found = self.fs.find(base, detail=True)
+        except FileNotFoundError:
+            return {}
+        out = {}
+        for path, info in found.items():
+            if info.get("type") == "directory":
+                continue
+            rel = path[len(self.root) + 1:] if self.root and path.startswith(self.root + "/") else path.lstrip("/")
+            out[rel] = info
+        return out
+
+    def list(self, prefix: str) -> Iterator[BlobInfo]:
+        for rel, info in sorted(self._find(prefix).items()):
+            if is_lease(rel) or ".tmp-" in posixpath.basename(rel):
+                continue
+            yield BlobInfo(rel, int(info.get("size") or 0), modified_ms(info))
+
+    def expired(self, prefix: str, now_ms: int) -> list[str]:
+        if self.ttl_mode != "lease":
+            return []
+        leases = [rel for rel in self._find(prefix) if is_lease(rel)]
+        out = []
+        for rel in leases:
+            try:
+                doc = json.loads(self.fs.cat_file(self.path(rel)))
+                if int(doc["expiresAtMs"]) <= now_ms:
+                    out.append(str(doc["blobId"]))
+            except FileNotFoundError:
+                continue
+            except (ValueError, KeyError, TypeError):
+                # An unreadable lease (torn write): its blob has the same name under blobs/ or indexes/.
+                out.append(_blob_of_lease(rel))
+        return out
+
+
+def _blob_of_lease(lease: str) -> str:
+    parent, name = posixpath.split(posixpath.dirname(lease))[0], posixpath.basename(lease)
+    sub = "indexes" if name.endswith(".json") else "blobs"
+    return posixpath.join(parent, sub, name) if parent else posixpath.join(sub, name)
+
+
+def _copy(src: Any, sink: BinaryIO) -> int:
+    total = 0
+    while True:
+        data = src.read(COPY_BUFFER)
+        if not data:
+            return total
+        sink.write(data)
+        total += len(data)
+
+
+@hookimpl
+def blobstate_blob_stores() -> list[BlobStoreSpec]:
+    """The generic fsspec store: lowest priority, so a cloud-specific plugin for a scheme wins."""
+    return [
+        BlobStoreSpec(
+            name="fsspec",
+            schemes=("file", "local", "memory"),
+            factory=FsspecBlobStore,
+            priority=0,
+            description="any fsspec filesystem; TTL as lease objects",
+        ),
+        BlobStoreSpec(
+            name="fsspec-generic",
+            schemes=("*",),
+            factory=FsspecBlobStore,
+            priority=-100,
+            description="fallback for every other fsspec protocol (lease-mode TTL)",
+        ),
+    ]
