@@ -8,6 +8,7 @@ need_apt=()
 command -v restic >/dev/null 2>&1 || need_apt+=(restic)
 command -v rclone >/dev/null 2>&1 || need_apt+=(rclone)
 command -v ldb >/dev/null 2>&1 || command -v rocksdb_ldb >/dev/null 2>&1 || need_apt+=(rocksdb-tools)
+[ -x /usr/bin/time ] || need_apt+=(time)
 if [ "${#need_apt[@]}" -gt 0 ]; then
     SUDO=""
     if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi

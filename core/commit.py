@@ -279,7 +279,7 @@ class StoreCommitter:
         t0 = time.perf_counter()
         expected = self._expected_generation()
         commit_id = new_checkpoint_id()
-        self._record(ev.CommitStarted(commit_id, now_ms(), str(self.key), expected, batch_id), sync=True)
+        self._record(ev.CommitStarted(commit_id, now_ms(), str(self.key), expected, batch_id, self.retain), sync=True)
         path = os.path.join(workdir.checkpoints_dir(self.work_dir), commit_id)
         try:
             self.local_store.create_checkpoint(source, path)
@@ -446,7 +446,7 @@ class StoreCommitter:
         if new_ids:
             self.repo.store.remove_ttl_many(new_ids)
         self._record(ev.TtlRemoved(commit_id, now_ms(), tuple(new_ids)), sync=True)
-        deleted, pruned = self.apply_retention()
+        deleted, pruned = self.apply_retention(state.retain or self.retain)
         self._record(ev.BlobsDeleted(commit_id, now_ms(), tuple(deleted), tuple(pruned)), sync=True)
         removed = self._prune_local(keep=state.local_path)
         self._record(ev.LocalCheckpointsPruned(commit_id, now_ms(), tuple(removed)), sync=True)
@@ -454,16 +454,18 @@ class StoreCommitter:
         self._compact()
         return len(deleted)
 
-    def apply_retention(self) -> tuple[list[str], list[str]]:
-        """Keep the newest ``retain`` checkpoints; delete the blobs only older ones reference, then their records.
+    def apply_retention(self, retain: int | None = None) -> tuple[list[str], list[str]]:
+        """Keep the newest ``retain`` (default: the committer's) checkpoints; delete the blobs only older ones
+        reference, then their records.
 
         Returns ``(deleted blob ids, pruned checkpoint ids)``. Blobs are deleted before the records, so a crash in
         between is finished by running it again.
         """
+        retain = max(1, retain or self.retain)
         history = self.repo.log.history(self.key)
-        if len(history) <= self.retain:
+        if len(history) <= retain:
             return [], []
-        expiring, retained = history[: -self.retain], history[-self.retain:]
+        expiring, retained = history[:-retain], history[-retain:]
         keep = self.repo.retained_references(retained)
         doomed: set[str] = set()
         for cp in expiring:
@@ -475,7 +477,7 @@ class StoreCommitter:
                             "`blobstate gc` reclaims its blobs", cp.checkpoint_id, exc)
         to_delete = sorted(doomed - keep)
         self.repo.store.delete_many(to_delete)
-        pruned = self.repo.log.prune(self.key, self.retain)
+        pruned = self.repo.log.prune(self.key, retain)
         return to_delete, [cp.checkpoint_id for cp in pruned]
 
     def _prune_local(self, keep: str | None) -> list[str]:
@@ -491,10 +493,10 @@ class StoreCommitter:
         """Delete what an uncommitted commit created (never a blob a retained snapshot references). Idempotent."""
         candidates = state.blob_ids
         if candidates:
-            retained = self.repo.log.history(self.key)[-self.retain:]
-            if any(cp.checkpoint_id == state.commit_id for cp in retained):
+            history = self.repo.log.history(self.key)
+            if any(cp.checkpoint_id == state.commit_id for cp in history):
                 raise StorageError(f"refusing to abort {state.commit_id}: the checkpoint log has it")
-            candidates = candidates - self.repo.retained_references(retained)
+            candidates = candidates - self.repo.retained_references(history)
         to_delete = sorted(candidates)
         self.repo.store.delete_many(to_delete)
         self._record(ev.BlobsDeleted(state.commit_id, now_ms(), tuple(to_delete)), sync=True)

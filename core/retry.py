@@ -95,8 +95,7 @@ class RetryingBlobStore(BlobStore):
 
         def attempt() -> int:
             if start is not None:
-                sink.seek(start)
-                sink.truncate()
+                sink.seek(start)  # a retry rewrites the same byte range (never truncate: other chunks follow)
             return self.inner.get(blob_id, sink)
 
         if start is None:

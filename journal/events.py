@@ -33,11 +33,13 @@ class Event:
 
 @dataclass(frozen=True)
 class CommitStarted(Event):
-    """A commit began; ``expected_generation`` is the checkpoint log generation it will append after."""
+    """A commit began; ``expected_generation`` is the checkpoint log generation it will append after, ``retain``
+    the number of checkpoints its post-commit step keeps (recovery applies the same)."""
 
     store_key: str
     expected_generation: int
     batch_id: int | None = None
+    retain: int = 3
     type_name: ClassVar[str] = "CommitStarted"
 
 

@@ -30,6 +30,7 @@ class CommitState:
     store_key: str = ""
     expected_generation: int = 0
     batch_id: int | None = None
+    retain: int | None = None
     local_path: str | None = None
     planned_blob_ids: frozenset[str] = frozenset()
     uploaded_blob_ids: frozenset[str] = frozenset()
@@ -58,7 +59,7 @@ def apply(state: CommitState, event: ev.Event) -> CommitState:
     s = replace(state, events=state.events + (event,))
     if isinstance(event, ev.CommitStarted):
         return replace(s, store_key=event.store_key, expected_generation=event.expected_generation,
-                       batch_id=event.batch_id, started_ms=event.time_ms)
+                       batch_id=event.batch_id, retain=event.retain, started_ms=event.time_ms)
     if isinstance(event, ev.LocalCheckpointCreated):
         return replace(s, phase=max(s.phase, CommitPhase.LOCAL_CHECKPOINT), local_path=event.path)
     if isinstance(event, ev.UploadsPlanned):

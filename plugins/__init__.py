@@ -9,4 +9,5 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "blobstate.plugins.file_log",
     "blobstate.plugins.rocksdb_store",
     "blobstate.plugins.dir_store",
+    "blobstate.plugins.s3_store", "blobstate.plugins.gcs_store", "blobstate.plugins.azure_store",
 )

@@ -1,0 +1,126 @@
+"""A moto S3 server in its own process that counts the requests it answers, by kind.
+
+``python -m bench.s3server PORT`` serves moto on 127.0.0.1:PORT. ``GET /__bench__/counts`` returns the counts
+since the last ``POST /__bench__/reset`` as JSON (``{"GET": n, "PUT": n, "LIST": n, "HEAD": n, "DELETE": n,
+"POST": n, "total": n}``). ``S3Server`` starts it from the harness, waits until it answers, and stops it by PID.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+
+ADMIN = "/__bench__/"
+ACCESS_KEY = "bench"  # moto accepts any credentials; these are not secrets
+SECRET_KEY = "bench-secret"
+REGION = "us-east-1"
+
+
+def _kind(environ: dict[str, Any]) -> str:
+    method = environ.get("REQUEST_METHOD", "GET")
+    path = environ.get("PATH_INFO", "/").strip("/")
+    query = environ.get("QUERY_STRING", "")
+    if method == "GET" and ("/" not in path or "list-type" in query):
+        return "LIST"
+    return method
+
+
+class CountingApp:
+    """WSGI middleware: count each request by kind, answer the admin paths, pass the rest to moto."""
+
+    def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
+        self.app = app
+        self.counts: Counter[str] = Counter()
+        self.lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path.startswith(ADMIN):
+            with self.lock:
+                if path.endswith("reset"):
+                    self.counts.clear()
+                body = json.dumps({**self.counts, "total": sum(self.counts.values())}).encode()
+            start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+            return [body]
+        with self.lock:
+            self.counts[_kind(environ)] += 1
+        return self.app(environ, start_response)
+
+
+def serve(port: int) -> None:
+    from moto.server import DomainDispatcherApplication, create_backend_app
+    from werkzeug.serving import make_server
+
+    app = CountingApp(DomainDispatcherApplication(create_backend_app))
+    make_server("127.0.0.1", port, app, threaded=True).serve_forever()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def client_env() -> dict[str, str]:
+    """Environment for S3 clients (boto3/s3fs, restic, rclone) talking to the server."""
+    return {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_DEFAULT_REGION": REGION,
+            "AWS_REGION": REGION}
+
+
+class S3Server:
+    """The counting moto server as a child process on a free port; ``stop()`` ends it by its PID."""
+
+    def __init__(self, log_path: str, startup_timeout_s: float = 30.0) -> None:
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._log = open(log_path, "ab")
+        env = {**os.environ, **client_env()}
+        self.proc = subprocess.Popen([sys.executable, "-m", "bench.s3server", str(self.port)], stdout=self._log,
+                                     stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + startup_timeout_s
+        while True:
+            try:
+                self.counts(reset=True)
+                return
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"moto server did not start on port {self.port} (see {log_path})") from None
+                time.sleep(0.05)  # polling for readiness, bounded by the deadline
+
+    def counts(self, *, reset: bool = False) -> dict[str, int]:
+        """Requests answered since the last reset, by kind; with ``reset`` also start counting afresh."""
+        req = urllib.request.Request(self.endpoint + ADMIN + ("reset" if reset else "counts"),
+                                     method="POST" if reset else "GET")
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return json.loads(resp.read())
+
+    def fs(self) -> Any:
+        """A fresh s3fs filesystem on this server (no listing cache carried between calls)."""
+        import s3fs
+
+        return s3fs.S3FileSystem(key=ACCESS_KEY, secret=SECRET_KEY, endpoint_url=self.endpoint,
+                                 skip_instance_cache=True, use_listings_cache=False)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]))

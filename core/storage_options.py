@@ -1,0 +1,197 @@
+"""Storage options for a repository URL: ``KEY=VALUE`` options, URL query parameters, the environment, and
+``redact()`` so that no credential reaches a message, a log line, an index or the journal.
+
+Precedence, lowest first: ``BLOBSTATE_STORAGE_OPTIONS`` (a JSON object in the environment), query parameters of
+the URL (``s3://bucket/repo?endpoint_url=http://127.0.0.1:9000&anon=false``), explicit options (the CLI's
+``--storage-option KEY=VALUE`` or the API's ``storage_options=``). fsspec's own configuration (``fsspec.config``:
+``~/.config/fsspec/*.json``, ``FSSPEC_<PROTOCOL>_<KEY>`` variables) is applied by fsspec itself underneath all of
+these, and the clouds' native variables (``AWS_*``, ``AZURE_STORAGE_*``, ``GOOGLE_*``) by their SDKs.
+
+A dotted key builds a nested dict: ``client_kwargs.region_name=eu-west-1`` -> ``{"client_kwargs": {"region_name":
+"eu-west-1"}}``. Values are coerced: ``true``/``false`` -> bool, ``none``/``null`` -> None, integers, floats,
+JSON objects and arrays; anything else stays a string (quote it in JSON, ``'"123"'``, to keep digits a string).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+from blobstate.errors import ConfigurationError
+
+ENV_VAR = "BLOBSTATE_STORAGE_OPTIONS"
+REDACTED = "***"
+#: Schemes whose URLs never carry storage options in a query (a ``?`` there is part of a file name).
+LOCAL_SCHEMES = ("file", "local", "memory")
+
+_SECRET_KEY = re.compile(
+    r"(secret|password|passwd|token|credential|sas|signature|sig$|^sig|account_key|accountkey|"
+    r"connection_string|connectionstring|session|private|^key$|_key$|apikey|api_key)",
+    re.IGNORECASE,
+)
+# KEY=VALUE pairs inside connection strings and queries (``AccountKey=...;``, ``sig=...&``, ``token: ...``).
+_SECRET_PAIR = re.compile(
+    r"(?P<key>[A-Za-z_][\w.-]*?(?:secret|password|passwd|token|signature|accountkey|account_key|"
+    r"sharedaccesssignature|credential|sig|key))(?P<sep>\s*[=:]\s*)(?P<q>[\"']?)(?P<value>[^;&\s\"',}]+)",
+    re.IGNORECASE,
+)
+_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][\w+.-]*://)(?P<userinfo>[^/@\s]+)@")
+
+
+def coerce(value: str) -> Any:
+    """The typed value of a ``KEY=VALUE`` option's text: bool, None, int, float, JSON, or the string itself."""
+    text = value.strip()
+    lowered = text.lower()
+    if lowered in ("true", "yes", "on"):
+        return True
+    if lowered in ("false", "no", "off"):
+        return False
+    if lowered in ("none", "null"):
+        return None
+    if re.fullmatch(r"[+-]?\d+", text):
+        return int(text)
+    if re.fullmatch(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?", text):
+        return float(text)
+    if text[:1] in ("{", "[", '"'):
+        try:
+            return json.loads(text)
+        except ValueError:
+            return value
+    return value
+
+
+def _set_dotted(target: dict[str, Any], key: str, value: Any) -> None:
+    parts = key.split(".")
+    if any(not p for p in parts):
+        raise ConfigurationError(f"invalid storage option name {key!r}")
+    node = target
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigurationError(f"storage option {key!r} conflicts with a plain value of {part!r}")
+        node = child
+    node[parts[-1]] = value
+
+
+def parse_option(text: str) -> tuple[str, Any]:
+    """Split one ``KEY=VALUE`` option; raises ``ConfigurationError`` without ``=`` or with an empty key.
+
+    The error message never repeats the value (it may be a secret).
+    """
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigurationError(f"storage option must be KEY=VALUE, got one starting with {key[:20]!r}")
+    return key, coerce(value)
+
+
+def parse_options(items: Iterable[str]) -> dict[str, Any]:
+    """``["anon=false", "client_kwargs.region_name=eu-west-1"]`` -> a (nested) dict of typed values."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, value = parse_option(item)
+        _set_dotted(out, key, value)
+    return out
+
+
+def merge(*layers: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Merge option dicts, later layers winning; nested dicts (``client_kwargs``) are merged key by key."""
+    out: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in (layer or {}).items():
+            if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+                out[key] = merge(out[key], value)
+            else:
+                out[key] = dict(value) if isinstance(value, Mapping) else value
+    return out
+
+
+def split_url(url: str) -> tuple[str, dict[str, Any]]:
+    """Remove the query from a remote URL and return ``(url_without_query, options_from_query)``.
+
+    Local URLs (``file``, ``local``, ``memory``, plain paths) are returned unchanged with no options.
+    """
+    scheme = url.split("://", 1)[0].lower() if "://" in url else "file"
+    if scheme in LOCAL_SCHEMES or "?" not in url:
+        return url, {}
+    parts = urlsplit(url)
+    options: dict[str, Any] = {}
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        _set_dotted(options, key, coerce(value))
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", parts.fragment)), options
+
+
+def from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The options in ``BLOBSTATE_STORAGE_OPTIONS`` (a JSON object); {} when unset.
+
+    Raises ``ConfigurationError`` when it is not a JSON object (the message does not echo its content).
+    """
+    text = (os.environ if environ is None else environ).get(ENV_VAR, "").strip()
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise ConfigurationError(f"{ENV_VAR} is not valid JSON") from None
+    if not isinstance(value, dict):
+        raise ConfigurationError(f"{ENV_VAR} must be a JSON object")
+    return value
+
+
+def resolve(url: str, options: Mapping[str, Any] | Iterable[str] | None = None, *,
+            environ: Mapping[str, str] | None = None) -> tuple[str, dict[str, Any]]:
+    """The URL to open and its effective storage options (environment < URL query < ``options``).
+
+    ``options`` is a dict, or ``KEY=VALUE`` strings as the CLI collects them.
+    """
+    clean, from_query = split_url(url)
+    if options is None:
+        explicit: Mapping[str, Any] = {}
+    elif isinstance(options, Mapping):
+        explicit = options
+    else:
+        explicit = parse_options(options)
+    return clean, merge(from_env(environ), from_query, explicit)
+
+
+def is_secret_key(key: str) -> bool:
+    """True for option names that hold credentials (``secret``, ``key``, ``token``, ``account_key``, ...)."""
+    return bool(_SECRET_KEY.search(key))
+
+
+def redact(value: Any, *, secrets: Iterable[str] = ()) -> Any:
+    """A copy of ``value`` safe for messages and logs.
+
+    - dicts: values under secret-looking keys become ``"***"`` (recursively);
+    - strings: URL userinfo, ``AccountKey=...``/``sig=...``/``token: ...`` pairs and every literal in ``secrets``
+      are replaced by ``"***"``;
+    - lists and tuples element-wise; anything else as is.
+    """
+    literals = [s for s in (str(x) for x in secrets) if len(s) >= 4]
+    if isinstance(value, Mapping):
+        return {k: (REDACTED if isinstance(k, str) and is_secret_key(k) and v not in (None, False, "")
+                    else redact(v, secrets=literals)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact(v, secrets=literals) for v in value)
+    if isinstance(value, str):
+        text = _USERINFO.sub(lambda m: f"{m['scheme']}{REDACTED}@", value)
+        text = _SECRET_PAIR.sub(lambda m: f"{m['key']}{m['sep']}{m['q']}{REDACTED}", text)
+        for literal in sorted(literals, key=len, reverse=True):
+            text = text.replace(literal, REDACTED)
+        return text
+    return value
+
+
+def secret_values(options: Mapping[str, Any]) -> list[str]:
+    """Every string value stored under a secret-looking key of ``options`` (recursively), for ``redact``."""
+    out: list[str] = []
+    for key, value in options.items():
+        if isinstance(value, Mapping):
+            out.extend(secret_values(value))
+        elif isinstance(value, str) and is_secret_key(str(key)):
+            out.append(value)
+    return out

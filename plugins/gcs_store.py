@@ -1,0 +1,185 @@
+"""GCS blob store (gcsfs) with native TTL: ``customTime`` at upload and a ``daysSinceCustomTime`` lifecycle rule.
+
+Native mode (``ttl_mode="native"``): ``put`` with a TTL writes the object with ``customTime`` = upload time and the
+custom metadata ``blobstate-expires`` (ms since the epoch, read by ``expired()`` from the listing, so ``blobstate
+gc`` also sweeps where lifecycle rules never run, such as the emulator) in the same upload. ``remove_ttl`` moves
+``customTime`` far forward (GCS only lets it move forward: ``daysSinceCustomTime`` then never matches) and drops
+the metadata. ``install_lifecycle`` adds a ``Delete`` rule ``daysSinceCustomTime >= days`` limited to the
+repository prefix to the bucket's lifecycle configuration (objects without ``customTime`` never match).
+
+The checkpoint log's exclusive create is an upload with ``ifGenerationMatch=0`` (GCS answers 412, gcsfs raises
+``FileExistsError``). The gcp-storage-emulator does not enforce this precondition.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from blobstate import hookimpl
+from blobstate.errors import MissingDependencyError, StorageError
+from blobstate.interfaces import PutRequest
+from blobstate.plugins.fsspec_store import FsspecBlobStore
+from blobstate.specs import BlobStoreSpec
+from blobstate.storage_options import redact, resolve, secret_values
+
+EXPIRES_KEY = "blobstate-expires"
+#: customTime after ``remove_ttl``: the lifecycle rule's age is negative until then.
+PERMANENT_CUSTOM_TIME = "2999-12-31T00:00:00Z"
+PERMANENT_YEAR = 2999
+DAY_MS = 86_400_000
+INSTALL_HINT = "pip install 'blobstate[gcs]'"
+
+
+def ttl_days(ttl_ms: int) -> int:
+    """Whole days a ``daysSinceCustomTime`` condition needs to cover ``ttl_ms`` (at least 1)."""
+    return max(1, math.ceil(ttl_ms / DAY_MS))
+
+
+def rfc3339(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def is_permanent(custom_time: str | None) -> bool:
+    """True when ``customTime`` is absent or was moved to the far future by ``remove_ttl``."""
+    if not custom_time:
+        return True
+    try:
+        return int(custom_time[:4]) >= PERMANENT_YEAR
+    except ValueError:
+        return False
+
+
+class GcsBlobStore(FsspecBlobStore):
+    """``BlobStore`` on Google Cloud Storage through gcsfs.
+
+    ``url``: ``gs://bucket/prefix`` or ``gcs://bucket/prefix``; ``storage_options`` go to ``gcsfs.GCSFileSystem``
+    (``project``, ``token``, ``endpoint_url``...). Raises ``MissingDependencyError`` without gcsfs.
+    """
+
+    native_ttl = True
+
+    def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
+                 max_concurrency: int = 8) -> None:
+        try:
+            import gcsfs  # noqa: F401
+        except ImportError as exc:
+            raise MissingDependencyError(f"the gcs blob store needs {exc.name}; install it with: {INSTALL_HINT}") \
+                from None
+        clean, options = resolve(url, storage_options)
+        self._secrets = secret_values(options)
+        super().__init__(clean, storage_options=options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
+        self.bucket, _, self.key_prefix = self.root.partition("/")
+
+    @property
+    def display_url(self) -> str:
+        return redact(super().display_url, secrets=self._secrets)
+
+    # -- writes ----------------------------------------------------------------------------------------------
+    def _put_kwargs(self, request: PutRequest) -> dict[str, Any]:
+        if self.ttl_mode == "native" and request.ttl_ms is not None:
+            now = int(time.time() * 1000)
+            return {"fixed_key_metadata": {"custom_time": rfc3339(now)},
+                    "metadata": {EXPIRES_KEY: str(now + request.ttl_ms)}}
+        return {}
+
+    def put_exclusive(self, blob_id: str, data: bytes) -> None:
+        """Upload with ``ifGenerationMatch=0``; ``FileExistsError`` when the object exists (GCS answers 412)."""
+        self.fs.pipe_file(self.path(blob_id), data, mode="create")
+
+    # -- TTL -------------------------------------------------------------------------------------------------
+    def _object(self, blob_id: str) -> dict[str, Any] | None:
+        """The object resource, fresh from the server (not gcsfs's listing cache); None if it does not exist."""
+        _, key = self.path(blob_id).split("/", 1)
+        try:
+            return self.fs.call("GET", "b/{}/o/{}", self.bucket, key, json_out=True)
+        except FileNotFoundError:
+            return None
+
+    def remove_ttl(self, blob_id: str) -> None:
+        if self.ttl_mode != "native":
+            super().remove_ttl(blob_id)
+            return
+        obj = self._object(blob_id)
+        if obj is None or (is_permanent(obj.get("customTime")) and EXPIRES_KEY not in (obj.get("metadata") or {})):
+            return
+        try:
+            self.fs.setxattrs(self.path(blob_id), fixed_key_metadata={"custom_time": PERMANENT_CUSTOM_TIME},
+                              **{EXPIRES_KEY: None})
+        except FileNotFoundError:
+            return  # deleted meanwhile
+        self.fs.invalidate_cache(self.path(blob_id))
+
+    def has_ttl(self, blob_id: str) -> bool:
+        if self.ttl_mode != "native":
+            return super().has_ttl(blob_id)
+        obj = self._object(blob_id)
+        return obj is not None and not is_permanent(obj.get("customTime"))
+
+    def expired(self, prefix: str, now_ms: int) -> list[str]:
+        """Lease mode: expired leases. Native mode: objects whose ``blobstate-expires`` metadata is <= ``now_ms``
+        and whose ``customTime`` was not moved forward (from one listing, no per-object calls)."""
+        if self.ttl_mode != "native":
+            return super().expired(prefix, now_ms)
+        self.fs.invalidate_cache()
+        out = []
+        for rel, info in sorted(self._find(prefix).items()):
+            value = (info.get("metadata") or {}).get(EXPIRES_KEY)
+            if value and str(value).isdigit() and int(value) <= now_ms and not is_permanent(info.get("customTime")):
+                out.append(rel)
+        return out
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+    def _rule(self, ttl_ms: int) -> dict[str, Any]:
+        condition: dict[str, Any] = {"daysSinceCustomTime": ttl_days(ttl_ms)}
+        if self.key_prefix:
+            condition["matchesPrefix"] = [f"{self.key_prefix}/"]
+        return {"action": {"type": "Delete"}, "condition": condition}
+
+    def lifecycle_rule(self, ttl_ms: int) -> str | None:
+        """The rule as the bucket's ``lifecycle`` JSON (``gcloud storage buckets update --lifecycle-file``)."""
+        return json.dumps({"lifecycle": {"rule": [self._rule(ttl_ms)]}}, indent=2)
+
+    def current_lifecycle_rules(self) -> list[dict[str, Any]]:
+        """The bucket's lifecycle rules ([] when it has none)."""
+        try:
+            bucket = self.fs.call("GET", "b/{}", self.bucket, json_out=True)
+        except Exception as exc:  # noqa: BLE001
+            raise StorageError(f"cannot read the bucket of {self.display_url}: "
+                               f"{redact(str(exc), secrets=self._secrets)}") from None
+        return list((bucket.get("lifecycle") or {}).get("rule") or [])
+
+    def install_lifecycle(self, ttl_ms: int) -> bool:
+        """Add the rule to the bucket (a blobstate rule for the same prefix is replaced)."""
+        rule = self._rule(ttl_ms)
+
+        def ours(r: dict[str, Any]) -> bool:
+            cond = r.get("condition") or {}
+            return "daysSinceCustomTime" in cond and cond.get("matchesPrefix") == rule["condition"].get(
+                "matchesPrefix") and (r.get("action") or {}).get("type") == "Delete"
+
+        rules = [r for r in self.current_lifecycle_rules() if not ours(r)] + [rule]
+        try:
+            self.fs.call("PATCH", "b/{}", self.bucket, json={"lifecycle": {"rule": rules}}, json_out=True)
+        except Exception as exc:  # noqa: BLE001
+            raise StorageError(f"cannot install the lifecycle rule on {self.display_url}: "
+                               f"{redact(str(exc), secrets=self._secrets)}") from None
+        return True
+
+
+@hookimpl
+def blobstate_blob_stores() -> list[BlobStoreSpec]:
+    """``gs://`` and ``gcs://``: above the generic fsspec store."""
+    return [
+        BlobStoreSpec(
+            name="gcs",
+            schemes=("gs", "gcs"),
+            factory="blobstate.plugins.gcs_store:GcsBlobStore",
+            priority=10,
+            install_hint=INSTALL_HINT,
+            description="Google Cloud Storage (gcsfs); native TTL: customTime + daysSinceCustomTime rule",
+        )
+    ]
