@@ -37,13 +37,8 @@ def resolve_factory(factory: Factory, *, what: str, install_hint: str = "") -> C
 
 
 @dataclass(frozen=True)
-class BlobStoreSpec:
-    """A blob store backend: serves URLs whose scheme is in ``schemes``.
-
-    ``factory(url: str, *, storage_options: dict, ttl_mode: str | None, max_concurrency: int) -> BlobStore``.
-    Of two specs for one scheme the higher ``priority`` wins; equal priorities are an ambiguity error unless the
-    configuration names one (``BLOBSTATE_BACKEND_<SCHEME>=name``).
-    """
+class _UrlBackendSpec:
+    """A backend selected by URL scheme: ``schemes`` it serves (``"*"`` for any), ``priority`` among rivals."""
 
     name: str
     schemes: tuple[str, ...]
@@ -54,18 +49,21 @@ class BlobStoreSpec:
 
 
 @dataclass(frozen=True)
-class CheckpointLogSpec:
+class BlobStoreSpec(_UrlBackendSpec):
+    """A blob store backend: serves URLs whose scheme is in ``schemes``.
+
+    ``factory(url: str, *, storage_options: dict, ttl_mode: str | None, max_concurrency: int) -> BlobStore``.
+    Of two specs for one scheme the higher ``priority`` wins; equal priorities are an ambiguity error unless the
+    configuration names one (``BLOBSTATE_BACKEND_<SCHEME>=name``).
+    """
+
+
+@dataclass(frozen=True)
+class CheckpointLogSpec(_UrlBackendSpec):
     """A checkpoint log backend for URLs whose scheme is in ``schemes``.
 
     ``factory(url: str, *, storage_options: dict) -> CheckpointLog``.
     """
-
-    name: str
-    schemes: tuple[str, ...]
-    factory: Factory
-    priority: int = 0
-    install_hint: str = ""
-    description: str = ""
 
 
 @dataclass(frozen=True)

@@ -15,32 +15,30 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from blobstate.journal.projection import CommitPhase, CommitState
 
 
 @dataclass(frozen=True)
-class FinishCommit:
-    """Finish the post-commit steps of a committed commit."""
-
+class _Action:
     state: CommitState
     reason: str
-
-    @property
-    def name(self) -> str:
-        return "finish"
+    name: ClassVar[str] = ""
 
 
 @dataclass(frozen=True)
-class AbortCommit:
+class FinishCommit(_Action):
+    """Finish the post-commit steps of a committed commit."""
+
+    name: ClassVar[str] = "finish"
+
+
+@dataclass(frozen=True)
+class AbortCommit(_Action):
     """Abort an uncommitted commit: delete its blobs, index and local checkpoint."""
 
-    state: CommitState
-    reason: str
-
-    @property
-    def name(self) -> str:
-        return "abort"
+    name: ClassVar[str] = "abort"
 
 
 RecoveryAction = FinishCommit | AbortCommit

@@ -78,6 +78,9 @@ class FileCheckpointLog(CheckpointLog):
         try:
             self.store.put_exclusive(record_id(key, record.generation), record.to_bytes())
         except FileExistsError:
+            existing = self._read(key, record.generation)
+            if existing is not None and existing.checkpoint_id == record.checkpoint_id:
+                return existing  # our own create, retried after a lost response
             raise FencedError(
                 f"fenced: another writer created generation {record.generation} of {key} first",
                 expected=expected_generation, actual=record.generation,

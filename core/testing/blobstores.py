@@ -1,0 +1,216 @@
+"""The ``BlobStore`` conformance suite: run it against your own blob store plugin with pytest.
+
+Subclass ``BlobStoreContract`` in a ``Test*`` class and give it a ``store`` fixture that returns a working store
+(fresh or shared: every test writes under its own random prefix)::
+
+    import pytest
+    from blobstate.testing.blobstores import BlobStoreContract
+
+    class TestMyStore(BlobStoreContract):
+        @pytest.fixture
+        def store(self, tmp_path):
+            from my_pkg.store import MyBlobStore
+            s = MyBlobStore(f"my://{tmp_path}", storage_options={}, ttl_mode="lease", max_concurrency=4)
+            yield s
+            s.close()
+
+Capabilities a subclass may switch off (each skipped test says why):
+
+- ``atomic_conditional_create = False``: the store (or its emulator) does not enforce the create-only-if-absent
+  precondition under concurrency, so the racing-writers test is skipped (the sequential one still runs).
+- ``sequential_conditional_create = False``: not even a second create of an existing blob is refused.
+
+What is checked: put/get of bytes, whole files and file ranges; ``BlobNotFound`` for missing blobs; overwrite;
+idempotent ``delete`` and ``remove_ttl``; ``has_ttl`` before and after ``remove_ttl``; TTL expiry through
+``expired``/``sweep_expired`` at a chosen ``now_ms`` (no waiting); ``list`` recursion, prefix isolation, sizes and
+times; exclusive create (sequential and racing); the ``*_many`` batch calls; a lifecycle rule in native TTL mode.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from blobstate.errors import BlobNotFound
+from blobstate.interfaces import BlobStore, FileRange, GetRequest, PutRequest
+
+TTL_MS = 3_600_000  # one hour: expiry is checked by passing now_ms, never by waiting
+RACERS = 8  # writers racing on one exclusive create
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class BlobStoreContract:
+    """Mixin of contract tests; the subclass provides the ``store`` fixture (a ``BlobStore``)."""
+
+    atomic_conditional_create: bool = True
+    sequential_conditional_create: bool = True
+
+    @pytest.fixture
+    def prefix(self) -> str:
+        """A fresh store prefix ``conformance/<random>/store`` shaped like a real store key's."""
+        return f"conformance/{uuid.uuid4().hex[:12]}/store"
+
+    # -- put / get -------------------------------------------------------------------------------------------
+    def test_put_get_bytes(self, store: BlobStore, prefix: str) -> None:
+        blob = f"{prefix}/blobs/a"
+        data = os.urandom(1000) + b"\x00" * 10
+        store.put(PutRequest(blob, data))
+        sink = io.BytesIO()
+        assert store.get(blob, sink) == len(data)
+        assert sink.getvalue() == data
+        assert store.get_bytes(blob) == data
+
+    def test_put_whole_file_and_range(self, store: BlobStore, prefix: str, tmp_path: Path) -> None:
+        path = tmp_path / "src.bin"
+        data = os.urandom(300_000)
+        path.write_bytes(data)
+        store.put(PutRequest(f"{prefix}/blobs/whole", FileRange(str(path), 0, len(data))))
+        store.put(PutRequest(f"{prefix}/blobs/part", FileRange(str(path), 1234, 100_000)))
+        assert store.get_bytes(f"{prefix}/blobs/whole") == data
+        assert store.get_bytes(f"{prefix}/blobs/part") == data[1234:101_234]
+
+    def test_empty_blob(self, store: BlobStore, prefix: str) -> None:
+        store.put(PutRequest(f"{prefix}/blobs/empty", b""))
+        assert store.get_bytes(f"{prefix}/blobs/empty") == b""
+
+    def test_overwrite_is_allowed(self, store: BlobStore, prefix: str) -> None:
+        blob = f"{prefix}/blobs/a"
+        store.put(PutRequest(blob, b"first"))
+        store.put(PutRequest(blob, b"second"))
+        assert store.get_bytes(blob) == b"second"
+
+    def test_missing_blob_raises_blob_not_found(self, store: BlobStore, prefix: str) -> None:
+        with pytest.raises(BlobNotFound):
+            store.get(f"{prefix}/blobs/nope", io.BytesIO())
+        with pytest.raises(BlobNotFound):
+            store.get_bytes(f"{prefix}/blobs/nope")
+
+    # -- delete ----------------------------------------------------------------------------------------------
+    def test_delete_is_idempotent(self, store: BlobStore, prefix: str) -> None:
+        blob = f"{prefix}/blobs/a"
+        store.put(PutRequest(blob, b"x", ttl_ms=TTL_MS))
+        store.delete(blob)
+        store.delete(blob)
+        store.delete(f"{prefix}/blobs/never-existed")
+        with pytest.raises(BlobNotFound):
+            store.get_bytes(blob)
+        assert [b.blob_id for b in store.list(prefix)] == []
+        assert blob not in store.expired(prefix, now_ms() + 10 * TTL_MS)
+
+    # -- TTL -------------------------------------------------------------------------------------------------
+    def test_ttl_set_on_put_and_removed(self, store: BlobStore, prefix: str) -> None:
+        with_ttl, without = f"{prefix}/blobs/t", f"{prefix}/indexes/p.json"
+        store.put(PutRequest(with_ttl, b"tmp", ttl_ms=TTL_MS))
+        store.put(PutRequest(without, b"perm"))
+        assert store.has_ttl(with_ttl)
+        assert not store.has_ttl(without)
+        store.remove_ttl(with_ttl)
+        assert not store.has_ttl(with_ttl)
+        store.remove_ttl(with_ttl)  # idempotent
+        store.remove_ttl(without)  # no TTL: fine
+        store.remove_ttl(f"{prefix}/blobs/never-existed")  # missing: fine
+        assert store.get_bytes(with_ttl) == b"tmp"  # the content is untouched
+
+    def test_ttl_expiry(self, store: BlobStore, prefix: str) -> None:
+        before = now_ms()
+        doomed, kept, permanent = f"{prefix}/blobs/doomed", f"{prefix}/blobs/kept", f"{prefix}/blobs/perm"
+        store.put(PutRequest(doomed, b"d", ttl_ms=TTL_MS))
+        store.put(PutRequest(kept, b"k", ttl_ms=TTL_MS))
+        store.put(PutRequest(permanent, b"p"))
+        store.remove_ttl(kept)
+        after = now_ms()
+        assert store.expired(prefix, before + TTL_MS - 1) == []  # not yet
+        later = after + TTL_MS + 1
+        assert store.expired(prefix, later) == [doomed]
+        assert store.expired(f"{prefix}-other", later) == []  # prefixes do not leak
+        assert store.sweep_expired(prefix, later) == [doomed]
+        with pytest.raises(BlobNotFound):
+            store.get_bytes(doomed)
+        assert store.get_bytes(kept) == b"k" and store.get_bytes(permanent) == b"p"
+        assert store.expired(prefix, later) == []
+
+    def test_lifecycle_rule_in_native_mode(self, store: BlobStore) -> None:
+        rule = store.lifecycle_rule(TTL_MS)
+        if store.ttl_mode == "native":
+            assert isinstance(rule, str) and rule.strip(), "a native-TTL store must describe its lifecycle rule"
+        else:
+            assert rule is None or isinstance(rule, str)
+
+    # -- list ------------------------------------------------------------------------------------------------
+    def test_list(self, store: BlobStore, prefix: str) -> None:
+        start = now_ms()
+        store.put(PutRequest(f"{prefix}/blobs/a", b"12345", ttl_ms=TTL_MS))
+        store.put(PutRequest(f"{prefix}/indexes/i.json", b"{}"))
+        store.put(PutRequest(f"{prefix}x/blobs/other", b"not mine"))  # a sibling whose name extends the prefix
+        listed = {b.blob_id: b for b in store.list(prefix)}
+        assert set(listed) == {f"{prefix}/blobs/a", f"{prefix}/indexes/i.json"}
+        assert listed[f"{prefix}/blobs/a"].size == 5
+        for info in listed.values():
+            if info.modified_ms is not None:  # within a generous clock skew of now
+                assert abs(info.modified_ms - start) < 600_000
+        assert [b.blob_id for b in store.list(f"{prefix}/blobs")] == [f"{prefix}/blobs/a"]
+        assert list(store.list(f"{prefix}/nothing-here")) == []
+
+    # -- exclusive create ------------------------------------------------------------------------------------
+    def test_put_exclusive(self, store: BlobStore, prefix: str) -> None:
+        if not self.sequential_conditional_create:
+            pytest.skip("this store does not refuse a second create of an existing blob")
+        blob = f"checkpoints/{prefix}/00000000000000000001.json"
+        store.put_exclusive(blob, b"first")
+        with pytest.raises(FileExistsError):
+            store.put_exclusive(blob, b"second")
+        assert store.get_bytes(blob) == b"first"
+        assert not store.has_ttl(blob)
+
+    def test_put_exclusive_race(self, store: BlobStore, prefix: str) -> None:
+        if not self.atomic_conditional_create:
+            pytest.skip("this store (or its emulator) does not enforce conditional create under concurrency")
+        blob = f"checkpoints/{prefix}/00000000000000000001.json"
+        barrier = threading.Barrier(RACERS)
+        won: list[int] = []
+        lost: list[int] = []
+        errors: list[BaseException] = []
+
+        def race(i: int) -> None:
+            barrier.wait()
+            try:
+                store.put_exclusive(blob, f"writer {i}".encode())
+                won.append(i)
+            except FileExistsError:
+                lost.append(i)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=race, args=(i,)) for i in range(RACERS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert not errors, errors
+        assert len(won) == 1 and len(lost) == RACERS - 1
+        assert store.get_bytes(blob) == f"writer {won[0]}".encode()
+
+    # -- batches ---------------------------------------------------------------------------------------------
+    def test_batches(self, store: BlobStore, prefix: str) -> None:
+        ids = [f"{prefix}/blobs/{i:03d}" for i in range(20)]
+        payloads = {b: os.urandom(100 + i) for i, b in enumerate(ids)}
+        store.put_many([PutRequest(b, payloads[b], ttl_ms=TTL_MS) for b in ids])
+        sinks = {b: io.BytesIO() for b in ids}
+        sizes = store.get_many([GetRequest(b, sinks[b]) for b in ids])
+        assert sizes == [len(payloads[b]) for b in ids]
+        assert all(sinks[b].getvalue() == payloads[b] for b in ids)
+        store.remove_ttl_many(ids[:10] + [f"{prefix}/blobs/missing"])
+        assert not store.has_ttl(ids[0]) and store.has_ttl(ids[15])
+        assert sorted(store.expired(prefix, now_ms() + TTL_MS + 1)) == ids[10:]
+        store.delete_many(ids[::2] + [f"{prefix}/blobs/missing"])
+        assert [b.blob_id for b in store.list(prefix)] == ids[1::2]
+        store.delete_many([])
