@@ -1,6 +1,6 @@
-"""Measuring one operation: a child process timed on the wall clock, with its peak RSS (``wait4`` rusage) and its
-I/O (this process's ``/proc/self/io`` before and after reaping it: the kernel adds a reaped child's I/O counters
-to its parent's, the same way it does for rusage).
+"""Measuring one operation: a child process timed on the wall clock, with its peak RSS (GNU time's ``%M``, the
+``wait4`` rusage of the tool itself) and its I/O (this process's ``/proc/self/io`` before and after reaping it:
+the kernel adds a reaped child's I/O counters to its parent's, the same way it does for rusage).
 
 Page cache: ``drop_caches()`` writes ``3`` to ``/proc/sys/vm/drop_caches`` (root only); ``can_drop_caches()``
 checks once whether it is permitted and effective here.
@@ -28,7 +28,8 @@ class Sample:
     """One timed run of one operation.
 
     ``wall_s``: seconds, including a final ``syncfs`` of the destination (so a tool that does not fsync is not
-    favoured). ``peak_rss_mb``: MiB, the largest resident set of the child or any descendant it reaped.
+    favoured). ``peak_rss_mib``: MiB (2**20 bytes), the largest resident set of the child or of a descendant
+    it reaped.
     ``read_bytes``/``write_bytes``: bytes the block layer read / the page cache dirtied (``/proc/*/io``);
     ``rchar``/``wchar``: bytes through read/write syscalls (files, pipes and sockets). ``requests``: HTTP
     requests the S3 server answered, by method (``None`` for file:// runs). ``repo_bytes_added``: bytes of
@@ -36,7 +37,7 @@ class Sample:
     """
 
     wall_s: float
-    peak_rss_mb: float
+    peak_rss_mib: float
     read_bytes: int
     write_bytes: int
     rchar: int
@@ -163,7 +164,7 @@ def run_measured(argv: Sequence[str], *, env: Mapping[str, str] | None = None, c
 
     sample = Sample(
         wall_s=wall,
-        peak_rss_mb=peak_kb / 1024.0 if peak_kb is not None else usage.ru_maxrss / 1024.0,
+        peak_rss_mib=peak_kb / 1024.0 if peak_kb is not None else usage.ru_maxrss / 1024.0,
         read_bytes=delta("read_bytes"),
         write_bytes=delta("write_bytes"),
         rchar=delta("rchar"),

@@ -35,7 +35,7 @@ _SECRET_KEY = re.compile(
 )
 # KEY=VALUE pairs inside connection strings and queries (``AccountKey=...;``, ``sig=...&``, ``token: ...``).
 _SECRET_PAIR = re.compile(
-    r"(?P<key>[A-Za-z_][\w.-]*?(?:secret|password|passwd|token|signature|accountkey|account_key|"
+    r"(?P<key>\b[\w.-]*?(?:secret|password|passwd|token|signature|accountkey|account_key|"
     r"sharedaccesssignature|credential|sig|key))(?P<sep>\s*[=:]\s*)(?P<q>[\"']?)(?P<value>[^;&\s\"',}]+)",
     re.IGNORECASE,
 )

@@ -7,6 +7,7 @@
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "blobstate.plugins.fsspec_store",
     "blobstate.plugins.file_log",
+    "blobstate.plugins.kafka_log", "blobstate.plugins.sql_log",
     "blobstate.plugins.rocksdb_store",
     "blobstate.plugins.dir_store",
     "blobstate.plugins.s3_store", "blobstate.plugins.gcs_store", "blobstate.plugins.azure_store",

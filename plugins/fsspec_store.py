@@ -215,9 +215,19 @@ class FsspecBlobStore(BlobStore):
             return bool(self.fs.exists(self.path(lease_id(blob_id))))
         return False
 
+    def _check_local_root(self) -> None:
+        """A local repository whose path runs through a regular file is unreachable, not empty."""
+        path = self.root or "/"
+        while path and not os.path.exists(path):
+            path = os.path.dirname(path)
+        if path and not os.path.isdir(path):
+            raise StorageError(f"repository {self.display_url} is unreachable: {path} is not a directory")
+
     # -- listing ---------------------------------------------------------------------------------------------
     def _find(self, prefix: str) -> dict[str, dict[str, Any]]:
         base = self.path(prefix) if prefix else self.root
+        if self.is_local:
+            self._check_local_root()
         try:
             found = self.fs.find(base, detail=True)
         except FileNotFoundError:

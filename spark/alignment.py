@@ -10,8 +10,9 @@ checkpoint waits for the previous upload). So a crash leaves the newest snapshot
 
 - snapshot ``C``: restore it; Spark continues with ``C + 1``.
 - snapshot ``C - 1`` (the crash came between batch ``C``'s local checkpoint and its upload): restore it and *rewind*
-  Spark's commit of ``C`` (delete ``commits/C``), which puts Spark exactly where a crash just before that commit would
-  have left it: it re-runs batch ``C`` from ``offsets/C``, the same input, on the restored state.
+  Spark's commit of ``C`` (delete ``commits/C``, and ``offsets/C+1`` when Spark planned the next batch already),
+  which puts Spark exactly where a crash just before that commit would have left it: it re-runs batch ``C`` from
+  ``offsets/C``, the same input, on the restored state.
 - anything older: the state of some committed batches is gone; ``SparkAlignmentError`` (nothing is changed).
 """
 
@@ -70,24 +71,40 @@ def last_committed_batch(checkpoint_location: str, storage_options: dict[str, An
     return batches[-1] if batches else None
 
 
-def rewind_commit(checkpoint_location: str, batch_id: int, storage_options: dict[str, Any] | None = None) -> None:
-    """Delete Spark's commit of ``batch_id`` (the newest one) so that Spark re-runs that batch from its offsets.
+def _remove(location: str, sub: str, batch_id: int, storage_options: dict[str, Any] | None) -> None:
+    fs, root = _fs(location, storage_options)
+    for name in (f".{batch_id}.crc", str(batch_id)):  # the side file first: never a crc without its file
+        path = posixpath.join(root, sub, name)
+        if fs.exists(path):
+            fs.rm(path)
 
-    Raises ``SparkAlignmentError`` when ``batch_id`` is not the newest commit or ``offsets/<batch_id>`` is missing
-    (Spark could not re-run it).
+
+def rewind_commit(checkpoint_location: str, batch_id: int, storage_options: dict[str, Any] | None = None) -> None:
+    """Make Spark re-run ``batch_id``, its newest committed batch, from its offsets.
+
+    Spark plans batch ``C + 1`` (writes ``offsets/C+1``) right after committing ``C``; it re-runs only the newest
+    planned batch. So the uncommitted ``offsets/C+1`` is deleted first, then ``commits/C``. Each step leaves the
+    checkpoint location in a state a crash of Spark itself could have left (offsets of ``C + 1`` not yet written;
+    then ``C`` planned but not committed), which Spark's recovery handles; a crash between the two steps is
+    finished by rewinding again.
+
+    Raises ``SparkAlignmentError`` when ``batch_id`` is not the newest commit, ``offsets/<batch_id>`` is missing,
+    or more than one batch is planned beyond it.
     """
     committed = committed_batches(checkpoint_location, storage_options)
     if not committed or committed[-1] != batch_id:
         raise SparkAlignmentError(f"refusing to rewind batch {batch_id}: the newest commit in "
                                   f"{checkpoint_location} is {committed[-1] if committed else None}")
-    if batch_id not in planned_batches(checkpoint_location, storage_options):
+    planned = planned_batches(checkpoint_location, storage_options)
+    if batch_id not in planned:
         raise SparkAlignmentError(f"cannot rewind batch {batch_id}: {checkpoint_location}/offsets/{batch_id} is "
                                   "missing, Spark could not re-run it")
-    fs, root = _fs(checkpoint_location, storage_options)
-    for name in (f".{batch_id}.crc", str(batch_id)):  # the side file first: never a crc without its file
-        path = posixpath.join(root, "commits", name)
-        if fs.exists(path):
-            fs.rm(path)
+    beyond = [b for b in planned if b > batch_id]
+    if beyond and beyond != [batch_id + 1]:
+        raise SparkAlignmentError(f"cannot rewind batch {batch_id}: offsets of batches {beyond} exist beyond it")
+    if beyond:
+        _remove(checkpoint_location, "offsets", batch_id + 1, storage_options)
+    _remove(checkpoint_location, "commits", batch_id, storage_options)
     log.info("rewound Spark's commit of batch %d in %s: Spark re-runs it on the restored state", batch_id,
              checkpoint_location)
 

@@ -202,16 +202,19 @@ class StateBinding:
     def _after_batch(self, batch_id: int) -> None:
         self.wait_for_upload(self.max_wait_s, include_pending=True)
         self.raise_if_failed()
-        assert self._committer is not None
-        local = self._committer.checkpoint(self.db, batch_id=batch_id)
         with self._cond:
+            if self._closed:
+                raise ConfigurationError(f"the blobstate binding of {self.key} was closed during batch {batch_id}")
+            committer = self._committer
+            assert committer is not None
+            local = committer.checkpoint(self.db, batch_id=batch_id)  # milliseconds; under the lock vs close()
             self._pending = local
             if self._spark_committed >= batch_id:
                 self._submit_locked()
 
-    def _submit_locked(self) -> None:
+    def _submit_locked(self, *, force: bool = False) -> None:
         local = self._pending
-        if local is None or self._inflight is not None or self._paused or self._closed:
+        if local is None or self._inflight is not None or (not force and (self._paused or self._closed)):
             return
         self._pending = None
         self._inflight_batch = local.batch_id
@@ -291,6 +294,30 @@ class StateBinding:
         if raise_error:
             self.raise_if_failed()
 
+    def wait_committed(self, batch_id: int, timeout_s: float = 600.0) -> BackupResult:
+        """Block until the snapshot of ``batch_id`` (or a later batch) is committed; returns its ``BackupResult``.
+
+        Raises the upload failure (``SnapshotCommitError``), or ``TimeoutError`` after ``timeout_s`` seconds.
+        """
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while True:
+                done = [r for r in self.results if (r.checkpoint.batch_id or 0) >= batch_id]
+                if done:
+                    return done[0]
+                if self._error is not None:
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"the snapshot of batch {batch_id} of {self.key} was not committed within "
+                                       f"{timeout_s:.0f} s (pending: {self.pending_batch_locked()})")
+                self._cond.wait(left)
+        self.raise_if_failed()
+        raise AssertionError("unreachable")
+
+    def pending_batch_locked(self) -> int | None:
+        return self._pending.batch_id if self._pending is not None else None
+
     def raise_if_failed(self) -> None:
         """Raise the first upload failure (``SnapshotCommitError``), once it happened."""
         with self._cond:
@@ -331,6 +358,9 @@ class StateBinding:
         listener may be late); a local checkpoint Spark did not commit is left for recovery to abort (Spark re-runs
         that batch). Raises the first upload failure not raised before, or ``BackpressureTimeout``.
         """
+        with self._cond:
+            self._closed = True  # a batch still waiting for an upload gives up now (stop() could not end it)
+            self._cond.notify_all()
         if self._query is not None and self._query.isActive:
             self._query.stop()
         try:
@@ -342,16 +372,12 @@ class StateBinding:
                     with self._cond:
                         if last is not None and last >= pending.batch_id:
                             self._spark_committed = max(self._spark_committed, last)
-                            self._paused = False
-                            self._submit_locked()
+                            self._submit_locked(force=True)
                         else:
-                            self._pending = None  # the journal keeps it open: recovery aborts it
-                            log.info("local checkpoint of batch %s was not committed by Spark; not uploaded",
-                                     pending.batch_id)
+                            log.info("local checkpoint of batch %s was not committed by Spark; not uploaded "
+                                     "(recovery aborts it, Spark re-runs the batch)", pending.batch_id)
             with self._cond:
-                self._closed = True
                 self._pending = None
-                self._cond.notify_all()
             self.wait_for_upload(timeout_s, raise_error=False)
         finally:
             self._release()

@@ -13,6 +13,10 @@ os.environ.setdefault("BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD", "0")
 
 pytest_plugins = [
     "fixtures_core",
+    "kafka_server",
+    "pg_server",
+    "cloud_servers",
+    "spark_fixtures",
 ]
 
 

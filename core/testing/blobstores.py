@@ -36,7 +36,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from blobstate.errors import BlobNotFound
 from blobstate.interfaces import BlobStore, FileRange, GetRequest, PutRequest
 

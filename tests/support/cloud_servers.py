@@ -251,3 +251,30 @@ def gcs_target(gcs_server: Server) -> Iterator[CloudTarget]:
 def cloud_target(request: pytest.FixtureRequest) -> CloudTarget:
     """Each cloud emulator in turn (parametrized)."""
     return request.getfixturevalue(f"{request.param}_target")
+
+
+# -- a blobstate plugin for racing writers (loaded in subprocesses with BLOBSTATE_PLUGINS=cloud_servers) -------------
+RACE_DIR_ENV = "BLOBSTATE_TEST_RACE_DIR"
+RACE_WRITERS_ENV = "BLOBSTATE_TEST_RACE_WRITERS"
+
+
+def _race_barrier() -> None:
+    """Each writer marks its arrival, then waits (polling, 60 s deadline) until every writer has arrived."""
+    directory = os.environ[RACE_DIR_ENV]
+    writers = int(os.environ.get(RACE_WRITERS_ENV, "2"))
+    Path(directory, f"arrived-{os.getpid()}").touch()
+    wait_until(lambda: len(list(Path(directory).glob("arrived-*"))) >= writers, timeout_s=60,
+               what="the other racing writers")
+
+
+try:
+    from blobstate import hookimpl as _hookimpl
+
+    @_hookimpl
+    def blobstate_journal_event(event: Any, store_key: Any) -> None:
+        """With ``BLOBSTATE_TEST_RACE_DIR`` set: hold every writer after its index upload (just before the commit
+        point) until all writers got there, so that their checkpoint-log appends race. Inactive otherwise."""
+        if os.environ.get(RACE_DIR_ENV) and event.type_name == "IndexUploaded":
+            _race_barrier()
+except ImportError:  # pragma: no cover - blobstate itself not importable: nothing to hook into
+    pass

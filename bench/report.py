@@ -1,0 +1,200 @@
+"""Turning the measured rows into ratios, the issue's targets, a Markdown table, a PNG plot and the JSON file.
+
+Rows are ``{"backend", "tool", "op", "runs", "median": {...} | None, "samples": [...], "error"}`` as made by
+``bench.run.summarise``; times in seconds, sizes in bytes (RSS in MiB).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+OP_LABELS = {
+    "backup_full": "full backup",
+    "backup_incr_1pct": "incremental backup, 1% changed",
+    "backup_incr_10pct": "incremental backup, 10% changed",
+    "restore_empty": "restore into an empty dir",
+    "restore_prev": "restore into the previous version",
+}
+TOOL_ORDER = ("blobstate", "limit", "restic", "rclone", "backupengine", "changelog")
+PEERS = ("restic", "rclone", "backupengine", "changelog")
+MB = 1e6
+
+
+def _index(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    return {(r["backend"], r["tool"], r["op"]): r["median"] for r in rows if r.get("median")}
+
+
+def _wall(idx: dict[tuple[str, str, str], dict[str, Any]], backend: str, tool: str, op: str) -> float | None:
+    m = idx.get((backend, tool, op))
+    return m["wall_s"] if m else None
+
+
+def _div(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a is not None and b else None
+
+
+def ratios(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per backend and operation: each tool's wall time over the limit's, and each peer's over blobstate's
+    (``> 1``: blobstate is that many times faster)."""
+    idx = _index(rows)
+    out: dict[str, Any] = {}
+    for backend, tool, op in idx:
+        entry = out.setdefault(backend, {}).setdefault(op, {"x_limit": {}, "peer_over_blobstate": {}})
+        entry["x_limit"][tool] = _div(_wall(idx, backend, tool, op), _wall(idx, backend, "limit", op))
+        if tool in PEERS:
+            entry["peer_over_blobstate"][tool] = _div(_wall(idx, backend, tool, op),
+                                                      _wall(idx, backend, "blobstate", op))
+    if ("file", "changelog", "restore_empty") in idx:
+        out.setdefault("file", {}).setdefault("restore_empty", {"x_limit": {}, "peer_over_blobstate": {}})
+    return out
+
+
+def _target(name: str, measured: float | None, bound: float, *, at_most: bool, unit: str = "x",
+            detail: str = "") -> dict[str, Any]:
+    ok = None if measured is None else (measured <= bound if at_most else measured >= bound)
+    return {"target": name, "measured": measured, "bound": f"{'<=' if at_most else '>='} {bound}{unit}",
+            "ok": ok, "detail": detail}
+
+
+def targets(rows: list[dict[str, Any]], info: dict[str, Any]) -> list[dict[str, Any]]:
+    """The issue's targets, each with the measured value and whether it is met (``None``: not measured)."""
+    idx = _index(rows)
+    out = []
+    bs_restore = _wall(idx, "file", "blobstate", "restore_empty")
+    out.append(_target("file:// restore (empty dir) vs cp -a of the same files", _div(
+        bs_restore, _wall(idx, "file", "limit", "restore_empty")), 1.3, at_most=True))
+    for peer in ("restic", "rclone", "backupengine"):
+        for op in ("restore_empty", "restore_prev"):
+            out.append(_target(f"file:// {OP_LABELS[op]}: {peer} time / blobstate time",
+                               _div(_wall(idx, "file", peer, op), _wall(idx, "file", "blobstate", op)), 1.0,
+                               at_most=False, detail="> 1 means blobstate is faster"))
+    incr = idx.get(("file", "blobstate", "backup_incr_1pct"))
+    delta = info["versions"]["v1"].get("delta_bytes")
+    added = incr["repo_bytes_added"] if incr else None
+    out.append(_target("incremental 1%: bytes added to the repository / (new SST bytes + mutable files)",
+                       _div(added, delta), 1.1, at_most=True,
+                       detail=f"{(added or 0) / MB:.1f} MB added vs {(delta or 0) / MB:.1f} MB that changed "
+                              "(measured by listing the repository, index and leases included)"))
+    out.append(_target("incremental 1%: blobstate time / cp -a of those bytes", _div(
+        _wall(idx, "file", "blobstate", "backup_incr_1pct"), _wall(idx, "file", "limit", "backup_incr_1pct")),
+        2.0, at_most=True))
+    out.append(_target("changelog replay time / blobstate restore time (same state)", _div(
+        _wall(idx, "file", "changelog", "restore_empty"), bs_restore), 10.0, at_most=False))
+    for backend in ("file", "s3"):
+        m = idx.get((backend, "blobstate", "restore_empty"))
+        rss_mb = round(m["peak_rss_mib"] * 2**20 / MB, 1) if m else None
+        out.append(_target(f"{backend} restore peak RSS (MB)", rss_mb, 300, at_most=True, unit=" MB",
+                           detail=f"state of {info['params']['size'] / MB:.0f} MB"))
+    out.append(_target("s3 restore throughput / raw parallel s3fs get of the same blobs", _div(
+        _wall(idx, "s3", "limit", "restore_empty"), _wall(idx, "s3", "blobstate", "restore_empty")), 0.8,
+        at_most=False))
+    return out
+
+
+def _fmt(v: float | None, digits: int = 2) -> str:
+    return "–" if v is None else f"{v:.{digits}f}"
+
+
+def _mb(v: float | None) -> str:
+    return "–" if v is None else f"{v / MB:.1f}"
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    meta = doc["meta"]
+    data = meta["data"]
+    lines = [
+        f"Run {meta['started']}: state of {meta['size_bytes'] / MB:.0f} MB, {meta['keys']} keys "
+        f"(incompressible values), v0 = {data['versions']['v0']['sst_files']} SSTs; "
+        f"{meta['runs']} run(s), medians; {meta['cache_note']}. "
+        f"Machine: {meta['machine']['cpus']} CPUs, {meta['machine']['mem_gib']} GiB, "
+        f"kernel {meta['machine']['kernel']}.",
+        "",
+        f"Changed bytes a perfect incremental copy must move: v1 (1% of keys) "
+        f"{data['versions']['v1']['delta_bytes'] / MB:.1f} MB, v2 (10% more) "
+        f"{data['versions']['v2']['delta_bytes'] / MB:.1f} MB; v2 vs v1 for restore into the previous version "
+        f"{data['restore_prev_delta_bytes'] / MB:.1f} MB.",
+        "",
+        "### Targets",
+        "",
+        "| target | measured | bound | met |",
+        "| --- | ---: | --- | --- |",
+    ]
+    for t in doc["targets"]:
+        met = {True: "yes", False: "**no**", None: "not measured"}[t["ok"]]
+        detail = f" ({t['detail']})" if t["detail"] else ""
+        lines.append(f"| {t['target']}{detail} | {_fmt(t['measured'])} | {t['bound']} | {met} |")
+    idx = {(r["backend"], r["tool"], r["op"]): r for r in doc["results"]}
+    for backend in ("file", "s3"):
+        if not any(k[0] == backend for k in idx):
+            continue
+        lines += ["", f"### {backend}://", "",
+                  "| operation | tool | wall s | x limit | peer / blobstate | disk read MB | disk write MB | "
+                  "read() MB | write() MB | repo +MB (objects) | requests | peak RSS MiB |",
+                  "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for op in OP_LABELS:
+            for tool in TOOL_ORDER:
+                r = idx.get((backend, tool, op))
+                if r is None:
+                    continue
+                m = r["median"]
+                if not m:
+                    lines.append(f"| {OP_LABELS[op]} | {tool} | failed: {r['error'][:160]!s} "
+                                 "| | | | | | | | | |".replace("\n", " "))
+                    continue
+                rat = doc["ratios"].get(backend, {}).get(op, {})
+                added = "–" if m["repo_bytes_added"] is None else \
+                    f"{m['repo_bytes_added'] / MB:.1f} ({int(m['repo_objects_added'])})"
+                reqs = "–" if not m.get("requests") else str(int(m["requests"].get("total", 0)))
+                lines.append(
+                    f"| {OP_LABELS[op]} | {tool} | {_fmt(m['wall_s'])} | {_fmt(rat.get('x_limit', {}).get(tool))} "
+                    f"| {_fmt(rat.get('peer_over_blobstate', {}).get(tool))} | {_mb(m['read_bytes'])} "
+                    f"| {_mb(m['write_bytes'])} | {_mb(m['rchar'])} | {_mb(m['wchar'])} | {added} | {reqs} "
+                    f"| {_fmt(m['peak_rss_mib'], 0)} |")
+    lines += ["", "Tools and how they were run:", ""]
+    lines += [f"- **{name}**: {note}" for name, note in meta["notes"].items()]
+    if meta["skipped"]:
+        lines += ["", "Skipped: " + "; ".join(f"{k} ({v})" for k, v in meta["skipped"].items())]
+    lines += ["", "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["tools"].items())]
+    return "\n".join(lines) + "\n"
+
+
+def plot(doc: dict[str, Any], path: str) -> None:
+    """Grouped bars of median wall time per operation and tool, one panel per backend (log scale)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    idx = _index(doc["results"])
+    backends = [b for b in ("file", "s3") if any(k[0] == b for k in idx)]
+    fig, axes = plt.subplots(1, max(1, len(backends)), figsize=(7 * max(1, len(backends)), 4.8), squeeze=False)
+    for ax, backend in zip(axes[0], backends, strict=False):
+        tools = [t for t in TOOL_ORDER if any(k[0] == backend and k[1] == t for k in idx)]
+        ops = list(OP_LABELS)
+        width = 0.8 / max(1, len(tools))
+        for i, tool in enumerate(tools):
+            xs = [j + i * width for j, op in enumerate(ops) if (backend, tool, op) in idx]
+            ys = [idx[(backend, tool, op)]["wall_s"] for op in ops if (backend, tool, op) in idx]
+            ax.bar(xs, ys, width, label=tool)
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(ops))])
+        ax.set_xticklabels([OP_LABELS[o].replace(", ", "\n").replace(" into ", "\ninto ") for o in ops], fontsize=7)
+        ax.set_yscale("log")
+        ax.set_ylabel("wall time, s (median, log scale)")
+        ax.set_title(f"{backend}:// — {doc['meta']['size_bytes'] / 1e6:.0f} MB state, {doc['meta']['cache']} cache")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_all(doc: dict[str, Any], out_dir: str) -> list[str]:
+    """Write ``latest.json``, ``latest.md``, ``latest.png`` into ``out_dir``; returns their paths."""
+    paths = [os.path.join(out_dir, f"latest.{ext}") for ext in ("json", "md", "png")]
+    with open(paths[0], "w") as fh:
+        json.dump(doc, fh, indent=1)
+    with open(paths[1], "w") as fh:
+        fh.write(markdown(doc))
+    plot(doc, paths[2])
+    return paths

@@ -1,0 +1,285 @@
+"""The ``CheckpointLog`` conformance suite: subclass ``CheckpointLogContract`` in a test module, give it fixtures.
+
+Example (pytest)::
+
+    import pytest
+    from blobstate.testing.checkpoint_logs import CheckpointLogContract, UNREACHABLE_SECRET
+
+    class TestMyLog(CheckpointLogContract):
+        @pytest.fixture
+        def open_log(self, tmp_path):
+            # () -> CheckpointLog: a new instance (own connections) on the same backing log, every call
+            return lambda: MyLog(f"my://{tmp_path}/log")
+
+        @pytest.fixture
+        def write_malformed(self):
+            # (log, key, generation, payload bytes) -> None: store a raw record the log cannot trust
+            return lambda log, key, generation, payload: log._raw_write(key, generation, payload)
+
+        @pytest.fixture
+        def open_unreachable_log(self):
+            # () -> CheckpointLog whose backend cannot be reached; put UNREACHABLE_SECRET in its credentials
+            return lambda: MyLog(f"my://user:{UNREACHABLE_SECRET}@127.0.0.1:1/log")
+
+What it checks: generations start at 1 and grow by one in ``history`` order; ``append`` returns the record with
+its generation and the record round-trips; store keys are isolated; a stale or a future expected generation is
+fenced and changes nothing; of N writers racing on one generation exactly one wins, every round, and the others
+get ``FencedError``; a zombie is fenced after pruning; ``prune`` keeps the newest K and is idempotent;
+a malformed record raises ``CorruptIndexError`` from ``latest``/``history``/``append`` (never a silent skip); an
+unreachable backend raises ``StorageError`` within ``UNREACHABLE_DEADLINE_S`` without leaking credentials, and
+nothing committed is lost. Every test uses fresh store keys, so one backing log may serve the whole suite.
+Set ``supports_keys = False`` on the subclass for a log whose ``keys()`` returns [] by design.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from blobstate.errors import CorruptIndexError, FencedError, StorageError
+from blobstate.interfaces import CheckpointLog
+from blobstate.model import Checkpoint, StoreKey
+
+#: The password an ``open_unreachable_log`` fixture should use; it must never appear in an error.
+UNREACHABLE_SECRET = "s3cr3t-pw-never-printed"
+#: Seconds an unreachable backend may take to fail each call.
+UNREACHABLE_DEADLINE_S = 60.0
+#: Writers per round and rounds in the race test.
+RACE_WRITERS = 4
+RACE_ROUNDS = 3
+
+
+def new_key(label: str = "store") -> StoreKey:
+    """A store key no other test uses."""
+    return StoreKey(f"job-{uuid.uuid4().hex[:12]}", "task-0", label)
+
+
+def make_checkpoint(key: StoreKey, *, batch_id: int | None = None, writer: str = "w") -> Checkpoint:
+    """A checkpoint record for ``key`` with unique ids (generation 0: the log assigns it)."""
+    cid = uuid.uuid4().hex
+    return Checkpoint(store_key=key, checkpoint_id=cid, generation=0, index_blob_id=f"{key.prefix}/indexes/{cid}.json",
+                      index_crc32c=int(cid[:8], 16), index_size=1234, created_time_ms=int(time.time() * 1000),
+                      batch_id=batch_id, writer_id=writer)
+
+
+def same_record(a: Checkpoint, b: Checkpoint) -> bool:
+    return a.to_json() == b.to_json()
+
+
+class CheckpointLogContract:
+    """The contract of ``blobstate.interfaces.CheckpointLog``; subclass it (the class name must start with Test).
+
+    Required fixtures: ``open_log``, ``write_malformed``, ``open_unreachable_log`` (see the module docstring).
+    """
+
+    supports_keys: bool = True
+
+    @pytest.fixture
+    def log(self, open_log: Callable[[], CheckpointLog]) -> Any:
+        log = open_log()
+        yield log
+        log.close()
+
+    def _append_n(self, log: CheckpointLog, key: StoreKey, n: int) -> list[Checkpoint]:
+        out = []
+        for i in range(n):
+            out.append(log.append(make_checkpoint(key, batch_id=i), i))
+        return out
+
+    # -- ordering ----------------------------------------------------------------------------------------------
+    def test_empty_log(self, log: CheckpointLog) -> None:
+        key = new_key()
+        assert log.latest(key) is None
+        assert log.history(key) == []
+
+    def test_generations_start_at_one_and_grow_by_one(self, log: CheckpointLog) -> None:
+        key = new_key()
+        written = []
+        for expected in range(5):
+            cp = make_checkpoint(key, batch_id=expected * 10)
+            record = log.append(cp, expected)
+            assert record.generation == expected + 1
+            assert record.checkpoint_id == cp.checkpoint_id
+            written.append(record)
+            assert same_record(log.latest(key), record)
+        history = log.history(key)
+        assert [c.generation for c in history] == [1, 2, 3, 4, 5]
+        assert all(same_record(a, b) for a, b in zip(history, written, strict=True))
+
+    def test_records_survive_a_new_instance(self, log: CheckpointLog,
+                                            open_log: Callable[[], CheckpointLog]) -> None:
+        key = new_key()
+        written = self._append_n(log, key, 3)
+        other = open_log()
+        try:
+            assert [c.to_json() for c in other.history(key)] == [c.to_json() for c in written]
+            assert other.append(make_checkpoint(key), 3).generation == 4
+        finally:
+            other.close()
+        assert log.latest(key).generation == 4
+
+    def test_store_keys_are_isolated(self, log: CheckpointLog) -> None:
+        a, b = new_key("a"), new_key("b")
+        log.append(make_checkpoint(a), 0)
+        log.append(make_checkpoint(b), 0)
+        log.append(make_checkpoint(a), 1)
+        assert [c.generation for c in log.history(a)] == [1, 2]
+        assert [c.generation for c in log.history(b)] == [1]
+        assert all(c.store_key == a for c in log.history(a))
+        with pytest.raises(FencedError):
+            log.append(make_checkpoint(b), 2)
+
+    def test_keys_lists_stores_with_checkpoints(self, log: CheckpointLog) -> None:
+        if not self.supports_keys:
+            pytest.skip("this log does not list keys")
+        a, b = new_key("a"), new_key("b")
+        log.append(make_checkpoint(a), 0)
+        log.append(make_checkpoint(b), 0)
+        found = set(log.keys())
+        assert {a, b} <= found
+        assert new_key("never-written") not in found
+
+    # -- fencing -----------------------------------------------------------------------------------------------
+    def test_stale_and_future_expected_generations_are_fenced(self, log: CheckpointLog) -> None:
+        key = new_key()
+        before = self._append_n(log, key, 2)
+        for expected in (0, 1, 3, 7):
+            with pytest.raises(FencedError):
+                log.append(make_checkpoint(key), expected)
+        assert [c.to_json() for c in log.history(key)] == [c.to_json() for c in before]
+        assert log.append(make_checkpoint(key), 2).generation == 3
+
+    def test_zombie_writer_is_fenced_by_a_second_instance(self, log: CheckpointLog,
+                                                           open_log: Callable[[], CheckpointLog]) -> None:
+        key = new_key()
+        log.append(make_checkpoint(key, writer="old"), 0)
+        new_writer = open_log()
+        try:
+            winner = new_writer.append(make_checkpoint(key, writer="new"), 1)
+        finally:
+            new_writer.close()
+        with pytest.raises(FencedError):
+            log.append(make_checkpoint(key, writer="old"), 1)
+        assert same_record(log.latest(key), winner)
+
+    def test_racing_writers_one_winner_per_generation(self, open_log: Callable[[], CheckpointLog]) -> None:
+        key = new_key()
+        logs = [open_log() for _ in range(RACE_WRITERS)]
+        try:
+            for expected in range(RACE_ROUNDS):
+                barrier = threading.Barrier(len(logs))
+                outcomes: list[Any] = [None] * len(logs)
+
+                def run(i: int, log: CheckpointLog, expected: int = expected, barrier: threading.Barrier = barrier,
+                        outcomes: list[Any] = outcomes) -> None:
+                    cp = make_checkpoint(key, writer=f"w{i}")
+                    barrier.wait(timeout=30)
+                    try:
+                        outcomes[i] = log.append(cp, expected)
+                    except Exception as exc:  # noqa: BLE001 - recorded and asserted below
+                        outcomes[i] = exc
+
+                threads = [threading.Thread(target=run, args=(i, lg)) for i, lg in enumerate(logs)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join(timeout=120)
+                winners = [o for o in outcomes if isinstance(o, Checkpoint)]
+                losers = [o for o in outcomes if not isinstance(o, Checkpoint)]
+                assert len(winners) == 1, outcomes
+                assert all(isinstance(o, FencedError) for o in losers), outcomes
+                assert winners[0].generation == expected + 1
+                for lg in logs:
+                    assert same_record(lg.latest(key), winners[0])
+            history = logs[0].history(key)
+            assert [c.generation for c in history] == list(range(1, RACE_ROUNDS + 1))
+        finally:
+            for lg in logs:
+                lg.close()
+
+    # -- retention ---------------------------------------------------------------------------------------------
+    def test_prune_keeps_the_newest_and_is_idempotent(self, log: CheckpointLog) -> None:
+        key = new_key()
+        written = self._append_n(log, key, 6)
+        removed = log.prune(key, 3)
+        assert sorted(c.generation for c in removed) == [1, 2, 3]
+        assert [c.generation for c in log.history(key)] == [4, 5, 6]
+        assert same_record(log.latest(key), written[-1])
+        assert log.prune(key, 3) == []
+        assert log.append(make_checkpoint(key), 6).generation == 7
+        removed = log.prune(key, 1)
+        assert sorted(c.generation for c in removed) == [4, 5, 6]
+        assert [c.generation for c in log.history(key)] == [7]
+
+    def test_zombie_cannot_fill_a_pruned_generation(self, log: CheckpointLog) -> None:
+        key = new_key()
+        self._append_n(log, key, 4)
+        log.prune(key, 1)
+        for expected in (0, 1, 2):
+            with pytest.raises(FencedError):
+                log.append(make_checkpoint(key, writer="zombie"), expected)
+        assert [c.generation for c in log.history(key)] == [4]
+        assert log.latest(key).writer_id == "w"
+
+    def test_prune_survives_a_new_instance(self, log: CheckpointLog, open_log: Callable[[], CheckpointLog]) -> None:
+        key = new_key()
+        self._append_n(log, key, 4)
+        log.prune(key, 2)
+        other = open_log()
+        try:
+            assert [c.generation for c in other.history(key)] == [3, 4]
+            assert other.latest(key).generation == 4
+        finally:
+            other.close()
+
+    # -- malformed records -------------------------------------------------------------------------------------
+    @pytest.mark.parametrize("payload", [b"{not json", b'{"schemaVersion": 1}', b"\xff\xfe binary"],
+                             ids=["broken-json", "missing-fields", "not-utf8"])
+    def test_malformed_record_is_a_clear_error(self, log: CheckpointLog, write_malformed: Callable[..., None],
+                                               payload: bytes) -> None:
+        key = new_key()
+        self._append_n(log, key, 1)
+        write_malformed(log, key, 2, payload)
+        with pytest.raises(CorruptIndexError):
+            log.latest(key)
+        with pytest.raises(CorruptIndexError):
+            log.history(key)
+        with pytest.raises((CorruptIndexError, FencedError)):
+            log.append(make_checkpoint(key), 1)
+
+    def test_record_for_another_generation_is_malformed(self, log: CheckpointLog,
+                                                       write_malformed: Callable[..., None]) -> None:
+        key = new_key()
+        self._append_n(log, key, 1)
+        lying = make_checkpoint(key).with_generation(7)  # says 7, stored as 2
+        write_malformed(log, key, 2, lying.to_bytes())
+        with pytest.raises(CorruptIndexError):
+            log.history(key)
+
+    # -- unreachable -------------------------------------------------------------------------------------------
+    def test_unreachable_log_is_a_clear_error_and_loses_nothing(
+            self, log: CheckpointLog, open_unreachable_log: Callable[[], CheckpointLog]) -> None:
+        key = new_key()
+        written = self._append_n(log, key, 2)
+        dead = open_unreachable_log()
+        try:
+            calls: list[Callable[[], object]] = [
+                lambda: dead.latest(key), lambda: dead.history(key),
+                lambda: dead.append(make_checkpoint(key), 2), lambda: dead.prune(key, 1)]
+            for call in calls:
+                started = time.monotonic()
+                with pytest.raises(StorageError) as info:
+                    call()
+                assert time.monotonic() - started < UNREACHABLE_DEADLINE_S
+                assert not isinstance(info.value, FencedError)
+                assert UNREACHABLE_SECRET not in str(info.value)
+                assert UNREACHABLE_SECRET not in repr(info.value.args)
+            assert UNREACHABLE_SECRET not in str(getattr(dead, "url", ""))
+        finally:
+            dead.close()
+        assert [c.to_json() for c in log.history(key)] == [c.to_json() for c in written]
+        assert log.append(make_checkpoint(key), 2).generation == 3
