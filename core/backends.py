@@ -38,7 +38,9 @@ def open_blob_store(url: str, *, storage_options: dict[str, Any] | None = None, 
     With ``retry`` (default) every call retries transient faults. Raises ``ConfigurationError`` for an unknown
     scheme and ``MissingDependencyError`` (with the ``pip install`` hint) for a missing extra.
     """
-    url = normalize_url(url)
+    from blobstate.storage_options import resolve
+
+    url, storage_options = resolve(normalize_url(url), storage_options)
     reg = get_plugin_manager().select(BlobStoreSpec, url_scheme(url))
     spec = reg.spec
     factory = resolve_factory(spec.factory, what=f"blob store {spec.name!r}", install_hint=spec.install_hint)

@@ -25,12 +25,13 @@ def _err(message: str) -> None:
     click.echo(message, err=True)
 
 
+_SECRETS: list[str] = []  # secret option values given on this command line, hidden in every message
+
+
 def _redact(text: str) -> str:
-    try:
-        from blobstate.storage_options import redact
-    except ImportError:  # pragma: no cover - the module ships with blobstate
-        return text
-    return redact(text)
+    from blobstate.storage_options import redact
+
+    return str(redact(text, secrets=_SECRETS))
 
 
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -62,23 +63,12 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def parse_storage_options(values: tuple[str, ...]) -> dict[str, Any]:
-    """``KEY=VALUE`` pairs to a dict (values parsed as JSON when they are JSON: numbers, booleans, objects)."""
-    try:
-        from blobstate.storage_options import parse_options
-    except ImportError:
-        parse_options = None
-    if parse_options is not None:
-        return parse_options(values)
-    out: dict[str, Any] = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigurationError(f"--storage-option wants KEY=VALUE, got {item!r}")
-        try:
-            out[key] = json.loads(value)
-        except ValueError:
-            out[key] = value
-    return out
+    """``KEY=VALUE`` pairs to a dict (typed values, dotted keys nest; see ``blobstate.storage_options``)."""
+    from blobstate.storage_options import parse_options, secret_values
+
+    options = parse_options(values)
+    _SECRETS.extend(secret_values(options))
+    return options
 
 
 def repo_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -309,8 +299,11 @@ def gc(repo: str, log_url: str | None, storage_option: tuple[str, ...], ttl_mode
     if install_lifecycle:
         from blobstate.backends import open_blob_store
 
-        store = open_blob_store(repo, storage_options=options, ttl_mode=ttl_mode or "native")
-        rule = store.lifecycle_rule(ttl_ms or DEFAULT_TTL_MS)
+        try:
+            store = open_blob_store(repo, storage_options=options, ttl_mode="native")
+        except ConfigurationError:
+            store = None  # no native TTL here: leases only
+        rule = store.lifecycle_rule(ttl_ms or DEFAULT_TTL_MS) if store is not None else None
         if rule is None:
             _err("this blob store has no lifecycle rule: TTL is kept as leases, swept by `blobstate gc`")
         elif dry_run or not store.install_lifecycle(ttl_ms or DEFAULT_TTL_MS):

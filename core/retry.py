@@ -68,7 +68,7 @@ def call_with_retry(fn: Callable[[], T], what: str, *, attempts: int | None = No
         raise
     except (FileNotFoundError, FileExistsError):
         raise
-    except OSError as exc:
+    except Exception as exc:  # noqa: BLE001 - an SDK's own error types (HttpResponseError, ClientError, ...)
         raise StorageError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
 
 

@@ -47,6 +47,31 @@ class TestFileLogLocal(CheckpointLogContract):
         return lambda: open_file_log(f"file://{tmp_path}/a-file/repo")
 
 
+# -- file log on moto S3 (conditional create with If-None-Match) ------------------------------------------------
+class TestFileLogS3(CheckpointLogContract):
+    @pytest.fixture
+    def open_log(self, s3_target):
+        from blobstate.plugins.file_log import open_file_log
+
+        return lambda: open_file_log(s3_target.url, storage_options=s3_target.storage_options)
+
+    @pytest.fixture
+    def write_malformed(self):
+        from blobstate.plugins.file_log import record_id
+
+        return lambda log, key, generation, payload: log.store.put_exclusive(record_id(key, generation), payload)
+
+    @pytest.fixture
+    def open_unreachable_log(self, monkeypatch):
+        from blobstate.plugins.file_log import open_file_log
+
+        monkeypatch.setenv("BLOBSTATE_RETRY_ATTEMPTS", "2")
+        options = {"endpoint_url": f"http://127.0.0.1:{closed_port()}", "key": "testing",
+                   "secret": UNREACHABLE_SECRET, "config_kwargs": {"retries": {"max_attempts": 1},
+                                                                   "connect_timeout": 1}}
+        return lambda: open_file_log("s3://unreachable-bucket/repo", storage_options=options)
+
+
 # -- SQLite --------------------------------------------------------------------------------------------------
 def _sql_write_malformed(log, key, generation, payload):
     from sqlalchemy import insert

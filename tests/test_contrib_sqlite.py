@@ -15,9 +15,8 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-
 from blobstate.errors import ConfigurationError, IntegrityError, StorageError
-from blobstate.testing.local_stores import LocalStoreConformance
+from blobstate.testing.local_stores import LocalStoreContract
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTRIB = ROOT / "contrib" / "blobstate-sqlite"
@@ -74,7 +73,7 @@ def _rows(path: Path) -> dict[str, str]:
 
 
 # -- the conformance suite, run as a plugin author would ------------------------------------------------------
-class TestSqliteConformance(LocalStoreConformance):
+class TestSqliteConformance(LocalStoreContract):
     @pytest.fixture
     def harness(self, sqlite_dist):
         from blobstate_sqlite.testing import SqliteHarness

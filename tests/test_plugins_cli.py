@@ -9,7 +9,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from blobstate import BlobStoreSpec, hookimpl
 from blobstate.backends import open_blob_store
 from blobstate.errors import ConfigurationError, PluginError

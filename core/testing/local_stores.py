@@ -3,7 +3,7 @@
 Usage (in the plugin's tests; needs pytest, the ``test`` extra)::
 
     import pytest
-    from blobstate.testing.local_stores import LocalStoreConformance, StoreHarness
+    from blobstate.testing.local_stores import LocalStoreContract, StoreHarness
 
     class SqliteHarness(StoreHarness):
         store_type = "sqlite"
@@ -11,7 +11,7 @@ Usage (in the plugin's tests; needs pytest, the ``test`` extra)::
         def write(self, source, items): ...     # durably write {key: value} into the live store
         def read(self, directory): ...          # {key: value} of a copy (checkpoint, restored dir), read-only
 
-    class TestSqliteStore(LocalStoreConformance):
+    class TestSqliteStore(LocalStoreContract):
         @pytest.fixture
         def harness(self):
             return SqliteHarness()
@@ -44,7 +44,7 @@ from blobstate.errors import IntegrityError
 from blobstate.interfaces import LocalStore
 from blobstate.workdir import MARKER
 
-__all__ = ["LocalStoreConformance", "StoreHarness", "file_bytes"]
+__all__ = ["LocalStoreContract", "StoreHarness", "file_bytes"]
 
 
 class StoreHarness(ABC):
@@ -86,7 +86,7 @@ def _batch(prefix: str, n: int) -> dict[str, str]:
     return {f"{prefix}-{i:04d}": f"value-{prefix}-{i}" * 3 for i in range(n)}
 
 
-class LocalStoreConformance:
+class LocalStoreContract:
     """Subclass as ``Test...`` and override the ``harness`` fixture (and ``local_store`` to pass options)."""
 
     @pytest.fixture

@@ -2,11 +2,11 @@
 with blobstate and this distribution installed (``pip install -e .``)."""
 
 import pytest
-from blobstate.testing.local_stores import LocalStoreConformance
+from blobstate.testing.local_stores import LocalStoreContract
 from blobstate_sqlite.testing import SqliteHarness
 
 
-class TestSqliteStore(LocalStoreConformance):
+class TestSqliteStore(LocalStoreContract):
     @pytest.fixture
     def harness(self) -> SqliteHarness:
         return SqliteHarness()
