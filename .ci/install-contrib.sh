@@ -3,4 +3,4 @@
 # the tests pip-install contrib/blobstate-sqlite themselves with --no-build-isolation (offline, fast), which needs
 # setuptools >= 64 and wheel in the environment. Idempotent.
 set -euo pipefail
-python -m pip install --quiet --disable-pip-version-check "setuptools>=64" "wheel"
+"${PYTHON:-python3}" -m pip install --quiet --disable-pip-version-check "setuptools>=64" "wheel"

@@ -63,9 +63,7 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
     try:
         checkpoint = repository.choose(key, checkpoint_id=checkpoint_id, max_batch_id=max_batch_id)
         wd = work_dir or workdir.store_work_dir(repository.url, key)
-        index_type = store_type
-        if index_type is None:
-            index_type = "rocksdb" if _index_has(repository, checkpoint, "CURRENT") else "dir"
+        index_type = store_type or _recorded_store_type(repository, checkpoint)
         result = restore_snapshot(repository, checkpoint, dest_dir, local_store=open_local_store(index_type),
                                   work_dir=wd, cache=ChecksumCache(os.path.join(wd, workdir.CRC_CACHE)),
                                   progress=progress, validate=validate)
@@ -76,8 +74,12 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
         repository.close()
 
 
-def _index_has(repository: Repository, checkpoint: Checkpoint, name: str) -> bool:
-    return name in repository.read_index(checkpoint).files()
+def _recorded_store_type(repository: Repository, checkpoint: Checkpoint) -> str:
+    """The store type the snapshot records (older snapshots: ``rocksdb`` if it has a ``CURRENT`` file)."""
+    index = repository.read_index(checkpoint)
+    if index.store_type:
+        return index.store_type
+    return "rocksdb" if "CURRENT" in index.files() else "dir"
 
 
 def _init_cleanup(repository: Repository, key: StoreKey, wd: str, store_type: str) -> None:

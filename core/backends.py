@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 import fsspec.core
+
 from blobstate.errors import ConfigurationError
 from blobstate.interfaces import BlobStore, CheckpointLog, LocalStore
 from blobstate.manager import get_plugin_manager

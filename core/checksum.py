@@ -89,12 +89,13 @@ class ChecksumCache:
             except (OSError, ValueError, AttributeError):
                 self._entries = {}  # a damaged cache only costs re-reads
 
-    def crc32c(self, path: str) -> tuple[int, int]:
-        """``(size in bytes, CRC32C)`` of the file at ``path``, read only on a cache miss."""
+    def crc32c(self, path: str, *, trust_cache: bool = True) -> tuple[int, int]:
+        """``(size in bytes, CRC32C)`` of the file at ``path``, read only on a cache miss (or always, without
+        ``trust_cache``: for files that change in place)."""
         st = os.stat(path)
         key = stat_key(st)
         with self._lock:
-            cached = self._entries.get(key)
+            cached = self._entries.get(key) if trust_cache else None
             if cached is not None:
                 self.hits += 1
                 return st.st_size, cached

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import click
+
 from blobstate.errors import EXIT_ERROR, EXIT_USAGE, BlobstateError, ConfigurationError
 from blobstate.model import StoreKey
 

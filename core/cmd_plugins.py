@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 import click
+
 from blobstate.errors import BlobstateError
 from blobstate.manager import BlobstatePluginManager, PluginInfo, get_plugin_manager
 from blobstate.specs import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec, Spec

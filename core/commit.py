@@ -137,8 +137,13 @@ class _Plan:
     files_uploaded: int = 0
 
 
-def scan_directory(root: str, cache: ChecksumCache, *, workers: int = 4) -> list[ScannedFile]:
-    """Every regular file under ``root`` (symlinks and the checkpoint marker skipped), with size and CRC32C."""
+def scan_directory(root: str, cache: ChecksumCache, *, workers: int = 4,
+                   is_mutable: Callable[[str], bool] = lambda rel: False) -> list[ScannedFile]:
+    """Every regular file under ``root`` (symlinks and the checkpoint marker skipped), with size and CRC32C.
+
+    The CRC32C of an immutable file may come from the checksum cache; a mutable file's is always computed, since
+    a file rewritten in place can keep its inode, size and (coarse) mtime.
+    """
     paths: list[tuple[str, str]] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
@@ -151,7 +156,7 @@ def scan_directory(root: str, cache: ChecksumCache, *, workers: int = 4) -> list
 
     def one(item: tuple[str, str]) -> ScannedFile:
         rel, full = item
-        size, crc = cache.crc32c(full)
+        size, crc = cache.crc32c(full, trust_cache=not is_mutable(rel))
         st = os.stat(full)
         return ScannedFile(rel, full, size, crc, st.st_mtime_ns // 1_000_000, st.st_ctime_ns // 1_000_000)
 
@@ -324,7 +329,7 @@ class StoreCommitter:
                 raise FencedError(
                     f"fenced: {self.key} is at generation {prev[0].generation}, this writer expected "
                     f"{local.expected_generation}", expected=local.expected_generation, actual=prev[0].generation)
-            scanned = scan_directory(local.path, self.cache)
+            scanned = scan_directory(local.path, self.cache, is_mutable=self.local_store.is_mutable)
             plan = self._diff(scanned, prev[1] if prev else None)
             index_id = new_index_id(self.key)
             planned = tuple(r.blob_id for r in plan.puts)
@@ -338,6 +343,7 @@ class StoreCommitter:
                 job_instance=self.writer_id, task_name=self.key.task, store_name=self.key.store,
                 dir_index=build_dir_index(plan.files, plan.removed),
                 prev_snapshot_index_blob_id=prev[0].index_blob_id if prev else None, batch_id=local.batch_id,
+                store_type=self.store_type,
             )
             data = index.to_bytes()
             from blobstate.checksum import crc32c_bytes
@@ -384,7 +390,7 @@ class StoreCommitter:
         for f in scanned:
             old = prev_files.get(f.relpath)
             name = f.relpath.rsplit("/", 1)[-1]
-            if old is not None and not self.local_store.is_mutable(f.relpath) and old.same_content(f.size, f.crc32c):
+            if old is not None and old.same_content(f.size, f.crc32c):
                 plan.files[f.relpath] = old
                 continue
             blobs = []

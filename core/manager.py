@@ -19,6 +19,7 @@ from importlib import metadata
 from typing import Any
 
 import pluggy
+
 from blobstate import hookspecs
 from blobstate.errors import ConfigurationError, PluginError
 from blobstate.specs import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec, Spec
@@ -127,12 +128,17 @@ class BlobstatePluginManager:
         candidates = [
             r for r in self.registered_specs() if isinstance(r.spec, kind) and _serves(r.spec, key, attr)
         ]
-        wanted = os.environ.get(f"BLOBSTATE_BACKEND_{key.upper().replace('-', '_').replace('+', '_')}")
+        variable = f"BLOBSTATE_BACKEND_{key.upper().replace('-', '_').replace('+', '_')}"
+        wanted = os.environ.get(variable)
         if wanted:
             chosen = [r for r in candidates if r.spec.name == wanted]
-            if not chosen:
-                raise ConfigurationError(f"no {_kind_name(kind)} named {wanted!r} serves {key!r}")
-            return chosen[0]
+            if chosen:
+                return chosen[0]
+            # The variable is per scheme, shared by the backend kinds: naming another kind's backend for this
+            # scheme (a blob store, when the checkpoint log is being chosen) leaves this kind to its priorities.
+            if not any(r.spec.name == wanted and not isinstance(r.spec, kind) and _serves(r.spec, key, attr)
+                       for r in self.registered_specs()):
+                raise ConfigurationError(f"{variable}={wanted}: no backend of that name serves {key!r}")
         if not candidates:
             known = sorted({k for r in self.registered_specs() if isinstance(r.spec, kind)
                             for k in _keys(r.spec, attr)})
@@ -146,7 +152,7 @@ class BlobstatePluginManager:
             raise PluginError(
                 f"{_kind_name(kind)} for {key!r} is ambiguous: {a.spec.name!r} from {a.distribution or a.plugin} "
                 f"and {b.spec.name!r} from {b.distribution or b.plugin} have priority {a.spec.priority}; set "
-                f"BLOBSTATE_BACKEND_{key.upper()}=<name> to choose"
+                f"{variable}=<name> to choose"
             )
         return candidates[0]
 
@@ -238,6 +244,8 @@ def build_plugin_manager(*, autoload: bool | None = None, extra: Iterable[str] =
         except Exception as exc:  # noqa: BLE001
             mgr._mark_broken(module_name, f"import failed: {type(exc).__name__}: {exc}")
     mgr.check_pending()
+    config = {k: v for k, v in os.environ.items() if k.startswith("BLOBSTATE_") and k != "BLOBSTATE_STORAGE_OPTIONS"}
+    mgr.pm.hook.blobstate_configure.call_historic(kwargs={"config": config})
     return mgr
 
 

@@ -147,6 +147,7 @@ class SnapshotIndex:
     dir_index: DirIndex
     prev_snapshot_index_blob_id: str | None = None
     batch_id: int | None = None
+    store_type: str | None = None
     schema_version: int = INDEX_SCHEMA_VERSION
 
     @property
@@ -182,6 +183,8 @@ class SnapshotIndex:
         }
         if self.batch_id is not None:
             doc["batchId"] = self.batch_id
+        if self.store_type is not None:
+            doc["storeType"] = self.store_type
         return doc
 
     def to_bytes(self) -> bytes:
@@ -216,6 +219,7 @@ class SnapshotIndex:
             dir_index=_dir_from_json(doc["dirIndex"]),
             prev_snapshot_index_blob_id=doc.get("prevSnapshotIndexBlobId"),
             batch_id=None if batch is None else _int(batch),
+            store_type=None if doc.get("storeType") is None else _str(doc["storeType"]),
         )
 
 

@@ -13,9 +13,10 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, TypeVar
 
+from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
 from blobstate.errors import BlobstateError, StorageError, TransientStorageError
 from blobstate.interfaces import BlobInfo, BlobStore, PutRequest
-from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import google_crc32c
+
 from blobstate.errors import BlobNotFound, ChecksumMismatch, IntegrityError
 from blobstate.model import Checkpoint
 from blobstate.repository import Repository

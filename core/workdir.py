@@ -10,6 +10,7 @@ import hashlib
 import os
 
 import platformdirs
+
 from blobstate.model import StoreKey
 
 CHECKPOINTS = "checkpoints"

@@ -1,6 +1,8 @@
 """The ``dir`` local store: a plain directory, copied file by file (no knowledge of which files change).
 
-Every file is compared by size and CRC32C, so unchanged files are not uploaded again; nothing is always uploaded.
+Every file may change in place, so every file is mutable: its CRC32C is always computed (never taken from the
+cache) and it is copied, never hard-linked, on restore. Unchanged files (same name, size and CRC32C) are still not
+uploaded again.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ class DirStore(LocalStore):
         shutil.copytree(os.fspath(source), target_dir, symlinks=True)  # type: ignore[arg-type]
 
     def is_mutable(self, relative_path: str) -> bool:
-        return False
+        return True
 
 
 def looks_like_dir(directory: str) -> bool:

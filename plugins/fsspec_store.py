@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any, BinaryIO
 
 import fsspec
+
 from blobstate import hookimpl
 from blobstate.errors import BlobNotFound, ConfigurationError, StorageError
 from blobstate.interfaces import BlobInfo, BlobStore, FileRange, PutRequest

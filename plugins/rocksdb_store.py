@@ -1,7 +1,9 @@
 """The ``rocksdb`` local store (rocksdict): RocksDB's own ``Checkpoint`` (hard-linked SSTs, milliseconds).
 
 Immutable: ``*.sst`` and ``*.blob`` (BlobDB) files, which RocksDB never rewrites. Mutable: everything else
-(``MANIFEST-*`` keeps its name and grows, ``CURRENT``, ``OPTIONS-*``, WAL ``*.log``, ``rocksdict-config.json``).
+(``MANIFEST-*`` keeps its name and grows, ``CURRENT``, ``OPTIONS-*``, WAL ``*.log``, ``rocksdict-config.json``):
+their CRC32C is computed at every commit (never cached), they are uploaded whenever their content changed, and
+copied (never hard-linked) on restore.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import fsspec
+
 from blobstate.errors import NothingToRestore, StorageError
 from blobstate.model import Checkpoint, StoreKey
 from blobstate.repository import Repository

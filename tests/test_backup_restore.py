@@ -8,15 +8,21 @@ import shutil
 from pathlib import Path
 
 import pytest
-from blobstate.model import SnapshotIndex
 from fixtures_core import read_all, repo_files, tree_digest, write_keys
+
+from blobstate.model import SnapshotIndex
+
+
+def _newest_checkpoint_dir(work_base: Path) -> Path:
+    dirs = sorted(work_base.glob("*/*/*/*/checkpoints/*"))
+    assert dirs, "no local checkpoint directory"
+    return dirs[-1]
 
 
 def _checkpoint_files(work_base: Path) -> dict[str, int]:
     """name -> size of the newest local checkpoint directory (what the last backup saw)."""
-    dirs = sorted(work_base.glob("*/*/*/*/checkpoints/*"))
-    assert dirs, "no local checkpoint directory"
-    return {p.name: p.stat().st_size for p in dirs[-1].iterdir() if p.is_file() and p.name != ".blobstate-checkpoint"}
+    newest = _newest_checkpoint_dir(work_base)
+    return {p.name: p.stat().st_size for p in newest.iterdir() if p.is_file() and p.name != ".blobstate-checkpoint"}
 
 
 def _blob_sizes(repo: Path) -> dict[str, int]:
@@ -30,6 +36,8 @@ def test_incremental_backup_of_a_million_keys_uploads_only_new_ssts_and_restores
     first = cli("backup", store, "--repo", repo, "--json")
     assert first.returncode == 0, first.stderr
     files_before = _checkpoint_files(work_base)
+    contents_before = {n: (_newest_checkpoint_dir(work_base) / n).read_bytes() for n in files_before
+                       if not n.endswith(".sst")}
     blobs_before = _blob_sizes(repo)
     assert sum(blobs_before.values()) == sum(files_before.values())
 
@@ -41,10 +49,15 @@ def test_incremental_backup_of_a_million_keys_uploads_only_new_ssts_and_restores
     files_after = _checkpoint_files(work_base)
     new_blobs = {k: v for k, v in _blob_sizes(repo).items() if k not in blobs_before}
     new_ssts = {n: s for n, s in files_after.items() if n.endswith(".sst") and n not in files_before}
-    mutable = {n: s for n, s in files_after.items() if not n.endswith(".sst")}
+    newest = _newest_checkpoint_dir(work_base)
+    changed_mutable = {n: s for n, s in files_after.items()
+                       if not n.endswith(".sst") and contents_before.get(n) != (newest / n).read_bytes()}
     assert new_ssts, "the update produced no new SST"
+    assert any(n.startswith("MANIFEST") for n in changed_mutable)
     uploaded = sum(new_blobs.values())
-    assert uploaded == sum(new_ssts.values()) + sum(mutable.values())
+    # exactly the new SSTs and the mutable files whose content changed (MANIFEST, WAL...), nothing else
+    assert uploaded == sum(new_ssts.values()) + sum(changed_mutable.values())
+    assert len(new_blobs) == len(new_ssts) + len(changed_mutable)
     assert second.json()["bytesUploaded"] == uploaded
     assert uploaded < 0.2 * sum(files_after.values())
 

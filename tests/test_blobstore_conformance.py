@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+
 from blobstate.backends import open_blob_store
 from blobstate.testing.blobstores import BlobStoreContract
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+
 from blobstate.backends import open_checkpoint_log
 from blobstate.errors import ConfigurationError, CorruptIndexError, FencedError
 from blobstate.model import StoreKey
@@ -132,8 +133,9 @@ def kafka_topic(kafka_server):
 
 
 def _kafka_write_raw(bootstrap, topic, key, generation, payload):
-    from blobstate.plugins.kafka_log import partition_for, record_key
     from kafka import KafkaProducer
+
+    from blobstate.plugins.kafka_log import partition_for, record_key
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, api_version=(0, 9), acks="all", enable_idempotence=False)
     try:
@@ -298,6 +300,7 @@ def test_kafka_transactional_true_needs_a_new_broker(kafka_server, kafka_topic):
 # -- SQL specifics -------------------------------------------------------------------------------------------
 def test_sql_schema_is_created_on_first_use_and_the_database_refuses_duplicates(tmp_path):
     import sqlalchemy as sa
+
     from blobstate.plugins.sql_log import open_sql_log
 
     url = f"sqlite:///{tmp_path}/cp.db"

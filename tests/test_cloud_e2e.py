@@ -11,10 +11,11 @@ import sys
 import time
 
 import pytest
+from fixtures_core import cli_env, read_all, write_keys
+
 from blobstate import storage_options as so
 from blobstate.backends import open_blob_store
 from blobstate.errors import ConfigurationError
-from fixtures_core import cli_env, read_all, write_keys
 
 
 def _ok(result):

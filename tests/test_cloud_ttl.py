@@ -9,11 +9,12 @@ import urllib.parse
 import urllib.request
 
 import pytest
+from fixtures_core import write_keys
+
 from blobstate import hookimpl
 from blobstate.backends import open_blob_store
 from blobstate.interfaces import PutRequest
 from blobstate.manager import get_plugin_manager
-from fixtures_core import write_keys
 
 TTL_MS = 3_600_000
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import time
 
-import blobstate
 import flaky_store
 import pytest
-from blobstate.errors import StorageError
 from fixtures_core import read_all, repo_files, write_keys
+
+import blobstate
+from blobstate.errors import StorageError
 
 
 @pytest.fixture

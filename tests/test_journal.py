@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from blobstate.errors import CorruptJournalError
 from blobstate.journal import events as ev
 from blobstate.journal.file import MAGIC, Journal, decode, encode

@@ -9,8 +9,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from blobstate.errors import EXIT_FENCED
 from fixtures_core import cli_env, read_all, run_cli, write_keys
+
+from blobstate.errors import EXIT_FENCED
 
 LOGS = ["kafka", "sqlite", "postgresql"]
 

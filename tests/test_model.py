@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from blobstate.commit import build_dir_index
 from blobstate.errors import ConfigurationError, CorruptIndexError, UnsafePathError
 from blobstate.model import Checkpoint, FileBlob, FileIndex, SnapshotIndex, StoreKey

@@ -12,6 +12,7 @@ import types
 from pathlib import Path
 
 import pytest
+
 from blobstate import hookspecs
 from blobstate.errors import IntegrityError
 from blobstate.manager import build_plugin_manager

@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 from blobstate import BlobStoreSpec, hookimpl
 from blobstate.backends import open_blob_store
 from blobstate.errors import ConfigurationError, PluginError
@@ -240,9 +241,6 @@ def test_cli_ambiguity_and_override(cli, dup_site, tmp_path):
     assert (chosen["alpha"], chosen["beta"], payload["problems"]) == ([], ["dup"], [])
 
 
-@pytest.mark.xfail(strict=True, reason="BlobstatePluginManager.select applies BLOBSTATE_BACKEND_<SCHEME> to every "
-                   "backend kind: naming a blob store breaks the default (file) checkpoint log of that scheme; "
-                   "patch reported to the lead")
 def test_cli_override_keeps_the_default_checkpoint_log(cli, dup_site, tmp_path):
     store = tmp_path / "state"
     make_store_dir(store)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 
 import pytest
+from rocksdict import Rdict
+
 from blobstate.commit import StoreCommitter
 from blobstate.model import StoreKey
 from blobstate.repository import Repository
@@ -16,7 +18,6 @@ from blobstate.spark.alignment import (
     planned_batches,
     rewind_commit,
 )
-from rocksdict import Rdict
 
 KEY = StoreKey("job", "0", "state")
 

@@ -36,6 +36,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from blobstate.errors import BlobNotFound
 from blobstate.interfaces import BlobStore, FileRange, GetRequest, PutRequest
 

@@ -40,6 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from blobstate.errors import CorruptIndexError, FencedError, StorageError
 from blobstate.interfaces import CheckpointLog
 from blobstate.model import Checkpoint, StoreKey

@@ -40,6 +40,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
+
 from blobstate.errors import IntegrityError
 from blobstate.interfaces import LocalStore
 from blobstate.workdir import MARKER

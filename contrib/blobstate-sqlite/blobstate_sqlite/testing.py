@@ -12,7 +12,6 @@ import zlib
 from collections.abc import Mapping
 
 from blobstate.testing.local_stores import StoreHarness
-
 from blobstate_sqlite.store import _uri, database_files
 
 DATABASES = ("even.db", "odd.sqlite")

@@ -2,6 +2,7 @@
 with blobstate and this distribution installed (``pip install -e .``)."""
 
 import pytest
+
 from blobstate.testing.local_stores import LocalStoreContract
 from blobstate_sqlite.testing import SqliteHarness
 
