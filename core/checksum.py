@@ -38,29 +38,50 @@ def crc32c_file(path: str, offset: int = 0, length: int | None = None) -> int:
     return crc
 
 
-class Crc32cWriter:
-    """A write-only file object that forwards to ``sink`` and keeps the CRC32C and byte count of what passed."""
+class Crc32cSink:
+    """A write-only file object that keeps the CRC32C and byte count of what passes, forwarding to ``fh`` (or
+    discarding, without one).
 
-    def __init__(self, sink: BinaryIO) -> None:
-        self._sink = sink
-        self._checksum = google_crc32c.Checksum()
-        self.bytes_written = 0
+    ``mark()`` remembers the position and checksum at the start of a chunk; ``seek()`` back to that position (what
+    a retried download does) restores the checksum too, so a retry never corrupts it. Any other seek is refused.
+    """
+
+    def __init__(self, fh: BinaryIO | None = None) -> None:
+        self._fh = fh
+        self.crc32c = 0
+        self.size = 0
+        self._mark = (self.tell(), 0, 0)
+
+    def mark(self) -> None:
+        self._mark = (self.tell(), self.crc32c, self.size)
 
     def write(self, data: bytes) -> int:
-        self._checksum.update(data)
-        self.bytes_written += len(data)
-        self._sink.write(data)
+        self.crc32c = google_crc32c.extend(self.crc32c, bytes(data))
+        self.size += len(data)
+        if self._fh is not None:
+            self._fh.write(data)
         return len(data)
 
     def writable(self) -> bool:
         return True
 
-    def flush(self) -> None:
-        self._sink.flush()
+    def seekable(self) -> bool:
+        return True
 
-    @property
-    def crc32c(self) -> int:
-        return int.from_bytes(self._checksum.digest(), "big")
+    def tell(self) -> int:
+        return self._fh.tell() if self._fh is not None else self.size
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        if whence != 0 or pos != self._mark[0]:
+            raise OSError("Crc32cSink can only seek back to its mark")
+        if self._fh is not None:
+            self._fh.seek(pos)
+        _, self.crc32c, self.size = self._mark
+        return pos
+
+    def flush(self) -> None:
+        if self._fh is not None:
+            self._fh.flush()
 
 
 def stat_key(st: os.stat_result) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from blobstate import workdir
-from blobstate.checksum import ChecksumCache, crc32c_file
+from blobstate.checksum import ChecksumCache, Crc32cSink
 from blobstate.commit import NoProgress, Progress
 from blobstate.errors import BlobNotFound, ChecksumMismatch
 from blobstate.interfaces import LocalStore
@@ -116,7 +116,6 @@ def restore_snapshot(repo: Repository, checkpoint: Checkpoint, dest: str, *, loc
                     shutil.copyfile(src, staged[rel])
         bytes_down = sum(files[rel].size_in_bytes for rel in download)
         _download(repo, {rel: files[rel] for rel in download}, staged, progress, bytes_down)
-        _verify_staged(repo, {rel: files[rel] for rel in download}, staged, cache)
         # Every file is good: now, and only now, change the destination.
         for rel in [*reuse, *download]:
             target = targets[rel]
@@ -146,48 +145,38 @@ def restore_snapshot(repo: Repository, checkpoint: Checkpoint, dest: str, *, loc
 
 def _download(repo: Repository, files: dict[str, FileIndex], staged: dict[str, str], progress: Progress,
               total: int) -> None:
-    """Download every chunk of ``files`` into its staged file at its offset, in parallel."""
-    chunks: list[tuple[str, str, int, int]] = []  # (relpath, blob id, offset, length)
-    for rel, f in files.items():
-        with open(staged[rel], "wb") as fh:
-            fh.truncate(f.size_in_bytes)
-        for blob, length in f.chunk_ranges():
-            chunks.append((rel, blob.blob_id, blob.offset, length))
+    """Download ``files`` into their staged paths, files in parallel, each file's chunks in order, verifying size
+    and CRC32C as the bytes stream past (one pass, no re-read), then fsync each file."""
     progress.start("download", total, len(files))
 
-    def one(chunk: tuple[str, str, int, int]) -> None:
-        rel, blob_id, offset, length = chunk
-        with open(staged[rel], "r+b") as fh:
-            fh.seek(offset)
-            try:
-                got = repo.store.get(blob_id, fh)
-            except BlobNotFound:
-                raise BlobNotFound(blob_id, f"chunk at offset {offset} of file {rel!r}") from None
-            if got != length:
-                raise ChecksumMismatch(f"blob {blob_id} of file {rel!r} holds {got} bytes, the index says {length}")
-            fh.flush()
-            os.fsync(fh.fileno())
-        progress.advance(length, 1 if offset == 0 else 0)
-
-    try:
-        repo.store.map_concurrent(one, sorted(chunks, key=lambda c: -c[3]))
-    finally:
-        progress.finish()
-
-
-def _verify_staged(repo: Repository, files: dict[str, FileIndex], staged: dict[str, str],
-                   cache: ChecksumCache) -> None:
     def one(rel: str) -> None:
         f = files[rel]
-        size = os.path.getsize(staged[rel])
-        crc = crc32c_file(staged[rel])
-        if size != f.size_in_bytes or crc != f.crc32c:
-            raise ChecksumMismatch(
-                f"file {rel!r} does not match the snapshot index after download (size {size} vs {f.size_in_bytes},"
-                f" CRC32C {crc:#010x} vs {f.crc32c:#010x}): a blob is damaged"
-            )
+        with open(staged[rel], "wb") as fh:
+            sink = Crc32cSink(fh)
+            for blob, length in f.chunk_ranges():
+                sink.mark()
+                try:
+                    got = repo.store.get(blob.blob_id, sink)  # type: ignore[arg-type]
+                except BlobNotFound:
+                    raise BlobNotFound(blob.blob_id, f"chunk at offset {blob.offset} of file {rel!r}") from None
+                if got != length:
+                    raise ChecksumMismatch(
+                        f"blob {blob.blob_id} of file {rel!r} holds {got} bytes, the index says {length}")
+                progress.advance(length)
+            fh.truncate()
+            if sink.size != f.size_in_bytes or sink.crc32c != f.crc32c:
+                raise ChecksumMismatch(
+                    f"file {rel!r} does not match the snapshot index after download (size {sink.size} vs "
+                    f"{f.size_in_bytes}, CRC32C {sink.crc32c:#010x} vs {f.crc32c:#010x}): a blob is damaged"
+                )
+            fh.flush()
+            os.fsync(fh.fileno())
+        progress.advance(0, 1)
 
-    repo.store.map_concurrent(one, list(files))
+    try:
+        repo.store.map_concurrent(one, sorted(files, key=lambda rel: -files[rel].size_in_bytes))
+    finally:
+        progress.finish()
 
 
 def _remove_extras(dest: str, wanted: set[str]) -> int:

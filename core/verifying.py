@@ -6,33 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import google_crc32c
-
+from blobstate.checksum import Crc32cSink
 from blobstate.errors import BlobNotFound, ChecksumMismatch, IntegrityError
 from blobstate.model import Checkpoint
 from blobstate.repository import Repository
-
-
-class _CrcSink:
-    """A write-only sink that keeps only the CRC32C and the byte count (verification reads, never stores)."""
-
-    def __init__(self) -> None:
-        self.checksum = google_crc32c.Checksum()
-        self.size = 0
-
-    def write(self, data: bytes) -> int:
-        self.checksum.update(data)
-        self.size += len(data)
-        return len(data)
-
-    def seekable(self) -> bool:
-        return False
-
-    def tell(self) -> int:
-        return self.size
-
-    def flush(self) -> None:
-        pass
 
 
 @dataclass
@@ -71,8 +48,9 @@ def verify_checkpoint(repo: Repository, checkpoint: Checkpoint) -> VerifyReport:
 
     def one(item: tuple[str, Any]) -> tuple[int, str | None]:
         rel, f = item
-        sink = _CrcSink()
+        sink = Crc32cSink()
         for blob, length in f.chunk_ranges():
+            sink.mark()
             before = sink.size
             try:
                 repo.store.get(blob.blob_id, sink)  # type: ignore[arg-type]
@@ -80,7 +58,7 @@ def verify_checkpoint(repo: Repository, checkpoint: Checkpoint) -> VerifyReport:
                 return sink.size, f"missing blob {blob.blob_id} (chunk at offset {blob.offset})"
             if sink.size - before != length:
                 return sink.size, f"blob {blob.blob_id} holds {sink.size - before} bytes, expected {length}"
-        crc = int.from_bytes(sink.checksum.digest(), "big")
+        crc = sink.crc32c
         if sink.size != f.size_in_bytes or crc != f.crc32c:
             return sink.size, f"CRC32C {crc:#010x} != recorded {f.crc32c:#010x} (size {sink.size})"
         return sink.size, None

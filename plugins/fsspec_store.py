@@ -24,7 +24,8 @@ from blobstate.errors import BlobNotFound, ConfigurationError, StorageError
 from blobstate.interfaces import BlobInfo, BlobStore, FileRange, PutRequest
 from blobstate.specs import BlobStoreSpec
 
-COPY_BUFFER = 4 << 20  # bytes per read/write when streaming a blob
+COPY_BUFFER = 1 << 20  # bytes per read/write when streaming a local blob (1 MiB: measured fastest, cache-friendly)
+REMOTE_READ = 16 << 20  # bytes per ranged GET when streaming a remote blob (fewer requests, bounded memory)
 TTL_DIR = "ttl"
 LOCAL_PROTOCOLS = ("file", "local")
 
@@ -184,8 +185,8 @@ class FsspecBlobStore(BlobStore):
             if self.is_local:
                 with open(path, "rb") as src:
                     return _copy(src, sink)
-            with self.fs.open(path, "rb", block_size=COPY_BUFFER, cache_type="none") as src:
-                return _copy(src, sink)
+            with self.fs.open(path, "rb", block_size=REMOTE_READ, cache_type="none") as src:
+                return _copy(src, sink, REMOTE_READ)
         except FileNotFoundError:
             raise BlobNotFound(blob_id) from None
 
@@ -271,10 +272,10 @@ def _blob_of_lease(lease: str) -> str:
     return posixpath.join(parent, sub, name) if parent else posixpath.join(sub, name)
 
 
-def _copy(src: Any, sink: BinaryIO) -> int:
+def _copy(src: Any, sink: BinaryIO, piece: int = COPY_BUFFER) -> int:
     total = 0
     while True:
-        data = src.read(COPY_BUFFER)
+        data = src.read(piece)
         if not data:
             return total
         sink.write(data)
