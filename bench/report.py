@@ -80,6 +80,11 @@ def targets(rows: list[dict[str, Any]], info: dict[str, Any]) -> list[dict[str, 
     out.append(_target("incremental 1%: blobstate time / cp -a of those bytes", _div(
         _wall(idx, "file", "blobstate", "backup_incr_1pct"), _wall(idx, "file", "limit", "backup_incr_1pct")),
         2.0, at_most=True))
+    incr_commit = incr.get("commit_s") if incr else None
+    out.append(_target("incremental 1%: blobstate in-process commit time (its --json durationMs, no interpreter "
+                       "start-up) / cp -a of those bytes", _div(
+                           incr_commit, _wall(idx, "file", "limit", "backup_incr_1pct")), 2.0, at_most=True,
+                       detail="what a long-running job such as Spark pays per commit"))
     out.append(_target("changelog replay time / blobstate restore time (same state)", _div(
         _wall(idx, "file", "changelog", "restore_empty"), bs_restore), 10.0, at_most=False))
     for backend in ("file", "s3"):

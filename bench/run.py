@@ -199,8 +199,9 @@ class Bench:
             shutil.rmtree(src, ignore_errors=True)
             subprocess.run(["cp", "-al", self.snaps[version], src], check=True)
             try:
-                sample, _ = self.timed(tool, ctx, op, tool.backup(ctx, src, op), warm_paths=[src],
-                                       sync_path=self.args.work, backup=True)
+                sample, out = self.timed(tool, ctx, op, tool.backup(ctx, src, op), warm_paths=[src],
+                                         sync_path=self.args.work, backup=True)
+                sample.extra.update(tool.backup_extra(out))
                 self.record(backend, tool.name, op, sample)
             except (measure.BenchError, OSError, subprocess.CalledProcessError) as exc:
                 self.errors[(backend, tool.name, op)] = str(exc)
@@ -264,6 +265,8 @@ def summarise(bench: Bench) -> list[dict[str, Any]]:
         for f in MEDIAN_FIELDS:
             values = [getattr(s, f) for s in samples if getattr(s, f) is not None]
             med[f] = statistics.median(values) if values else None
+        commit_s = [s.extra["commit_s"] for s in samples if s.extra.get("commit_s") is not None]
+        med["commit_s"] = statistics.median(commit_s) if commit_s else None
         reqs = [s.requests for s in samples if s.requests is not None]
         if reqs:
             kinds = sorted({k for r in reqs for k in r})

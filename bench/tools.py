@@ -107,6 +107,10 @@ class Tool:
     def restore(self, ctx: Ctx, dest: str, mode: str) -> Cmd:
         raise NotImplementedError
 
+    def backup_extra(self, stdout: str) -> dict[str, Any]:
+        """Figures a tool reports about its own backup (blobstate: the commit's own time, without start-up)."""
+        return {}
+
     def after_backups(self, ctx: Ctx) -> None:
         """Hook after the three backups (blobstate records its blob lists for the S3 limit)."""
 
@@ -153,8 +157,16 @@ class Blobstate(Tool):
 
     def backup(self, ctx: Ctx, src: str, step: str) -> Cmd:
         argv = ["blobstate", "backup", src, *self._repo(ctx), "--store", STORE, "--store-type", "rocksdb", "-q",
-                "--work-dir", os.path.join(ctx.work, "wd-backup")]
+                "--json", "--work-dir", os.path.join(ctx.work, "wd-backup")]
         return Cmd(argv, ctx.s3_env())
+
+    def backup_extra(self, stdout: str) -> dict[str, Any]:
+        """``commit_s``: the commit's own duration (checkpoint to completion) from ``--json``'s ``durationMs``:
+        what a long-running job (Spark) pays per commit, without the CLI's interpreter start-up."""
+        try:
+            return {"commit_s": json.loads(stdout)["durationMs"] / 1000.0}
+        except (ValueError, KeyError, TypeError):
+            return {}
 
     def restore(self, ctx: Ctx, dest: str, mode: str) -> Cmd:
         wd = os.path.join(ctx.work, f"wd-restore-{mode}")
