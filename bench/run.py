@@ -17,6 +17,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -130,10 +131,10 @@ def tool_versions() -> dict[str, str]:
 
 def verify_restore(tool: Tool, ctx: Ctx, dest: str, stdout: str, info: dict[str, Any]) -> dict[str, Any]:
     """Check what a restore produced; returns facts for the sample. Raises ``BenchError`` when it is wrong."""
-    if tool.name == "changelog":
+    if tool.name.startswith("changelog"):
         count = int(stdout.strip().splitlines()[-1])
         if count != info["params"]["keys"]:
-            raise measure.BenchError(f"changelog replayed {count} records, expected {info['params']['keys']}")
+            raise measure.BenchError(f"{tool.name} replayed {count} records, expected {info['params']['keys']}")
         return {"records": count}
     if tool.name == "limit" and ctx.backend == "s3":
         return {"bytes": int(stdout.strip().splitlines()[-1])}
@@ -184,13 +185,21 @@ class Bench:
     def record(self, backend: str, tool: str, op: str, sample: measure.Sample) -> None:
         self.samples.setdefault((backend, tool, op), []).append(sample)
 
-    def run_tool(self, tool: Tool, backend: str, run: int, s3: S3Server | None, shared: dict[str, Any]) -> Ctx:
-        ctx = Ctx(backend=backend, work=os.path.join(self.args.work, "runs", f"{backend}-{tool.name}"), run=run,
-                  snaps=self.snaps, s3=s3, shared=shared, changelog=os.path.join(self.data, "changelog.log"))
+    def make_ctx(self, tool: Tool, backend: str, run: int, s3: S3Server | None, shared: dict[str, Any]) -> Ctx:
+        return Ctx(backend=backend, work=os.path.join(self.args.work, "runs", f"{backend}-{tool.name}"), run=run,
+                   snaps=self.snaps, s3=s3, shared=shared, changelog=os.path.join(self.data, "changelog.log"))
+
+    def run_tool(self, tool: Tool, ctx: Ctx) -> None:
+        """Set ``tool`` up and run its operations; the caller tears it down (also when this raises)."""
+        backend = ctx.backend
         shutil.rmtree(ctx.work, ignore_errors=True)
-        tool.setup(ctx)
+        try:
+            tool.setup(ctx)
+        except Exception as exc:  # noqa: BLE001 - any failure of a tool's preparation is recorded; the run goes on
+            for op in tool.ops:
+                self.errors[(backend, tool.name, op)] = f"setup failed: {type(exc).__name__}: {exc}"
+            return
         src = os.path.join(self.args.work, "runs", "src")
-        repo_dir = os.path.join(ctx.work, "repo")
         failed = False
         for op in tool.ops:
             if op not in STEPS:
@@ -218,14 +227,14 @@ class Bench:
                 subprocess.run(["cp", "-a", self.snaps["v1"], dest], check=True)
             try:
                 cmd = tool.restore(ctx, dest, mode)
-                sample, out = self.timed(tool, ctx, op, cmd, warm_paths=[repo_dir, ctx.changelog or ""],
+                sample, out = self.timed(tool, ctx, op, cmd, warm_paths=tool.restore_inputs(ctx),
                                          sync_path=self.args.work, backup=False)
                 sample.extra.update(verify_restore(tool, ctx, dest, out, self.info))
+                sample.extra.update(tool.restore_extra(ctx))
                 self.record(backend, tool.name, op, sample)
             except (measure.BenchError, OSError, ValueError, IndexError, subprocess.CalledProcessError) as exc:
                 self.errors[(backend, tool.name, op)] = str(exc)
             shutil.rmtree(dest, ignore_errors=True)
-        return ctx
 
     def run(self) -> None:
         backends = [b for b in self.args.backends.split(",") if b]
@@ -246,12 +255,19 @@ class Bench:
                         if backend not in tool.backends:
                             continue
                         print(f"[run {run + 1}/{self.args.runs}] {backend} {tool.name}", file=sys.stderr, flush=True)
-                        ctxs.append((tool, self.run_tool(tool, backend, run, s3, shared)))
+                        ctx = self.make_ctx(tool, backend, run, s3, shared)
+                        ctxs.append((tool, ctx))
+                        self.run_tool(tool, ctx)
                 finally:
-                    for tool, ctx in ctxs:
-                        tool.teardown(ctx)
-                    if s3 is not None:
-                        s3.stop()
+                    try:
+                        for tool, ctx in ctxs:
+                            try:
+                                tool.teardown(ctx)
+                            except Exception as exc:  # noqa: BLE001 - tear the others down all the same
+                                print(f"teardown of {tool.name} failed: {exc}", file=sys.stderr, flush=True)
+                    finally:
+                        if s3 is not None:
+                            s3.stop()
 
 
 MEDIAN_FIELDS = ("wall_s", "peak_rss_mib", "read_bytes", "write_bytes", "rchar", "wchar", "repo_bytes_added",
@@ -282,7 +298,13 @@ def summarise(bench: Bench) -> list[dict[str, Any]]:
     return rows
 
 
+def _exit_on_sigterm(signum: int, _frame: Any) -> None:
+    """SIGTERM -> ``SystemExit``, so the ``finally`` blocks stop the servers this run started (by PID)."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     args = build_parser().parse_args(argv)
     if args.quick:
         args.size, args.keys, args.runs = "20MiB", args.keys or 20_000, 1

@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench import state
+from bench import kafka_changelog, state
 from bench.s3server import S3Server, client_env
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -36,6 +36,13 @@ NOTES = {
     "changelog": "a compacted Kafka-style log (v0 message framing, CRC32 checked per record) of the final state, "
                  "replayed into an empty RocksDB in WriteBatches of 500 records (one poll); read from local disk, "
                  "so no network: the most favourable case for replay.",
+    "changelog-kafka": "the same state produced (once per run, untimed) into a compacted one-partition topic of a "
+                       "real Apache Kafka 0.9.0.1 broker on 127.0.0.1 (ZooKeeper 3.4.6; both JVMs started by the "
+                       "harness); replayed by a kafka-python consumer (`api_version=(0, 9)`, CRCs checked, no "
+                       "group) from the beginning to the end offset into an empty RocksDB, one WriteBatch per poll "
+                       "(<= 500 records), then flushed: Samza's restore before blob stores. Loopback, not a remote "
+                       "broker; the broker's own CPU, disk reads and memory are not in the I/O and RSS columns "
+                       "(read() counts the bytes the consumer received).",
 }
 
 
@@ -109,6 +116,14 @@ class Tool:
 
     def backup_extra(self, stdout: str) -> dict[str, Any]:
         """Figures a tool reports about its own backup (blobstate: the commit's own time, without start-up)."""
+        return {}
+
+    def restore_inputs(self, ctx: Ctx) -> list[str]:
+        """Paths a restore reads (read once before it when the cache is warm): the repository, the changelog."""
+        return [os.path.join(ctx.work, "repo"), ctx.changelog or ""]
+
+    def restore_extra(self, ctx: Ctx) -> dict[str, Any]:
+        """Facts about a restore's untimed preparation, recorded with its sample (the Kafka topic load)."""
         return {}
 
     def after_backups(self, ctx: Ctx) -> None:
@@ -322,4 +337,59 @@ class Changelog(Tool):
         return Cmd(_py("bench.replay", ctx.changelog, dest), py_env())
 
 
-ALL_TOOLS: tuple[Tool, ...] = (Blobstate(), Limit(), Restic(), Rclone(), BackupEngine(), Changelog())
+class ChangelogKafka(Tool):
+    """Changelog replay from a real Kafka 0.9.0.1 broker: ``setup`` starts ZooKeeper + the broker under the tool's
+    scratch dir and produces v2 into a compacted topic (untimed); the restore is ``python -m bench.replay_kafka``;
+    ``teardown`` stops both JVMs by their PIDs (the harness calls it even when setup or a restore failed)."""
+
+    name = "changelog-kafka"
+    backends = ("file",)
+    ops = ("restore_empty",)
+    BROKER = "kafka_broker"  # key of the running ``Broker`` in ``ctx.shared``
+
+    def missing(self) -> str | None:
+        return kafka_changelog.missing()
+
+    def setup(self, ctx: Ctx) -> None:
+        import time
+
+        super().setup(ctx)
+        broker = kafka_changelog.Broker(os.path.join(ctx.work, "broker"))
+        ctx.shared[self.BROKER] = broker
+        t0 = time.perf_counter()
+        broker.start()
+        started = time.perf_counter()
+        broker.create_topic(kafka_changelog.TOPIC)
+        created = time.perf_counter()
+        records = kafka_changelog.load_state(broker.bootstrap, kafka_changelog.TOPIC, ctx.snaps["v2"])
+        loaded = time.perf_counter()
+        ctx.shared["kafka_load"] = {
+            "broker_start_s": round(started - t0, 2), "topic_create_s": round(created - started, 2),
+            "topic_load_s": round(loaded - created, 2), "topic_records": records,
+            "topic_log_bytes": sum(os.path.getsize(os.path.join(d, n))
+                                   for d, _dirs, files in os.walk(broker.log_dir) for n in files
+                                   if n.endswith(".log")),
+        }
+
+    def restore(self, ctx: Ctx, dest: str, mode: str) -> Cmd:
+        broker = ctx.shared[self.BROKER]
+        return Cmd(_py("bench.replay_kafka", broker.bootstrap, kafka_changelog.TOPIC, dest), py_env())
+
+    def restore_inputs(self, ctx: Ctx) -> list[str]:
+        broker = ctx.shared.get(self.BROKER)
+        return [broker.log_dir] if broker is not None else []
+
+    def restore_extra(self, ctx: Ctx) -> dict[str, Any]:
+        return dict(ctx.shared.get("kafka_load", {}))
+
+    def teardown(self, ctx: Ctx) -> None:
+        broker = ctx.shared.pop(self.BROKER, None)
+        try:
+            if broker is not None:
+                broker.stop()
+        finally:
+            super().teardown(ctx)
+
+
+ALL_TOOLS: tuple[Tool, ...] = (Blobstate(), Limit(), Restic(), Rclone(), BackupEngine(), Changelog(),
+                               ChangelogKafka())

@@ -25,11 +25,10 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from blobstate import hookimpl
-from blobstate.errors import MissingDependencyError, StorageError
+from blobstate.errors import StorageError
 from blobstate.interfaces import FileRange, PutRequest
 from blobstate.plugins.fsspec_store import FsspecBlobStore, is_lease, lease_id
 from blobstate.specs import BlobStoreSpec
-from blobstate.storage_options import redact, resolve, secret_values
 
 TTL_TAG = "blobstate_ttl"
 EXPIRES_TAG = "blobstate_expires"
@@ -54,22 +53,13 @@ class AzureBlobStore(FsspecBlobStore):
 
     native_ttl = True
 
+    requires = ("adlfs", "azure.storage.blob")
+    install_hint = INSTALL_HINT
+
     def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
                  max_concurrency: int = 8) -> None:
-        try:
-            import adlfs  # noqa: F401
-            import azure.storage.blob  # noqa: F401
-        except ImportError as exc:
-            raise MissingDependencyError(f"the azure blob store needs {exc.name}; install it with: "
-                                         f"{INSTALL_HINT}") from None
-        clean, options = resolve(url, storage_options)
-        self._secrets = secret_values(options)
-        super().__init__(clean, storage_options=options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
+        super().__init__(url, storage_options=storage_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
         self.container, _, self.key_prefix = self.root.partition("/")
-
-    @property
-    def display_url(self) -> str:
-        return redact(super().display_url, secrets=self._secrets)
 
     def _sync(self, fn: Callable[[], Awaitable[T]]) -> T:
         """Run an async SDK call on adlfs's event loop (the loop its clients are bound to)."""
@@ -193,7 +183,7 @@ class AzureBlobStore(FsspecBlobStore):
             self.fs.rm(paths, expand_path=False)
         except RuntimeError as exc:  # adlfs wraps SDK errors in RuntimeError
             raise StorageError(f"delete of {len(ids)} blobs in {self.display_url} failed: "
-                               f"{redact(str(exc.__cause__ or exc), secrets=self._secrets)}") from None
+                               f"{self.redact(str(exc.__cause__ or exc))}") from None
 
 
 @hookimpl

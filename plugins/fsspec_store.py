@@ -7,6 +7,7 @@ lease; ``expired`` lists leases past their expiry (Samza's TTL, kept as objects 
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import posixpath
@@ -20,9 +21,10 @@ from typing import Any, BinaryIO
 import fsspec
 
 from blobstate import hookimpl
-from blobstate.errors import BlobNotFound, ConfigurationError, StorageError
+from blobstate.errors import BlobNotFound, ConfigurationError, MissingDependencyError, StorageError
 from blobstate.interfaces import BlobInfo, BlobStore, FileRange, PutRequest
 from blobstate.specs import BlobStoreSpec
+from blobstate.storage_options import redact, resolve, secret_values
 
 COPY_BUFFER = 1 << 20  # bytes per read/write when streaming a local blob (1 MiB: measured fastest, cache-friendly)
 REMOTE_READ = 16 << 20  # bytes per ranged GET when streaming a remote blob (fewer requests, bounded memory)
@@ -75,9 +77,20 @@ class FsspecBlobStore(BlobStore):
     """
 
     native_ttl = False
+    #: Modules the filesystem needs (checked at construction: ``MissingDependencyError`` with ``install_hint``).
+    requires: tuple[str, ...] = ()
+    install_hint: str = ""
 
     def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
                  max_concurrency: int = 8) -> None:
+        for module in self.requires:
+            try:
+                importlib.import_module(module)
+            except ImportError as exc:
+                raise MissingDependencyError(f"{type(self).__name__} needs {exc.name}; install it with: "
+                                             f"{self.install_hint}") from None
+        url, storage_options = resolve(url, storage_options)
+        self._secrets = secret_values(storage_options)
         self.url = url
         self.ttl_mode = ttl_mode or "lease"
         if self.ttl_mode not in ("lease", "native") or (self.ttl_mode == "native" and not self.native_ttl):
@@ -96,11 +109,12 @@ class FsspecBlobStore(BlobStore):
 
     @property
     def display_url(self) -> str:
-        """The URL without any userinfo (credentials never appear in messages)."""
-        scheme, sep, rest = self.url.partition("://")
-        if sep and "@" in rest.split("/", 1)[0]:
-            rest = rest.split("@", 1)[1]
-        return f"{scheme}{sep}{rest}"
+        """The URL with userinfo and secret option values redacted (credentials never appear in messages)."""
+        return str(redact(self.url, secrets=self._secrets))
+
+    def redact(self, text: str) -> str:
+        """``text`` with this store's secrets (and anything that looks like one) replaced by ``***``."""
+        return str(redact(text, secrets=self._secrets))
 
     def path(self, blob_id: str) -> str:
         return f"{self.root}/{check_blob_id(blob_id)}" if self.root else check_blob_id(blob_id)

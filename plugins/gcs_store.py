@@ -20,11 +20,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from blobstate import hookimpl
-from blobstate.errors import MissingDependencyError, StorageError
+from blobstate.errors import StorageError
 from blobstate.interfaces import PutRequest
 from blobstate.plugins.fsspec_store import FsspecBlobStore
 from blobstate.specs import BlobStoreSpec
-from blobstate.storage_options import redact, resolve, secret_values
 
 EXPIRES_KEY = "blobstate-expires"
 #: customTime after ``remove_ttl``: the lifecycle rule's age is negative until then.
@@ -62,21 +61,13 @@ class GcsBlobStore(FsspecBlobStore):
 
     native_ttl = True
 
+    requires = ("gcsfs",)
+    install_hint = INSTALL_HINT
+
     def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
                  max_concurrency: int = 8) -> None:
-        try:
-            import gcsfs  # noqa: F401
-        except ImportError as exc:
-            raise MissingDependencyError(f"the gcs blob store needs {exc.name}; install it with: {INSTALL_HINT}") \
-                from None
-        clean, options = resolve(url, storage_options)
-        self._secrets = secret_values(options)
-        super().__init__(clean, storage_options=options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
+        super().__init__(url, storage_options=storage_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
         self.bucket, _, self.key_prefix = self.root.partition("/")
-
-    @property
-    def display_url(self) -> str:
-        return redact(super().display_url, secrets=self._secrets)
 
     # -- writes ----------------------------------------------------------------------------------------------
     def _put_kwargs(self, request: PutRequest) -> dict[str, Any]:
@@ -149,7 +140,7 @@ class GcsBlobStore(FsspecBlobStore):
             bucket = self.fs.call("GET", "b/{}", self.bucket, json_out=True)
         except Exception as exc:  # noqa: BLE001
             raise StorageError(f"cannot read the bucket of {self.display_url}: "
-                               f"{redact(str(exc), secrets=self._secrets)}") from None
+                               f"{self.redact(str(exc))}") from None
         return list((bucket.get("lifecycle") or {}).get("rule") or [])
 
     def install_lifecycle(self, ttl_ms: int) -> bool:
@@ -166,7 +157,7 @@ class GcsBlobStore(FsspecBlobStore):
             self.fs.call("PATCH", "b/{}", self.bucket, json={"lifecycle": {"rule": rules}}, json_out=True)
         except Exception as exc:  # noqa: BLE001
             raise StorageError(f"cannot install the lifecycle rule on {self.display_url}: "
-                               f"{redact(str(exc), secrets=self._secrets)}") from None
+                               f"{self.redact(str(exc))}") from None
         return True
 
 

@@ -24,11 +24,10 @@ from typing import Any
 from urllib.parse import urlencode
 
 from blobstate import hookimpl
-from blobstate.errors import MissingDependencyError, StorageError
+from blobstate.errors import StorageError
 from blobstate.interfaces import PutRequest
 from blobstate.plugins.fsspec_store import FsspecBlobStore
 from blobstate.specs import BlobStoreSpec
-from blobstate.storage_options import redact, resolve, secret_values
 
 TTL_TAG = "blobstate-ttl"
 EXPIRES_TAG = "blobstate-expires"
@@ -52,21 +51,13 @@ class S3BlobStore(FsspecBlobStore):
 
     native_ttl = True
 
+    requires = ("s3fs",)
+    install_hint = INSTALL_HINT
+
     def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
                  max_concurrency: int = 8) -> None:
-        try:
-            import s3fs  # noqa: F401
-        except ImportError as exc:
-            raise MissingDependencyError(f"the s3 blob store needs {exc.name}; install it with: {INSTALL_HINT}") \
-                from None
-        clean, options = resolve(url, storage_options)
-        self._secrets = secret_values(options)
-        super().__init__(clean, storage_options=options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
+        super().__init__(url, storage_options=storage_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
         self.bucket, _, self.key_prefix = self.root.partition("/")
-
-    @property
-    def display_url(self) -> str:
-        return redact(super().display_url, secrets=self._secrets)
 
     # -- writes ----------------------------------------------------------------------------------------------
     def _ttl_tags(self, ttl_ms: int) -> dict[str, str]:
@@ -172,7 +163,7 @@ class S3BlobStore(FsspecBlobStore):
                     "lifecycle configuration does not exist" in str(exc):
                 return []
             raise StorageError(f"cannot read the lifecycle configuration of {self.display_url}: "
-                               f"{redact(str(exc), secrets=self._secrets)}") from None
+                               f"{self.redact(str(exc))}") from None
         return list(out.get("Rules", []))
 
     def install_lifecycle(self, ttl_ms: int) -> bool:
@@ -184,7 +175,7 @@ class S3BlobStore(FsspecBlobStore):
                             LifecycleConfiguration={"Rules": rules})
         except Exception as exc:  # noqa: BLE001
             raise StorageError(f"cannot install the lifecycle rule on {self.display_url}: "
-                               f"{redact(str(exc), secrets=self._secrets)}") from None
+                               f"{self.redact(str(exc))}") from None
         return True
 
     # -- batches ---------------------------------------------------------------------------------------------
