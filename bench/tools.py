@@ -41,8 +41,8 @@ NOTES = {
                        "harness); replayed by a kafka-python consumer (`api_version=(0, 9)`, CRCs checked, no "
                        "group) from the beginning to the end offset into an empty RocksDB, one WriteBatch per poll "
                        "(<= 500 records), then flushed: Samza's restore before blob stores. Loopback, not a remote "
-                       "broker; the broker's own CPU, disk reads and memory are not in the I/O and RSS columns "
-                       "(read() counts the bytes the consumer received).",
+                       "broker; the broker's own CPU, disk reads and memory are not in the I/O and RSS columns, "
+                       "nor are the bytes the consumer received (Python's recv() is not counted in read()).",
 }
 
 

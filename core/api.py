@@ -16,7 +16,7 @@ from blobstate.checksum import ChecksumCache
 from blobstate.collecting import GcReport, collect, discover_keys
 from blobstate.commit import BackupResult, LocalCheckpoint, Progress, StoreCommitter
 from blobstate.model import Checkpoint, StoreKey
-from blobstate.repository import DEFAULT_RETAIN, DEFAULT_TTL_MS, Repository
+from blobstate.repository import DEFAULT_TTL_MS, Repository
 from blobstate.restoring import RestoreResult, restore_snapshot
 from blobstate.verifying import VerifyReport, raise_for_reports, verify_checkpoint
 
@@ -129,10 +129,13 @@ def verify(*, repo: str, key: StoreKey, log: str | None = None, checkpoint_id: s
 
 
 def gc(*, repo: str, log: str | None = None, keys: list[StoreKey] | None = None, dry_run: bool = False,
-       ttl_ms: int = DEFAULT_TTL_MS, retain: int = DEFAULT_RETAIN, now_ms: int | None = None,
+       ttl_ms: int = DEFAULT_TTL_MS, retain: int | None = None, now_ms: int | None = None,
        storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
        work_base: str | None = None) -> list[GcReport]:
-    """Delete expired and orphaned blobs of every store (or ``keys``) in the repository."""
+    """Delete expired and orphaned blobs of every store (or ``keys``) in the repository.
+
+    ``retain`` defaults to each store's recorded retention (see ``blobstate.collecting.collect``).
+    """
     repository = Repository.open(repo, log=log, storage_options=storage_options, ttl_mode=ttl_mode)
     try:
         now = now_ms if now_ms is not None else int(time.time() * 1000)

@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from blobstate.errors import EXIT_ERROR, EXIT_USAGE, BlobstateError, ConfigurationError
+from blobstate.errors import EXIT_ERROR, EXIT_USAGE, BlobstateError, ConfigurationError, CorruptJournalError
 from blobstate.model import StoreKey
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
@@ -291,14 +291,15 @@ def verify(repo: str, log_url: str | None, storage_option: tuple[str, ...], ttl_
 @click.option("--dry-run", is_flag=True, help="Show what would be deleted; delete nothing.")
 @click.option("--ttl", "ttl_ms", type=click.IntRange(1), default=None,
               help="Orphans older than this (ms) are deleted (default: the blob TTL, 1 day).")
-@click.option("--retain", type=click.IntRange(1), default=3, show_default=True, help="Checkpoints kept.")
+@click.option("--retain", type=click.IntRange(1), default=None,
+              help="Checkpoints kept (default: the retention each store's writer recorded).")
 @click.option("--install-lifecycle", is_flag=True,
               help="Install the cloud lifecycle rule for native TTL (or print it where the API does not allow it).")
 @click.option("--now", "now_ms", type=int, default=None, hidden=True, help="Current time in ms (tests).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @handle_errors
 def gc(repo: str, log_url: str | None, storage_option: tuple[str, ...], ttl_mode: str | None, max_concurrency: int,
-       work_dir: str | None, dry_run: bool, ttl_ms: int | None, retain: int,
+       work_dir: str | None, dry_run: bool, ttl_ms: int | None, retain: int | None,
        install_lifecycle: bool, now_ms: int | None, as_json: bool) -> None:
     """Delete expired TTL blobs and orphans no retained snapshot references (only once older than the TTL)."""
     from blobstate import api
@@ -399,7 +400,13 @@ def journal_show(repo: str | None, job: str, task: str, store: str | None, work_
         from blobstate.workdir import store_work_dir
 
         journal_dir = store_work_dir(normalize_url(repo), _key(job, task, store), work_dir)
-    result = Journal(os.path.join(journal_dir, JOURNAL)).read()
+    journal_file = Journal(os.path.join(journal_dir, JOURNAL))
+    try:
+        journal_file.read()
+        corrupt = None
+    except CorruptJournalError as exc:
+        corrupt = exc
+    result = journal_file.read(strict=False)
     for event in result.events:
         doc = event_to_dict(event)
         if as_json:
@@ -409,6 +416,8 @@ def journal_show(repo: str | None, job: str, task: str, store: str | None, work_
             click.echo(f"{event.time_ms} {event.commit_id} {event.type_name} {rest}"[:300])
     for state in project(result.events).values():
         _err(f"commit {state.commit_id}: {state.phase.name}")
+    if corrupt is not None:
+        raise corrupt  # the events before the damage are printed above; exit code 3
     if result.torn is not None:
         _err(f"torn tail ignored: {result.torn.length} bytes at offset {result.torn.offset} ({result.torn.reason})")
 

@@ -17,7 +17,7 @@ from blobstate import workdir
 from blobstate.journal.file import Journal
 from blobstate.journal.projection import project
 from blobstate.model import StoreKey
-from blobstate.repository import DEFAULT_RETAIN, Repository
+from blobstate.repository import Repository
 
 
 @dataclass
@@ -57,13 +57,25 @@ def in_flight_ids(work_base: str | None, repo_url: str, key: StoreKey) -> set[st
     return {b for s in states.values() if s.is_open for b in s.blob_ids}
 
 
-def collect(repo: Repository, key: StoreKey, *, now_ms: int, ttl_ms: int, retain: int = DEFAULT_RETAIN,
+def collect(repo: Repository, key: StoreKey, *, now_ms: int, ttl_ms: int, retain: int | None = None,
             dry_run: bool = False, work_base: str | None = None) -> GcReport:
-    """Garbage-collect one store key (see the module docstring). ``now_ms``, ``ttl_ms`` in milliseconds."""
+    """Garbage-collect one store key (see the module docstring). ``now_ms``, ``ttl_ms`` in milliseconds.
+
+    ``retain``: checkpoints kept; default: the retention the latest snapshot's writer recorded (every checkpoint
+    when it recorded none). A store whose log holds no checkpoint while it has indexes is skipped: the wrong
+    ``--log`` must never make every snapshot an orphan.
+    """
     report = GcReport(key)
     history = repo.log.history(key)
-    retained = history[-retain:]
+    if not history:
+        if any(True for _ in repo.store.list(f"{key.prefix}/indexes")):
+            report.skipped = (f"the checkpoint log {repo.log.url or repo.url} has no checkpoint of {key}, but the "
+                              "repository has snapshot indexes: is --log right? nothing deleted")
+            return report
     try:
+        if retain is None and history:
+            retain = repo.read_index(history[-1]).retain
+        retained = history[-retain:] if retain else history
         referenced = repo.retained_references(retained)
     except Exception as exc:  # noqa: BLE001 - never delete on incomplete knowledge
         report.skipped = f"a retained snapshot index is unreadable: {exc}"
@@ -81,11 +93,11 @@ def collect(repo: Repository, key: StoreKey, *, now_ms: int, ttl_ms: int, retain
             continue
         if info.modified_ms is not None and now_ms - info.modified_ms >= ttl_ms:
             report.orphans_deleted.append(info.blob_id)
-    if len(history) > retain:
+    if retain and len(history) > retain:
         report.checkpoints_pruned = [cp.checkpoint_id for cp in history[:-retain]]
     if not dry_run:
         repo.store.remove_ttl_many(report.expired_healed)
         repo.store.delete_many(report.expired_deleted + report.orphans_deleted)
-        if report.checkpoints_pruned:
+        if report.checkpoints_pruned and retain:
             repo.log.prune(key, retain)  # their blobs become orphans, reclaimed once older than the TTL
     return report

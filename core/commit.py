@@ -41,6 +41,7 @@ from blobstate.journal.recovery import FinishCommit, RecoveryAction, plan_recove
 from blobstate.manager import get_plugin_manager
 from blobstate.model import Checkpoint, DirIndex, FileBlob, FileIndex, SnapshotIndex, StoreKey
 from blobstate.repository import DEFAULT_RETAIN, DEFAULT_TTL_MS, Repository, new_blob_id, new_index_id
+from blobstate.storage_options import redact
 
 log = logging.getLogger(__name__)
 
@@ -255,8 +256,13 @@ class StoreCommitter:
         self._generation: int | None = expected_generation
         self._prev: tuple[Checkpoint, SnapshotIndex] | None = None
         self.recovered: list[tuple[RecoveryAction, str]] = []
+        self._needs_recovery = False  # a cleanup failed or an append was ambiguous: recover before the next commit
         if recover:
-            self.recovered = self.recover()
+            try:
+                self.recovered = self.recover()
+            except BaseException:
+                self.close()  # release the lock: a retry in this process must not see "another process"
+                raise
 
     # -- context manager -------------------------------------------------------------------------------------
     def __enter__(self) -> StoreCommitter:
@@ -282,6 +288,9 @@ class StoreCommitter:
     def checkpoint(self, source: object, *, batch_id: int | None = None) -> LocalCheckpoint:
         """Take the consistent local copy (synchronous; milliseconds for RocksDB). Journaled."""
         t0 = time.perf_counter()
+        if self._needs_recovery:
+            self.recover()
+            self._needs_recovery = False
         expected = self._expected_generation()
         commit_id = new_checkpoint_id()
         self._record(ev.CommitStarted(commit_id, now_ms(), str(self.key), expected, batch_id, self.retain), sync=True)
@@ -343,7 +352,7 @@ class StoreCommitter:
                 job_instance=self.writer_id, task_name=self.key.task, store_name=self.key.store,
                 dir_index=build_dir_index(plan.files, plan.removed),
                 prev_snapshot_index_blob_id=prev[0].index_blob_id if prev else None, batch_id=local.batch_id,
-                store_type=self.store_type,
+                store_type=self.store_type, retain=self.retain,
             )
             data = index.to_bytes()
             from blobstate.checksum import crc32c_bytes
@@ -359,6 +368,10 @@ class StoreCommitter:
         except BaseException as exc:
             if not committed and not getattr(exc, "_blobstate_ambiguous", False):
                 self._abort_quietly(commit_id, exc)
+            else:  # the commit may or may not be in the log: forget what we cached, recover before the next one
+                self._generation = None
+                self._prev = None
+                self._needs_recovery = True
             raise
         self._generation = checkpoint.generation
         self._prev = (checkpoint, index)
@@ -369,8 +382,9 @@ class StoreCommitter:
             if state is not None:
                 deleted = self._finish(state, checkpoint)
         except Exception as exc:  # noqa: BLE001 - the commit stands; recovery finishes the cleanup
-            log.warning("commit %s of %s is committed, but its cleanup failed (recovery will finish it): %s",
-                        commit_id, self.key, exc)
+            self._needs_recovery = True
+            log.warning("commit %s of %s is committed, but its cleanup failed (recovery before the next commit "
+                        "finishes it): %s", commit_id, self.key, redact(str(exc)))
         self.cache.retain([f.path for f in scan_directory(local.path, self.cache)])
         self.cache.save()
         return BackupResult(
@@ -480,7 +494,7 @@ class StoreCommitter:
                 doomed |= self.repo.read_index(cp).referenced_blob_ids()
             except BlobstateError as exc:
                 log.warning("checkpoint %s leaves retention with an unreadable index (%s); the orphan sweep of "
-                            "`blobstate gc` reclaims its blobs", cp.checkpoint_id, exc)
+                            "`blobstate gc` reclaims its blobs", cp.checkpoint_id, redact(str(exc)))
         to_delete = sorted(doomed - keep)
         self.repo.store.delete_many(to_delete)
         pruned = self.repo.log.prune(self.key, retain)
@@ -521,8 +535,9 @@ class StoreCommitter:
             if state is not None and state.is_open:
                 self._abort(state, f"{type(exc).__name__}: {exc}")
         except Exception as cleanup_exc:  # noqa: BLE001 - the original error matters more
+            self._needs_recovery = True
             log.warning("abort of commit %s is unfinished (recovery or TTL will finish it): %s", commit_id,
-                        cleanup_exc)
+                        redact(str(cleanup_exc)))
         if not isinstance(exc, FencedError):
             self._generation = None  # re-read on the next commit
             self._prev = None
@@ -567,10 +582,13 @@ class StoreCommitter:
 
     def init_cleanup(self) -> None:
         """Samza's restore-time init without a journal (a new host): remove the TTL of everything the latest
-        checkpoint references and apply retention (the deferred deletes)."""
+        checkpoint references and apply the retention its writer recorded (the deferred deletes: with a
+        retention of 1, exactly the blobs its ``filesRemoved`` lists). A snapshot that records no retention
+        (an older writer) is not pruned at all."""
         latest = self.repo.log.latest(self.key)
         if latest is None:
             return
         index = self.repo.read_index(latest)
         self.repo.store.remove_ttl_many(sorted(index.referenced_blob_ids() | {latest.index_blob_id}))
-        self.apply_retention()
+        if index.retain is not None:
+            self.apply_retention(index.retain)

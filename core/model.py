@@ -136,7 +136,11 @@ class DirIndex:
 
 @dataclass(frozen=True)
 class SnapshotIndex:
-    """A snapshot of one store at one checkpoint (Samza's ``SnapshotIndex``): the tree of files and their blobs."""
+    """A snapshot of one store at one checkpoint (Samza's ``SnapshotIndex``): the tree of files and their blobs.
+
+    Beyond Samza's schema: ``batchId`` (the stream batch), ``storeType`` (the local store plugin that made it) and
+    ``retainCheckpoints`` (the retention its writer applies, so cleanup elsewhere applies the same).
+    """
 
     checkpoint_id: str
     created_time_ms: int
@@ -148,6 +152,7 @@ class SnapshotIndex:
     prev_snapshot_index_blob_id: str | None = None
     batch_id: int | None = None
     store_type: str | None = None
+    retain: int | None = None
     schema_version: int = INDEX_SCHEMA_VERSION
 
     @property
@@ -185,6 +190,8 @@ class SnapshotIndex:
             doc["batchId"] = self.batch_id
         if self.store_type is not None:
             doc["storeType"] = self.store_type
+        if self.retain is not None:
+            doc["retainCheckpoints"] = self.retain
         return doc
 
     def to_bytes(self) -> bytes:
@@ -220,6 +227,7 @@ class SnapshotIndex:
             prev_snapshot_index_blob_id=doc.get("prevSnapshotIndexBlobId"),
             batch_id=None if batch is None else _int(batch),
             store_type=None if doc.get("storeType") is None else _str(doc["storeType"]),
+            retain=None if doc.get("retainCheckpoints") is None else _int(doc["retainCheckpoints"]),
         )
 
 

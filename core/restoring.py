@@ -57,13 +57,29 @@ class RestoreResult:
         }
 
 
-def _matches(path: str, f: FileIndex, cache: ChecksumCache) -> bool:
+def _matches(path: str, f: FileIndex, cache: ChecksumCache, *, mutable: bool) -> bool:
+    """True when ``path`` is a regular file with ``f``'s size and CRC32C (the cache is not trusted for files that
+    change in place)."""
     try:
         if not os.path.isfile(path) or os.path.islink(path) or os.path.getsize(path) != f.size_in_bytes:
             return False
-        return cache.crc32c(path)[1] == f.crc32c
+        return cache.crc32c(path, trust_cache=not mutable)[1] == f.crc32c
     except OSError:
         return False
+
+
+def _staging_prefix(dest: str) -> str:
+    return os.path.join(os.path.dirname(dest), f".{os.path.basename(dest)}.restore-")
+
+
+def _sweep_stale_staging(dest: str) -> None:
+    """Remove staging directories a crashed restore of ``dest`` left behind."""
+    prefix = _staging_prefix(dest)
+    parent = os.path.dirname(dest)
+    for name in os.listdir(parent):
+        path = os.path.join(parent, name)
+        if path.startswith(prefix) and os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def restore_snapshot(repo: Repository, checkpoint: Checkpoint, dest: str, *, local_store: LocalStore,
@@ -78,8 +94,9 @@ def restore_snapshot(repo: Repository, checkpoint: Checkpoint, dest: str, *, loc
     progress = progress or NoProgress()
     cache = cache or ChecksumCache(os.path.join(work_dir, workdir.CRC_CACHE) if work_dir else None)
     index: SnapshotIndex = repo.read_index(checkpoint)
-    dest = os.path.abspath(dest)
-    os.makedirs(dest, exist_ok=True)
+    os.makedirs(os.path.abspath(dest), exist_ok=True)
+    dest = os.path.realpath(dest)  # one path form throughout: targets, extras and staging all resolve symlinks
+    _sweep_stale_staging(dest)
     files = index.files()
     targets = {rel: safe_join(dest, rel) for rel in files}  # every name validated before any disk write
     sources = workdir.local_checkpoint_dirs(work_dir) if work_dir else []
@@ -89,18 +106,19 @@ def restore_snapshot(repo: Repository, checkpoint: Checkpoint, dest: str, *, loc
     reuse: dict[str, str] = {}
     download: list[str] = []
     for rel, f in files.items():
-        if _matches(targets[rel], f, cache):
+        mutable = local_store.is_mutable(rel)
+        if _matches(targets[rel], f, cache, mutable=mutable):
             keep.append(rel)
             continue
         for src_dir in sources:
             candidate = os.path.join(src_dir, *rel.split("/"))
-            if _matches(candidate, f, cache):
+            if _matches(candidate, f, cache, mutable=mutable):
                 reuse[rel] = candidate
                 break
         else:
             download.append(rel)
 
-    staging = os.path.join(os.path.dirname(dest), f".{os.path.basename(dest)}.restore-{uuid.uuid4().hex[:8]}")
+    staging = _staging_prefix(dest) + uuid.uuid4().hex[:8]
     os.makedirs(staging)
     try:
         staged = {rel: os.path.join(staging, *rel.split("/")) for rel in [*reuse, *download]}

@@ -41,6 +41,12 @@ def is_transient(exc: BaseException) -> bool:
     return any(name in type(exc).__name__ for name in _TRANSIENT_NAMES)
 
 
+def _redacted(exc: BaseException | None) -> str:
+    from blobstate.storage_options import redact
+
+    return str(redact(f"{type(exc).__name__}: {exc}"))
+
+
 def retry_attempts() -> int:
     """Attempts per operation: ``BLOBSTATE_RETRY_ATTEMPTS`` (default 5)."""
     return max(1, int(os.environ.get("BLOBSTATE_RETRY_ATTEMPTS", "5")))
@@ -57,7 +63,7 @@ def call_with_retry(fn: Callable[[], T], what: str, *, attempts: int | None = No
         wait=wait_exponential(multiplier=0.05, max=max_wait_s),
         retry=retry_if_exception(is_transient),
         reraise=False,
-        before_sleep=lambda state: log.info("retrying %s after %r", what, state.outcome.exception()),
+        before_sleep=lambda state: log.info("retrying %s after %s", what, _redacted(state.outcome.exception())),
     )
     try:
         return retrying(fn)

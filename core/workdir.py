@@ -25,8 +25,13 @@ def default_base() -> str:
 
 
 def store_work_dir(repo_url: str, key: StoreKey, base: str | None = None) -> str:
-    """The work directory of ``key`` in repository ``repo_url`` under ``base`` (default: ``default_base()``)."""
-    digest = hashlib.sha256(repo_url.encode()).hexdigest()[:12]
+    """The work directory of ``key`` in repository ``repo_url`` under ``base`` (default: ``default_base()``).
+
+    The URL's query (storage options, perhaps a rotating token) does not take part: the same repository keeps
+    its journal however it is reached."""
+    from blobstate.storage_options import split_url
+
+    digest = hashlib.sha256(split_url(repo_url)[0].encode()).hexdigest()[:12]
     return os.path.join(base or default_base(), digest, key.job, key.task, key.store)
 
 

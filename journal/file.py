@@ -45,9 +45,38 @@ class JournalRead:
     torn: TornTail | None
 
 
-def decode(data: bytes) -> JournalRead:
-    """Parse journal bytes; never raises for damage at the end: everything from the first bad record on is the
-    torn tail. A record that frames correctly but holds an unknown event raises ``CorruptJournalError``."""
+def _valid_record_at(data: bytes, pos: int) -> bool:
+    if len(data) - pos < HEADER.size:
+        return False
+    length, crc = HEADER.unpack_from(data, pos)
+    if length == 0 or length > len(data) - pos - HEADER.size:
+        return False
+    body = data[pos + HEADER.size: pos + HEADER.size + length]
+    if crc32c_bytes(body) != crc:
+        return False
+    try:
+        json.loads(body)
+    except ValueError:
+        return False
+    return True
+
+
+def _damage(data: bytes, events: list[Event], pos: int, reason: str, strict: bool) -> JournalRead:
+    """A bad record at ``pos``: a torn tail if no valid record follows it, mid-file corruption otherwise."""
+    if strict and any(_valid_record_at(data, p) for p in range(pos + 1, len(data) - HEADER.size)):
+        raise CorruptJournalError(
+            f"journal record at byte {pos} is damaged ({reason}) and valid records follow it: this is not a torn "
+            "tail, and truncating would lose events. Inspect it with `blobstate journal show`; moving the file "
+            "aside starts a fresh journal (blobs of unfinished commits are then reclaimed by their TTL and gc)."
+        )
+    return JournalRead(tuple(events), pos, TornTail(pos, len(data) - pos, reason))
+
+
+def decode(data: bytes, *, strict: bool = True) -> JournalRead:
+    """Parse journal bytes. Damage at the end (a cut, a flipped byte in the last records) is the torn tail: never
+    an error. A damaged record followed by valid ones raises ``CorruptJournalError`` (with ``strict``; without,
+    it is reported as the start of the tail, for ``journal show``). A record that frames correctly but holds an
+    unknown event raises ``CorruptJournalError``."""
     if not data:
         return JournalRead((), 0, None)
     if len(data) < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
@@ -58,19 +87,19 @@ def decode(data: bytes) -> JournalRead:
     pos = len(MAGIC)
     while pos < len(data):
         if len(data) - pos < HEADER.size:
-            return JournalRead(tuple(events), pos, TornTail(pos, len(data) - pos, "cut inside a record header"))
+            return _damage(data, events, pos, "cut inside a record header", strict)
         length, crc = HEADER.unpack_from(data, pos)
         if length > MAX_RECORD:
-            return JournalRead(tuple(events), pos, TornTail(pos, len(data) - pos, f"bad record length {length}"))
+            return _damage(data, events, pos, f"bad record length {length}", strict)
         body = data[pos + HEADER.size: pos + HEADER.size + length]
         if len(body) < length:
-            return JournalRead(tuple(events), pos, TornTail(pos, len(data) - pos, "cut inside a record"))
+            return _damage(data, events, pos, "cut inside a record", strict)
         if crc32c_bytes(body) != crc:
-            return JournalRead(tuple(events), pos, TornTail(pos, len(data) - pos, "record checksum mismatch"))
+            return _damage(data, events, pos, "record checksum mismatch", strict)
         try:
             doc = json.loads(body)
         except ValueError:
-            return JournalRead(tuple(events), pos, TornTail(pos, len(data) - pos, "record is not JSON"))
+            return _damage(data, events, pos, "record is not JSON", strict)
         events.append(event_from_dict(doc))
         pos += HEADER.size + length
     return JournalRead(tuple(events), pos, None)
@@ -90,11 +119,11 @@ class Journal:
         self._lock = threading.Lock()
         self.last_torn: TornTail | None = None
 
-    def read(self) -> JournalRead:
-        """Read without changing the file (``blobstate journal show``, ``recover --dry-run``)."""
+    def read(self, *, strict: bool = True) -> JournalRead:
+        """Read without changing the file (``blobstate journal show``, ``recover --dry-run``); see ``decode``."""
         try:
             with open(self.path, "rb") as fh:
-                return decode(fh.read())
+                return decode(fh.read(), strict=strict)
         except FileNotFoundError:
             return JournalRead((), 0, None)
 

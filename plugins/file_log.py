@@ -86,7 +86,10 @@ class FileCheckpointLog(CheckpointLog):
                 expected=expected_generation, actual=record.generation,
             ) from None
         newer = [g for g in self._generations(key) if g > record.generation]
-        if newer:  # a pruned gap let a zombie create a stale generation: it is not the latest, so it lost
+        if newer:
+            # A pruned gap let this zombie create a stale generation: it is not the latest, so it lost. The record
+            # was created exclusively by this writer: remove it, so no reader ever picks it.
+            self.store.delete(record_id(key, record.generation))
             raise FencedError(f"fenced: {key} already has generation {newer[-1]}", expected=expected_generation,
                               actual=newer[-1])
         return record

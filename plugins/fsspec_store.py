@@ -29,6 +29,7 @@ from blobstate.storage_options import redact, resolve, secret_values
 COPY_BUFFER = 1 << 20  # bytes per read/write when streaming a local blob (1 MiB: measured fastest, cache-friendly)
 REMOTE_READ = 16 << 20  # bytes per ranged GET when streaming a remote blob (fewer requests, bounded memory)
 TTL_DIR = "ttl"
+TORN_LEASE_GRACE_MS = 24 * 3600 * 1000  # an unreadable lease counts as expired only once it is this old
 LOCAL_PROTOCOLS = ("file", "local")
 
 
@@ -169,6 +170,8 @@ class FsspecBlobStore(BlobStore):
             expires = int(time.time() * 1000) + ttl_ms
             lease = self.path(lease_id(blob_id))
             self._ensure_parent(lease)
+            # Written in place under its final name, so an abort or gc always finds it, even torn by a crash; a
+            # reader that sees it half-written treats it as unreadable, which expires only once it is old.
             self.fs.pipe_file(lease, json.dumps({"blobId": blob_id, "expiresAtMs": expires}).encode())
 
     def put_exclusive(self, blob_id: str, data: bytes) -> None:
@@ -265,9 +268,9 @@ class FsspecBlobStore(BlobStore):
     def expired(self, prefix: str, now_ms: int) -> list[str]:
         if self.ttl_mode != "lease":
             return []
-        leases = [rel for rel in self._find(prefix) if is_lease(rel)]
+        leases = {rel: info for rel, info in self._find(prefix).items() if is_lease(rel)}
         out = []
-        for rel in leases:
+        for rel, info in leases.items():
             try:
                 doc = json.loads(self.fs.cat_file(self.path(rel)))
                 if int(doc["expiresAtMs"]) <= now_ms:
@@ -275,8 +278,11 @@ class FsspecBlobStore(BlobStore):
             except FileNotFoundError:
                 continue
             except (ValueError, KeyError, TypeError):
-                # An unreadable lease (torn write): its blob has the same name under blobs/ or indexes/.
-                out.append(_blob_of_lease(rel))
+                # An unreadable lease (a torn write, or one being written right now): its blob has the same name
+                # under blobs/ or indexes/, and it expires only once the lease itself is old.
+                written = modified_ms(info)
+                if written is not None and now_ms - written >= TORN_LEASE_GRACE_MS:
+                    out.append(_blob_of_lease(rel))
         return out
 
 

@@ -1,5 +1,6 @@
 """Smoke test of the benchmark harness (bench/): a whole run on a tiny RocksDB state (4 MiB), every tool on
-file:// and on a real moto S3 server, then checks that the JSON holds every operation with sane numbers."""
+file:// and on a real moto S3 server (the changelog replay also from a real Kafka 0.9.0.1 broker), then checks
+that the JSON holds every operation with sane numbers."""
 
 from __future__ import annotations
 
@@ -28,6 +29,11 @@ def bench_doc(tmp_path_factory):
     pytest.importorskip("moto")
     pytest.importorskip("s3fs")
     pytest.importorskip("matplotlib")
+    from bench import kafka_changelog
+
+    reason = kafka_changelog.missing()
+    if reason:
+        pytest.skip(f"changelog-kafka cannot run: {reason}")
     work = tmp_path_factory.mktemp("bench-work")
     out = tmp_path_factory.mktemp("bench-out")
     proc = subprocess.run(
@@ -80,6 +86,10 @@ def test_targets_ratios_and_outputs(bench_doc):
     doc, out = bench_doc
     names = [t["target"] for t in doc["targets"]]
     assert any("changelog" in n for n in names) and any("peak RSS" in n for n in names)
+    replay = next(t for t in doc["targets"] if t["target"].startswith("restore vs changelog replay"))
+    assert "changelog-kafka" in replay["detail"], replay  # the Kafka replay, when measured, is the one compared
+    kafka = next(r for r in doc["results"] if r["tool"] == "changelog-kafka")
+    assert kafka["samples"][0]["extra"]["topic_records"] == doc["meta"]["keys"]
     for t in doc["targets"]:
         assert t["measured"] is not None and t["ok"] in (True, False), t
     assert doc["ratios"]["file"]["restore_empty"]["x_limit"]["limit"] == 1.0

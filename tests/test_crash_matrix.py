@@ -108,7 +108,7 @@ def test_backup_runs_recovery_before_its_first_commit(tmp_path, repo, cli):
     assert len(_records(repo)) == 1
 
 
-def test_restore_init_cleanup_on_a_new_host_removes_ttl_and_applies_retention(tmp_path, repo, cli):
+def test_restore_init_cleanup_on_a_new_host_removes_ttl_and_applies_the_writers_retention(tmp_path, repo, cli):
     """Without a journal (another host), restore does the post-commit work from the index alone."""
     store = tmp_path / "s"
     write_keys(store, n=2_000)
@@ -120,7 +120,7 @@ def test_restore_init_cleanup_on_a_new_host_removes_ttl_and_applies_retention(tm
     r = cli("restore", tmp_path / "new" / "s", "--repo", repo, work=tmp_path / "new-host")
     assert r.returncode == 0, r.stderr
     assert not repo_files(repo, "ttl")
-    # retention (3 by default on the restoring side) keeps both checkpoints' blobs
+    # the writer's recorded retention (1) is applied: the older checkpoint and the blobs only it used are gone
     records = _records(repo)
-    assert len(records) == 2
+    assert len(records) == 1 and records[0]["generation"] == 2
     _assert_repository_holds_exactly(repo, records)
