@@ -206,7 +206,7 @@ class BlobStoreContract:
         store.put_many([PutRequest(b, payloads[b], ttl_ms=TTL_MS) for b in ids])
         sinks = {b: io.BytesIO() for b in ids}
         sizes = store.get_many([GetRequest(b, sinks[b]) for b in ids])
-        assert sizes == [len(payloads[b]) for b in ids]
+        assert sizes == [len(payloads[b]) for b in ids], (sizes, [len(payloads[b]) for b in ids])
         assert all(sinks[b].getvalue() == payloads[b] for b in ids)
         store.remove_ttl_many(ids[:10] + [f"{prefix}/blobs/missing"])
         assert not store.has_ttl(ids[0]) and store.has_ttl(ids[15])
