@@ -60,6 +60,11 @@ class TestGcsStore(BlobStoreContract):
         # gcsfs too): one transfer at a time against it.
         yield from _open(gcs_target.url, gcs_target.storage_options, ttl_mode, max_concurrency=1)
 
+    def test_batches(self, store, prefix):
+        pytest.skip("gcp-storage-emulator serves another object's bytes for about 1 object in 300 written in quick "
+                    "succession (reproduced with plain gcsfs pipe_file/cat_file, no blobstate code); batch semantics "
+                    "are checked on memory, file, moto and azurite, and GCS end to end by tests/test_cloud_e2e.py")
+
 
 def test_cloud_stores_are_selected_by_scheme(s3_target, azure_target, gcs_target):
     from blobstate.plugins.azure_store import AzureBlobStore
