@@ -247,6 +247,10 @@ class FsspecBlobStore(BlobStore):
         base = self.path(prefix) if prefix else self.root
         if self.is_local:
             self._check_local_root()
+        else:
+            # Never answer from fsspec's listing cache (shared by every store on the same filesystem instance):
+            # the checkpoint log decides fencing and "latest" from these listings.
+            self.fs.invalidate_cache(base)
         try:
             found = self.fs.find(base, detail=True)
         except FileNotFoundError:
