@@ -206,10 +206,6 @@ def build_dir_index(present: dict[str, FileIndex], removed: dict[str, FileIndex]
     return convert("", tree)
 
 
-def _rename_file(f: FileIndex, name: str) -> FileIndex:
-    return FileIndex(name, f.blobs, f.size_in_bytes, f.crc32c, f.mtime, f.ctime, f.attribs)
-
-
 class StoreCommitter:
     """Commits of one store to one repository, journaled, one at a time (a lock file in the work directory).
 

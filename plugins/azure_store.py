@@ -55,6 +55,7 @@ class AzureBlobStore(FsspecBlobStore):
 
     requires = ("adlfs", "azure.storage.blob")
     install_hint = INSTALL_HINT
+    ttl_tag = TTL_TAG
 
     def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
                  max_concurrency: int = 8) -> None:
@@ -123,12 +124,6 @@ class AzureBlobStore(FsspecBlobStore):
                     return  # missing blob: nothing to make permanent
 
         self._sync(call)
-
-    def has_ttl(self, blob_id: str) -> bool:
-        if self.ttl_mode != "native":
-            return super().has_ttl(blob_id)
-        tags = self._tags(blob_id)
-        return bool(tags) and TTL_TAG in tags
 
     def expired(self, prefix: str, now_ms: int) -> list[str]:
         """Lease mode: expired leases. Native mode: one ``Find Blobs by Tags`` query for

@@ -229,10 +229,17 @@ class FsspecBlobStore(BlobStore):
         if self.ttl_mode == "lease":
             self._rm(self.path(lease_id(blob_id)))
 
+    #: Native mode: the tag (or metadata key) that marks a blob's TTL; ``_tags`` reads a blob's tags.
+    ttl_tag = ""
+
+    def _tags(self, blob_id: str) -> dict[str, str] | None:
+        return None
+
     def has_ttl(self, blob_id: str) -> bool:
         if self.ttl_mode == "lease":
             return bool(self.fs.exists(self.path(lease_id(blob_id))))
-        return False
+        tags = self._tags(blob_id)
+        return bool(tags) and self.ttl_tag in tags
 
     def _check_local_root(self) -> None:
         """A local repository whose path runs through a regular file is unreachable, not empty."""

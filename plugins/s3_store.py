@@ -53,6 +53,7 @@ class S3BlobStore(FsspecBlobStore):
 
     requires = ("s3fs",)
     install_hint = INSTALL_HINT
+    ttl_tag = TTL_TAG
 
     def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
                  max_concurrency: int = 8) -> None:
@@ -118,12 +119,6 @@ class S3BlobStore(FsspecBlobStore):
                 self.fs.call_s3("delete_object_tagging", Bucket=bucket, Key=key)
         except FileNotFoundError:
             return  # deleted meanwhile: nothing left to expire
-
-    def has_ttl(self, blob_id: str) -> bool:
-        if self.ttl_mode != "native":
-            return super().has_ttl(blob_id)
-        tags = self._tags(blob_id)
-        return bool(tags) and TTL_TAG in tags
 
     def expired(self, prefix: str, now_ms: int) -> list[str]:
         """Lease mode: expired leases. Native mode: objects whose ``blobstate-expires`` tag is <= ``now_ms``

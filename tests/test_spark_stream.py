@@ -11,10 +11,12 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+from spark_fixtures import restored_state  # noqa: E402
+
 from blobstate import api  # noqa: E402
 from blobstate.model import StoreKey  # noqa: E402
 from blobstate.spark import SnapshotCommitError, committed_batches, last_committed_batch, register  # noqa: E402
-from blobstate.spark.flights import flights_schema, read_state, reference_state, update_state  # noqa: E402
+from blobstate.spark.flights import flights_schema, reference_state, update_state  # noqa: E402
 
 KEY = StoreKey("flights", "0", "stats")
 DAYS = 8
@@ -44,16 +46,7 @@ def _poll(condition, timeout_s=60.0, what="condition"):
 
 
 def _restored_state(tmp_path, paths):
-    dest = str(tmp_path / "check")
-    api.restore(dest, repo=paths["repo"], job=KEY.job, task=KEY.task, store=KEY.store, store_type="rocksdb",
-                work_dir=str(tmp_path / "check-work"))
-    from rocksdict import AccessType, Rdict
-
-    db = Rdict(dest, access_type=AccessType.read_only())
-    try:
-        return read_state(db)
-    finally:
-        db.close()
+    return restored_state(tmp_path, paths["repo"], KEY)
 
 
 def _run_to_end(spark, paths, directory):

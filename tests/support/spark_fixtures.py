@@ -44,3 +44,20 @@ def flights_days(tmp_path_factory, flights_frame):
     days = {(int(os.path.basename(p)[5:7]), int(os.path.basename(p)[8:10])) for p in paths}
     mask = [(m, d) in days for m, d in zip(flights_frame["month"], flights_frame["day"], strict=True)]
     return directory, flights_frame[mask]
+
+
+def restored_state(tmp_path, repo: str, key) -> dict:
+    """Restore ``key``'s latest snapshot from ``repo`` into a fresh directory (a new host) and read its state."""
+    from rocksdict import AccessType, Rdict
+
+    from blobstate import api
+    from blobstate.spark.flights import read_state
+
+    dest = str(tmp_path / "check")
+    api.restore(dest, repo=repo, job=key.job, task=key.task, store=key.store, store_type="rocksdb",
+                work_dir=str(tmp_path / "check-work"))
+    db = Rdict(dest, access_type=AccessType.read_only())
+    try:
+        return read_state(db)
+    finally:
+        db.close()
