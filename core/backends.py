@@ -11,7 +11,7 @@ from blobstate.errors import ConfigurationError
 from blobstate.interfaces import BlobStore, CheckpointLog, LocalStore
 from blobstate.manager import get_plugin_manager
 from blobstate.retry import RetryingBlobStore
-from blobstate.specs import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec, resolve_factory
+from blobstate.specs import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec, instantiate, resolve_factory
 
 DEFAULT_MAX_CONCURRENCY = 8
 
@@ -42,29 +42,31 @@ def open_blob_store(url: str, *, storage_options: dict[str, Any] | None = None, 
     from blobstate.storage_options import resolve
 
     url, storage_options = resolve(normalize_url(url), storage_options)
-    reg = get_plugin_manager().select(BlobStoreSpec, url_scheme(url))
-    spec = reg.spec
-    factory = resolve_factory(spec.factory, what=f"blob store {spec.name!r}", install_hint=spec.install_hint)
-    store = factory(url, storage_options=dict(storage_options or {}), ttl_mode=ttl_mode,
-                    max_concurrency=max_concurrency)
+    spec = get_plugin_manager().select(BlobStoreSpec, url_scheme(url)).spec
+    store = instantiate(spec, f"blob store {spec.name!r}", url, storage_options=dict(storage_options or {}),
+                        ttl_mode=ttl_mode, max_concurrency=max_concurrency)
     return RetryingBlobStore(store) if retry else store
 
 
-def open_checkpoint_log(url: str, *, storage_options: dict[str, Any] | None = None) -> CheckpointLog:
-    """The checkpoint log for ``url`` (``file://``/any blob store URL, ``kafka://``, ``sqlite:///``, ...)."""
+def open_checkpoint_log(url: str, *, storage_options: dict[str, Any] | None = None,
+                        blob_store: BlobStore | None = None) -> CheckpointLog:
+    """The checkpoint log for ``url`` (``file://``/any blob store URL, ``kafka://``, ``sqlite:///``, ...).
+
+    ``blob_store``: the repository's store, already open, when ``url`` is the repository's own URL; it is passed
+    to the factory (``factory(url, storage_options=..., blob_store=...)``) so that a log living on a blob store
+    (the file log) shares it instead of opening the repository a second time. The log does not close it.
+    """
     url = normalize_url(url) if "://" not in url else url
-    reg = get_plugin_manager().select(CheckpointLogSpec, url_scheme(url))
-    spec = reg.spec
-    factory = resolve_factory(spec.factory, what=f"checkpoint log {spec.name!r}", install_hint=spec.install_hint)
-    return factory(url, storage_options=dict(storage_options or {}))
+    spec = get_plugin_manager().select(CheckpointLogSpec, url_scheme(url)).spec
+    extra = {"blob_store": blob_store} if blob_store is not None else {}
+    return instantiate(spec, f"checkpoint log {spec.name!r}", url, storage_options=dict(storage_options or {}),
+                       **extra)
 
 
 def open_local_store(store_type: str, **options: Any) -> LocalStore:
     """The local store plugin for ``store_type`` (``rocksdb``, ``dir``, or a third party's)."""
-    reg = get_plugin_manager().select(LocalStoreSpec, store_type)
-    spec = reg.spec
-    factory = resolve_factory(spec.factory, what=f"local store {spec.name!r}", install_hint=spec.install_hint)
-    return factory(**options)
+    spec = get_plugin_manager().select(LocalStoreSpec, store_type).spec
+    return instantiate(spec, f"local store {spec.name!r}", **options)
 
 
 def detect_store_type(directory: str) -> str:

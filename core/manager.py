@@ -227,8 +227,8 @@ def build_plugin_manager(*, autoload: bool | None = None, extra: Iterable[str] =
     pm.add_hookspecs(hookspecs)
     mgr = BlobstatePluginManager(pm)
     own = metadata.version("blobstate") if _installed("blobstate") else "dev"
-    for module_name in BUILTIN_PLUGINS:
-        mgr.register(importlib.import_module(module_name), module_name.rsplit(".", 1)[-1],
+    for reference in BUILTIN_PLUGINS:
+        mgr.register(load_reference(reference), reference.rpartition(":")[2] or reference.rsplit(".", 1)[-1],
                      distribution="blobstate", version=own, builtin=True)
     if autoload is None:
         autoload = os.environ.get("BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD", "").lower() not in ("1", "true", "yes")
@@ -240,13 +240,20 @@ def build_plugin_manager(*, autoload: bool | None = None, extra: Iterable[str] =
         if not module_name or mgr.pm.has_plugin(module_name):
             continue
         try:
-            mgr.register(importlib.import_module(module_name), module_name)
+            mgr.register(load_reference(module_name), module_name)
         except Exception as exc:  # noqa: BLE001
             mgr._mark_broken(module_name, f"import failed: {type(exc).__name__}: {exc}")
     mgr.check_pending()
     config = {k: v for k, v in os.environ.items() if k.startswith("BLOBSTATE_") and k != "BLOBSTATE_STORAGE_OPTIONS"}
     mgr.pm.hook.blobstate_configure.call_historic(kwargs={"config": config})
     return mgr
+
+
+def load_reference(reference: str) -> object:
+    """The plugin an entry-point style reference names: ``"pkg.module"`` (the module) or ``"pkg.module:obj"``."""
+    module_name, _, attr = reference.partition(":")
+    module = importlib.import_module(module_name)
+    return getattr(module, attr) if attr else module
 
 
 def _installed(dist: str) -> bool:

@@ -38,8 +38,10 @@ class Repository:
         url = normalize_url(repo)
         store = open_blob_store(url, storage_options=storage_options, ttl_mode=ttl_mode,
                                 max_concurrency=max_concurrency)
-        log_url = log or url
-        checkpoint_log = open_checkpoint_log(log_url, storage_options=storage_options if log is None else None)
+        if log is None or normalize_url(log) == url:
+            checkpoint_log = open_checkpoint_log(url, storage_options=storage_options, blob_store=store)
+        else:
+            checkpoint_log = open_checkpoint_log(log)
         return cls(store, checkpoint_log, url)
 
     def read_index(self, checkpoint: Checkpoint) -> SnapshotIndex:

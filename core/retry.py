@@ -10,13 +10,13 @@ from __future__ import annotations
 import errno
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, BinaryIO, TypeVar
 
 from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from blobstate.errors import BlobstateError, StorageError, TransientStorageError
-from blobstate.interfaces import BlobInfo, BlobStore, PutRequest
+from blobstate.interfaces import BlobInfo, BlobStore, GetRequest, PutRequest
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -80,7 +80,13 @@ def call_with_retry(fn: Callable[[], T], what: str, *, attempts: int | None = No
 
 
 class RetryingBlobStore(BlobStore):
-    """Wraps a ``BlobStore`` so that every call is retried on transient faults (``call_with_retry``)."""
+    """Wraps a ``BlobStore`` so that every call is retried on transient faults (``call_with_retry``).
+
+    Batch calls reach the backend's own implementation when it has one (S3's ``DeleteObjects``, Azure's batch
+    delete): the whole batch is retried, which is safe because ``put`` of a fresh blob id, ``delete`` and
+    ``remove_ttl`` are idempotent. A backend without its own batch call gets the base class's concurrent loop
+    over this wrapper's single calls, so each item is retried on its own.
+    """
 
     def __init__(self, inner: BlobStore) -> None:
         self.inner = inner
@@ -126,6 +132,38 @@ class RetryingBlobStore(BlobStore):
 
     def expired(self, prefix: str, now_ms: int) -> list[str]:
         return call_with_retry(lambda: self.inner.expired(prefix, now_ms), f"TTL listing of {prefix or '/'}")
+
+    # -- batches: the backend's own bulk calls, when it has them ---------------------------------------------
+    def _native(self, name: str) -> bool:
+        """True when the wrapped store overrides the batch call ``name`` of the ``BlobStore`` base class."""
+        return getattr(type(self.inner), name, None) is not getattr(BlobStore, name)
+
+    def put_many(self, requests: Sequence[PutRequest]) -> None:
+        if not self._native("put_many"):
+            return super().put_many(requests)
+        requests = list(requests)
+        call_with_retry(lambda: self.inner.put_many(requests), f"upload of {len(requests)} blobs")
+
+    def get_many(self, requests: Sequence[GetRequest]) -> list[int]:
+        if not self._native("get_many"):
+            return super().get_many(requests)
+        # Sinks cannot all be rewound to a consistent point: one attempt, errors mapped like every other call.
+        return call_with_retry(lambda: self.inner.get_many(requests), f"download of {len(requests)} blobs",
+                               attempts=1)
+
+    def delete_many(self, blob_ids: Iterable[str]) -> None:
+        if not self._native("delete_many"):
+            return super().delete_many(blob_ids)
+        ids = list(blob_ids)
+        if ids:
+            call_with_retry(lambda: self.inner.delete_many(ids), f"delete of {len(ids)} blobs")
+
+    def remove_ttl_many(self, blob_ids: Iterable[str]) -> None:
+        if not self._native("remove_ttl_many"):
+            return super().remove_ttl_many(blob_ids)
+        ids = list(blob_ids)
+        if ids:
+            call_with_retry(lambda: self.inner.remove_ttl_many(ids), f"TTL removal of {len(ids)} blobs")
 
     def lifecycle_rule(self, ttl_ms: int) -> str | None:
         return self.inner.lifecycle_rule(ttl_ms)

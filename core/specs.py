@@ -28,12 +28,27 @@ def resolve_factory(factory: Factory, *, what: str, install_hint: str = "") -> C
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        hint = f"; install it with: {install_hint}" if install_hint else ""
-        raise MissingDependencyError(f"{what} needs {exc.name or module_name!s}, which is not installed{hint}") from exc
+        raise missing_dependency(what, exc, install_hint) from exc
     try:
         return getattr(module, attr)
     except AttributeError:
         raise PluginError(f"{what}: {module_name} has no attribute {attr!r}") from None
+
+
+def missing_dependency(what: str, exc: ImportError, install_hint: str) -> MissingDependencyError:
+    """The one way a missing optional dependency is reported: what needs it, and the record's install hint."""
+    hint = f"; install it with: {install_hint}" if install_hint else ""
+    return MissingDependencyError(f"{what} needs {exc.name or 'a module'!s}, which is not installed{hint}")
+
+
+def instantiate(spec: Spec, what: str, *args: Any, **kwargs: Any) -> Any:
+    """Resolve ``spec.factory`` and call it. An ``ImportError`` while importing *or* constructing the backend (a
+    database driver chosen by URL, say) becomes ``MissingDependencyError`` with ``spec.install_hint``."""
+    factory = resolve_factory(spec.factory, what=what, install_hint=spec.install_hint)
+    try:
+        return factory(*args, **kwargs)
+    except ImportError as exc:
+        raise missing_dependency(what, exc, spec.install_hint) from exc
 
 
 @dataclass(frozen=True)

@@ -24,17 +24,17 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
-from blobstate import hookimpl
+import adlfs  # noqa: F401 - this backend's dependencies: a missing extra fails at resolution (blobstate.specs)
+import azure.storage.blob  # noqa: F401
+
 from blobstate.errors import StorageError
 from blobstate.interfaces import FileRange, PutRequest
 from blobstate.plugins.fsspec_store import FsspecBlobStore, is_lease, lease_id
-from blobstate.specs import BlobStoreSpec
 
 TTL_TAG = "blobstate_ttl"
 EXPIRES_TAG = "blobstate_expires"
 EXPIRES_DIGITS = 20
 DAY_MS = 86_400_000
-INSTALL_HINT = "pip install 'blobstate[azure]'"
 T = TypeVar("T")
 
 
@@ -53,8 +53,6 @@ class AzureBlobStore(FsspecBlobStore):
 
     native_ttl = True
 
-    requires = ("adlfs", "azure.storage.blob")
-    install_hint = INSTALL_HINT
     ttl_tag = TTL_TAG
 
     def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
@@ -179,18 +177,3 @@ class AzureBlobStore(FsspecBlobStore):
         except RuntimeError as exc:  # adlfs wraps SDK errors in RuntimeError
             raise StorageError(f"delete of {len(ids)} blobs in {self.display_url} failed: "
                                f"{self.redact(str(exc.__cause__ or exc))}") from None
-
-
-@hookimpl
-def blobstate_blob_stores() -> list[BlobStoreSpec]:
-    """``az://``, ``abfs://``, ``abfss://``: above the generic fsspec store."""
-    return [
-        BlobStoreSpec(
-            name="azure",
-            schemes=("az", "abfs", "abfss"),
-            factory="blobstate.plugins.azure_store:AzureBlobStore",
-            priority=10,
-            install_hint=INSTALL_HINT,
-            description="Azure Blob Storage (adlfs); native TTL: blob index tag + lifecycle policy",
-        )
-    ]

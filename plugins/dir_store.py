@@ -10,9 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from blobstate import hookimpl
 from blobstate.interfaces import LocalStore
-from blobstate.specs import LocalStoreSpec
 
 
 class DirStore(LocalStore):
@@ -29,9 +27,3 @@ class DirStore(LocalStore):
 
 def looks_like_dir(directory: str) -> bool:
     return os.path.isdir(directory)
-
-
-@hookimpl
-def blobstate_local_stores() -> list[LocalStoreSpec]:
-    return [LocalStoreSpec(name="dir", store_type="dir", factory=DirStore, priority=0, detect=looks_like_dir,
-                           description="any directory, copied")]

@@ -10,11 +10,9 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from blobstate import hookimpl
 from blobstate.errors import BlobNotFound, FencedError
 from blobstate.interfaces import BlobStore, CheckpointLog
 from blobstate.model import Checkpoint, StoreKey
-from blobstate.specs import CheckpointLogSpec
 
 CHECKPOINTS_DIR = "checkpoints"
 GENERATION_DIGITS = 20
@@ -27,9 +25,10 @@ def record_id(key: StoreKey, generation: int) -> str:
 class FileCheckpointLog(CheckpointLog):
     """A ``CheckpointLog`` stored as generation objects in a ``BlobStore`` (``put_exclusive`` gives fencing)."""
 
-    def __init__(self, store: BlobStore) -> None:
+    def __init__(self, store: BlobStore, *, owns_store: bool = True) -> None:
         self.store = store
         self.url = store.url
+        self._owns_store = owns_store
 
     def _generations(self, key: StoreKey) -> list[int]:
         gens = []
@@ -117,25 +116,16 @@ class FileCheckpointLog(CheckpointLog):
         return sorted(keys)
 
     def close(self) -> None:
-        self.store.close()
+        if self._owns_store:
+            self.store.close()
 
 
-def open_file_log(url: str, *, storage_options: dict[str, Any] | None = None) -> FileCheckpointLog:
-    """Open the file checkpoint log at ``url`` on whichever blob store plugin serves its scheme."""
+def open_file_log(url: str, *, storage_options: dict[str, Any] | None = None,
+                  blob_store: BlobStore | None = None) -> FileCheckpointLog:
+    """Open the file checkpoint log at ``url`` on whichever blob store plugin serves its scheme, or on
+    ``blob_store`` (the repository's store, already open; closed by its owner, not by the log)."""
+    if blob_store is not None:
+        return FileCheckpointLog(blob_store, owns_store=False)
     from blobstate.backends import open_blob_store
 
     return FileCheckpointLog(open_blob_store(url, storage_options=storage_options, retry=True))
-
-
-@hookimpl
-def blobstate_checkpoint_logs() -> list[CheckpointLogSpec]:
-    """Serves every scheme some blob store serves (the catch-all ``*``), at low priority."""
-    return [
-        CheckpointLogSpec(
-            name="file",
-            schemes=("*",),
-            factory=open_file_log,
-            priority=-100,
-            description="one object per generation on any blob store, exclusive create",
-        )
-    ]

@@ -7,7 +7,6 @@ lease; ``expired`` lists leases past their expiry (Samza's TTL, kept as objects 
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import posixpath
@@ -20,10 +19,8 @@ from typing import Any, BinaryIO
 
 import fsspec
 
-from blobstate import hookimpl
-from blobstate.errors import BlobNotFound, ConfigurationError, MissingDependencyError, StorageError
+from blobstate.errors import BlobNotFound, ConfigurationError, StorageError
 from blobstate.interfaces import BlobInfo, BlobStore, FileRange, PutRequest
-from blobstate.specs import BlobStoreSpec
 from blobstate.storage_options import redact, resolve, secret_values
 
 COPY_BUFFER = 1 << 20  # bytes per read/write when streaming a local blob (1 MiB: measured fastest, cache-friendly)
@@ -78,18 +75,9 @@ class FsspecBlobStore(BlobStore):
     """
 
     native_ttl = False
-    #: Modules the filesystem needs (checked at construction: ``MissingDependencyError`` with ``install_hint``).
-    requires: tuple[str, ...] = ()
-    install_hint: str = ""
 
     def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
                  max_concurrency: int = 8) -> None:
-        for module in self.requires:
-            try:
-                importlib.import_module(module)
-            except ImportError as exc:
-                raise MissingDependencyError(f"{type(self).__name__} needs {exc.name}; install it with: "
-                                             f"{self.install_hint}") from None
         url, storage_options = resolve(url, storage_options)
         self._secrets = secret_values(storage_options)
         self.url = url
@@ -311,24 +299,3 @@ def _copy(src: Any, sink: BinaryIO, piece: int = COPY_BUFFER) -> int:
             return total
         sink.write(data)
         total += len(data)
-
-
-@hookimpl
-def blobstate_blob_stores() -> list[BlobStoreSpec]:
-    """The generic fsspec store: lowest priority, so a cloud-specific plugin for a scheme wins."""
-    return [
-        BlobStoreSpec(
-            name="fsspec",
-            schemes=("file", "local", "memory"),
-            factory=FsspecBlobStore,
-            priority=0,
-            description="any fsspec filesystem; TTL as lease objects",
-        ),
-        BlobStoreSpec(
-            name="fsspec-generic",
-            schemes=("*",),
-            factory=FsspecBlobStore,
-            priority=-100,
-            description="fallback for every other fsspec protocol (lease-mode TTL)",
-        ),
-    ]

@@ -19,18 +19,17 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from blobstate import hookimpl
+import gcsfs  # noqa: F401 - this backend's dependency: a missing extra fails at resolution (blobstate.specs)
+
 from blobstate.errors import StorageError
 from blobstate.interfaces import PutRequest
 from blobstate.plugins.fsspec_store import FsspecBlobStore
-from blobstate.specs import BlobStoreSpec
 
 EXPIRES_KEY = "blobstate-expires"
 #: customTime after ``remove_ttl``: the lifecycle rule's age is negative until then.
 PERMANENT_CUSTOM_TIME = "2999-12-31T00:00:00Z"
 PERMANENT_YEAR = 2999
 DAY_MS = 86_400_000
-INSTALL_HINT = "pip install 'blobstate[gcs]'"
 
 
 def ttl_days(ttl_ms: int) -> int:
@@ -61,8 +60,6 @@ class GcsBlobStore(FsspecBlobStore):
 
     native_ttl = True
 
-    requires = ("gcsfs",)
-    install_hint = INSTALL_HINT
 
     def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
                  max_concurrency: int = 8) -> None:
@@ -159,18 +156,3 @@ class GcsBlobStore(FsspecBlobStore):
             raise StorageError(f"cannot install the lifecycle rule on {self.display_url}: "
                                f"{self.redact(str(exc))}") from None
         return True
-
-
-@hookimpl
-def blobstate_blob_stores() -> list[BlobStoreSpec]:
-    """``gs://`` and ``gcs://``: above the generic fsspec store."""
-    return [
-        BlobStoreSpec(
-            name="gcs",
-            schemes=("gs", "gcs"),
-            factory="blobstate.plugins.gcs_store:GcsBlobStore",
-            priority=10,
-            install_hint=INSTALL_HINT,
-            description="Google Cloud Storage (gcsfs); native TTL: customTime + daysSinceCustomTime rule",
-        )
-    ]

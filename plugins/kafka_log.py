@@ -57,7 +57,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from blobstate import hookimpl
 from blobstate.errors import (
     ConfigurationError,
     CorruptIndexError,
@@ -67,7 +66,7 @@ from blobstate.errors import (
 )
 from blobstate.interfaces import CheckpointLog
 from blobstate.model import Checkpoint, StoreKey
-from blobstate.specs import CheckpointLogSpec, resolve_factory
+from blobstate.specs import resolve_factory
 
 GENERATION_DIGITS = 20
 DEFAULT_TIMEOUT_MS = 10_000
@@ -555,17 +554,3 @@ def open_kafka_log(url: str, *, storage_options: dict[str, Any] | None = None) -
         raise MissingDependencyError(f"the Kafka checkpoint log needs kafka-python; install it with: {INSTALL_HINT}"
                                      ) from None
     return KafkaCheckpointLog(parse_kafka_url(url, storage_options))
-
-
-@hookimpl
-def blobstate_checkpoint_logs() -> list[CheckpointLogSpec]:
-    return [
-        CheckpointLogSpec(
-            name="kafka",
-            schemes=("kafka",),
-            factory="blobstate.plugins.kafka_log:open_kafka_log",
-            priority=10,
-            install_hint=INSTALL_HINT,
-            description="compacted Kafka topic keyed by store key; first record per generation wins",
-        )
-    ]

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import os
 
-from blobstate import hookimpl
 from blobstate.errors import IntegrityError
 from blobstate.interfaces import LocalStore
-from blobstate.specs import LocalStoreSpec
 
 IMMUTABLE_SUFFIXES = (".sst", ".blob")
 
@@ -52,9 +50,3 @@ class RocksDBStore(LocalStore):
 def looks_like_rocksdb(directory: str) -> bool:
     """A RocksDB directory has a ``CURRENT`` file."""
     return os.path.isfile(os.path.join(directory, "CURRENT"))
-
-
-@hookimpl
-def blobstate_local_stores() -> list[LocalStoreSpec]:
-    return [LocalStoreSpec(name="rocksdb", store_type="rocksdb", factory=RocksDBStore, priority=10,
-                           detect=looks_like_rocksdb, description="RocksDB via rocksdict; hard-linked checkpoints")]

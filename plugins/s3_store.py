@@ -23,17 +23,17 @@ import time
 from typing import Any
 from urllib.parse import urlencode
 
-from blobstate import hookimpl
+import s3fs  # noqa: F401 - the dependency of this backend: importing it here makes a missing extra fail at
+
+#                           resolution, with the registration record's install hint (blobstate.specs)
 from blobstate.errors import StorageError
 from blobstate.interfaces import PutRequest
 from blobstate.plugins.fsspec_store import FsspecBlobStore
-from blobstate.specs import BlobStoreSpec
 
 TTL_TAG = "blobstate-ttl"
 EXPIRES_TAG = "blobstate-expires"
 DAY_MS = 86_400_000
 MULTIPART_CHUNK = 16 << 20  # bytes per multipart part; whole files >= 2x this go multipart
-INSTALL_HINT = "pip install 'blobstate[s3]'"
 
 
 def ttl_days(ttl_ms: int) -> int:
@@ -51,8 +51,6 @@ class S3BlobStore(FsspecBlobStore):
 
     native_ttl = True
 
-    requires = ("s3fs",)
-    install_hint = INSTALL_HINT
     ttl_tag = TTL_TAG
 
     def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
@@ -188,18 +186,3 @@ class S3BlobStore(FsspecBlobStore):
             self.fs.rm(paths)
         except FileNotFoundError:
             pass
-
-
-@hookimpl
-def blobstate_blob_stores() -> list[BlobStoreSpec]:
-    """``s3://`` (and ``s3a://``): above the generic fsspec store."""
-    return [
-        BlobStoreSpec(
-            name="s3",
-            schemes=("s3", "s3a"),
-            factory="blobstate.plugins.s3_store:S3BlobStore",
-            priority=10,
-            install_hint=INSTALL_HINT,
-            description="Amazon S3 and S3-compatible stores (s3fs); native TTL: object tag + lifecycle rule",
-        )
-    ]

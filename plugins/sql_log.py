@@ -21,19 +21,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from blobstate import hookimpl
-from blobstate.errors import (
-    ConfigurationError,
-    CorruptIndexError,
-    FencedError,
-    MissingDependencyError,
-    StorageError,
-)
+import sqlalchemy  # noqa: F401 - this backend's dependency: a missing extra fails at resolution (blobstate.specs)
+
+from blobstate.errors import ConfigurationError, CorruptIndexError, FencedError, StorageError
 from blobstate.interfaces import CheckpointLog
 from blobstate.model import Checkpoint, StoreKey
-from blobstate.specs import CheckpointLogSpec
 
-INSTALL_HINT = "pip install 'blobstate[sql]'"
 DEFAULT_TABLE = "blobstate_checkpoints"
 
 
@@ -85,11 +78,7 @@ class SqlCheckpointLog(CheckpointLog):
         options: dict[str, Any] = {"pool_pre_ping": not self._sqlite, **(engine_options or {})}
         if self._sqlite:
             options.setdefault("connect_args", {"timeout": 30})
-        try:
-            self.engine = create_engine(sa_url, **options)
-        except ImportError as exc:
-            raise MissingDependencyError(f"the SQL checkpoint log needs {exc.name}; install it with: "
-                                         f"{INSTALL_HINT}") from None
+        self.engine = create_engine(sa_url, **options)  # a missing driver's ImportError: see blobstate.specs
         if self._sqlite:
             # pysqlite opens transactions lazily (after reads); take the write lock at BEGIN instead.
             @event.listens_for(self.engine, "connect")
@@ -230,11 +219,6 @@ def open_sql_log(url: str, *, storage_options: dict[str, Any] | None = None) -> 
     Nothing is contacted until the first call. Raises ``MissingDependencyError`` without SQLAlchemy or the
     database driver, ``ConfigurationError`` for a bad URL or option.
     """
-    try:
-        import sqlalchemy  # noqa: F401
-    except ImportError:
-        raise MissingDependencyError(f"the SQL checkpoint log needs SQLAlchemy; install it with: {INSTALL_HINT}"
-                                     ) from None
     opts = dict(storage_options or {})
     table = str(opts.pop("table", DEFAULT_TABLE))
     engine_options = dict(opts.pop("engine_options", None) or {})
@@ -244,17 +228,3 @@ def open_sql_log(url: str, *, storage_options: dict[str, Any] | None = None) -> 
     if not table.replace("_", "").isalnum():
         raise ConfigurationError(f"bad SQL checkpoint table name {table!r}: letters, digits and '_' only")
     return SqlCheckpointLog(url, table=table, engine_options=engine_options)
-
-
-@hookimpl
-def blobstate_checkpoint_logs() -> list[CheckpointLogSpec]:
-    return [
-        CheckpointLogSpec(
-            name="sql",
-            schemes=("sqlite", "postgresql", "postgres"),
-            factory="blobstate.plugins.sql_log:open_sql_log",
-            priority=10,
-            install_hint=INSTALL_HINT,
-            description="SQL table keyed by (job, task, store, generation): SQLite, PostgreSQL",
-        )
-    ]

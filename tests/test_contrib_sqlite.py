@@ -182,7 +182,7 @@ def test_cli_plugins_lists_the_contrib_dist(sqlite_dist, cli):
         "description": "SQLite databases (*.db, *.sqlite, *.sqlite3), copied with the online backup API",
         "installHint": "",
     }]
-    assert plugins["rocksdb_store"]["builtin"] is True and plugins["rocksdb_store"]["distribution"] == "blobstate"
+    assert plugins["rocksdb"]["builtin"] is True and plugins["rocksdb"]["distribution"] == "blobstate"
 
 
 # -- the store itself ----------------------------------------------------------------------------------------

@@ -92,7 +92,7 @@ def test_plugins_lists_a_broken_plugin_with_its_error(cli, broken_plugins):
     assert "error: import failed: RuntimeError: boom at import" in text.stdout
     assert "hookfail  [broken-hook 1.2.3]  BROKEN" in text.stdout
     assert "hook exploded" in text.stdout
-    assert "rocksdb_store  [blobstate" in text.stdout  # the healthy ones are all still there
+    assert "rocksdb  [blobstate" in text.stdout  # the healthy ones are all still there
 
     payload = cli("plugins", "--json", env=env)
     assert payload.returncode == 0, payload.stderr
@@ -103,7 +103,7 @@ def test_plugins_lists_a_broken_plugin_with_its_error(cli, broken_plugins):
     assert broken["error"] == "import failed: RuntimeError: boom at import"
     assert plugins["hookfail"]["status"] == "broken"
     assert "ValueError" in plugins["hookfail"]["error"]
-    assert plugins["fsspec_store"]["status"] == "ok" and plugins["fsspec_store"]["backends"]
+    assert plugins["fsspec"]["status"] == "ok" and plugins["fsspec"]["backends"]
 
 
 def test_a_broken_plugin_breaks_no_other_command(cli, broken_plugins, tmp_path):
