@@ -8,6 +8,7 @@ Public API::
 """
 
 from blobstate.errors import (
+    AppendOutcomeUnknown,
     BlobNotFound,
     BlobstateError,
     ChecksumMismatch,
@@ -38,7 +39,8 @@ from blobstate.specs import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec
 __version__ = "0.1.0"
 
 __all__ = [
-    "BlobInfo", "BlobNotFound", "BlobStore", "BlobStoreSpec", "BlobstateError", "Checkpoint", "CheckpointLog",
+    "AppendOutcomeUnknown", "BlobInfo", "BlobNotFound", "BlobStore", "BlobStoreSpec", "BlobstateError", "Checkpoint",
+    "CheckpointLog",
     "CheckpointLogSpec", "ChecksumMismatch", "ConfigurationError", "CorruptIndexError", "CorruptJournalError",
     "DirIndex", "FencedError", "FileBlob", "FileIndex", "FileRange", "GetRequest", "IntegrityError", "LocalStore",
     "LocalStoreSpec", "NothingToRestore", "PluginError", "PutRequest", "SnapshotIndex", "StorageError", "StoreKey",

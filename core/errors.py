@@ -42,6 +42,20 @@ class TransientStorageError(StorageError):
     """A fault worth retrying (connection reset, throttling, timeout). Plugins may raise it to ask for a retry."""
 
 
+class AppendOutcomeUnknown(TransientStorageError):
+    """A checkpoint log may or may not have applied an append: the request was sent and then timed out, or the
+    connection broke before the answer arrived. Never treated as a failure: the commit stays open and the core
+    resolves the outcome by re-appending the same record (an append is idempotent for the same checkpoint id at
+    the same generation, see ``CheckpointLog.append``) with backoff until the log answers for certain.
+
+    ``checkpoint_id`` names the record whose outcome is unknown.
+    """
+
+    def __init__(self, message: str, *, checkpoint_id: str = "") -> None:
+        self.checkpoint_id = checkpoint_id
+        super().__init__(message)
+
+
 class IntegrityError(BlobstateError):
     """Stored data does not match what was recorded: checksum, size, a corrupt index, a missing blob."""
 

@@ -189,7 +189,14 @@ class CheckpointLog(ABC):
     def append(self, checkpoint: Checkpoint, expected_generation: int) -> Checkpoint:
         """Write ``checkpoint`` as generation ``expected_generation + 1`` and return it with that generation.
 
-        Raises ``FencedError`` when another writer got there first. This is the commit point.
+        This is the commit point. Raises ``FencedError`` when another writer got there first, and
+        ``AppendOutcomeUnknown`` when the request may have been applied (sent, then a timeout or a broken
+        connection): never a plain failure for an append that might land later.
+
+        Idempotent for the same record: when generation ``expected_generation + 1`` already holds a record with
+        the same ``checkpoint_id`` (an earlier attempt landed, perhaps after its client gave up), ``append``
+        returns that record instead of raising ``FencedError``, whatever was appended after it. This is how the
+        core resolves an unknown outcome: it re-appends until the answer is certain.
         """
 
     @abstractmethod

@@ -10,7 +10,7 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from blobstate.errors import BlobNotFound, FencedError
+from blobstate.errors import AppendOutcomeUnknown, BlobNotFound, FencedError, StorageError
 from blobstate.interfaces import BlobStore, CheckpointLog
 from blobstate.model import Checkpoint, StoreKey
 
@@ -64,26 +64,35 @@ class FileCheckpointLog(CheckpointLog):
         out = [self._read(key, g) for g in self._generations(key)]
         return [cp for cp in out if cp is not None]
 
+    def _ours(self, key: StoreKey, record: Checkpoint) -> Checkpoint | None:
+        """The record at ``record``'s generation when it is the same checkpoint (an earlier attempt landed)."""
+        existing = self._read(key, record.generation)
+        return existing if existing is not None and existing.checkpoint_id == record.checkpoint_id else None
+
     def append(self, checkpoint: Checkpoint, expected_generation: int) -> Checkpoint:
         key = checkpoint.store_key
         gens = self._generations(key)
         current = gens[-1] if gens else 0
+        record = checkpoint.with_generation(expected_generation + 1)
         if current != expected_generation:
+            if current > expected_generation and (ours := self._ours(key, record)) is not None:
+                return ours  # a re-append resolving an unknown outcome: it landed
             raise FencedError(
                 f"fenced: {key} is at generation {current}, this writer expected {expected_generation}",
                 expected=expected_generation, actual=current,
             )
-        record = checkpoint.with_generation(expected_generation + 1)
         try:
             self.store.put_exclusive(record_id(key, record.generation), record.to_bytes())
         except FileExistsError:
-            existing = self._read(key, record.generation)
-            if existing is not None and existing.checkpoint_id == record.checkpoint_id:
-                return existing  # our own create, retried after a lost response
+            if (ours := self._ours(key, record)) is not None:
+                return ours  # our own create, retried after a lost response
             raise FencedError(
                 f"fenced: another writer created generation {record.generation} of {key} first",
                 expected=expected_generation, actual=record.generation,
             ) from None
+        except StorageError as exc:  # the create may have reached the store before the failure
+            raise AppendOutcomeUnknown(f"append of generation {record.generation} of {key}: outcome unknown "
+                                       f"({exc})", checkpoint_id=record.checkpoint_id) from exc
         newer = [g for g in self._generations(key) if g > record.generation]
         if newer:
             # A pruned gap let this zombie create a stale generation: it is not the latest, so it lost. The record

@@ -23,7 +23,13 @@ from typing import Any
 
 import sqlalchemy  # noqa: F401 - this backend's dependency: a missing extra fails at resolution (blobstate.specs)
 
-from blobstate.errors import ConfigurationError, CorruptIndexError, FencedError, StorageError
+from blobstate.errors import (
+    AppendOutcomeUnknown,
+    ConfigurationError,
+    CorruptIndexError,
+    FencedError,
+    StorageError,
+)
 from blobstate.interfaces import CheckpointLog
 from blobstate.model import Checkpoint, StoreKey
 
@@ -169,6 +175,8 @@ class SqlCheckpointLog(CheckpointLog):
             with self._db_errors(f"appending generation {record.generation} of {key}"), \
                     self.engine.begin() as conn:
                 current = conn.execute(select(func.max(gen)).where(self._where(key))).scalar() or 0
+                if current > expected_generation and (ours := self._ours(conn, key, record)) is not None:
+                    return ours  # a re-append resolving an unknown outcome: it landed
                 if current != expected_generation:
                     raise FencedError(f"fenced: {key} is at generation {current}, this writer expected "
                                       f"{expected_generation}", expected=expected_generation, actual=current)
@@ -182,10 +190,28 @@ class SqlCheckpointLog(CheckpointLog):
                                       actual=newer)
         except StorageError as exc:
             if isinstance(exc.__context__, IntegrityError):
+                with self._db_errors(f"reading generation {record.generation} of {key}"), \
+                        self.engine.connect() as conn:
+                    ours = self._ours(conn, key, record)
+                if ours is not None:
+                    return ours  # our own insert, retried after a lost answer
                 raise FencedError(f"fenced: another writer inserted generation {record.generation} of {key} first",
                                   expected=expected_generation, actual=record.generation) from None
-            raise
+            # The connection failed with the transaction under way: its COMMIT may have been applied.
+            raise AppendOutcomeUnknown(f"append of generation {record.generation} of {key}: outcome unknown "
+                                       f"({exc})", checkpoint_id=record.checkpoint_id) from exc
         return record
+
+    def _ours(self, conn: Any, key: StoreKey, record: Checkpoint) -> Checkpoint | None:
+        """The row at ``record``'s generation when it holds the same checkpoint (an earlier attempt landed)."""
+        from sqlalchemy import select
+
+        row = conn.execute(select(self.table.c.generation, self.table.c.record).where(self._where(key))
+                           .where(self.table.c.generation == record.generation)).first()
+        if row is None:
+            return None
+        existing = self._parse(key, row)
+        return existing if existing.checkpoint_id == record.checkpoint_id else None
 
     def prune(self, key: StoreKey, keep: int) -> list[Checkpoint]:
         from sqlalchemy import delete

@@ -23,7 +23,8 @@ Example (pytest)::
 
 What it checks: generations start at 1 and grow by one in ``history`` order; ``append`` returns the record with
 its generation and the record round-trips; store keys are isolated; a stale or a future expected generation is
-fenced and changes nothing; of N writers racing on one generation exactly one wins, every round, and the others
+fenced and changes nothing; re-appending a record the log already holds at that generation returns it (how
+an unknown outcome is resolved); of N writers racing on one generation exactly one wins, every round, and the others
 get ``FencedError``; a zombie is fenced after pruning; ``prune`` keeps the newest K and is idempotent;
 a malformed record raises ``CorruptIndexError`` from ``latest``/``history``/``append`` (never a silent skip); an
 unreachable backend raises ``StorageError`` within ``UNREACHABLE_DEADLINE_S`` without leaking credentials, and
@@ -153,6 +154,25 @@ class CheckpointLogContract:
                 log.append(make_checkpoint(key), expected)
         assert [c.to_json() for c in log.history(key)] == [c.to_json() for c in before]
         assert log.append(make_checkpoint(key), 2).generation == 3
+
+    def test_reappend_of_an_applied_record_returns_it(self, log: CheckpointLog,
+                                                     open_log: Callable[[], CheckpointLog]) -> None:
+        """An unknown append outcome is resolved by re-appending: the log must answer "yours" for certain."""
+        key = new_key()
+        mine = make_checkpoint(key, writer="me")
+        first = log.append(mine, 0)
+        other = open_log()
+        try:
+            again = other.append(mine, 0)  # a retry from a client that never heard the first answer
+            assert same_record(again, first) and again.generation == 1
+            with pytest.raises(FencedError):
+                other.append(make_checkpoint(key, writer="rival"), 0)
+            later = other.append(make_checkpoint(key, writer="next"), 1)
+            assert same_record(other.append(mine, 0), first)  # still certain once superseded
+        finally:
+            other.close()
+        assert [c.generation for c in log.history(key)] == [1, 2]
+        assert same_record(log.latest(key), later)
 
     def test_zombie_writer_is_fenced_by_a_second_instance(self, log: CheckpointLog,
                                                            open_log: Callable[[], CheckpointLog]) -> None:
