@@ -24,6 +24,7 @@ from blobstate.errors import (
     UnsafePathError,
 )
 from blobstate.hookspecs import hookimpl, hookspec
+from blobstate.index import DirIndex, FileBlob, FileIndex, SnapshotIndex
 from blobstate.interfaces import (
     BlobInfo,
     BlobStore,
@@ -33,7 +34,7 @@ from blobstate.interfaces import (
     LocalStore,
     PutRequest,
 )
-from blobstate.model import Checkpoint, DirIndex, FileBlob, FileIndex, SnapshotIndex, StoreKey
+from blobstate.model import Checkpoint, StoreKey
 from blobstate.specs import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec
 
 __version__ = "0.1.0"

@@ -1,33 +1,37 @@
-"""The public Python API: ``backup``, ``restore``, ``list_checkpoints``, ``verify``, ``gc``, ``recover``.
+"""The public Python API: one function per verb, each opening the repository from URLs, doing one job, closing it.
 
-Each opens the repository (blob store + checkpoint log) from URLs through the plugins, does one job, and closes it.
-``StoreCommitter`` (``blobstate.commit``) is the long-lived form for a job that commits repeatedly (Spark).
+``backup``, ``restore``, ``list_stores``, ``list_checkpoints``, ``verify``, ``gc``, ``recover``,
+``journal_events``, ``lifecycle_rule``. ``StoreCommitter`` (``blobstate.pipelines.backup``) is the long-lived form
+for a job that commits repeatedly (Spark). The CLI calls only these functions.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
-from blobstate import workdir
-from blobstate.backends import detect_store_type, open_local_store
+from blobstate import layout, workdir
+from blobstate.backends import detect_store_type, normalize_url, open_blob_store, open_local_store
 from blobstate.checksum import ChecksumCache
-from blobstate.collecting import GcReport, collect, discover_keys
-from blobstate.commit import BackupResult, LocalCheckpoint, Progress, StoreCommitter
+from blobstate.errors import NothingToRestore
+from blobstate.journal.file import Journal, JournalRead
+from blobstate.layout import DEFAULT_TTL_MS
 from blobstate.model import Checkpoint, StoreKey
-from blobstate.repository import DEFAULT_TTL_MS, Repository
-from blobstate.restoring import RestoreResult, restore_snapshot
-from blobstate.verifying import VerifyReport, raise_for_reports, verify_checkpoint
+from blobstate.pipelines.backup import BackupResult, LocalCheckpoint, StoreCommitter
+from blobstate.pipelines.gc import GcReport, collect, discover_keys
+from blobstate.pipelines.recover import Report, cleanup_after_restore
+from blobstate.pipelines.recover import recover as replay_journal
+from blobstate.pipelines.restore import RestoreResult, restore_snapshot
+from blobstate.pipelines.session import StoreSession
+from blobstate.pipelines.verify import VerifyReport, raise_for_reports, verify_checkpoint
+from blobstate.progress import Progress
+from blobstate.repository import Repository
 
 __all__ = [
     "BackupResult", "GcReport", "LocalCheckpoint", "Repository", "RestoreResult", "StoreCommitter", "VerifyReport",
-    "backup", "gc", "list_checkpoints", "recover", "restore", "verify",
+    "backup", "gc", "journal_events", "lifecycle_rule", "list_checkpoints", "list_stores", "raise_for_reports",
+    "recover", "restore", "verify",
 ]
-
-
-def _key(job: str, task: str, store: str | None, directory: str) -> StoreKey:
-    return StoreKey(job, task, store or os.path.basename(os.path.abspath(directory).rstrip("/")))
 
 
 def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
@@ -39,7 +43,7 @@ def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "de
     ``storage_options``, ``ttl_mode``, ``work_dir``, ``progress``, ``expected_generation``). Raises
     ``FencedError`` (exit 4), ``StorageError``, ``ConfigurationError``.
     """
-    key = _key(job, task, store, source_dir)
+    key = StoreKey.for_directory(source_dir, job=job, task=task, store=store)
     store_type = store_type or detect_store_type(source_dir)
     with StoreCommitter(key, repo, log=log, store_type=store_type, **opts) as committer:
         return committer.backup(source if source is not None else source_dir, batch_id=batch_id)
@@ -53,11 +57,11 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
     """Restore the latest checkpoint (or ``checkpoint_id``, or the newest with ``batch_id <= max_batch_id``)
     into ``dest_dir``, downloading only what is missing or different.
 
-    With ``cleanup`` the init step runs afterwards: recovery of this host's journal, or without one (a new host)
-    TTL removal and retention from the index alone. Raises ``NothingToRestore`` (exit 5), ``IntegrityError``
-    subclasses (exit 3; the destination is left as it was).
+    With ``cleanup`` the init step runs afterwards: recovery of this host's journal, then TTL removal and
+    retention from the index alone (Samza's init on a new host). Raises ``NothingToRestore`` (exit 5),
+    ``IntegrityError`` subclasses (exit 3; the destination is left as it was).
     """
-    key = _key(job, task, store, dest_dir)
+    key = StoreKey.for_directory(dest_dir, job=job, task=task, store=store)
     repository = Repository.open(repo, log=log, storage_options=storage_options, ttl_mode=ttl_mode,
                                  max_concurrency=max_concurrency)
     try:
@@ -68,7 +72,7 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
                                   work_dir=wd, cache=ChecksumCache(os.path.join(wd, workdir.CRC_CACHE)),
                                   progress=progress, validate=validate)
         if cleanup:
-            _init_cleanup(repository, key, wd, index_type)
+            cleanup_after_restore(repository, key, wd)
         return result
     finally:
         repository.close()
@@ -82,15 +86,14 @@ def _recorded_store_type(repository: Repository, checkpoint: Checkpoint) -> str:
     return "rocksdb" if "CURRENT" in index.files() else "dir"
 
 
-def _init_cleanup(repository: Repository, key: StoreKey, wd: str, store_type: str) -> None:
-    from blobstate.errors import CommitInProgressError
-
+def list_stores(*, repo: str, log: str | None = None, storage_options: dict[str, Any] | None = None
+                ) -> list[StoreKey]:
+    """Every store key the repository (or its checkpoint log) holds, sorted."""
+    repository = Repository.open(repo, log=log, storage_options=storage_options)
     try:
-        committer = StoreCommitter(key, repository, store_type=store_type, work_dir=wd, recover=True)
-    except CommitInProgressError:
-        return  # the committing process on this host does its own cleanup
-    with committer:
-        committer.init_cleanup()
+        return discover_keys(repository)
+    finally:
+        repository.close()
 
 
 def list_checkpoints(*, repo: str, log: str | None = None, key: StoreKey,
@@ -108,15 +111,14 @@ def verify(*, repo: str, key: StoreKey, log: str | None = None, checkpoint_id: s
            max_concurrency: int = 8, raise_on_error: bool = True) -> list[VerifyReport]:
     """Read every blob of the chosen checkpoint(s) and check sizes and CRC32C.
 
-    Raises ``ChecksumMismatch`` (exit 3) naming each damaged file when ``raise_on_error``.
+    Raises ``ChecksumMismatch`` (exit 3) naming each damaged file when ``raise_on_error``, ``NothingToRestore``
+    (exit 5) when the store has no checkpoint.
     """
     repository = Repository.open(repo, log=log, storage_options=storage_options, max_concurrency=max_concurrency)
     try:
         if all_checkpoints:
             checkpoints = repository.log.history(key)
             if not checkpoints:
-                from blobstate.errors import NothingToRestore
-
                 raise NothingToRestore(f"no checkpoint for {key}")
         else:
             checkpoints = [repository.choose(key, checkpoint_id=checkpoint_id)]
@@ -134,21 +136,62 @@ def gc(*, repo: str, log: str | None = None, keys: list[StoreKey] | None = None,
        work_base: str | None = None) -> list[GcReport]:
     """Delete expired and orphaned blobs of every store (or ``keys``) in the repository.
 
-    ``retain`` defaults to each store's recorded retention (see ``blobstate.collecting.collect``).
+    ``retain`` defaults to each store's recorded retention (see ``blobstate.pipelines.gc.collect``).
     """
     repository = Repository.open(repo, log=log, storage_options=storage_options, ttl_mode=ttl_mode)
     try:
-        now = now_ms if now_ms is not None else int(time.time() * 1000)
+        now = now_ms if now_ms is not None else layout.now_ms()
         return [collect(repository, key, now_ms=now, ttl_ms=ttl_ms, retain=retain, dry_run=dry_run,
                         work_base=work_base) for key in (keys or discover_keys(repository))]
     finally:
         repository.close()
 
 
+def lifecycle_rule(*, repo: str, ttl_ms: int = DEFAULT_TTL_MS, storage_options: dict[str, Any] | None = None,
+                   install: bool = False) -> tuple[str | None, bool]:
+    """The cloud lifecycle rule that expires TTL-tagged blobs (native TTL), and whether it was installed.
+
+    Returns ``(None, False)`` for a store without native TTL (leases, swept by ``gc``), ``(rule, False)`` when the
+    rule must be installed by hand (or ``install`` is false), ``(rule, True)`` once installed.
+    """
+    from blobstate.errors import ConfigurationError
+
+    try:
+        store = open_blob_store(repo, storage_options=storage_options, ttl_mode="native")
+    except ConfigurationError:
+        return None, False  # no native TTL here
+    try:
+        rule = store.lifecycle_rule(ttl_ms)
+        return rule, bool(rule is not None and install and store.install_lifecycle(ttl_ms))
+    finally:
+        store.close()
+
+
 def recover(*, repo: str, key: StoreKey, log: str | None = None, work_dir: str | None = None,
-            dry_run: bool = False, store_type: str = "dir", storage_options: dict[str, Any] | None = None,
-            report: Any = None) -> list[Any]:
-    """Replay this host's journal of ``key``: finish committed commits, abort the others."""
-    with StoreCommitter(key, repo, log=log, store_type=store_type, work_dir=work_dir, recover=False,
-                        storage_options=storage_options) as committer:
-        return committer.recover(dry_run=dry_run, report=report)
+            dry_run: bool = False, storage_options: dict[str, Any] | None = None,
+            report: Report | None = None) -> list[Any]:
+    """Replay this host's journal of ``key``: finish committed commits, abort the others.
+
+    Returns ``(action, outcome)`` pairs; ``report`` is called with each as it completes.
+    """
+    repository = Repository.open(repo, log=log, storage_options=storage_options)
+    try:
+        with StoreSession(key, work_dir or workdir.store_work_dir(repository.url, key)) as session:
+            return replay_journal(session, repository, dry_run=dry_run, report=report)
+    finally:
+        repository.close()
+
+
+def journal_events(*, work_dir: str | None = None, repo: str | None = None, key: StoreKey | None = None,
+                   work_base: str | None = None, strict: bool = True) -> JournalRead:
+    """The events of a store's journal, read without changing it: from ``work_dir`` (the store's work
+    directory), or from the one ``repo`` and ``key`` map to under ``work_base``.
+
+    With ``strict`` a record damaged in the middle raises ``CorruptJournalError`` (exit 3); without, the events
+    before the damage are returned and the rest is reported as the torn tail.
+    """
+    if work_dir is None:
+        if repo is None or key is None:
+            raise ValueError("give work_dir, or repo and key")
+        work_dir = workdir.store_work_dir(normalize_url(repo), key, work_base)
+    return Journal(os.path.join(work_dir, workdir.JOURNAL)).read(strict=strict)

@@ -119,14 +119,14 @@ class BlobstatePluginManager:
         self.broken.append(PluginInfo(name, dist, version, builtin, error=error))
         warnings.warn(f"blobstate plugin {name!r} is broken: {error}", stacklevel=2)
 
-    def select(self, kind: type, key: str, *, attr: str = "schemes") -> Registered:
+    def select(self, kind: type, key: str) -> Registered:
         """Pick the backend of ``kind`` (a spec class) serving ``key`` (a URL scheme or a store type).
 
         The highest priority wins; ``BLOBSTATE_BACKEND_<KEY>=<backend name>`` overrides. Raises
         ``ConfigurationError`` when none serves ``key`` and ``PluginError`` on a tie (naming both distributions).
         """
         candidates = [
-            r for r in self.registered_specs() if isinstance(r.spec, kind) and _serves(r.spec, key, attr)
+            r for r in self.registered_specs() if isinstance(r.spec, kind) and _serves(r.spec, key)
         ]
         variable = f"BLOBSTATE_BACKEND_{key.upper().replace('-', '_').replace('+', '_')}"
         wanted = os.environ.get(variable)
@@ -136,25 +136,42 @@ class BlobstatePluginManager:
                 return chosen[0]
             # The variable is per scheme, shared by the backend kinds: naming another kind's backend for this
             # scheme (a blob store, when the checkpoint log is being chosen) leaves this kind to its priorities.
-            if not any(r.spec.name == wanted and not isinstance(r.spec, kind) and _serves(r.spec, key, attr)
+            if not any(r.spec.name == wanted and not isinstance(r.spec, kind) and _serves(r.spec, key)
                        for r in self.registered_specs()):
                 raise ConfigurationError(f"{variable}={wanted}: no backend of that name serves {key!r}")
         if not candidates:
             known = sorted({k for r in self.registered_specs() if isinstance(r.spec, kind)
-                            for k in _keys(r.spec, attr)})
+                            for k in spec_keys(r.spec)})
             raise ConfigurationError(
-                f"no {_kind_name(kind)} for {key!r}; known: {', '.join(known) or 'none'}"
+                f"no {KIND_NAMES.get(kind, kind.__name__)} for {key!r}; known: {', '.join(known) or 'none'}"
                 " (is the plugin or extra installed? see `blobstate plugins`)"
             )
         candidates.sort(key=lambda r: r.spec.priority, reverse=True)
         if len(candidates) > 1 and candidates[0].spec.priority == candidates[1].spec.priority:
             a, b = candidates[0], candidates[1]
             raise PluginError(
-                f"{_kind_name(kind)} for {key!r} is ambiguous: {a.spec.name!r} from {a.distribution or a.plugin} "
+                f"{KIND_NAMES.get(kind, kind.__name__)} for {key!r} is ambiguous: {a.spec.name!r} from "
+                f"{a.distribution or a.plugin} "
                 f"and {b.spec.name!r} from {b.distribution or b.plugin} have priority {a.spec.priority}; set "
                 f"{variable}=<name> to choose"
             )
         return candidates[0]
+
+    def selection(self) -> tuple[dict[tuple[type, str], str], list[str]]:
+        """``{(spec class, scheme or store type): chosen backend name}`` for every key some backend names, and the
+        selection errors (ambiguities) as text; the catch-all ``*`` is not a key."""
+        chosen: dict[tuple[type, str], str] = {}
+        problems: list[str] = []
+        keys = sorted({(type(r.spec), key) for r in self.registered_specs() for key in spec_keys(r.spec)},
+                      key=lambda k: (KIND_NAMES.get(k[0], ""), k[1]))
+        for kind, key in keys:
+            if key == "*":
+                continue
+            try:
+                chosen[(kind, key)] = self.select(kind, key).spec.name
+            except (ConfigurationError, PluginError) as exc:
+                problems.append(f"{type(exc).__name__}: {exc}")
+        return chosen, problems
 
     def local_store_types(self) -> list[Registered]:
         regs = [r for r in self.registered_specs() if isinstance(r.spec, LocalStoreSpec)]
@@ -183,21 +200,19 @@ class BlobstatePluginManager:
             log.warning("a %s observer raised; ignored", hook_name, exc_info=True)
 
 
-def _serves(spec: Spec, key: str, attr: str) -> bool:
-    keys = _keys(spec, attr)
+#: The name of each kind of backend, as messages and ``blobstate plugins`` show it.
+KIND_NAMES: dict[type, str] = {BlobStoreSpec: "blob store", CheckpointLogSpec: "checkpoint log",
+                               LocalStoreSpec: "local store"}
+
+
+def spec_keys(spec: Spec) -> tuple[str, ...]:
+    """What a backend is selected by: its URL schemes, or its store type."""
+    return (spec.store_type,) if isinstance(spec, LocalStoreSpec) else tuple(spec.schemes)
+
+
+def _serves(spec: Spec, key: str) -> bool:
+    keys = spec_keys(spec)
     return key in keys or "*" in keys
-
-
-def _keys(spec: Spec, attr: str) -> tuple[str, ...]:
-    if isinstance(spec, LocalStoreSpec):
-        return (spec.store_type,)
-    return tuple(getattr(spec, attr))
-
-
-def _kind_name(kind: type) -> str:
-    return {BlobStoreSpec: "blob store", CheckpointLogSpec: "checkpoint log", LocalStoreSpec: "local store"}.get(
-        kind, kind.__name__
-    )
 
 
 def _load_entry_points(mgr: BlobstatePluginManager) -> None:

@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from blobstate.backends import normalize_url, open_blob_store, open_checkpoint_log
 from blobstate.checksum import crc32c_bytes
 from blobstate.errors import BlobNotFound, ChecksumMismatch, NothingToRestore
+from blobstate.index import SnapshotIndex
 from blobstate.interfaces import BlobStore, CheckpointLog
-from blobstate.model import Checkpoint, SnapshotIndex, StoreKey
-
-DEFAULT_TTL_MS = 24 * 3600 * 1000  # leases and tags expire after a day unless the commit completes
-DEFAULT_RETAIN = 3
-
-
-def new_blob_id(key: StoreKey) -> str:
-    return f"{key.prefix}/blobs/{uuid.uuid4().hex}"
-
-
-def new_index_id(key: StoreKey) -> str:
-    return f"{key.prefix}/indexes/{uuid.uuid4().hex}.json"
+from blobstate.model import Checkpoint, StoreKey
 
 
 @dataclass

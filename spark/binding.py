@@ -30,10 +30,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from blobstate.commit import BackupResult, LocalCheckpoint, StoreCommitter
 from blobstate.errors import BlobstateError, ConfigurationError, StorageError
+from blobstate.layout import DEFAULT_TTL_MS
 from blobstate.model import StoreKey
-from blobstate.repository import DEFAULT_TTL_MS, Repository
+from blobstate.pipelines.backup import BackupResult, LocalCheckpoint, StoreCommitter
+from blobstate.repository import Repository
 from blobstate.spark.alignment import AlignmentPlan, last_committed_batch, plan_alignment, rewind_commit
 
 if TYPE_CHECKING:

@@ -24,8 +24,8 @@ from typing import Any
 
 from rich.console import Console
 
-from blobstate.commit import BackupResult
 from blobstate.model import StoreKey
+from blobstate.pipelines.backup import BackupResult
 
 KEY = StoreKey("nycflights13", "0", "stats")
 

@@ -26,8 +26,8 @@ def _ok(result):
 @pytest.mark.parametrize("ttl_mode", [pytest.param("lease", marks=pytest.mark.slow), "native"])
 def test_cli_cycle(cloud_target, ttl_mode, tmp_path, cli):
     db, dest = tmp_path / "db", tmp_path / "restored"
-    env = cloud_target.env
-    common = ["--repo", cloud_target.url, "--ttl-mode", ttl_mode]
+    env = {**cloud_target.env, "BLOBSTATE_TTL_MODE": ttl_mode}  # the commands that keep TTLs read it
+    common = ["--repo", cloud_target.url]
     items = write_keys(db, n=3000, value_size=200, seed=1)
     first = _ok(cli("backup", str(db), *common, "--store", "db", "--json", "-q", env=env)).json()
     assert first["generation"] == 1 and first["filesUploaded"] == first["filesTotal"]

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from fixtures_core import read_all, repo_files, write_keys
 
+from blobstate.index import SnapshotIndex
 from blobstate.journal.events import EVENT_TYPES
 from blobstate.journal.file import MAGIC, decode, encode
-from blobstate.model import SnapshotIndex
 
 COMMITTED_FROM = ("CheckpointWritten", "TtlRemoved", "BlobsDeleted", "LocalCheckpointsPruned", "CommitCompleted")
 KILL_POINTS = [name for name in EVENT_TYPES if name != "CommitAborted"]

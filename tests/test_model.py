@@ -6,10 +6,11 @@ import json
 
 import pytest
 
-from blobstate.commit import build_dir_index
 from blobstate.errors import ConfigurationError, CorruptIndexError, UnsafePathError
-from blobstate.model import Checkpoint, FileBlob, FileIndex, SnapshotIndex, StoreKey
+from blobstate.index import FileBlob, FileIndex, SnapshotIndex
+from blobstate.model import Checkpoint, StoreKey
 from blobstate.paths import safe_join
+from blobstate.pipelines.planner import build_dir_index
 
 
 def _file(name: str, size: int = 10, blobs: int = 1) -> FileIndex:

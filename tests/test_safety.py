@@ -10,11 +10,11 @@ import pytest
 from fixtures_core import read_all, repo_files, write_keys
 
 import blobstate
-from blobstate.commit import StoreCommitter
 from blobstate.errors import CorruptJournalError, FencedError
 from blobstate.journal.file import Journal
 from blobstate.journal.projection import project
 from blobstate.model import StoreKey
+from blobstate.pipelines.backup import StoreCommitter
 
 
 def _dir_store(tmp_path, name="counts"):

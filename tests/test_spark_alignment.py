@@ -8,8 +8,8 @@ import os
 import pytest
 from rocksdict import Rdict
 
-from blobstate.commit import StoreCommitter
 from blobstate.model import StoreKey
+from blobstate.pipelines.backup import StoreCommitter
 from blobstate.repository import Repository
 from blobstate.spark.alignment import (
     SparkAlignmentError,

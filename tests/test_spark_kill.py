@@ -84,9 +84,9 @@ def test_sigkill_between_local_checkpoint_and_upload(spark_session, flights_days
 def test_demo_command_passes_its_check(spark_session, tmp_path):
     from click.testing import CliRunner
 
-    from blobstate.cmd_demo import demo_command
+    from blobstate.cli.main_demo import demo
 
-    result = CliRunner().invoke(demo_command, ["--days", "6", "--work-dir", str(tmp_path / "demo"), "--json"])
+    result = CliRunner().invoke(demo, ["--days", "6", "--work-dir", str(tmp_path / "demo"), "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout[result.stdout.index("{"):])
     assert report["check"] == "passed"

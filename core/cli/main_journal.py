@@ -1,0 +1,57 @@
+"""``blobstate journal show``: print a store's journal events (and a torn tail, if any)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from blobstate.cli import common
+
+
+@click.group()
+def journal() -> None:
+    """Inspect a store's commit journal."""
+
+
+@journal.command("show")
+@click.option("--repo", default=None, envvar="BLOBSTATE_REPO",
+              help="Repository URL (with the key options, to find the work directory).")
+@common.key_options
+@click.option("--work-dir", default=None, envvar="BLOBSTATE_WORK_DIR", help="Work directory base.")
+@click.option("--journal", "journal_dir", default=None, type=click.Path(file_okay=False),
+              help="The store's work directory holding journal.log.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON lines.")
+@common.handle_errors
+def show(repo: str | None, job: str, task: str, store: str | None, work_dir: str | None, journal_dir: str | None,
+         as_json: bool) -> None:
+    """Print the journal's events (and a torn tail, if any); exit 3 when it is damaged in the middle."""
+    from blobstate import api
+    from blobstate.errors import CorruptJournalError
+    from blobstate.journal.events import event_to_dict
+    from blobstate.journal.projection import project
+
+    if journal_dir is None and repo is None:
+        raise click.UsageError("give --journal DIR, or --repo with the store key options")
+    where = ({"work_dir": journal_dir} if journal_dir is not None
+             else {"repo": repo, "key": common.store_key(job, task, store), "work_base": work_dir})
+    try:
+        api.journal_events(**where)
+        corrupt = None
+    except CorruptJournalError as exc:
+        corrupt = exc
+    result = api.journal_events(**where, strict=False)
+    for event in result.events:
+        doc = event_to_dict(event)
+        if as_json:
+            click.echo(json.dumps(doc))
+        else:
+            rest = " ".join(f"{k}={v}" for k, v in doc.items() if k not in ("type", "v", "commit_id", "time_ms"))
+            click.echo(f"{event.time_ms} {event.commit_id} {event.type_name} {rest}"[:300])
+    for state in project(result.events).values():
+        common.err(f"commit {state.commit_id}: {state.phase.name}")
+    if corrupt is not None:
+        raise corrupt  # the events before the damage are printed above; exit code 3
+    if result.torn is not None:
+        common.err(f"torn tail ignored: {result.torn.length} bytes at offset {result.torn.offset} "
+                   f"({result.torn.reason})")

@@ -1,0 +1,318 @@
+"""``blobstate backup``: the commit pipeline of one store, every step recorded in the journal.
+
+Samza's blob-store backup (local checkpoint, diff against the previous snapshot index, upload with TTL, index,
+checkpoint, then REMOVE_TTL and deferred deletes) with the commit point at the checkpoint log's ``append``:
+
+1. ``CommitStarted``            one commit per store at a time (``StoreSession``'s lock), expected generation
+2. ``LocalCheckpointCreated``   consistent local copy (the local store plugin), checkpoint id written into it
+3. diff                         ``planner.diff``: unchanged only if name, size and CRC32C match
+4. ``UploadsPlanned``, ``BlobUploaded``  new and mutable files, chunked, in parallel, each with a TTL
+5. ``IndexUploaded``            the snapshot index, with a TTL
+6. ``CheckpointWritten``        ``append(checkpoint, expected_generation)``: the commit point
+7. ``TtlRemoved``, ``BlobsDeleted``, ``LocalCheckpointsPruned``, ``CommitCompleted``: ``CleanupExecutor.finish``
+
+A failure before 6 aborts (``CleanupExecutor.abort``: blobs deleted at once); a failure after 6 never loses the
+commit: recovery (``blobstate.pipelines.recover``, run before the first commit and by ``blobstate recover``)
+finishes step 7.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from blobstate import workdir
+from blobstate.backends import open_local_store
+from blobstate.checksum import ChecksumCache, crc32c_bytes
+from blobstate.errors import FencedError, StorageError
+from blobstate.index import SnapshotIndex
+from blobstate.interfaces import PutRequest
+from blobstate.journal import events as ev
+from blobstate.journal.file import Journal
+from blobstate.journal.recovery import RecoveryAction
+from blobstate.layout import DEFAULT_CHUNK_SIZE, DEFAULT_RETAIN, DEFAULT_TTL_MS, new_checkpoint_id, new_index_id, now_ms
+from blobstate.model import Checkpoint, StoreKey
+from blobstate.pipelines import planner
+from blobstate.pipelines.cleanup import CleanupExecutor
+from blobstate.pipelines.recover import recover
+from blobstate.pipelines.session import StoreSession
+from blobstate.progress import NoProgress, Progress
+from blobstate.repository import Repository
+from blobstate.storage_options import redact
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LocalCheckpoint:
+    """A local checkpoint taken (step 2) and not uploaded yet; times in ms."""
+
+    commit_id: str
+    path: str
+    batch_id: int | None
+    expected_generation: int
+    created_ms: int
+    checkpoint_ms: float
+
+
+@dataclass(frozen=True)
+class BackupResult:
+    """A committed snapshot: the checkpoint record and what the commit cost (bytes, files, ms)."""
+
+    checkpoint: Checkpoint
+    files_total: int
+    files_uploaded: int
+    bytes_total: int
+    bytes_uploaded: int
+    checkpoint_ms: float
+    upload_ms: float
+    duration_ms: float
+    blobs_deleted: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.checkpoint.summary_json(),
+            "filesTotal": self.files_total,
+            "filesUploaded": self.files_uploaded,
+            "bytesTotal": self.bytes_total,
+            "bytesUploaded": self.bytes_uploaded,
+            "checkpointMs": round(self.checkpoint_ms, 3),
+            "uploadMs": round(self.upload_ms, 3),
+            "durationMs": round(self.duration_ms, 3),
+            "blobsDeleted": self.blobs_deleted,
+        }
+
+
+class StoreCommitter:
+    """Commits of one store to one repository, journaled, one at a time (a lock file in the work directory).
+
+    Usage::
+
+        with StoreCommitter(StoreKey("job", "0", "counts"), "file:///backups") as committer:
+            result = committer.backup("/data/counts")          # or checkpoint() now, upload() later
+
+    ``ttl_ms``: TTL of new blobs until their commit completes. ``retain``: newest checkpoints kept (>= 1).
+    ``chunk_size``: bytes per blob. Construction runs recovery of unfinished commits found in the journal.
+    Raises ``CommitInProgressError`` when another process commits this store from the same work directory.
+    """
+
+    def __init__(self, key: StoreKey, repo: str | Repository, *, log: str | None = None,
+                 store_type: str = "rocksdb", work_dir: str | None = None, ttl_ms: int = DEFAULT_TTL_MS,
+                 retain: int = DEFAULT_RETAIN, chunk_size: int = DEFAULT_CHUNK_SIZE, max_concurrency: int = 8,
+                 storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
+                 progress: Progress | None = None, writer_id: str | None = None,
+                 expected_generation: int | None = None, recover: bool = True) -> None:
+        if retain < 1:
+            raise ValueError("retain must be >= 1")
+        self.key = key
+        self.repo = repo if isinstance(repo, Repository) else Repository.open(
+            repo, log=log, storage_options=storage_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
+        self.local_store = open_local_store(store_type)
+        self.store_type = store_type
+        self.work_dir = work_dir or workdir.store_work_dir(self.repo.url, key)
+        self.ttl_ms = ttl_ms
+        self.retain = retain
+        self.chunk_size = max(1, chunk_size)
+        self.progress: Progress = progress or NoProgress()
+        self.writer_id = writer_id or f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.session = StoreSession(key, self.work_dir)
+        self.cleanup = CleanupExecutor(self.session, self.repo, retain=retain)
+        self.cache = ChecksumCache(os.path.join(self.work_dir, workdir.CRC_CACHE))
+        self._generation: int | None = expected_generation
+        self._prev: tuple[Checkpoint, SnapshotIndex] | None = None
+        self.recovered: list[tuple[RecoveryAction, str]] = []
+        self._needs_recovery = False  # a cleanup failed or an append was ambiguous: recover before the next commit
+        if recover:
+            try:
+                self.recovered = self.recover()
+            except BaseException:
+                self.close()  # release the lock: a retry in this process must not see "another process"
+                raise
+
+    @property
+    def journal(self) -> Journal:
+        return self.session.journal
+
+    def __enter__(self) -> StoreCommitter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Save the checksum cache, close the journal and release the lock."""
+        self.cache.save()
+        self.session.close()
+
+    def recover(self, **kwargs: Any) -> list[tuple[RecoveryAction, str]]:
+        """Recover this store's open commits (``blobstate.pipelines.recover.recover``)."""
+        return recover(self.session, self.repo, retain=self.retain, **kwargs)
+
+    # -- step 1-2: local checkpoint --------------------------------------------------------------------------
+    def checkpoint(self, source: object, *, batch_id: int | None = None) -> LocalCheckpoint:
+        """Take the consistent local copy (synchronous; milliseconds for RocksDB). Journaled."""
+        t0 = time.perf_counter()
+        if self._needs_recovery:
+            self.recover()
+            self._needs_recovery = False
+        expected = self._expected_generation()
+        commit_id = new_checkpoint_id()
+        record = self.session.record
+        record(ev.CommitStarted(commit_id, now_ms(), str(self.key), expected, batch_id, self.retain), sync=True)
+        path = os.path.join(workdir.checkpoints_dir(self.work_dir), commit_id)
+        try:
+            self.local_store.create_checkpoint(source, path)
+            with open(os.path.join(path, workdir.MARKER), "w", encoding="utf-8") as fh:
+                json.dump({"checkpointId": commit_id, "storeKey": str(self.key), "batchId": batch_id}, fh)
+        except Exception as exc:
+            shutil.rmtree(path, ignore_errors=True)
+            record(ev.CommitAborted(commit_id, now_ms(), f"local checkpoint failed: {exc}"), sync=True)
+            self.session.compact()
+            raise
+        record(ev.LocalCheckpointCreated(commit_id, now_ms(), path), sync=True)
+        return LocalCheckpoint(commit_id, path, batch_id, expected, now_ms(), (time.perf_counter() - t0) * 1000)
+
+    def _expected_generation(self) -> int:
+        if self._generation is None:
+            latest = self.repo.log.latest(self.key)
+            self._generation = latest.generation if latest else 0
+        return self._generation
+
+    def _previous(self) -> tuple[Checkpoint, SnapshotIndex] | None:
+        """The checkpoint and index the next commit diffs against (the log's latest; cached after our commits)."""
+        if self._prev is None:
+            latest = self.repo.log.latest(self.key)
+            if latest is not None:
+                self._prev = (latest, self.repo.read_index(latest))
+        return self._prev
+
+    # -- steps 3-7 -------------------------------------------------------------------------------------------
+    def upload(self, local: LocalCheckpoint) -> BackupResult:
+        """Diff, upload, write the index, append the checkpoint (commit point), then post-commit cleanup.
+
+        Raises ``FencedError`` when another writer advanced the generation (the commit is aborted), and
+        ``StorageError`` when the store fails for good (aborted too, unless the append may have happened: then
+        the commit stays open in the journal for recovery).
+        """
+        t0 = time.perf_counter()
+        commit_id = local.commit_id
+        committed = False
+        try:
+            prev = self._previous()
+            if prev is not None and prev[0].generation != local.expected_generation:
+                raise FencedError(
+                    f"fenced: {self.key} is at generation {prev[0].generation}, this writer expected "
+                    f"{local.expected_generation}", expected=local.expected_generation, actual=prev[0].generation)
+            scanned = planner.scan_directory(local.path, self.cache, is_mutable=self.local_store.is_mutable)
+            plan = planner.diff(scanned, prev[1] if prev else None, key=self.key, chunk_size=self.chunk_size,
+                                ttl_ms=self.ttl_ms)
+            index_id = new_index_id(self.key)
+            bytes_planned = sum(r.size for r in plan.puts)
+            self.session.record(ev.UploadsPlanned(commit_id, now_ms(), tuple(r.blob_id for r in plan.puts),
+                                                  index_id, bytes_planned), sync=True)
+            self._upload_blobs(commit_id, plan.puts, bytes_planned)
+            self.journal.sync()
+            self._check_ttl_budget(local)
+            index = SnapshotIndex(
+                checkpoint_id=commit_id, created_time_ms=local.created_ms, job_name=self.key.job,
+                job_instance=self.writer_id, task_name=self.key.task, store_name=self.key.store,
+                dir_index=planner.build_dir_index(plan.files, plan.removed),
+                prev_snapshot_index_blob_id=prev[0].index_blob_id if prev else None, batch_id=local.batch_id,
+                store_type=self.store_type, retain=self.retain,
+            )
+            data = index.to_bytes()
+            crc = crc32c_bytes(data)
+            self.repo.store.put(PutRequest(index_id, data, self.ttl_ms))
+            self.session.record(ev.IndexUploaded(commit_id, now_ms(), index_id, crc, len(data)), sync=True)
+            record = Checkpoint(self.key, commit_id, 0, index_id, crc, len(data), local.created_ms,
+                                local.batch_id, self.writer_id)
+            checkpoint = self._append(record, local.expected_generation, commit_id)
+            committed = True
+            self.session.record(ev.CheckpointWritten(commit_id, now_ms(), checkpoint.generation), sync=True)
+        except BaseException as exc:
+            if not committed and not getattr(exc, "_blobstate_ambiguous", False):
+                self._abort_quietly(commit_id, exc)
+            else:  # the commit may or may not be in the log: forget what we cached, recover before the next one
+                self._generation = None
+                self._prev = None
+                self._needs_recovery = True
+            raise
+        self._generation = checkpoint.generation
+        self._prev = (checkpoint, index)
+        upload_ms = (time.perf_counter() - t0) * 1000
+        deleted = 0
+        try:
+            state = self.session.states().get(commit_id)
+            if state is not None:
+                deleted = self.cleanup.finish(state)
+        except Exception as exc:  # noqa: BLE001 - the commit stands; recovery finishes the cleanup
+            self._needs_recovery = True
+            log.warning("commit %s of %s is committed, but its cleanup failed (recovery before the next commit "
+                        "finishes it): %s", commit_id, self.key, redact(str(exc)))
+        self.cache.retain([f.path for f in planner.scan_directory(local.path, self.cache)])
+        self.cache.save()
+        return BackupResult(
+            checkpoint=checkpoint, files_total=len(plan.files), files_uploaded=plan.files_uploaded,
+            bytes_total=sum(f.size_in_bytes for f in plan.files.values()), bytes_uploaded=bytes_planned,
+            checkpoint_ms=local.checkpoint_ms, upload_ms=upload_ms,
+            duration_ms=local.checkpoint_ms + (time.perf_counter() - t0) * 1000, blobs_deleted=deleted,
+        )
+
+    def backup(self, source: object, *, batch_id: int | None = None) -> BackupResult:
+        """``checkpoint()`` then ``upload()``."""
+        return self.upload(self.checkpoint(source, batch_id=batch_id))
+
+    def _upload_blobs(self, commit_id: str, puts: list[PutRequest], total: int) -> None:
+        self.progress.start(f"upload {self.key}", total, len(puts))
+
+        def one(request: PutRequest) -> None:
+            self.repo.store.put(request)
+            self.session.record(ev.BlobUploaded(commit_id, now_ms(), request.blob_id, request.size))
+            self.progress.advance(request.size, 1)
+
+        try:
+            self.repo.store.map_concurrent(one, sorted(puts, key=lambda r: -r.size))
+        finally:
+            self.progress.finish()
+
+    def _check_ttl_budget(self, local: LocalCheckpoint) -> None:
+        age = now_ms() - local.created_ms
+        if age > self.ttl_ms // 2:
+            raise StorageError(f"commit {local.commit_id} took {age} ms, more than half the blob TTL "
+                               f"({self.ttl_ms} ms): its blobs could expire before it completes; raise --ttl")
+
+    def _append(self, record: Checkpoint, expected: int, commit_id: str) -> Checkpoint:
+        try:
+            return self.repo.log.append(record, expected)
+        except FencedError:
+            raise
+        except Exception as exc:
+            # The append may have reached the log before the failure: look before aborting.
+            try:
+                history = self.repo.log.history(self.key)
+            except Exception:  # noqa: BLE001
+                exc._blobstate_ambiguous = True  # type: ignore[attr-defined]
+                raise exc from None
+            for cp in history:
+                if cp.checkpoint_id == commit_id:
+                    return cp
+            raise
+
+    def _abort_quietly(self, commit_id: str, exc: BaseException) -> None:
+        try:
+            state = self.session.states().get(commit_id)
+            if state is not None and state.is_open:
+                self.cleanup.abort(state, f"{type(exc).__name__}: {exc}")
+        except Exception as cleanup_exc:  # noqa: BLE001 - the original error matters more
+            self._needs_recovery = True
+            log.warning("abort of commit %s is unfinished (recovery or TTL will finish it): %s", commit_id,
+                        redact(str(cleanup_exc)))
+        if not isinstance(exc, FencedError):
+            self._generation = None  # re-read on the next commit
+            self._prev = None
