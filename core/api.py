@@ -18,7 +18,7 @@ from blobstate.journal.file import Journal, JournalRead
 from blobstate.layout import DEFAULT_TTL_MS
 from blobstate.model import Checkpoint, StoreKey
 from blobstate.pipelines.backup import BackupResult, LocalCheckpoint, StoreCommitter
-from blobstate.pipelines.gc import GcReport, collect, discover_keys
+from blobstate.pipelines.gc import GcReport, collect, collect_temporaries, discover_keys
 from blobstate.pipelines.recover import Report, cleanup_after_restore
 from blobstate.pipelines.recover import recover as replay_journal
 from blobstate.pipelines.restore import RestoreResult, restore_snapshot
@@ -141,8 +141,13 @@ def gc(*, repo: str, log: str | None = None, keys: list[StoreKey] | None = None,
     repository = Repository.open(repo, log=log, storage_options=storage_options, ttl_mode=ttl_mode)
     try:
         now = now_ms if now_ms is not None else layout.now_ms()
-        return [collect(repository, key, now_ms=now, ttl_ms=ttl_ms, retain=retain, dry_run=dry_run,
-                        work_base=work_base) for key in (keys or discover_keys(repository))]
+        reports = [collect(repository, key, now_ms=now, ttl_ms=ttl_ms, retain=retain, dry_run=dry_run,
+                           work_base=work_base) for key in (keys or discover_keys(repository))]
+        if keys is None:
+            temporaries = collect_temporaries(repository, now_ms=now, ttl_ms=ttl_ms, dry_run=dry_run)
+            if temporaries.temporaries_deleted:
+                reports.append(temporaries)
+        return reports
     finally:
         repository.close()
 

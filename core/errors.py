@@ -56,10 +56,21 @@ class AppendOutcomeUnknown(TransientStorageError):
         super().__init__(message)
 
 
+class JournalWriteError(StorageError):
+    """The journal could not be written (disk full, I/O error). The record being written was cut back off the file
+    and the journal accepts no more appends in this process, so it never holds a torn record followed by valid
+    ones; once space returns, ``blobstate recover`` (or the next backup) carries on from the last whole record."""
+
+
 class IntegrityError(BlobstateError):
     """Stored data does not match what was recorded: checksum, size, a corrupt index, a missing blob."""
 
     exit_code = EXIT_INTEGRITY
+
+
+class ForeignObjectError(IntegrityError):
+    """An id read back from a repository, a checkpoint log or a journal names an object outside its store's own
+    prefix, or has a shape blobstate never writes: it is refused before anything is read, written or deleted."""
 
 
 class ChecksumMismatch(IntegrityError):

@@ -118,6 +118,11 @@ class BlobStore(ABC):
     def has_ttl(self, blob_id: str) -> bool:
         """True while the blob carries a TTL (a lease, a tag, a custom time)."""
 
+    def temporaries(self, prefix: str) -> list[BlobInfo]:
+        """Leftovers of this store's own interrupted writes under ``prefix`` (temp files of an exclusive create cut
+        off by a crash), for ``blobstate gc`` to remove once old; [] where the store leaves none."""
+        return []
+
     def sweep_expired(self, prefix: str, now_ms: int) -> list[str]:
         """Delete every blob whose TTL expired before ``now_ms``; return their ids."""
         ids = self.expired(prefix, now_ms)

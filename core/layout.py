@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterable
 
+from blobstate.errors import ForeignObjectError
 from blobstate.model import StoreKey
 
 DEFAULT_TTL_MS = 24 * 3600 * 1000  # leases and tags expire after a day unless the commit completes
@@ -41,3 +43,15 @@ def new_blob_id(key: StoreKey) -> str:
 def new_index_id(key: StoreKey) -> str:
     """A fresh snapshot index id under ``key``'s ``indexes/`` folder."""
     return f"{key.prefix}/indexes/{uuid.uuid4().hex}.json"
+
+
+def owned(key: StoreKey, ids: Iterable[str], *, what: str) -> list[str]:
+    """``ids`` when every one is a blob or index id of ``key``'s own prefix; ``ForeignObjectError`` (exit 3)
+    naming the first stranger otherwise. Every id read back from a repository, a log or a journal passes here
+    before anything is deleted on its word."""
+    ids = list(ids)
+    for blob_id in ids:
+        if not (key.owns_blob(blob_id) or key.owns_index(blob_id)):
+            shown = "".join(c if c.isprintable() else "?" for c in blob_id[:200])
+            raise ForeignObjectError(f"{what} names {shown!r}, which is not an object of store {key}: refused")
+    return ids

@@ -14,6 +14,9 @@ from typing import Any
 from blobstate.errors import ConfigurationError, CorruptIndexError
 
 CHECKPOINT_SCHEMA_VERSION = 1
+MAX_RECORD_BYTES = 64 << 10  # a checkpoint record is a few hundred bytes; anything larger is not one of ours
+MAX_INDEX_BYTES = 1 << 30  # the largest snapshot index a record may declare (reads are bounded by the declaration)
+_CHECKPOINT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
 _KEY_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=-]{0,199}$")
 
@@ -40,6 +43,14 @@ class StoreKey:
 
     def __str__(self) -> str:
         return self.prefix
+
+    def owns_blob(self, blob_id: str) -> bool:
+        """True for a blob id of this store's own ``blobs/`` folder (``<prefix>/blobs/<32 hex>``)."""
+        return re.fullmatch(f"{re.escape(self.prefix)}/blobs/[0-9a-f]{{32}}", blob_id) is not None
+
+    def owns_index(self, blob_id: str) -> bool:
+        """True for an index id of this store's own ``indexes/`` folder (``<prefix>/indexes/<32 hex>.json``)."""
+        return re.fullmatch(f"{re.escape(self.prefix)}/indexes/[0-9a-f]{{32}}\\.json", blob_id) is not None
 
     @classmethod
     def parse(cls, text: str) -> StoreKey:
@@ -119,8 +130,15 @@ class Checkpoint:
 
     @classmethod
     def from_bytes(cls, data: bytes, *, source: str = "checkpoint") -> Checkpoint:
-        """Parse and validate; raises ``CorruptIndexError`` naming ``source`` on any defect."""
+        """Parse and validate; raises ``CorruptIndexError`` naming ``source`` on any defect.
+
+        Beyond the JSON types: the index must be an index of the record's own store (``owns_index``), the
+        checkpoint id a printable token, the declared index size at most ``MAX_INDEX_BYTES``, the record itself at
+        most ``MAX_RECORD_BYTES``: a record pointing at another store's objects is never trusted.
+        """
         try:
+            if len(data) > MAX_RECORD_BYTES:
+                raise ValueError(f"{len(data)} bytes: larger than any checkpoint record")
             doc = json.loads(data)
             version = doc["schemaVersion"]
             if not isinstance(version, int) or version > CHECKPOINT_SCHEMA_VERSION:
@@ -129,7 +147,7 @@ class Checkpoint:
             generation = json_int(doc["generation"])
             if generation < 1:
                 raise ValueError("generation must be >= 1")
-            return cls(
+            record = cls(
                 store_key=StoreKey(json_str(doc["jobName"]), json_str(doc["taskName"]), json_str(doc["storeName"])),
                 checkpoint_id=json_str(doc["checkpointId"]),
                 generation=generation,
@@ -138,8 +156,18 @@ class Checkpoint:
                 index_size=json_int(doc["indexSizeInBytes"]),
                 created_time_ms=json_int(doc["createdTimeMs"]),
                 batch_id=None if batch is None else json_int(batch),
-                writer_id=str(doc.get("writerId", "")),
+                writer_id=json_str(doc.get("writerId", "")),
                 schema_version=version,
             )
-        except (ValueError, KeyError, TypeError, AttributeError, ConfigurationError) as exc:
+            if not _CHECKPOINT_ID.match(record.checkpoint_id):
+                raise ValueError("the checkpoint id is not a printable token")
+            if not record.store_key.owns_index(record.index_blob_id):
+                raise ValueError(f"its index {record.index_blob_id[:200]!r} is not an index of store "
+                                 f"{record.store_key}")
+            if record.index_size > MAX_INDEX_BYTES:
+                raise ValueError(f"it declares an index of {record.index_size} bytes")
+            if len(record.writer_id) > 200 or not record.writer_id.isprintable():
+                raise ValueError("the writer id is not printable text of at most 200 characters")
+            return record
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError, ConfigurationError) as exc:
             raise CorruptIndexError(f"corrupt checkpoint record {source}: {exc}") from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +12,21 @@ from blobstate.errors import BlobNotFound, ChecksumMismatch, NothingToRestore
 from blobstate.index import SnapshotIndex
 from blobstate.interfaces import BlobStore, CheckpointLog
 from blobstate.model import Checkpoint, StoreKey
+
+
+class BoundedBuffer(io.BytesIO):
+    """An in-memory sink that refuses to hold more than ``limit`` bytes (``ChecksumMismatch`` with ``what`` in the
+    message): reads of metadata are bounded by the size a trusted record declares, never by what a store serves."""
+
+    def __init__(self, limit: int, what: str) -> None:
+        super().__init__()
+        self.limit = limit
+        self.what = what
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        if self.tell() + len(data) > self.limit:
+            raise ChecksumMismatch(f"{self.what} is larger than the {self.limit} bytes its record declares")
+        return super().write(data)
 
 
 @dataclass
@@ -37,13 +53,16 @@ class Repository:
         """Fetch the checkpoint's index and verify its size and CRC32C before parsing it.
 
         Raises ``BlobNotFound`` (missing index), ``ChecksumMismatch`` (swapped or damaged index) or
-        ``CorruptIndexError`` (unparseable).
+        ``CorruptIndexError`` (unparseable). Never reads more than the size the record declares (plus one byte).
         """
+        sink = BoundedBuffer(checkpoint.index_size, f"snapshot index {checkpoint.index_blob_id} of checkpoint "
+                                                    f"{checkpoint.checkpoint_id}")
         try:
-            data = self.store.get_bytes(checkpoint.index_blob_id)
+            self.store.get(checkpoint.index_blob_id, sink)  # type: ignore[arg-type]
         except BlobNotFound:
             raise BlobNotFound(checkpoint.index_blob_id,
                                f"snapshot index of checkpoint {checkpoint.checkpoint_id}") from None
+        data = sink.getvalue()
         if len(data) != checkpoint.index_size or crc32c_bytes(data) != checkpoint.index_crc32c:
             raise ChecksumMismatch(
                 f"snapshot index {checkpoint.index_blob_id} of checkpoint {checkpoint.checkpoint_id} does not match "

@@ -195,3 +195,8 @@ def secret_values(options: Mapping[str, Any]) -> list[str]:
         elif isinstance(value, str) and is_secret_key(str(key)):
             out.append(value)
     return out
+
+
+def display_url(url: str) -> str:
+    """``url`` as journals and messages record it: no query (storage options, tokens) and no credentials."""
+    return str(redact(split_url(url)[0]))

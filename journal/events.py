@@ -2,12 +2,16 @@
 
 One commit (identified by its checkpoint id, ``commit_id``) goes through, in order: ``CommitStarted``,
 ``LocalCheckpointCreated``, ``UploadsPlanned``, ``BlobUploaded`` (per blob), ``IndexUploaded``,
-``CheckpointWritten`` (the commit point), ``TtlRemoved``, ``BlobsDeleted``, ``LocalCheckpointsPruned``,
-``CommitCompleted``; or ``CommitAborted`` at any point before ``CheckpointWritten``.
+``CheckpointAppending``, ``CheckpointWritten`` (the commit point), ``TtlRemoved``, ``BlobsDeleted``,
+``LocalCheckpointsPruned``, ``CommitCompleted``; or ``CommitAborted`` at any point before ``CheckpointWritten``.
 
-``UploadsPlanned`` is not in the original design: it records every blob id (and the index blob id) *before* the
-first byte is uploaded, so an abort deletes even a blob whose upload was cut off by a crash, with no wait for its
-TTL.
+Two events are not in the original design. ``UploadsPlanned`` records every blob id (and the index blob id)
+*before* the first byte is uploaded, so an abort deletes even a blob whose upload was cut off by a crash, with no
+wait for its TTL. ``CheckpointAppending`` records the exact checkpoint record before the append is sent: from then
+on the append may land at any moment, so recovery never aborts such a commit on the log's silence alone; it
+re-appends the same record until the log answers for certain (``CheckpointLog.append`` is idempotent for it).
+
+Every field is type-checked when an event is read back (``event_from_dict``): a journal is input like any other.
 """
 
 from __future__ import annotations
@@ -34,12 +38,16 @@ class Event:
 @dataclass(frozen=True)
 class CommitStarted(Event):
     """A commit began; ``expected_generation`` is the checkpoint log generation it will append after, ``retain``
-    the number of checkpoints its post-commit step keeps (recovery applies the same)."""
+    the number of checkpoints its post-commit step keeps. ``repo_url`` and ``log_url`` (without credentials or
+    query) name the repository and checkpoint log the commit belongs to: recovery refuses another pair, and
+    ``blobstate recover`` with no options reopens them."""
 
     store_key: str
     expected_generation: int
     batch_id: int | None = None
     retain: int = 3
+    repo_url: str = ""
+    log_url: str = ""
     type_name: ClassVar[str] = "CommitStarted"
 
 
@@ -78,6 +86,16 @@ class IndexUploaded(Event):
     index_crc32c: int
     index_size: int
     type_name: ClassVar[str] = "IndexUploaded"
+
+
+@dataclass(frozen=True)
+class CheckpointAppending(Event):
+    """The append of ``record`` (the checkpoint record's JSON text) after ``expected_generation`` is about to be
+    sent: from here the commit may land at any moment."""
+
+    expected_generation: int
+    record: str
+    type_name: ClassVar[str] = "CheckpointAppending"
 
 
 @dataclass(frozen=True)
@@ -131,7 +149,8 @@ class CommitAborted(Event):
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.type_name: cls
     for cls in (CommitStarted, LocalCheckpointCreated, UploadsPlanned, BlobUploaded, IndexUploaded,
-                CheckpointWritten, TtlRemoved, BlobsDeleted, LocalCheckpointsPruned, CommitCompleted, CommitAborted)
+                CheckpointAppending, CheckpointWritten, TtlRemoved, BlobsDeleted, LocalCheckpointsPruned,
+                CommitCompleted, CommitAborted)
 }
 
 #: Upcasters: ``(type name, version) -> function`` turning a record of that version into the next version.
@@ -161,8 +180,27 @@ def event_from_dict(doc: dict[str, Any]) -> Event:
         kwargs = {}
         for f in dataclasses.fields(cls):
             if f.name in doc:
-                value = doc[f.name]
-                kwargs[f.name] = tuple(value) if isinstance(value, list) else value
+                kwargs[f.name] = _checked(f.name, str(f.type), doc[f.name])
         return cls(**kwargs)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CorruptJournalError(f"unreadable journal event {doc!r:.200}: {exc!r}") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CorruptJournalError(f"unreadable journal event {_safe(doc)}: {exc!r:.200}") from None
+
+
+def _safe(doc: Any) -> str:
+    """A short, printable rendering of an unreadable record (no control characters reach a terminal)."""
+    return "".join(c if c.isprintable() else "?" for c in repr(doc)[:200])
+
+
+def _checked(name: str, annotation: str, value: Any) -> Any:
+    """``value`` if it has the JSON type the field's annotation names (lists become tuples); ``TypeError`` else."""
+    if annotation == "tuple[str, ...]":
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise TypeError(f"{name} must be a list of strings")
+        return tuple(value)
+    expected = {"str": (str,), "int": (int,), "int | None": (int, type(None)),
+                "str | None": (str, type(None))}.get(annotation)
+    if expected is None:
+        raise TypeError(f"{name}: no reader for the field type {annotation}")
+    if not isinstance(value, expected) or isinstance(value, bool):
+        raise TypeError(f"{name} must be {annotation}, got {type(value).__name__}")
+    return value

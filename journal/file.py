@@ -4,10 +4,17 @@ Layout: an 8-byte magic ``BSJRNL01``, then records ``[u32 length][u32 CRC32C of 
 (big-endian). Every record is written with one ``os.write`` before the event is reported, so it survives a killed
 process; ``fsync`` runs at the commit point and at step boundaries (``sync=True``), so it survives a power loss.
 A torn or corrupt tail (cut mid-record, a flipped byte) is detected, reported and truncated on open, never fatal.
+
+A write that fails or comes up short (disk full) is cut back off the file and the journal stops accepting
+appends (``JournalWriteError``), so a torn record is only ever the last thing in the file, never followed by the
+records of other threads. Telling a torn tail from damage in the middle scans forward for a valid record; the scan
+is linear in the file's size (candidates are found by the record body's fixed start, and the bytes checksummed
+are bounded), so a crafted journal cannot make it quadratic.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -16,7 +23,7 @@ import threading
 from dataclasses import dataclass
 
 from blobstate.checksum import crc32c_bytes
-from blobstate.errors import CorruptJournalError
+from blobstate.errors import CorruptJournalError, JournalWriteError
 from blobstate.journal.events import Event, event_from_dict, event_to_dict
 from blobstate.paths import fsync_dir
 
@@ -25,6 +32,7 @@ log = logging.getLogger(__name__)
 MAGIC = b"BSJRNL01"
 HEADER = struct.Struct(">II")
 MAX_RECORD = 64 << 20  # bytes; a larger length field is a corrupt header
+BODY_START = b'{"type":'  # every record's payload starts with this (``encode``)
 
 
 @dataclass(frozen=True)
@@ -45,25 +53,39 @@ class JournalRead:
     torn: TornTail | None
 
 
-def _valid_record_at(data: bytes, pos: int) -> bool:
-    if len(data) - pos < HEADER.size:
-        return False
+def _valid_record_at(data: bytes, pos: int) -> int:
+    """The length of a whole, checksummed record at ``pos``, or 0 when there is none."""
+    if pos < 0 or len(data) - pos < HEADER.size:
+        return 0
     length, crc = HEADER.unpack_from(data, pos)
-    if length == 0 or length > len(data) - pos - HEADER.size:
-        return False
-    body = data[pos + HEADER.size: pos + HEADER.size + length]
-    if crc32c_bytes(body) != crc:
-        return False
-    try:
-        json.loads(body)
-    except ValueError:
-        return False
-    return True
+    end = pos + HEADER.size + length
+    if length < len(BODY_START) or end > len(data) or data[end - 1:end] != b"}":
+        return 0
+    return length if crc32c_bytes(data[pos + HEADER.size: end]) == crc else 0
+
+
+def _valid_record_after(data: bytes, pos: int) -> bool:
+    """True when a whole record starts anywhere after ``pos``. Linear: a candidate is a place where a record body
+    starts (``BODY_START``), and at most ``4 x len(data)`` bytes are checksummed in all; past that budget the
+    answer is True (the conservative one: never truncate what might be good records)."""
+    budget = 4 * len(data)
+    at = data.find(BODY_START, pos + 1 + HEADER.size)
+    while at != -1:
+        start = at - HEADER.size
+        length = HEADER.unpack_from(data, start)[0]
+        if length <= len(data) - at:
+            budget -= length
+            if budget < 0:
+                return True
+            if _valid_record_at(data, start):
+                return True
+        at = data.find(BODY_START, at + 1)
+    return False
 
 
 def _damage(data: bytes, events: list[Event], pos: int, reason: str, strict: bool) -> JournalRead:
     """A bad record at ``pos``: a torn tail if no valid record follows it, mid-file corruption otherwise."""
-    if strict and any(_valid_record_at(data, p) for p in range(pos + 1, len(data) - HEADER.size)):
+    if strict and _valid_record_after(data, pos):
         raise CorruptJournalError(
             f"journal record at byte {pos} is damaged ({reason}) and valid records follow it: this is not a torn "
             "tail, and truncating would lose events. Inspect it with `blobstate journal show`; moving the file "
@@ -117,6 +139,8 @@ class Journal:
         self.path = path
         self._fd: int | None = None
         self._lock = threading.Lock()
+        self._length = 0  # bytes of whole records in the file (where a failed write is cut back to)
+        self._failed: BaseException | None = None
         self.last_torn: TornTail | None = None
 
     def read(self, *, strict: bool = True) -> JournalRead:
@@ -143,21 +167,39 @@ class Journal:
         if keep == 0:
             os.pwrite(fd, MAGIC, 0)
         os.fsync(fd)
-        os.lseek(fd, 0, os.SEEK_END)
-        self._fd = fd
+        os.close(fd)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+        self._length = os.fstat(self._fd).st_size
+        self._failed = None
         return result
 
     def append(self, event: Event, *, sync: bool = False) -> None:
-        """Append one event (one ``write`` call); ``sync`` makes it and all before it durable with fsync."""
+        """Append one event (one ``write`` call); ``sync`` makes it and all before it durable with fsync.
+
+        Raises ``JournalWriteError`` when the write fails or is short (the partial record is cut off again) and
+        for every append after that.
+        """
         record = encode(event)
         with self._lock:
             if self._fd is None:
                 raise RuntimeError("journal is not open")
-            written = os.write(self._fd, record)
-            if written != len(record):  # pragma: no cover - regular files write fully or raise
-                raise OSError(f"short write to journal {self.path}")
-            if sync:
-                os.fsync(self._fd)
+            if self._failed is not None:
+                raise JournalWriteError(f"journal {self.path} accepts no more records after a failed write: "
+                                        f"{self._failed}")
+            try:
+                written = os.write(self._fd, record)
+                if written != len(record):
+                    raise OSError(f"short write: {written} of {len(record)} bytes")
+                if sync:
+                    os.fsync(self._fd)
+            except OSError as exc:
+                self._failed = exc
+                try:
+                    os.ftruncate(self._fd, self._length)  # no torn record between whole ones, ever
+                except OSError:
+                    pass  # the torn record stays the last thing in the file: a torn tail, cut on next open
+                raise JournalWriteError(f"cannot write the journal {self.path}: {exc}") from exc
+            self._length += len(record)
 
     def sync(self) -> None:
         with self._lock:
@@ -167,18 +209,25 @@ class Journal:
     def compact(self, keep: list[Event]) -> None:
         """Rewrite the journal with only ``keep`` (the events of commits still open), atomically."""
         tmp = f"{self.path}.compact"
-        with open(tmp, "wb") as fh:
-            fh.write(MAGIC)
-            for event in keep:
-                fh.write(encode(event))
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(MAGIC)
+                for event in keep:
+                    fh.write(encode(event))
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise JournalWriteError(f"cannot compact the journal {self.path}: {exc}") from exc
         with self._lock:
             os.replace(tmp, self.path)
             fsync_dir(os.path.dirname(self.path) or ".")
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+                self._length = os.fstat(self._fd).st_size
+                self._failed = None
 
     def close(self) -> None:
         with self._lock:

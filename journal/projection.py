@@ -16,9 +16,10 @@ class CommitPhase(enum.IntEnum):
     LOCAL_CHECKPOINT = 2
     UPLOADING = 3
     INDEX_UPLOADED = 4
-    COMMITTED = 5
-    COMPLETED = 6
-    ABORTED = 7
+    APPENDING = 5  # the append may land at any moment: never aborted on the log's silence alone
+    COMMITTED = 6
+    COMPLETED = 7
+    ABORTED = 8
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,9 @@ class CommitState:
     index_crc32c: int | None = None
     index_size: int | None = None
     generation: int | None = None
+    record: str | None = None  # the checkpoint record being appended (``CheckpointAppending``), JSON text
+    repo_url: str = ""
+    log_url: str = ""
     ttl_removed: frozenset[str] = frozenset()
     deleted: frozenset[str] = frozenset()
     started_ms: int = 0
@@ -59,7 +63,8 @@ def apply(state: CommitState, event: ev.Event) -> CommitState:
     s = replace(state, events=state.events + (event,))
     if isinstance(event, ev.CommitStarted):
         return replace(s, store_key=event.store_key, expected_generation=event.expected_generation,
-                       batch_id=event.batch_id, retain=event.retain, started_ms=event.time_ms)
+                       batch_id=event.batch_id, retain=event.retain, started_ms=event.time_ms,
+                       repo_url=event.repo_url, log_url=event.log_url)
     if isinstance(event, ev.LocalCheckpointCreated):
         return replace(s, phase=max(s.phase, CommitPhase.LOCAL_CHECKPOINT), local_path=event.path)
     if isinstance(event, ev.UploadsPlanned):
@@ -70,6 +75,8 @@ def apply(state: CommitState, event: ev.Event) -> CommitState:
     if isinstance(event, ev.IndexUploaded):
         return replace(s, phase=max(s.phase, CommitPhase.INDEX_UPLOADED), index_blob_id=event.index_blob_id,
                        index_crc32c=event.index_crc32c, index_size=event.index_size)
+    if isinstance(event, ev.CheckpointAppending):
+        return replace(s, phase=max(s.phase, CommitPhase.APPENDING), record=event.record)
     if isinstance(event, ev.CheckpointWritten):
         return replace(s, phase=max(s.phase, CommitPhase.COMMITTED), generation=event.generation)
     if isinstance(event, ev.TtlRemoved):

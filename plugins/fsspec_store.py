@@ -264,6 +264,11 @@ class FsspecBlobStore(BlobStore):
                 continue
             yield BlobInfo(rel, int(info.get("size") or 0), modified_ms(info))
 
+    def temporaries(self, prefix: str) -> list[BlobInfo]:
+        """Temp files of exclusive creates cut off by a crash (``<name>.tmp-<hex>``, local stores only)."""
+        return [BlobInfo(rel, int(info.get("size") or 0), modified_ms(info))
+                for rel, info in sorted(self._find(prefix).items()) if ".tmp-" in posixpath.basename(rel)]
+
     def expired(self, prefix: str, now_ms: int) -> list[str]:
         if self.ttl_mode != "lease":
             return []

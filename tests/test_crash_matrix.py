@@ -15,6 +15,9 @@ from blobstate.journal.events import EVENT_TYPES
 from blobstate.journal.file import MAGIC, decode, encode
 
 COMMITTED_FROM = ("CheckpointWritten", "TtlRemoved", "BlobsDeleted", "LocalCheckpointsPruned", "CommitCompleted")
+# Killed once its append may have been sent: recovery never aborts on the log's silence, it re-appends the same
+# record (resolve), which lands it.
+RESOLVED_FROM = ("CheckpointAppending",)
 KILL_POINTS = [name for name in EVENT_TYPES if name != "CommitAborted"]
 
 
@@ -48,9 +51,11 @@ def test_sigkill_after_each_event_is_recovered(tmp_path, repo, cli, kill_at, lat
     recovered = cli("recover", "--repo", repo, "--store", "s", "--json")
     assert recovered.returncode == 0, recovered.stderr
     plan = recovered.json()
-    committed_now = kill_at in COMMITTED_FROM
+    committed_now = kill_at in COMMITTED_FROM + RESOLVED_FROM
     if kill_at == "CommitCompleted":
         assert plan == []
+    elif kill_at in RESOLVED_FROM:
+        assert [row["action"] for row in plan] == ["resolve"] and plan[0]["outcome"].startswith("finished")
     else:
         assert [row["action"] for row in plan] == ["finish" if committed_now else "abort"]
 

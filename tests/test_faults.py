@@ -76,24 +76,25 @@ def test_gc_deletes_expired_unreferenced_blobs_and_old_orphans_and_heals_referen
     referenced = repo_files(repo, "blobs")
     prefix = repo / "default" / "0" / "s"
     # an orphan without lease, an unreferenced blob with an expired lease, a referenced blob with an expired lease
-    (prefix / "blobs" / "orphan").write_bytes(b"o")
-    (prefix / "blobs" / "leased").write_bytes(b"l")
-    (prefix / "ttl" / "leased").write_text(json.dumps({"blobId": "default/0/s/blobs/leased", "expiresAtMs": 1}))
+    orphan, leased = "0" * 32, "1" * 32  # shaped like the blob ids blobstate writes
+    (prefix / "blobs" / orphan).write_bytes(b"o")
+    (prefix / "blobs" / leased).write_bytes(b"l")
+    (prefix / "ttl" / leased).write_text(json.dumps({"blobId": f"default/0/s/blobs/{leased}", "expiresAtMs": 1}))
     healed = sorted(referenced)[0]
     name = healed.rsplit("/", 1)[1]
     (prefix / "ttl" / name).write_text(json.dumps({"blobId": healed, "expiresAtMs": 1}))
 
     dry = cli("gc", "--repo", repo, "--dry-run", "--json")
     assert dry.returncode == 0, dry.stderr
-    assert dry.json()[0]["expiredDeleted"] == ["default/0/s/blobs/leased"]
+    assert dry.json()[0]["expiredDeleted"] == [f"default/0/s/blobs/{leased}"]
     assert dry.json()[0]["orphansDeleted"] == []  # the orphan is younger than the TTL
-    assert (prefix / "blobs" / "leased").exists()
+    assert (prefix / "blobs" / leased).exists()
 
     later = int(time.time() * 1000) + 2 * 24 * 3600 * 1000
     done = cli("gc", "--repo", repo, "--now", str(later), "--json")
     assert done.returncode == 0, done.stderr
     report = done.json()[0]
-    assert report["orphansDeleted"] == ["default/0/s/blobs/orphan"]
+    assert report["orphansDeleted"] == [f"default/0/s/blobs/{orphan}"]
     assert report["expiredHealed"] == [healed]
     assert repo_files(repo, "blobs") == referenced
     assert not repo_files(repo, "ttl")

@@ -54,7 +54,8 @@ def test_malformed_index_is_a_corrupt_index_error(mutate):
 
 
 def test_checkpoint_record_round_trip_and_validation():
-    cp = Checkpoint(StoreKey("j", "t", "s"), "cp", 3, "j/t/s/indexes/x.json", 99, 10, 1000, 4, "w")
+    index = "j/t/s/indexes/" + "ab" * 16 + ".json"
+    cp = Checkpoint(StoreKey("j", "t", "s"), "cp", 3, index, 99, 10, 1000, 4, "w")
     assert Checkpoint.from_bytes(cp.to_bytes()) == cp
     doc = json.loads(cp.to_bytes())
     doc["generation"] = 0
@@ -62,6 +63,29 @@ def test_checkpoint_record_round_trip_and_validation():
         Checkpoint.from_bytes(json.dumps(doc).encode())
     with pytest.raises(CorruptIndexError):
         Checkpoint.from_bytes(b"\x00garbage")
+
+
+@pytest.mark.parametrize("field, value", [
+    ("indexBlobId", "j/t/other/indexes/" + "ab" * 16 + ".json"),  # another store's index
+    ("indexBlobId", "j/t/s/blobs/" + "ab" * 16),                   # a data blob, not an index
+    ("indexBlobId", "j/t/s/indexes/../../other/x.json"),
+    ("checkpointId", "cp\x1b[31mred"),                              # a terminal escape sequence
+    ("indexSizeInBytes", 1 << 40),
+    ("writerId", "w\n"),
+])
+def test_a_record_naming_anything_but_its_own_store_objects_is_corrupt(field, value):
+    index = "j/t/s/indexes/" + "ab" * 16 + ".json"
+    doc = json.loads(Checkpoint(StoreKey("j", "t", "s"), "cp", 3, index, 99, 10, 1000, 4, "w").to_bytes())
+    doc[field] = value
+    with pytest.raises(CorruptIndexError):
+        Checkpoint.from_bytes(json.dumps(doc).encode())
+
+
+def test_a_record_too_large_or_too_deep_is_corrupt_not_a_crash():
+    with pytest.raises(CorruptIndexError):
+        Checkpoint.from_bytes(b"[" * 100_000 + b"]" * 100_000)
+    with pytest.raises(CorruptIndexError):
+        Checkpoint.from_bytes(b" " * (1 << 20))
 
 
 @pytest.mark.parametrize("bad", ["", "/etc/passwd", "../x", "a/../../x", "a//b", "./a", "a\\b", "a\x00b", "c:x"])

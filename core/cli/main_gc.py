@@ -50,7 +50,13 @@ def gc(repo: str, log_url: str | None, storage_option: tuple[str, ...], ttl_mode
         if r.skipped:
             click.echo(f"{r.key}: skipped: {r.skipped}")
             continue
-        click.echo(f"{r.key}: {verb} {len(r.expired_deleted)} expired, {len(r.orphans_deleted)} orphans; "
-                   f"{len(r.expired_healed)} expired but referenced (TTL removed)")
-        for blob_id in r.expired_deleted + r.orphans_deleted:
+        if r.foreign:
+            click.echo(f"{r.key}: {len(r.foreign)} object(s) named by this store's leases or found under its prefix "
+                       "belong to no store of ours: left alone")
+        if r.key is None:
+            click.echo(f"checkpoints/: {verb} {len(r.temporaries_deleted)} temporary files of interrupted writes")
+        else:
+            click.echo(f"{r.key}: {verb} {len(r.expired_deleted)} expired, {len(r.orphans_deleted)} orphans; "
+                       f"{len(r.expired_healed)} expired but referenced (TTL removed)")
+        for blob_id in r.expired_deleted + r.orphans_deleted + r.temporaries_deleted:
             click.echo(f"  {blob_id}")

@@ -13,7 +13,19 @@ checkpoint, then REMOVE_TTL and deferred deletes) with the commit point at the c
 
 A failure before 6 aborts (``CleanupExecutor.abort``: blobs deleted at once); a failure after 6 never loses the
 commit: recovery (``blobstate.pipelines.recover``, run before the first commit and by ``blobstate recover``)
-finishes step 7.
+finishes step 7. The rules that keep a snapshot from ever being lost (docs/architecture.md, "Safety"):
+
+- the commit point is never reached once the protection of the commit's uploads may have lapsed: a commit older
+  than half its TTL aborts instead (``_check_ttl_budget``); a commit point reached late anyway (the process paused
+  in between) is detected right after the append and healed (``healing.heal_committed``);
+- an append whose outcome is unknown is resolved by re-appending the same record until the log answers for
+  certain; until then the commit stays open (``CheckpointAppending`` in the journal) and nothing it wrote is
+  deleted;
+- a snapshot never references a blob the store lacks: one walk of the store's ``blobs/`` prefix per commit, and
+  a missing reused blob is uploaded again from the local checkpoint (``healing.plan_heal``);
+- an unreadable previous index never wedges the store: the commit uploads everything, under the next generation;
+- the first commit from a host that did not write the latest one runs restore's init cleanup first (its blobs
+  may still carry the TTL a native lifecycle rule would expire them by).
 """
 
 from __future__ import annotations
@@ -30,7 +42,7 @@ from typing import Any
 from blobstate import workdir
 from blobstate.backends import open_local_store
 from blobstate.checksum import ChecksumCache, crc32c_bytes
-from blobstate.errors import FencedError, StorageError
+from blobstate.errors import AppendOutcomeUnknown, FencedError, IntegrityError, StorageError
 from blobstate.index import SnapshotIndex
 from blobstate.interfaces import PutRequest
 from blobstate.journal import events as ev
@@ -38,15 +50,17 @@ from blobstate.journal.file import Journal
 from blobstate.journal.recovery import RecoveryAction
 from blobstate.layout import DEFAULT_CHUNK_SIZE, DEFAULT_RETAIN, DEFAULT_TTL_MS, new_checkpoint_id, new_index_id, now_ms
 from blobstate.model import Checkpoint, StoreKey
-from blobstate.pipelines import planner
-from blobstate.pipelines.cleanup import CleanupExecutor
+from blobstate.pipelines import healing, planner
+from blobstate.pipelines.cleanup import CleanupExecutor, init_cleanup, last_completed
 from blobstate.pipelines.recover import recover
 from blobstate.pipelines.session import StoreSession
 from blobstate.progress import NoProgress, Progress
 from blobstate.repository import Repository
-from blobstate.storage_options import redact
+from blobstate.storage_options import display_url, redact
 
 log = logging.getLogger(__name__)
+
+APPEND_RESOLVE_S = 30.0  # seconds an unknown append outcome is retried before the commit is left to recovery
 
 
 @dataclass(frozen=True)
@@ -98,7 +112,9 @@ class StoreCommitter:
             result = committer.backup("/data/counts")          # or checkpoint() now, upload() later
 
     ``ttl_ms``: TTL of new blobs until their commit completes. ``retain``: newest checkpoints kept (>= 1).
-    ``chunk_size``: bytes per blob. Construction runs recovery of unfinished commits found in the journal.
+    ``chunk_size``: bytes per blob. ``append_resolve_s``: seconds an unknown append outcome is resolved by
+    re-appending before the commit is left open for recovery. Construction runs recovery of unfinished commits found
+    in the journal.
     Raises ``CommitInProgressError`` when another process commits this store from the same work directory.
     """
 
@@ -107,7 +123,8 @@ class StoreCommitter:
                  retain: int = DEFAULT_RETAIN, chunk_size: int = DEFAULT_CHUNK_SIZE, max_concurrency: int = 8,
                  storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
                  progress: Progress | None = None, writer_id: str | None = None,
-                 expected_generation: int | None = None, recover: bool = True) -> None:
+                 expected_generation: int | None = None, recover: bool = True,
+                 append_resolve_s: float = APPEND_RESOLVE_S) -> None:
         if retain < 1:
             raise ValueError("retain must be >= 1")
         self.key = key
@@ -125,7 +142,9 @@ class StoreCommitter:
         self.cleanup = CleanupExecutor(self.session, self.repo, retain=retain)
         self.cache = ChecksumCache(os.path.join(self.work_dir, workdir.CRC_CACHE))
         self._generation: int | None = expected_generation
-        self._prev: tuple[Checkpoint, SnapshotIndex] | None = None
+        self._prev: tuple[Checkpoint, SnapshotIndex | None] | None = None
+        self._took_over = False
+        self.append_resolve_s = append_resolve_s
         self.recovered: list[tuple[RecoveryAction, str]] = []
         self._needs_recovery = False  # a cleanup failed or an append was ambiguous: recover before the next commit
         if recover:
@@ -161,10 +180,14 @@ class StoreCommitter:
         if self._needs_recovery:
             self.recover()
             self._needs_recovery = False
+        if not self._took_over:
+            self._take_over()
         expected = self._expected_generation()
         commit_id = new_checkpoint_id()
         record = self.session.record
-        record(ev.CommitStarted(commit_id, now_ms(), str(self.key), expected, batch_id, self.retain), sync=True)
+        record(ev.CommitStarted(commit_id, now_ms(), str(self.key), expected, batch_id, self.retain,
+                                display_url(self.repo.url), display_url(self.repo.log.url or self.repo.url)),
+               sync=True)
         path = os.path.join(workdir.checkpoints_dir(self.work_dir), commit_id)
         try:
             self.local_store.create_checkpoint(source, path)
@@ -184,12 +207,37 @@ class StoreCommitter:
             self._generation = latest.generation if latest else 0
         return self._generation
 
-    def _previous(self) -> tuple[Checkpoint, SnapshotIndex] | None:
-        """The checkpoint and index the next commit diffs against (the log's latest; cached after our commits)."""
+    def _take_over(self) -> None:
+        """Before this committer's first commit: when the latest checkpoint is not one whose cleanup completed
+        from this work directory (another host wrote it, or its post-commit step never ran here), remove the TTL of
+        everything it references (restore's init cleanup), so the new snapshot never reuses a blob that a lifecycle
+        rule will expire. An unreadable latest index is left alone: the commit then uploads everything."""
+        latest = self.repo.log.latest(self.key)
+        if latest is not None and latest.checkpoint_id != last_completed(self.work_dir):
+            try:
+                init_cleanup(self.repo, self.key, self.work_dir)
+            except IntegrityError as exc:
+                log.warning("the latest snapshot of %s is unreadable (%s): the next commit uploads everything",
+                            self.key, redact(str(exc)))
+        self._took_over = True
+
+    def _previous(self) -> tuple[Checkpoint, SnapshotIndex | None] | None:
+        """The checkpoint and index the next commit diffs against (the log's latest; cached after our commits).
+
+        An index that is missing or damaged is ``None`` (with a warning naming it): the commit then uploads every
+        file, under the next generation, instead of wedging the store.
+        """
         if self._prev is None:
             latest = self.repo.log.latest(self.key)
             if latest is not None:
-                self._prev = (latest, self.repo.read_index(latest))
+                try:
+                    index: SnapshotIndex | None = self.repo.read_index(latest)
+                except IntegrityError as exc:
+                    log.warning("the latest snapshot index of %s (%s, checkpoint %s) is unreadable: %s; this commit "
+                                "uploads every file", self.key, latest.index_blob_id, latest.checkpoint_id,
+                                redact(str(exc)))
+                    index = None
+                self._prev = (latest, index)
         return self._prev
 
     # -- steps 3-7 -------------------------------------------------------------------------------------------
@@ -203,6 +251,7 @@ class StoreCommitter:
         t0 = time.perf_counter()
         commit_id = local.commit_id
         committed = False
+        appending = False
         try:
             prev = self._previous()
             if prev is not None and prev[0].generation != local.expected_generation:
@@ -212,6 +261,9 @@ class StoreCommitter:
             scanned = planner.scan_directory(local.path, self.cache, is_mutable=self.local_store.is_mutable)
             plan = planner.diff(scanned, prev[1] if prev else None, key=self.key, chunk_size=self.chunk_size,
                                 ttl_ms=self.ttl_ms)
+            plan.puts += healing.plan_heal(plan.files, {f.relpath: f.path for f in scanned},
+                                           healing.present_blobs(self.repo, self.key),
+                                           {r.blob_id for r in plan.puts}, self.ttl_ms)
             index_id = new_index_id(self.key)
             bytes_planned = sum(r.size for r in plan.puts)
             self.session.record(ev.UploadsPlanned(commit_id, now_ms(), tuple(r.blob_id for r in plan.puts),
@@ -232,12 +284,16 @@ class StoreCommitter:
             self.session.record(ev.IndexUploaded(commit_id, now_ms(), index_id, crc, len(data)), sync=True)
             record = Checkpoint(self.key, commit_id, 0, index_id, crc, len(data), local.created_ms,
                                 local.batch_id, self.writer_id)
-            checkpoint = self._append(record, local.expected_generation, commit_id)
+            self.session.record(ev.CheckpointAppending(
+                commit_id, now_ms(), local.expected_generation,
+                record.with_generation(local.expected_generation + 1).to_bytes().decode()), sync=True)
+            appending = True
+            checkpoint = self._append(record, local.expected_generation)
             committed = True
             self.session.record(ev.CheckpointWritten(commit_id, now_ms(), checkpoint.generation), sync=True)
         except BaseException as exc:
-            if not committed and not getattr(exc, "_blobstate_ambiguous", False):
-                self._abort_quietly(commit_id, exc)
+            if not committed and (not appending or isinstance(exc, FencedError)):
+                self._abort_quietly(commit_id, exc)  # certain: this commit is not and never will be in the log
             else:  # the commit may or may not be in the log: forget what we cached, recover before the next one
                 self._generation = None
                 self._prev = None
@@ -247,10 +303,11 @@ class StoreCommitter:
         self._prev = (checkpoint, index)
         upload_ms = (time.perf_counter() - t0) * 1000
         deleted = 0
+        late = now_ms() - local.created_ms > self.ttl_ms // 2  # its protection may have lapsed before it landed
         try:
             state = self.session.states().get(commit_id)
             if state is not None:
-                deleted = self.cleanup.finish(state)
+                deleted = self.cleanup.finish(state, heal=index if late else None)
         except Exception as exc:  # noqa: BLE001 - the commit stands; recovery finishes the cleanup
             self._needs_recovery = True
             log.warning("commit %s of %s is committed, but its cleanup failed (recovery before the next commit "
@@ -287,22 +344,31 @@ class StoreCommitter:
             raise StorageError(f"commit {local.commit_id} took {age} ms, more than half the blob TTL "
                                f"({self.ttl_ms} ms): its blobs could expire before it completes; raise --ttl")
 
-    def _append(self, record: Checkpoint, expected: int, commit_id: str) -> Checkpoint:
+    def _append(self, record: Checkpoint, expected: int) -> Checkpoint:
+        """The commit point. An outcome that is unknown (``AppendOutcomeUnknown``, or any storage failure of a log
+        that does not say) is resolved by re-appending the same record, with backoff, for at most
+        ``append_resolve_s`` seconds: ``append`` is idempotent for it, so the answer is certain once the log gives
+        one. Raises ``FencedError`` (certainly not committed) or the last ``AppendOutcomeUnknown`` (still unknown:
+        the commit stays open for recovery)."""
         try:
             return self.repo.log.append(record, expected)
-        except FencedError:
-            raise
-        except Exception as exc:
-            # The append may have reached the log before the failure: look before aborting.
+        except (StorageError, OSError) as exc:  # AppendOutcomeUnknown included; FencedError is certain: raised
+            first = exc
+        log.warning("the append of %s may or may not have landed (%s); resolving by re-appending it",
+                    record.checkpoint_id, redact(str(first)))
+        deadline = time.monotonic() + self.append_resolve_s
+        wait = 0.1
+        while True:
+            time.sleep(min(wait, max(0.0, deadline - time.monotonic())))
             try:
-                history = self.repo.log.history(self.key)
-            except Exception:  # noqa: BLE001
-                exc._blobstate_ambiguous = True  # type: ignore[attr-defined]
-                raise exc from None
-            for cp in history:
-                if cp.checkpoint_id == commit_id:
-                    return cp
-            raise
+                return self.repo.log.append(record, expected)
+            except (AppendOutcomeUnknown, StorageError, OSError) as exc:
+                if time.monotonic() >= deadline:
+                    raise AppendOutcomeUnknown(f"the append of checkpoint {record.checkpoint_id} is still of "
+                                               f"unknown outcome after {self.append_resolve_s:.0f} s ({exc}); the "
+                                               "commit stays open and `blobstate recover` resolves it",
+                                               checkpoint_id=record.checkpoint_id) from exc
+                wait = min(wait * 2, 5.0)
 
     def _abort_quietly(self, commit_id: str, exc: BaseException) -> None:
         try:

@@ -8,27 +8,35 @@ One executor serves the three verbs that clean up (Samza's post-commit and resto
 - restore's init step on a host without the writer's journal: ``init_cleanup`` from the latest index alone.
 
 Every action is idempotent, so a crash in the middle is finished by running it again. Deletes never touch a blob
-that a retained snapshot references: references are computed from the indexes, and an unreadable index stops the
-delete rather than letting it proceed on incomplete knowledge.
+that a retained snapshot references: references are computed from the indexes, and an unreadable retained index
+means no blob is deleted this time (the records leaving retention are still pruned, so a damaged index ages out
+and never blocks a commit; their blobs become orphans for ``blobstate gc``). Every id a delete acts on is checked
+to be an object of the store's own prefix (``layout.owned``), and a local path to lie in the store's own work
+directory: ids and paths read back from a log or a journal are input like any other.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
 
 from blobstate import workdir
-from blobstate.errors import BlobstateError, StorageError
+from blobstate.errors import BlobstateError, ForeignObjectError, StorageError
+from blobstate.index import SnapshotIndex
 from blobstate.journal import events as ev
 from blobstate.journal.projection import CommitState
-from blobstate.layout import now_ms
+from blobstate.layout import now_ms, owned
 from blobstate.model import StoreKey
+from blobstate.pipelines.healing import heal_committed
 from blobstate.pipelines.session import StoreSession
 from blobstate.repository import Repository
 from blobstate.storage_options import redact
 
 log = logging.getLogger(__name__)
+
+LAST_COMPLETED = "last-completed.json"  # in a store's work dir: the checkpoint whose TTLs this host last removed
 
 
 def apply_retention(repo: Repository, key: StoreKey, retain: int) -> tuple[list[str], list[str]]:
@@ -43,7 +51,13 @@ def apply_retention(repo: Repository, key: StoreKey, retain: int) -> tuple[list[
     if len(history) <= retain:
         return [], []
     expiring, retained = history[:-retain], history[-retain:]
-    keep = repo.retained_references(retained)
+    try:
+        keep = repo.retained_references(retained)
+    except BlobstateError as exc:  # never delete on incomplete knowledge, never block a commit either
+        log.warning("a retained snapshot index of %s is unreadable (%s): no blob is deleted by retention now; "
+                    "the records leaving retention are pruned and `blobstate gc` reclaims their blobs once every "
+                    "retained index reads again", key, redact(str(exc)))
+        return [], [cp.checkpoint_id for cp in repo.log.prune(key, retain)]
     doomed: set[str] = set()
     for cp in expiring:
         doomed.add(cp.index_blob_id)
@@ -52,23 +66,58 @@ def apply_retention(repo: Repository, key: StoreKey, retain: int) -> tuple[list[
         except BlobstateError as exc:
             log.warning("checkpoint %s leaves retention with an unreadable index (%s); the orphan sweep of "
                         "`blobstate gc` reclaims its blobs", cp.checkpoint_id, redact(str(exc)))
-    to_delete = sorted(doomed - keep)
+    to_delete = owned(key, sorted(doomed - keep), what="retention")
     repo.store.delete_many(to_delete)
     pruned = repo.log.prune(key, retain)
     return to_delete, [cp.checkpoint_id for cp in pruned]
 
 
-def init_cleanup(repo: Repository, key: StoreKey) -> None:
+def init_cleanup(repo: Repository, key: StoreKey, work_dir: str | None = None) -> None:
     """Samza's restore-time init without a journal (a new host): remove the TTL of everything the latest checkpoint
     references and apply the retention its writer recorded (the deferred deletes: with a retention of 1, exactly
-    the blobs its ``filesRemoved`` lists). A snapshot that records no retention (an older writer) is not pruned."""
+    the blobs its ``filesRemoved`` lists). A snapshot that records no retention (an older writer) is not pruned.
+    With ``work_dir`` the latest checkpoint is remembered there as cleaned up (``mark_completed``)."""
     latest = repo.log.latest(key)
     if latest is None:
         return
     index = repo.read_index(latest)
-    repo.store.remove_ttl_many(sorted(index.referenced_blob_ids() | {latest.index_blob_id}))
+    repo.store.remove_ttl_many(owned(key, sorted(index.referenced_blob_ids() | {latest.index_blob_id}),
+                                     what=f"snapshot index {latest.index_blob_id}"))
     if index.retain is not None:
         apply_retention(repo, key, index.retain)
+    if work_dir is not None:
+        mark_completed(work_dir, latest.checkpoint_id)
+
+
+def last_completed(work_dir: str) -> str | None:
+    """The checkpoint id whose post-commit cleanup last completed from ``work_dir`` (this host), if any."""
+    try:
+        with open(os.path.join(work_dir, LAST_COMPLETED), encoding="utf-8") as fh:
+            return str(json.load(fh)["checkpointId"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def mark_completed(work_dir: str, checkpoint_id: str) -> None:
+    """Remember (atomically) that ``checkpoint_id``'s TTLs were removed from this host."""
+    path = os.path.join(work_dir, LAST_COMPLETED)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump({"checkpointId": checkpoint_id}, fh)
+    os.replace(tmp, path)
+
+
+def checked_local_path(work_dir: str, path: str) -> str:
+    """``path`` when it is a local checkpoint directory of ``work_dir`` (directly under its checkpoints folder,
+    no symlink on the way); ``ForeignObjectError`` otherwise: a journal never makes blobstate remove anything
+    else."""
+    base = os.path.realpath(workdir.checkpoints_dir(work_dir))
+    if os.path.dirname(os.path.abspath(path)) != base and os.path.dirname(os.path.realpath(path)) != base:
+        raise ForeignObjectError(f"the journal names {path[:300]!r} as a local checkpoint, which is not in "
+                                 f"{base}: refused")
+    if os.path.islink(path):
+        raise ForeignObjectError(f"the local checkpoint {path[:300]!r} is a symlink: refused")
+    return path
 
 
 class CleanupExecutor:
@@ -83,14 +132,28 @@ class CleanupExecutor:
         self.key = session.key
         self.retain = retain
 
-    def finish(self, state: CommitState) -> int:
-        """The post-commit steps of a committed commit; returns how many blobs retention deleted. Idempotent."""
+    def finish(self, state: CommitState, *, heal: SnapshotIndex | None = None, retain: int | None = None) -> int:
+        """The post-commit steps of a committed commit; returns how many blobs retention deleted. Idempotent.
+
+        ``heal``: the commit's index, when its blobs may have been lost before the commit point landed (a late
+        append, recovery): every blob it references is checked and a missing one uploaded again from the local
+        checkpoint (``healing.heal_committed``) before the TTLs are removed. ``retain``: the retention the
+        snapshot records (default: the journal's, then the executor's).
+        """
         commit_id = state.commit_id
-        new_ids = sorted(state.blob_ids - state.ttl_removed)
+        if heal is not None:
+            local = checked_local_path(self.session.work_dir, state.local_path) if state.local_path else None
+            unhealed = heal_committed(self.repo, heal, local, None)
+            if unhealed:
+                log.error("committed snapshot %s of %s references %d blobs that are lost and could not be "
+                          "uploaded again from this host; the next backup uploads those files again",
+                          commit_id, self.key, len(unhealed))
+        new_ids = owned(self.key, sorted(state.blob_ids - state.ttl_removed), what=f"the journal of {commit_id}")
         if new_ids:
             self.repo.store.remove_ttl_many(new_ids)
         self.session.record(ev.TtlRemoved(commit_id, now_ms(), tuple(new_ids)), sync=True)
-        deleted, pruned = apply_retention(self.repo, self.key, state.retain or self.retain)
+        mark_completed(self.session.work_dir, commit_id)
+        deleted, pruned = apply_retention(self.repo, self.key, retain or state.retain or self.retain)
         self.session.record(ev.BlobsDeleted(commit_id, now_ms(), tuple(deleted), tuple(pruned)), sync=True)
         removed = self.prune_local(keep=state.local_path)
         self.session.record(ev.LocalCheckpointsPruned(commit_id, now_ms(), tuple(removed)), sync=True)
@@ -101,7 +164,7 @@ class CleanupExecutor:
     def abort(self, state: CommitState, reason: str) -> list[str]:
         """Delete what an uncommitted commit created (never a blob a retained snapshot references); returns the
         deleted blob ids. Raises ``StorageError`` when the checkpoint log holds the commit. Idempotent."""
-        candidates = state.blob_ids
+        candidates = frozenset(owned(self.key, state.blob_ids, what=f"the journal of {state.commit_id}"))
         if candidates:
             history = self.repo.log.history(self.key)
             if any(cp.checkpoint_id == state.commit_id for cp in history):
@@ -111,7 +174,7 @@ class CleanupExecutor:
         self.repo.store.delete_many(to_delete)
         self.session.record(ev.BlobsDeleted(state.commit_id, now_ms(), tuple(to_delete)), sync=True)
         removed = []
-        if state.local_path and os.path.isdir(state.local_path):
+        if state.local_path and os.path.isdir(checked_local_path(self.session.work_dir, state.local_path)):
             shutil.rmtree(state.local_path, ignore_errors=True)
             removed.append(state.local_path)
         self.session.record(ev.LocalCheckpointsPruned(state.commit_id, now_ms(), tuple(removed)), sync=True)

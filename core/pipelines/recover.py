@@ -1,58 +1,130 @@
 """``blobstate recover``: the journal replay tool, and restore's init cleanup.
 
 The pure planner (``blobstate.journal.recovery``) turns the journal's open commits and the checkpoint log's
-history into actions; the cleanup executor carries them out: a commit the log holds is finished (TTL removed,
-deferred deletes, local pruning), any other open commit is aborted. Both are idempotent, so a crash during
-recovery is recovered by running it again. Backup runs this before its first commit; restore runs it (and,
-without a journal, Samza's init cleanup from the latest index) after it restored.
+history into actions; the cleanup executor carries them out: a commit the log holds is finished (its blobs checked
+and healed, TTL removed, deferred deletes, local pruning), a commit whose append outcome is unknown is resolved by
+re-appending the same record, any other open commit is aborted. All are idempotent, so a crash during recovery is
+recovered by running it again. Backup runs this before its first commit; restore runs it (and, without a journal,
+Samza's init cleanup from the latest index) after it restored.
+
+A journal is input like any other. Recovery refuses (``ConfigurationError``, nothing changed) a journal of another
+store, a journal written against another repository or checkpoint log than the one given, and a log that holds no
+checkpoint of the store while the repository holds its indexes (the wrong or a forgotten ``--log``: aborting there
+would delete committed blobs). It finishes a commit only when the log shows it, and takes the retention it applies
+from the committed index, not from the journal.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from blobstate.errors import CommitInProgressError
+from blobstate.errors import (
+    AppendOutcomeUnknown,
+    BlobstateError,
+    CommitInProgressError,
+    ConfigurationError,
+    FencedError,
+)
 from blobstate.journal import events as ev
-from blobstate.journal.recovery import FinishCommit, RecoveryAction, plan_recovery
+from blobstate.journal.projection import CommitState
+from blobstate.journal.recovery import FinishCommit, RecoveryAction, ResolveAppend, plan_recovery
 from blobstate.layout import DEFAULT_RETAIN, now_ms
-from blobstate.model import StoreKey
+from blobstate.model import Checkpoint, StoreKey
 from blobstate.pipelines.cleanup import CleanupExecutor, init_cleanup
 from blobstate.pipelines.session import StoreSession
 from blobstate.repository import Repository
+from blobstate.storage_options import display_url
 
 Report = Callable[[RecoveryAction, str], None]
 
 
 def plan(session: StoreSession, repo: Repository) -> list[RecoveryAction]:
-    """The recovery actions for the journal's open commits (pure planning after reading the log)."""
+    """The recovery actions for the journal's open commits (pure planning after reading the log).
+
+    Raises ``ConfigurationError`` (nothing changed) for a journal of another store, repository or log, and for a
+    log that holds no checkpoint of the store while the repository has indexes of it other than the open commits'.
+    """
     states = session.states()
-    if not any(s.is_open for s in states.values()):
+    open_states = [s for s in states.values() if s.is_open]
+    if not open_states:
         return []
-    committed = [cp.checkpoint_id for cp in repo.log.history(session.key)]
-    return plan_recovery(states, committed)
+    for state in open_states:
+        _check_belongs(state, session.key, repo)
+    history = repo.log.history(session.key)
+    ours = {s.index_blob_id for s in open_states}
+    if not history and any(i.blob_id not in ours for i in repo.store.list(f"{session.key.prefix}/indexes")):
+        raise ConfigurationError(
+            f"the checkpoint log {display_url(repo.log.url or repo.url)} holds no checkpoint of {session.key}, but "
+            "the repository has its snapshot indexes: is --log right? recovery changed nothing")
+    return plan_recovery(states, [cp.checkpoint_id for cp in history])
+
+
+def _check_belongs(state: CommitState, key: StoreKey, repo: Repository) -> None:
+    if state.store_key and state.store_key != str(key):
+        raise ConfigurationError(f"the journal's commit {state.commit_id} belongs to store {state.store_key!r}, not "
+                                 f"{key}: recovery changed nothing")
+    if state.repo_url and state.repo_url != display_url(repo.url):
+        raise ConfigurationError(f"the journal's commit {state.commit_id} was written against repository "
+                                 f"{state.repo_url}, not {display_url(repo.url)}: recovery changed nothing")
+    log_url = display_url(repo.log.url or repo.url)
+    if state.log_url and state.log_url != log_url:
+        raise ConfigurationError(f"the journal's commit {state.commit_id} was written against checkpoint log "
+                                 f"{state.log_url}, not {log_url} (is --log right?): recovery changed nothing")
 
 
 def recover(session: StoreSession, repo: Repository, *, retain: int = DEFAULT_RETAIN, dry_run: bool = False,
             report: Report | None = None) -> list[tuple[RecoveryAction, str]]:
-    """Plan and (unless ``dry_run``) carry out recovery; returns ``(action, outcome)`` pairs in journal order."""
+    """Plan and (unless ``dry_run``) carry out recovery; returns ``(action, outcome)`` pairs in journal order.
+
+    A commit whose append outcome stays unknown is left open (outcome ``unresolved``; nothing it wrote deleted).
+    """
     executor = CleanupExecutor(session, repo, retain=retain)
     results = []
     for action in plan(session, repo):
         if dry_run:
             outcome = "planned"
+        elif isinstance(action, ResolveAppend):
+            outcome = _resolve(session, repo, executor, action.state)
         elif isinstance(action, FinishCommit):
-            commit_id = action.state.commit_id
-            checkpoint = next((cp for cp in repo.log.history(session.key) if cp.checkpoint_id == commit_id), None)
-            if action.state.generation is None and checkpoint is not None:
-                session.record(ev.CheckpointWritten(commit_id, now_ms(), checkpoint.generation), sync=True)
-            deleted = executor.finish(session.states()[commit_id])
-            outcome = f"finished: TTL removed, {deleted} blobs deleted by retention"
+            outcome = _finish(session, repo, executor, action.state.commit_id)
         else:
             outcome = f"aborted: {len(executor.abort(action.state, action.reason))} blobs deleted"
         results.append((action, outcome))
         if report:
             report(action, outcome)
     return results
+
+
+def _finish(session: StoreSession, repo: Repository, executor: CleanupExecutor, commit_id: str) -> str:
+    checkpoint = next((cp for cp in repo.log.history(session.key) if cp.checkpoint_id == commit_id), None)
+    state = session.states()[commit_id]
+    if state.generation is None and checkpoint is not None:
+        session.record(ev.CheckpointWritten(commit_id, now_ms(), checkpoint.generation), sync=True)
+        state = session.states()[commit_id]
+    index = None
+    if checkpoint is not None:
+        try:
+            index = repo.read_index(checkpoint)
+        except BlobstateError:
+            index = None  # a damaged index: nothing to heal from; retention and gc handle it
+    deleted = executor.finish(state, heal=index, retain=index.retain if index is not None else None)
+    return f"finished: blobs checked, TTL removed, {deleted} blobs deleted by retention"
+
+
+def _resolve(session: StoreSession, repo: Repository, executor: CleanupExecutor, state: CommitState) -> str:
+    """Re-append the commit's own record: the log answers for certain whether it landed."""
+    assert state.record is not None
+    record = Checkpoint.from_bytes(state.record.encode(), source=f"the journal of {state.commit_id}")
+    try:
+        landed = repo.log.append(record, state.expected_generation)
+    except FencedError as exc:
+        deleted = executor.abort(state, f"its append did not land: {exc}")
+        return f"aborted (the log holds another record at generation {state.expected_generation + 1}): " \
+               f"{len(deleted)} blobs deleted"
+    except AppendOutcomeUnknown as exc:
+        return f"unresolved: the append's outcome is still unknown ({exc}); nothing deleted, run recover again"
+    session.record(ev.CheckpointWritten(state.commit_id, now_ms(), landed.generation), sync=True)
+    return _finish(session, repo, executor, state.commit_id)
 
 
 def cleanup_after_restore(repo: Repository, key: StoreKey, work_dir: str) -> None:
@@ -64,4 +136,4 @@ def cleanup_after_restore(repo: Repository, key: StoreKey, work_dir: str) -> Non
         return
     with session:
         recover(session, repo)
-        init_cleanup(repo, key)
+        init_cleanup(repo, key, work_dir)
