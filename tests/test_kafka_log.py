@@ -310,3 +310,16 @@ def test_kafka_topic_admin_naming_code_is_refused_and_nothing_is_imported(tmp_pa
     admin = Admin()
     assert parse_kafka_url("kafka://h:1/t", {"topic_admin": admin}).topic_admin is admin
     assert parse_kafka_url("kafka://h:1/t?topic_admin=NONE").topic_admin == "none"
+
+
+def test_kafka_missing_kafka_python_is_reported_with_the_install_hint(monkeypatch):
+    """kafka-python is imported where the factory lives, so a missing extra fails at resolution, the one way."""
+    import sys
+
+    from blobstate.errors import MissingDependencyError
+
+    for name in [m for m in sys.modules if m == "kafka" or m.startswith(("kafka.", "blobstate.plugins.kafka"))]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "kafka", None)  # import kafka -> ImportError
+    with pytest.raises(MissingDependencyError, match=r"kafka.*pip install 'blobstate\[kafka\]'"):
+        open_checkpoint_log("kafka://127.0.0.1:9/t")

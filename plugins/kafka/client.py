@@ -68,10 +68,14 @@ def supported(client: type, **options: Any) -> dict[str, Any]:
     return {k: v for k, v in options.items() if k in client.DEFAULT_CONFIG}
 
 
-def call_within(call: Callable[[], None], timeout_s: float) -> BaseException | None:
-    """Run ``call`` for at most ``timeout_s`` seconds: None when it returned, its exception when it raised, a
-    ``KafkaTimeoutError`` when it is still running (kafka-python's ``commit_transaction`` has no timeout; the
-    thread is a daemon and ends with the producer's request)."""
+def call_within(call: Callable[[], None], timeout_s: float, settled: Callable[[], bool] | None = None,
+                poll_s: float = 0.2) -> BaseException | None:
+    """Run ``call`` for at most ``timeout_s`` seconds: None when it returned, its exception when it raised.
+
+    Still running at the deadline, or once ``settled()`` (checked every ``poll_s``) says its answer no longer
+    matters: a ``KafkaTimeoutError``. kafka-python's ``commit_transaction`` has no timeout of its own; its thread
+    is a daemon and ends with the producer's request.
+    """
     outcome: list[BaseException | None] = []
 
     def run() -> None:
@@ -83,10 +87,15 @@ def call_within(call: Callable[[], None], timeout_s: float) -> BaseException | N
 
     thread = threading.Thread(target=run, name="blobstate-kafka-commit", daemon=True)
     thread.start()
-    thread.join(timeout_s)
-    if not outcome:
-        return kafka_errors.KafkaTimeoutError(f"no answer within {timeout_s:.1f} s")
-    return outcome[0]
+    deadline = time.monotonic() + timeout_s
+    while True:
+        thread.join(max(0.0, min(poll_s, deadline - time.monotonic())))
+        if outcome:
+            return outcome[0]
+        if time.monotonic() >= deadline:
+            return kafka_errors.KafkaTimeoutError(f"no answer within {timeout_s:.1f} s")
+        if settled is not None and settled():
+            return kafka_errors.KafkaTimeoutError("no answer, but the transaction has ended (read it)")
 
 
 class KafkaClients:
@@ -257,7 +266,12 @@ class KafkaClients:
         offset: int | None = None
         try:
             offset = [f.get(timeout=self._timeout_s) for f in futures][-1].offset
-            failure = call_within(producer.commit_transaction, self._timeout_s)
+            # Stop waiting once the partition's committed end passes the record: the transaction is over (tansu
+            # never answers the EndTxn of a producer fenced mid-transaction, whose transaction the newer
+            # producer's init_transactions committed; kafka-python would retry it forever).
+            tp = TopicPartition(self.config.topic, partition)
+            failure = call_within(producer.commit_transaction, self._timeout_s,
+                                  settled=lambda: self._end_offsets(tp)[0] > offset)
             if failure is None:
                 return offset
             raise failure

@@ -93,7 +93,8 @@ class KafkaCheckpointLog(CheckpointLog):
                 offset = self.clients.produce(key, partition, [(rkey, record.to_bytes())])
             except BrokerFenced as exc:  # this producer's transaction is over: the partition's end decides
                 return self._decide(record, expected_generation, partition, exc.offset, what,
-                                    f"the broker fenced this producer: {exc}", fenced=True)
+                                    f"the broker fenced this producer, a newer producer of the store took over: "
+                                    f"{exc}", fenced=True)
             except OutcomeUnknown as exc:
                 if exc.offset is None:
                     raise AppendOutcomeUnknown(f"{what}: outcome unknown ({exc})",
@@ -114,7 +115,12 @@ class KafkaCheckpointLog(CheckpointLog):
         except (StorageError, CorruptIndexError) as exc:  # the record may be in the log: never a plain failure
             raise AppendOutcomeUnknown(f"{what}: outcome unknown ({cause}; then {exc})",
                                        checkpoint_id=record.checkpoint_id) from None
-        ours = decide_after_read(state, record, expected)
+        try:
+            ours = decide_after_read(state, record, expected)
+        except FencedError as exc:
+            if not fenced:
+                raise
+            raise FencedError(f"{exc}; {cause}", expected=expected, actual=state.last_generation) from None
         if ours is not None:
             return ours
         if fenced:

@@ -108,8 +108,9 @@ class TansuServer:
             consumer.close()
 
     def stop(self) -> None:
+        """Stop the broker by its PID (state is in memory: after 1 s of draining connections, SIGKILL)."""
         for proc in self.procs:
-            _stop(proc)
+            _stop(proc, timeout_s=1.0)
         self.procs.clear()
 
 
