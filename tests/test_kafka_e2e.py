@@ -5,23 +5,14 @@ one committed transaction per successful append on tansu (its commit marker take
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
-from kafka_brokers import read_partition
+from kafka_brokers import fresh_topic, transaction_markers
 from log_cycles import backup_restore_cycle, two_writers_race
 
 
 @pytest.fixture
 def topic(kafka_broker):
-    name = f"e2e-{uuid.uuid4().hex[:8]}"
-    kafka_broker.create_topic(name, partitions=1)
-    return name
-
-
-def transaction_markers(broker, topic):
-    records, end = read_partition(broker, topic, 0)
-    return end - len(records)
+    return fresh_topic(kafka_broker, "e2e")
 
 
 def test_kafka_backup_restore_cycle_with_log(kafka_broker, topic, tmp_path):

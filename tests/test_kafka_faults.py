@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 from fixtures_core import run_cli, write_keys
-from kafka_brokers import read_partition
+from kafka_brokers import fresh_topic, read_partition
 from kafka_proxy import END_TXN, INIT_PRODUCER_ID, PRODUCE
 from log_cycles import start_backup
 
@@ -33,9 +33,7 @@ TIMEOUT_MS = "2500"  # how long an append waits for an answer the proxy will nev
 @pytest.fixture
 def topic(proxied_kafka_broker):
     broker, proxy = proxied_kafka_broker
-    name = f"faults-{uuid.uuid4().hex[:8]}"
-    broker.create_topic(name, partitions=1)
-    yield name
+    yield fresh_topic(broker, "faults")
     proxy.disarm()
 
 
@@ -48,16 +46,52 @@ def generation_records(broker, topic, key, generation, isolation_level="read_unc
     return {r.key for r in records if r.key.startswith(prefix) and r.value is not None}
 
 
+class BackgroundAppend:
+    """``log.append(checkpoint, expected)`` on a thread; ``outcome()`` is its record or exception once done."""
+
+    def __init__(self, log, checkpoint, expected):
+        self._result: list[object] = []
+        self._thread = threading.Thread(target=self._run, args=(log, checkpoint, expected))
+        self._thread.start()
+
+    def _run(self, log, checkpoint, expected):
+        try:
+            self._result.append(log.append(checkpoint, expected))
+        except Exception as exc:  # noqa: BLE001 - handed to the test
+            self._result.append(exc)
+
+    def outcome(self, timeout_s=60):
+        self._thread.join(timeout_s)
+        assert len(self._result) == 1, "the append did not finish"
+        return self._result[0]
+
+
+def held_append(proxy, api_key, log, checkpoint, expected):
+    """Start ``log.append(checkpoint, expected)`` with its next ``api_key`` request held by the proxy; returns the
+    gate (request held) and the running append."""
+    gate = proxy.hold_next(api_key)
+    append = BackgroundAppend(log, checkpoint, expected)
+    assert gate.wait_held(30), "the append never sent the request"
+    return gate, append
+
+
+def writer_and_rival(broker, topic):
+    """Two logs on ``topic`` (the first one waits ``TIMEOUT_MS`` for answers) and a store key at generation 1."""
+    log = open_kafka_log(broker.url(topic, timeout_ms=TIMEOUT_MS))
+    rival = open_kafka_log(broker.url(topic))
+    key = new_key()
+    log.append(make_checkpoint(key), 0)
+    return log, rival, key
+
+
 @pytest.mark.parametrize("loss", ["cut", "swallow"])
 def test_kafka_lost_produce_answer_is_unknown_until_a_reappend_finds_it(proxied_kafka_broker, topic, loss):
     """The broker applies the produce; its answer is lost (connection broken, or never sent: the client times
     out). tansu differs from Kafka in how the re-append finds it: its init_transactions commits the abandoned
     transaction (Kafka would abort it, and the re-append would produce again); either way the answer is "ours"."""
     broker, proxy = proxied_kafka_broker
-    log = open_kafka_log(broker.url(topic, timeout_ms=TIMEOUT_MS))
+    log, reader, key = writer_and_rival(broker, topic)
     try:
-        key = new_key()
-        log.append(make_checkpoint(key), 0)
         mine = make_checkpoint(key, writer="me")
         getattr(proxy, loss)(PRODUCE)
         with pytest.raises(AppendOutcomeUnknown) as info:
@@ -70,13 +104,10 @@ def test_kafka_lost_produce_answer_is_unknown_until_a_reappend_finds_it(proxied_
         again = log.append(mine, 1)  # how the core resolves an unknown outcome
         assert again.checkpoint_id == mine.checkpoint_id and again.generation == 2
         assert len(generation_records(broker, topic, key, 2)) == 1  # found, not produced a second time
-        fresh = open_kafka_log(broker.url(topic))
-        try:
-            assert [c.writer_id for c in fresh.history(key)] == ["w", "me"]
-        finally:
-            fresh.close()
+        assert [c.writer_id for c in reader.history(key)] == ["w", "me"]
     finally:
         log.close()
+        reader.close()
 
 
 def test_kafka_rival_accepted_first_resolves_an_unknown_append_to_fenced(proxied_kafka_broker, topic):
@@ -84,29 +115,14 @@ def test_kafka_rival_accepted_first_resolves_an_unknown_append_to_fenced(proxied
     On 0.9 the broker appends it after the rival's (the acceptance rule rejects it); on tansu the broker refuses
     it (the rival's init_transactions fenced our producer epoch)."""
     broker, proxy = proxied_kafka_broker
-    log = open_kafka_log(broker.url(topic, timeout_ms=TIMEOUT_MS))
-    rival = open_kafka_log(broker.url(topic))
+    log, rival, key = writer_and_rival(broker, topic)
     try:
-        key = new_key()
-        log.append(make_checkpoint(key), 0)
         mine = make_checkpoint(key, writer="me")
-        gate = proxy.hold_next(PRODUCE)
-        outcome: list[object] = []
-
-        def append_mine() -> None:
-            try:
-                outcome.append(log.append(mine, 1))
-            except Exception as exc:  # noqa: BLE001 - asserted below
-                outcome.append(exc)
-
-        writer = threading.Thread(target=append_mine)
-        writer.start()
-        assert gate.wait_held(30)
+        gate, append = held_append(proxy, PRODUCE, log, mine, 1)
         winner = rival.append(make_checkpoint(key, writer="rival"), 1)
         proxy.cut(PRODUCE)
         gate.release()
-        writer.join(60)
-        assert len(outcome) == 1 and isinstance(outcome[0], AppendOutcomeUnknown), outcome
+        assert isinstance(append.outcome(), AppendOutcomeUnknown)
         proxy.disarm()
 
         with pytest.raises(FencedError):
@@ -198,22 +214,15 @@ def test_kafka_writer_fenced_mid_transaction_learns_its_outcome_from_the_topic(p
     broker, proxy = proxied_kafka_broker
     if not broker.transactional:
         pytest.skip("Kafka 0.9 has no transactions (the rival and zombie tests cover its path)")
-    log_a = open_kafka_log(broker.url(topic, timeout_ms=TIMEOUT_MS))
-    log_b = open_kafka_log(broker.url(topic))
+    log_a, log_b, key = writer_and_rival(broker, topic)
     try:
-        key = new_key()
-        log_a.append(make_checkpoint(key), 0)
         mine = make_checkpoint(key, writer="a")
-        gate = proxy.hold_next(END_TXN)
-        outcome: list[object] = []
-        writer = threading.Thread(target=lambda: outcome.append(log_a.append(mine, 1)))
-        writer.start()
-        assert gate.wait_held(30)
+        gate, append = held_append(proxy, END_TXN, log_a, mine, 1)
         with pytest.raises(FencedError):
             log_b.append(make_checkpoint(key, writer="b"), 1)
         gate.release()
-        writer.join(60)
-        assert len(outcome) == 1 and outcome[0].checkpoint_id == mine.checkpoint_id, outcome
+        record = append.outcome()
+        assert isinstance(record, Checkpoint) and record.checkpoint_id == mine.checkpoint_id, record
         assert log_b.latest(key).writer_id == "a"
     finally:
         log_a.close()

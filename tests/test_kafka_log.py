@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from kafka_brokers import read_partition
+from kafka_brokers import fresh_topic, read_partition, transaction_markers
 from kafka_server import free_port
 
 from blobstate.backends import open_checkpoint_log
@@ -50,19 +50,6 @@ def write_raw(broker, topic, key, generation, payload, partitions=KAFKA_PARTITIO
                       partition=partition_for(key, partitions)).get(timeout=30)
     finally:
         producer.close()
-
-
-def fresh_topic(broker, prefix="t"):
-    """A new one-partition compacted topic, so that its transaction markers are this test's alone."""
-    topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    broker.create_topic(topic, partitions=1)
-    return topic
-
-
-def transaction_markers(broker, topic):
-    """How many transaction markers sit in a one-partition topic (offsets no record occupies)."""
-    records, end = read_partition(broker, topic, 0)
-    return end - len(records)
 
 
 class TestKafkaLog(CheckpointLogContract):

@@ -111,6 +111,7 @@ class KafkaClients:
         self._consumer: Any = None
         self._watermarks: Any = None
         self._producers: dict[StoreKey, Any] = {}
+        self._unclosed: list[Any] = []
         self._timeout_s = config.timeout_ms / 1000
 
     # -- errors ------------------------------------------------------------------------------------------------
@@ -300,12 +301,14 @@ class KafkaClients:
         return self._send_plain(partition, [(rk, None) for rk in record_keys])
 
     # -- closing -----------------------------------------------------------------------------------------------
-    @staticmethod
-    def _close_quietly(client: Any) -> None:
+    def _close_quietly(self, client: Any, timeout_s: float = 0) -> None:
+        """Close ``client``; a producer whose last batch is still pending (its answer lost) refuses to close
+        until the batch expires (``delivery_timeout_ms``), so it is kept and closed again by ``close()``."""
         try:
-            client.close(timeout=0) if isinstance(client, KafkaProducer) else client.close()
+            client.close(timeout=timeout_s) if isinstance(client, KafkaProducer) else client.close()
         except Exception:  # noqa: BLE001 - best effort: a broken client is dropped anyway
-            pass
+            if isinstance(client, KafkaProducer) and client not in self._unclosed:
+                self._unclosed.append(client)
 
     def drop_writer(self, key: StoreKey) -> None:
         """Forget ``key``'s transactional producer (after a failure); the next append starts a new one."""
@@ -320,5 +323,8 @@ class KafkaClients:
         for client in (self._meta, self._consumer, self._watermarks):
             if client is not None:
                 self._close_quietly(client)
+        unclosed, self._unclosed = self._unclosed, []
+        for producer in unclosed:
+            self._close_quietly(producer, timeout_s=self._timeout_s)
         self._meta = self._consumer = self._watermarks = None
         self.partitions = None

@@ -200,3 +200,19 @@ def read_partition(broker: KafkaServer | TansuServer, topic: str, partition: int
         return records, end
     finally:
         consumer.close()
+
+
+def fresh_topic(broker: KafkaServer | TansuServer, prefix: str = "t") -> str:
+    """A new one-partition compacted topic, so that its transaction markers are one test's alone."""
+    import uuid
+
+    topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, partitions=1)
+    return topic
+
+
+def transaction_markers(broker: KafkaServer | TansuServer, topic: str) -> int:
+    """How many transaction markers sit in a one-partition, uncompacted topic (offsets no record occupies): the
+    number of transactions that ended there."""
+    records, end = read_partition(broker, topic, 0)
+    return end - len(records)
