@@ -206,7 +206,7 @@ def test_kafka_zombie_backup_is_fenced_by_the_broker(proxied_kafka_broker, topic
         assert len(committed) == 2, committed  # the zombie's record is there, rejected by the rule
 
 
-def test_kafka_writer_fenced_mid_transaction_learns_its_outcome_from_the_topic(proxied_kafka_broker, topic):
+def test_kafka_writer_fenced_mid_transaction_learns_from_the_topic_that_tansu_committed_it(proxied_kafka_broker, topic):
     """Writer A's record is in its open transaction, its commit held back, when writer B's producer initialises
     the same transactional id. tansu differs from Kafka twice here: it commits A's open transaction (Kafka aborts
     it, and B would win), and it never answers A's EndTxn (it closes the connection; kafka-python would retry
@@ -229,7 +229,7 @@ def test_kafka_writer_fenced_mid_transaction_learns_its_outcome_from_the_topic(p
         log_b.close()
 
 
-def test_kafka_open_transaction_holds_readers_back_until_the_stores_next_writer(proxied_kafka_broker, topic):
+def test_kafka_open_transaction_on_tansu_holds_readers_until_the_stores_next_writer(proxied_kafka_broker, topic):
     """A writer stopped mid-append leaves its transaction open. tansu differs from Kafka: it answers 0 for the
     read_committed end while any transaction is open, and never times a transaction out
     (``transaction.timeout.ms``), so readers wait (and fail after ``timeout_ms`` with a clear error) until the

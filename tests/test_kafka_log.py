@@ -81,7 +81,7 @@ class TestKafkaLog(CheckpointLogContract):
 
 
 # -- against each broker: topics, losers, options ----------------------------------------------------------------
-def test_kafka_missing_topic_is_a_configuration_error(kafka_broker):
+def test_kafka_missing_topic_is_a_configuration_error_even_where_tansu_would_create_it(kafka_broker):
     """Never a topic with the broker's defaults. tansu differs from Kafka here: it creates a missing topic (four
     partitions, not compacted) on any metadata request, even when the client asks it not to
     (``allow_auto_create_topics=False``), so where the broker has an admin API the log checks with it first."""

@@ -33,12 +33,19 @@ from blobstate.plugins.kafka.admin import make_topic_admin, missing_topic
 from blobstate.plugins.kafka.config import KafkaLogConfig
 
 TRANSACTIONS_SINCE = (0, 11)
+
+
+def _kafka_errors(*names: str) -> tuple[type[BaseException], ...]:
+    """The named kafka-python error classes this release defines (older releases lack some)."""
+    return tuple(getattr(kafka_errors, name) for name in names if hasattr(kafka_errors, name))
+
+
 #: Produce errors a broker returns before appending anything: with a single attempt, the record is not in the log.
-NOT_APPENDED = (kafka_errors.NotLeaderForPartitionError, kafka_errors.UnknownTopicOrPartitionError,
-                kafka_errors.NotEnoughReplicasError, kafka_errors.MessageSizeTooLargeError,
-                kafka_errors.RecordListTooLargeError, kafka_errors.TopicAuthorizationFailedError,
-                kafka_errors.InvalidTopicError)
-FENCED = (kafka_errors.ProducerFencedError, kafka_errors.InvalidProducerEpochError)
+NOT_APPENDED = _kafka_errors("NotLeaderForPartitionError", "UnknownTopicOrPartitionError", "NotEnoughReplicasError",
+                             "MessageSizeTooLargeError", "RecordListTooLargeError", "TopicAuthorizationFailedError",
+                             "InvalidTopicError")
+#: The broker refused this producer's epoch: a newer producer with the same transactional id exists.
+FENCED = _kafka_errors("ProducerFencedError", "InvalidProducerEpochError")
 
 
 class OutcomeUnknown(Exception):
