@@ -2,10 +2,11 @@
 
 ``append`` is three steps, each deciding by the acceptance rule (``acceptance``) what the partition says:
 
-1. Transactional mode: make the store's transactional producer ready (``init_transactions`` fences every older
-   producer of the store and ends its open transaction). Then read the partition to its end: the answer is the
-   accepted record when an earlier attempt of this checkpoint already holds generation ``expected + 1`` (a
-   re-append after an unknown outcome), ``FencedError`` when the store is not at ``expected``.
+1. In transactional mode, make the store's transactional producer ready first (``init_transactions`` fences
+   every older producer of the store and ends its open transaction: Kafka aborts it, tansu commits it). Then read
+   the partition to its end: the answer is the accepted record when an earlier attempt of this checkpoint already
+   holds generation ``expected + 1`` (a re-append after an unknown outcome), ``FencedError`` when the store is not
+   at ``expected``; otherwise go on.
 2. Produce the record (``acks=all``; in transactional mode inside a transaction, committed).
 3. Read the partition past the record's offset: the append succeeded only if the accepted record of the
    generation is this checkpoint's; another writer's record there means ``FencedError``.
