@@ -93,7 +93,7 @@ class KafkaLogPlugin:
 
     @hookimpl
     def blobstate_checkpoint_logs(self) -> list[CheckpointLogSpec]:
-        return [CheckpointLogSpec(name="kafka", schemes=("kafka",), factory=f"{PKG}.kafka_log:open_kafka_log",
+        return [CheckpointLogSpec(name="kafka", schemes=("kafka",), factory=f"{PKG}.kafka:open_kafka_log",
                                   priority=10, install_hint="pip install 'blobstate[kafka]'",
                                   description="compacted Kafka topic keyed by store key; first record per "
                                               "generation wins")]

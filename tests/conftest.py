@@ -14,6 +14,7 @@ os.environ.setdefault("BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD", "0")
 pytest_plugins = [
     "fixtures_core",
     "kafka_server",
+    "kafka_brokers",
     "pg_server",
     "cloud_servers",
     "spark_fixtures",

@@ -1,5 +1,6 @@
-"""The CheckpointLog conformance suite against the file log (local disk), SQLite, PostgreSQL and Kafka 0.9.0.1,
-plus what is specific to each backend (acceptance rule, topic handling, schema, URLs)."""
+"""The CheckpointLog conformance suite against the file log (local disk, moto S3), SQLite and PostgreSQL, plus what
+is specific to each backend (schema, URLs). The Kafka log's suite runs against both Kafka brokers in
+``test_kafka_log.py``."""
 
 from __future__ import annotations
 
@@ -8,16 +9,13 @@ import uuid
 import pytest
 
 from blobstate.backends import open_checkpoint_log
-from blobstate.errors import ConfigurationError, CorruptIndexError, FencedError
-from blobstate.model import StoreKey
+from blobstate.errors import ConfigurationError
 from blobstate.testing.checkpoint_logs import (
     UNREACHABLE_SECRET,
     CheckpointLogContract,
     make_checkpoint,
     new_key,
 )
-
-KAFKA_PARTITIONS = 3
 
 
 def closed_port() -> int:
@@ -122,179 +120,6 @@ class TestPostgresLog(CheckpointLogContract):
         from blobstate.plugins.sql_log import open_sql_log
 
         return lambda: open_sql_log(f"postgresql://blobstate:{UNREACHABLE_SECRET}@127.0.0.1:{closed_port()}/x")
-
-
-# -- Kafka 0.9.0.1 -------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def kafka_topic(kafka_server):
-    topic = f"checkpoints-{uuid.uuid4().hex[:8]}"
-    kafka_server.create_topic(topic, partitions=KAFKA_PARTITIONS)
-    return topic
-
-
-def _kafka_write_raw(bootstrap, topic, key, generation, payload):
-    from kafka import KafkaProducer
-
-    from blobstate.plugins.kafka_log import partition_for, record_key
-
-    producer = KafkaProducer(bootstrap_servers=bootstrap, api_version=(0, 9), acks="all", enable_idempotence=False)
-    try:
-        producer.send(topic, key=record_key(key, generation, uuid.uuid4().hex), value=payload,
-                      partition=partition_for(key, KAFKA_PARTITIONS)).get(timeout=30)
-    finally:
-        producer.close()
-
-
-class TestKafkaLog(CheckpointLogContract):
-    @pytest.fixture
-    def open_log(self, kafka_server, kafka_topic):
-        from blobstate.plugins.kafka_log import open_kafka_log
-
-        return lambda: open_kafka_log(kafka_server.url(kafka_topic))
-
-    @pytest.fixture
-    def write_malformed(self, kafka_server, kafka_topic):
-        return lambda log, key, generation, payload: _kafka_write_raw(kafka_server.bootstrap, kafka_topic, key,
-                                                                      generation, payload)
-
-    @pytest.fixture
-    def open_unreachable_log(self):
-        from blobstate.plugins.kafka_log import open_kafka_log
-
-        url = f"kafka://user:{UNREACHABLE_SECRET}@127.0.0.1:{closed_port()}/t?api_version=0.9&timeout_ms=2000"
-        return lambda: open_kafka_log(url)
-
-
-# -- Kafka specifics -----------------------------------------------------------------------------------------
-def test_kafka_missing_topic_is_a_configuration_error(kafka_server):
-    from blobstate.plugins.kafka_log import open_kafka_log
-
-    log = open_kafka_log(kafka_server.url("no-such-topic", timeout_ms="2000"))
-    try:
-        with pytest.raises(ConfigurationError, match="does not exist"):
-            log.latest(new_key())
-    finally:
-        log.close()
-
-
-def test_kafka_topic_admin_creates_the_topic_on_first_use(kafka_server):
-    from blobstate.plugins.kafka_log import KafkaLogConfig, open_kafka_log
-
-    class TopicCommandAdmin:  # a TopicAdmin for a 0.9 broker: Kafka's TopicCommand through ZooKeeper
-        calls: list[str] = []
-
-        def ensure_topic(self, topic, *, partitions, replication_factor):
-            self.calls.append(topic)
-            kafka_server.create_topic(topic, partitions=partitions)
-
-    admin = TopicCommandAdmin()
-    topic = f"created-{uuid.uuid4().hex[:8]}"
-    log = open_kafka_log(kafka_server.url(topic, partitions="2"), storage_options={"topic_admin": admin})
-    try:
-        key = new_key()
-        assert log.append(make_checkpoint(key), 0).generation == 1
-        assert log.latest(key).generation == 1
-        assert admin.calls == [topic]
-        assert isinstance(log.config, KafkaLogConfig) and log.config.partitions == 2
-    finally:
-        log.close()
-
-
-def test_kafka_loser_record_in_the_log_is_never_returned(kafka_server, kafka_topic):
-    """A racing loser's record really is in the partition after the winner's: readers must skip it."""
-    from blobstate.plugins.kafka_log import open_kafka_log
-
-    key = new_key()
-    log = open_kafka_log(kafka_server.url(kafka_topic))
-    try:
-        winner = log.append(make_checkpoint(key, writer="winner"), 0)
-        loser = make_checkpoint(key, writer="loser").with_generation(1)
-        _kafka_write_raw(kafka_server.bootstrap, kafka_topic, key, 1, loser.to_bytes())
-        stale = make_checkpoint(key, writer="stale").with_generation(1)
-        log.append(make_checkpoint(key), 1)
-        _kafka_write_raw(kafka_server.bootstrap, kafka_topic, key, 1, stale.to_bytes())
-        fresh = open_kafka_log(kafka_server.url(kafka_topic))
-        try:
-            for reader in (log, fresh):
-                assert [c.writer_id for c in reader.history(key)] == ["winner", "w"]
-                assert reader.latest(key).generation == 2
-            assert fresh.history(key)[0].checkpoint_id == winner.checkpoint_id
-            removed = fresh.prune(key, 1)  # also tombstones the two rejected records
-            assert [c.generation for c in removed] == [1]
-            with pytest.raises(FencedError):
-                fresh.append(make_checkpoint(key), 1)
-        finally:
-            fresh.close()
-        assert [c.generation for c in log.history(key)] == [2]
-    finally:
-        log.close()
-
-
-def _cp(key, generation, writer="w"):
-    return make_checkpoint(key, writer=writer).with_generation(generation)
-
-
-def test_acceptance_rule_is_the_same_before_and_after_compaction():
-    """The pure fold of a partition: first record per generation wins, stale ones lose, tombstones delete, and
-    dropping what compaction may drop (tombstoned records and the tombstones) changes no answer."""
-    from blobstate.plugins.kafka_log import _PartitionView, record_key
-
-    key = StoreKey("j", "t", "s")
-    r = [(record_key(key, g, tok), _cp(key, g, tok).to_bytes()) for g, tok in
-         [(1, "a"), (1, "b"), (2, "c"), (3, "d"), (2, "e"), (5, "f"), (4, "g")]]
-    records = [*r, (r[0][0], None), (r[1][0], None), (r[4][0], None), (r[5][0], None)]
-
-    def fold(recs):
-        view = _PartitionView("t", 0)
-        for offset, (k, v) in recs:
-            view.apply(offset, k, v)
-        st = view.state(key)
-        return {g: st.accepted[g][1].writer_id for g in st.accepted}, st.last_generation, set(st.rejected)
-
-    full = list(enumerate(records))
-    accepted, last, rejected = fold(full)
-    assert accepted == {2: "c", 3: "d", 4: "g"} and last == 4
-    assert rejected == set()  # the losers (b, e, f) were tombstoned
-    tombstoned = {k for k, v in records if v is None}
-    compacted = [(o, (k, v)) for o, (k, v) in full if k not in tombstoned]
-    assert fold(compacted)[:2] == (accepted, last)
-
-    with pytest.raises(CorruptIndexError, match="offset 0"):
-        view = _PartitionView("t", 0)
-        view.apply(0, record_key(key, 1, "x"), b"{broken")
-        view.state(key)
-    view = _PartitionView("t", 0)
-    view.apply(0, b"some-foreign-key", b"v")
-    with pytest.raises(CorruptIndexError, match="not job/task/store"):
-        view.state(key)
-    view.apply(1, b"some-foreign-key", None)  # an operator's tombstone clears it
-    assert view.state(key).accepted == {}
-
-
-def test_kafka_url_parsing_keeps_credentials_out_of_sight():
-    from blobstate.plugins.kafka_log import parse_kafka_url
-
-    cfg = parse_kafka_url(f"kafka://me:{UNREACHABLE_SECRET}@h1:9092,h2:9093/cps?api_version=2.8&transactional=false"
-                          "&timeout_ms=500", {"partitions": 4})
-    assert cfg.bootstrap_servers == ("h1:9092", "h2:9093") and cfg.topic == "cps"
-    assert cfg.api_version == (2, 8) and cfg.transactional is False and cfg.timeout_ms == 500
-    assert cfg.partitions == 4 and cfg.client_options["sasl_plain_username"] == "me"
-    assert UNREACHABLE_SECRET not in cfg.display_url and UNREACHABLE_SECRET not in repr(cfg)
-    assert parse_kafka_url("kafka://h:1/t").api_version is None
-    for bad in ("kafka://h:1/", "kafka:///t", "kafka://h:1/t?api_version=x", "kafka://h:1/t?transactional=maybe"):
-        with pytest.raises(ConfigurationError):
-            parse_kafka_url(bad)
-
-
-def test_kafka_transactional_true_needs_a_new_broker(kafka_server, kafka_topic):
-    from blobstate.plugins.kafka_log import open_kafka_log
-
-    log = open_kafka_log(kafka_server.url(kafka_topic, transactional="true"))
-    try:
-        with pytest.raises(ConfigurationError, match="0.11"):
-            log.latest(new_key())
-    finally:
-        log.close()
 
 
 # -- SQL specifics -------------------------------------------------------------------------------------------

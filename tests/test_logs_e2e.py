@@ -1,95 +1,29 @@
-"""The CLI's backup/restore cycle with ``--log`` on Kafka 0.9.0.1, SQLite and PostgreSQL (real servers), and two
-writers racing on one store key: one wins each generation, the other exits 4, restore gives the winner's state."""
+"""The CLI's backup/restore cycle with ``--log`` on SQLite and PostgreSQL (real servers), and two writers racing on
+one store key: one wins each generation, the other exits 4, restore gives the winner's state. The same scenarios
+(``tests/support/log_cycles.py``) run against both Kafka brokers in ``test_kafka_e2e.py``."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
-from fixtures_core import cli_env, read_all, run_cli, write_keys
+from log_cycles import backup_restore_cycle, two_writers_race
 
-from blobstate.errors import EXIT_FENCED
-
-LOGS = ["kafka", "sqlite", "postgresql"]
+LOGS = ["sqlite", "postgresql"]
 
 
 @pytest.fixture(params=LOGS)
 def log_url(request, tmp_path):
     """A checkpoint-log URL on a real server of the parametrized kind."""
-    if request.param == "kafka":
-        server = request.getfixturevalue("kafka_server")
-        topic = f"e2e-{uuid.uuid4().hex[:8]}"
-        server.create_topic(topic)
-        return server.url(topic)
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/checkpoints.db"
     server = request.getfixturevalue("pg_server")
     return server.create_database(f"e2e_{uuid.uuid4().hex[:8]}")
 
 
-def _ok(result):
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
-
-
 def test_backup_restore_cycle_with_log(log_url, tmp_path):
-    repo = tmp_path / "repo"
-    store = tmp_path / "src" / "s"
-    job = f"job{uuid.uuid4().hex[:8]}"
-    key_opts = ["--repo", repo, "--log", log_url, "--job", job, "--store", "s"]
-    host = tmp_path / "host-a"
-
-    first = write_keys(store, n=500, seed=1)
-    cp1 = _ok(run_cli("backup", store, *key_opts, "-q", work_base=host)).stdout.strip()
-    second = {**first, **write_keys(store, n=300, start=400, seed=2)}
-    cp2 = _ok(run_cli("backup", store, *key_opts, "-q", work_base=host)).stdout.strip()
-    assert cp1 and cp2 and cp1 != cp2
-
-    listed = _ok(run_cli("list", *key_opts, "--json", work_base=host)).stdout
-    assert cp1 in listed and cp2 in listed
-    assert not (repo / "checkpoints").exists(), "the checkpoints went to the file log, not --log"
-
-    dest = tmp_path / "restored" / "s"
-    _ok(run_cli("restore", dest, *key_opts, "-q", work_base=tmp_path / "host-b"))
-    assert read_all(dest) == second
-    old = tmp_path / "old" / "s"
-    _ok(run_cli("restore", old, *key_opts, "--checkpoint", cp1, "-q", work_base=tmp_path / "host-c"))
-    assert read_all(old) == first
-
-
-def _start_backup(store: Path, key_opts: list, work: Path, expected: int) -> subprocess.Popen:
-    args = [sys.executable, "-m", "blobstate.cli", "backup", str(store), *map(str, key_opts),
-            "--expected-generation", str(expected), "-q"]
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(work))
+    backup_restore_cycle(log_url, tmp_path)
 
 
 def test_two_writers_race_one_wins_each_generation(log_url, tmp_path):
-    repo = tmp_path / "repo"
-    job = f"race{uuid.uuid4().hex[:8]}"
-    key_opts = ["--repo", repo, "--log", log_url, "--job", job, "--store", "s"]
-    writers = {name: tmp_path / name / "s" for name in ("a", "b")}
-    winners = []
-    for generation in range(2):
-        for seed, path in enumerate(writers.values(), start=10 * generation + 1):
-            write_keys(path, n=200, start=generation * 1000, seed=seed)
-        contents = {name: read_all(path) for name, path in writers.items()}
-        assert contents["a"] != contents["b"]
-        procs = {name: _start_backup(path, key_opts, tmp_path / f"host-{name}", generation)
-                 for name, path in writers.items()}
-        results = {name: (p.wait(timeout=300), *p.communicate()) for name, p in procs.items()}
-        codes = sorted(code for code, _, _ in results.values())
-        assert codes == [0, EXIT_FENCED], {n: (c, err[-2000:]) for n, (c, _, err) in results.items()}
-        winner = next(n for n, (code, _, _) in results.items() if code == 0)
-        loser = next(n for n in results if n != winner)
-        assert "fenced" in results[loser][2].lower()
-        winners.append((results[winner][1].strip(), contents[winner]))
-
-        dest = tmp_path / f"restored-{generation}" / "s"
-        _ok(run_cli("restore", dest, *key_opts, "-q", work_base=tmp_path / f"host-r{generation}"))
-        assert read_all(dest) == contents[winner]
-
-    listed = _ok(run_cli("list", *key_opts, "--json", work_base=tmp_path / "host-l")).stdout
-    assert all(cp in listed for cp, _ in winners)
+    two_writers_race(log_url, tmp_path)

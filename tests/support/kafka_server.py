@@ -87,17 +87,29 @@ log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
 
 @dataclass
 class KafkaServer:
-    """A running ZooKeeper + Kafka pair; ``bootstrap`` is ``127.0.0.1:PORT``."""
+    """A running ZooKeeper + Kafka pair; ``bootstrap`` is ``127.0.0.1:PORT``.
+
+    ``advertised_port``: the port the broker tells clients to connect to (a proxy in front of it, see
+    ``kafka_proxy.py``); by default its own. The attributes shared with ``TansuServer`` (``name``,
+    ``transactional``, ``client_kwargs``, ``url``, ``create_topic``) let one test run against either broker.
+    """
 
     home: Path
     base: Path
     zk_port: int = 0
     port: int = 0
+    advertised_port: int = 0
     procs: list[subprocess.Popen] = field(default_factory=list)
+    name = f"kafka-{KAFKA_VERSION}"
+    transactional = False  # no idempotence, no transactions before 0.11: the acceptance rule alone fences
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"127.0.0.1:{self.advertised_port or self.port}"
+
+    def client_kwargs(self) -> dict:
+        """kafka-python settings every client of this broker needs (its API version cannot be probed)."""
+        return {"bootstrap_servers": self.bootstrap, "api_version": (0, 9)}
 
     def url(self, topic: str, **params: str) -> str:
         """A checkpoint-log URL for ``topic`` on this broker (``api_version`` defaults to the broker's)."""
@@ -123,11 +135,11 @@ class KafkaServer:
         self.procs.append(zk)
         wait_for(lambda: _port_open(self.zk_port), "ZooKeeper", 60, zk, zk_log)
 
-        self.port = free_port()
+        self.port = self.port or free_port()
         (self.base / "server.properties").write_text("\n".join([
             "broker.id=0",
             f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
+            f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.advertised_port or self.port}",
             f"log.dirs={self.base / 'kafka-logs'}",
             f"zookeeper.connect=127.0.0.1:{self.zk_port}",
             "zookeeper.connection.timeout.ms=30000",
