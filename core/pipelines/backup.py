@@ -280,6 +280,7 @@ class StoreCommitter:
             )
             data = index.to_bytes()
             crc = crc32c_bytes(data)
+            healing.save_index_copy(self.work_dir, commit_id, data)
             self.repo.store.put(PutRequest(index_id, data, self.ttl_ms))
             self.session.record(ev.IndexUploaded(commit_id, now_ms(), index_id, crc, len(data)), sync=True)
             record = Checkpoint(self.key, commit_id, 0, index_id, crc, len(data), local.created_ms,
@@ -307,7 +308,7 @@ class StoreCommitter:
         try:
             state = self.session.states().get(commit_id)
             if state is not None:
-                deleted = self.cleanup.finish(state, heal=index if late else None)
+                deleted = self.cleanup.finish(state, checkpoint, heal=late)
         except Exception as exc:  # noqa: BLE001 - the commit stands; recovery finishes the cleanup
             self._needs_recovery = True
             log.warning("commit %s of %s is committed, but its cleanup failed (recovery before the next commit "

@@ -28,8 +28,8 @@ from blobstate.index import SnapshotIndex
 from blobstate.journal import events as ev
 from blobstate.journal.projection import CommitState
 from blobstate.layout import now_ms, owned
-from blobstate.model import StoreKey
-from blobstate.pipelines.healing import heal_committed
+from blobstate.model import Checkpoint, StoreKey
+from blobstate.pipelines.healing import drop_index_copy, heal_committed, load_index_copy
 from blobstate.pipelines.session import StoreSession
 from blobstate.repository import Repository
 from blobstate.storage_options import redact
@@ -132,34 +132,51 @@ class CleanupExecutor:
         self.key = session.key
         self.retain = retain
 
-    def finish(self, state: CommitState, *, heal: SnapshotIndex | None = None, retain: int | None = None) -> int:
+    def finish(self, state: CommitState, checkpoint: Checkpoint | None = None, *, heal: bool = False) -> int:
         """The post-commit steps of a committed commit; returns how many blobs retention deleted. Idempotent.
 
-        ``heal``: the commit's index, when its blobs may have been lost before the commit point landed (a late
-        append, recovery): every blob it references is checked and a missing one uploaded again from the local
-        checkpoint (``healing.heal_committed``) before the TTLs are removed. ``retain``: the retention the
-        snapshot records (default: the journal's, then the executor's).
+        With ``heal`` (its blobs may have been lost before the commit point landed: a late append, recovery), the
+        commit's index and every blob it references are checked and a missing one put back from the kept index
+        copy and the local checkpoint (``healing.heal_committed``) before the TTLs are removed. Retention is the
+        one the committed index records (``checkpoint``'s), else the journal's, else the executor's.
         """
         commit_id = state.commit_id
-        if heal is not None:
+        index = self._committed_index(state, checkpoint)
+        if heal and index is not None and state.index_blob_id:
             local = checked_local_path(self.session.work_dir, state.local_path) if state.local_path else None
-            unhealed = heal_committed(self.repo, heal, local, None)
+            data = load_index_copy(self.session.work_dir, commit_id, state.index_crc32c, state.index_size)
+            unhealed = heal_committed(self.repo, index, state.index_blob_id, data, local)
             if unhealed:
-                log.error("committed snapshot %s of %s references %d blobs that are lost and could not be "
-                          "uploaded again from this host; the next backup uploads those files again",
+                log.error("committed snapshot %s of %s references %d objects that are lost and could not be "
+                          "put back from this host; the next backup uploads those files again",
                           commit_id, self.key, len(unhealed))
         new_ids = owned(self.key, sorted(state.blob_ids - state.ttl_removed), what=f"the journal of {commit_id}")
         if new_ids:
             self.repo.store.remove_ttl_many(new_ids)
         self.session.record(ev.TtlRemoved(commit_id, now_ms(), tuple(new_ids)), sync=True)
         mark_completed(self.session.work_dir, commit_id)
-        deleted, pruned = apply_retention(self.repo, self.key, retain or state.retain or self.retain)
+        retain = (index.retain if index is not None else None) or state.retain or self.retain
+        deleted, pruned = apply_retention(self.repo, self.key, retain)
         self.session.record(ev.BlobsDeleted(commit_id, now_ms(), tuple(deleted), tuple(pruned)), sync=True)
         removed = self.prune_local(keep=state.local_path)
         self.session.record(ev.LocalCheckpointsPruned(commit_id, now_ms(), tuple(removed)), sync=True)
         self.session.record(ev.CommitCompleted(commit_id, now_ms()), sync=True)
+        drop_index_copy(self.session.work_dir, commit_id)
         self.session.compact()
         return len(deleted)
+
+    def _committed_index(self, state: CommitState, checkpoint: Checkpoint | None) -> SnapshotIndex | None:
+        """The commit's index: the kept copy when it matches the journal, else the repository's (None when
+        neither reads: then there is nothing to heal from, and retention falls back to the journal's)."""
+        data = load_index_copy(self.session.work_dir, state.commit_id, state.index_crc32c, state.index_size)
+        try:
+            if data is not None:
+                return SnapshotIndex.from_bytes(data, source=f"the kept copy of {state.index_blob_id}")
+            if checkpoint is not None:
+                return self.repo.read_index(checkpoint)
+        except BlobstateError as exc:
+            log.warning("the index of committed snapshot %s does not read (%s)", state.commit_id, redact(str(exc)))
+        return None
 
     def abort(self, state: CommitState, reason: str) -> list[str]:
         """Delete what an uncommitted commit created (never a blob a retained snapshot references); returns the
@@ -179,6 +196,7 @@ class CleanupExecutor:
             removed.append(state.local_path)
         self.session.record(ev.LocalCheckpointsPruned(state.commit_id, now_ms(), tuple(removed)), sync=True)
         self.session.record(ev.CommitAborted(state.commit_id, now_ms(), reason[:500]), sync=True)
+        drop_index_copy(self.session.work_dir, state.commit_id)
         self.session.compact()
         return to_delete
 

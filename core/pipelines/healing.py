@@ -10,17 +10,20 @@ TTL expire while its writer was paused (the commit then lands referencing it any
   references must be in the store; a missing one is uploaded again from the commit's local checkpoint.
 
 Either way the blob is re-uploaded under the *same* blob id, so every snapshot that references it (older retained
-ones included) restores again. The cost is one walk of the store's own ``blobs/`` prefix (never a LIST of the whole
-repository), reported in the benchmark as requests per commit.
+ones included) restores again. A commit's index can be lost the same way (it carries a TTL until the commit
+completes): the committer keeps a copy of the index bytes in its work directory until the commit completes or
+aborts (``save_index_copy``), and healing puts it back from there. The cost is one walk of the store's own
+``blobs/`` prefix (never a LIST of the whole repository), reported in the benchmark as requests per commit.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Iterable, Mapping
 
-from blobstate.checksum import crc32c_file
+from blobstate.checksum import crc32c_bytes, crc32c_file
 from blobstate.index import FileIndex, SnapshotIndex
 from blobstate.interfaces import FileRange, PutRequest
 from blobstate.model import StoreKey
@@ -59,14 +62,53 @@ def plan_heal(files: Mapping[str, FileIndex], local_paths: Mapping[str, str], pr
     return puts
 
 
-def heal_committed(repo: Repository, index: SnapshotIndex, local_root: str | None, ttl_ms: int | None) -> list[str]:
-    """Make sure every blob ``index`` references exists; upload missing ones again from ``local_root`` (the
-    commit's local checkpoint), each only when the local file still has the recorded size and CRC32C.
+def index_copy_path(work_dir: str, commit_id: str) -> str:
+    """Where the committer keeps the bytes of ``commit_id``'s index until the commit completes or aborts."""
+    return os.path.join(work_dir, f"index-{commit_id}.json")
 
-    Returns the blob ids that are still missing (could not be healed here: no local copy, or it changed); the
-    next backup of the store uploads their files again (``plan_heal``), and ``verify`` reports them.
+
+def save_index_copy(work_dir: str, commit_id: str, data: bytes) -> None:
+    """Keep ``data`` (the commit's index bytes) in the work directory, durably, before the index is uploaded."""
+    path = index_copy_path(work_dir, commit_id)
+    with open(path, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def load_index_copy(work_dir: str, commit_id: str, crc32c: int | None, size: int | None) -> bytes | None:
+    """The kept index bytes of ``commit_id`` when they match the size and CRC32C the journal recorded, else None."""
+    try:
+        with open(index_copy_path(work_dir, commit_id), "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    return data if len(data) == size and crc32c_bytes(data) == crc32c else None
+
+
+def drop_index_copy(work_dir: str, commit_id: str) -> None:
+    """Forget the kept index bytes of ``commit_id`` (idempotent)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(index_copy_path(work_dir, commit_id))
+
+
+def heal_committed(repo: Repository, index: SnapshotIndex, index_blob_id: str, index_bytes: bytes | None,
+                   local_root: str | None) -> list[str]:
+    """Make sure the index ``index_blob_id`` and every blob ``index`` references exist; put the index back from
+    ``index_bytes`` and upload missing blobs again from ``local_root`` (the commit's local checkpoint), each only
+    when the local file still has the recorded size and CRC32C. Everything healed is permanent (no TTL): it
+    belongs to a committed snapshot.
+
+    Returns the ids that are still missing (could not be healed here: no local copy, or it changed); the next
+    backup of the store uploads their files again (``plan_heal``), and ``verify`` reports them.
     """
-    present = present_blobs(repo, index.store_key)
+    key = index.store_key
+    if index_blob_id not in {i.blob_id for i in repo.store.list(f"{key.prefix}/indexes")}:
+        if index_bytes is None:
+            return [index_blob_id]
+        log.warning("the committed index %s of %s was lost; putting it back", index_blob_id, key)
+        repo.store.put(PutRequest(index_blob_id, index_bytes))
+    present = present_blobs(repo, key)
     files = index.files()
     missing = {rel: {b.blob_id for b in f.blobs} - present for rel, f in files.items()}
     missing = {rel: ids for rel, ids in missing.items() if ids}
@@ -80,7 +122,7 @@ def heal_committed(repo: Repository, index: SnapshotIndex, local_root: str | Non
         if path is None or not _holds(path, f):
             unhealed.extend(sorted(ids))
             continue
-        puts.extend(chunk_puts(f, path, ids, ttl_ms))
+        puts.extend(chunk_puts(f, path, ids, None))
     log.warning("committed snapshot %s of %s referenced %d missing blobs; re-uploading %d from the local "
                 "checkpoint", index.checkpoint_id, index.store_key, sum(map(len, missing.values())), len(puts))
     repo.store.put_many(puts)

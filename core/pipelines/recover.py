@@ -20,7 +20,6 @@ from collections.abc import Callable
 
 from blobstate.errors import (
     AppendOutcomeUnknown,
-    BlobstateError,
     CommitInProgressError,
     ConfigurationError,
     FencedError,
@@ -101,13 +100,7 @@ def _finish(session: StoreSession, repo: Repository, executor: CleanupExecutor, 
     if state.generation is None and checkpoint is not None:
         session.record(ev.CheckpointWritten(commit_id, now_ms(), checkpoint.generation), sync=True)
         state = session.states()[commit_id]
-    index = None
-    if checkpoint is not None:
-        try:
-            index = repo.read_index(checkpoint)
-        except BlobstateError:
-            index = None  # a damaged index: nothing to heal from; retention and gc handle it
-    deleted = executor.finish(state, heal=index, retain=index.retain if index is not None else None)
+    deleted = executor.finish(state, checkpoint, heal=True)
     return f"finished: blobs checked, TTL removed, {deleted} blobs deleted by retention"
 
 
