@@ -130,6 +130,12 @@ class RetryingBlobStore(BlobStore):
     def list(self, prefix: str) -> Iterator[BlobInfo]:
         return iter(call_with_retry(lambda: list(self.inner.list(prefix)), f"listing of {prefix or '/'}"))
 
+    def sweep_expired(self, prefix: str, now_ms: int) -> list[str]:
+        return call_with_retry(lambda: self.inner.sweep_expired(prefix, now_ms), f"TTL sweep of {prefix or '/'}")
+
+    def temporaries(self, prefix: str) -> list[BlobInfo]:
+        return call_with_retry(lambda: self.inner.temporaries(prefix), f"listing of temporaries in {prefix or '/'}")
+
     def expired(self, prefix: str, now_ms: int) -> list[str]:
         return call_with_retry(lambda: self.inner.expired(prefix, now_ms), f"TTL listing of {prefix or '/'}")
 

@@ -99,3 +99,16 @@ def test_gc_deletes_expired_unreferenced_blobs_and_old_orphans_and_heals_referen
     assert repo_files(repo, "blobs") == referenced
     assert not repo_files(repo, "ttl")
     assert cli("verify", "--repo", repo, "--store", "s").returncode == 0
+
+
+def test_the_retry_wrapper_forwards_every_blob_store_call():
+    """A call the wrapper does not define itself falls to the BlobStore base class, not to the backend: the bug that
+    hid S3's DeleteObjects (issue 11) and gc's temporaries (issue 12)."""
+    import inspect
+
+    from blobstate.interfaces import BlobStore
+    from blobstate.retry import RetryingBlobStore
+
+    public = {name for name, fn in inspect.getmembers(BlobStore, inspect.isfunction) if not name.startswith("_")}
+    missing = sorted(public - {"map_concurrent"} - set(vars(RetryingBlobStore)))
+    assert not missing, f"RetryingBlobStore does not forward: {missing}"

@@ -44,7 +44,7 @@ from blobstate.backends import open_local_store
 from blobstate.checksum import ChecksumCache, crc32c_bytes
 from blobstate.errors import AppendOutcomeUnknown, FencedError, IntegrityError, StorageError
 from blobstate.index import SnapshotIndex
-from blobstate.interfaces import PutRequest
+from blobstate.interfaces import FileRange, PutRequest
 from blobstate.journal import events as ev
 from blobstate.journal.file import Journal
 from blobstate.journal.recovery import RecoveryAction
@@ -60,7 +60,9 @@ from blobstate.storage_options import display_url, redact
 
 log = logging.getLogger(__name__)
 
-APPEND_RESOLVE_S = 30.0  # seconds an unknown append outcome is retried before the commit is left to recovery
+#: Seconds an unknown append outcome is resolved by re-appending before the commit is left open for recovery
+#: (``BLOBSTATE_APPEND_RESOLVE_S`` overrides).
+APPEND_RESOLVE_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,7 @@ class StoreCommitter:
                  storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
                  progress: Progress | None = None, writer_id: str | None = None,
                  expected_generation: int | None = None, recover: bool = True,
-                 append_resolve_s: float = APPEND_RESOLVE_S) -> None:
+                 append_resolve_s: float | None = None) -> None:
         if retain < 1:
             raise ValueError("retain must be >= 1")
         self.key = key
@@ -144,7 +146,8 @@ class StoreCommitter:
         self._generation: int | None = expected_generation
         self._prev: tuple[Checkpoint, SnapshotIndex | None] | None = None
         self._took_over = False
-        self.append_resolve_s = append_resolve_s
+        self.append_resolve_s = (append_resolve_s if append_resolve_s is not None
+                                 else float(os.environ.get("BLOBSTATE_APPEND_RESOLVE_S", APPEND_RESOLVE_S)))
         self.recovered: list[tuple[RecoveryAction, str]] = []
         self._needs_recovery = False  # a cleanup failed or an append was ambiguous: recover before the next commit
         if recover:
@@ -166,8 +169,15 @@ class StoreCommitter:
 
     def close(self) -> None:
         """Save the checksum cache, close the journal and release the lock."""
-        self.cache.save()
+        self._save_cache()
         self.session.close()
+
+    def _save_cache(self) -> None:
+        """Save the checksum cache; it is an optimisation, so a failure (a full disk) is only a warning."""
+        try:
+            self.cache.save()
+        except OSError as exc:
+            log.warning("the checksum cache of %s was not saved: %s", self.key, exc)
 
     def recover(self, **kwargs: Any) -> list[tuple[RecoveryAction, str]]:
         """Recover this store's open commits (``blobstate.pipelines.recover.recover``)."""
@@ -261,9 +271,11 @@ class StoreCommitter:
             scanned = planner.scan_directory(local.path, self.cache, is_mutable=self.local_store.is_mutable)
             plan = planner.diff(scanned, prev[1] if prev else None, key=self.key, chunk_size=self.chunk_size,
                                 ttl_ms=self.ttl_ms)
-            plan.puts += healing.plan_heal(plan.files, {f.relpath: f.path for f in scanned},
-                                           healing.present_blobs(self.repo, self.key),
-                                           {r.blob_id for r in plan.puts}, self.ttl_ms)
+            heal = healing.plan_heal(plan.files, {f.relpath: f.path for f in scanned},
+                                     healing.present_blobs(self.repo, self.key), {r.blob_id for r in plan.puts},
+                                     self.ttl_ms)
+            plan.puts += heal
+            plan.files_uploaded += len({r.source.path for r in heal if isinstance(r.source, FileRange)})
             index_id = new_index_id(self.key)
             bytes_planned = sum(r.size for r in plan.puts)
             self.session.record(ev.UploadsPlanned(commit_id, now_ms(), tuple(r.blob_id for r in plan.puts),
@@ -314,7 +326,7 @@ class StoreCommitter:
             log.warning("commit %s of %s is committed, but its cleanup failed (recovery before the next commit "
                         "finishes it): %s", commit_id, self.key, redact(str(exc)))
         self.cache.retain([f.path for f in planner.scan_directory(local.path, self.cache)])
-        self.cache.save()
+        self._save_cache()
         return BackupResult(
             checkpoint=checkpoint, files_total=len(plan.files), files_uploaded=plan.files_uploaded,
             bytes_total=sum(f.size_in_bytes for f in plan.files.values()), bytes_uploaded=bytes_planned,
