@@ -27,7 +27,7 @@ from typing import Any
 
 from blobstate import workdir
 from blobstate.checksum import ChecksumCache, Crc32cSink
-from blobstate.errors import BlobNotFound, ChecksumMismatch, RestoreRefused
+from blobstate.errors import BlobNotFound, ChecksumMismatch, LocalStoreError, RestoreRefused
 from blobstate.index import DirIndex, FileIndex, SnapshotIndex, SymlinkIndex
 from blobstate.interfaces import LocalStore
 from blobstate.model import Checkpoint
@@ -121,7 +121,7 @@ def restore_snapshot(repo: Repository, checkpoint: Checkpoint, dest: str, *, loc
     dest = os.path.realpath(os.path.abspath(dest))  # one path form throughout, symlinks to the destination resolved
     if os.path.lexists(dest) and not os.path.isdir(dest):
         raise RestoreRefused(f"{dest} exists and is not a directory")
-    with workdir.restore_lock(work_dir):
+    with workdir.restore_lock(None if dry_run else work_dir):  # a dry run writes nothing, not even a lock
         existed = os.path.isdir(dest)
         recovered: list[str] = []
         if existed:
@@ -163,10 +163,13 @@ def _apply(repo: Repository, plan: RestorePlan, entries: dict[str, Entry], dest:
             _validate(plan, entries, dest, staging, local_store)
         local_store.check_destination(dest)
         staging.swap(plan.steps)
-    except BaseException:
+    except BaseException as exc:
         remove_tree(staging.root)
         for path in created:
             shutil.rmtree(path, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise LocalStoreError(f"restore into {dest} failed, the destination is as it was: "
+                                  f"{type(exc).__name__}: {exc}") from exc
         raise
     for rel in [*plan.attributes, *sorted(plan.staged_dirs, key=lambda r: -r.count("/"))]:
         entry = entries[rel]
