@@ -59,6 +59,9 @@ def test_an_index_naming_another_stores_blobs_is_refused_and_nothing_is_deleted_
     assert not dest.exists()
     backup = cli("backup", tmp_path / "a", "--repo", repo)  # a's next backup reads the same index
     assert backup.returncode == 3, backup.stderr
+    later = str(int(time.time() * 1000) + 10 * 24 * 3600 * 1000)
+    gc = cli("gc", "--repo", repo, "--now", later)  # gc skips a store whose retained index is unreadable
+    assert gc.returncode == 0 and "default/0/a: skipped" in gc.stdout, gc.stdout + gc.stderr
     assert {"blobs": repo_files(repo, "blobs"), "indexes": repo_files(repo, "indexes")} == before
     assert cli("restore", tmp_path / "out" / "b", "--repo", repo, work=tmp_path / "h2").returncode == 0
     assert read_all(tmp_path / "out" / "b") == data_b
