@@ -32,7 +32,7 @@ def tree_state(root: str | os.PathLike, *, mtimes: bool = False) -> dict[str, tu
                 entry = ("dir", stat.S_IMODE(st.st_mode))
             else:
                 entry = ("file", hashlib.sha256(Path(path).read_bytes()).hexdigest(), stat.S_IMODE(st.st_mode))
-            out[rel] = entry + ((st.st_mtime_ns,) if mtimes and entry[0] != "dir" else ())
+            out[rel] = entry + ((st.st_mtime_ns,) if mtimes else ())
     return out
 
 
