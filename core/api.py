@@ -8,6 +8,8 @@ for a job that commits repeatedly (Spark). The CLI calls only these functions.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from typing import Any
 
 from blobstate import layout, workdir
@@ -15,10 +17,12 @@ from blobstate.backends import detect_store_type, normalize_url, open_blob_store
 from blobstate.checksum import ChecksumCache
 from blobstate.errors import NothingToRestore
 from blobstate.journal.file import Journal, JournalRead
-from blobstate.layout import DEFAULT_TTL_MS
+from blobstate.layout import DEFAULT_CHUNK_SIZE, DEFAULT_TTL_MS
 from blobstate.model import Checkpoint, StoreKey
+from blobstate.pipelines import planner
 from blobstate.pipelines.backup import BackupResult, LocalCheckpoint, StoreCommitter
 from blobstate.pipelines.gc import GcReport, collect, collect_temporaries, discover_keys
+from blobstate.pipelines.planner import BackupPreview
 from blobstate.pipelines.recover import Report, cleanup_after_restore
 from blobstate.pipelines.recover import recover as replay_journal
 from blobstate.pipelines.restore import RestoreResult, restore_snapshot
@@ -28,23 +32,30 @@ from blobstate.progress import Progress
 from blobstate.repository import Repository
 
 __all__ = [
-    "BackupResult", "GcReport", "LocalCheckpoint", "Repository", "RestoreResult", "StoreCommitter", "VerifyReport",
-    "backup", "gc", "journal_events", "lifecycle_rule", "list_checkpoints", "list_stores", "raise_for_reports",
-    "recover", "restore", "verify",
+    "BackupPreview", "BackupResult", "GcReport", "LocalCheckpoint", "Repository", "RestoreResult", "StoreCommitter",
+    "VerifyReport",
+    "backup", "gc", "journal_events", "lifecycle_rule", "list_checkpoints", "list_stores", "preview_backup",
+    "raise_for_reports", "recover", "restore", "verify",
 ]
 
 
 def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
            store: str | None = None, store_type: str | None = None, batch_id: int | None = None,
-           source: object | None = None, **opts: Any) -> BackupResult:
+           source: object | None = None, dry_run: bool = False, **opts: Any) -> BackupResult | BackupPreview:
     """Back up the store at ``source_dir`` (or the live handle ``source``) as a new committed snapshot.
 
     ``opts`` go to ``StoreCommitter`` (``ttl_ms``, ``retain``, ``chunk_size``, ``max_concurrency``,
     ``storage_options``, ``ttl_mode``, ``work_dir``, ``progress``, ``expected_generation``). Raises
     ``FencedError`` (exit 4), ``StorageError``, ``ConfigurationError``.
+
+    With ``dry_run`` nothing is committed: a ``BackupPreview`` of what would be uploaded and dropped against the
+    latest snapshot (see ``preview_backup``).
     """
     key = StoreKey.for_directory(source_dir, job=job, task=task, store=store)
     store_type = store_type or detect_store_type(source_dir)
+    if dry_run:
+        return preview_backup(source if source is not None else source_dir, key=key, repo=repo, log=log,
+                              store_type=store_type, **opts)
     with StoreCommitter(key, repo, log=log, store_type=store_type, **opts) as committer:
         return committer.backup(source if source is not None else source_dir, batch_id=batch_id)
 
@@ -53,13 +64,18 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
             store: str | None = None, store_type: str | None = None, checkpoint_id: str | None = None,
             max_batch_id: int | None = None, storage_options: dict[str, Any] | None = None,
             ttl_mode: str | None = None, max_concurrency: int = 8, work_dir: str | None = None,
-            progress: Progress | None = None, cleanup: bool = True, validate: bool = True) -> RestoreResult:
+            progress: Progress | None = None, cleanup: bool = True, validate: bool = True, force: bool = False,
+            dry_run: bool = False) -> RestoreResult:
     """Restore the latest checkpoint (or ``checkpoint_id``, or the newest with ``batch_id <= max_batch_id``)
-    into ``dest_dir``, downloading only what is missing or different.
+    into ``dest_dir``, downloading only what is missing or different; afterwards ``dest_dir`` holds exactly the
+    snapshot's entries.
 
-    With ``cleanup`` the init step runs afterwards: recovery of this host's journal, then TTL removal and
+    A non-empty ``dest_dir`` that no restore of this store made is refused unless ``force``; one a live process
+    holds open always is. With ``dry_run`` the result lists the changes and nothing is written (no cleanup
+    either). With ``cleanup`` the init step runs afterwards: recovery of this host's journal, then TTL removal and
     retention from the index alone (Samza's init on a new host). Raises ``NothingToRestore`` (exit 5),
-    ``IntegrityError`` subclasses (exit 3; the destination is left as it was).
+    ``IntegrityError`` subclasses (exit 3), ``RestoreRefused`` (exit 2), ``LocalStoreError``: in every case the
+    destination is left as it was.
     """
     key = StoreKey.for_directory(dest_dir, job=job, task=task, store=store)
     repository = Repository.open(repo, log=log, storage_options=storage_options, ttl_mode=ttl_mode,
@@ -70,10 +86,37 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
         index_type = store_type or _recorded_store_type(repository, checkpoint)
         result = restore_snapshot(repository, checkpoint, dest_dir, local_store=open_local_store(index_type),
                                   work_dir=wd, cache=ChecksumCache(os.path.join(wd, workdir.CRC_CACHE)),
-                                  progress=progress, validate=validate)
-        if cleanup:
+                                  progress=progress, validate=validate, force=force, dry_run=dry_run)
+        if cleanup and not dry_run:
             cleanup_after_restore(repository, key, wd)
         return result
+    finally:
+        repository.close()
+
+
+def preview_backup(source: object, *, key: StoreKey, repo: str, log: str | None = None, store_type: str = "rocksdb",
+                   chunk_size: int = DEFAULT_CHUNK_SIZE, storage_options: dict[str, Any] | None = None,
+                   work_dir: str | None = None, **_ignored: Any) -> BackupPreview:
+    """What a backup of ``source`` would upload and drop against the latest snapshot, committing nothing: no
+    commit lock, no journal, nothing written to the repository. The local checkpoint is taken in a temporary
+    directory (beside the store's local checkpoints when they exist, for hard links) and removed again."""
+    repository = Repository.open(repo, log=log, storage_options=storage_options)
+    try:
+        latest = repository.log.latest(key)
+        prev = repository.read_index(latest) if latest is not None else None
+        local_store = open_local_store(store_type)
+        wd = work_dir or workdir.store_work_dir(repository.url, key)
+        parent = workdir.checkpoints_dir(wd)
+        tmp = tempfile.mkdtemp(prefix=".dry-run-", dir=parent if os.path.isdir(parent) else None)
+        try:
+            target = os.path.join(tmp, "checkpoint")
+            local_store.create_checkpoint(source, target)
+            scanned = planner.scan_directory(target, ChecksumCache(os.path.join(wd, workdir.CRC_CACHE)),
+                                             is_mutable=local_store.is_mutable)
+            plan = planner.diff(scanned, prev, key=key, chunk_size=chunk_size, ttl_ms=DEFAULT_TTL_MS)
+            return planner.BackupPreview.of(plan, prev)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     finally:
         repository.close()
 

@@ -118,5 +118,18 @@ class NothingToRestore(BlobstateError):
     exit_code = EXIT_NOTHING_TO_RESTORE
 
 
+class LocalStoreError(BlobstateError):
+    """A local store cannot be read or changed safely: a file kept changing while it was copied (tar's "file
+    changed as we read it"), a RocksDB held open by a live process, a RocksDB whose files kept changing under a
+    checkpoint taken from its path."""
+
+
+class RestoreRefused(BlobstateError):
+    """A restore that would delete what blobstate did not put there: the destination is not empty and no restore
+    of this store made it (pass ``force`` / ``--force`` to replace its contents)."""
+
+    exit_code = EXIT_USAGE
+
+
 class CommitInProgressError(BlobstateError):
     """Another commit of the same store is running on this host (the journal's lock is held)."""

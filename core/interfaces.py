@@ -232,4 +232,11 @@ class LocalStore(ABC):
         ``OPTIONS-*``): they are uploaded at every commit and copied (never hard-linked) on restore."""
 
     def validate(self, directory: str) -> None:  # noqa: B027 - optional hook, a no-op by default
-        """Check that a restored directory opens (RocksDB: open read-only). Raise ``IntegrityError`` if not."""
+        """Check that a restored directory opens (RocksDB: open read-only). Raise ``IntegrityError`` if not.
+
+        Called on the complete restored tree before the destination changes (a copy of it: the hook may write)."""
+
+    def check_destination(self, directory: str) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Refuse a restore into ``directory`` while the store there is in use (RocksDB: its ``LOCK`` held by a live
+        process): raise ``LocalStoreError``. Called before anything is downloaded, and again just before the
+        destination changes."""

@@ -83,7 +83,7 @@ class Repository:
         if checkpoint_id is None and max_batch_id is None:
             latest = self.log.latest(key)
             if latest is None:
-                raise NothingToRestore(f"no checkpoint for {key} in {self.log.url or self.url}")
+                raise NothingToRestore(f"no checkpoint for {key} in {self.log.url or self.url}{self._others(key)}")
             return latest
         history = self.log.history(key)
         if checkpoint_id is not None:
@@ -97,6 +97,18 @@ class Repository:
                 return cp
         raise NothingToRestore(f"no checkpoint for {key} with a batch id <= {max_batch_id} (retained batch ids: "
                                f"{[c.batch_id for c in history]})")
+
+    def _others(self, key: StoreKey) -> str:
+        """``; stores with checkpoints: ...`` and the options that choose one (``--job/--task/--store``)."""
+        try:
+            keys = sorted(k for k in self.log.keys() if k != key)
+        except Exception:  # noqa: BLE001 - only a hint: the error itself is "nothing to restore"
+            return ""
+        if not keys:
+            return " (the log holds no checkpoint of any store)"
+        listed = ", ".join(str(k) for k in keys[:20]) + (f", ... ({len(keys)} stores)" if len(keys) > 20 else "")
+        return (f"; stores with checkpoints: {listed}. The store name defaults to the directory's name: choose one "
+                "with --store (and --job / --task)")
 
     def retained_references(self, checkpoints: list[Checkpoint]) -> set[str]:
         """Every blob id (indexes included) the given checkpoints reference.

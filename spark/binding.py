@@ -146,7 +146,7 @@ class StateBinding:
         if plan.checkpoint is not None:
             api.restore(self.state_dir, repo=self.repo_url, log=self.log_url, job=self.key.job, task=self.key.task,
                         store=self.key.store, store_type="rocksdb", checkpoint_id=plan.checkpoint.checkpoint_id,
-                        storage_options=self.storage_options, work_dir=self.work_dir)
+                        storage_options=self.storage_options, work_dir=self.work_dir, force=True)  # ours
         else:
             shutil.rmtree(self.state_dir, ignore_errors=True)
             os.makedirs(self.state_dir)

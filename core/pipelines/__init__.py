@@ -2,6 +2,7 @@
 
 - ``backup``   the commit of one store (``StoreCommitter``): local checkpoint, diff, upload, index, append
 - ``restore``  bring a directory to exactly a snapshot's files
+  (its own steps: ``restore_plan`` compares the destination with the snapshot, ``swap`` changes it all or nothing)
 - ``verify``   read every blob of a snapshot and check sizes and CRC32C
 - ``gc``       expired TTL blobs and old orphans, over every store of a repository
 - ``recover``  the journal replay tool, and restore's init cleanup

@@ -30,7 +30,6 @@ finishes step 7. The rules that keep a snapshot from ever being lost (docs/archi
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -200,9 +199,7 @@ class StoreCommitter:
                sync=True)
         path = os.path.join(workdir.checkpoints_dir(self.work_dir), commit_id)
         try:
-            self.local_store.create_checkpoint(source, path)
-            with open(os.path.join(path, workdir.MARKER), "w", encoding="utf-8") as fh:
-                json.dump({"checkpointId": commit_id, "storeKey": str(self.key), "batchId": batch_id}, fh)
+            self.local_store.create_checkpoint(source, path)  # its name is the checkpoint id: no marker inside
         except Exception as exc:
             shutil.rmtree(path, ignore_errors=True)
             record(ev.CommitAborted(commit_id, now_ms(), f"local checkpoint failed: {exc}"), sync=True)
@@ -286,7 +283,7 @@ class StoreCommitter:
             index = SnapshotIndex(
                 checkpoint_id=commit_id, created_time_ms=local.created_ms, job_name=self.key.job,
                 job_instance=self.writer_id, task_name=self.key.task, store_name=self.key.store,
-                dir_index=planner.build_dir_index(plan.files, plan.removed),
+                dir_index=plan.dir_index(),
                 prev_snapshot_index_blob_id=prev[0].index_blob_id if prev else None, batch_id=local.batch_id,
                 store_type=self.store_type, retain=self.retain,
             )

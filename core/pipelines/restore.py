@@ -1,11 +1,20 @@
-"""``blobstate restore``: bring a directory to exactly the files of a snapshot, downloading only what it lacks.
+"""``blobstate restore``: bring a directory to exactly the entries of a snapshot, downloading only what it lacks.
 
 Samza's bulk restore, with Flink's write-to-temp-then-rename and checksums verified on every read, and Ozone's
-reuse of files already present: a file already in the destination, or in a local checkpoint directory of the same
-store (host affinity), with the index's size and CRC32C is kept or hard-linked, never downloaded. Everything else
-is downloaded in parallel into a staging directory beside the destination, verified (size, CRC32C), fsynced, and
-only when every file is good is the destination changed: files renamed into place, extra files removed, directories
-fsynced. A corrupt or missing blob leaves the destination as it was.
+reuse of files already present (``restore_plan``: kept, reused from a local checkpoint, or downloaded). In order:
+
+1. the index is read and validated (names, blob ids under the store's own prefix, sizes);
+2. an interrupted earlier restore of the destination is finished or undone (``swap.recover_interrupted``);
+3. the destination is refused when a live process holds the store open (``LocalStore.check_destination``), or
+   when it is not empty and no restore of this store made it, unless ``force`` (``RestoreRefused``);
+4. everything that changes is staged inside the destination (on its own file system, mount points included):
+   downloads verified as they stream (size, CRC32C, XXH3-128 when the index has it; a blob longer than the
+   index declares is cut off at that length), files reused by hard link or copy, links and directories made;
+5. the complete new tree is validated (``LocalStore.validate``, on a throw-away view) before anything changes;
+6. the swap (``swap.Staging.swap``): all or nothing, undone on error, finished or undone after a crash;
+7. permission bits and mtimes; the destination remembered in the work directory (never inside it).
+
+With ``dry_run`` the same checks and plan run and the changes are returned, and nothing is written.
 """
 
 from __future__ import annotations
@@ -13,24 +22,27 @@ from __future__ import annotations
 import os
 import shutil
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from blobstate import workdir
 from blobstate.checksum import ChecksumCache, Crc32cSink
-from blobstate.errors import BlobNotFound, ChecksumMismatch
-from blobstate.index import FileIndex, SnapshotIndex
+from blobstate.errors import BlobNotFound, ChecksumMismatch, LocalStoreError, RestoreRefused
+from blobstate.index import DirIndex, FileIndex, SnapshotIndex, SymlinkIndex
 from blobstate.interfaces import LocalStore
 from blobstate.model import Checkpoint
-from blobstate.paths import fsync_dir, safe_join
+from blobstate.paths import fsync_dir
+from blobstate.pipelines.restore_plan import Entry, RestorePlan, plan_restore
+from blobstate.pipelines.swap import Staging, recover_interrupted, remove_tree, set_attributes, staging_names
 from blobstate.progress import NoProgress, Progress
 from blobstate.repository import Repository
 
 
 @dataclass(frozen=True)
 class RestoreResult:
-    """What a restore did: the checkpoint restored, files kept / linked / downloaded, bytes downloaded, ms."""
+    """What a restore did (or, with ``dry_run``, would do): the checkpoint, files kept / reused / downloaded /
+    removed, bytes, ms; ``changes`` lists ``(action, path)`` for a dry run; ``recovered`` names the interrupted
+    restores finished first."""
 
     checkpoint: Checkpoint
     files_total: int
@@ -41,9 +53,12 @@ class RestoreResult:
     bytes_total: int
     bytes_downloaded: int
     duration_ms: float
+    dry_run: bool = False
+    changes: tuple[tuple[str, str], ...] = ()
+    recovered: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc = {
             **self.checkpoint.summary_json(),
             "filesTotal": self.files_total,
             "filesKept": self.files_kept,
@@ -54,138 +69,202 @@ class RestoreResult:
             "bytesDownloaded": self.bytes_downloaded,
             "durationMs": round(self.duration_ms, 3),
         }
+        if self.dry_run:
+            doc["dryRun"] = True
+            doc["changes"] = [{"action": a, "path": p} for a, p in self.changes]
+        if self.recovered:
+            doc["recovered"] = list(self.recovered)
+        return doc
 
 
-def _matches(path: str, f: FileIndex, cache: ChecksumCache, *, mutable: bool) -> bool:
-    """True when ``path`` is a regular file with ``f``'s size and CRC32C (the cache is not trusted for files that
-    change in place)."""
-    try:
-        if not os.path.isfile(path) or os.path.islink(path) or os.path.getsize(path) != f.size_in_bytes:
-            return False
-        return cache.crc32c(path, trust_cache=not mutable)[1] == f.crc32c
-    except OSError:
-        return False
+def _join(root: str, rel: str) -> str:
+    return os.path.join(root, *rel.split("/"))
 
 
-def _staging_prefix(dest: str) -> str:
-    return os.path.join(os.path.dirname(dest), f".{os.path.basename(dest)}.restore-")
+def _check_may_replace(dest: str, work_dir: str | None, force: bool, skip: set[str]) -> None:
+    """``RestoreRefused`` for a non-empty destination that no restore of this store made, unless ``force``."""
+    content = sorted(set(os.listdir(dest)) - skip)
+    if content and not force and not workdir.restored_here(work_dir, dest):
+        shown = ", ".join(repr(n) for n in content[:3]) + (", ..." if len(content) > 3 else "")
+        raise RestoreRefused(f"{dest} is not empty ({len(content)} entries: {shown}) and no restore of this store "
+                             "made it: a restore replaces everything in it. Pass --force (force=True) to restore "
+                             "into it anyway, or choose a new or empty directory")
 
 
-def _sweep_stale_staging(dest: str) -> None:
-    """Remove staging directories a crashed restore of ``dest`` left behind."""
-    prefix = _staging_prefix(dest)
-    parent = os.path.dirname(dest)
-    for name in os.listdir(parent):
-        path = os.path.join(parent, name)
-        if path.startswith(prefix) and os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
+def _make_destination(dest: str) -> list[str]:
+    """Create ``dest`` and its missing parents; returns what was created, deepest first."""
+    created = []
+    path = dest
+    while not os.path.lexists(path):
+        created.append(path)
+        path = os.path.dirname(path)
+    for p in reversed(created):
+        os.mkdir(p)
+    return created
 
 
 def restore_snapshot(repo: Repository, checkpoint: Checkpoint, dest: str, *, local_store: LocalStore,
                      work_dir: str | None = None, cache: ChecksumCache | None = None,
-                     progress: Progress | None = None, validate: bool = True) -> RestoreResult:
-    """Make ``dest`` hold exactly the files of ``checkpoint``'s snapshot.
+                     progress: Progress | None = None, validate: bool = True, force: bool = False,
+                     dry_run: bool = False) -> RestoreResult:
+    """Make ``dest`` hold exactly the entries of ``checkpoint``'s snapshot (see the module docstring).
 
-    Raises ``ChecksumMismatch``/``BlobNotFound``/``CorruptIndexError``/``UnsafePathError`` (all
-    ``IntegrityError``, exit code 3) before the destination is touched.
+    Raises ``ChecksumMismatch`` / ``BlobNotFound`` / ``CorruptIndexError`` / ``IntegrityError`` (exit code 3),
+    ``RestoreRefused`` (exit 2), ``LocalStoreError`` (a live process holds the store, another restore runs): in
+    every case the destination is as it was.
     """
     t0 = time.perf_counter()
     progress = progress or NoProgress()
     cache = cache or ChecksumCache(os.path.join(work_dir, workdir.CRC_CACHE) if work_dir else None)
     index: SnapshotIndex = repo.read_index(checkpoint)
-    os.makedirs(os.path.abspath(dest), exist_ok=True)
-    dest = os.path.realpath(dest)  # one path form throughout: targets, extras and staging all resolve symlinks
-    _sweep_stale_staging(dest)
-    files = index.files()
-    targets = {rel: safe_join(dest, rel) for rel in files}  # every name validated before any disk write
-    sources = workdir.local_checkpoint_dirs(work_dir) if work_dir else []
-    sources.sort(key=lambda p: os.path.basename(p) != checkpoint.checkpoint_id)  # same checkpoint id first
-
-    keep: list[str] = []
-    reuse: dict[str, str] = {}
-    download: list[str] = []
-    for rel, f in files.items():
-        mutable = local_store.is_mutable(rel)
-        if _matches(targets[rel], f, cache, mutable=mutable):
-            keep.append(rel)
-            continue
-        for src_dir in sources:
-            candidate = os.path.join(src_dir, *rel.split("/"))
-            if _matches(candidate, f, cache, mutable=mutable):
-                reuse[rel] = candidate
-                break
-        else:
-            download.append(rel)
-
-    staging = _staging_prefix(dest) + uuid.uuid4().hex[:8]
-    os.makedirs(staging)
-    try:
-        staged = {rel: os.path.join(staging, *rel.split("/")) for rel in [*reuse, *download]}
-        for path in staged.values():
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-        for rel, src in reuse.items():
-            if local_store.is_mutable(rel):
-                shutil.copyfile(src, staged[rel])
-            else:
-                try:
-                    os.link(src, staged[rel])
-                except OSError:
-                    shutil.copyfile(src, staged[rel])
-        bytes_down = sum(files[rel].size_in_bytes for rel in download)
-        _download(repo, {rel: files[rel] for rel in download}, staged, progress, bytes_down)
-        # Every file is good: now, and only now, change the destination.
-        for rel in [*reuse, *download]:
-            target = targets[rel]
-            parent = os.path.dirname(target)
-            if os.path.isfile(parent) or os.path.islink(parent):
-                os.unlink(parent)
-            os.makedirs(parent, exist_ok=True)
-            if os.path.isdir(target) and not os.path.islink(target):
-                shutil.rmtree(target)
-            os.replace(staged[rel], target)
-        removed = _remove_extras(dest, set(targets.values()))
-        for d in {os.path.dirname(t) for t in targets.values()} | {dest}:
-            fsync_dir(d)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    for rel in download:
-        cache.remember(targets[rel], files[rel].crc32c)
-    cache.save()
-    if validate:
-        local_store.validate(dest)
+    entries = index.entries()
+    dest = os.path.realpath(os.path.abspath(dest))  # one path form throughout, symlinks to the destination resolved
+    if os.path.lexists(dest) and not os.path.isdir(dest):
+        raise RestoreRefused(f"{dest} exists and is not a directory")
+    with workdir.restore_lock(None if dry_run else work_dir):  # a dry run writes nothing, not even a lock
+        existed = os.path.isdir(dest)
+        recovered: list[str] = []
+        if existed:
+            recovered = staging_names(dest) if dry_run else recover_interrupted(dest)
+            local_store.check_destination(dest)
+            _check_may_replace(dest, work_dir, force, set(staging_names(dest)))
+        sources = workdir.local_checkpoint_dirs(work_dir) if work_dir else []
+        sources.sort(key=lambda p: os.path.basename(p) != checkpoint.checkpoint_id)  # same checkpoint id first
+        plan = plan_restore(dest, entries, cache=cache, is_mutable=local_store.is_mutable, sources=sources,
+                            skip=set(staging_names(dest)))
+        files = index.files()
+        bytes_down = sum(files[rel].size_in_bytes for rel in plan.download)
+        if not dry_run:
+            _apply(repo, plan, entries, dest, existed, local_store, progress, bytes_down, validate)
+            workdir.remember_restored(work_dir, dest)
+    if not dry_run:
+        for rel in [*plan.download, *plan.reuse]:
+            if not local_store.is_mutable(rel):
+                cache.remember(_join(dest, rel), files[rel].crc32c)
+        cache.save()
     return RestoreResult(
-        checkpoint=checkpoint, files_total=len(files), files_kept=len(keep), files_reused=len(reuse),
-        files_downloaded=len(download), files_removed=removed, bytes_total=index.total_bytes(),
-        bytes_downloaded=bytes_down, duration_ms=(time.perf_counter() - t0) * 1000,
+        checkpoint=checkpoint, files_total=len(files), files_kept=sum(1 for r in plan.keep if r in files),
+        files_reused=len(plan.reuse), files_downloaded=len(plan.download), files_removed=len(plan.removed),
+        bytes_total=index.total_bytes(), bytes_downloaded=bytes_down,
+        duration_ms=(time.perf_counter() - t0) * 1000, dry_run=dry_run,
+        changes=tuple(plan.changes()) if dry_run else (), recovered=tuple(recovered),
     )
 
 
-def _download(repo: Repository, files: dict[str, FileIndex], staged: dict[str, str], progress: Progress,
+def _apply(repo: Repository, plan: RestorePlan, entries: dict[str, Entry], dest: str, existed: bool,
+           local_store: LocalStore, progress: Progress, bytes_down: int, validate: bool) -> None:
+    """Stage, validate, swap, then set attributes; on any error before the swap completes the destination is as
+    it was (and a destination this restore created is removed again)."""
+    created = [] if existed else _make_destination(dest)
+    staging = Staging.create(dest, avoid={rel for rel in entries if "/" not in rel})
+    try:
+        _stage(repo, plan, entries, staging, local_store, progress, bytes_down)
+        if validate and type(local_store).validate is not LocalStore.validate:
+            _validate(plan, entries, dest, staging, local_store)
+        local_store.check_destination(dest)
+        staging.swap(plan.steps)
+    except BaseException as exc:
+        remove_tree(staging.root)
+        for path in created:
+            shutil.rmtree(path, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise LocalStoreError(f"restore into {dest} failed, the destination is as it was: "
+                                  f"{type(exc).__name__}: {exc}") from exc
+        raise
+    for rel in [*plan.attributes, *sorted(plan.staged_dirs, key=lambda r: -r.count("/"))]:
+        entry = entries[rel]
+        set_attributes(_join(dest, rel), getattr(entry, "mode", None), entry.mtime_ns,
+                       link=isinstance(entry, SymlinkIndex))
+    staging.discard()
+
+
+def _stage(repo: Repository, plan: RestorePlan, entries: dict[str, Entry], staging: Staging,
+           local_store: LocalStore, progress: Progress, bytes_down: int) -> None:
+    for step in plan.steps:
+        if step.has_new:
+            os.makedirs(os.path.dirname(staging.new_path(step.rel)), exist_ok=True)
+    for rel in plan.staged_dirs:  # parents before children
+        os.mkdir(staging.new_path(rel), 0o700)
+    for rel in plan.staged_links:
+        link = entries[rel]
+        assert isinstance(link, SymlinkIndex)
+        os.symlink(link.target, staging.new_path(rel))
+        set_attributes(staging.new_path(rel), None, link.mtime_ns, link=True)
+    for rel, src in plan.reuse.items():
+        target = staging.new_path(rel)
+        if local_store.is_mutable(rel):
+            shutil.copyfile(src, target, follow_symlinks=False)
+        else:
+            try:
+                os.link(src, target, follow_symlinks=False)
+            except OSError:
+                shutil.copyfile(src, target, follow_symlinks=False)
+    _download(repo, {rel: entries[rel] for rel in plan.download}, staging, progress,  # type: ignore[misc]
+              bytes_down)
+    for rel in [*plan.reuse, *plan.download]:
+        f = entries[rel]
+        assert isinstance(f, FileIndex)
+        set_attributes(staging.new_path(rel), f.mode, f.mtime_ns)
+
+
+def _validate(plan: RestorePlan, entries: dict[str, Entry], dest: str, staging: Staging,
+              local_store: LocalStore) -> None:
+    """``local_store.validate`` on a throw-away view of the complete new tree (hard links of immutable files,
+    copies of the rest, so the hook can write nothing that reaches the destination)."""
+    view = os.path.join(staging.root, "check")
+    os.mkdir(view, 0o700)
+    staged = {*plan.download, *plan.reuse}
+    try:
+        for rel, entry in entries.items():
+            path = _join(view, rel)
+            if isinstance(entry, DirIndex):
+                os.mkdir(path, 0o700)
+            elif isinstance(entry, SymlinkIndex):
+                os.symlink(entry.target, path)
+            else:
+                src = staging.new_path(rel) if rel in staged else _join(dest, rel)
+                if not local_store.is_mutable(rel):
+                    try:
+                        os.link(src, path, follow_symlinks=False)
+                        continue
+                    except OSError:
+                        pass
+                shutil.copyfile(src, path, follow_symlinks=False)
+        local_store.validate(view)
+    finally:
+        remove_tree(view)
+
+
+def _download(repo: Repository, files: dict[str, FileIndex], staging: Staging, progress: Progress,
               total: int) -> None:
-    """Download ``files`` into their staged paths, files in parallel, each file's chunks in order, verifying size
-    and CRC32C as the bytes stream past (one pass, no re-read), then fsync each file."""
+    """Download ``files`` into staging, files in parallel, each file's chunks in order, verifying size, CRC32C
+    and content hash as the bytes stream past (one pass, no re-read; a chunk longer than declared stops at its
+    declared length), then fsync each file."""
     progress.start("download", total, len(files))
 
     def one(rel: str) -> None:
         f = files[rel]
-        with open(staged[rel], "wb") as fh:
-            sink = Crc32cSink(fh)
+        with open(staging.new_path(rel), "xb") as fh:
+            sink = Crc32cSink(fh, content_hash=f.content_hash is not None)
             for blob, length in f.chunk_ranges():
-                sink.mark()
+                sink.mark(limit=length)
                 try:
                     got = repo.store.get(blob.blob_id, sink)  # type: ignore[arg-type]
                 except BlobNotFound:
                     raise BlobNotFound(blob.blob_id, f"chunk at offset {blob.offset} of file {rel!r}") from None
+                except ChecksumMismatch as exc:
+                    raise ChecksumMismatch(f"blob {blob.blob_id} of file {rel!r}: {exc}") from None
                 if got != length:
                     raise ChecksumMismatch(
                         f"blob {blob.blob_id} of file {rel!r} holds {got} bytes, the index says {length}")
                 progress.advance(length)
             fh.truncate()
-            if sink.size != f.size_in_bytes or sink.crc32c != f.crc32c:
+            if (sink.size != f.size_in_bytes or sink.crc32c != f.crc32c
+                    or sink.content_hash != f.content_hash):
                 raise ChecksumMismatch(
                     f"file {rel!r} does not match the snapshot index after download (size {sink.size} vs "
-                    f"{f.size_in_bytes}, CRC32C {sink.crc32c:#010x} vs {f.crc32c:#010x}): a blob is damaged"
-                )
+                    f"{f.size_in_bytes}, CRC32C {sink.crc32c:#010x} vs {f.crc32c:#010x}, content hash "
+                    f"{sink.content_hash} vs {f.content_hash}): a blob is damaged")
             fh.flush()
             os.fsync(fh.fileno())
         progress.advance(0, 1)
@@ -194,23 +273,5 @@ def _download(repo: Repository, files: dict[str, FileIndex], staged: dict[str, s
         repo.store.map_concurrent(one, sorted(files, key=lambda rel: -files[rel].size_in_bytes))
     finally:
         progress.finish()
-
-
-def _remove_extras(dest: str, wanted: set[str]) -> int:
-    """Delete files (and then empty directories) under ``dest`` that the snapshot does not have."""
-    removed = 0
-    wanted_dirs = {os.path.dirname(p) for p in wanted}
-    for dirpath, dirnames, filenames in os.walk(dest, topdown=False):
-        for name in filenames:
-            path = os.path.join(dirpath, name)
-            if path not in wanted:
-                os.unlink(path)
-                removed += 1
-        for name in dirnames:
-            path = os.path.join(dirpath, name)
-            if os.path.islink(path):
-                os.unlink(path)
-                removed += 1
-            elif not any(w == path or w.startswith(path + os.sep) for w in wanted_dirs):
-                shutil.rmtree(path, ignore_errors=True)
-    return removed
+    for d in {os.path.dirname(staging.new_path(rel)) for rel in files}:
+        fsync_dir(d)

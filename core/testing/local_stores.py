@@ -43,7 +43,6 @@ import pytest
 
 from blobstate.errors import IntegrityError
 from blobstate.interfaces import LocalStore
-from blobstate.workdir import MARKER
 
 __all__ = ["LocalStoreContract", "StoreHarness", "file_bytes"]
 
@@ -199,9 +198,8 @@ class LocalStoreContract:
         target = tmp_path / "cp"
         local_store.create_checkpoint(live[1], str(target))
         for rel in file_bytes(str(target)):
-            if rel != MARKER:
-                path = target / rel
-                path.write_bytes(b"\xa5" * max(4096, path.stat().st_size))
+            path = target / rel
+            path.write_bytes(b"\xa5" * max(4096, path.stat().st_size))
         with pytest.raises(IntegrityError):
             local_store.validate(str(target))
 

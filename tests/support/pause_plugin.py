@@ -1,10 +1,10 @@
 """Test-only observer plugin: pauses its own process with a real SIGSTOP right after a chosen journal event, and
 when continued (SIGCONT) moves its own clock forward, so a test can stage "a writer paused longer than its TTL".
 
-``BLOBSTATE_TEST_PAUSE_AT=EventType`` (or ``EventType:N`` for the N-th occurrence); ``BLOBSTATE_TEST_CLOCK_FILE``:
-a file the test writes (always, "0" for no jump) while the process is stopped, holding the number of ms to add to ``time.time()`` from then
-on (what the process would have seen after a pause that long). Loaded through ``BLOBSTATE_PLUGINS=pause_plugin``,
-exactly as a third-party observer plugin is.
+``BLOBSTATE_TEST_PAUSE_AT=EventType`` (or ``EventType:N`` for the N-th occurrence). ``BLOBSTATE_TEST_CLOCK_FILE``:
+a file the test writes (always, "0" for no jump) while the process is stopped, holding the number of ms to add to
+``time.time()`` from then on (what the process would have seen after a pause that long). Loaded through
+``BLOBSTATE_PLUGINS=pause_plugin``, exactly as a third-party observer plugin is.
 """
 
 from __future__ import annotations
