@@ -187,6 +187,8 @@ class Blobstate(Tool):
         wd = os.path.join(ctx.work, f"wd-restore-{mode}")
         shutil.rmtree(wd, ignore_errors=True)
         argv = ["blobstate", "restore", dest, *self._repo(ctx), "--store", STORE, "-q", "--work-dir", wd]
+        if mode == "prev":  # the previous version was put there by cp -a, not by a restore: say it may be replaced
+            argv.append("--force")
         return Cmd(argv, ctx.s3_env())
 
     def after_backups(self, ctx: Ctx) -> None:

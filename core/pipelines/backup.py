@@ -272,7 +272,8 @@ class StoreCommitter:
                                      healing.present_blobs(self.repo, self.key), {r.blob_id for r in plan.puts},
                                      self.ttl_ms)
             plan.puts += heal
-            plan.files_uploaded += len({r.source.path for r in heal if isinstance(r.source, FileRange)})
+            healed = {r.source.path for r in heal if isinstance(r.source, FileRange)}
+            plan.uploaded += [f.relpath for f in scanned if f.path in healed]
             index_id = new_index_id(self.key)
             bytes_planned = sum(r.size for r in plan.puts)
             self.session.record(ev.UploadsPlanned(commit_id, now_ms(), tuple(r.blob_id for r in plan.puts),
