@@ -9,32 +9,35 @@ from blobstate.cli import common
 
 @click.command()
 @click.argument("dest_dir", type=click.Path(file_okay=False))
-@common.repo_options
+@common.repository_options
 @common.ttl_mode_option
 @common.concurrency_option
 @common.work_dir_option
 @common.key_options
-@click.option("--checkpoint", "checkpoint_id", default=None, help="Checkpoint id (default: the latest).")
+@common.checkpoint_option
 @click.option("--max-batch-id", type=click.IntRange(0), default=None,
               help="Restore the newest checkpoint whose batch id is <= this.")
-@click.option("--store-type", default=None, help="Local store type (default: from the snapshot).")
+@click.option("--store-type", default=None, envvar="BLOBSTATE_STORE_TYPE",
+              help="Local store type (default: from the snapshot).")
 @click.option("--no-cleanup", is_flag=True, help="Skip the init cleanup (TTL removal, retention).")
 @common.json_option
 @common.quiet_option
 @common.handle_errors
-def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple[str, ...], ttl_mode: str | None,
-            max_concurrency: int, work_dir: str | None, job: str, task: str, store: str | None,
-            checkpoint_id: str | None, max_batch_id: int | None, store_type: str | None, no_cleanup: bool,
-            as_json: bool, quiet: bool) -> None:
-    """Restore a checkpoint into DEST_DIR, downloading only what is missing or different."""
+def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple[str, ...],
+            log_option: tuple[str, ...], ttl_mode: str | None, max_concurrency: int, work_dir: str | None, job: str,
+            task: str, store: str | None, checkpoint: str | None, max_batch_id: int | None, store_type: str | None,
+            no_cleanup: bool, as_json: bool, quiet: bool) -> None:
+    """Restore a checkpoint (default: the latest) into DEST_DIR, downloading only what is missing or different."""
     from blobstate import api
+    from blobstate.units import format_duration, format_size
 
     key = common.store_key(job, task, store, dest_dir)
+    common.watch_store(repo, key.job, key.task, key.store, work_dir)
     result = api.restore(
         dest_dir, repo=repo, log=log_url, job=key.job, task=key.task, store=key.store, store_type=store_type,
-        checkpoint_id=checkpoint_id, max_batch_id=max_batch_id, storage_options=common.storage_options(storage_option),
-        ttl_mode=ttl_mode, max_concurrency=max_concurrency, work_dir=common.store_work_dir(work_dir, repo, key),
-        progress=common.progress(quiet), cleanup=not no_cleanup,
+        checkpoint=checkpoint, max_batch_id=max_batch_id, storage_options=common.storage_options(storage_option),
+        log_options=common.log_options(log_option), ttl_mode=ttl_mode, max_concurrency=max_concurrency,
+        work_base=work_dir, progress=common.progress(quiet), cleanup=not no_cleanup,
     )
     if as_json:
         common.emit(True, result.to_json(), "")
@@ -42,6 +45,6 @@ def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple
     if not quiet:
         common.err(f"restored {key} checkpoint {result.checkpoint.checkpoint_id} (generation "
                    f"{result.checkpoint.generation}): {result.files_downloaded} files downloaded "
-                   f"({result.bytes_downloaded} bytes), {result.files_kept} kept, {result.files_reused} reused, "
-                   f"{result.files_removed} removed, in {result.duration_ms:.0f} ms")
-    click.echo(result.checkpoint.checkpoint_id)
+                   f"({format_size(result.bytes_downloaded)}), {result.files_kept} kept, {result.files_reused} "
+                   f"reused, {result.files_removed} removed, in {format_duration(result.duration_ms)}")
+    common.emit(False, None, result.checkpoint.checkpoint_id)
