@@ -97,10 +97,10 @@ def parse_option(text: str) -> tuple[str, Any]:
     key, sep, value = text.partition("=")
     key = key.strip()
     if not sep:
-        raise ConfigurationError("a storage option must be KEY=VALUE, got one without '=' (not shown: it may be a "
+        raise ConfigurationError("a storage option must be name=value, got one without '=' (not shown: it may be a "
                                  "secret)")
     if not key:
-        raise ConfigurationError("a storage option must be KEY=VALUE, got one with an empty KEY")
+        raise ConfigurationError("a storage option must be name=value, got one with an empty name")
     return key, coerce(value)
 
 

@@ -27,7 +27,7 @@ def render_text(reports: list[dict[str, Any]], dry_run: bool) -> str:
             continue
         lines.append(f"{r['store']}: {would}delete {len(r['expiredDeleted'])} expired and "
                      f"{len(r['orphansDeleted'])} orphaned blobs, {would}prune {len(r['checkpointsPruned'])} "
-                     f"checkpoints; {len(r['expiredHealed'])} expired but referenced ({would}remove their TTL)")
+                     f"checkpoint(s); {len(r['expiredHealed'])} expired but referenced ({would}remove their TTL)")
         for field, label in TEXT_LABELS.items():
             lines += [f"  {label} {entry}" for entry in r[field]]
     return "\n".join(lines)
