@@ -176,9 +176,10 @@ class BlobstatePluginManager:
         candidates = [
             r for r in self.registered_specs() if isinstance(r.spec, kind) and _serves(r.spec, key)
         ]
-        for r in candidates:
-            if (type(r.spec), r.spec.name) in self.conflicts:
-                raise PluginError(self.conflicts[(type(r.spec), r.spec.name)])
+        names = [(type(r.spec), r.spec.name) for r in candidates]
+        for name in names:
+            if names.count(name) > 1 and name in self.conflicts:  # one name, two plugins, both for this key
+                raise PluginError(self.conflicts[name])
         variable = f"BLOBSTATE_BACKEND_{key.upper().replace('-', '_').replace('+', '_')}"
         wanted = os.environ.get(variable)
         if wanted:
