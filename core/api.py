@@ -37,7 +37,7 @@ from blobstate.errors import NothingToRestore
 from blobstate.journal.file import Journal, JournalRead
 from blobstate.journal.projection import CommitState, project
 from blobstate.layout import DEFAULT_CHUNK_SIZE, DEFAULT_RETAIN, DEFAULT_TTL_MS
-from blobstate.marker import RepositoryInfo, ensure_repository
+from blobstate.marker import RepositoryInfo
 from blobstate.model import Checkpoint, StoreKey
 from blobstate.pipelines.backup import BackupResult, LocalCheckpoint, StoreCommitter
 from blobstate.pipelines.gc import GcReport, collect, discover_keys
@@ -314,7 +314,8 @@ def lifecycle_rule(*, repo: str, ttl: Duration = DEFAULT_TTL_MS, storage_options
     """The cloud lifecycle rule that expires TTL-tagged blobs (native TTL), and whether it was installed.
 
     Returns ``(None, False)`` for a store without native TTL (leases, swept by ``gc``), ``(rule, False)`` when the
-    rule must be installed by hand (or ``install`` is false), ``(rule, True)`` once installed.
+    rule must be installed by hand (or ``install`` is false), ``(rule, True)`` once installed. A bucket-level setting:
+    it needs no repository marker (it may come before the first backup).
     """
     from blobstate.errors import ConfigurationError
 
@@ -323,7 +324,6 @@ def lifecycle_rule(*, repo: str, ttl: Duration = DEFAULT_TTL_MS, storage_options
     except ConfigurationError:
         return None, False  # no native TTL here
     try:
-        ensure_repository(blob_store, normalize_url(repo), create=False)
         ttl_value = parse_duration_ms(ttl_ms if ttl_ms is not None else ttl)
         rule = blob_store.lifecycle_rule(ttl_value)
         return rule, bool(rule is not None and install and blob_store.install_lifecycle(ttl_value))

@@ -133,3 +133,12 @@ def test_the_testing_extra_is_only_pytest_and_the_kit_needs_nothing_else():
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
+
+
+def test_the_plugin_guide_states_the_contracts_plugin_authors_asked_about():
+    text = " ".join((ROOT / "docs" / "plugins.md").read_text().split())
+    assert "return the number of bytes written" in text  # get()
+    assert "is the **stored** size in bytes" in text  # list() sizes
+    assert "**Thread safety**: one store instance is called from several threads at once" in text
+    assert "install `blobstate[testing]`" in text
+    assert "`--log-option KEY=VALUE`" in text and "the Python API's names" in text
