@@ -155,40 +155,50 @@ def _stack(*decorators: Decorator) -> Decorator:
     return apply
 
 
-class Duration(click.ParamType):
-    """A duration in human units (``1d``, ``12h``, ``90s``, ``500ms``; a plain number is milliseconds) -> ms."""
+class HumanUnit(click.ParamType):
+    """A positive quantity in human units, converted by ``blobstate.units.<parser>``: a duration (``1d``, ``12h``,
+    ``90s``, ``500ms``; a plain number is milliseconds) to ms, or a size (``64MiB``, ``1GiB``, ``500MB``; a plain
+    number is bytes) to bytes."""
 
-    name = "duration"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        from blobstate.errors import ConfigurationError
-        from blobstate.units import parse_duration_ms
-
-        try:
-            ms = parse_duration_ms(value)
-        except ConfigurationError as exc:
-            self.fail(str(exc), param, ctx)
-        if ms < 1:
-            self.fail(f"{value!r} is not a positive duration", param, ctx)
-        return ms
-
-
-class ByteSize(click.ParamType):
-    """A size in human units (``64MiB``, ``1GiB``, ``500MB``; a plain number is bytes) -> bytes."""
-
-    name = "size"
+    def __init__(self, name: str, parser: str) -> None:
+        self.name = name
+        self.parser = parser
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from blobstate import units
         from blobstate.errors import ConfigurationError
-        from blobstate.units import parse_size
 
         try:
-            size = parse_size(value)
+            amount = int(getattr(units, self.parser)(value))
         except ConfigurationError as exc:
             self.fail(str(exc), param, ctx)
-        if size < 1:
-            self.fail(f"{value!r} is not a positive size", param, ctx)
-        return size
+        if amount < 1:
+            self.fail(f"{value!r} is not a positive {self.name}", param, ctx)
+        return amount
+
+
+def Duration() -> HumanUnit:  # noqa: N802 - used like a click type class
+    """A duration option's type: ms."""
+    return HumanUnit("duration", "parse_duration_ms")
+
+
+def ByteSize() -> HumanUnit:  # noqa: N802 - used like a click type class
+    """A size option's type: bytes."""
+    return HumanUnit("size", "parse_size")
+
+
+def repository(repo: str, log_url: str | None, storage_option: tuple[str, ...],
+               log_option: tuple[str, ...]) -> dict[str, Any]:
+    """The API's keywords for the repository options: ``repo``, ``log``, ``storage_options``, ``log_options``."""
+    return {"repo": repo, "log": log_url, "storage_options": storage_options(storage_option),
+            "log_options": log_options(log_option)}
+
+
+def require_store(store: str | None) -> str:
+    """``--store``, which this command needs."""
+    if store is None:
+        raise click.UsageError("--store is required here")
+    return store
 
 
 #: ``--repo``, ``--log`` and ``--storage-option``.

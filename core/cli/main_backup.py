@@ -42,10 +42,10 @@ def backup(store_dir: str, repo: str, log_url: str | None, storage_option: tuple
     key = common.store_key(job, task, store, store_dir)
     common.watch_store(repo, key.job, key.task, key.store, work_dir)
     result = api.backup(
-        store_dir, repo=repo, log=log_url, job=key.job, task=key.task, store=key.store, store_type=store_type,
-        batch_id=batch_id, ttl=ttl, retain=retain, chunk_size=chunk_size, max_concurrency=max_concurrency,
-        storage_options=common.storage_options(storage_option), log_options=common.log_options(log_option),
-        ttl_mode=ttl_mode, work_base=work_dir, progress=common.progress(quiet), expected_generation=expected_generation,
+        store_dir, job=key.job, task=key.task, store=key.store, store_type=store_type, batch_id=batch_id, ttl=ttl,
+        retain=retain, chunk_size=chunk_size, max_concurrency=max_concurrency, ttl_mode=ttl_mode, work_base=work_dir,
+        progress=common.progress(quiet), expected_generation=expected_generation,
+        **common.repository(repo, log_url, storage_option, log_option),
     )
     if not quiet and not as_json:
         common.err(f"committed {key} generation {result.checkpoint.generation}: {result.files_uploaded} of "

@@ -21,11 +21,8 @@ def diff(base: str, target: str, repo: str, log_url: str | None, storage_option:
     from blobstate import api
     from blobstate.units import format_size
 
-    if store is None:
-        raise click.UsageError("--store is required here")
-    result = api.diff(repo=repo, log=log_url, job=job, task=task, store=store, base=base, target=target,
-                      storage_options=common.storage_options(storage_option),
-                      log_options=common.log_options(log_option))
+    result = api.diff(job=job, task=task, store=common.require_store(store), base=base, target=target,
+                      **common.repository(repo, log_url, storage_option, log_option))
     if as_json:
         common.emit(True, result.to_json(), "")
         return

@@ -20,9 +20,8 @@ def list_checkpoints(repo: str, log_url: str | None, storage_option: tuple[str, 
     from blobstate import api
     from blobstate.units import format_size
 
-    summaries = api.describe_checkpoints(repo=repo, log=log_url, job=job, task=task, store=store,
-                                         storage_options=common.storage_options(storage_option),
-                                         log_options=common.log_options(log_option))
+    summaries = api.describe_checkpoints(job=job, task=task, store=store,
+                                         **common.repository(repo, log_url, storage_option, log_option))
     if as_json:
         common.emit(True, [s.to_json() for s in summaries], "")
         return

@@ -20,11 +20,8 @@ def ls(prefix: str, repo: str, log_url: str | None, storage_option: tuple[str, .
     from blobstate import api
     from blobstate.units import format_size, iso_time
 
-    if store is None:
-        raise click.UsageError("--store is required here")
-    listing = api.ls(repo=repo, log=log_url, job=job, task=task, store=store, checkpoint=checkpoint, prefix=prefix,
-                     storage_options=common.storage_options(storage_option),
-                     log_options=common.log_options(log_option))
+    listing = api.ls(job=job, task=task, store=common.require_store(store), checkpoint=checkpoint, prefix=prefix,
+                     **common.repository(repo, log_url, storage_option, log_option))
     if as_json:
         common.emit(True, listing.to_json(), "")
         return

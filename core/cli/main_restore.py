@@ -34,9 +34,9 @@ def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple
     key = common.store_key(job, task, store, dest_dir)
     common.watch_store(repo, key.job, key.task, key.store, work_dir)
     result = api.restore(
-        dest_dir, repo=repo, log=log_url, job=key.job, task=key.task, store=key.store, store_type=store_type,
-        checkpoint=checkpoint, max_batch_id=max_batch_id, storage_options=common.storage_options(storage_option),
-        log_options=common.log_options(log_option), ttl_mode=ttl_mode, max_concurrency=max_concurrency,
+        dest_dir, job=key.job, task=key.task, store=key.store, store_type=store_type, checkpoint=checkpoint,
+        max_batch_id=max_batch_id, **common.repository(repo, log_url, storage_option, log_option),
+        ttl_mode=ttl_mode, max_concurrency=max_concurrency,
         work_base=work_dir, progress=common.progress(quiet), cleanup=not no_cleanup,
     )
     if as_json:

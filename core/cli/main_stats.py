@@ -19,9 +19,7 @@ def stats(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_o
     from blobstate import api
     from blobstate.units import format_size
 
-    result = api.stats(repo=repo, log=log_url, job=job, task=task, store=store,
-                       storage_options=common.storage_options(storage_option),
-                       log_options=common.log_options(log_option))
+    result = api.stats(job=job, task=task, store=store, **common.repository(repo, log_url, storage_option, log_option))
     if as_json:
         common.emit(True, [s.to_json() for s in result], "")
         return

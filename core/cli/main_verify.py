@@ -24,10 +24,9 @@ def verify(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_
     from blobstate import api
     from blobstate.units import format_size
 
-    reports = api.verify(repo=repo, log=log_url, job=job, task=task, store=store, checkpoint=checkpoint,
-                         all_checkpoints=all_checkpoints, storage_options=common.storage_options(storage_option),
-                         log_options=common.log_options(log_option), max_concurrency=max_concurrency,
-                         raise_on_error=False)
+    reports = api.verify(job=job, task=task, store=store, checkpoint=checkpoint, all_checkpoints=all_checkpoints,
+                         max_concurrency=max_concurrency, raise_on_error=False,
+                         **common.repository(repo, log_url, storage_option, log_option))
     if as_json:
         common.emit(True, [{"store": str(r.checkpoint.store_key), **r.to_json()} for r in reports], "")
     else:
