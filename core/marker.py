@@ -135,13 +135,16 @@ def ensure_repository(store: BlobStore, url: str, *, create: bool) -> Repository
     empty, legacy = scan_location(store)
     if legacy:
         if create:
-            return write_marker(store)
+            return write_marker(store)  # also the loser of a race between two first backups: it gets the winner's
         return RepositoryInfo("", FORMAT_VERSION, None, "", legacy=True)
     if not create:
         raise RepositoryNotFound(
             f"no blobstate repository at {redact(url)}: check --repo (the first `blobstate backup` into an empty "
             "location creates the repository, as does `blobstate init`)")
     if not empty:
+        info = read_marker(store)  # a concurrent first backup may have created it since the first look
+        if info is not None:
+            return info
         raise RepositoryNotFound(
             f"no blobstate repository at {redact(url)}, and the location is not empty: a repository is created only "
             "in an empty location (choose a new folder or prefix)")

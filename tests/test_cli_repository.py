@@ -112,3 +112,24 @@ def test_a_mistyped_s3_prefix_is_reported(cli, tmp_path, store_dir, s3_target):
         assert result.returncode == EXIT_NO_REPOSITORY, (args, result.stderr)
         assert f"no blobstate repository at {typo}" in result.stderr
     assert cli("list", "--repo", s3_target.url, env=s3_target.env).returncode == 0
+
+
+def test_two_first_backups_agree_on_one_repository(tmp_path):
+    """The interleaving the racing-writers test hit: writer B finds no marker, writer A creates the repository
+    (its marker, nothing else yet), then B looks at the location. B must join A's repository, not call the marker
+    foreign data."""
+    from blobstate.marker import ensure_repository, read_marker
+    from blobstate.plugins.fsspec_store import FsspecBlobStore
+
+    url = f"file://{tmp_path / 'repo'}"
+    writer_a = FsspecBlobStore(url)
+
+    class Interleaved(FsspecBlobStore):
+        def list(self, prefix):  # B's first look at the location happens after A's first backup started
+            if not (tmp_path / "repo" / MARKER_ID).exists():
+                self.created_by_a = ensure_repository(writer_a, url, create=True)
+            return super().list(prefix)
+
+    writer_b = Interleaved(url)
+    joined = ensure_repository(writer_b, url, create=True)
+    assert joined == writer_b.created_by_a == read_marker(writer_a)
