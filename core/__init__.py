@@ -7,6 +7,8 @@ Public API::
     blobstate.restore("/data/mystore", repo="file:///backups")                # -> RestoreResult
 """
 
+from typing import TYPE_CHECKING
+
 from blobstate.errors import (
     AppendOutcomeUnknown,
     BlobNotFound,
@@ -19,6 +21,7 @@ from blobstate.errors import (
     IntegrityError,
     NothingToRestore,
     PluginError,
+    RepositoryNotFound,
     StorageError,
     TransientStorageError,
     UnsafePathError,
@@ -39,21 +42,53 @@ from blobstate.specs import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec
 
 __version__ = "0.1.0"
 
+#: The verbs and their results, imported from ``blobstate.api`` on first use (the pipelines load the plugin
+#: machinery; ``import blobstate`` stays light). Type checkers see the real signatures through the imports below.
+_LAZY = ("BackupResult", "Repository", "RestoreResult", "StoreCommitter", "VerifyReport", "backup",
+         "describe_checkpoints", "diff", "gc", "init", "list_checkpoints", "list_stores", "ls", "recover", "restore",
+         "stats", "verify")
+
+if TYPE_CHECKING:
+    from blobstate.api import (
+        BackupResult,
+        Repository,
+        RestoreResult,
+        StoreCommitter,
+        VerifyReport,
+        backup,
+        describe_checkpoints,
+        diff,
+        gc,
+        init,
+        list_checkpoints,
+        list_stores,
+        ls,
+        recover,
+        restore,
+        stats,
+        verify,
+    )
+
 __all__ = [
     "AppendOutcomeUnknown", "BlobInfo", "BlobNotFound", "BlobStore", "BlobStoreSpec", "BlobstateError", "Checkpoint",
-    "CheckpointLog",
-    "CheckpointLogSpec", "ChecksumMismatch", "ConfigurationError", "CorruptIndexError", "CorruptJournalError",
-    "DirIndex", "FencedError", "FileBlob", "FileIndex", "FileRange", "GetRequest", "IntegrityError", "LocalStore",
-    "LocalStoreSpec", "NothingToRestore", "PluginError", "PutRequest", "SnapshotIndex", "StorageError", "StoreKey",
-    "TransientStorageError", "UnsafePathError", "backup", "hookimpl", "hookspec", "restore",
+    "CheckpointLog", "CheckpointLogSpec", "ChecksumMismatch", "ConfigurationError", "CorruptIndexError",
+    "CorruptJournalError", "DirIndex", "FencedError", "FileBlob", "FileIndex", "FileRange", "GetRequest",
+    "IntegrityError", "LocalStore", "LocalStoreSpec", "NothingToRestore", "PluginError", "PutRequest",
+    "RepositoryNotFound", "SnapshotIndex", "StorageError", "StoreKey", "TransientStorageError", "UnsafePathError",
+    "hookimpl", "hookspec",
+    # lazy (``_LAZY``):
+    "BackupResult", "Repository", "RestoreResult", "StoreCommitter", "VerifyReport", "backup", "describe_checkpoints",
+    "diff", "gc", "init", "list_checkpoints", "list_stores", "ls", "recover", "restore", "stats", "verify",
 ]
 
 
 def __getattr__(name: str) -> object:
-    # The pipelines import the plugin machinery; load them on first use so `import blobstate` stays light.
-    if name in ("backup", "restore", "Repository", "BackupResult", "RestoreResult", "verify", "gc",
-                "list_checkpoints", "recover", "StoreCommitter"):
+    if name in _LAZY:
         from blobstate import api
 
         return getattr(api, name)
-    raise AttributeError(name)
+    raise AttributeError(f"module 'blobstate' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

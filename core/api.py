@@ -1,28 +1,47 @@
 """The public Python API: one function per verb, each opening the repository from URLs, doing one job, closing it.
 
-``backup``, ``restore``, ``list_stores``, ``list_checkpoints``, ``verify``, ``gc``, ``recover``,
-``journal_events``, ``lifecycle_rule``. ``StoreCommitter`` (``blobstate.pipelines.backup``) is the long-lived form
-for a job that commits repeatedly (Spark). The CLI calls only these functions.
+``init``, ``backup``, ``restore``, ``list_stores``, ``list_checkpoints``, ``describe_checkpoints``, ``ls``,
+``diff``, ``stats``, ``verify``, ``gc``, ``recover``, ``journal_events``, ``unfinished_commits``,
+``lifecycle_rule``. ``StoreCommitter`` (``blobstate.pipelines.backup``) is the long-lived form for a job that
+commits repeatedly (Spark). The CLI calls only these functions.
+
+One naming scheme across the API, the CLI and JSON: a store is named by ``job``, ``task``, ``store`` (``--job``,
+``--task``, ``--store``; JSON ``store: "job/task/store"``); a checkpoint by ``checkpoint`` (``--checkpoint``:
+``latest``, an id, a unique prefix or a generation; JSON ``checkpointId``, ``generation``); durations by ``ttl``
+(``--ttl 1d``; an int is milliseconds) and sizes by ``chunk_size`` (``--chunk-size 64MiB``; an int is bytes);
+``work_base`` is the work directory base (``--work-dir``, ``BLOBSTATE_WORK_DIR``), ``work_dir`` one store's own.
+The older keywords ``ttl_ms``, ``checkpoint_id`` and ``key`` still work.
 """
 
 from __future__ import annotations
 
+import logging
 import os
-import shutil
-import tempfile
+from datetime import timedelta
 from typing import Any
 
 from blobstate import layout, workdir
 from blobstate.backends import detect_store_type, normalize_url, open_blob_store, open_local_store
+from blobstate.catalog import (
+    CheckpointSummary,
+    Listing,
+    SnapshotDiff,
+    StoreStats,
+    diff_snapshots,
+    list_files,
+    store_stats,
+    summarize,
+)
 from blobstate.checksum import ChecksumCache
 from blobstate.errors import NothingToRestore
 from blobstate.journal.file import Journal, JournalRead
-from blobstate.layout import DEFAULT_CHUNK_SIZE, DEFAULT_TTL_MS
+from blobstate.journal.projection import CommitState, project
+from blobstate.layout import DEFAULT_CHUNK_SIZE, DEFAULT_RETAIN, DEFAULT_TTL_MS
+from blobstate.marker import RepositoryInfo
 from blobstate.model import Checkpoint, StoreKey
-from blobstate.pipelines import planner
 from blobstate.pipelines.backup import BackupResult, LocalCheckpoint, StoreCommitter
 from blobstate.pipelines.gc import GcReport, collect, collect_temporaries, discover_keys
-from blobstate.pipelines.planner import BackupPreview
+from blobstate.pipelines.preview import BackupPreview, preview_backup
 from blobstate.pipelines.recover import Report, cleanup_after_restore
 from blobstate.pipelines.recover import recover as replay_journal
 from blobstate.pipelines.restore import RestoreResult, restore_snapshot
@@ -30,93 +49,133 @@ from blobstate.pipelines.session import StoreSession
 from blobstate.pipelines.verify import VerifyReport, raise_for_reports, verify_checkpoint
 from blobstate.progress import Progress
 from blobstate.repository import Repository
+from blobstate.storage_options import redact
+from blobstate.units import parse_duration_ms, parse_size
 
 __all__ = [
-    "BackupPreview", "BackupResult", "GcReport", "LocalCheckpoint", "Repository", "RestoreResult", "StoreCommitter",
-    "VerifyReport",
-    "backup", "gc", "journal_events", "lifecycle_rule", "list_checkpoints", "list_stores", "preview_backup",
-    "raise_for_reports", "recover", "restore", "verify",
+    "BackupPreview", "BackupResult", "CheckpointSummary", "CommitState", "Duration", "GcReport", "Listing",
+    "LocalCheckpoint", "Repository", "RepositoryInfo", "RestoreResult", "Size", "SnapshotDiff", "StoreCommitter",
+    "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events", "lifecycle_rule",
+    "list_checkpoints", "list_stores", "ls", "raise_for_reports", "recover", "restore", "stats",
+    "unfinished_commits", "verify",
 ]
 
+_logger = logging.getLogger(__name__)
 
-def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
-           store: str | None = None, store_type: str | None = None, batch_id: int | None = None,
-           source: object | None = None, dry_run: bool = False, **opts: Any) -> BackupResult | BackupPreview:
-    """Back up the store at ``source_dir`` (or the live handle ``source``) as a new committed snapshot.
+#: A duration: an int (milliseconds), a ``timedelta``, or text such as ``"1d"``, ``"90s"`` (``blobstate.units``).
+Duration = int | str | timedelta
+#: A size: an int (bytes) or text such as ``"64MiB"``, ``"500MB"``.
+Size = int | str
+Options = dict[str, Any] | None
 
-    ``opts`` go to ``StoreCommitter`` (``ttl_ms``, ``retain``, ``chunk_size``, ``max_concurrency``,
-    ``storage_options``, ``ttl_mode``, ``work_dir``, ``progress``, ``expected_generation``). Raises
-    ``FencedError`` (exit 4), ``StorageError``, ``ConfigurationError``.
 
-    With ``dry_run`` nothing is committed: a ``BackupPreview`` of what would be uploaded and dropped against the
-    latest snapshot (see ``preview_backup``).
+def _key(job: str | None, task: str | None, store: str | None, key: StoreKey | None = None,
+         directory: str | None = None) -> StoreKey:
+    if key is not None:
+        return key
+    if directory is not None:
+        return StoreKey.for_directory(directory, job=job or "default", task=task or "0", store=store)
+    if store is None:
+        raise TypeError("name the store: store= (with job= and task=), or key=")
+    return StoreKey(job or "default", task or "0", store)
+
+
+def _open(repo: str, log_url: str | None, storage_options: Options, log_options: Options = None, *,
+          create: bool = False, **kwargs: Any) -> Repository:
+    repository = Repository.open(repo, log=log_url, storage_options=storage_options, log_options=log_options,
+                                 create=create, **kwargs)
+    _logger.info("opened repository %s (log %s)", redact(repository.url), redact(repository.log.url or "in it"))
+    return repository
+
+
+def _keys(repository: Repository, job: str | None, task: str | None, store: str | None,
+          key: StoreKey | None = None) -> list[StoreKey]:
+    """One store (``store`` or ``key``), or every store of the repository whose job and task match the filters."""
+    if key is not None or store is not None:
+        return [_key(job, task, store, key)]
+    return [k for k in discover_keys(repository) if (job is None or k.job == job) and (task is None or k.task == task)]
+
+
+def init(*, repo: str, storage_options: Options = None) -> RepositoryInfo:
+    """Make ``repo`` a blobstate repository (write its marker; optional: the first backup does it too).
+
+    Idempotent on a repository. Raises ``RepositoryNotFound`` (exit 6) for a location that holds other objects.
     """
-    key = StoreKey.for_directory(source_dir, job=job, task=task, store=store)
-    store_type = store_type or detect_store_type(source_dir)
-    if dry_run:
-        return preview_backup(source if source is not None else source_dir, key=key, repo=repo, log=log,
-                              store_type=store_type, **opts)
-    with StoreCommitter(key, repo, log=log, store_type=store_type, **opts) as committer:
-        return committer.backup(source if source is not None else source_dir, batch_id=batch_id)
-
-
-def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
-            store: str | None = None, store_type: str | None = None, checkpoint_id: str | None = None,
-            max_batch_id: int | None = None, storage_options: dict[str, Any] | None = None,
-            ttl_mode: str | None = None, max_concurrency: int = 8, work_dir: str | None = None,
-            progress: Progress | None = None, cleanup: bool = True, validate: bool = True, force: bool = False,
-            dry_run: bool = False) -> RestoreResult:
-    """Restore the latest checkpoint (or ``checkpoint_id``, or the newest with ``batch_id <= max_batch_id``)
-    into ``dest_dir``, downloading only what is missing or different; afterwards ``dest_dir`` holds exactly the
-    snapshot's entries.
-
-    A non-empty ``dest_dir`` that no restore of this store made is refused unless ``force``; one a live process
-    holds open always is. With ``dry_run`` the result lists the changes and nothing is written (no cleanup
-    either). With ``cleanup`` the init step runs afterwards: recovery of this host's journal, then TTL removal and
-    retention from the index alone (Samza's init on a new host). Raises ``NothingToRestore`` (exit 5),
-    ``IntegrityError`` subclasses (exit 3), ``RestoreRefused`` (exit 2), ``LocalStoreError``: in every case the
-    destination is left as it was.
-    """
-    key = StoreKey.for_directory(dest_dir, job=job, task=task, store=store)
-    repository = Repository.open(repo, log=log, storage_options=storage_options, ttl_mode=ttl_mode,
-                                 max_concurrency=max_concurrency)
+    repository = _open(repo, None, storage_options, create=True)
     try:
-        checkpoint = repository.choose(key, checkpoint_id=checkpoint_id, max_batch_id=max_batch_id)
-        wd = work_dir or workdir.store_work_dir(repository.url, key)
-        index_type = store_type or _recorded_store_type(repository, checkpoint)
-        result = restore_snapshot(repository, checkpoint, dest_dir, local_store=open_local_store(index_type),
-                                  work_dir=wd, cache=ChecksumCache(os.path.join(wd, workdir.CRC_CACHE)),
-                                  progress=progress, validate=validate, force=force, dry_run=dry_run)
-        if cleanup and not dry_run:
-            cleanup_after_restore(repository, key, wd)
-        return result
+        assert repository.info is not None
+        return repository.info
     finally:
         repository.close()
 
 
-def preview_backup(source: object, *, key: StoreKey, repo: str, log: str | None = None, store_type: str = "rocksdb",
-                   chunk_size: int = DEFAULT_CHUNK_SIZE, storage_options: dict[str, Any] | None = None,
-                   work_dir: str | None = None, **_ignored: Any) -> BackupPreview:
-    """What a backup of ``source`` would upload and drop against the latest snapshot, committing nothing: no
-    commit lock, no journal, nothing written to the repository. The local checkpoint is taken in a temporary
-    directory (beside the store's local checkpoints when they exist, for hard links) and removed again."""
-    repository = Repository.open(repo, log=log, storage_options=storage_options)
+def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
+           store: str | None = None, store_type: str | None = None, batch_id: int | None = None,
+           source: object | None = None, ttl: Duration = DEFAULT_TTL_MS, retain: int = DEFAULT_RETAIN,
+           chunk_size: Size = DEFAULT_CHUNK_SIZE, max_concurrency: int = 8, storage_options: Options = None,
+           log_options: Options = None, ttl_mode: str | None = None, work_base: str | None = None,
+           work_dir: str | None = None, progress: Progress | None = None, expected_generation: int | None = None,
+           dry_run: bool = False, ttl_ms: int | None = None) -> BackupResult | BackupPreview:
+    """Back up the store at ``source_dir`` (or the live handle ``source``) as a new committed snapshot.
+
+    ``ttl``: how long new blobs live unless their commit completes; ``retain``: newest checkpoints kept;
+    ``chunk_size``: bytes per blob; ``expected_generation``: fence against it instead of the log's latest. The
+    first backup into an empty location creates the repository. With ``dry_run`` nothing is committed: a
+    ``BackupPreview`` of what would be uploaded and dropped against the latest snapshot. Raises ``FencedError``
+    (exit 4), ``RepositoryNotFound`` (exit 6, a location holding other objects), ``StorageError``,
+    ``ConfigurationError``.
+    """
+    key = _key(job, task, store, directory=source_dir)
+    store_type = store_type or detect_store_type(source_dir)
+    repository = _open(repo, log, storage_options, log_options, create=not dry_run, ttl_mode=ttl_mode,
+                       max_concurrency=max_concurrency)
     try:
-        latest = repository.log.latest(key)
-        prev = repository.read_index(latest) if latest is not None else None
-        local_store = open_local_store(store_type)
-        wd = work_dir or workdir.store_work_dir(repository.url, key)
-        parent = workdir.checkpoints_dir(wd)
-        tmp = tempfile.mkdtemp(prefix=".dry-run-", dir=parent if os.path.isdir(parent) else None)
-        try:
-            target = os.path.join(tmp, "checkpoint")
-            local_store.create_checkpoint(source, target)
-            scanned = planner.scan_directory(target, ChecksumCache(os.path.join(wd, workdir.CRC_CACHE)),
-                                             is_mutable=local_store.is_mutable)
-            plan = planner.diff(scanned, prev, key=key, chunk_size=chunk_size, ttl_ms=DEFAULT_TTL_MS)
-            return planner.BackupPreview.of(plan, prev)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        if dry_run:
+            return preview_backup(repository, source if source is not None else source_dir, key=key,
+                                  store_type=store_type, chunk_size=parse_size(chunk_size),
+                                  work_dir=work_dir or workdir.store_work_dir(repository.url, key, work_base))
+        with StoreCommitter(key, repository, store_type=store_type,
+                            work_dir=work_dir or workdir.store_work_dir(repository.url, key, work_base),
+                            ttl_ms=parse_duration_ms(ttl_ms if ttl_ms is not None else ttl), retain=retain,
+                            chunk_size=parse_size(chunk_size), max_concurrency=max_concurrency, progress=progress,
+                            expected_generation=expected_generation) as committer:
+            return committer.backup(source if source is not None else source_dir, batch_id=batch_id)
+    finally:
+        repository.close()
+
+
+def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
+            store: str | None = None, store_type: str | None = None, checkpoint: str | int | None = None,
+            max_batch_id: int | None = None, storage_options: Options = None, log_options: Options = None,
+            ttl_mode: str | None = None, max_concurrency: int = 8, work_base: str | None = None,
+            work_dir: str | None = None, progress: Progress | None = None, cleanup: bool = True,
+            validate: bool = True, force: bool = False, dry_run: bool = False,
+            checkpoint_id: str | None = None) -> RestoreResult:
+    """Restore the latest checkpoint (or ``checkpoint``: ``latest``, an id, a unique prefix or a generation; or the
+    newest with ``batch_id <= max_batch_id``) into ``dest_dir``, downloading only what is missing or different.
+
+    Afterwards ``dest_dir`` holds exactly the snapshot's entries. A non-empty ``dest_dir`` that no restore of this
+    store made is refused unless ``force``; one a live process holds open always is. With ``dry_run`` the result
+    lists the changes and nothing is written (no cleanup either). With ``cleanup`` the init step runs afterwards:
+    recovery of this host's journal, then TTL removal and retention from the index alone (Samza's init on a new
+    host). Raises ``RepositoryNotFound`` (exit 6), ``NothingToRestore`` (exit 5), ``IntegrityError`` subclasses
+    (exit 3), ``RestoreRefused`` (exit 2), ``LocalStoreError``: in every case the destination is left as it was.
+    """
+    key = _key(job, task, store, directory=dest_dir)
+    repository = _open(repo, log, storage_options, log_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
+    try:
+        chosen = repository.choose(key, checkpoint=checkpoint if checkpoint is not None else checkpoint_id,
+                                   max_batch_id=max_batch_id)
+        _logger.info("restoring %s checkpoint %s (generation %d)", key, chosen.checkpoint_id, chosen.generation)
+        wd = work_dir or workdir.store_work_dir(repository.url, key, work_base)
+        index_type = store_type or _recorded_store_type(repository, chosen)
+        result = restore_snapshot(repository, chosen, dest_dir, local_store=open_local_store(index_type),
+                                  work_dir=wd, cache=ChecksumCache(os.path.join(wd, workdir.CRC_CACHE)),
+                                  progress=progress, validate=validate, force=force, dry_run=dry_run)
+        if cleanup and not dry_run:
+            _logger.info("init cleanup of %s (journal recovery, TTL removal, retention)", key)
+            cleanup_after_restore(repository, key, wd)
+        return result
     finally:
         repository.close()
 
@@ -129,43 +188,111 @@ def _recorded_store_type(repository: Repository, checkpoint: Checkpoint) -> str:
     return "rocksdb" if "CURRENT" in index.files() else "dir"
 
 
-def list_stores(*, repo: str, log: str | None = None, storage_options: dict[str, Any] | None = None
-                ) -> list[StoreKey]:
-    """Every store key the repository (or its checkpoint log) holds, sorted."""
-    repository = Repository.open(repo, log=log, storage_options=storage_options)
+def list_stores(*, repo: str, log: str | None = None, storage_options: Options = None,
+                log_options: Options = None) -> list[StoreKey]:
+    """Every store key the repository (or its checkpoint log) holds, sorted. Raises ``RepositoryNotFound``."""
+    repository = _open(repo, log, storage_options, log_options)
     try:
         return discover_keys(repository)
     finally:
         repository.close()
 
 
-def list_checkpoints(*, repo: str, log: str | None = None, key: StoreKey,
-                     storage_options: dict[str, Any] | None = None) -> list[Checkpoint]:
-    """Retained checkpoints of ``key``, oldest first."""
-    repository = Repository.open(repo, log=log, storage_options=storage_options)
+def list_checkpoints(*, repo: str, log: str | None = None, job: str = "default", task: str = "0",
+                     store: str | None = None, storage_options: Options = None, log_options: Options = None,
+                     key: StoreKey | None = None) -> list[Checkpoint]:
+    """Retained checkpoints of one store, oldest first (the records only; ``describe_checkpoints`` adds what the
+    indexes hold)."""
+    store_key = _key(job, task, store, key)
+    repository = _open(repo, log, storage_options, log_options)
     try:
-        return repository.log.history(key)
+        return repository.log.history(store_key)
     finally:
         repository.close()
 
 
-def verify(*, repo: str, key: StoreKey, log: str | None = None, checkpoint_id: str | None = None,
-           all_checkpoints: bool = False, storage_options: dict[str, Any] | None = None,
-           max_concurrency: int = 8, raise_on_error: bool = True) -> list[VerifyReport]:
-    """Read every blob of the chosen checkpoint(s) and check sizes and CRC32C.
+def describe_checkpoints(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
+                         store: str | None = None, storage_options: Options = None, log_options: Options = None,
+                         key: StoreKey | None = None) -> list[CheckpointSummary]:
+    """Retained checkpoints of one store (``store``), or of every store matching ``job``/``task``, with time,
+    host, batch id, file count and data size (bytes) from their indexes; an unreadable index is reported in its
+    summary's ``error``, never raised."""
+    repository = _open(repo, log, storage_options, log_options)
+    try:
+        return [summarize(repository, cp)[0] for k in _keys(repository, job, task, store, key)
+                for cp in repository.log.history(k)]
+    finally:
+        repository.close()
+
+
+def ls(*, repo: str, log: str | None = None, job: str = "default", task: str = "0", store: str | None = None,
+       checkpoint: str | int | None = None, prefix: str = "", storage_options: Options = None,
+       log_options: Options = None) -> Listing:
+    """The files of one snapshot (default: the latest) whose path starts with ``prefix``: size, CRC32C, blobs.
+
+    Raises ``NothingToRestore`` (exit 5) when there is no such checkpoint, ``IntegrityError`` for a bad index.
+    """
+    store_key = _key(job, task, store)
+    repository = _open(repo, log, storage_options, log_options)
+    try:
+        return list_files(repository, repository.choose(store_key, checkpoint=checkpoint), prefix)
+    finally:
+        repository.close()
+
+
+def diff(*, repo: str, base: str | int, target: str | int = "latest", log: str | None = None,
+         job: str = "default", task: str = "0", store: str | None = None, storage_options: Options = None,
+         log_options: Options = None) -> SnapshotDiff:
+    """What changed between two checkpoints of one store (``base`` and ``target`` as ``--checkpoint`` takes them):
+    files added, removed, changed, and blobs shared."""
+    store_key = _key(job, task, store)
+    repository = _open(repo, log, storage_options, log_options)
+    try:
+        return diff_snapshots(repository, repository.choose(store_key, checkpoint=base),
+                              repository.choose(store_key, checkpoint=target))
+    finally:
+        repository.close()
+
+
+def stats(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
+          store: str | None = None, storage_options: Options = None, log_options: Options = None) -> list[StoreStats]:
+    """Space use per store (one store, or every store matching ``job``/``task``): retained checkpoints, logical
+    and stored bytes, referenced blobs, deduplication ratio."""
+    repository = _open(repo, log, storage_options, log_options)
+    try:
+        return [store_stats(repository, k) for k in _keys(repository, job, task, store)]
+    finally:
+        repository.close()
+
+
+def verify(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
+           store: str | None = None, checkpoint: str | int | None = None, all_checkpoints: bool = False,
+           storage_options: Options = None, log_options: Options = None, max_concurrency: int = 8,
+           raise_on_error: bool = True, key: StoreKey | None = None,
+           checkpoint_id: str | None = None) -> list[VerifyReport]:
+    """Read every blob of the chosen checkpoint(s) and check sizes and CRC32C: of one store (``store``), or of every
+    store of the repository matching ``job``/``task`` (the latest checkpoint of each, or all with
+    ``all_checkpoints``).
 
     Raises ``ChecksumMismatch`` (exit 3) naming each damaged file when ``raise_on_error``, ``NothingToRestore``
-    (exit 5) when the store has no checkpoint.
+    (exit 5) when there is no checkpoint to verify.
     """
-    repository = Repository.open(repo, log=log, storage_options=storage_options, max_concurrency=max_concurrency)
+    checkpoint = checkpoint if checkpoint is not None else checkpoint_id
+    repository = _open(repo, log, storage_options, log_options, max_concurrency=max_concurrency)
     try:
-        if all_checkpoints:
-            checkpoints = repository.log.history(key)
-            if not checkpoints:
-                raise NothingToRestore(f"no checkpoint for {key}")
-        else:
-            checkpoints = [repository.choose(key, checkpoint_id=checkpoint_id)]
-        reports = [verify_checkpoint(repository, cp) for cp in checkpoints]
+        keys = _keys(repository, job, task, store, key)
+        chosen: list[Checkpoint] = []
+        for k in keys:
+            if all_checkpoints:
+                chosen += repository.log.history(k)
+            elif len(keys) == 1 or repository.log.latest(k) is not None:
+                chosen.append(repository.choose(k, checkpoint=checkpoint))
+        if not chosen:
+            raise NothingToRestore(f"no checkpoint to verify in {redact(repository.url)}")
+        reports = []
+        for cp in chosen:
+            _logger.info("verifying %s checkpoint %s", cp.store_key, cp.checkpoint_id)
+            reports.append(verify_checkpoint(repository, cp))
         if raise_on_error:
             raise_for_reports(reports)
         return reports
@@ -173,21 +300,24 @@ def verify(*, repo: str, key: StoreKey, log: str | None = None, checkpoint_id: s
         repository.close()
 
 
-def gc(*, repo: str, log: str | None = None, keys: list[StoreKey] | None = None, dry_run: bool = False,
-       ttl_ms: int = DEFAULT_TTL_MS, retain: int | None = None, now_ms: int | None = None,
-       storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
-       work_base: str | None = None) -> list[GcReport]:
-    """Delete expired and orphaned blobs of every store (or ``keys``) in the repository.
+def gc(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
+       store: str | None = None, dry_run: bool = False, ttl: Duration = DEFAULT_TTL_MS, retain: int | None = None,
+       now_ms: int | None = None, storage_options: Options = None, log_options: Options = None,
+       ttl_mode: str | None = None, work_base: str | None = None, keys: list[StoreKey] | None = None,
+       ttl_ms: int | None = None) -> list[GcReport]:
+    """Delete expired and orphaned blobs of every store (or the one ``store``, or those matching ``job``/``task``).
 
-    ``retain`` defaults to each store's recorded retention (see ``blobstate.pipelines.gc.collect``).
+    ``retain`` defaults to each store's recorded retention (see ``blobstate.pipelines.gc.collect``); ``now_ms``
+    (ms since the epoch) is for tests.
     """
-    repository = Repository.open(repo, log=log, storage_options=storage_options, ttl_mode=ttl_mode)
+    repository = _open(repo, log, storage_options, log_options, ttl_mode=ttl_mode)
     try:
         now = now_ms if now_ms is not None else layout.now_ms()
-        reports = [collect(repository, key, now_ms=now, ttl_ms=ttl_ms, retain=retain, dry_run=dry_run,
-                           work_base=work_base) for key in (keys or discover_keys(repository))]
-        if keys is None:
-            temporaries = collect_temporaries(repository, now_ms=now, ttl_ms=ttl_ms, dry_run=dry_run)
+        ttl_value = parse_duration_ms(ttl_ms if ttl_ms is not None else ttl)
+        reports = [collect(repository, k, now_ms=now, ttl_ms=ttl_value, retain=retain, dry_run=dry_run,
+                           work_base=work_base) for k in (keys or _keys(repository, job, task, store))]
+        if keys is None and store is None:  # the whole repository: the file log's temporaries too
+            temporaries = collect_temporaries(repository, now_ms=now, ttl_ms=ttl_value, dry_run=dry_run)
             if temporaries.temporaries_deleted:
                 reports.append(temporaries)
         return reports
@@ -195,24 +325,26 @@ def gc(*, repo: str, log: str | None = None, keys: list[StoreKey] | None = None,
         repository.close()
 
 
-def lifecycle_rule(*, repo: str, ttl_ms: int = DEFAULT_TTL_MS, storage_options: dict[str, Any] | None = None,
-                   install: bool = False) -> tuple[str | None, bool]:
+def lifecycle_rule(*, repo: str, ttl: Duration = DEFAULT_TTL_MS, storage_options: Options = None,
+                   install: bool = False, ttl_ms: int | None = None) -> tuple[str | None, bool]:
     """The cloud lifecycle rule that expires TTL-tagged blobs (native TTL), and whether it was installed.
 
     Returns ``(None, False)`` for a store without native TTL (leases, swept by ``gc``), ``(rule, False)`` when the
-    rule must be installed by hand (or ``install`` is false), ``(rule, True)`` once installed.
+    rule must be installed by hand (or ``install`` is false), ``(rule, True)`` once installed. A bucket-level setting:
+    it needs no repository marker (it may come before the first backup).
     """
     from blobstate.errors import ConfigurationError
 
     try:
-        store = open_blob_store(repo, storage_options=storage_options, ttl_mode="native")
+        blob_store = open_blob_store(repo, storage_options=storage_options, ttl_mode="native")
     except ConfigurationError:
         return None, False  # no native TTL here
     try:
-        rule = store.lifecycle_rule(ttl_ms)
-        return rule, bool(rule is not None and install and store.install_lifecycle(ttl_ms))
+        ttl_value = parse_duration_ms(ttl_ms if ttl_ms is not None else ttl)
+        rule = blob_store.lifecycle_rule(ttl_value)
+        return rule, bool(rule is not None and install and blob_store.install_lifecycle(ttl_value))
     finally:
-        store.close()
+        blob_store.close()
 
 
 def recover(*, repo: str, key: StoreKey, log: str | None = None, work_dir: str | None = None,
@@ -222,7 +354,7 @@ def recover(*, repo: str, key: StoreKey, log: str | None = None, work_dir: str |
 
     Returns ``(action, outcome)`` pairs; ``report`` is called with each as it completes.
     """
-    repository = Repository.open(repo, log=log, storage_options=storage_options)
+    repository = Repository.open(repo, log=log, storage_options=storage_options, create=False)
     try:
         with StoreSession(key, work_dir or workdir.store_work_dir(repository.url, key)) as session:
             return replay_journal(session, repository, dry_run=dry_run, report=report)
@@ -231,7 +363,8 @@ def recover(*, repo: str, key: StoreKey, log: str | None = None, work_dir: str |
 
 
 def journal_events(*, work_dir: str | None = None, repo: str | None = None, key: StoreKey | None = None,
-                   work_base: str | None = None, strict: bool = True) -> JournalRead:
+                   work_base: str | None = None, strict: bool = True, job: str = "default", task: str = "0",
+                   store: str | None = None) -> JournalRead:
     """The events of a store's journal, read without changing it: from ``work_dir`` (the store's work
     directory), or from the one ``repo`` and ``key`` map to under ``work_base``.
 
@@ -239,7 +372,19 @@ def journal_events(*, work_dir: str | None = None, repo: str | None = None, key:
     before the damage are returned and the rest is reported as the torn tail.
     """
     if work_dir is None:
+        if key is None and store is not None:
+            key = StoreKey(job, task, store)
         if repo is None or key is None:
-            raise ValueError("give work_dir, or repo and key")
+            raise ValueError("give work_dir, or repo and the store (store=, or key=)")
         work_dir = workdir.store_work_dir(normalize_url(repo), key, work_base)
     return Journal(os.path.join(work_dir, workdir.JOURNAL)).read(strict=strict)
+
+
+def unfinished_commits(*, repo: str, job: str = "default", task: str = "0", store: str | None = None,
+                       work_base: str | None = None, work_dir: str | None = None,
+                       key: StoreKey | None = None) -> list[CommitState]:
+    """The commits this host's journal of the store holds open (interrupted, not yet finished or aborted): what
+    ``blobstate recover`` or the next backup will finish or abort. Read without the lock, changing nothing."""
+    events = journal_events(work_dir=work_dir, repo=repo, key=_key(job, task, store, key), work_base=work_base,
+                            strict=False).events
+    return [state for state in project(events).values() if state.is_open]

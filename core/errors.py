@@ -1,7 +1,7 @@
 """Typed errors of blobstate, each with the CLI exit code it maps to.
 
 Exit codes (the design's): 0 ok, 1 error, 2 usage, 3 integrity (checksum, corrupt index or journal, missing blob,
-unsafe path), 4 fenced, 5 nothing to restore.
+unsafe path), 4 fenced, 5 nothing to restore, 6 no blobstate repository at the URL.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ EXIT_USAGE = 2
 EXIT_INTEGRITY = 3
 EXIT_FENCED = 4
 EXIT_NOTHING_TO_RESTORE = 5
+EXIT_NO_REPOSITORY = 6
 
 
 class BlobstateError(Exception):
@@ -133,3 +134,11 @@ class RestoreRefused(BlobstateError):
 
 class CommitInProgressError(BlobstateError):
     """Another commit of the same store is running on this host (the journal's lock is held)."""
+
+
+class RepositoryNotFound(BlobstateError):
+    """The URL holds no blobstate repository (no repository marker): a mistyped ``--repo`` is reported, never
+    mistaken for an empty repository. The first backup into an empty location creates one (or ``blobstate init``).
+    """
+
+    exit_code = EXIT_NO_REPOSITORY

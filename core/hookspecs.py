@@ -82,6 +82,12 @@ def blobstate_journal_event(event: Event, store_key: StoreKey) -> None:
 def blobstate_configure(config: dict[str, Any]) -> None:
     """Called once with the effective configuration (historic: plugins registered later get it too).
 
+    ``config`` holds ``command`` (``"backup"``, ...; ``None`` outside the CLI), the command's options under the
+    API's names (``repo``, ``log``, ``job``, ``task``, ``store``, ``ttl`` in ms, ``chunk_size`` in bytes, ...),
+    ``storage_options`` and ``log_options`` (credentials redacted), ``work_base``, ``retry_attempts``,
+    ``max_concurrency``, ``plugins_autoload``, and every ``BLOBSTATE_*`` variable under its own name (see
+    ``blobstate.manager.effective_configuration``). An implementation that raises marks its plugin broken.
+
     Example::
 
         from blobstate import hookimpl

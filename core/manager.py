@@ -1,9 +1,15 @@
 """The plugin manager: built-ins and third-party plugins registered the same way, backends selected by scheme.
 
 Built-ins come from ``blobstate.plugins.BUILTIN_PLUGINS`` through the same ``register()`` a third party's entry
-point goes through. Entry points (group ``blobstate``) load tolerantly: a plugin that fails to import is recorded
-and reported by ``blobstate plugins``, never a crash. ``BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD=1`` turns entry points
-off; ``BLOBSTATE_PLUGINS=mod1,mod2`` registers extra plugin modules (like ``PYTEST_PLUGINS``).
+point goes through. Entry points (group ``blobstate``) load tolerantly: a plugin that fails to import or to
+register, implements a hook that does not exist (a misspelled name), or whose ``blobstate_configure`` raises is
+recorded as broken, unregistered and reported by ``blobstate plugins``, never a crash of anything else. Two
+plugins giving one backend name make only the selection of that backend fail. ``BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD=1``
+turns entry points off; ``BLOBSTATE_PLUGINS=mod1,mod2`` registers extra plugin modules (like ``PYTEST_PLUGINS``).
+
+``blobstate_configure`` receives the effective configuration (``effective_configuration``): the settings a
+command runs with (the CLI's options, named as the API names them, secrets redacted), resolved defaults, and the
+``BLOBSTATE_*`` variables as they are.
 """
 
 from __future__ import annotations
@@ -57,6 +63,10 @@ class BlobstatePluginManager:
     pm: pluggy.PluginManager
     _dists: dict[str, tuple[str, str, bool]] = field(default_factory=dict)
     broken: list[PluginInfo] = field(default_factory=list)
+    #: (spec class, backend name) -> why it cannot be selected (two plugins give that name)
+    conflicts: dict[tuple[type, str], str] = field(default_factory=dict)
+    #: the configuration delivered to ``blobstate_configure`` (None until it is delivered)
+    config: dict[str, Any] | None = None
 
     @property
     def hook(self) -> Any:
@@ -70,6 +80,43 @@ class BlobstatePluginManager:
         self.pm.register(plugin, name=name)
         self._dists[name] = (distribution, version, builtin)
         self._specs_cache = None
+        if self.config is not None:  # historic: a plugin registered later gets the configuration too
+            self._configure_one(name, self.config)
+
+    def _configure_one(self, name: str, config: dict[str, Any]) -> None:
+        plugin = self.pm.get_plugin(name)
+        for impl in self.pm.hook.blobstate_configure.get_hookimpls():
+            if impl.plugin is not plugin:
+                continue
+            try:
+                impl.function(config=config)
+            except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the others
+                self.drop_broken(name, f"blobstate_configure raised {type(exc).__name__}: {exc}")
+
+    def configure(self, config: dict[str, Any]) -> None:
+        """Deliver ``config`` to every plugin's ``blobstate_configure`` (and to plugins registered later); a plugin
+        whose hook raises is dropped as broken."""
+        self.config = config
+        for name, _ in list(self.pm.list_name_plugin()):
+            if self.pm.has_plugin(name):
+                self._configure_one(name, config)
+
+    def drop_broken(self, name: str, error: str) -> None:
+        """Record plugin ``name`` as broken and unregister it (its hooks are never called again)."""
+        self._mark_broken(name, error)
+        if self.pm.has_plugin(name):
+            self.pm.unregister(name=name)
+        self._specs_cache = None
+
+    def drop_invalid(self) -> None:
+        """Drop every plugin implementing a hook that has no specification (a misspelled hook name)."""
+        for _ in range(len(self.pm.get_plugins()) + 1):
+            try:
+                self.pm.check_pending()
+                return
+            except pluggy.PluginValidationError as exc:
+                name = self.pm.get_name(exc.plugin) or str(exc.plugin)
+                self.drop_broken(name, f"unknown hook: {exc}")
 
     def unregister(self, name: str) -> None:
         self.pm.unregister(name=name)
@@ -104,7 +151,7 @@ class BlobstatePluginManager:
                     reg = Registered(spec, impl.plugin_name, self._dists.get(impl.plugin_name, ("", "", False))[0])
                     other = seen.get((type(spec), spec.name))
                     if other is not None:
-                        raise PluginError(
+                        self.conflicts[(type(spec), spec.name)] = (
                             f"backend name {spec.name!r} is provided twice: by plugin {other.plugin!r} "
                             f"(distribution {other.distribution or '?'}) and by plugin {reg.plugin!r} "
                             f"(distribution {reg.distribution or '?'})"
@@ -116,6 +163,7 @@ class BlobstatePluginManager:
 
     def _mark_broken(self, name: str, error: str) -> None:
         dist, version, builtin = self._dists.get(name, ("", "", False))
+        self.broken = [b for b in self.broken if b.name != name]
         self.broken.append(PluginInfo(name, dist, version, builtin, error=error))
         warnings.warn(f"blobstate plugin {name!r} is broken: {error}", stacklevel=2)
 
@@ -128,6 +176,10 @@ class BlobstatePluginManager:
         candidates = [
             r for r in self.registered_specs() if isinstance(r.spec, kind) and _serves(r.spec, key)
         ]
+        names = [(type(r.spec), r.spec.name) for r in candidates]
+        for name in names:
+            if names.count(name) > 1 and name in self.conflicts:  # one name, two plugins, both for this key
+                raise PluginError(self.conflicts[name])
         variable = f"BLOBSTATE_BACKEND_{key.upper().replace('-', '_').replace('+', '_')}"
         wanted = os.environ.get(variable)
         if wanted:
@@ -162,6 +214,8 @@ class BlobstatePluginManager:
         selection errors (ambiguities) as text; the catch-all ``*`` is not a key."""
         chosen: dict[tuple[type, str], str] = {}
         problems: list[str] = []
+        self.registered_specs()
+        problems += [f"PluginError: {message}" for message in self.conflicts.values()]
         keys = sorted({(type(r.spec), key) for r in self.registered_specs() for key in spec_keys(r.spec)},
                       key=lambda k: (KIND_NAMES.get(k[0], ""), k[1]))
         for kind, key in keys:
@@ -170,7 +224,8 @@ class BlobstatePluginManager:
             try:
                 chosen[(kind, key)] = self.select(kind, key).spec.name
             except (ConfigurationError, PluginError) as exc:
-                problems.append(f"{type(exc).__name__}: {exc}")
+                if f"{type(exc).__name__}: {exc}" not in problems:
+                    problems.append(f"{type(exc).__name__}: {exc}")
         return chosen, problems
 
     def local_store_types(self) -> list[Registered]:
@@ -245,6 +300,7 @@ def build_plugin_manager(*, autoload: bool | None = None, extra: Iterable[str] =
     for reference in BUILTIN_PLUGINS:
         mgr.register(load_reference(reference), reference.rpartition(":")[2] or reference.rsplit(".", 1)[-1],
                      distribution="blobstate", version=own, builtin=True)
+    mgr.register(load_reference("blobstate.steplog"), "steplog", distribution="blobstate", version=own, builtin=True)
     if autoload is None:
         autoload = os.environ.get("BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD", "").lower() not in ("1", "true", "yes")
     if autoload:
@@ -258,10 +314,55 @@ def build_plugin_manager(*, autoload: bool | None = None, extra: Iterable[str] =
             mgr.register(load_reference(module_name), module_name)
         except Exception as exc:  # noqa: BLE001
             mgr._mark_broken(module_name, f"import failed: {type(exc).__name__}: {exc}")
-    mgr.check_pending()
-    config = {k: v for k, v in os.environ.items() if k.startswith("BLOBSTATE_") and k != "BLOBSTATE_STORAGE_OPTIONS"}
-    mgr.pm.hook.blobstate_configure.call_historic(kwargs={"config": config})
+    mgr.drop_invalid()
+    mgr.configure(effective_configuration())
     return mgr
+
+
+_command: tuple[str, dict[str, Any]] | None = None
+#: CLI parameter names that differ from the API's (the configuration uses the API's names).
+_RENAMED = {"log_url": "log", "as_json": "json", "work_dir": "work_base"}
+
+
+def set_configuration(command: str, options: dict[str, Any]) -> None:
+    """Record the command being run and its options (the CLI calls this before the command runs), for
+    ``effective_configuration``. Values of secret-looking options are never kept."""
+    global _command
+    _command = (command, dict(options))
+
+
+def effective_configuration() -> dict[str, Any]:
+    """What ``blobstate_configure`` receives: ``command`` (e.g. ``"backup"``; ``None`` outside the CLI) and its
+    options under the API's names (``repo``, ``log``, ``job``, ``task``, ``store``, ``ttl`` in ms, ``chunk_size``
+    in bytes, ``retain``, ...), ``storage_options`` and ``log_options`` (merged with ``BLOBSTATE_STORAGE_OPTIONS``;
+    credentials redacted), the resolved ``work_base``, ``retry_attempts``, ``max_concurrency``,
+    ``plugins_autoload``, and every ``BLOBSTATE_*`` variable under its own name (but the storage options one)."""
+    from blobstate.retry import retry_attempts
+    from blobstate.storage_options import ENV_VAR, from_env, merge, parse_options, redact
+    from blobstate.workdir import default_base
+
+    config: dict[str, Any] = {k: v for k, v in os.environ.items() if k.startswith("BLOBSTATE_") and k != ENV_VAR}
+    command, options = _command or (None, {})
+    config.update({"command": command, "max_concurrency": 8, "retry_attempts": retry_attempts(),
+                   "plugins_autoload": os.environ.get("BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD", "").lower()
+                   not in ("1", "true", "yes")})
+    for name, value in options.items():
+        if name in ("storage_option", "log_option"):
+            continue
+        config[_RENAMED.get(name, name)] = value
+    try:
+        env_options = from_env()
+    except ConfigurationError:
+        env_options = {}
+    try:
+        explicit = parse_options(options.get("storage_option", ()))
+        log_options = parse_options(options.get("log_option", ()))
+    except ConfigurationError:
+        explicit, log_options = {}, {}
+    config["storage_options"] = redact(merge(env_options, explicit))
+    config["log_options"] = redact(log_options)
+    config["work_base"] = config.get("work_base") or default_base()
+    return config
 
 
 def load_reference(reference: str) -> object:

@@ -6,12 +6,14 @@ import io
 from dataclasses import dataclass
 from typing import Any
 
-from blobstate.backends import normalize_url, open_blob_store, open_checkpoint_log
+from blobstate.backends import normalize_url, open_blob_store, open_checkpoint_log, url_scheme
 from blobstate.checksum import crc32c_bytes
 from blobstate.errors import BlobNotFound, ChecksumMismatch, NothingToRestore
 from blobstate.index import SnapshotIndex
 from blobstate.interfaces import BlobStore, CheckpointLog
+from blobstate.marker import RepositoryInfo, ensure_repository
 from blobstate.model import Checkpoint, StoreKey
+from blobstate.selection import select_checkpoint
 
 
 class BoundedBuffer(io.BytesIO):
@@ -36,18 +38,34 @@ class Repository:
     store: BlobStore
     log: CheckpointLog
     url: str
+    info: RepositoryInfo | None = None
 
     @classmethod
     def open(cls, repo: str, *, log: str | None = None, storage_options: dict[str, Any] | None = None,
-             ttl_mode: str | None = None, max_concurrency: int = 8) -> Repository:
+             ttl_mode: str | None = None, max_concurrency: int = 8, log_options: dict[str, Any] | None = None,
+             create: bool = True) -> Repository:
+        """Open the repository at ``repo`` and its checkpoint log (``log``, default: the file log inside it).
+
+        The repository marker (``blobstate.marker``) is checked: with ``create`` (writers) an empty location
+        becomes a repository, without it (readers) a location without one raises ``RepositoryNotFound`` (exit 6).
+        ``log_options`` go to the checkpoint log's factory; without them a log on the repository's own URL scheme
+        gets ``storage_options`` (same cloud, same credentials) and any other log none.
+        """
         url = normalize_url(repo)
         store = open_blob_store(url, storage_options=storage_options, ttl_mode=ttl_mode,
                                 max_concurrency=max_concurrency)
-        if log is None or normalize_url(log) == url:
-            checkpoint_log = open_checkpoint_log(url, storage_options=storage_options, blob_store=store)
-        else:
-            checkpoint_log = open_checkpoint_log(log)
-        return cls(store, checkpoint_log, url)
+        try:
+            info = ensure_repository(store, url, create=create)
+            if log is None or normalize_url(log) == url:
+                checkpoint_log = open_checkpoint_log(url, storage_options=storage_options, blob_store=store)
+            else:
+                if log_options is None and url_scheme(normalize_url(log)) == url_scheme(url):
+                    log_options = storage_options
+                checkpoint_log = open_checkpoint_log(log, storage_options=log_options)
+        except BaseException:
+            store.close()
+            raise
+        return cls(store, checkpoint_log, url, info)
 
     def read_index(self, checkpoint: Checkpoint) -> SnapshotIndex:
         """Fetch the checkpoint's index and verify its size and CRC32C before parsing it.
@@ -74,24 +92,23 @@ class Repository:
             raise ChecksumMismatch(f"snapshot index {checkpoint.index_blob_id} belongs to another checkpoint")
         return index
 
-    def choose(self, key: StoreKey, *, checkpoint_id: str | None = None,
-               max_batch_id: int | None = None) -> Checkpoint:
-        """The latest checkpoint, the one named ``checkpoint_id``, or the newest with ``batch_id <= max_batch_id``.
+    def choose(self, key: StoreKey, *, checkpoint: str | int | None = None, max_batch_id: int | None = None,
+               checkpoint_id: str | None = None) -> Checkpoint:
+        """The latest checkpoint, the one ``checkpoint`` names (``latest``, a checkpoint id, a unique prefix of one,
+        or a generation number: ``blobstate.selection.select_checkpoint``), or the newest with
+        ``batch_id <= max_batch_id``. ``checkpoint_id`` is the older name of ``checkpoint``.
 
-        Raises ``NothingToRestore`` when none qualifies.
+        Raises ``NothingToRestore`` when none qualifies, ``ConfigurationError`` for an ambiguous prefix.
         """
-        if checkpoint_id is None and max_batch_id is None:
+        checkpoint = checkpoint if checkpoint is not None else checkpoint_id
+        if (checkpoint is None or checkpoint == "latest") and max_batch_id is None:
             latest = self.log.latest(key)
             if latest is None:
                 raise NothingToRestore(f"no checkpoint for {key} in {self.log.url or self.url}{self._others(key)}")
             return latest
         history = self.log.history(key)
-        if checkpoint_id is not None:
-            for cp in history:
-                if cp.checkpoint_id == checkpoint_id:
-                    return cp
-            raise NothingToRestore(f"no checkpoint {checkpoint_id} for {key} (retained: "
-                                   f"{', '.join(c.checkpoint_id for c in history) or 'none'})")
+        if checkpoint is not None:
+            return select_checkpoint(history, checkpoint, key)
         for cp in reversed(history):
             if cp.batch_id is not None and max_batch_id is not None and cp.batch_id <= max_batch_id:
                 return cp

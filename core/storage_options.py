@@ -34,11 +34,23 @@ _SECRET_KEY = re.compile(
     re.IGNORECASE,
 )
 # KEY=VALUE pairs inside connection strings and queries (``AccountKey=...;``, ``sig=...&``, ``token: ...``).
+# The key may be quoted and the value a bytes literal, as in a logged header dict: ``'X-Amz-Security-Token': b'...'``.
 _SECRET_PAIR = re.compile(
     r"(?P<key>\b[\w.-]*?(?:secret|password|passwd|token|signature|accountkey|account_key|"
-    r"sharedaccesssignature|credential|sig|key))(?P<sep>\s*[=:]\s*)(?P<q>[\"']?)(?P<value>[^;&\s\"',}]+)",
+    r"sharedaccesssignature|credential|sig|key))(?P<sep>[\"']?\s*[=:]\s*(?:(?-i:b)(?=[\"']))?)(?P<q>[\"']?)"
+    r"(?P<value>[^;&\s\"',}]+)",
     re.IGNORECASE,
 )
+# Authorization headers (``'Authorization': b'AWS4-HMAC-SHA256 Credential=..., Signature=...'``, ``Bearer ...``):
+# the whole quoted value, spaces included.
+_AUTH_HEADER = re.compile(r"(?P<key>\b(?:proxy-)?authorization)(?P<sep>[\"']?\s*[=:]\s*(?:(?-i:b)(?=[\"']))?)"
+                          r"(?:(?P<q>[\"'])(?P<quoted>.*?)(?P=q)|(?P<bare>\S+(?: \S+)?))", re.IGNORECASE)
+# AWS access key ids (long-term ``AKIA``, temporary ``ASIA``), wherever they appear.
+_AWS_KEY_ID = re.compile(r"\b(?:AKIA|ASIA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{12,}\b")
+#: Environment variables whose values are credentials: never printed or logged, whatever logs them.
+SECRET_ENV_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
+                   "AZURE_STORAGE_KEY", "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_CONNECTION_STRING",
+                   "AZURE_STORAGE_SAS_TOKEN", "AZURE_CLIENT_SECRET", "GOOGLE_OAUTH_ACCESS_TOKEN")
 _USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][\w+.-]*://)(?P<userinfo>[^/@\s]+)@")
 
 
@@ -84,8 +96,11 @@ def parse_option(text: str) -> tuple[str, Any]:
     """
     key, sep, value = text.partition("=")
     key = key.strip()
-    if not sep or not key:
-        raise ConfigurationError(f"storage option must be KEY=VALUE, got one starting with {key[:20]!r}")
+    if not sep:
+        raise ConfigurationError("a storage option must be name=value, got one without '=' (not shown: it may be a "
+                                 "secret)")
+    if not key:
+        raise ConfigurationError("a storage option must be name=value, got one with an empty name")
     return key, coerce(value)
 
 
@@ -179,6 +194,8 @@ def redact(value: Any, *, secrets: Iterable[str] = ()) -> Any:
         return type(value)(redact(v, secrets=literals) for v in value)
     if isinstance(value, str):
         text = _USERINFO.sub(lambda m: f"{m['scheme']}{REDACTED}@", value)
+        text = _AUTH_HEADER.sub(lambda m: f"{m['key']}{m['sep']}{m['q'] or ''}{REDACTED}{m['q'] or ''}", text)
+        text = _AWS_KEY_ID.sub(REDACTED, text)
         text = _SECRET_PAIR.sub(lambda m: f"{m['key']}{m['sep']}{m['q']}{REDACTED}", text)
         for literal in sorted(literals, key=len, reverse=True):
             text = text.replace(literal, REDACTED)
@@ -200,3 +217,15 @@ def secret_values(options: Mapping[str, Any]) -> list[str]:
 def display_url(url: str) -> str:
     """``url`` as journals and messages record it: no query (storage options, tokens) and no credentials."""
     return str(redact(split_url(url)[0]))
+
+
+def environment_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The credentials the environment holds (``SECRET_ENV_VARS``, and secret values of
+    ``BLOBSTATE_STORAGE_OPTIONS``), for ``redact``; a malformed ``BLOBSTATE_STORAGE_OPTIONS`` adds nothing."""
+    env = os.environ if environ is None else environ
+    out = [env[name] for name in SECRET_ENV_VARS if env.get(name)]
+    try:
+        out += secret_values(from_env(env))
+    except ConfigurationError:
+        pass
+    return out

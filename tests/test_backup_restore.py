@@ -301,7 +301,9 @@ def test_retention_keeps_the_newest_checkpoints_and_deletes_only_unreferenced_bl
 
 
 def test_nothing_to_restore_and_usage_errors_have_their_exit_codes(tmp_path, repo, cli):
-    assert cli("restore", tmp_path / "d", "--repo", repo).returncode == 5
+    assert cli("restore", tmp_path / "d", "--repo", repo).returncode == 6  # no repository there
+    assert cli("init", "--repo", repo).returncode == 0
+    assert cli("restore", tmp_path / "d", "--repo", repo).returncode == 5  # a repository without that store
     assert cli("backup", tmp_path / "missing", "--repo", repo).returncode == 2
     assert cli("backup", tmp_path, "--repo", repo, "--store-type", "nope").returncode == 2
     assert cli("restore", tmp_path / "d", "--repo", "unknownscheme://x/y").returncode in (1, 2)

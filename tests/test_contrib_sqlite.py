@@ -4,19 +4,15 @@ restore SQLite databases through it with the CLI, run the LocalStore conformance
 
 from __future__ import annotations
 
-import fcntl
-import importlib
-import importlib.util
 import os
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import threading
-from importlib import metadata
 from pathlib import Path
 
 import pytest
+from dists import install_editable
 
 from blobstate.errors import ConfigurationError, IntegrityError, StorageError
 from blobstate.testing.local_stores import LocalStoreContract
@@ -25,35 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 CONTRIB = ROOT / "contrib" / "blobstate-sqlite"
 
 
-def _pip_install_cmd() -> list[str]:
-    cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--disable-pip-version-check"]
-    try:
-        setuptools_major = int(metadata.version("setuptools").split(".")[0])
-    except metadata.PackageNotFoundError:
-        setuptools_major = 0
-    if setuptools_major >= 64 and importlib.util.find_spec("wheel") is not None:
-        cmd.append("--no-build-isolation")  # offline and fast; .ci/install-contrib.sh provides wheel
-    return [*cmd, "-e", str(CONTRIB)]
-
-
 @pytest.fixture(scope="session")
 def sqlite_dist() -> Path:
     """Install the contrib distribution (editable, like a plugin author's checkout) into this environment."""
-    # Serialised across concurrent test sessions on this machine: two pip runs on one environment can collide.
-    with open(os.path.join(tempfile.gettempdir(), "blobstate-contrib-install.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        proc = subprocess.run(_pip_install_cmd(), capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"pip install failed:\n{proc.stdout}\n{proc.stderr}"
-    importlib.invalidate_caches()
-    if importlib.util.find_spec("blobstate_sqlite") is None:
-        # The editable install's import hook is set up by a .pth file at interpreter start; subprocesses get it,
-        # this already running process needs the path itself.
-        sys.path.insert(0, str(CONTRIB))
-    dist = metadata.distribution("blobstate-sqlite")
-    assert [(ep.name, ep.value) for ep in dist.entry_points if ep.group == "blobstate"] == [
-        ("blobstate_sqlite", "blobstate_sqlite")
-    ]
-    return CONTRIB
+    return install_editable(CONTRIB, "blobstate-sqlite", "blobstate_sqlite")
 
 
 def _make_db(path: Path, rows: dict[str, str], *, wal: bool = True) -> None:

@@ -4,11 +4,10 @@ is reported by `blobstate plugins` and breaks nothing else; backend selection wh
 
 from __future__ import annotations
 
-import os
-import textwrap
 from pathlib import Path
 
 import pytest
+from dists import make_dist, plugin_env
 
 from blobstate import BlobStoreSpec, hookimpl
 from blobstate.backends import open_blob_store
@@ -36,24 +35,6 @@ def make_store(url, *, storage_options, ttl_mode, max_concurrency):
 def blobstate_blob_stores():
     return [BlobStoreSpec(name=NAME, schemes=("dup",), factory=make_store, priority=PRIORITY)]
 '''
-
-
-def make_dist(root: Path, dist: str, version: str, module: str, source: str) -> Path:
-    """A minimal installed distribution in ``root``: ``<dist>-<version>.dist-info`` whose entry point (group
-    ``blobstate``) names ``module``, and ``module.py`` itself. Put ``root`` on PYTHONPATH to "install" it."""
-    info = root / f"{dist.replace('-', '_')}-{version}.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
-    (info / "entry_points.txt").write_text(f"[blobstate]\n{module} = {module}\n")
-    (root / f"{module}.py").write_text(textwrap.dedent(source))
-    return root
-
-
-def plugin_env(*roots: Path, **extra: str) -> dict[str, str]:
-    from fixtures_core import SUPPORT_DIR
-
-    path = [str(r) for r in roots] + [SUPPORT_DIR] + [p for p in [os.environ.get("PYTHONPATH", "")] if p]
-    return {"PYTHONPATH": os.pathsep.join(path), **extra}
 
 
 def make_store_dir(path: Path) -> dict[str, bytes]:

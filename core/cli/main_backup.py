@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from blobstate.cli import common
+from blobstate.layout import DEFAULT_CHUNK_SIZE, DEFAULT_RETAIN, DEFAULT_TTL_MS
 
 if TYPE_CHECKING:
     from blobstate.model import StoreKey
@@ -15,16 +16,20 @@ if TYPE_CHECKING:
 
 @click.command()
 @click.argument("store_dir", type=click.Path(exists=True, file_okay=False))
-@common.repo_options
+@common.repository_options
 @common.ttl_mode_option
 @common.concurrency_option
 @common.work_dir_option
 @common.key_options
-@click.option("--store-type", default=None, help="Local store type (rocksdb, dir, ...); default: detected.")
+@click.option("--store-type", default=None, envvar="BLOBSTATE_STORE_TYPE",
+              help="Local store type (rocksdb, dir, ...); default: detected.")
 @click.option("--batch-id", type=click.IntRange(0), default=None, help="Stream batch id to record.")
-@click.option("--ttl", "ttl_ms", type=click.IntRange(1), default=None, help="Blob TTL in ms (default: 1 day).")
-@click.option("--retain", type=click.IntRange(1), default=3, show_default=True, help="Checkpoints kept.")
-@click.option("--chunk-size", type=click.IntRange(1), default=64 << 20, show_default=True, help="Bytes per blob.")
+@click.option("--ttl", type=common.Duration(), default=DEFAULT_TTL_MS, show_default="1d", envvar="BLOBSTATE_TTL",
+              help="How long new blobs live unless their commit completes (1d, 12h, 90s, 500ms; a number is ms).")
+@click.option("--retain", type=click.IntRange(1), default=DEFAULT_RETAIN, show_default=True,
+              envvar="BLOBSTATE_RETAIN", help="Checkpoints kept.")
+@click.option("--chunk-size", type=common.ByteSize(), default=DEFAULT_CHUNK_SIZE, show_default="64MiB",
+              envvar="BLOBSTATE_CHUNK_SIZE", help="Bytes per blob (64MiB, 1GiB, 500MB; a number is bytes).")
 @click.option("--expected-generation", type=click.IntRange(0), default=None,
               help="Fence against this generation instead of the log's latest (for orchestrators).")
 @click.option("--dry-run", is_flag=True,
@@ -32,29 +37,31 @@ if TYPE_CHECKING:
 @common.json_option
 @common.quiet_option
 @common.handle_errors
-def backup(store_dir: str, repo: str, log_url: str | None, storage_option: tuple[str, ...], ttl_mode: str | None,
-           max_concurrency: int, work_dir: str | None, job: str, task: str, store: str | None,
-           store_type: str | None, batch_id: int | None, ttl_ms: int | None, retain: int, chunk_size: int,
-           expected_generation: int | None, dry_run: bool, as_json: bool, quiet: bool) -> None:
-    """Back up STORE_DIR as a new committed snapshot; prints the checkpoint id on stdout."""
+def backup(store_dir: str, repo: str, log_url: str | None, storage_option: tuple[str, ...],
+           log_option: tuple[str, ...], ttl_mode: str | None, max_concurrency: int, work_dir: str | None, job: str,
+           task: str, store: str | None, store_type: str | None, batch_id: int | None, ttl: int, retain: int,
+           chunk_size: int, expected_generation: int | None, dry_run: bool, as_json: bool, quiet: bool) -> None:
+    """Back up STORE_DIR as a new committed snapshot; prints the checkpoint id on stdout.
+
+    The first backup into an empty location creates the repository."""
     from blobstate import api
-    from blobstate.layout import DEFAULT_TTL_MS
+    from blobstate.units import format_duration, format_size
 
     key = common.store_key(job, task, store, store_dir)
+    common.watch_store(repo, key.job, key.task, key.store, work_dir)
     result = api.backup(
-        store_dir, repo=repo, log=log_url, job=key.job, task=key.task, store=key.store, store_type=store_type,
-        batch_id=batch_id, ttl_ms=ttl_ms or DEFAULT_TTL_MS, retain=retain, chunk_size=chunk_size,
-        max_concurrency=max_concurrency, storage_options=common.storage_options(storage_option), ttl_mode=ttl_mode,
-        work_dir=common.store_work_dir(work_dir, repo, key), progress=common.progress(quiet),
-        expected_generation=expected_generation, dry_run=dry_run,
+        store_dir, job=key.job, task=key.task, store=key.store, store_type=store_type, batch_id=batch_id, ttl=ttl,
+        retain=retain, chunk_size=chunk_size, max_concurrency=max_concurrency, ttl_mode=ttl_mode, work_base=work_dir,
+        progress=common.progress(quiet), expected_generation=expected_generation, dry_run=dry_run,
+        **common.repository(repo, log_url, storage_option, log_option),
     )
     if isinstance(result, api.BackupPreview):
         _print_preview(key, result, as_json)
         return
     if not quiet and not as_json:
-        common.err(f"committed {key} generation {result.checkpoint.generation}: {result.files_uploaded}/"
-                   f"{result.files_total} files, {result.bytes_uploaded} of {result.bytes_total} bytes uploaded in "
-                   f"{result.duration_ms:.0f} ms")
+        common.err(f"committed {key} generation {result.checkpoint.generation}: {result.files_uploaded} of "
+                   f"{result.files_total} files, {format_size(result.bytes_uploaded)} of "
+                   f"{format_size(result.bytes_total)} uploaded in {format_duration(result.duration_ms)}")
     common.emit(as_json, result.to_json(), result.checkpoint.checkpoint_id)
 
 

@@ -1,19 +1,51 @@
-"""``blobstate gc``: expired TTL blobs and orphans over every store of a repository; the cloud lifecycle rule."""
+"""``blobstate gc``: expired TTL blobs and orphans over every store of a repository; the cloud lifecycle rule.
+
+The text lists exactly what ``--json`` lists (every blob and checkpoint, per store), with or without ``--dry-run``.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 import click
 
 from blobstate.cli import common
+from blobstate.layout import DEFAULT_TTL_MS
+
+#: JSON field -> how the text names one entry of it.
+TEXT_LABELS = {"expiredDeleted": "expired", "orphansDeleted": "orphan", "expiredHealed": "healed",
+               "checkpointsPruned": "checkpoint", "temporariesDeleted": "temporary",
+               "foreign": "not this store's (left alone)"}
+
+
+def render_text(reports: list[dict[str, Any]], dry_run: bool) -> str:
+    """The text form of ``gc --json``'s reports: a summary line per store, then one line per entry."""
+    would = "would " if dry_run else ""
+    lines = []
+    for r in reports:
+        if r["skipped"]:
+            lines.append(f"{r['store']}: skipped: {r['skipped']}")
+            continue
+        if r["store"] is None:  # the repository's own leftovers: temp files of interrupted exclusive creates
+            lines.append(f"checkpoints/: {would}delete {len(r['temporariesDeleted'])} temporary files")
+            lines += [f"  temporary {entry}" for entry in r["temporariesDeleted"]]
+            continue
+        lines.append(f"{r['store']}: {would}delete {len(r['expiredDeleted'])} expired and "
+                     f"{len(r['orphansDeleted'])} orphaned blobs, {would}prune {len(r['checkpointsPruned'])} "
+                     f"checkpoint(s); {len(r['expiredHealed'])} expired but referenced ({would}remove their TTL)")
+        for field, label in TEXT_LABELS.items():
+            lines += [f"  {label} {entry}" for entry in r[field]]
+    return "\n".join(lines)
 
 
 @click.command()
-@common.repo_options
+@common.repository_options
 @common.ttl_mode_option
 @common.work_dir_option
+@common.filter_options
 @click.option("--dry-run", is_flag=True, help="Show what would be deleted; delete nothing.")
-@click.option("--ttl", "ttl_ms", type=click.IntRange(1), default=None,
-              help="Orphans older than this (ms) are deleted (default: the blob TTL, 1 day).")
+@click.option("--ttl", type=common.Duration(), default=DEFAULT_TTL_MS, show_default="1d", envvar="BLOBSTATE_TTL",
+              help="Orphans older than this are deleted (1d, 12h, 90s; a number is ms).")
 @click.option("--retain", type=click.IntRange(1), default=None,
               help="Checkpoints kept (default: the retention each store's writer recorded).")
 @click.option("--install-lifecycle", is_flag=True,
@@ -21,17 +53,17 @@ from blobstate.cli import common
 @click.option("--now", "now_ms", type=int, default=None, hidden=True, help="Current time in ms (tests).")
 @common.json_option
 @common.handle_errors
-def gc(repo: str, log_url: str | None, storage_option: tuple[str, ...], ttl_mode: str | None, work_dir: str | None,
-       dry_run: bool, ttl_ms: int | None, retain: int | None, install_lifecycle: bool, now_ms: int | None,
+def gc(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...],
+       ttl_mode: str | None, work_dir: str | None, job: str | None, task: str | None, store: str | None,
+       dry_run: bool, ttl: int, retain: int | None, install_lifecycle: bool, now_ms: int | None,
        as_json: bool) -> None:
-    """Delete expired TTL blobs and orphans no retained snapshot references (only once older than the TTL)."""
+    """Delete expired TTL blobs and orphans no retained snapshot references (only once older than the TTL), and
+    prune checkpoints beyond the retention, in every store (or the --store / --job / --task given)."""
     from blobstate import api
-    from blobstate.layout import DEFAULT_TTL_MS
 
     options = common.storage_options(storage_option)
     if install_lifecycle:
-        rule, installed = api.lifecycle_rule(repo=repo, ttl_ms=ttl_ms or DEFAULT_TTL_MS, storage_options=options,
-                                             install=not dry_run)
+        rule, installed = api.lifecycle_rule(repo=repo, ttl=ttl, storage_options=options, install=not dry_run)
         if rule is None:
             common.err("this blob store has no lifecycle rule: TTL is kept as leases, swept by `blobstate gc`")
         elif installed:
@@ -40,23 +72,8 @@ def gc(repo: str, log_url: str | None, storage_option: tuple[str, ...], ttl_mode
             common.err("install this lifecycle rule with your cloud's management API:")
             click.echo(rule)
         return
-    reports = api.gc(repo=repo, log=log_url, dry_run=dry_run, ttl_ms=ttl_ms or DEFAULT_TTL_MS, retain=retain,
-                     now_ms=now_ms, storage_options=options, ttl_mode=ttl_mode, work_base=work_dir)
-    if as_json:
-        common.emit(True, [r.to_json() for r in reports], "")
-        return
-    verb = "would delete" if dry_run else "deleted"
-    for r in reports:
-        if r.skipped:
-            click.echo(f"{r.key}: skipped: {r.skipped}")
-            continue
-        if r.foreign:
-            click.echo(f"{r.key}: {len(r.foreign)} object(s) named by this store's leases or found under its prefix "
-                       "belong to no store of ours: left alone")
-        if r.key is None:
-            click.echo(f"checkpoints/: {verb} {len(r.temporaries_deleted)} temporary files of interrupted writes")
-        else:
-            click.echo(f"{r.key}: {verb} {len(r.expired_deleted)} expired, {len(r.orphans_deleted)} orphans; "
-                       f"{len(r.expired_healed)} expired but referenced (TTL removed)")
-        for blob_id in r.expired_deleted + r.orphans_deleted + r.temporaries_deleted:
-            click.echo(f"  {blob_id}")
+    reports = api.gc(repo=repo, log=log_url, job=job, task=task, store=store, dry_run=dry_run, ttl=ttl,
+                     retain=retain, now_ms=now_ms, storage_options=options, log_options=common.log_options(log_option),
+                     ttl_mode=ttl_mode, work_base=work_dir)
+    payload = [r.to_json() for r in reports]
+    common.emit(as_json, payload, render_text(payload, dry_run) or "no stores")

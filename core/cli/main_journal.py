@@ -18,7 +18,7 @@ def journal() -> None:
 @click.option("--repo", default=None, envvar="BLOBSTATE_REPO",
               help="Repository URL (with the key options, to find the work directory).")
 @common.key_options
-@click.option("--work-dir", default=None, envvar="BLOBSTATE_WORK_DIR", help="Work directory base.")
+@common.work_dir_option
 @click.option("--journal", "journal_dir", default=None, type=click.Path(file_okay=False),
               help="The store's work directory holding journal.log.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON lines.")
@@ -30,6 +30,7 @@ def show(repo: str | None, job: str, task: str, store: str | None, work_dir: str
     from blobstate.errors import CorruptJournalError
     from blobstate.journal.events import event_to_dict
     from blobstate.journal.projection import project
+    from blobstate.units import iso_time
 
     if journal_dir is None and repo is None:
         raise click.UsageError("give --journal DIR, or --repo with the store key options")
@@ -47,7 +48,7 @@ def show(repo: str | None, job: str, task: str, store: str | None, work_dir: str
             click.echo(json.dumps(doc))
         else:
             rest = " ".join(f"{k}={v}" for k, v in doc.items() if k not in ("type", "v", "commit_id", "time_ms"))
-            click.echo(f"{event.time_ms} {event.commit_id} {event.type_name} {rest}"[:300])
+            click.echo(common.safe(f"{iso_time(event.time_ms)} {event.commit_id} {event.type_name} {rest}"[:300]))
     for state in project(result.events).values():
         common.err(f"commit {state.commit_id}: {state.phase.name}")
     if corrupt is not None:

@@ -1,4 +1,5 @@
-"""``blobstate list``: the retained checkpoints of a store, or of every store in the repository."""
+"""``blobstate list``: the retained checkpoints of a store, or of every store in the repository, with their time,
+writer host, batch id, file count and data size (from the snapshot indexes)."""
 
 from __future__ import annotations
 
@@ -8,29 +9,32 @@ from blobstate.cli import common
 
 
 @click.command("list")
-@common.repo_options
-@common.key_options
+@common.repository_options
+@common.filter_options
 @common.json_option
 @common.handle_errors
-def list_checkpoints(repo: str, log_url: str | None, storage_option: tuple[str, ...], job: str, task: str,
-                     store: str | None, as_json: bool) -> None:
-    """List the retained checkpoints of a store (or, without --store, every store key in the repository)."""
+def list_checkpoints(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...],
+                     job: str | None, task: str | None, store: str | None, as_json: bool) -> None:
+    """List retained checkpoints: time (UTC), host, batch id, files and data size, of one store (--store) or of
+    every store in the repository (optionally of one --job / --task)."""
     from blobstate import api
-    from blobstate.model import StoreKey
+    from blobstate.units import format_size
 
-    options = common.storage_options(storage_option)
-    keys = (api.list_stores(repo=repo, log=log_url, storage_options=options) if store is None
-            else [StoreKey(job, task, store)])
-    rows = [{"store": str(key), **cp.to_json()}
-            for key in keys for cp in api.list_checkpoints(repo=repo, log=log_url, key=key, storage_options=options)]
+    summaries = api.describe_checkpoints(job=job, task=task, store=store,
+                                         **common.repository(repo, log_url, storage_option, log_option))
     if as_json:
-        common.emit(True, rows, "")
+        common.emit(True, [s.to_json() for s in summaries], "")
         return
-    if not rows:
+    if not summaries:
         common.err("no checkpoints")
         return
-    click.echo(f"{'store':30} {'gen':>5} {'checkpoint':28} {'batch':>6} {'index size':>10}")
-    for r in rows:
-        batch = "" if r["batchId"] is None else r["batchId"]
-        click.echo(f"{r['store']:30} {r['generation']:>5} {r['checkpointId']:28} {batch!s:>6} "
-                   f"{r['indexSizeInBytes']:>10}")
+    lines = [f"{'store':28} {'gen':>4} {'checkpoint':22} {'created (UTC)':24} {'host':16} {'batch':>6} "
+             f"{'files':>7} {'size':>10}"]
+    for s in summaries:
+        row = s.to_json()
+        batch = "" if row["batchId"] is None else row["batchId"]
+        files = "?" if s.files_total is None else s.files_total
+        lines.append(f"{row['store']:28} {row['generation']:>4} {row['checkpointId']:22} {row['createdTime']:24} "
+                     f"{row['host'][:16]:16} {batch!s:>6} {files!s:>7} {format_size(s.bytes_total):>10}"
+                     + (f"  error: {s.error}" if s.error else ""))
+    common.emit(False, None, "\n".join(lines))

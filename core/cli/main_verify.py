@@ -1,4 +1,5 @@
-"""``blobstate verify``: read every blob of a checkpoint and check sizes and CRC32C; exit 3 on any damage."""
+"""``blobstate verify``: read every blob of a checkpoint and check sizes and CRC32C, of one store or of every store
+in the repository; exit 3 on any damage."""
 
 from __future__ import annotations
 
@@ -8,28 +9,32 @@ from blobstate.cli import common
 
 
 @click.command()
-@common.repo_options
+@common.repository_options
 @common.concurrency_option
-@common.key_options
-@click.option("--checkpoint", "checkpoint_id", default=None, help="Checkpoint id (default: the latest).")
+@common.filter_options
+@common.checkpoint_option
 @click.option("--all", "all_checkpoints", is_flag=True, help="Verify every retained checkpoint.")
 @common.json_option
 @common.handle_errors
-def verify(repo: str, log_url: str | None, storage_option: tuple[str, ...], max_concurrency: int, job: str,
-           task: str, store: str | None, checkpoint_id: str | None, all_checkpoints: bool, as_json: bool) -> None:
-    """Read every blob of a checkpoint and check sizes and CRC32C; exit 3 on any damage."""
+def verify(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...],
+           max_concurrency: int, job: str | None, task: str | None, store: str | None, checkpoint: str | None,
+           all_checkpoints: bool, as_json: bool) -> None:
+    """Read every blob of the latest checkpoint (--checkpoint one, --all every retained one) of one store
+    (--store) or of every store in the repository, and check sizes and CRC32C; exit 3 on any damage."""
     from blobstate import api
+    from blobstate.units import format_size
 
-    key = common.store_key(job, task, store)
-    reports = api.verify(repo=repo, key=key, log=log_url, checkpoint_id=checkpoint_id,
-                         all_checkpoints=all_checkpoints, storage_options=common.storage_options(storage_option),
-                         max_concurrency=max_concurrency, raise_on_error=False)
+    reports = api.verify(job=job, task=task, store=store, checkpoint=checkpoint, all_checkpoints=all_checkpoints,
+                         max_concurrency=max_concurrency, raise_on_error=False,
+                         **common.repository(repo, log_url, storage_option, log_option))
     if as_json:
-        common.emit(True, [r.to_json() for r in reports], "")
+        common.emit(True, [{"store": str(r.checkpoint.store_key), **r.to_json()} for r in reports], "")
     else:
+        lines = []
         for r in reports:
             status = "ok" if r.ok else f"{len(r.problems)} problem(s)"
-            click.echo(f"{key} {r.checkpoint.checkpoint_id}: {r.files} files, {r.bytes_read} bytes read: {status}")
-            for f, m in r.problems:
-                click.echo(f"  {f}: {m}")
+            lines.append(f"{r.checkpoint.store_key} {r.checkpoint.checkpoint_id} (generation "
+                         f"{r.checkpoint.generation}): {r.files} files, {format_size(r.bytes_read)} read: {status}")
+            lines += [f"  {f}: {m}" for f, m in r.problems]
+        common.emit(False, None, "\n".join(lines))
     api.raise_for_reports(reports)

@@ -33,8 +33,10 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import threading
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -337,12 +339,18 @@ class StoreCommitter:
         return self.upload(self.checkpoint(source, batch_id=batch_id))
 
     def _upload_blobs(self, commit_id: str, puts: list[PutRequest], total: int) -> None:
-        self.progress.start(f"upload {self.key}", total, len(puts))
+        # Progress counts files, not chunks: a file is done when its last chunk is.
+        chunks_left = Counter(_source_name(r) for r in puts)
+        lock = threading.Lock()
+        self.progress.start(f"upload {self.key}", total, len(chunks_left))
 
         def one(request: PutRequest) -> None:
             self.repo.store.put(request)
             self.session.record(ev.BlobUploaded(commit_id, now_ms(), request.blob_id, request.size))
-            self.progress.advance(request.size, 1)
+            with lock:
+                chunks_left[_source_name(request)] -= 1
+                file_done = chunks_left[_source_name(request)] == 0
+            self.progress.advance(request.size, 1 if file_done else 0)
 
         try:
             self.repo.store.map_concurrent(one, sorted(puts, key=lambda r: -r.size))
@@ -393,3 +401,8 @@ class StoreCommitter:
         if not isinstance(exc, FencedError):
             self._generation = None  # re-read on the next commit
             self._prev = None
+
+
+def _source_name(request: PutRequest) -> str:
+    """The local file a blob's bytes come from (the blob id for in-memory bytes)."""
+    return request.source.path if isinstance(request.source, FileRange) else request.blob_id

@@ -117,3 +117,15 @@ def cli(work_base):
         return run_cli(*args, work_base=work or work_base, env=env)
 
     return call
+
+
+def blobstate_script() -> Path:
+    """The `blobstate` console script of the running interpreter's environment (not another one on PATH)."""
+    import shutil
+
+    beside = Path(sys.executable).with_name("blobstate")
+    if beside.is_file():
+        return beside
+    found = shutil.which("blobstate")
+    assert found, "the blobstate console script is not installed"
+    return Path(found)

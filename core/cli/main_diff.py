@@ -1,0 +1,37 @@
+"""``blobstate diff FROM [TO]``: what changed between two checkpoints of a store."""
+
+from __future__ import annotations
+
+import click
+
+from blobstate.cli import common
+
+
+@click.command()
+@click.argument("base", metavar="FROM")
+@click.argument("target", metavar="[TO]", required=False, default="latest")
+@common.repository_options
+@common.key_options
+@common.json_option
+@common.handle_errors
+def diff(base: str, target: str, repo: str, log_url: str | None, storage_option: tuple[str, ...],
+         log_option: tuple[str, ...], job: str, task: str, store: str | None, as_json: bool) -> None:
+    """Files added (+), removed (-) and changed (~) from checkpoint FROM to TO (default: latest). Each is latest,
+    a checkpoint id, a unique prefix of one, or a generation number."""
+    from blobstate import api
+    from blobstate.units import format_size
+
+    result = api.diff(job=job, task=task, store=common.require_store(store), base=base, target=target,
+                      **common.repository(repo, log_url, storage_option, log_option))
+    if as_json:
+        common.emit(True, result.to_json(), "")
+        return
+    a, b = result.base.checkpoint, result.target.checkpoint
+    lines = [f"+ {path} ({format_size(size)})" for path, size in result.added]
+    lines += [f"- {path} ({format_size(size)})" for path, size in result.removed]
+    lines += [f"~ {path} ({format_size(before)} -> {format_size(after)})" for path, before, after in result.changed]
+    lines.append(f"{a.store_key}: generation {a.generation} ({a.checkpoint_id}) -> {b.generation} "
+                 f"({b.checkpoint_id}): {len(result.added)} added, {len(result.removed)} removed, "
+                 f"{len(result.changed)} changed, {result.unchanged} unchanged; {result.blobs_new} new blobs, "
+                 f"{result.blobs_shared} shared")
+    common.emit(False, None, "\n".join(lines))

@@ -1,0 +1,34 @@
+"""``blobstate ls``: the files of one snapshot, with size, CRC32C and number of blobs."""
+
+from __future__ import annotations
+
+import click
+
+from blobstate.cli import common
+
+
+@click.command()
+@click.argument("prefix", required=False, default="")
+@common.repository_options
+@common.key_options
+@common.checkpoint_option
+@common.json_option
+@common.handle_errors
+def ls(prefix: str, repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...],
+       job: str, task: str, store: str | None, checkpoint: str | None, as_json: bool) -> None:
+    """List the files of a snapshot (default: the latest; only paths starting with PREFIX if given)."""
+    from blobstate import api
+    from blobstate.units import format_size, iso_time
+
+    listing = api.ls(job=job, task=task, store=common.require_store(store), checkpoint=checkpoint, prefix=prefix,
+                     **common.repository(repo, log_url, storage_option, log_option))
+    if as_json:
+        common.emit(True, listing.to_json(), "")
+        return
+    cp = listing.summary.checkpoint
+    common.err(f"{cp.store_key} checkpoint {cp.checkpoint_id} (generation {cp.generation}, "
+               f"{iso_time(cp.created_time_ms)}): {listing.summary.files_total} files, "
+               f"{format_size(listing.summary.bytes_total)}")
+    lines = [f"{f.size_in_bytes:>14} {f.crc32c:#010x} {len(f.blobs):>4}  {path}" for path, f in listing.files]
+    if lines:
+        common.emit(False, None, "\n".join(lines))

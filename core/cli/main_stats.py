@@ -1,0 +1,39 @@
+"""``blobstate stats``: space use per store: checkpoints, data size, files, stored bytes, deduplication."""
+
+from __future__ import annotations
+
+import click
+
+from blobstate.cli import common
+
+
+@click.command()
+@common.repository_options
+@common.filter_options
+@common.json_option
+@common.handle_errors
+def stats(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...],
+          job: str | None, task: str | None, store: str | None, as_json: bool) -> None:
+    """Per store: retained checkpoints, files and data size of the latest, logical bytes of all retained
+    snapshots, bytes stored, and the deduplication ratio (logical / stored data bytes)."""
+    from blobstate import api
+    from blobstate.units import format_size
+
+    result = api.stats(job=job, task=task, store=store, **common.repository(repo, log_url, storage_option, log_option))
+    if as_json:
+        common.emit(True, [s.to_json() for s in result], "")
+        return
+    if not result:
+        common.err("no stores")
+        return
+    lines = [f"{'store':28} {'ckpts':>5} {'files':>7} {'latest size':>11} {'logical':>10} {'stored':>10} "
+             f"{'unref.':>10} {'dedup':>6}"]
+    for s in result:
+        latest = s.latest
+        files = "?" if latest is None or latest.files_total is None else latest.files_total
+        ratio = "-" if s.dedup_ratio is None else f"{s.dedup_ratio:.2f}x"
+        lines.append(f"{s.key!s:28} {s.checkpoints:>5} {files!s:>7} "
+                     f"{format_size(latest.bytes_total if latest else 0):>11} {format_size(s.logical_bytes):>10} "
+                     f"{format_size(s.stored_bytes):>10} {format_size(s.unreferenced_bytes):>10} {ratio:>6}")
+        lines += [f"  problem: {p}" for p in s.problems]
+    common.emit(False, None, "\n".join(lines))
