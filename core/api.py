@@ -41,7 +41,8 @@ from blobstate.marker import RepositoryInfo
 from blobstate.model import Checkpoint, StoreKey
 from blobstate.pipelines.backup import BackupResult, LocalCheckpoint, StoreCommitter
 from blobstate.pipelines.gc import GcReport, collect, collect_temporaries, discover_keys
-from blobstate.pipelines.preview import BackupPreview, preview_backup
+from blobstate.pipelines.preview import BackupPreview
+from blobstate.pipelines.preview import preview_backup as run_preview
 from blobstate.pipelines.recover import Report, cleanup_after_restore
 from blobstate.pipelines.recover import recover as replay_journal
 from blobstate.pipelines.restore import RestoreResult, restore_snapshot
@@ -55,9 +56,9 @@ from blobstate.units import parse_duration_ms, parse_size
 __all__ = [
     "BackupPreview", "BackupResult", "CheckpointSummary", "CommitState", "Duration", "GcReport", "Listing",
     "LocalCheckpoint", "Repository", "RepositoryInfo", "RestoreResult", "Size", "SnapshotDiff", "StoreCommitter",
-    "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events", "lifecycle_rule",
-    "list_checkpoints", "list_stores", "ls", "raise_for_reports", "recover", "restore", "stats",
-    "unfinished_commits", "verify",
+    "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
+    "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
+    "restore", "stats", "unfinished_commits", "verify",
 ]
 
 _logger = logging.getLogger(__name__)
@@ -115,31 +116,43 @@ def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "de
            chunk_size: Size = DEFAULT_CHUNK_SIZE, max_concurrency: int = 8, storage_options: Options = None,
            log_options: Options = None, ttl_mode: str | None = None, work_base: str | None = None,
            work_dir: str | None = None, progress: Progress | None = None, expected_generation: int | None = None,
-           dry_run: bool = False, ttl_ms: int | None = None) -> BackupResult | BackupPreview:
+           ttl_ms: int | None = None) -> BackupResult:
     """Back up the store at ``source_dir`` (or the live handle ``source``) as a new committed snapshot.
 
     ``ttl``: how long new blobs live unless their commit completes; ``retain``: newest checkpoints kept;
     ``chunk_size``: bytes per blob; ``expected_generation``: fence against it instead of the log's latest. The
-    first backup into an empty location creates the repository. With ``dry_run`` nothing is committed: a
-    ``BackupPreview`` of what would be uploaded and dropped against the latest snapshot. Raises ``FencedError``
-    (exit 4), ``RepositoryNotFound`` (exit 6, a location holding other objects), ``StorageError``,
-    ``ConfigurationError``.
+    first backup into an empty location creates the repository (``preview_backup`` says what a backup would do,
+    committing nothing). Raises ``FencedError`` (exit 4), ``RepositoryNotFound`` (exit 6, a location holding other
+    objects), ``StorageError``, ``ConfigurationError``.
     """
     key = _key(job, task, store, directory=source_dir)
     store_type = store_type or detect_store_type(source_dir)
-    repository = _open(repo, log, storage_options, log_options, create=not dry_run, ttl_mode=ttl_mode,
+    repository = _open(repo, log, storage_options, log_options, create=True, ttl_mode=ttl_mode,
                        max_concurrency=max_concurrency)
     try:
-        if dry_run:
-            return preview_backup(repository, source if source is not None else source_dir, key=key,
-                                  store_type=store_type, chunk_size=parse_size(chunk_size),
-                                  work_dir=work_dir or workdir.store_work_dir(repository.url, key, work_base))
         with StoreCommitter(key, repository, store_type=store_type,
                             work_dir=work_dir or workdir.store_work_dir(repository.url, key, work_base),
                             ttl_ms=parse_duration_ms(ttl_ms if ttl_ms is not None else ttl), retain=retain,
                             chunk_size=parse_size(chunk_size), max_concurrency=max_concurrency, progress=progress,
                             expected_generation=expected_generation) as committer:
             return committer.backup(source if source is not None else source_dir, batch_id=batch_id)
+    finally:
+        repository.close()
+
+
+def preview_backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
+                   store: str | None = None, store_type: str | None = None, source: object | None = None,
+                   chunk_size: Size = DEFAULT_CHUNK_SIZE, storage_options: Options = None,
+                   log_options: Options = None, work_base: str | None = None,
+                   work_dir: str | None = None) -> BackupPreview:
+    """``backup --dry-run``: what a backup of ``source_dir`` would upload and drop against the latest snapshot,
+    committing nothing (no lock, no journal, nothing written to the repository). Raises ``RepositoryNotFound``."""
+    key = _key(job, task, store, directory=source_dir)
+    repository = _open(repo, log, storage_options, log_options)
+    try:
+        return run_preview(repository, source if source is not None else source_dir, key=key,
+                           store_type=store_type or detect_store_type(source_dir), chunk_size=parse_size(chunk_size),
+                           work_dir=work_dir or workdir.store_work_dir(repository.url, key, work_base))
     finally:
         repository.close()
 

@@ -192,8 +192,8 @@ def test_terminal_escape_sequences_in_ids_are_printed_safely(cli, tmp_path):
         result = cli(*args, "--repo", repo)
         output = result.stdout + result.stderr
         assert "\x1b" not in output and "\x07" not in output and "\u202e" not in output, (args, output)
-    listed = cli("list", "--repo", repo)
-    assert "\\x1b]0;owned\\x07" in listed.stdout
+    listed = cli("list", "--repo", repo)  # such an id is not one blobstate writes: the record is refused (issue 14)
+    assert listed.returncode == 3 and "not a printable token" in listed.stderr, listed.stderr
 
 
 def test_a_storage_option_without_equals_is_never_echoed(cli, tmp_path):

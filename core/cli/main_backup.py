@@ -49,15 +49,18 @@ def backup(store_dir: str, repo: str, log_url: str | None, storage_option: tuple
 
     key = common.store_key(job, task, store, store_dir)
     common.watch_store(repo, key.job, key.task, key.store, work_dir)
+    if dry_run:
+        preview = api.preview_backup(store_dir, job=key.job, task=key.task, store=key.store, store_type=store_type,
+                                     chunk_size=chunk_size, work_base=work_dir,
+                                     **common.repository(repo, log_url, storage_option, log_option))
+        _print_preview(key, preview, as_json)
+        return
     result = api.backup(
         store_dir, job=key.job, task=key.task, store=key.store, store_type=store_type, batch_id=batch_id, ttl=ttl,
         retain=retain, chunk_size=chunk_size, max_concurrency=max_concurrency, ttl_mode=ttl_mode, work_base=work_dir,
-        progress=common.progress(quiet), expected_generation=expected_generation, dry_run=dry_run,
+        progress=common.progress(quiet), expected_generation=expected_generation,
         **common.repository(repo, log_url, storage_option, log_option),
     )
-    if isinstance(result, api.BackupPreview):
-        _print_preview(key, result, as_json)
-        return
     if not quiet and not as_json:
         common.err(f"committed {key} generation {result.checkpoint.generation}: {result.files_uploaded} of "
                    f"{result.files_total} files, {format_size(result.bytes_uploaded)} of "
