@@ -39,13 +39,14 @@ from blobstate.journal.projection import CommitState, project
 from blobstate.layout import DEFAULT_CHUNK_SIZE, DEFAULT_RETAIN, DEFAULT_TTL_MS
 from blobstate.marker import RepositoryInfo
 from blobstate.model import Checkpoint, StoreKey
+from blobstate.pipelines import replay
 from blobstate.pipelines.backup import BackupResult, LocalCheckpoint, StoreCommitter
 from blobstate.pipelines.gc import GcReport, collect, collect_temporaries, discover_keys
 from blobstate.pipelines.preview import BackupPreview
 from blobstate.pipelines.preview import preview_backup as run_preview
 from blobstate.pipelines.recover import Report, cleanup_after_restore
 from blobstate.pipelines.recover import recover as replay_journal
-from blobstate.pipelines.restore import RestoreResult, restore_snapshot
+from blobstate.pipelines.restore import RestoreResult
 from blobstate.pipelines.session import StoreSession
 from blobstate.pipelines.verify import VerifyReport, raise_for_reports, verify_checkpoint
 from blobstate.progress import Progress
@@ -164,8 +165,9 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
             work_dir: str | None = None, progress: Progress | None = None, cleanup: bool = True,
             validate: bool = True, force: bool = False, dry_run: bool = False,
             checkpoint_id: str | None = None) -> RestoreResult:
-    """Restore the latest checkpoint (or ``checkpoint``: ``latest``, an id, a unique prefix or a generation; or the
-    newest with ``batch_id <= max_batch_id``) into ``dest_dir``, downloading only what is missing or different.
+    """Restore the latest state (or ``checkpoint``: ``latest``, an id, a unique prefix or a generation; or the
+    state after batch ``max_batch_id``) into ``dest_dir``, downloading only what is missing or different; a store
+    with delta records gets its snapshot, then the deltas after it (``blobstate.pipelines.replay``).
 
     Afterwards ``dest_dir`` holds exactly the snapshot's entries. A non-empty ``dest_dir`` that no restore of this
     store made is refused unless ``force``; one a live process holds open always is. With ``dry_run`` the result
@@ -177,14 +179,15 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
     key = _key(job, task, store, directory=dest_dir)
     repository = _open(repo, log, storage_options, log_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
     try:
-        chosen = repository.choose(key, checkpoint=checkpoint if checkpoint is not None else checkpoint_id,
-                                   max_batch_id=max_batch_id)
-        _logger.info("restoring %s checkpoint %s (generation %d)", key, chosen.checkpoint_id, chosen.generation)
+        chain = replay.plan(repository, key, checkpoint=checkpoint if checkpoint is not None else checkpoint_id,
+                            max_batch_id=max_batch_id)
+        _logger.info("restoring %s: %s", key, chain.describe())
         wd = work_dir or workdir.store_work_dir(repository.url, key, work_base)
-        index_type = store_type or _recorded_store_type(repository, chosen)
-        result = restore_snapshot(repository, chosen, dest_dir, local_store=open_local_store(index_type),
-                                  work_dir=wd, cache=ChecksumCache(os.path.join(wd, workdir.CRC_CACHE)),
-                                  progress=progress, validate=validate, force=force, dry_run=dry_run)
+        index_type = store_type or (_recorded_store_type(repository, chain.snapshot) if chain.snapshot else "rocksdb")
+        result = replay.restore_chain(repository, chain, dest_dir, local_store=open_local_store(index_type),
+                                      store_type=index_type, work_dir=wd, progress=progress, validate=validate,
+                                      cache=ChecksumCache(os.path.join(wd, workdir.CRC_CACHE)), force=force,
+                                      dry_run=dry_run)
         if cleanup and not dry_run:
             _logger.info("init cleanup of %s (journal recovery, TTL removal, retention)", key)
             cleanup_after_restore(repository, key, wd)
