@@ -26,6 +26,7 @@ import os
 import shutil
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -37,7 +38,7 @@ from blobstate.layout import DEFAULT_TTL_MS
 from blobstate.model import StoreKey
 from blobstate.pipelines import replay
 from blobstate.pipelines.backup import BackupResult, StoreCommitter
-from blobstate.pipelines.delta import DeltaCommitter, DeltaResult
+from blobstate.pipelines.delta import DeltaCommitter
 from blobstate.repository import Repository
 from blobstate.spark.alignment import AlignmentPlan, SparkAlignmentError, plan_alignment
 from blobstate.spark.location import CheckpointLocation
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
     from rocksdict import Rdict
 
 log = logging.getLogger(__name__)
+
+KEEP_STATS = 10_000  # batches whose statistics are kept (the newest)
 
 BatchFunction = Callable[["DataFrame", int, changelog.StagedWrites], None]
 
@@ -115,8 +118,7 @@ class BatchEngine:
         self.plan: AlignmentPlan | None = None
         self.restore_ms = 0.0
         self.applied: int | None = None
-        self.stats: list[BatchStats] = []
-        self.deltas: list[DeltaResult] = []
+        self.stats: deque[BatchStats] = deque(maxlen=KEEP_STATS)
         self._lock = threading.Lock()  # one batch's commit+apply, or one snapshot's local checkpoint
         self._repo: Repository | None = None
         self._committer: StoreCommitter | None = None
@@ -219,7 +221,6 @@ class BatchEngine:
                 raise
             self.applied = batch_id
             self.scheduler.applied(batch_id)
-        self.deltas.append(result)
         self.stats.append(BatchStats(batch_id, result.duration_ms, (time.perf_counter() - t0) * 1000,
                                      result.bytes_uploaded, self.scheduler.lag))
 

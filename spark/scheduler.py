@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -63,7 +64,7 @@ class SnapshotScheduler(Generic[R]):
         self._closing = False
         self.error: SnapshotCommitError | None = None
         self._error_reported = False
-        self.results: list[R] = []
+        self.results: deque[R] = deque(maxlen=1000)  # the newest snapshots' results
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 

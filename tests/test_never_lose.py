@@ -37,14 +37,9 @@ KEY = StoreKey("j", "0", "s")
 HOUR_MS = 3600 * 1000
 
 
-@pytest.fixture(params=["file", pytest.param("s3", marks=pytest.mark.slow)])
-def target(request, tmp_path):
-    if request.param == "file":
-        return Target(f"file://{tmp_path}/repo")
-    s3 = request.getfixturevalue("s3_target")
-    # In-process checks open a fresh s3fs instance each time: fsspec's shared instance would answer from a
-    # listing cached before the subprocesses wrote.
-    return Target(f"{s3.url}-{uuid.uuid4().hex[:8]}", {**s3.storage_options, "skip_instance_cache": True}, s3.env)
+@pytest.fixture
+def target(repo_target):
+    return repo_target  # file:// and moto S3 (cloud_servers.repo_target)
 
 
 @pytest.fixture
