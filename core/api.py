@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 from datetime import timedelta
+from collections.abc import Callable
 from typing import Any
 
 from blobstate import layout, workdir
@@ -43,7 +44,7 @@ from blobstate.pipelines.backup import BackupResult, LocalCheckpoint, StoreCommi
 from blobstate.pipelines.gc import GcReport, collect, collect_temporaries, discover_keys
 from blobstate.pipelines.preview import BackupPreview
 from blobstate.pipelines.preview import preview_backup as run_preview
-from blobstate.pipelines.recover import Report, cleanup_after_restore
+from blobstate.pipelines.recover import Report, cleanup_after_restore, recover_work_base
 from blobstate.pipelines.recover import recover as replay_journal
 from blobstate.pipelines.restore import RestoreResult, restore_snapshot
 from blobstate.pipelines.session import StoreSession
@@ -58,7 +59,7 @@ __all__ = [
     "LocalCheckpoint", "Repository", "RepositoryInfo", "RestoreResult", "Size", "SnapshotDiff", "StoreCommitter",
     "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
-    "restore", "stats", "unfinished_commits", "verify",
+    "recover_all", "restore", "stats", "unfinished_commits", "verify",
 ]
 
 _logger = logging.getLogger(__name__)
@@ -373,6 +374,23 @@ def recover(*, repo: str, key: StoreKey, log: str | None = None, work_dir: str |
             return replay_journal(session, repository, dry_run=dry_run, report=report)
     finally:
         repository.close()
+
+
+def recover_all(*, work_base: str | None = None, repo: str | None = None, log: str | None = None,
+                job: str | None = None, task: str | None = None, store: str | None = None,
+                storage_options: Options = None, dry_run: bool = False,
+                report: Callable[[StoreKey, Any, str], None] | None = None) -> list[StoreKey]:
+    """``blobstate recover`` with no options: every store of this host's work directory (``work_base``, default
+    ``BLOBSTATE_WORK_DIR`` or the platform's) with an open commit, each against the repository and log its journal
+    records; ``repo``, ``job``/``task``/``store`` narrow it. Returns the store keys recovered; ``report(key, action,
+    outcome)`` is called as each action completes."""
+    def matches(key: StoreKey) -> bool:
+        wanted = ((job, key.job), (task, key.task), (store, key.store))
+        return all(want is None or want == have for want, have in wanted)
+
+    journals = recover_work_base(work_base or workdir.default_base(), repo=repo, log=log,
+                                 storage_options=storage_options, keys=matches, dry_run=dry_run, report=report)
+    return [j.key for j in journals]
 
 
 def journal_events(*, work_dir: str | None = None, repo: str | None = None, key: StoreKey | None = None,
