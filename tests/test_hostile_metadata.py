@@ -161,10 +161,13 @@ def test_7_an_index_larger_than_its_record_declares_is_never_read_whole(tmp_path
 def test_7_telling_a_torn_tail_from_damage_is_linear_in_the_journal_size(monkeypatch):
     import blobstate.journal.file as journal_file
 
-    # A crafted journal: one good record, then 2 MiB of candidates that look like record starts but are not.
+    # A crafted journal: one good record, then 2 MiB of 64-byte units that each look like the start of a ~1 MiB
+    # record ending in "}": a scan that checksummed every candidate would hash ~1 MiB per unit (quadratic).
     good = MAGIC + encode(ev.CommitCompleted("c", 1))
-    junk = (journal_file.HEADER.pack(1 << 20, 0) + journal_file.BODY_START) * ((2 << 20) // 16)
-    data = good + b"\xff" * 9 + junk
+    unit_size, span = 64, 1 << 14
+    unit = journal_file.HEADER.pack(unit_size * span - journal_file.HEADER.size, 0) + journal_file.BODY_START
+    unit += b"x" * (unit_size - len(unit) - 1) + b"}"
+    data = good + b"\xff" * 9 + unit * ((2 << 20) // unit_size)
     hashed = {"bytes": 0}
     real = journal_file.crc32c_bytes
 
