@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import logging
 import os
-from datetime import timedelta
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from blobstate import layout, workdir
@@ -388,6 +388,8 @@ def recover_all(*, work_base: str | None = None, repo: str | None = None, log: s
         wanted = ((job, key.job), (task, key.task), (store, key.store))
         return all(want is None or want == have for want, have in wanted)
 
+    if repo is not None:  # a mistyped --repo is an error (exit 6), never "nothing to recover"
+        _open(repo, log, storage_options).close()
     journals = recover_work_base(work_base or workdir.default_base(), repo=repo, log=log,
                                  storage_options=storage_options, keys=matches, dry_run=dry_run, report=report)
     return [j.key for j in journals]
