@@ -85,7 +85,7 @@ class FsspecBlobStore(BlobStore):
         if self.ttl_mode not in ("lease", "native") or (self.ttl_mode == "native" and not self.native_ttl):
             raise ConfigurationError(f"{type(self).__name__} does not support ttl mode {self.ttl_mode!r}")
         self.max_concurrency = max(1, int(max_concurrency))
-        options = dict(storage_options or {})
+        options = self._fs_options(dict(storage_options or {}))
         try:
             self.fs, root = fsspec.core.url_to_fs(url, **options)
         except (ValueError, ImportError) as exc:
@@ -95,6 +95,11 @@ class FsspecBlobStore(BlobStore):
         self.is_local = protocol in LOCAL_PROTOCOLS
         self._made_dirs: set[str] = set()
         self._dirs_lock = threading.Lock()
+
+    def _fs_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        """The options for the fsspec filesystem, from the resolved storage options (a subclass may take its own
+        out, or add defaults such as the SDK's retry configuration)."""
+        return options
 
     @property
     def display_url(self) -> str:

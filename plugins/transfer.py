@@ -1,0 +1,226 @@
+"""Streaming blob transfers through obstore (Rust ``object_store``) with a fixed budget of bytes in flight.
+
+Uploads never hold a whole blob: a blob larger than ``part_size`` goes up as a multipart upload whose parts are
+read from the file one at a time as the transport asks for them, at most ``part_concurrency`` parts in flight
+(rclone's ``--s3-upload-concurrency``); a smaller one is a single PUT. Downloads stream: the first GET returns the
+object's size and its first part; a larger object's remaining parts are ranged GETs run ``part_concurrency`` at
+a time and written to the sink in order as they arrive (rclone's multi-thread streams), so the sink (a CRC32C
+checker on the restore path) sees the bytes once, in order.
+
+Every transfer of one store first reserves its bytes from one ``ByteBudget`` (default ``DEFAULT_BUDGET``, set
+with the storage option ``transfer_budget`` or ``BLOBSTATE_TRANSFER_BUDGET``, bytes): concurrent files and parts
+together never hold more than the budget in memory, whatever the state or file size.
+
+Errors: obstore's ``NotFoundError`` -> ``FileNotFoundError``, ``AlreadyExistsError``/``PreconditionError`` ->
+``FileExistsError``; anything else propagates (the retry wrapper decides whether it is transient).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any, BinaryIO, TypeVar
+
+from blobstate.errors import ConfigurationError, StorageError
+from blobstate.interfaces import FileRange
+
+T = TypeVar("T")
+
+MiB = 1 << 20
+DEFAULT_PART_SIZE = 8 * MiB  # bytes per multipart part and per ranged GET
+DEFAULT_PART_CONCURRENCY = 4  # parts of one blob in flight at once
+DEFAULT_BUDGET = 96 * MiB  # bytes in flight per store, all transfers together
+BUDGET_ENV = "BLOBSTATE_TRANSFER_BUDGET"
+
+
+def budget_from(options: dict[str, Any]) -> int:
+    """The byte budget: the storage option ``transfer_budget`` (popped from ``options``), else the environment
+    variable ``BLOBSTATE_TRANSFER_BUDGET``, else ``DEFAULT_BUDGET``. Raises ``ConfigurationError`` when it is not
+    a positive integer."""
+    raw = options.pop("transfer_budget", None)
+    if raw is None:
+        raw = os.environ.get(BUDGET_ENV)
+    if raw is None:
+        return DEFAULT_BUDGET
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        raise ConfigurationError(f"transfer_budget must be a number of bytes, not {raw!r}") from None
+    if value < MiB:
+        raise ConfigurationError(f"transfer_budget must be at least {MiB} bytes, not {value}")
+    return value
+
+
+class ByteBudget:
+    """A counting semaphore in bytes: ``reserve(n)`` blocks until ``n`` bytes fit under ``limit``.
+
+    A reservation larger than the limit is clipped to the limit (it then runs alone). ``peak`` is the largest
+    number of bytes ever reserved at once (for tests and the benchmark).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.peak = 0
+        self._cond = threading.Condition()
+
+    @contextmanager
+    def reserve(self, nbytes: int) -> Iterator[None]:
+        n = max(0, min(nbytes, self.limit))
+        with self._cond:
+            self._cond.wait_for(lambda: self.used + n <= self.limit)
+            self.used += n
+            self.peak = max(self.peak, self.used)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self.used -= n
+                self._cond.notify_all()
+
+
+def read_exact(fh: BinaryIO, n: int, what: str) -> bytes:
+    data = fh.read(n)
+    if len(data) != n:
+        raise StorageError(f"{what} shrank while it was uploaded")
+    return data
+
+
+class ObstoreTransport:
+    """Put and get of whole blobs on one obstore store (``obstore.store.S3Store``, ``AzureStore``...).
+
+    ``store``: the obstore store, rooted at the bucket (keys are full object keys). ``budget``: shared by every
+    transfer of the owning blob store. ``pool_size``: threads for ranged GETs (parts of all blobs together).
+    """
+
+    def __init__(self, store: Any, budget: ByteBudget, *, part_size: int = DEFAULT_PART_SIZE,
+                 part_concurrency: int = DEFAULT_PART_CONCURRENCY, pool_size: int = 8) -> None:
+        self.store = store
+        self.budget = budget
+        self.part_size = part_size
+        self.part_concurrency = max(1, part_concurrency)
+        self._pool = ThreadPoolExecutor(max_workers=max(1, pool_size), thread_name_prefix="blobstate-part")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- upload ----------------------------------------------------------------------------------------------
+    def put(self, key: str, source: FileRange | bytes, *, tags: dict[str, str] | None = None,
+            attributes: dict[str, Any] | None = None) -> None:
+        """Write ``source`` (bytes, or ``length`` bytes of a file from ``offset``) as object ``key``, with
+        ``tags`` (S3 object tags, Azure blob index tags) in the same request."""
+        import obstore
+
+        extra: dict[str, Any] = {}
+        if tags:
+            extra["tags"] = tags
+        if attributes:
+            extra["attributes"] = attributes
+        if isinstance(source, bytes):
+            with self.budget.reserve(len(source)):
+                self._call(lambda: obstore.put(self.store, key, source, use_multipart=False, **extra))
+            return
+        if source.length <= self.part_size:
+            with self.budget.reserve(source.length):
+                with open(source.path, "rb") as fh:
+                    fh.seek(source.offset)
+                    data = read_exact(fh, source.length, source.path)
+                self._call(lambda: obstore.put(self.store, key, data, use_multipart=False, **extra))
+            return
+        # Multipart, part by part: obstore pulls the parts from this generator as it uploads them, at most
+        # part_concurrency at once (plus the one being read).
+        in_flight = self.part_size * (self.part_concurrency + 1)
+        with self.budget.reserve(in_flight), open(source.path, "rb") as fh:
+            fh.seek(source.offset)
+
+            def parts() -> Iterator[bytes]:
+                remaining = source.length
+                while remaining:
+                    n = min(self.part_size, remaining)
+                    yield read_exact(fh, n, source.path)
+                    remaining -= n
+
+            self._call(lambda: obstore.put(self.store, key, parts(), chunk_size=self.part_size,
+                                           max_concurrency=self.part_concurrency, **extra))
+
+    def put_exclusive(self, key: str, data: bytes) -> None:
+        """Create ``key`` only if absent (``If-None-Match: *``); ``FileExistsError`` otherwise."""
+        import obstore
+
+        self._call(lambda: obstore.put(self.store, key, data, mode="create", use_multipart=False))
+
+    # -- download --------------------------------------------------------------------------------------------
+    def get(self, key: str, sink: BinaryIO) -> int:
+        """Stream object ``key`` into ``sink`` in order; return the bytes written. ``FileNotFoundError`` if it
+        is missing."""
+        import obstore
+
+        part = self.part_size
+        with self.budget.reserve(part):
+            result = self._call(lambda: obstore.get(self.store, key))
+            size = int(result.meta["size"])
+            if size <= 2 * part:  # small: the one GET, streamed
+                written = 0
+                for chunk in self._call(lambda: list(result.stream(min_chunk_size=part))):
+                    sink.write(chunk)
+                    written += len(chunk)
+                return written
+            first = self._read_prefix(result, part)
+        sink.write(first)
+        del first
+        return part + self._get_ranges(key, part, size, sink)
+
+    def _read_prefix(self, result: Any, n: int) -> bytes:
+        """The first ``n`` bytes of a streaming GET; the rest of the stream is dropped."""
+        buf = bytearray()
+        stream = result.stream(min_chunk_size=min(n, MiB))
+        for chunk in stream:
+            buf += chunk
+            if len(buf) >= n:
+                break
+        if len(buf) < n:
+            raise StorageError("the object ended before its announced size")
+        return bytes(buf[:n])
+
+    def _get_ranges(self, key: str, start: int, size: int, sink: BinaryIO) -> int:
+        """Bytes ``[start, size)`` as ranged GETs, ``part_concurrency`` ahead, written in order."""
+        import obstore
+
+        def fetch(offset: int, length: int) -> bytes:
+            with self.budget.reserve(length):
+                data = self._call(lambda: bytes(obstore.get_range(self.store, key, start=offset, length=length)))
+            if len(data) != length:
+                raise StorageError(f"ranged read of {key} at {offset} returned {len(data)} of {length} bytes")
+            return data
+
+        offsets = deque(range(start, size, self.part_size))
+        pending: deque[Future[bytes]] = deque()
+        written = 0
+        try:
+            while offsets or pending:
+                while offsets and len(pending) < self.part_concurrency:
+                    off = offsets.popleft()
+                    pending.append(self._pool.submit(fetch, off, min(self.part_size, size - off)))
+                data = pending.popleft().result()
+                sink.write(data)
+                written += len(data)
+        finally:
+            for f in pending:
+                f.cancel()
+        return written
+
+    # -- errors ----------------------------------------------------------------------------------------------
+    @staticmethod
+    def _call(fn: Callable[[], T]) -> T:
+        from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionError
+
+        try:
+            return fn()
+        except NotFoundError as exc:
+            raise FileNotFoundError(str(exc)) from None
+        except (AlreadyExistsError, PreconditionError) as exc:
+            raise FileExistsError(str(exc)) from None
