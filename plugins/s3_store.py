@@ -132,6 +132,15 @@ class S3BlobStore(NativeTtlBlobStore):
         except FileNotFoundError:
             raise BlobNotFound(blob_id) from None
 
+    def get_bytes(self, blob_id: str) -> bytes:
+        if self.transport is None:
+            return super().get_bytes(blob_id)
+        import io
+
+        buf = io.BytesIO()
+        self.get(blob_id, buf)
+        return buf.getvalue()
+
     # -- TTL -------------------------------------------------------------------------------------------------
     def _tags(self, blob_id: str) -> dict[str, str] | None:
         """The object's tags, or None when the object does not exist."""

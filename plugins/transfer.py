@@ -25,7 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, BinaryIO, TypeVar
 
-from blobstate.errors import ConfigurationError, StorageError
+from blobstate.errors import ConfigurationError, StorageError, TransientStorageError
 from blobstate.interfaces import FileRange
 
 T = TypeVar("T")
@@ -216,11 +216,20 @@ class ObstoreTransport:
     # -- errors ----------------------------------------------------------------------------------------------
     @staticmethod
     def _call(fn: Callable[[], T]) -> T:
-        from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionError
+        from obstore.exceptions import AlreadyExistsError, GenericError, NotFoundError, PreconditionError
 
         try:
             return fn()
         except NotFoundError as exc:
-            raise FileNotFoundError(str(exc)) from None
+            raise FileNotFoundError(first_line(exc)) from None
         except (AlreadyExistsError, PreconditionError) as exc:
-            raise FileExistsError(str(exc)) from None
+            raise FileExistsError(first_line(exc)) from None
+        except GenericError as exc:
+            # object_store's catch-all for transport faults (refused or reset connections, timeouts, 5xx after
+            # its own retries, here none): the retry wrapper may try again. Permanent faults have their own types.
+            raise TransientStorageError(first_line(exc)) from None
+
+
+def first_line(exc: BaseException) -> str:
+    """The message of an obstore error without its multi-line debug dump (the URL stays; no credentials)."""
+    return str(exc).strip().split("\n", 1)[0]
