@@ -17,7 +17,8 @@ OP_LABELS = {
     "restore_empty": "restore into an empty dir",
     "restore_prev": "restore into the previous version",
 }
-TOOL_ORDER = ("blobstate", "limit", "restic", "rclone", "backupengine", "changelog", "changelog-kafka")
+TOOL_ORDER = ("blobstate", "blobstate-nofsync", "limit", "restic", "rclone", "backupengine", "changelog",
+              "changelog-kafka")
 PEERS = ("restic", "rclone", "backupengine", "changelog", "changelog-kafka")
 MB = 1e6
 
@@ -94,14 +95,46 @@ def targets(rows: list[dict[str, Any]], info: dict[str, Any]) -> list[dict[str, 
     out.append(_target("changelog replay from a local log file (no broker) / blobstate restore time",
                        _div(file_log, bs_restore), 10.0, at_most=False,
                        detail="the most favourable case for replay: no broker, no network"))
+    out += cloud_targets(idx, info)
+    return out
+
+
+RSS_BOUND_MIB = 256
+REQUESTS_BOUND = 27  # S3 requests per incremental commit of 1% changed, before streaming transfers
+
+
+def cloud_targets(idx: dict[tuple[str, str, str], dict[str, Any]], info: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 17's targets: the fastest client measured over blobstate (>= 1), peak RSS of backup and restore
+    (<= 256 MiB), S3 requests per 1% incremental commit (<= 27), the fsync cost on file://, CLI start-up."""
+    out = []
+    for backend in ("s3",):
+        for op in ("backup_full", "restore_empty"):
+            walls = {t: _wall(idx, backend, t, op) for t in ("limit", "rclone")}
+            fastest = min(((w, t) for t, w in walls.items() if w is not None), default=(None, ""))
+            out.append(_target(f"{backend}:// {OP_LABELS[op]}: fastest client ({fastest[1] or 'none'}) time / "
+                               "blobstate time", _div(fastest[0], _wall(idx, backend, "blobstate", op)), 1.0,
+                               at_most=False, detail="> 1 means blobstate is faster"))
+    size = f"state of {info['params']['size'] / MB:.0f} MB"
     for backend in ("file", "s3"):
-        m = idx.get((backend, "blobstate", "restore_empty"))
-        rss_mb = round(m["peak_rss_mib"] * 2**20 / MB, 1) if m else None
-        out.append(_target(f"{backend} restore peak RSS (MB)", rss_mb, 300, at_most=True, unit=" MB",
-                           detail=f"state of {info['params']['size'] / MB:.0f} MB"))
-    out.append(_target("s3 restore throughput / raw parallel s3fs get of the same blobs", _div(
-        _wall(idx, "s3", "limit", "restore_empty"), _wall(idx, "s3", "blobstate", "restore_empty")), 0.8,
-        at_most=False))
+        for op in ("backup_full", "restore_empty"):
+            m = idx.get((backend, "blobstate", op))
+            out.append(_target(f"{backend}:// {OP_LABELS[op]}: blobstate peak RSS (MiB)",
+                               round(m["peak_rss_mib"], 1) if m else None, RSS_BOUND_MIB, at_most=True,
+                               unit=" MiB", detail=size))
+    incr = idx.get(("s3", "blobstate", "backup_incr_1pct"))
+    reqs = (incr.get("requests") or {}).get("total") if incr else None
+    out.append(_target("s3:// requests per incremental commit, 1% changed", reqs, REQUESTS_BOUND, at_most=True,
+                       unit="", detail="HTTP requests moto answered, counted by the server's middleware"))
+    for op in ("backup_full", "backup_incr_1pct", "backup_incr_10pct"):
+        out.append(_target(f"file:// {OP_LABELS[op]}: time with fsync / without (the cost of durability)", _div(
+            _wall(idx, "file", "blobstate", op), _wall(idx, "file", "blobstate-nofsync", op)), 99.0, at_most=True,
+            detail="reported, no bound"))
+    out.append(_target("file:// incremental 1%: blobstate CLI time / BackupEngine time", _div(
+        _wall(idx, "file", "blobstate", "backup_incr_1pct"), _wall(idx, "file", "backupengine", "backup_incr_1pct")),
+        2.0, at_most=True))
+    startup = info.get("cli_version_s")
+    out.append(_target("`blobstate --version` (median of 10 runs, ms)",
+                       None if startup is None else round(startup * 1000, 1), 100, at_most=True, unit=" ms"))
     return out
 
 
