@@ -29,10 +29,12 @@ import azure.storage.blob  # noqa: F401
 from blobstate.errors import StorageError, TransientStorageError
 from blobstate.interfaces import FileRange, PutRequest
 from blobstate.plugins.native_ttl import NativeTtlBlobStore, ttl_days
+from blobstate.plugins.transfer import ObstoreTransport
 
 TTL_TAG = "blobstate_ttl"
 EXPIRES_TAG = "blobstate_expires"
 EXPIRES_DIGITS = 20
+CONNECT_TIMEOUT_S = 5
 BATCH_MAX = 256  # sub-requests per Blob Batch request (the service limit)
 T = TypeVar("T")
 
@@ -78,9 +80,27 @@ class AzureBlobStore(NativeTtlBlobStore):
             raise StorageError(f"{source.path} shrank while it was uploaded")
         self.fs.pipe_file(path, data, **self._put_kwargs(request))
 
-    def put_exclusive(self, blob_id: str, data: bytes) -> None:
+    def _put_exclusive_with_fsspec(self, blob_id: str, data: bytes) -> None:
         """Upload with ``overwrite=False``; ``FileExistsError`` when the blob exists."""
         self.fs.pipe_file(self.path(blob_id), data, overwrite=False)
+
+    def _obstore_transport(self, options: dict[str, Any]) -> Callable[[], ObstoreTransport] | None:
+        """obstore's ``AzureStore`` when the options hold a connection string or an account name and key (a SAS
+        token or a credential object keeps adlfs for the blob bytes too)."""
+        config = _obstore_config(options)
+        if config is None:
+            return None
+
+        def make() -> ObstoreTransport:
+            from obstore.store import AzureStore
+
+            endpoint = str(config.get("endpoint", ""))
+            store = AzureStore(self.container, retry_config={"max_retries": 0},
+                               client_options={"allow_http": endpoint.startswith("http://"),
+                                               "connect_timeout": f"{CONNECT_TIMEOUT_S}s"}, **config)
+            return ObstoreTransport(store, self.budget, pool_size=2 * self.max_concurrency)
+
+        return make
 
     # -- TTL -------------------------------------------------------------------------------------------------
     def _tags(self, blob_id: str) -> dict[str, str] | None:
@@ -189,3 +209,25 @@ class AzureBlobStore(NativeTtlBlobStore):
         except AzureError as exc:
             raise StorageError(f"delete of {len(names)} blobs in {self.display_url} failed: "
                                f"{self.redact(str(exc))}") from None
+
+
+def _obstore_config(options: dict[str, Any]) -> dict[str, Any] | None:
+    """obstore ``AzureStore`` keyword arguments for adlfs ``options``: a connection string with an account key, or
+    ``account_name`` + ``account_key``; None for anything else (SAS tokens, credential objects, unknown options)."""
+    try:
+        import obstore  # noqa: F401
+    except ImportError:
+        return None
+    if set(options) - {"connection_string", "account_name", "account_key"}:
+        return None
+    if options.get("connection_string"):
+        parts = dict(p.split("=", 1) for p in str(options["connection_string"]).split(";") if "=" in p)
+        if not parts.get("AccountName") or not parts.get("AccountKey") or "SharedAccessSignature" in parts:
+            return None
+        config = {"account_name": parts["AccountName"], "access_key": parts["AccountKey"]}
+        if parts.get("BlobEndpoint"):
+            config["endpoint"] = parts["BlobEndpoint"].rstrip("/")
+        return config
+    if options.get("account_name") and options.get("account_key"):
+        return {"account_name": options["account_name"], "access_key": options["account_key"]}
+    return None

@@ -55,10 +55,6 @@ class GcsBlobStore(NativeTtlBlobStore):
         now = int(time.time() * 1000)
         return {"fixed_key_metadata": {"custom_time": rfc3339(now)}, "metadata": {EXPIRES_KEY: str(now + ttl_ms)}}
 
-    def put_exclusive(self, blob_id: str, data: bytes) -> None:
-        """Upload with ``ifGenerationMatch=0``; ``FileExistsError`` when the object exists (GCS answers 412)."""
-        self.fs.pipe_file(self.path(blob_id), data, mode="create")
-
     # -- TTL -------------------------------------------------------------------------------------------------
     def _object(self, blob_id: str) -> dict[str, Any] | None:
         """The object resource, fresh from the server (not gcsfs's listing cache); None if it does not exist."""

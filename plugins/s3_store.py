@@ -28,20 +28,22 @@ import hashlib
 import json
 import os
 import time
-from typing import Any, BinaryIO
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlencode
 
 import s3fs  # noqa: F401 - the dependency of this backend: importing it here makes a missing extra fail at
 
 #                           resolution, with the registration record's install hint (blobstate.specs)
-from blobstate.errors import BlobNotFound, StorageError
+from blobstate.errors import StorageError
 from blobstate.interfaces import PutRequest
 from blobstate.plugins.native_ttl import NativeTtlBlobStore, ttl_days
-from blobstate.plugins.transfer import ByteBudget, ObstoreTransport, budget_from
+from blobstate.plugins.transfer import ByteBudget, ObstoreTransport
 
 TTL_TAG = "blobstate-ttl"
 EXPIRES_TAG = "blobstate-expires"
 CONNECT_TIMEOUT_S = 5
+FSSPEC_PART = 16 << 20  # bytes per multipart part when s3fs carries the blob bytes
 #: s3fs options the obstore transport maps (anything else keeps the store on s3fs alone)
 OBSTORE_OPTIONS = {"endpoint_url", "key", "secret", "token", "anon", "client_kwargs", "config_kwargs",
                    "skip_instance_cache", "use_listings_cache"}
@@ -60,17 +62,11 @@ class S3BlobStore(NativeTtlBlobStore):
 
     def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
                  max_concurrency: int = 8) -> None:
-        self.transport: ObstoreTransport | None = None
-        self._obstore_config: dict[str, Any] | None = None
         super().__init__(url, storage_options=storage_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
         self.fs.retries = 1  # s3fs's own retry loop (a class attribute, 5 by default): off, ours decides
-        if self._obstore_config is not None:
-            self.transport = _obstore_transport(self.bucket, self._obstore_config, self.budget,
-                                                pool=2 * self.max_concurrency)
 
     def _fs_options(self, options: dict[str, Any]) -> dict[str, Any]:
-        self.budget = ByteBudget(budget_from(options))
-        self._obstore_config = _obstore_config(options)
+        options = super()._fs_options(options)
         # One retry policy (blobstate's): no botocore or s3fs retries underneath, a bounded connect time.
         config = dict(options.get("config_kwargs") or {})
         config.setdefault("retries", {"total_max_attempts": 1})
@@ -78,9 +74,11 @@ class S3BlobStore(NativeTtlBlobStore):
         options["config_kwargs"] = config
         return options
 
-    def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
+    def _obstore_transport(self, options: dict[str, Any]) -> Callable[[], ObstoreTransport] | None:
+        config = _obstore_config(options)
+        if config is None:
+            return None
+        return lambda: _obstore_transport(self.bucket, config, self.budget, pool=2 * self.max_concurrency)
 
     # -- writes ----------------------------------------------------------------------------------------------
     def _ttl_tags(self, ttl_ms: int) -> dict[str, str]:
@@ -89,57 +87,18 @@ class S3BlobStore(NativeTtlBlobStore):
     def _native_ttl_kwargs(self, ttl_ms: int) -> dict[str, Any]:
         return {"Tagging": urlencode(self._ttl_tags(ttl_ms))}
 
-    def put(self, request: PutRequest) -> None:
-        if self.transport is None:
-            self._put_with_s3fs(request)
-            return
-        if request.ttl_ms is not None:
-            self._set_ttl_before_put(request.blob_id, request.ttl_ms)  # the lease first (lease mode only)
-        tags = self._ttl_tags(request.ttl_ms) if self.native and request.ttl_ms is not None else None
-        try:
-            self.transport.put(self.bucket_key(request.blob_id)[1], request.source, tags=tags)
-        except FileNotFoundError as exc:
-            raise StorageError(f"cannot write blob {request.blob_id}: {exc}") from exc
-
-    def _put_with_s3fs(self, request: PutRequest) -> None:
+    def _put_with_fsspec(self, request: PutRequest) -> None:
         source = request.source
         if isinstance(source, bytes) or source.offset != 0 or os.path.getsize(source.path) != source.length:
-            super().put(request)
+            super()._put_with_fsspec(request)
             return
         if request.ttl_ms is not None:
             self._set_ttl_before_put(request.blob_id, request.ttl_ms)
         try:  # parts of one file one at a time: the batch already runs max_concurrency files at once
-            self.fs.put_file(source.path, self.path(request.blob_id), chunksize=self.transport_part_size,
+            self.fs.put_file(source.path, self.path(request.blob_id), chunksize=FSSPEC_PART,
                              max_concurrency=1, **self._put_kwargs(request))
         except FileNotFoundError as exc:
             raise StorageError(f"cannot write blob {request.blob_id}: {exc}") from exc
-
-    transport_part_size = 16 << 20  # bytes per multipart part on the s3fs path
-
-    def put_exclusive(self, blob_id: str, data: bytes) -> None:
-        """Conditional PUT (``If-None-Match: *``); ``FileExistsError`` when the object exists."""
-        if self.transport is not None:
-            self.transport.put_exclusive(self.bucket_key(blob_id)[1], data)
-            return
-        self.fs.pipe_file(self.path(blob_id), data, mode="create")
-
-    # -- reads -----------------------------------------------------------------------------------------------
-    def get(self, blob_id: str, sink: BinaryIO) -> int:
-        if self.transport is None:
-            return super().get(blob_id, sink)
-        try:
-            return self.transport.get(self.bucket_key(blob_id)[1], sink)
-        except FileNotFoundError:
-            raise BlobNotFound(blob_id) from None
-
-    def get_bytes(self, blob_id: str) -> bytes:
-        if self.transport is None:
-            return super().get_bytes(blob_id)
-        import io
-
-        buf = io.BytesIO()
-        self.get(blob_id, buf)
-        return buf.getvalue()
 
     # -- TTL -------------------------------------------------------------------------------------------------
     def _tags(self, blob_id: str) -> dict[str, str] | None:

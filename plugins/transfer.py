@@ -1,11 +1,13 @@
 """Streaming blob transfers through obstore (Rust ``object_store``) with a fixed budget of bytes in flight.
 
-Uploads never hold a whole blob: a blob larger than ``part_size`` goes up as a multipart upload whose parts are
-read from the file one at a time as the transport asks for them, at most ``part_concurrency`` parts in flight
-(rclone's ``--s3-upload-concurrency``); a smaller one is a single PUT. Downloads stream: the first GET returns the
-object's size and its first part; a larger object's remaining parts are ranged GETs run ``part_concurrency`` at
-a time and written to the sink in order as they arrive (rclone's multi-thread streams), so the sink (a CRC32C
-checker on the restore path) sees the bytes once, in order.
+A blob up to ``SINGLE_REQUEST_MAX`` (64 MiB, the core's default chunk size) is one PUT (held in memory while it
+is sent, within the budget) and one GET streamed to the sink in 1 MiB pieces: on the benchmark's moto server a
+multipart upload of the same bytes took twice as long (the server assembles the parts), and fewer requests
+per commit. A larger blob never sits in memory whole: it goes up as a multipart upload whose parts are read from
+the file one at a time as the transport asks for them, at most ``part_concurrency`` parts in flight (rclone's
+``--s3-upload-concurrency``), and comes down as ranged GETs run ``part_concurrency`` at a time and written to the
+sink in order as they arrive (rclone's multi-thread streams), so the sink (a CRC32C checker on the restore path)
+sees the bytes once, in order.
 
 Every transfer of one store first reserves its bytes from one ``ByteBudget`` (default ``DEFAULT_BUDGET``, set
 with the storage option ``transfer_budget`` or ``BLOBSTATE_TRANSFER_BUDGET``, bytes): concurrent files and parts
@@ -18,6 +20,7 @@ Errors: obstore's ``NotFoundError`` -> ``FileNotFoundError``, ``AlreadyExistsErr
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -31,9 +34,10 @@ from blobstate.interfaces import FileRange
 T = TypeVar("T")
 
 MiB = 1 << 20
-DEFAULT_PART_SIZE = 8 * MiB  # bytes per multipart part and per ranged GET
+SINGLE_REQUEST_MAX = 64 * MiB  # blobs up to this size move in one PUT / one streamed GET (the default chunk size)
+DEFAULT_PART_SIZE = 16 * MiB  # bytes per multipart part and per ranged GET above it
 DEFAULT_PART_CONCURRENCY = 4  # parts of one blob in flight at once
-DEFAULT_BUDGET = 96 * MiB  # bytes in flight per store, all transfers together
+DEFAULT_BUDGET = 128 * MiB  # bytes in flight per store, all transfers together
 BUDGET_ENV = "BLOBSTATE_TRANSFER_BUDGET"
 
 
@@ -95,6 +99,7 @@ class ObstoreTransport:
 
     ``store``: the obstore store, rooted at the bucket (keys are full object keys). ``budget``: shared by every
     transfer of the owning blob store. ``pool_size``: threads for ranged GETs (parts of all blobs together).
+    ``single_request_max`` (bytes): the largest blob moved in one request (default ``SINGLE_REQUEST_MAX``).
     """
 
     def __init__(self, store: Any, budget: ByteBudget, *, part_size: int = DEFAULT_PART_SIZE,
@@ -103,6 +108,7 @@ class ObstoreTransport:
         self.budget = budget
         self.part_size = part_size
         self.part_concurrency = max(1, part_concurrency)
+        self.single_request_max = SINGLE_REQUEST_MAX
         self._pool = ThreadPoolExecutor(max_workers=max(1, pool_size), thread_name_prefix="blobstate-part")
 
     def close(self) -> None:
@@ -124,7 +130,7 @@ class ObstoreTransport:
             with self.budget.reserve(len(source)):
                 self._call(lambda: obstore.put(self.store, key, source, use_multipart=False, **extra))
             return
-        if source.length <= self.part_size:
+        if source.length <= self.single_request_max:
             with self.budget.reserve(source.length):
                 with open(source.path, "rb") as fh:
                     fh.seek(source.offset)
@@ -159,40 +165,25 @@ class ObstoreTransport:
         is missing."""
         import obstore
 
-        part = self.part_size
-        with self.budget.reserve(part):
-            result = self._call(lambda: obstore.get(self.store, key))
+        with self.budget.reserve(MiB), _errors():
+            result = obstore.get(self.store, key)
             size = int(result.meta["size"])
-            if size <= 2 * part:  # small: the one GET, streamed
+            if size <= self.single_request_max:
                 written = 0
-                for chunk in self._call(lambda: list(result.stream(min_chunk_size=part))):
+                for chunk in result.stream(min_chunk_size=MiB):
                     sink.write(chunk)
                     written += len(chunk)
                 return written
-            first = self._read_prefix(result, part)
-        sink.write(first)
-        del first
-        return part + self._get_ranges(key, part, size, sink)
-
-    def _read_prefix(self, result: Any, n: int) -> bytes:
-        """The first ``n`` bytes of a streaming GET; the rest of the stream is dropped."""
-        buf = bytearray()
-        stream = result.stream(min_chunk_size=min(n, MiB))
-        for chunk in stream:
-            buf += chunk
-            if len(buf) >= n:
-                break
-        if len(buf) < n:
-            raise StorageError("the object ended before its announced size")
-        return bytes(buf[:n])
+            del result  # a large object: dropped unread, it comes as ranged GETs in parallel instead
+        return self._get_ranges(key, 0, size, sink)
 
     def _get_ranges(self, key: str, start: int, size: int, sink: BinaryIO) -> int:
         """Bytes ``[start, size)`` as ranged GETs, ``part_concurrency`` ahead, written in order."""
         import obstore
 
         def fetch(offset: int, length: int) -> bytes:
-            with self.budget.reserve(length):
-                data = self._call(lambda: bytes(obstore.get_range(self.store, key, start=offset, length=length)))
+            with self.budget.reserve(length), _errors():
+                data = bytes(obstore.get_range(self.store, key, start=offset, length=length))
             if len(data) != length:
                 raise StorageError(f"ranged read of {key} at {offset} returned {len(data)} of {length} bytes")
             return data
@@ -213,21 +204,31 @@ class ObstoreTransport:
                 f.cancel()
         return written
 
-    # -- errors ----------------------------------------------------------------------------------------------
     @staticmethod
     def _call(fn: Callable[[], T]) -> T:
-        from obstore.exceptions import AlreadyExistsError, GenericError, NotFoundError, PreconditionError
-
-        try:
+        with _errors():
             return fn()
-        except NotFoundError as exc:
-            raise FileNotFoundError(first_line(exc)) from None
-        except (AlreadyExistsError, PreconditionError) as exc:
-            raise FileExistsError(first_line(exc)) from None
-        except GenericError as exc:
-            # object_store's catch-all for transport faults (refused or reset connections, timeouts, 5xx after
-            # its own retries, here none): the retry wrapper may try again. Permanent faults have their own types.
-            raise TransientStorageError(first_line(exc)) from None
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """obstore's errors as the store's: missing -> ``FileNotFoundError``, exists -> ``FileExistsError``, transport
+    faults -> ``TransientStorageError`` (the retry wrapper may try again)."""
+    from obstore.exceptions import AlreadyExistsError, GenericError, NotFoundError, PreconditionError
+
+    try:
+        yield
+    except NotFoundError as exc:
+        raise FileNotFoundError(first_line(exc)) from None
+    except (AlreadyExistsError, PreconditionError) as exc:
+        raise FileExistsError(first_line(exc)) from None
+    except GenericError as exc:
+        # object_store's catch-all: transport faults (refused or reset connections, timeouts, 5xx; its own retries
+        # are off) are transient; a 4xx answer other than 408/429 is the request's fault and final.
+        status = re.search(r"status code: (\d{3})", str(exc))
+        if status and status.group(1).startswith("4") and status.group(1) not in ("408", "429"):
+            raise StorageError(first_line(exc)) from None
+        raise TransientStorageError(first_line(exc)) from None
 
 
 def first_line(exc: BaseException) -> str:

@@ -20,7 +20,8 @@ Capabilities a subclass may switch off (each skipped test says why):
   precondition under concurrency, so the racing-writers test is skipped (the sequential one still runs).
 - ``sequential_conditional_create = False``: not even a second create of an existing blob is refused.
 
-What is checked: put/get of bytes, whole files and file ranges; ``BlobNotFound`` for missing blobs; overwrite;
+What is checked: put/get of bytes, whole files and file ranges (also a blob of ``large_blob_bytes``);
+``BlobNotFound`` for missing blobs; overwrite;
 idempotent ``delete`` and ``remove_ttl``; ``has_ttl`` before and after ``remove_ttl``; TTL expiry through
 ``expired``/``sweep_expired`` at a chosen ``now_ms`` (no waiting); ``list`` recursion, prefix isolation, sizes and
 times; exclusive create (sequential and racing); the ``*_many`` batch calls, directly and through the core's retry
@@ -55,6 +56,8 @@ class BlobStoreContract:
 
     atomic_conditional_create: bool = True
     sequential_conditional_create: bool = True
+    #: bytes of the large-blob test: several multipart parts / ranged reads of the built-in stores (8 MiB each)
+    large_blob_bytes: int = 20 << 20
 
     @pytest.fixture
     def prefix(self) -> str:
@@ -79,6 +82,21 @@ class BlobStoreContract:
         store.put(PutRequest(f"{prefix}/blobs/part", FileRange(str(path), 1234, 100_000)))
         assert store.get_bytes(f"{prefix}/blobs/whole") == data
         assert store.get_bytes(f"{prefix}/blobs/part") == data[1234:101_234]
+
+    def test_large_blob_streams(self, store: BlobStore, prefix: str, tmp_path: Path) -> None:
+        """A blob several times a transport part (multipart upload, ranged parallel reads): bytes, range offsets
+        and the TTL mark (set in the same request that creates the object) all survive."""
+        path = tmp_path / "large.bin"
+        data = os.urandom(self.large_blob_bytes)
+        path.write_bytes(data)
+        offset, length = 12_345, self.large_blob_bytes - 99_999
+        store.put(PutRequest(f"{prefix}/blobs/large", FileRange(str(path), 0, len(data)), ttl_ms=TTL_MS))
+        store.put(PutRequest(f"{prefix}/blobs/range", FileRange(str(path), offset, length), ttl_ms=TTL_MS))
+        assert store.has_ttl(f"{prefix}/blobs/large") and store.has_ttl(f"{prefix}/blobs/range")
+        sink = io.BytesIO()
+        assert store.get(f"{prefix}/blobs/large", sink) == len(data)
+        assert sink.getvalue() == data
+        assert store.get_bytes(f"{prefix}/blobs/range") == data[offset:offset + length]
 
     def test_empty_blob(self, store: BlobStore, prefix: str) -> None:
         store.put(PutRequest(f"{prefix}/blobs/empty", b""))
