@@ -143,6 +143,17 @@ class NativeTtlBlobStore(FsspecBlobStore):
             paths += [self.path(lease_id(b)) for b in ids if not is_lease(b)]
         self._delete_paths(paths)
 
+    def remove_ttl_many(self, blob_ids: Iterable[str]) -> None:
+        """Lease mode: every lease deleted in bulk (one request per service batch); native mode: the marks
+        removed blob by blob, concurrently (the services have no bulk tagging call). Idempotent."""
+        ids = list(blob_ids)
+        if not ids:
+            return
+        if self.native:
+            self.map_concurrent(self._remove_native_ttl, ids)
+            return
+        self._delete_paths([self.path(lease_id(b)) for b in ids if not is_lease(b)])
+
     # -- hooks -------------------------------------------------------------------------------------------------
     def _obstore_transport(self, options: dict[str, Any]) -> Callable[[], ObstoreTransport] | None:
         """A factory of the obstore transport for these fsspec ``options`` (called once the store is set up), or
