@@ -141,8 +141,14 @@ class FsspecBlobStore(BlobStore):
     def _write_bytes(self, path: str, data: bytes, request: PutRequest) -> None:
         self.fs.pipe_file(path, data, **self._put_kwargs(request))
 
+    #: bytes a streaming remote write buffers before it sends them (None: the filesystem's default)
+    write_block_size: int | None = None
+
     def _write_range(self, path: str, source: FileRange, request: PutRequest) -> None:
-        with open(source.path, "rb") as src, self.fs.open(path, "wb", **self._put_kwargs(request)) as dst:
+        kwargs = self._put_kwargs(request)
+        if self.write_block_size:
+            kwargs["block_size"] = self.write_block_size
+        with open(source.path, "rb") as src, self.fs.open(path, "wb", **kwargs) as dst:
             src.seek(source.offset)
             remaining = source.length
             while remaining:

@@ -21,12 +21,15 @@ from typing import Any
 import gcsfs  # noqa: F401 - this backend's dependency: a missing extra fails at resolution (blobstate.specs)
 
 from blobstate.errors import StorageError
+from blobstate.interfaces import PutRequest
 from blobstate.plugins.native_ttl import NativeTtlBlobStore, ttl_days
 
 EXPIRES_KEY = "blobstate-expires"
 #: customTime after ``remove_ttl``: the lifecycle rule's age is negative until then.
 PERMANENT_CUSTOM_TIME = "2999-12-31T00:00:00Z"
 PERMANENT_YEAR = 2999
+#: copies of a piece gcsfs and aiohttp hold while it is sent (measured: peak RSS over the budget otherwise)
+GCSFS_COPIES = 4
 
 
 def rfc3339(ms: int) -> str:
@@ -50,7 +53,20 @@ class GcsBlobStore(NativeTtlBlobStore):
     (``project``, ``token``, ``endpoint_url``...). Raises ``MissingDependencyError`` without gcsfs.
     """
 
+    #: A file's bytes go up as a resumable upload of 16 MiB pieces (gcsfs holds one piece, not the whole blob)
+    write_block_size = 16 << 20
+
     # -- writes ----------------------------------------------------------------------------------------------
+    def _put_with_fsspec(self, request: PutRequest) -> None:
+        source = request.source
+        if isinstance(source, bytes) or source.length <= self.write_block_size:
+            super()._put_with_fsspec(request)
+            return
+        if request.ttl_ms is not None:
+            self._set_ttl_before_put(request.blob_id, request.ttl_ms)
+        with self.budget.reserve(GCSFS_COPIES * self.write_block_size):
+            self._write_range(self.path(request.blob_id), source, request)
+
     def _native_ttl_kwargs(self, ttl_ms: int) -> dict[str, Any]:
         now = int(time.time() * 1000)
         return {"fixed_key_metadata": {"custom_time": rfc3339(now)}, "metadata": {EXPIRES_KEY: str(now + ttl_ms)}}

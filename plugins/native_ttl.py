@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 
 from blobstate.errors import BlobNotFound, StorageError
 from blobstate.interfaces import PutRequest
-from blobstate.plugins.fsspec_store import FsspecBlobStore, is_lease, lease_id
+from blobstate.plugins.fsspec_store import REMOTE_READ, FsspecBlobStore, is_lease, lease_id
 from blobstate.plugins.transfer import ByteBudget, ObstoreTransport, budget_from
 
 DAY_MS = 86_400_000  # milliseconds in a day: lifecycle rules count whole days
@@ -87,7 +87,9 @@ class NativeTtlBlobStore(FsspecBlobStore):
             raise StorageError(f"cannot write blob {request.blob_id}: {exc}") from exc
 
     def _put_with_fsspec(self, request: PutRequest) -> None:
-        super().put(request)
+        # fsspec's cloud clients hold a whole blob (or a multipart part) while they send it: the same budget
+        with self.budget.reserve(request.size):
+            super().put(request)
 
     def put_exclusive(self, blob_id: str, data: bytes) -> None:
         """Create ``blob_id`` only if absent (``If-None-Match: *``); ``FileExistsError`` when it exists."""
@@ -101,7 +103,8 @@ class NativeTtlBlobStore(FsspecBlobStore):
 
     def get(self, blob_id: str, sink: BinaryIO) -> int:
         if self.transport is None:
-            return super().get(blob_id, sink)
+            with self.budget.reserve(2 * REMOTE_READ):  # one ranged read in flight per blob, and its copy
+                return super().get(blob_id, sink)
         try:
             return self.transport.get(self.bucket_key(blob_id)[1], sink)
         except FileNotFoundError:

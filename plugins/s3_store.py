@@ -95,8 +95,9 @@ class S3BlobStore(NativeTtlBlobStore):
         if request.ttl_ms is not None:
             self._set_ttl_before_put(request.blob_id, request.ttl_ms)
         try:  # parts of one file one at a time: the batch already runs max_concurrency files at once
-            self.fs.put_file(source.path, self.path(request.blob_id), chunksize=FSSPEC_PART,
-                             max_concurrency=1, **self._put_kwargs(request))
+            with self.budget.reserve(min(request.size, 2 * FSSPEC_PART)):
+                self.fs.put_file(source.path, self.path(request.blob_id), chunksize=FSSPEC_PART,
+                                 max_concurrency=1, **self._put_kwargs(request))
         except FileNotFoundError as exc:
             raise StorageError(f"cannot write blob {request.blob_id}: {exc}") from exc
 
