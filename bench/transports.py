@@ -12,7 +12,9 @@ and ``transports.md`` in ``--out``.
 
 Clients: ``fsspec`` (s3fs, adlfs, gcsfs batch ``put``/``get``, 8 at a time), ``obstore`` (8 files at a time,
 single PUT / streamed GET), ``rclone`` (``copy``, its defaults: 4 transfers), ``blobstate`` (the built-in store
-through ``open_blob_store``: ``put_many`` and concurrent ``get``, 8 at a time, its byte budget).
+through ``open_blob_store``: ``put_many`` and concurrent ``get``, 8 at a time, its byte budget), ``blobstate-cli``
+(the whole product: ``blobstate backup --store-type dir`` of the directory and ``blobstate restore`` into an empty
+one, checksums, index, journal and checkpoint record included).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ sys.path.insert(0, str(REPO_ROOT / "tests" / "support"))
 from bench import measure  # noqa: E402
 from bench.run import parse_size  # noqa: E402
 
-CLIENTS = ("fsspec", "obstore", "rclone", "blobstate")
+CLIENTS = ("fsspec", "obstore", "rclone", "blobstate", "blobstate-cli")
 BACKENDS = ("s3", "azure", "gcs")
 #: (backend, client) pairs not run: obstore's GCS store reaches for Google's hosts, never the emulator
 SKIP = {("gcs", "obstore")}
@@ -143,6 +145,17 @@ def rclone_cmd(backend: str, cfg: dict[str, Any], direction: str, local: str) ->
     return argv, env
 
 
+def cli_cmd(backend: str, cfg: dict[str, Any], direction: str, local: str,
+            work: str) -> tuple[list[str], dict[str, str]]:
+    url = {"s3": "s3", "azure": "az", "gcs": "gs"}[backend] + f"://{cfg['bucket']}/{cfg['prefix']}"
+    env = {"BLOBSTATE_STORAGE_OPTIONS": json.dumps(cfg["options"])}
+    wd = os.path.join(work, f"wd-{backend}-{direction}")
+    if direction == "up":
+        return ["blobstate", "backup", local, "--repo", url, "--store-type", "dir", "--store", "data", "-q",
+                "--work-dir", wd], env
+    return ["blobstate", "restore", local, "--repo", url, "--store", "data", "-q", "--work-dir", wd], env
+
+
 def digests(directory: str) -> dict[str, str]:
     out = {}
     for name in sorted(os.listdir(directory)):
@@ -228,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
                     local = src if direction == "up" else os.path.join(work, f"dst-{backend}-{client}")
                     if client == "rclone":
                         cmd, env = rclone_cmd(backend, cfg, direction, local)
+                    elif client == "blobstate-cli":
+                        cmd, env = cli_cmd(backend, cfg, direction, local, work)
                     else:
                         cmd = [sys.executable, "-m", "bench.transports", "child", backend, client, direction,
                                json.dumps(cfg), local]

@@ -5,7 +5,8 @@ multipart part by part, ranged parallel GETs written in order, a budget of bytes
 moto server, it moved blobs 1.6x (up) and 1.8x (down) faster than s3fs in less memory (``bench/README.md``).
 Everything else (listing, tags, lifecycle rules, bulk ``DeleteObjects``) stays on s3fs/botocore, and so does the
 whole store when the storage options hold something the obstore mapping does not understand (a profile, a
-session, an unknown option) or no explicit credentials: fsspec's options stay the user-facing convention.
+session, an unknown option), no explicit credentials, or no region for AWS itself (botocore discovers a bucket's
+region, obstore does not): fsspec's options stay the user-facing convention.
 
 Native mode (``ttl_mode="native"``): ``put`` with a TTL writes the object with the tags ``blobstate-ttl=<days>``
 (what the lifecycle rule filters on) and ``blobstate-expires=<ms since the epoch>`` (the exact expiry, which
@@ -197,8 +198,8 @@ def _obstore_config(options: dict[str, Any]) -> dict[str, Any] | None:
     client = dict(options.get("client_kwargs") or {})
     endpoint = options.get("endpoint_url") or client.pop("endpoint_url", None)
     region = client.pop("region_name", None) or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    if client:
-        return None
+    if client or (region is None and not endpoint):
+        return None  # real AWS with no region given: botocore finds the bucket's region, obstore would not
     config: dict[str, Any] = {"region": region or "us-east-1"}
     if options.get("anon"):
         config["skip_signature"] = True
