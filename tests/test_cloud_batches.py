@@ -119,3 +119,25 @@ def test_transfers_stay_within_the_byte_budget(s3_target, tmp_path):
     assert all(s.getvalue() == p.read_bytes() for p, s in zip(files, sinks, strict=True))
     assert 0 < transport.budget.peak <= budget
     assert transport.budget.used == 0
+
+
+def test_obstore_carries_blob_bytes_only_where_the_options_map_exactly(monkeypatch):
+    """Pure mapping logic: anything obstore would read differently from s3fs/adlfs keeps the fsspec client."""
+    from blobstate.plugins import azure_store, s3_store
+
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(var, raising=False)
+    moto = {"endpoint_url": "http://127.0.0.1:1", "key": "k", "secret": "s"}
+    assert s3_store._obstore_config(moto) == {"region": "us-east-1", "access_key_id": "k", "secret_access_key": "s",
+                                              "endpoint": "http://127.0.0.1:1", "virtual_hosted_style_request": False}
+    assert s3_store._obstore_config({**moto, "profile": "dev"}) is None  # a profile: botocore's business
+    assert s3_store._obstore_config({"endpoint_url": "http://127.0.0.1:1"}) is None  # credentials to discover
+    assert s3_store._obstore_config({"key": "k", "secret": "s"}) is None  # AWS, region unknown
+    assert s3_store._obstore_config({"key": "k", "secret": "s", "client_kwargs": {"region_name": "eu-west-1"}}
+                                    )["region"] == "eu-west-1"
+    conn = "DefaultEndpointsProtocol=http;AccountName=acc;AccountKey=a2V5;BlobEndpoint=http://127.0.0.1:2/acc;"
+    assert azure_store._obstore_config({"connection_string": conn}) == {
+        "account_name": "acc", "access_key": "a2V5", "endpoint": "http://127.0.0.1:2/acc"}
+    assert azure_store._obstore_config({"connection_string": "BlobEndpoint=http://h/;SharedAccessSignature=sv=1"}
+                                       ) is None
+    assert azure_store._obstore_config({"account_name": "acc", "credential": object()}) is None
