@@ -98,3 +98,27 @@ def test_targets_ratios_and_outputs(bench_doc):
     assert "| restore into an empty dir | blobstate |" in md and "### s3://" in md
     png = (out / "latest.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def test_transports_side_by_side_smoke(tmp_path):
+    """``bench/transports.py`` on the three real emulators with 2 small files: every client that can reach an
+    emulator moves the bytes there and back intact; the table names every row."""
+    if shutil.which("rclone") is None or shutil.which("/usr/bin/time") is None:
+        pytest.skip("rclone or GNU time missing (run .ci/install-bench.sh)")
+    pytest.importorskip("obstore")
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
+    proc = subprocess.run([sys.executable, "-m", "bench.transports", "--size", "2MiB", "--files", "2", "--out",
+                           str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads((tmp_path / "transports.json").read_text())
+    rows = {(r["backend"], r["client"]): r for r in doc["rows"]}
+    assert set(rows) == {(b, c) for b in ("s3", "azure", "gcs")
+                         for c in ("fsspec", "obstore", "rclone", "blobstate", "blobstate-cli")}
+    assert rows[("gcs", "obstore")].get("skipped")  # obstore's GCS store cannot be pointed at an emulator
+    for key in [("s3", c) for c in ("fsspec", "obstore", "rclone", "blobstate", "blobstate-cli")] + \
+               [("azure", c) for c in ("fsspec", "obstore", "rclone", "blobstate", "blobstate-cli")] + \
+               [("gcs", c) for c in ("fsspec", "blobstate", "blobstate-cli")]:
+        row = rows[key]
+        assert row["up"]["wall_s"] > 0 and row["down"]["wall_s"] > 0, row
+        assert row["verified"] == 2, row
+    assert "| azure | rclone |" in (tmp_path / "transports.md").read_text()
