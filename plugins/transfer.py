@@ -72,19 +72,31 @@ class ByteBudget:
         self.peak = 0
         self._cond = threading.Condition()
 
-    @contextmanager
-    def reserve(self, nbytes: int) -> Iterator[None]:
+    def acquire(self, nbytes: int, *, block: bool = True) -> int | None:
+        """Take ``nbytes`` (clipped to the limit) from the budget; returns the amount to ``release``, or None
+        when ``block`` is false and it does not fit now."""
         n = max(0, min(nbytes, self.limit))
         with self._cond:
+            if not block and self.used + n > self.limit:
+                return None
             self._cond.wait_for(lambda: self.used + n <= self.limit)
             self.used += n
             self.peak = max(self.peak, self.used)
+        return n
+
+    def release(self, n: int) -> None:
+        with self._cond:
+            self.used -= n
+            self._cond.notify_all()
+
+    @contextmanager
+    def reserve(self, nbytes: int) -> Iterator[None]:
+        n = self.acquire(nbytes)
+        assert n is not None
         try:
             yield
         finally:
-            with self._cond:
-                self.used -= n
-                self._cond.notify_all()
+            self.release(n)
 
 
 def read_exact(fh: BinaryIO, n: int, what: str) -> bytes:
@@ -178,30 +190,46 @@ class ObstoreTransport:
         return self._get_ranges(key, 0, size, sink)
 
     def _get_ranges(self, key: str, start: int, size: int, sink: BinaryIO) -> int:
-        """Bytes ``[start, size)`` as ranged GETs, ``part_concurrency`` ahead, written in order."""
+        """Bytes ``[start, size)`` as ranged GETs, ``part_concurrency`` ahead, written in order. Each part's bytes
+        are reserved from the budget before its request and released once written; a get waits for budget only
+        while it holds no part, so concurrent gets can never wait on each other."""
         import obstore
 
-        def fetch(offset: int, length: int) -> bytes:
-            with self.budget.reserve(length), _errors():
-                data = bytes(obstore.get_range(self.store, key, start=offset, length=length))
+        def fetch(offset: int, length: int) -> Any:
+            with _errors():
+                data = obstore.get_range(self.store, key, start=offset, length=length)
             if len(data) != length:
                 raise StorageError(f"ranged read of {key} at {offset} returned {len(data)} of {length} bytes")
             return data
 
         offsets = deque(range(start, size, self.part_size))
-        pending: deque[Future[bytes]] = deque()
+        pending: deque[tuple[Future[Any], int]] = deque()
         written = 0
         try:
             while offsets or pending:
                 while offsets and len(pending) < self.part_concurrency:
+                    length = min(self.part_size, size - offsets[0])
+                    held = self.budget.acquire(length, block=not pending)
+                    if held is None:
+                        break
                     off = offsets.popleft()
-                    pending.append(self._pool.submit(fetch, off, min(self.part_size, size - off)))
-                data = pending.popleft().result()
-                sink.write(data)
-                written += len(data)
+                    pending.append((self._pool.submit(fetch, off, length), held))
+                future, held = pending.popleft()
+                try:
+                    data = future.result()
+                    sink.write(data)
+                    written += len(data)
+                    del data
+                finally:
+                    self.budget.release(held)
         finally:
-            for f in pending:
-                f.cancel()
+            for future, held in pending:
+                future.cancel()
+                try:
+                    future.exception()  # wait: its bytes stay reserved until it is done
+                except BaseException:  # noqa: BLE001 - cancelled or failed: either way it is over
+                    pass
+                self.budget.release(held)
         return written
 
     @staticmethod
