@@ -281,8 +281,34 @@ def main(argv: list[str] | None = None) -> int:
         json.dump(doc, fh, indent=1)
     with open(os.path.join(args.out, "transports.md"), "w") as fh:
         fh.write(markdown(doc))
+    plot(doc, os.path.join(args.out, "transports.png"))
     print(markdown(doc))
     return 0
+
+
+def plot(doc: dict[str, Any], path: str) -> None:
+    """Bars of MB/s per client, upload and download, one panel per emulator."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    mb = doc["size_bytes"] / 1e6
+    backends = [b for b in BACKENDS if any(r["backend"] == b for r in doc["rows"])]
+    fig, axes = plt.subplots(1, len(backends), figsize=(5.5 * len(backends), 4), squeeze=False)
+    for ax, backend in zip(axes[0], backends, strict=True):
+        rows = [r for r in doc["rows"] if r["backend"] == backend]
+        for i, direction in enumerate(("up", "down")):
+            speeds = [mb / r[direction]["wall_s"] if "wall_s" in r.get(direction, {}) else 0 for r in rows]
+            ax.bar([j + i * 0.4 for j in range(len(rows))], speeds, 0.4, label=f"{direction}load")
+        ax.set_xticks([j + 0.2 for j in range(len(rows))])
+        ax.set_xticklabels([r["client"] for r in rows], fontsize=8, rotation=20)
+        ax.set_ylabel("MB/s (0: failed or not run)")
+        ax.set_title(f"{backend} emulator, {doc['files']} files, {mb:.0f} MB")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def markdown(doc: dict[str, Any]) -> str:
