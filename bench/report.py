@@ -224,21 +224,29 @@ def plot(doc: dict[str, Any], path: str) -> None:
     fig, axes = plt.subplots(1, max(1, len(backends)), figsize=(7 * max(1, len(backends)), 4.8), squeeze=False)
     for ax, backend in zip(axes[0], backends, strict=False):
         tools = [t for t in TOOL_ORDER if any(k[0] == backend and k[1] == t for k in idx)]
-        ops = list(OP_LABELS)
-        width = 0.8 / max(1, len(tools))
-        for i, tool in enumerate(tools):
-            xs = [j + i * width for j, op in enumerate(ops) if (backend, tool, op) in idx]
-            ys = [idx[(backend, tool, op)]["wall_s"] for op in ops if (backend, tool, op) in idx]
-            ax.bar(xs, ys, width, label=tool)
-        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(ops))])
-        ax.set_xticklabels([OP_LABELS[o].replace(", ", "\n").replace(" into ", "\ninto ") for o in ops], fontsize=7)
-        ax.set_yscale("log")
-        ax.set_ylabel("wall time, s (median, log scale)")
-        ax.set_title(f"{backend}:// — {doc['meta']['size_bytes'] / 1e6:.0f} MB state, {doc['meta']['cache']} cache")
-        ax.legend(fontsize=7)
+        series = {t: [idx[(backend, t, op)]["wall_s"] if (backend, t, op) in idx else float("nan") for op in OP_LABELS]
+                  for t in tools}
+        bar_panel(ax, [OP_LABELS[o].replace(", ", "\n").replace(" into ", "\ninto ") for o in OP_LABELS], series,
+                  ylabel="wall time, s (median, log scale)", log=True,
+                  title=f"{backend}:// — {doc['meta']['size_bytes'] / 1e6:.0f} MB state, {doc['meta']['cache']} cache")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def bar_panel(ax: Any, labels: list[str], series: dict[str, list[float]], *, ylabel: str, title: str,
+              log: bool = False) -> None:
+    """Grouped bars on ``ax``: one group per label, one bar per series (NaN: no bar)."""
+    width = 0.8 / max(1, len(series))
+    for i, (name, values) in enumerate(series.items()):
+        ax.bar([j + i * width for j in range(len(labels))], values, width, label=name)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(labels))])
+    ax.set_xticklabels(labels, fontsize=7)
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=7)
 
 
 def write_all(doc: dict[str, Any], out_dir: str) -> list[str]:

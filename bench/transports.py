@@ -37,6 +37,7 @@ sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "tests" / "support"))
 
 from bench import measure  # noqa: E402
+from bench.report import bar_panel  # noqa: E402
 from bench.run import parse_size  # noqa: E402
 
 CLIENTS = ("fsspec", "obstore", "rclone", "blobstate", "blobstate-cli")
@@ -298,14 +299,10 @@ def plot(doc: dict[str, Any], path: str) -> None:
     fig, axes = plt.subplots(1, len(backends), figsize=(5.5 * len(backends), 4), squeeze=False)
     for ax, backend in zip(axes[0], backends, strict=True):
         rows = [r for r in doc["rows"] if r["backend"] == backend]
-        for i, direction in enumerate(("up", "down")):
-            speeds = [mb / r[direction]["wall_s"] if "wall_s" in r.get(direction, {}) else 0 for r in rows]
-            ax.bar([j + i * 0.4 for j in range(len(rows))], speeds, 0.4, label=f"{direction}load")
-        ax.set_xticks([j + 0.2 for j in range(len(rows))])
-        ax.set_xticklabels([r["client"] for r in rows], fontsize=8, rotation=20)
-        ax.set_ylabel("MB/s (0: failed or not run)")
-        ax.set_title(f"{backend} emulator, {doc['files']} files, {mb:.0f} MB")
-        ax.legend(fontsize=8)
+        series = {f"{d}load": [mb / r[d]["wall_s"] if "wall_s" in r.get(d, {}) else 0.0 for r in rows]
+                  for d in ("up", "down")}
+        bar_panel(ax, [r["client"] for r in rows], series, ylabel="MB/s (0: failed or not run)",
+                  title=f"{backend} emulator, {doc['files']} files, {mb:.0f} MB")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
