@@ -25,7 +25,7 @@ _TRANSIENT_ERRNOS = {errno.EAGAIN, errno.ETIMEDOUT, errno.ECONNRESET, errno.ECON
                      errno.EPIPE, errno.EBUSY, errno.EHOSTUNREACH, errno.ENETUNREACH}
 _TRANSIENT_NAMES = ("Throttl", "SlowDown", "ServiceUnavailable", "ClientConnector", "ServerDisconnected",
                     "ConnectTimeout", "ReadTimeout", "EndpointConnectionError", "RequestTimeout", "InternalError",
-                    "ConnectionClosed")
+                    "ConnectionClosed", "ServiceRequestError", "ServiceResponseError")
 
 
 def is_transient(exc: BaseException) -> bool:
