@@ -49,6 +49,16 @@ class AzureBlobStore(NativeTtlBlobStore):
 
     ttl_tag = TTL_TAG
 
+    def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
+                 max_concurrency: int = 8) -> None:
+        super().__init__(url, storage_options=storage_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
+        # One retry policy (blobstate's): the SDK's own retries, which adlfs gives no option for, are switched off
+        # on its client's policy (an unreachable endpoint took 168 s to fail with both).
+        policy = getattr(getattr(self.fs.service_client, "_config", None), "retry_policy", None)
+        for name in ("total_retries", "connect_retries", "read_retries", "status_retries"):
+            if hasattr(policy, name):
+                setattr(policy, name, 0)
+
     @property
     def container(self) -> str:
         """The container (Azure's name for the bucket)."""

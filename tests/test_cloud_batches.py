@@ -141,3 +141,20 @@ def test_obstore_carries_blob_bytes_only_where_the_options_map_exactly(monkeypat
     assert azure_store._obstore_config({"connection_string": "BlobEndpoint=http://h/;SharedAccessSignature=sv=1"}
                                        ) is None
     assert azure_store._obstore_config({"account_name": "acc", "credential": object()}) is None
+
+
+def test_unreachable_azure_endpoint_fails_within_seconds_naming_it():
+    """adlfs gives no retry option: the SDK's own retries (168 s against a closed port) are switched off, ours
+    remain."""
+    from cloud_servers import AZURITE_KEY, azurite_connection_string, free_port
+
+    port = free_port()
+    conn = azurite_connection_string(f"http://127.0.0.1:{port}")
+    store = open_blob_store("az://container/repo", storage_options={"connection_string": conn})
+    for call in (lambda: list(store.list("j/t/s")), lambda: store.get_bytes("j/t/s/blobs/a")):
+        started = time.monotonic()
+        with pytest.raises(StorageError) as err:
+            call()
+        assert time.monotonic() - started < 15
+        assert f"127.0.0.1:{port}" in str(err.value)
+        assert AZURITE_KEY not in str(err.value)
