@@ -143,14 +143,20 @@ def test_obstore_carries_blob_bytes_only_where_the_options_map_exactly(monkeypat
     assert azure_store._obstore_config({"account_name": "acc", "credential": object()}) is None
 
 
-def test_unreachable_azure_endpoint_fails_within_seconds_naming_it():
-    """adlfs gives no retry option: the SDK's own retries (168 s against a closed port) are switched off, ours
-    remain."""
+@pytest.mark.parametrize("cloud", ["azure", "gcs"])
+def test_unreachable_azure_or_gcs_endpoint_fails_within_seconds_naming_it(cloud, monkeypatch):
+    """adlfs and gcsfs give no retry option: their own retries (168 s and 166 s against a closed port under ours)
+    are switched off, blobstate's policy alone remains."""
     from cloud_servers import AZURITE_KEY, azurite_connection_string, free_port
 
-    port = free_port()
-    conn = azurite_connection_string(f"http://127.0.0.1:{port}")
-    store = open_blob_store("az://container/repo", storage_options={"connection_string": conn})
+    port = free_port()  # bound and released: nothing listens there
+    endpoint = f"http://127.0.0.1:{port}"
+    if cloud == "azure":
+        url, options = "az://container/repo", {"connection_string": azurite_connection_string(endpoint)}
+    else:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", endpoint)
+        url, options = "gs://bucket/repo", {"project": "test", "token": "anon", "endpoint_url": endpoint}
+    store = open_blob_store(url, storage_options=options)
     for call in (lambda: list(store.list("j/t/s")), lambda: store.get_bytes("j/t/s/blobs/a")):
         started = time.monotonic()
         with pytest.raises(StorageError) as err:
