@@ -21,6 +21,12 @@ from bench.tools import ALL_TOOLS  # noqa: E402
 NEEDED = ("restic", "rclone", "ldb", "blobstate", "/usr/bin/time")
 
 
+def this_interpreters_path() -> dict[str, str]:
+    """The environment with this interpreter's ``bin`` first on PATH: the harness runs ``blobstate`` by name, and
+    it must be the installation under test, not another one earlier on PATH."""
+    return {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
+
+
 @pytest.fixture(scope="module")
 def bench_doc(tmp_path_factory):
     missing = [b for b in NEEDED if shutil.which(b) is None]
@@ -39,7 +45,7 @@ def bench_doc(tmp_path_factory):
     proc = subprocess.run(
         [sys.executable, "-m", "bench", "--size", "4MiB", "--keys", "4000", "--runs", "1", "--cache", "warm",
          "--work", str(work), "--out", str(out)],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        cwd=REPO, capture_output=True, text=True, timeout=120, env=this_interpreters_path(),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open(out / "latest.json") as fh:
@@ -106,9 +112,9 @@ def test_transports_side_by_side_smoke(tmp_path):
     if shutil.which("rclone") is None or shutil.which("/usr/bin/time") is None:
         pytest.skip("rclone or GNU time missing (run .ci/install-bench.sh)")
     pytest.importorskip("obstore")
-    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
     proc = subprocess.run([sys.executable, "-m", "bench.transports", "--size", "2MiB", "--files", "2", "--out",
-                           str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+                           str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env=this_interpreters_path())
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads((tmp_path / "transports.json").read_text())
     rows = {(r["backend"], r["client"]): r for r in doc["rows"]}
