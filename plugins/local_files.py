@@ -195,7 +195,11 @@ class LocalRepository:
                                           f"{os.path.relpath(full, self.root)!r}")
             for name in filenames:
                 full = os.path.join(dirpath, name)
-                yield full, os.lstat(full)
+                try:
+                    st = os.lstat(full)
+                except FileNotFoundError:
+                    continue  # removed since the directory was read (a temp file linked into place, a delete)
+                yield full, st
 
 
 def _copy_range(src: int, dst: int, offset: int, length: int, what: str) -> None:
