@@ -33,6 +33,7 @@ from blobstate.pipelines.backup import BackupResult
 from blobstate.spark.alignment import AlignmentPlan, plan_alignment
 from blobstate.spark.engine import BatchEngine, BatchFunction, BatchStats, EngineConfig, open_repository
 from blobstate.spark.location import CheckpointLocation, is_connect
+from blobstate.spark.scheduler import SnapshotCommitError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -231,7 +232,10 @@ class StateBinding:
             if not self.connect:
                 if self.engine.scheduler is not None:
                     self.engine.scheduler.pause()
-                self.engine.close(drain=False)
+                try:
+                    self.engine.close(drain=False)
+                except SnapshotCommitError as exc:  # a crash reports nothing either; the deltas are committed
+                    log.warning("abandoned with a failed snapshot: %s", exc)
         finally:
             self._release_listener()
 
