@@ -113,11 +113,12 @@ def test_the_demo_check_allows_only_sparks_own_purge_of_old_batches():
     from blobstate.spark.demo.run import _kept_by_spark
 
     def listing(names, changed=None):
-        return {sub: [[str(n), 10, 1000 + n + (1 if n == changed else 0)] for n in names]
-                for sub in ("offsets", "commits")}
+        return {sub: [[name, 10, 1000 + n + (1 if n == changed else 0)] for n in names
+                      for name in (str(n), f".{n}.crc")] for sub in ("offsets", "commits")}
 
     after_kill = listing(range(0, 182))
     assert _kept_by_spark(after_kill, listing(range(265, 365)))  # minBatchesToRetain=100: Spark purged 0..264
     assert _kept_by_spark(after_kill, listing(range(82, 365)))
     assert not _kept_by_spark(after_kill, listing(range(82, 365), changed=150))  # a retained entry rewritten
     assert not _kept_by_spark(after_kill, listing([n for n in range(82, 365) if n != 181]))  # one vanished
+    assert not _kept_by_spark({"offsets": [["tmp-x", 1, 1]], "commits": []}, listing(range(82, 365)))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -95,11 +96,14 @@ def _kept_by_spark(before: dict[str, list[list[Any]]], after: dict[str, list[lis
     """Every ``offsets/`` and ``commits/`` entry of ``before`` is in ``after`` unchanged, except those Spark itself
     purged (its metadata logs keep the newest ``spark.sql.streaming.minBatchesToRetain``, 100 by default: an entry
     older than the oldest one left was Spark's to delete)."""
+    def batch(name: str) -> int | None:  # "N" or Hadoop's checksum file ".N.crc"
+        found = re.fullmatch(r"\.?(\d+)(?:\.crc)?", name)
+        return int(found.group(1)) if found else None
+
     for sub in ("offsets", "commits"):
-        left = [int(entry[0]) for entry in after[sub] if str(entry[0]).isdigit()]
-        oldest = min(left, default=0)
+        oldest = min((b for entry in after[sub] if (b := batch(entry[0])) is not None), default=0)
         for entry in before[sub]:
-            if str(entry[0]).isdigit() and int(entry[0]) < oldest:
+            if (b := batch(entry[0])) is not None and b < oldest:
                 continue
             if entry not in after[sub]:
                 return False
