@@ -1,0 +1,104 @@
+"""Test-only observer plugin for the soak (bench/soak.py): a process on a simulated clock, with a trace of what it did.
+
+Loaded first through ``BLOBSTATE_PLUGINS=soak_plugin[,pause_plugin|kill_plugin]`` (its import moves the clock, so
+``pause_plugin``, imported after it, adds its own jump on top of the simulated time, not of the real one):
+
+- ``BLOBSTATE_TEST_CLOCK_OFFSET_MS``: ms added to ``time.time()`` from import on: every host of the soak reads one
+  simulated clock (real time + an offset that only grows), so TTL expiries written by writers and ``gc --now`` agree.
+- ``BLOBSTATE_TEST_TRACE_FILE``: one line per journal event, ``<type> <commit id> [generation]``, appended as
+  each event is durable (a SIGKILL loses nothing written before it); at exit a line ``LIST <n> <what>=<n>...``:
+  how many listings (one walk of a prefix: a LIST on object stores) the process made, in all and by what they
+  walked (``checkpoints``, ``blobs``, ``indexes``, ``store``: a store's whole prefix, ``root``: the repository).
+- ``BLOBSTATE_TEST_STOP_BEFORE_DELETE=1``: the process SIGSTOPs itself before its first blob delete (a ``gc``
+  that has decided what to delete and has not yet deleted it, as a gc host paused by its hypervisor would be).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+from blobstate import hookimpl
+from blobstate.plugins.fsspec_store import FsspecBlobStore
+
+_offset_s = int(os.environ.get("BLOBSTATE_TEST_CLOCK_OFFSET_MS", "0") or 0) / 1000
+if _offset_s:
+    _real_time = time.time
+    time.time = lambda: _real_time() + _offset_s
+
+_lock = threading.Lock()
+_state = {"stopped": False}
+_lists: Counter[str] = Counter()
+_trace = os.environ.get("BLOBSTATE_TEST_TRACE_FILE", "")
+
+
+def _write(line: str) -> None:
+    if not _trace:
+        return
+    with _lock, open(_trace, "a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
+
+
+_find = FsspecBlobStore._find
+
+
+def _walked(prefix: str) -> str:
+    parts = prefix.strip("/").split("/")
+    if not parts[0]:
+        return "root"
+    if parts[0] == "checkpoints":
+        return "checkpoints"
+    return parts[3] if len(parts) > 3 else "store" if len(parts) == 3 else "other"
+
+
+def _counting_find(self: FsspecBlobStore, prefix: str) -> dict[str, dict[str, Any]]:
+    with _lock:
+        _lists[_walked(prefix)] += 1
+    return _find(self, prefix)
+
+
+FsspecBlobStore._find = _counting_find  # type: ignore[method-assign]
+
+
+def _stop_once() -> None:
+    with _lock:
+        first = not _state["stopped"]
+        _state["stopped"] = True
+    if first:
+        os.kill(os.getpid(), signal.SIGSTOP)  # the soak sees state T, lets writers run, then sends SIGCONT
+
+
+def _stopping(method: Any, batch: bool) -> Any:
+    def wrapper(self: FsspecBlobStore, ids: Any) -> None:
+        ids = list(ids) if batch else ids
+        if ids:
+            _stop_once()
+        method(self, ids)
+
+    return wrapper
+
+
+if os.environ.get("BLOBSTATE_TEST_STOP_BEFORE_DELETE"):
+    FsspecBlobStore.delete = _stopping(FsspecBlobStore.delete, False)  # type: ignore[method-assign]
+    try:
+        from blobstate.plugins.s3_store import S3BlobStore
+    except ImportError:  # s3fs not installed: no S3 repository either
+        pass
+    else:
+        S3BlobStore.delete_many = _stopping(S3BlobStore.delete_many, True)  # type: ignore[method-assign]
+
+
+@atexit.register
+def _report_lists() -> None:
+    _write(" ".join(["LIST", str(sum(_lists.values())), *(f"{k}={v}" for k, v in sorted(_lists.items()))]))
+
+
+@hookimpl(tryfirst=True)  # traced before kill_plugin or pause_plugin act on the same event
+def blobstate_journal_event(event, store_key) -> None:  # noqa: ANN001
+    generation = getattr(event, "generation", None)
+    _write(f"{event.type_name} {event.commit_id}" + ("" if generation is None else f" {generation}"))
