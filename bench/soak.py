@@ -1,7 +1,7 @@
 """The never-lose soak of issue 12: two writers, one gc host, random SIGKILL/SIGSTOP points and clock jumps.
 
-``python -m bench.soak --points 1000 --seed N --hours H [--s3] [--retain 2] [--check-every 25] [--no-held-gc] [--work DIR]
-[--out FILE]``
+``python -m bench.soak --points 1000 --seed N --hours H [--s3] [--retain 2] [--check-every 25] [--no-held-gc]
+[--work DIR] [--out FILE]``
 
 Two writer hosts (own RocksDB written by ``fixtures_core.write_keys``, own work directory) back up under one store
 key (racing commits fence each other: exit 4, expected); a gc host (its own work directory) runs ``gc --now`` on
