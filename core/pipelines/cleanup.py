@@ -23,7 +23,7 @@ import os
 import shutil
 
 from blobstate import workdir
-from blobstate.errors import BlobstateError, ForeignObjectError, StorageError
+from blobstate.errors import BlobstateError, ForeignObjectError, IntegrityError, StorageError
 from blobstate.index import SnapshotIndex
 from blobstate.journal import events as ev
 from blobstate.journal.projection import CommitState
@@ -180,13 +180,22 @@ class CleanupExecutor:
 
     def abort(self, state: CommitState, reason: str) -> list[str]:
         """Delete what an uncommitted commit created (never a blob a retained snapshot references); returns the
-        deleted blob ids. Raises ``StorageError`` when the checkpoint log holds the commit. Idempotent."""
+        deleted blob ids. While a retained index is unreadable nothing is deleted (the blobs keep their TTL for
+        gc) but the abort completes: it never wedges recovery. Raises ``StorageError`` when the checkpoint log holds
+        the commit. Idempotent."""
         candidates = frozenset(owned(self.key, state.blob_ids, what=f"the journal of {state.commit_id}"))
         if candidates:
             history = self.repo.log.history(self.key)
             if any(cp.checkpoint_id == state.commit_id for cp in history):
                 raise StorageError(f"refusing to abort {state.commit_id}: the checkpoint log has it")
-            candidates = candidates - self.repo.retained_references(history)
+            try:
+                candidates = candidates - self.repo.retained_references(history)
+            except IntegrityError as exc:  # never delete on incomplete knowledge, never block the abort either
+                log.warning("a retained snapshot index of %s is unreadable (%s): aborted commit %s deletes none of "
+                            "its blobs now (healed blobs may share ids with retained snapshots); they keep their "
+                            "TTL and `blobstate gc` reclaims them once every retained index reads again", self.key,
+                            redact(str(exc)), state.commit_id)
+                candidates = frozenset()
         to_delete = sorted(candidates)
         self.repo.store.delete_many(to_delete)
         self.session.record(ev.BlobsDeleted(state.commit_id, now_ms(), tuple(to_delete)), sync=True)
