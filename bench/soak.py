@@ -285,6 +285,18 @@ class Soak:
         self.ledger.check_restorable(self.world, history, tag)
         self.stats["checks"] += 1
 
+    def check_present(self, point: int) -> None:
+        """After a point (nothing running): every object each checkpoint in the log references is in the store;
+        when one is not, both writers recover (a late commit is healed by its writer) and it must be then."""
+        missing = self.ledger.missing(self.repo, self.repo.log.history(KEY))
+        if not missing:
+            return
+        self.stats["points leaving objects missing"] += 1
+        self.finish(*[self.recover(w) for w in self.writers.values()])
+        for checkpoint_id, ids in self.ledger.missing(self.repo, self.repo.log.history(KEY)).items():
+            self.ledger.unrestorable.setdefault(checkpoint_id, f"after point {point} and recovery, {len(ids)} "
+                                                               f"referenced objects missing: {ids[:3]}")
+
     def run(self) -> None:
         kinds = ["kill", "pause", "jump"]
         for point in range(1, self.cfg.points + 1):
@@ -297,6 +309,7 @@ class Soak:
                 self.world.stop_all()
                 self.busy.clear()
             self.stats[f"{kind} points"] += 1
+            self.check_present(point)
             if point % self.cfg.check_every == 0 and point < self.cfg.points:
                 self.check(f"check-{point}")
         self.check("final")

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.soak_world import KEY, Attempt, Proc, World, digest, read_all
+from blobstate.errors import BlobstateError
 from blobstate.model import Checkpoint
 from blobstate.pipelines.gc import FAR_FUTURE_MS
 from blobstate.repository import Repository
@@ -94,6 +95,21 @@ class Ledger:
         for generation in range(max(1, latest - retain + 1), latest + 1):
             if generation not in at:
                 self.problems.append(f"generation {generation} missing from the log's retention window ({latest})")
+
+    def missing(self, repo: Repository, history: list[Checkpoint]) -> dict[str, list[str]]:
+        """Per checkpoint of ``history``: the objects it references (index included) that the store lacks, or why
+        its index does not read; in process, cheap enough to run after every point."""
+        present = {i.blob_id for i in repo.store.list(KEY.prefix)}
+        out: dict[str, list[str]] = {}
+        for cp in history:
+            try:
+                refs = {cp.index_blob_id} | repo.read_index(cp).referenced_blob_ids()
+            except BlobstateError as exc:
+                out[cp.checkpoint_id] = [f"index unreadable: {exc}"]
+                continue
+            if refs - present:
+                out[cp.checkpoint_id] = sorted(refs - present)
+        return out
 
     def check_restorable(self, world: World, history: list[Checkpoint], tag: str) -> None:
         """``verify --all`` passes, and every checkpoint the log holds restores to the data its attempt held."""
