@@ -11,6 +11,8 @@ import json
 import os
 import sys
 
+import pytest
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
@@ -20,6 +22,7 @@ from bench.soak_report import failed  # noqa: E402
 POINTS = 40
 
 
+@pytest.mark.slow
 def test_soak_short_loses_nothing_and_leaves_no_orphan(tmp_path):
     report = run_soak(Config(points=POINTS, seed=1, hours=2.0, check_every=10), tmp_path)
     detail = json.dumps({k: v for k, v in report.items() if k != "counts"}, indent=1)[:6000]

@@ -5,6 +5,10 @@ Loaded first through ``BLOBSTATE_PLUGINS=soak_plugin[,pause_plugin|kill_plugin]`
 
 - ``BLOBSTATE_TEST_CLOCK_OFFSET_MS``: ms added to ``time.time()`` from import on: every host of the soak reads one
   simulated clock (real time + an offset that only grows), so TTL expiries written by writers and ``gc --now`` agree.
+  Objects' modification times are the file system's (or the S3 server's), real: the process reads them shifted by
+  the same offset, so an object's age is its real age. Clock jumps age leases (the expiries writers record), not
+  objects: unshifted, a blob uploaded a millisecond ago would look as old as the whole offset to a gc, which would
+  delete it as an orphan if it listed the blob's lease before the lease was written (real clocks make it young).
 - ``BLOBSTATE_TEST_TRACE_FILE``: one line per journal event, ``<type> <commit id> [generation]``, appended as
   each event is durable (a SIGKILL loses nothing written before it); at exit a line ``LIST <n> <what>=<n>...``:
   how many listings (one walk of a prefix: a LIST on object stores) the process made, in all and by what they
@@ -24,12 +28,20 @@ from collections import Counter
 from typing import Any
 
 from blobstate import hookimpl
+from blobstate.plugins import fsspec_store
 from blobstate.plugins.fsspec_store import FsspecBlobStore
 
-_offset_s = int(os.environ.get("BLOBSTATE_TEST_CLOCK_OFFSET_MS", "0") or 0) / 1000
-if _offset_s:
+_offset_ms = int(os.environ.get("BLOBSTATE_TEST_CLOCK_OFFSET_MS", "0") or 0)
+if _offset_ms:
     _real_time = time.time
-    time.time = lambda: _real_time() + _offset_s
+    time.time = lambda: _real_time() + _offset_ms / 1000
+    _modified_ms = fsspec_store.modified_ms
+
+    def _shifted_modified_ms(info: dict[str, Any]) -> int | None:
+        real = _modified_ms(info)
+        return None if real is None else real + _offset_ms
+
+    fsspec_store.modified_ms = _shifted_modified_ms
 
 _lock = threading.Lock()
 _state = {"stopped": False}
