@@ -17,4 +17,5 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
 fi
 
 PY="${PYTHON:-python3}"
-"$PY" -m pip install --quiet matplotlib psutil "moto[server]>=5" "s3fs>=2023.6" boto3
+"$PY" -m pip install --quiet matplotlib psutil "moto[server]>=5" "s3fs>=2023.6" boto3 "obstore>=0.8"
+# bench/transports.py also needs the Azure and GCS clients and emulators: .ci/install-cloud.sh installs them.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what the cloud blob store tests (tests/test_blobstore_conformance.py, test_cloud_ttl.py,
 # test_cloud_e2e.py) need on a fresh Debian 12 machine:
-#   - the Python extras s3, gcs, azure (s3fs, boto3, gcsfs, adlfs, azure-storage-blob) and the emulators
+#   - the Python extras s3, gcs, azure (s3fs, boto3, obstore, gcsfs, adlfs, azure-storage-blob) and the emulators
 #     moto[server] (S3) and gcp-storage-emulator (GCS),
 #   - node/npm (apt) and azurite (Azure Blob emulator, npm) into a cache dir.
 # Idempotent and non-interactive. The azurite prefix is $BLOBSTATE_AZURITE_PREFIX (default
@@ -21,7 +21,7 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
 fi
 
 PY="${PYTHON:-python3}"
-"$PY" -m pip install --quiet "s3fs>=2023.6" boto3 "gcsfs>=2023.6" "adlfs>=2023.8" "azure-storage-blob>=12.17" \
+"$PY" -m pip install --quiet "s3fs>=2023.6" boto3 "obstore>=0.8" "gcsfs>=2023.6" "adlfs>=2023.8" "azure-storage-blob>=12.17" \
     "moto[server]>=5" gcp-storage-emulator
 
 PREFIX="${BLOBSTATE_AZURITE_PREFIX:-$HOME/.cache/blobstate/azurite}"

@@ -17,7 +17,8 @@ OP_LABELS = {
     "restore_empty": "restore into an empty dir",
     "restore_prev": "restore into the previous version",
 }
-TOOL_ORDER = ("blobstate", "limit", "restic", "rclone", "backupengine", "changelog", "changelog-kafka")
+TOOL_ORDER = ("blobstate", "blobstate-nofsync", "limit", "restic", "rclone", "backupengine", "changelog",
+              "changelog-kafka")
 PEERS = ("restic", "rclone", "backupengine", "changelog", "changelog-kafka")
 MB = 1e6
 
@@ -51,8 +52,12 @@ def ratios(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _target(name: str, measured: float | None, bound: float, *, at_most: bool, unit: str = "x",
+def _target(name: str, measured: float | None, bound: float | None, *, at_most: bool, unit: str = "x",
             detail: str = "") -> dict[str, Any]:
+    """One target row; ``bound`` None makes it a figure that is only reported (``reported``: True)."""
+    if bound is None:
+        return {"target": name, "measured": measured, "bound": "–", "ok": None, "detail": detail,
+                "reported": True}
     ok = None if measured is None else (measured <= bound if at_most else measured >= bound)
     return {"target": name, "measured": measured, "bound": f"{'<=' if at_most else '>='} {bound}{unit}",
             "ok": ok, "detail": detail}
@@ -94,14 +99,49 @@ def targets(rows: list[dict[str, Any]], info: dict[str, Any]) -> list[dict[str, 
     out.append(_target("changelog replay from a local log file (no broker) / blobstate restore time",
                        _div(file_log, bs_restore), 10.0, at_most=False,
                        detail="the most favourable case for replay: no broker, no network"))
+    out += cloud_targets(idx, info)
+    return out
+
+
+RSS_BOUND_MIB = 256
+REQUESTS_BOUND = 27  # S3 requests per incremental commit of 1% changed, before streaming transfers
+
+
+def cloud_targets(idx: dict[tuple[str, str, str], dict[str, Any]], info: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 17's targets: the fastest client measured over blobstate (>= 1), peak RSS of backup and restore
+    (<= 256 MiB), S3 requests per 1% incremental commit (<= 27), the fsync cost on file://, CLI start-up."""
+    out = []
+    for backend in ("s3",):
+        for op in ("backup_full", "restore_empty"):
+            walls = {t: _wall(idx, backend, t, op) for t in ("limit", "rclone")}
+            fastest = min(((w, t) for t, w in walls.items() if w is not None), default=(None, ""))
+            out.append(_target(f"{backend}:// {OP_LABELS[op]}: fastest client ({fastest[1] or 'none'}) time / "
+                               "blobstate time", _div(fastest[0], _wall(idx, backend, "blobstate", op)), 1.0,
+                               at_most=False, detail="> 1 means blobstate is faster"))
+    size = f"state of {info['params']['size'] / MB:.0f} MB"
     for backend in ("file", "s3"):
-        m = idx.get((backend, "blobstate", "restore_empty"))
-        rss_mb = round(m["peak_rss_mib"] * 2**20 / MB, 1) if m else None
-        out.append(_target(f"{backend} restore peak RSS (MB)", rss_mb, 300, at_most=True, unit=" MB",
-                           detail=f"state of {info['params']['size'] / MB:.0f} MB"))
-    out.append(_target("s3 restore throughput / raw parallel s3fs get of the same blobs", _div(
-        _wall(idx, "s3", "limit", "restore_empty"), _wall(idx, "s3", "blobstate", "restore_empty")), 0.8,
-        at_most=False))
+        for op in ("backup_full", "restore_empty"):
+            m = idx.get((backend, "blobstate", op))
+            out.append(_target(f"{backend}:// {OP_LABELS[op]}: blobstate peak RSS (MiB)",
+                               round(m["peak_rss_mib"], 1) if m else None, RSS_BOUND_MIB, at_most=True,
+                               unit=" MiB", detail=size))
+    incr = idx.get(("s3", "blobstate", "backup_incr_1pct"))
+    reqs = (incr.get("requests") or {}).get("total") if incr else None
+    out.append(_target("s3:// requests per incremental commit, 1% changed", reqs, REQUESTS_BOUND, at_most=True,
+                       unit="", detail="HTTP requests moto answered, counted by the server's middleware"))
+    for op in ("backup_full", "backup_incr_1pct", "backup_incr_10pct"):
+        with_fsync, without = idx.get(("file", "blobstate", op)), idx.get(("file", "blobstate-nofsync", op))
+        out.append(_target(
+            f"file:// {OP_LABELS[op]}: commit time with fsync / without (the cost of durability)",
+            _div(with_fsync.get("commit_s") if with_fsync else None, without.get("commit_s") if without else None),
+            None, at_most=True, detail="in-process commit time (--json durationMs); the wall times in the table "
+                                       "include a syncfs after every operation, for every tool"))
+    out.append(_target("file:// incremental 1%: blobstate CLI time / BackupEngine time", _div(
+        _wall(idx, "file", "blobstate", "backup_incr_1pct"), _wall(idx, "file", "backupengine", "backup_incr_1pct")),
+        2.0, at_most=True))
+    startup = info.get("cli_version_s")
+    out.append(_target("`blobstate --version` (median of 10 runs, ms)",
+                       None if startup is None else round(startup * 1000, 1), 100, at_most=True, unit=" ms"))
     return out
 
 
@@ -134,7 +174,7 @@ def markdown(doc: dict[str, Any]) -> str:
         "| --- | ---: | --- | --- |",
     ]
     for t in doc["targets"]:
-        met = {True: "yes", False: "**no**", None: "not measured"}[t["ok"]]
+        met = "reported" if t.get("reported") else {True: "yes", False: "**no**", None: "not measured"}[t["ok"]]
         detail = f" ({t['detail']})" if t["detail"] else ""
         lines.append(f"| {t['target']}{detail} | {_fmt(t['measured'])} | {t['bound']} | {met} |")
     idx = {(r["backend"], r["tool"], r["op"]): r for r in doc["results"]}
@@ -184,21 +224,29 @@ def plot(doc: dict[str, Any], path: str) -> None:
     fig, axes = plt.subplots(1, max(1, len(backends)), figsize=(7 * max(1, len(backends)), 4.8), squeeze=False)
     for ax, backend in zip(axes[0], backends, strict=False):
         tools = [t for t in TOOL_ORDER if any(k[0] == backend and k[1] == t for k in idx)]
-        ops = list(OP_LABELS)
-        width = 0.8 / max(1, len(tools))
-        for i, tool in enumerate(tools):
-            xs = [j + i * width for j, op in enumerate(ops) if (backend, tool, op) in idx]
-            ys = [idx[(backend, tool, op)]["wall_s"] for op in ops if (backend, tool, op) in idx]
-            ax.bar(xs, ys, width, label=tool)
-        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(ops))])
-        ax.set_xticklabels([OP_LABELS[o].replace(", ", "\n").replace(" into ", "\ninto ") for o in ops], fontsize=7)
-        ax.set_yscale("log")
-        ax.set_ylabel("wall time, s (median, log scale)")
-        ax.set_title(f"{backend}:// — {doc['meta']['size_bytes'] / 1e6:.0f} MB state, {doc['meta']['cache']} cache")
-        ax.legend(fontsize=7)
+        series = {t: [idx[(backend, t, op)]["wall_s"] if (backend, t, op) in idx else float("nan") for op in OP_LABELS]
+                  for t in tools}
+        bar_panel(ax, [OP_LABELS[o].replace(", ", "\n").replace(" into ", "\ninto ") for o in OP_LABELS], series,
+                  ylabel="wall time, s (median, log scale)", log=True,
+                  title=f"{backend}:// — {doc['meta']['size_bytes'] / 1e6:.0f} MB state, {doc['meta']['cache']} cache")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def bar_panel(ax: Any, labels: list[str], series: dict[str, list[float]], *, ylabel: str, title: str,
+              log: bool = False) -> None:
+    """Grouped bars on ``ax``: one group per label, one bar per series (NaN: no bar)."""
+    width = 0.8 / max(1, len(series))
+    for i, (name, values) in enumerate(series.items()):
+        ax.bar([j + i * width for j in range(len(labels))], values, width, label=name)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(labels))])
+    ax.set_xticklabels(labels, fontsize=7)
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=7)
 
 
 def write_all(doc: dict[str, Any], out_dir: str) -> list[str]:

@@ -298,6 +298,18 @@ def summarise(bench: Bench) -> list[dict[str, Any]]:
     return rows
 
 
+def cli_startup_s(runs: int = 10) -> float | None:
+    """Median wall time of ``blobstate --version`` (seconds) over ``runs`` runs, warm; None if it fails."""
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        done = subprocess.run(["blobstate", "--version"], capture_output=True, timeout=60)
+        if done.returncode != 0:
+            return None
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
 def _exit_on_sigterm(signum: int, _frame: Any) -> None:
     """SIGTERM -> ``SystemExit``, so the ``finally`` blocks stop the servers this run started (by PID)."""
     raise SystemExit(128 + signum)
@@ -317,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         cold, cache_note = measure.can_drop_caches()
     print(f"data: {size} bytes, {keys} keys in {args.work}; {cache_note}", file=sys.stderr, flush=True)
     info = prepare_data(args.work, size, keys, args.seed)
+    info["cli_version_s"] = cli_startup_s()
     bench = Bench(args, info, cold)
     started = time.time()
     bench.run()

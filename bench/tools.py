@@ -30,9 +30,13 @@ NOTES = {
     "rclone": "`rclone sync` with defaults (size + modtime comparison, 4 transfers).",
     "backupengine": "Debian's `ldb backup` / `ldb restore` (RocksDB 7.8 BackupEngine, 1 thread by default); it opens "
                     "the DB read-write, so it backs up what RocksDB 7.8 writes on open; file:// only.",
+    "blobstate-nofsync": "blobstate with `BLOBSTATE_FILE_FSYNC=0` (file:// backups only): the same commit without the "
+                         "fsync of every blob, lease, index and new directory, to show what durability costs.",
     "limit": "file://: `cp -a` of exactly the files that must move (all of them, or the new SSTs and mutable files, "
-             "or on restore into the previous version only the files that differ); s3://: s3fs batch put/get of the "
-             "same files / the same blobs blobstate wrote, 8 at a time.",
+             "or on restore into the previous version only the files that differ); s3://: a raw parallel obstore "
+             "client (`bench/s3raw.py`: whole-file PUTs 8 at a time; 8 MiB ranged GETs 16 at a time written with "
+             "pwrite) of the same files / the same blobs blobstate wrote. The cloud target compares blobstate with "
+             "the fastest client measured (this one or rclone).",
     "changelog": "a compacted Kafka-style log (v0 message framing, CRC32 checked per record) of the final state, "
                  "replayed into an empty RocksDB in WriteBatches of 500 records (one poll); read from local disk, "
                  "so no network: the most favourable case for replay.",
@@ -195,6 +199,18 @@ class Blobstate(Tool):
         if ctx.s3 is None:
             return
         ctx.shared["blobstate_blobs"] = blob_lists(ctx.s3.fs(), f"{ctx.bucket}/repo")
+
+
+class BlobstateNoFsync(Blobstate):
+    """blobstate on file:// with the repository fsyncs off: the cost of durability (issue 12, item 7)."""
+
+    name = "blobstate-nofsync"
+    backends = ("file",)
+    ops = ("backup_full", "backup_incr_1pct", "backup_incr_10pct")
+
+    def backup(self, ctx: Ctx, src: str, step: str) -> Cmd:
+        cmd = super().backup(ctx, src, step)
+        return Cmd(cmd.argv, {**cmd.env, "BLOBSTATE_FILE_FSYNC": "0"}, cmd.cwd)
 
 
 def blob_lists(fs: Any, repo: str) -> dict[str, list[str]]:
@@ -393,5 +409,6 @@ class ChangelogKafka(Tool):
             super().teardown(ctx)
 
 
-ALL_TOOLS: tuple[Tool, ...] = (Blobstate(), Limit(), Restic(), Rclone(), BackupEngine(), Changelog(),
+ALL_TOOLS: tuple[Tool, ...] = (Blobstate(), BlobstateNoFsync(), Limit(), Restic(), Rclone(), BackupEngine(),
+                               Changelog(),
                                ChangelogKafka())

@@ -17,92 +17,70 @@ from __future__ import annotations
 
 import logging
 import os
-from datetime import timedelta
+from collections.abc import Callable
 from typing import Any
 
 from blobstate import layout, workdir
-from blobstate.backends import detect_store_type, normalize_url, open_blob_store, open_local_store
+from blobstate.backends import detect_store_type, open_blob_store, open_local_store
 from blobstate.catalog import (
     CheckpointSummary,
     Listing,
     SnapshotDiff,
     StoreStats,
-    diff_snapshots,
-    list_files,
-    store_stats,
-    summarize,
 )
 from blobstate.checksum import ChecksumCache
 from blobstate.errors import NothingToRestore
-from blobstate.journal.file import Journal, JournalRead
-from blobstate.journal.projection import CommitState, project
+from blobstate.journal.projection import CommitState
 from blobstate.layout import DEFAULT_CHUNK_SIZE, DEFAULT_RETAIN, DEFAULT_TTL_MS
 from blobstate.marker import RepositoryInfo
 from blobstate.model import Checkpoint, StoreKey
+from blobstate.pipelines import replay
 from blobstate.pipelines.backup import BackupResult, LocalCheckpoint, StoreCommitter
-from blobstate.pipelines.gc import GcReport, collect, collect_temporaries, discover_keys
+from blobstate.pipelines.gc import GcReport, collect, collect_temporaries
 from blobstate.pipelines.preview import BackupPreview
 from blobstate.pipelines.preview import preview_backup as run_preview
-from blobstate.pipelines.recover import Report, cleanup_after_restore
+from blobstate.pipelines.recover import Report, cleanup_after_restore, recover_work_base
 from blobstate.pipelines.recover import recover as replay_journal
-from blobstate.pipelines.restore import RestoreResult, restore_snapshot
+from blobstate.pipelines.restore import RestoreResult
 from blobstate.pipelines.session import StoreSession
 from blobstate.pipelines.verify import VerifyReport, raise_for_reports, verify_checkpoint
 from blobstate.progress import Progress
+from blobstate.queries import (  # the read-only verbs, re-exported, and the helpers every verb shares
+    Duration,
+    Options,
+    Size,
+    describe_checkpoints,
+    diff,
+    journal_events,
+    list_checkpoints,
+    list_stores,
+    ls,
+    name_store,
+    open_repository,
+    select_stores,
+    stats,
+    unfinished_commits,
+)
 from blobstate.repository import Repository
 from blobstate.storage_options import redact
 from blobstate.units import parse_duration_ms, parse_size
+
+_logger = logging.getLogger(__name__)
 
 __all__ = [
     "BackupPreview", "BackupResult", "CheckpointSummary", "CommitState", "Duration", "GcReport", "Listing",
     "LocalCheckpoint", "Repository", "RepositoryInfo", "RestoreResult", "Size", "SnapshotDiff", "StoreCommitter",
     "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
-    "restore", "stats", "unfinished_commits", "verify",
+    "recover_all", "restore", "stats", "unfinished_commits", "verify",
 ]
-
-_logger = logging.getLogger(__name__)
-
-#: A duration: an int (milliseconds), a ``timedelta``, or text such as ``"1d"``, ``"90s"`` (``blobstate.units``).
-Duration = int | str | timedelta
-#: A size: an int (bytes) or text such as ``"64MiB"``, ``"500MB"``.
-Size = int | str
-Options = dict[str, Any] | None
-
-
-def _key(job: str | None, task: str | None, store: str | None, key: StoreKey | None = None,
-         directory: str | None = None) -> StoreKey:
-    if key is not None:
-        return key
-    if directory is not None:
-        return StoreKey.for_directory(directory, job=job or "default", task=task or "0", store=store)
-    if store is None:
-        raise TypeError("name the store: store= (with job= and task=), or key=")
-    return StoreKey(job or "default", task or "0", store)
-
-
-def _open(repo: str, log_url: str | None, storage_options: Options, log_options: Options = None, *,
-          create: bool = False, **kwargs: Any) -> Repository:
-    repository = Repository.open(repo, log=log_url, storage_options=storage_options, log_options=log_options,
-                                 create=create, **kwargs)
-    _logger.info("opened repository %s (log %s)", redact(repository.url), redact(repository.log.url or "in it"))
-    return repository
-
-
-def _keys(repository: Repository, job: str | None, task: str | None, store: str | None,
-          key: StoreKey | None = None) -> list[StoreKey]:
-    """One store (``store`` or ``key``), or every store of the repository whose job and task match the filters."""
-    if key is not None or store is not None:
-        return [_key(job, task, store, key)]
-    return [k for k in discover_keys(repository) if (job is None or k.job == job) and (task is None or k.task == task)]
-
 
 def init(*, repo: str, storage_options: Options = None) -> RepositoryInfo:
     """Make ``repo`` a blobstate repository (write its marker; optional: the first backup does it too).
 
     Idempotent on a repository. Raises ``RepositoryNotFound`` (exit 6) for a location that holds other objects.
     """
-    repository = _open(repo, None, storage_options, create=True)
+    repository = open_repository(repo, None, storage_options, create=True)
     try:
         assert repository.info is not None
         return repository.info
@@ -125,9 +103,9 @@ def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "de
     committing nothing). Raises ``FencedError`` (exit 4), ``RepositoryNotFound`` (exit 6, a location holding other
     objects), ``StorageError``, ``ConfigurationError``.
     """
-    key = _key(job, task, store, directory=source_dir)
+    key = name_store(job, task, store, directory=source_dir)
     store_type = store_type or detect_store_type(source_dir)
-    repository = _open(repo, log, storage_options, log_options, create=True, ttl_mode=ttl_mode,
+    repository = open_repository(repo, log, storage_options, log_options, create=True, ttl_mode=ttl_mode,
                        max_concurrency=max_concurrency)
     try:
         with StoreCommitter(key, repository, store_type=store_type,
@@ -147,8 +125,8 @@ def preview_backup(source_dir: str, *, repo: str, log: str | None = None, job: s
                    work_dir: str | None = None) -> BackupPreview:
     """``backup --dry-run``: what a backup of ``source_dir`` would upload and drop against the latest snapshot,
     committing nothing (no lock, no journal, nothing written to the repository). Raises ``RepositoryNotFound``."""
-    key = _key(job, task, store, directory=source_dir)
-    repository = _open(repo, log, storage_options, log_options)
+    key = name_store(job, task, store, directory=source_dir)
+    repository = open_repository(repo, log, storage_options, log_options)
     try:
         return run_preview(repository, source if source is not None else source_dir, key=key,
                            store_type=store_type or detect_store_type(source_dir), chunk_size=parse_size(chunk_size),
@@ -164,8 +142,9 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
             work_dir: str | None = None, progress: Progress | None = None, cleanup: bool = True,
             validate: bool = True, force: bool = False, dry_run: bool = False,
             checkpoint_id: str | None = None) -> RestoreResult:
-    """Restore the latest checkpoint (or ``checkpoint``: ``latest``, an id, a unique prefix or a generation; or the
-    newest with ``batch_id <= max_batch_id``) into ``dest_dir``, downloading only what is missing or different.
+    """Restore the latest state (or ``checkpoint``: ``latest``, an id, a unique prefix or a generation; or the
+    state after batch ``max_batch_id``) into ``dest_dir``, downloading only what is missing or different; a store
+    with delta records gets its snapshot, then the deltas after it (``blobstate.pipelines.replay``).
 
     Afterwards ``dest_dir`` holds exactly the snapshot's entries. A non-empty ``dest_dir`` that no restore of this
     store made is refused unless ``force``; one a live process holds open always is. With ``dry_run`` the result
@@ -174,17 +153,19 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
     host). Raises ``RepositoryNotFound`` (exit 6), ``NothingToRestore`` (exit 5), ``IntegrityError`` subclasses
     (exit 3), ``RestoreRefused`` (exit 2), ``LocalStoreError``: in every case the destination is left as it was.
     """
-    key = _key(job, task, store, directory=dest_dir)
-    repository = _open(repo, log, storage_options, log_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
+    key = name_store(job, task, store, directory=dest_dir)
+    repository = open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode,
+                                 max_concurrency=max_concurrency)
     try:
-        chosen = repository.choose(key, checkpoint=checkpoint if checkpoint is not None else checkpoint_id,
-                                   max_batch_id=max_batch_id)
-        _logger.info("restoring %s checkpoint %s (generation %d)", key, chosen.checkpoint_id, chosen.generation)
+        chain = replay.plan(repository, key, checkpoint=checkpoint if checkpoint is not None else checkpoint_id,
+                            max_batch_id=max_batch_id)
+        _logger.info("restoring %s: %s", key, chain.describe())
         wd = work_dir or workdir.store_work_dir(repository.url, key, work_base)
-        index_type = store_type or _recorded_store_type(repository, chosen)
-        result = restore_snapshot(repository, chosen, dest_dir, local_store=open_local_store(index_type),
-                                  work_dir=wd, cache=ChecksumCache(os.path.join(wd, workdir.CRC_CACHE)),
-                                  progress=progress, validate=validate, force=force, dry_run=dry_run)
+        index_type = store_type or (_recorded_store_type(repository, chain.snapshot) if chain.snapshot else "rocksdb")
+        result = replay.restore_chain(repository, chain, dest_dir, local_store=open_local_store(index_type),
+                                      store_type=index_type, work_dir=wd, progress=progress, validate=validate,
+                                      cache=ChecksumCache(os.path.join(wd, workdir.CRC_CACHE)), force=force,
+                                      dry_run=dry_run)
         if cleanup and not dry_run:
             _logger.info("init cleanup of %s (journal recovery, TTL removal, retention)", key)
             cleanup_after_restore(repository, key, wd)
@@ -201,83 +182,6 @@ def _recorded_store_type(repository: Repository, checkpoint: Checkpoint) -> str:
     return "rocksdb" if "CURRENT" in index.files() else "dir"
 
 
-def list_stores(*, repo: str, log: str | None = None, storage_options: Options = None,
-                log_options: Options = None) -> list[StoreKey]:
-    """Every store key the repository (or its checkpoint log) holds, sorted. Raises ``RepositoryNotFound``."""
-    repository = _open(repo, log, storage_options, log_options)
-    try:
-        return discover_keys(repository)
-    finally:
-        repository.close()
-
-
-def list_checkpoints(*, repo: str, log: str | None = None, job: str = "default", task: str = "0",
-                     store: str | None = None, storage_options: Options = None, log_options: Options = None,
-                     key: StoreKey | None = None) -> list[Checkpoint]:
-    """Retained checkpoints of one store, oldest first (the records only; ``describe_checkpoints`` adds what the
-    indexes hold)."""
-    store_key = _key(job, task, store, key)
-    repository = _open(repo, log, storage_options, log_options)
-    try:
-        return repository.log.history(store_key)
-    finally:
-        repository.close()
-
-
-def describe_checkpoints(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
-                         store: str | None = None, storage_options: Options = None, log_options: Options = None,
-                         key: StoreKey | None = None) -> list[CheckpointSummary]:
-    """Retained checkpoints of one store (``store``), or of every store matching ``job``/``task``, with time,
-    host, batch id, file count and data size (bytes) from their indexes; an unreadable index is reported in its
-    summary's ``error``, never raised."""
-    repository = _open(repo, log, storage_options, log_options)
-    try:
-        return [summarize(repository, cp)[0] for k in _keys(repository, job, task, store, key)
-                for cp in repository.log.history(k)]
-    finally:
-        repository.close()
-
-
-def ls(*, repo: str, log: str | None = None, job: str = "default", task: str = "0", store: str | None = None,
-       checkpoint: str | int | None = None, prefix: str = "", storage_options: Options = None,
-       log_options: Options = None) -> Listing:
-    """The files of one snapshot (default: the latest) whose path starts with ``prefix``: size, CRC32C, blobs.
-
-    Raises ``NothingToRestore`` (exit 5) when there is no such checkpoint, ``IntegrityError`` for a bad index.
-    """
-    store_key = _key(job, task, store)
-    repository = _open(repo, log, storage_options, log_options)
-    try:
-        return list_files(repository, repository.choose(store_key, checkpoint=checkpoint), prefix)
-    finally:
-        repository.close()
-
-
-def diff(*, repo: str, base: str | int, target: str | int = "latest", log: str | None = None,
-         job: str = "default", task: str = "0", store: str | None = None, storage_options: Options = None,
-         log_options: Options = None) -> SnapshotDiff:
-    """What changed between two checkpoints of one store (``base`` and ``target`` as ``--checkpoint`` takes them):
-    files added, removed, changed, and blobs shared."""
-    store_key = _key(job, task, store)
-    repository = _open(repo, log, storage_options, log_options)
-    try:
-        return diff_snapshots(repository, repository.choose(store_key, checkpoint=base),
-                              repository.choose(store_key, checkpoint=target))
-    finally:
-        repository.close()
-
-
-def stats(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
-          store: str | None = None, storage_options: Options = None, log_options: Options = None) -> list[StoreStats]:
-    """Space use per store (one store, or every store matching ``job``/``task``): retained checkpoints, logical
-    and stored bytes, referenced blobs, deduplication ratio."""
-    repository = _open(repo, log, storage_options, log_options)
-    try:
-        return [store_stats(repository, k) for k in _keys(repository, job, task, store)]
-    finally:
-        repository.close()
-
-
 def verify(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
            store: str | None = None, checkpoint: str | int | None = None, all_checkpoints: bool = False,
            storage_options: Options = None, log_options: Options = None, max_concurrency: int = 8,
@@ -291,9 +195,9 @@ def verify(*, repo: str, log: str | None = None, job: str | None = None, task: s
     (exit 5) when there is no checkpoint to verify.
     """
     checkpoint = checkpoint if checkpoint is not None else checkpoint_id
-    repository = _open(repo, log, storage_options, log_options, max_concurrency=max_concurrency)
+    repository = open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency)
     try:
-        keys = _keys(repository, job, task, store, key)
+        keys = select_stores(repository, job, task, store, key)
         chosen: list[Checkpoint] = []
         for k in keys:
             if all_checkpoints:
@@ -323,12 +227,12 @@ def gc(*, repo: str, log: str | None = None, job: str | None = None, task: str |
     ``retain`` defaults to each store's recorded retention (see ``blobstate.pipelines.gc.collect``); ``now_ms``
     (ms since the epoch) is for tests.
     """
-    repository = _open(repo, log, storage_options, log_options, ttl_mode=ttl_mode)
+    repository = open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode)
     try:
         now = now_ms if now_ms is not None else layout.now_ms()
         ttl_value = parse_duration_ms(ttl_ms if ttl_ms is not None else ttl)
         reports = [collect(repository, k, now_ms=now, ttl_ms=ttl_value, retain=retain, dry_run=dry_run,
-                           work_base=work_base) for k in (keys or _keys(repository, job, task, store))]
+                           work_base=work_base) for k in (keys or select_stores(repository, job, task, store))]
         if keys is None and store is None:  # the whole repository: the file log's temporaries too
             temporaries = collect_temporaries(repository, now_ms=now, ttl_ms=ttl_value, dry_run=dry_run)
             if temporaries.temporaries_deleted:
@@ -375,29 +279,20 @@ def recover(*, repo: str, key: StoreKey, log: str | None = None, work_dir: str |
         repository.close()
 
 
-def journal_events(*, work_dir: str | None = None, repo: str | None = None, key: StoreKey | None = None,
-                   work_base: str | None = None, strict: bool = True, job: str = "default", task: str = "0",
-                   store: str | None = None) -> JournalRead:
-    """The events of a store's journal, read without changing it: from ``work_dir`` (the store's work
-    directory), or from the one ``repo`` and ``key`` map to under ``work_base``.
+def recover_all(*, work_base: str | None = None, repo: str | None = None, log: str | None = None,
+                job: str | None = None, task: str | None = None, store: str | None = None,
+                storage_options: Options = None, dry_run: bool = False,
+                report: Callable[[StoreKey, Any, str], None] | None = None) -> list[StoreKey]:
+    """``blobstate recover`` with no options: every store of this host's work directory (``work_base``, default
+    ``BLOBSTATE_WORK_DIR`` or the platform's) with an open commit, each against the repository and log its journal
+    records; ``repo``, ``job``/``task``/``store`` narrow it. Returns the store keys recovered; ``report(key, action,
+    outcome)`` is called as each action completes."""
+    def matches(key: StoreKey) -> bool:
+        wanted = ((job, key.job), (task, key.task), (store, key.store))
+        return all(want is None or want == have for want, have in wanted)
 
-    With ``strict`` a record damaged in the middle raises ``CorruptJournalError`` (exit 3); without, the events
-    before the damage are returned and the rest is reported as the torn tail.
-    """
-    if work_dir is None:
-        if key is None and store is not None:
-            key = StoreKey(job, task, store)
-        if repo is None or key is None:
-            raise ValueError("give work_dir, or repo and the store (store=, or key=)")
-        work_dir = workdir.store_work_dir(normalize_url(repo), key, work_base)
-    return Journal(os.path.join(work_dir, workdir.JOURNAL)).read(strict=strict)
-
-
-def unfinished_commits(*, repo: str, job: str = "default", task: str = "0", store: str | None = None,
-                       work_base: str | None = None, work_dir: str | None = None,
-                       key: StoreKey | None = None) -> list[CommitState]:
-    """The commits this host's journal of the store holds open (interrupted, not yet finished or aborted): what
-    ``blobstate recover`` or the next backup will finish or abort. Read without the lock, changing nothing."""
-    events = journal_events(work_dir=work_dir, repo=repo, key=_key(job, task, store, key), work_base=work_base,
-                            strict=False).events
-    return [state for state in project(events).values() if state.is_open]
+    if repo is not None:  # a mistyped --repo is an error (exit 6), never "nothing to recover"
+        open_repository(repo, log, storage_options).close()
+    journals = recover_work_base(work_base or workdir.default_base(), repo=repo, log=log,
+                                 storage_options=storage_options, keys=matches, dry_run=dry_run, report=report)
+    return [j.key for j in journals]

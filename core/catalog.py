@@ -49,7 +49,10 @@ class CheckpointSummary:
 
 
 def summarize(repo: Repository, checkpoint: Checkpoint) -> tuple[CheckpointSummary, SnapshotIndex | None]:
-    """The summary of ``checkpoint`` and its index (``None`` when unreadable: the summary carries the error)."""
+    """The summary of ``checkpoint`` and its index (``None`` when unreadable: the summary carries the error; a
+    delta record: its changelog's size, no index)."""
+    if checkpoint.is_delta:
+        return CheckpointSummary(checkpoint, None, checkpoint.changelog_size), None
     try:
         index = repo.read_index(checkpoint)
     except BlobstateError as exc:
@@ -178,6 +181,9 @@ def store_stats(repo: Repository, key: StoreKey) -> StoreStats:
     history = repo.log.history(key)
     stats.checkpoints = len(history)
     for cp in history:
+        if cp.is_delta:
+            referenced.add(cp.changelog_blob_id)
+            continue
         summary, index = summarize(repo, cp)
         stats.latest = summary
         stats.index_bytes += sizes.get(cp.index_blob_id, 0)

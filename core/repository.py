@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from blobstate.backends import normalize_url, open_blob_store, open_checkpoint_log, url_scheme
+from blobstate.chain import valid_snapshots
 from blobstate.checksum import crc32c_bytes
-from blobstate.errors import BlobNotFound, ChecksumMismatch, NothingToRestore
+from blobstate.errors import BlobNotFound, ChecksumMismatch, ConfigurationError, NothingToRestore
 from blobstate.index import SnapshotIndex
 from blobstate.interfaces import BlobStore, CheckpointLog
 from blobstate.marker import RepositoryInfo, ensure_repository
@@ -71,8 +72,12 @@ class Repository:
         """Fetch the checkpoint's index and verify its size and CRC32C before parsing it.
 
         Raises ``BlobNotFound`` (missing index), ``ChecksumMismatch`` (swapped or damaged index) or
-        ``CorruptIndexError`` (unparseable). Never reads more than the size the record declares (plus one byte).
+        ``CorruptIndexError`` (unparseable), ``ConfigurationError`` for a delta record (it has no index). Never
+        reads more than the size the record declares (plus one byte).
         """
+        if checkpoint.is_delta:
+            raise ConfigurationError(f"checkpoint {checkpoint.checkpoint_id} is a delta record (batch "
+                                     f"{checkpoint.batch_id}): it has a changelog, not a snapshot index")
         sink = BoundedBuffer(checkpoint.index_size, f"snapshot index {checkpoint.index_blob_id} of checkpoint "
                                                     f"{checkpoint.checkpoint_id}")
         try:
@@ -92,11 +97,28 @@ class Repository:
             raise ChecksumMismatch(f"snapshot index {checkpoint.index_blob_id} belongs to another checkpoint")
         return index
 
+    def read_changelog(self, checkpoint: Checkpoint) -> bytes:
+        """Fetch a delta record's changelog blob and verify its size and CRC32C (bounded by the declared size).
+
+        Raises ``BlobNotFound`` or ``ChecksumMismatch``."""
+        what = f"changelog {checkpoint.changelog_blob_id} of delta {checkpoint.checkpoint_id}"
+        sink = BoundedBuffer(checkpoint.changelog_size, what)
+        try:
+            self.store.get(checkpoint.changelog_blob_id, sink)  # type: ignore[arg-type]
+        except BlobNotFound:
+            raise BlobNotFound(checkpoint.changelog_blob_id, what) from None
+        data = sink.getvalue()
+        if len(data) != checkpoint.changelog_size or crc32c_bytes(data) != checkpoint.changelog_crc32c:
+            raise ChecksumMismatch(f"{what} does not match its record (size {len(data)} vs {checkpoint.changelog_size}"
+                                   f", CRC32C {crc32c_bytes(data)} vs {checkpoint.changelog_crc32c})")
+        return data
+
     def choose(self, key: StoreKey, *, checkpoint: str | int | None = None, max_batch_id: int | None = None,
                checkpoint_id: str | None = None) -> Checkpoint:
         """The latest checkpoint, the one ``checkpoint`` names (``latest``, a checkpoint id, a unique prefix of one,
         or a generation number: ``blobstate.selection.select_checkpoint``), or the newest with
-        ``batch_id <= max_batch_id``. ``checkpoint_id`` is the older name of ``checkpoint``.
+        ``batch_id <= max_batch_id``. ``checkpoint_id`` is the older name of ``checkpoint``. Latest and
+        ``max_batch_id`` choose among snapshots (``chain.valid_snapshots``): delta records are not states.
 
         Raises ``NothingToRestore`` when none qualifies, ``ConfigurationError`` for an ambiguous prefix.
         """
@@ -105,11 +127,18 @@ class Repository:
             latest = self.log.latest(key)
             if latest is None:
                 raise NothingToRestore(f"no checkpoint for {key} in {self.log.url or self.url}{self._others(key)}")
-            return latest
+            if not latest.is_delta:
+                return latest
         history = self.log.history(key)
-        if checkpoint is not None:
+        if checkpoint is not None and checkpoint != "latest":
             return select_checkpoint(history, checkpoint, key)
-        for cp in reversed(history):
+        snapshots = valid_snapshots(history)
+        if max_batch_id is None:
+            if not snapshots:
+                raise NothingToRestore(f"no snapshot of {key} yet, only deltas (batches "
+                                       f"{[c.batch_id for c in history]})")
+            return snapshots[-1]
+        for cp in reversed(snapshots):
             if cp.batch_id is not None and max_batch_id is not None and cp.batch_id <= max_batch_id:
                 return cp
         raise NothingToRestore(f"no checkpoint for {key} with a batch id <= {max_batch_id} (retained batch ids: "
@@ -130,10 +159,14 @@ class Repository:
     def retained_references(self, checkpoints: list[Checkpoint]) -> set[str]:
         """Every blob id (indexes included) the given checkpoints reference.
 
-        Raises when an index cannot be read: deletes must never be decided on incomplete references.
+        Raises when an index cannot be read: deletes must never be decided on incomplete references. A delta
+        record references its changelog blob.
         """
         refs: set[str] = set()
         for cp in checkpoints:
+            if cp.is_delta:
+                refs.add(cp.changelog_blob_id)
+                continue
             refs.add(cp.index_blob_id)
             refs |= self.read_index(cp).referenced_blob_ids()
         return refs

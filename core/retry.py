@@ -24,7 +24,8 @@ T = TypeVar("T")
 _TRANSIENT_ERRNOS = {errno.EAGAIN, errno.ETIMEDOUT, errno.ECONNRESET, errno.ECONNABORTED, errno.ECONNREFUSED,
                      errno.EPIPE, errno.EBUSY, errno.EHOSTUNREACH, errno.ENETUNREACH}
 _TRANSIENT_NAMES = ("Throttl", "SlowDown", "ServiceUnavailable", "ClientConnector", "ServerDisconnected",
-                    "ConnectTimeout", "ReadTimeout", "EndpointConnectionError", "RequestTimeout", "InternalError")
+                    "ConnectTimeout", "ReadTimeout", "EndpointConnectionError", "RequestTimeout", "InternalError",
+                    "ConnectionClosed", "ServiceRequestError", "ServiceResponseError")
 
 
 def is_transient(exc: BaseException) -> bool:

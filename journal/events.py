@@ -5,6 +5,10 @@ One commit (identified by its checkpoint id, ``commit_id``) goes through, in ord
 ``CheckpointAppending``, ``CheckpointWritten`` (the commit point), ``TtlRemoved``, ``BlobsDeleted``,
 ``LocalCheckpointsPruned``, ``CommitCompleted``; or ``CommitAborted`` at any point before ``CheckpointWritten``.
 
+A commit is a snapshot commit or a delta commit (``CommitStarted.kind``): a delta commit uploads one changelog
+blob (``UploadsPlanned`` with it as the only blob and no index), appends a delta record and completes without a
+local checkpoint or retention.
+
 Two events are not in the original design. ``UploadsPlanned`` records every blob id (and the index blob id)
 *before* the first byte is uploaded, so an abort deletes even a blob whose upload was cut off by a crash, with no
 wait for its TTL. ``CheckpointAppending`` records the exact checkpoint record before the append is sent: from then
@@ -40,7 +44,7 @@ class CommitStarted(Event):
     """A commit began; ``expected_generation`` is the checkpoint log generation it will append after, ``retain``
     the number of checkpoints its post-commit step keeps. ``repo_url`` and ``log_url`` (without credentials or
     query) name the repository and checkpoint log the commit belongs to: recovery refuses another pair, and
-    ``blobstate recover`` with no options reopens them."""
+    ``blobstate recover`` with no options reopens them. ``kind``: ``snapshot`` or ``delta``."""
 
     store_key: str
     expected_generation: int
@@ -48,6 +52,7 @@ class CommitStarted(Event):
     retain: int = 3
     repo_url: str = ""
     log_url: str = ""
+    kind: str = "snapshot"
     type_name: ClassVar[str] = "CommitStarted"
 
 
@@ -61,7 +66,8 @@ class LocalCheckpointCreated(Event):
 
 @dataclass(frozen=True)
 class UploadsPlanned(Event):
-    """Every blob id this commit may create, and its index blob id, recorded before any upload."""
+    """Every blob id this commit may create, and its index blob id (a delta commit: ``""``), recorded before any
+    upload."""
 
     blob_ids: tuple[str, ...]
     index_blob_id: str

@@ -45,11 +45,16 @@ class CommitState:
     ttl_removed: frozenset[str] = frozenset()
     deleted: frozenset[str] = frozenset()
     started_ms: int = 0
+    kind: str = "snapshot"  # or "delta"
     events: tuple[ev.Event, ...] = field(default=(), repr=False)
 
     @property
     def is_open(self) -> bool:
         return self.phase not in (CommitPhase.COMPLETED, CommitPhase.ABORTED)
+
+    @property
+    def is_delta(self) -> bool:
+        return self.kind == "delta"
 
     @property
     def blob_ids(self) -> frozenset[str]:
@@ -64,7 +69,7 @@ def apply(state: CommitState, event: ev.Event) -> CommitState:
     if isinstance(event, ev.CommitStarted):
         return replace(s, store_key=event.store_key, expected_generation=event.expected_generation,
                        batch_id=event.batch_id, retain=event.retain, started_ms=event.time_ms,
-                       repo_url=event.repo_url, log_url=event.log_url)
+                       repo_url=event.repo_url, log_url=event.log_url, kind=event.kind)
     if isinstance(event, ev.LocalCheckpointCreated):
         return replace(s, phase=max(s.phase, CommitPhase.LOCAL_CHECKPOINT), local_path=event.path)
     if isinstance(event, ev.UploadsPlanned):
@@ -76,7 +81,8 @@ def apply(state: CommitState, event: ev.Event) -> CommitState:
         return replace(s, phase=max(s.phase, CommitPhase.INDEX_UPLOADED), index_blob_id=event.index_blob_id,
                        index_crc32c=event.index_crc32c, index_size=event.index_size)
     if isinstance(event, ev.CheckpointAppending):
-        return replace(s, phase=max(s.phase, CommitPhase.APPENDING), record=event.record)
+        return replace(s, phase=max(s.phase, CommitPhase.APPENDING), record=event.record,
+                       expected_generation=event.expected_generation)  # the append's own, not the start's
     if isinstance(event, ev.CheckpointWritten):
         return replace(s, phase=max(s.phase, CommitPhase.COMMITTED), generation=event.generation)
     if isinstance(event, ev.TtlRemoved):

@@ -19,31 +19,27 @@ The checkpoint log's exclusive create is an upload with ``overwrite=False`` (``I
 from __future__ import annotations
 
 import json
-import math
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import adlfs  # noqa: F401 - this backend's dependencies: a missing extra fails at resolution (blobstate.specs)
 import azure.storage.blob  # noqa: F401
 
-from blobstate.errors import StorageError
+from blobstate.errors import StorageError, TransientStorageError
 from blobstate.interfaces import FileRange, PutRequest
-from blobstate.plugins.fsspec_store import FsspecBlobStore, is_lease, lease_id
+from blobstate.plugins.native_ttl import NativeTtlBlobStore, ttl_days
+from blobstate.plugins.transfer import ObstoreTransport
 
 TTL_TAG = "blobstate_ttl"
 EXPIRES_TAG = "blobstate_expires"
 EXPIRES_DIGITS = 20
-DAY_MS = 86_400_000
+CONNECT_TIMEOUT_S = 5
+BATCH_MAX = 256  # sub-requests per Blob Batch request (the service limit)
 T = TypeVar("T")
 
 
-def ttl_days(ttl_ms: int) -> int:
-    """Whole days a lifecycle rule needs to cover ``ttl_ms`` (at least 1)."""
-    return max(1, math.ceil(ttl_ms / DAY_MS))
-
-
-class AzureBlobStore(FsspecBlobStore):
+class AzureBlobStore(NativeTtlBlobStore):
     """``BlobStore`` on Azure Blob Storage through adlfs.
 
     ``url``: ``az://container/prefix`` (also ``abfs://``, ``abfss://``); ``storage_options`` go to
@@ -51,14 +47,22 @@ class AzureBlobStore(FsspecBlobStore):
     ``credential``...). Raises ``MissingDependencyError`` without adlfs / azure-storage-blob.
     """
 
-    native_ttl = True
-
     ttl_tag = TTL_TAG
 
     def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
                  max_concurrency: int = 8) -> None:
         super().__init__(url, storage_options=storage_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
-        self.container, _, self.key_prefix = self.root.partition("/")
+        # One retry policy (blobstate's): the SDK's own retries, which adlfs gives no option for, are switched off
+        # on its client's policy (an unreachable endpoint took 168 s to fail with both).
+        policy = getattr(getattr(self.fs.service_client, "_config", None), "retry_policy", None)
+        for name in ("total_retries", "connect_retries", "read_retries", "status_retries"):
+            if hasattr(policy, name):
+                setattr(policy, name, 0)
+
+    @property
+    def container(self) -> str:
+        """The container (Azure's name for the bucket)."""
+        return self.bucket
 
     def _sync(self, fn: Callable[[], Awaitable[T]]) -> T:
         """Run an async SDK call on adlfs's event loop (the loop its clients are bound to)."""
@@ -67,17 +71,15 @@ class AzureBlobStore(FsspecBlobStore):
         return sync(self.fs.loop, fn)
 
     def _blob_name(self, blob_id: str) -> str:
-        return self.path(blob_id).split("/", 1)[1]
+        return self.bucket_key(blob_id)[1]
 
     # -- writes ----------------------------------------------------------------------------------------------
     def _ttl_tags(self, ttl_ms: int) -> dict[str, str]:
         expires = int(time.time() * 1000) + ttl_ms
         return {TTL_TAG: str(ttl_days(ttl_ms)), EXPIRES_TAG: f"{expires:0{EXPIRES_DIGITS}d}"}
 
-    def _put_kwargs(self, request: PutRequest) -> dict[str, Any]:
-        if self.ttl_mode == "native" and request.ttl_ms is not None:
-            return {"tags": self._ttl_tags(request.ttl_ms)}
-        return {}
+    def _native_ttl_kwargs(self, ttl_ms: int) -> dict[str, Any]:
+        return {"tags": self._ttl_tags(ttl_ms)}
 
     def _write_range(self, path: str, source: FileRange, request: PutRequest) -> None:
         """A part of a file (one chunk, at most ``chunk_size`` bytes) in one upload call, tags included."""
@@ -88,9 +90,27 @@ class AzureBlobStore(FsspecBlobStore):
             raise StorageError(f"{source.path} shrank while it was uploaded")
         self.fs.pipe_file(path, data, **self._put_kwargs(request))
 
-    def put_exclusive(self, blob_id: str, data: bytes) -> None:
+    def _put_exclusive_with_fsspec(self, blob_id: str, data: bytes) -> None:
         """Upload with ``overwrite=False``; ``FileExistsError`` when the blob exists."""
         self.fs.pipe_file(self.path(blob_id), data, overwrite=False)
+
+    def _obstore_transport(self, options: dict[str, Any]) -> Callable[[], ObstoreTransport] | None:
+        """obstore's ``AzureStore`` when the options hold a connection string or an account name and key (a SAS
+        token or a credential object keeps adlfs for the blob bytes too)."""
+        config = _obstore_config(options)
+        if config is None:
+            return None
+
+        def make() -> ObstoreTransport:
+            from obstore.store import AzureStore
+
+            endpoint = str(config.get("endpoint", ""))
+            store = AzureStore(self.container, retry_config={"max_retries": 0},
+                               client_options={"allow_http": endpoint.startswith("http://"),
+                                               "connect_timeout": f"{CONNECT_TIMEOUT_S}s"}, **config)
+            return ObstoreTransport(store, self.budget, pool_size=2 * self.max_concurrency)
+
+        return make
 
     # -- TTL -------------------------------------------------------------------------------------------------
     def _tags(self, blob_id: str) -> dict[str, str] | None:
@@ -106,10 +126,7 @@ class AzureBlobStore(FsspecBlobStore):
 
         return self._sync(call)
 
-    def remove_ttl(self, blob_id: str) -> None:
-        if self.ttl_mode != "native":
-            super().remove_ttl(blob_id)
-            return
+    def _remove_native_ttl(self, blob_id: str) -> None:
         from azure.core.exceptions import ResourceNotFoundError
 
         async def call() -> None:
@@ -123,12 +140,10 @@ class AzureBlobStore(FsspecBlobStore):
 
         self._sync(call)
 
-    def expired(self, prefix: str, now_ms: int) -> list[str]:
-        """Lease mode: expired leases. Native mode: one ``Find Blobs by Tags`` query for
-        ``blobstate_expires <= now_ms`` in the container, filtered to ``prefix``."""
-        if self.ttl_mode != "native":
-            return super().expired(prefix, now_ms)
-        base = f"{self.key_prefix}/" if self.key_prefix else ""
+    def _expired_native(self, prefix: str, now_ms: int) -> list[str]:
+        """One ``Find Blobs by Tags`` query for ``blobstate_expires <= now_ms`` in the container, filtered to
+        ``prefix``."""
+        base = self.rule_prefix()
         want = f"{base}{prefix}/" if prefix else base
         expression = f"\"{EXPIRES_TAG}\" <= '{now_ms:0{EXPIRES_DIGITS}d}'"
 
@@ -164,16 +179,65 @@ class AzureBlobStore(FsspecBlobStore):
         return False
 
     # -- batches ---------------------------------------------------------------------------------------------
-    def delete_many(self, blob_ids: Iterable[str]) -> None:
-        """Concurrent deletes through adlfs (one gathered batch); leases too in lease mode. Idempotent."""
-        ids = list(blob_ids)
-        if not ids:
+    def _sync_container_client(self) -> Any | None:
+        """A synchronous ``ContainerClient`` with adlfs's credentials (connection string, account key or SAS
+        token), or None when the credential is an async token credential only adlfs can use."""
+        from azure.storage.blob import BlobServiceClient
+
+        fs = self.fs
+        if fs.connection_string:
+            service = BlobServiceClient.from_connection_string(fs.connection_string, retry_total=0)
+        elif fs.account_key or fs.sas_token:
+            credential = fs.account_key or fs.sas_token.lstrip("?")
+            service = BlobServiceClient(account_url=fs.account_url, credential=credential, retry_total=0)
+        else:
+            return None
+        return service.get_container_client(self.container)
+
+    def _delete_paths(self, paths: list[str]) -> None:
+        """Blob Batch deletes (``ContainerClient.delete_blobs``: up to 256 blobs per ``POST ?comp=batch``), missing
+        blobs ignored. The synchronous SDK client makes them (the async client's batch requests are refused by
+        azurite with 400); with an async-only credential, adlfs deletes blob by blob instead."""
+        from azure.core.exceptions import AzureError, ServiceRequestError, ServiceResponseError
+
+        names = [p.split("/", 1)[1] for p in paths]
+        client = self._sync_container_client()
+        if client is None:
+            self.map_concurrent(self._rm, paths)
             return
-        paths = [self.path(b) for b in ids]
-        if self.ttl_mode == "lease":
-            paths += [self.path(lease_id(b)) for b in ids if not is_lease(b)]
         try:
-            self.fs.rm(paths, expand_path=False)
-        except RuntimeError as exc:  # adlfs wraps SDK errors in RuntimeError
-            raise StorageError(f"delete of {len(ids)} blobs in {self.display_url} failed: "
-                               f"{self.redact(str(exc.__cause__ or exc))}") from None
+            with client:
+                for start in range(0, len(names), BATCH_MAX):
+                    responses = client.delete_blobs(*names[start:start + BATCH_MAX], raise_on_any_failure=False)
+                    failed = [r.status_code for r in responses if r.status_code not in (202, 404)]
+                    if failed:
+                        raise StorageError(f"batch delete in {self.display_url} answered {failed[0]} for "
+                                           f"{len(failed)} of {len(names[start:start + BATCH_MAX])} blobs")
+        except (ServiceRequestError, ServiceResponseError) as exc:  # no answer: the retry wrapper tries again
+            raise TransientStorageError(f"delete of {len(names)} blobs in {self.display_url} failed: "
+                                        f"{self.redact(str(exc))}") from None
+        except AzureError as exc:
+            raise StorageError(f"delete of {len(names)} blobs in {self.display_url} failed: "
+                               f"{self.redact(str(exc))}") from None
+
+
+def _obstore_config(options: dict[str, Any]) -> dict[str, Any] | None:
+    """obstore ``AzureStore`` keyword arguments for adlfs ``options``: a connection string with an account key, or
+    ``account_name`` + ``account_key``; None for anything else (SAS tokens, credential objects, unknown options)."""
+    try:
+        import obstore  # noqa: F401
+    except ImportError:
+        return None
+    if set(options) - {"connection_string", "account_name", "account_key"}:
+        return None
+    if options.get("connection_string"):
+        parts = dict(p.split("=", 1) for p in str(options["connection_string"]).split(";") if "=" in p)
+        if not parts.get("AccountName") or not parts.get("AccountKey") or "SharedAccessSignature" in parts:
+            return None
+        config = {"account_name": parts["AccountName"], "access_key": parts["AccountKey"]}
+        if parts.get("BlobEndpoint"):
+            config["endpoint"] = parts["BlobEndpoint"].rstrip("/")
+        return config
+    if options.get("account_name") and options.get("account_key"):
+        return {"account_name": options["account_name"], "access_key": options["account_key"]}
+    return None

@@ -8,9 +8,9 @@ lease; ``expired`` lists leases past their expiry (Samza's TTL, kept as objects 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import posixpath
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,8 +21,10 @@ import fsspec
 
 from blobstate.errors import BlobNotFound, ConfigurationError, StorageError
 from blobstate.interfaces import BlobInfo, BlobStore, FileRange, PutRequest
+from blobstate.plugins.local_files import LocalRepository
 from blobstate.storage_options import redact, resolve, secret_values
 
+log = logging.getLogger(__name__)
 COPY_BUFFER = 1 << 20  # bytes per read/write when streaming a local blob (1 MiB: measured fastest, cache-friendly)
 REMOTE_READ = 16 << 20  # bytes per ranged GET when streaming a remote blob (fewer requests, bounded memory)
 TTL_DIR = "ttl"
@@ -85,7 +87,7 @@ class FsspecBlobStore(BlobStore):
         if self.ttl_mode not in ("lease", "native") or (self.ttl_mode == "native" and not self.native_ttl):
             raise ConfigurationError(f"{type(self).__name__} does not support ttl mode {self.ttl_mode!r}")
         self.max_concurrency = max(1, int(max_concurrency))
-        options = dict(storage_options or {})
+        options = self._fs_options(dict(storage_options or {}))
         try:
             self.fs, root = fsspec.core.url_to_fs(url, **options)
         except (ValueError, ImportError) as exc:
@@ -93,8 +95,15 @@ class FsspecBlobStore(BlobStore):
         self.root = root.rstrip("/")
         protocol = self.fs.protocol if isinstance(self.fs.protocol, str) else self.fs.protocol[0]
         self.is_local = protocol in LOCAL_PROTOCOLS
-        self._made_dirs: set[str] = set()
-        self._dirs_lock = threading.Lock()
+        #: file:// only: durable writes, no symlink followed below the root (``local_files``)
+        self.local: LocalRepository | None = LocalRepository(self.root or "/") if self.is_local else None
+        #: leases ``expired`` ignored because they name a blob other than their own (see ``expired``)
+        self.foreign_leases: list[str] = []
+
+    def _fs_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        """The options for the fsspec filesystem, from the resolved storage options (a subclass may take its own
+        out, or add defaults such as the SDK's retry configuration)."""
+        return options
 
     @property
     def display_url(self) -> str:
@@ -108,25 +117,19 @@ class FsspecBlobStore(BlobStore):
     def path(self, blob_id: str) -> str:
         return f"{self.root}/{check_blob_id(blob_id)}" if self.root else check_blob_id(blob_id)
 
-    def _ensure_parent(self, path: str) -> None:
-        if not self.is_local:
-            return
-        parent = posixpath.dirname(path)
-        if parent in self._made_dirs:
-            return
-        os.makedirs(parent, exist_ok=True)
-        with self._dirs_lock:
-            self._made_dirs.add(parent)
-
     # -- writes ----------------------------------------------------------------------------------------------
     def put(self, request: PutRequest) -> None:
         if request.ttl_ms is not None:
             self._set_ttl_before_put(request.blob_id, request.ttl_ms)
         path = self.path(request.blob_id)
-        self._ensure_parent(path)
         source = request.source
         try:
-            if isinstance(source, bytes):
+            if self.local is not None:
+                if isinstance(source, bytes):
+                    self.local.write_bytes(path, source)
+                else:
+                    self.local.write_range(path, source.path, source.offset, source.length)
+            elif isinstance(source, bytes):
                 self._write_bytes(path, source, request)
             elif source.offset == 0 and os.path.getsize(source.path) == source.length:
                 self.fs.put_file(source.path, path, **self._put_kwargs(request))
@@ -138,8 +141,14 @@ class FsspecBlobStore(BlobStore):
     def _write_bytes(self, path: str, data: bytes, request: PutRequest) -> None:
         self.fs.pipe_file(path, data, **self._put_kwargs(request))
 
+    #: bytes a streaming remote write buffers before it sends them (None: the filesystem's default)
+    write_block_size: int | None = None
+
     def _write_range(self, path: str, source: FileRange, request: PutRequest) -> None:
-        with open(source.path, "rb") as src, self.fs.open(path, "wb", **self._put_kwargs(request)) as dst:
+        kwargs = self._put_kwargs(request)
+        if self.write_block_size:
+            kwargs["block_size"] = self.write_block_size
+        with open(source.path, "rb") as src, self.fs.open(path, "wb", **kwargs) as dst:
             src.seek(source.offset)
             remaining = source.length
             while remaining:
@@ -157,29 +166,28 @@ class FsspecBlobStore(BlobStore):
         if self.ttl_mode == "lease":
             expires = int(time.time() * 1000) + ttl_ms
             lease = self.path(lease_id(blob_id))
-            self._ensure_parent(lease)
             # Written in place under its final name, so an abort or gc always finds it, even torn by a crash; a
             # reader that sees it half-written treats it as unreadable, which expires only once it is old.
-            self.fs.pipe_file(lease, json.dumps({"blobId": blob_id, "expiresAtMs": expires}).encode())
+            data = json.dumps({"blobId": blob_id, "expiresAtMs": expires}).encode()
+            if self.local is not None:
+                self.local.write_bytes(lease, data)
+            else:
+                self.fs.pipe_file(lease, data)
 
     def put_exclusive(self, blob_id: str, data: bytes) -> None:
         path = self.path(blob_id)
-        self._ensure_parent(path)
-        if self.is_local:
+        if self.local is not None:
             # Write a temp file, then link it into place: the link is atomic and fails if the name exists, so a
-            # reader never sees a half-written record and a second writer gets FileExistsError.
+            # reader never sees a half-written record and a second writer gets FileExistsError. The temp name
+            # ``<name>.tmp-<hex>`` is what ``list`` hides and gc may remove once old.
             tmp = f"{path}.tmp-{uuid.uuid4().hex}"
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
+            fd = self.local.open_write(tmp, exclusive=True)
             try:
-                os.link(tmp, path)
+                os.write(fd, data)
+                os.fsync(fd)  # always: the checkpoint record is the commit point
             finally:
-                os.unlink(tmp)
-            from blobstate.paths import fsync_dir
-
-            fsync_dir(posixpath.dirname(path))
+                os.close(fd)
+            self.local.link_into_place(tmp, path)
             return
         self.fs.pipe_file(path, data, mode="create")
 
@@ -187,8 +195,8 @@ class FsspecBlobStore(BlobStore):
     def get(self, blob_id: str, sink: BinaryIO) -> int:
         path = self.path(blob_id)
         try:
-            if self.is_local:
-                with open(path, "rb") as src:
+            if self.local is not None:
+                with self.local.open_read(path) as src:
                     return _copy(src, sink)
             with self.fs.open(path, "rb", block_size=REMOTE_READ, cache_type="none") as src:
                 return _copy(src, sink, REMOTE_READ)
@@ -197,9 +205,12 @@ class FsspecBlobStore(BlobStore):
 
     def get_bytes(self, blob_id: str) -> bytes:
         try:
-            return self.fs.cat_file(self.path(blob_id))
+            return self._cat(self.path(blob_id))
         except FileNotFoundError:
             raise BlobNotFound(blob_id) from None
+
+    def _cat(self, path: str) -> bytes:
+        return self.local.read_bytes(path) if self.local is not None else self.fs.cat_file(path)
 
     # -- deletes and TTL -------------------------------------------------------------------------------------
     def delete(self, blob_id: str) -> None:
@@ -208,6 +219,9 @@ class FsspecBlobStore(BlobStore):
             self._rm(self.path(lease_id(blob_id)))
 
     def _rm(self, path: str) -> None:
+        if self.local is not None:
+            self.local.remove(path)
+            return
         try:
             self.fs.rm_file(path)
         except FileNotFoundError:
@@ -225,7 +239,8 @@ class FsspecBlobStore(BlobStore):
 
     def has_ttl(self, blob_id: str) -> bool:
         if self.ttl_mode == "lease":
-            return bool(self.fs.exists(self.path(lease_id(blob_id))))
+            lease = self.path(lease_id(blob_id))
+            return self.local.exists(lease) if self.local is not None else bool(self.fs.exists(lease))
         tags = self._tags(blob_id)
         return bool(tags) and self.ttl_tag in tags
 
@@ -240,8 +255,10 @@ class FsspecBlobStore(BlobStore):
     # -- listing ---------------------------------------------------------------------------------------------
     def _find(self, prefix: str) -> dict[str, dict[str, Any]]:
         base = self.path(prefix) if prefix else self.root
-        if self.is_local:
+        if self.local is not None:
             self._check_local_root()
+            return {self._rel(path): {"size": st.st_size, "mtime": st.st_mtime, "type": "file"}
+                    for path, st in self.local.walk(base)}
         else:
             # Never answer from fsspec's listing cache (shared by every store on the same filesystem instance):
             # the checkpoint log decides fencing and "latest" from these listings.
@@ -250,13 +267,10 @@ class FsspecBlobStore(BlobStore):
             found = self.fs.find(base, detail=True)
         except FileNotFoundError:
             return {}
-        out = {}
-        for path, info in found.items():
-            if info.get("type") == "directory":
-                continue
-            rel = path[len(self.root) + 1:] if self.root and path.startswith(self.root + "/") else path.lstrip("/")
-            out[rel] = info
-        return out
+        return {self._rel(path): info for path, info in found.items() if info.get("type") != "directory"}
+
+    def _rel(self, path: str) -> str:
+        return path[len(self.root) + 1:] if self.root and path.startswith(self.root + "/") else path.lstrip("/")
 
     def list(self, prefix: str) -> Iterator[BlobInfo]:
         for rel, info in sorted(self._find(prefix).items()):
@@ -270,15 +284,25 @@ class FsspecBlobStore(BlobStore):
                 for rel, info in sorted(self._find(prefix).items()) if ".tmp-" in posixpath.basename(rel)]
 
     def expired(self, prefix: str, now_ms: int) -> list[str]:
+        """Blob ids whose lease expired before ``now_ms``. A lease names its blob, and that name must be the one
+        its own path gives (``<p>/ttl/<x>`` -> ``<p>/blobs/<x>``, or ``<p>/indexes/<x>`` for ``.json``): a lease
+        naming any other object (another store's blob, index or record) is ignored, logged and kept in
+        ``foreign_leases``, never used to delete."""
         if self.ttl_mode != "lease":
             return []
         leases = {rel: info for rel, info in self._find(prefix).items() if is_lease(rel)}
         out = []
         for rel, info in leases.items():
             try:
-                doc = json.loads(self.fs.cat_file(self.path(rel)))
+                doc = json.loads(self._cat(self.path(rel)))
+                named = doc["blobId"]
+                if named != _blob_of_lease(rel):
+                    self.foreign_leases.append(rel)
+                    log.warning("ignored lease %s of %s: it names %s, not its own blob %s", rel,
+                                self.display_url, self.redact(repr(named))[:200], _blob_of_lease(rel))
+                    continue
                 if int(doc["expiresAtMs"]) <= now_ms:
-                    out.append(str(doc["blobId"]))
+                    out.append(named)
             except FileNotFoundError:
                 continue
             except (ValueError, KeyError, TypeError):

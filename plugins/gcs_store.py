@@ -14,27 +14,24 @@ The checkpoint log's exclusive create is an upload with ``ifGenerationMatch=0`` 
 from __future__ import annotations
 
 import json
-import math
 import time
+import types
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import gcsfs  # noqa: F401 - this backend's dependency: a missing extra fails at resolution (blobstate.specs)
 
-from blobstate.errors import StorageError
+from blobstate.errors import StorageError, TransientStorageError
 from blobstate.interfaces import PutRequest
-from blobstate.plugins.fsspec_store import FsspecBlobStore
+from blobstate.plugins.native_ttl import NativeTtlBlobStore, ttl_days
 
 EXPIRES_KEY = "blobstate-expires"
 #: customTime after ``remove_ttl``: the lifecycle rule's age is negative until then.
 PERMANENT_CUSTOM_TIME = "2999-12-31T00:00:00Z"
 PERMANENT_YEAR = 2999
-DAY_MS = 86_400_000
-
-
-def ttl_days(ttl_ms: int) -> int:
-    """Whole days a ``daysSinceCustomTime`` condition needs to cover ``ttl_ms`` (at least 1)."""
-    return max(1, math.ceil(ttl_ms / DAY_MS))
+#: copies of a piece gcsfs and aiohttp hold while it is sent (measured: peak RSS over the budget otherwise)
+GCSFS_COPIES = 4
 
 
 def rfc3339(ms: int) -> str:
@@ -51,46 +48,50 @@ def is_permanent(custom_time: str | None) -> bool:
         return False
 
 
-class GcsBlobStore(FsspecBlobStore):
+class GcsBlobStore(NativeTtlBlobStore):
     """``BlobStore`` on Google Cloud Storage through gcsfs.
 
     ``url``: ``gs://bucket/prefix`` or ``gcs://bucket/prefix``; ``storage_options`` go to ``gcsfs.GCSFileSystem``
     (``project``, ``token``, ``endpoint_url``...). Raises ``MissingDependencyError`` without gcsfs.
     """
 
-    native_ttl = True
-
-
     def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
                  max_concurrency: int = 8) -> None:
         super().__init__(url, storage_options=storage_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
-        self.bucket, _, self.key_prefix = self.root.partition("/")
+        # One retry policy (blobstate's): gcsfs retries every request 6 times with backoff and offers no option
+        # (an unreachable endpoint took 166 s to fail under both); its undecorated request is bound instead.
+        plain = getattr(type(self.fs)._request, "__wrapped__", None)
+        if plain is not None:
+            self.fs._request = types.MethodType(_request_once(plain), self.fs)
+
+    #: A file's bytes go up as a resumable upload of 16 MiB pieces (gcsfs holds one piece, not the whole blob)
+    write_block_size = 16 << 20
 
     # -- writes ----------------------------------------------------------------------------------------------
-    def _put_kwargs(self, request: PutRequest) -> dict[str, Any]:
-        if self.ttl_mode == "native" and request.ttl_ms is not None:
-            now = int(time.time() * 1000)
-            return {"fixed_key_metadata": {"custom_time": rfc3339(now)},
-                    "metadata": {EXPIRES_KEY: str(now + request.ttl_ms)}}
-        return {}
+    def _put_with_fsspec(self, request: PutRequest) -> None:
+        source = request.source
+        if isinstance(source, bytes) or source.length <= self.write_block_size:
+            super()._put_with_fsspec(request)
+            return
+        if request.ttl_ms is not None:
+            self._set_ttl_before_put(request.blob_id, request.ttl_ms)
+        with self.budget.reserve(GCSFS_COPIES * self.write_block_size):
+            self._write_range(self.path(request.blob_id), source, request)
 
-    def put_exclusive(self, blob_id: str, data: bytes) -> None:
-        """Upload with ``ifGenerationMatch=0``; ``FileExistsError`` when the object exists (GCS answers 412)."""
-        self.fs.pipe_file(self.path(blob_id), data, mode="create")
+    def _native_ttl_kwargs(self, ttl_ms: int) -> dict[str, Any]:
+        now = int(time.time() * 1000)
+        return {"fixed_key_metadata": {"custom_time": rfc3339(now)}, "metadata": {EXPIRES_KEY: str(now + ttl_ms)}}
 
     # -- TTL -------------------------------------------------------------------------------------------------
     def _object(self, blob_id: str) -> dict[str, Any] | None:
         """The object resource, fresh from the server (not gcsfs's listing cache); None if it does not exist."""
-        _, key = self.path(blob_id).split("/", 1)
+        _, key = self.bucket_key(blob_id)
         try:
             return self.fs.call("GET", "b/{}/o/{}", self.bucket, key, json_out=True)
         except FileNotFoundError:
             return None
 
-    def remove_ttl(self, blob_id: str) -> None:
-        if self.ttl_mode != "native":
-            super().remove_ttl(blob_id)
-            return
+    def _remove_native_ttl(self, blob_id: str) -> None:
         obj = self._object(blob_id)
         if obj is None or (is_permanent(obj.get("customTime")) and EXPIRES_KEY not in (obj.get("metadata") or {})):
             return
@@ -102,16 +103,14 @@ class GcsBlobStore(FsspecBlobStore):
         self.fs.invalidate_cache(self.path(blob_id))
 
     def has_ttl(self, blob_id: str) -> bool:
-        if self.ttl_mode != "native":
+        if not self.native:
             return super().has_ttl(blob_id)
         obj = self._object(blob_id)
         return obj is not None and not is_permanent(obj.get("customTime"))
 
-    def expired(self, prefix: str, now_ms: int) -> list[str]:
-        """Lease mode: expired leases. Native mode: objects whose ``blobstate-expires`` metadata is <= ``now_ms``
-        and whose ``customTime`` was not moved forward (from one listing, no per-object calls)."""
-        if self.ttl_mode != "native":
-            return super().expired(prefix, now_ms)
+    def _expired_native(self, prefix: str, now_ms: int) -> list[str]:
+        """Objects whose ``blobstate-expires`` metadata is <= ``now_ms`` and whose ``customTime`` was not moved
+        forward (from one listing, no per-object calls)."""
         self.fs.invalidate_cache()
         out = []
         for rel, info in sorted(self._find(prefix).items()):
@@ -124,7 +123,7 @@ class GcsBlobStore(FsspecBlobStore):
     def _rule(self, ttl_ms: int) -> dict[str, Any]:
         condition: dict[str, Any] = {"daysSinceCustomTime": ttl_days(ttl_ms)}
         if self.key_prefix:
-            condition["matchesPrefix"] = [f"{self.key_prefix}/"]
+            condition["matchesPrefix"] = [self.rule_prefix()]
         return {"action": {"type": "Delete"}, "condition": condition}
 
     def lifecycle_rule(self, ttl_ms: int) -> str | None:
@@ -156,3 +155,22 @@ class GcsBlobStore(FsspecBlobStore):
             raise StorageError(f"cannot install the lifecycle rule on {self.display_url}: "
                                f"{self.redact(str(exc))}") from None
         return True
+
+
+def _request_once(plain: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """gcsfs's request without its retry loop; what that loop would have retried (408, 429, 5xx, a checksum
+    mismatch) becomes ``TransientStorageError`` for blobstate's retry wrapper. Connection errors pass unchanged
+    (the wrapper knows them)."""
+    from gcsfs.retry import ChecksumError, HttpError
+
+    async def request(fs: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await plain(fs, *args, **kwargs)
+        except HttpError as exc:
+            if exc.code in (408, 429) or (exc.code or 0) >= 500:
+                raise TransientStorageError(f"GCS answered {exc.code}: {exc.message}") from None
+            raise
+        except ChecksumError as exc:
+            raise TransientStorageError(f"GCS transfer failed its checksum: {exc}") from None
+
+    return request

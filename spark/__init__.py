@@ -1,22 +1,24 @@
-"""PySpark Structured Streaming integration: every completed micro-batch becomes a committed snapshot.
+"""PySpark Structured Streaming integration: exactly-once RocksDB state, every micro-batch committed inside the batch.
 
-``register(spark, repo=..., checkpoint_location=..., state_dir=...)`` restores the store aligned with the query's
-own ``commits/`` log, opens it (RocksDB via rocksdict) and adds the ``CommitListener``; ``binding.start(writer, fn)``
-runs ``fn(df, batch_id, db)`` per micro-batch through ``foreachBatch``; ``binding.close()`` drains pending commits.
-Importing this package does not import pyspark (the ``spark`` extra): only ``open()`` does.
+``register(spark, repo=..., checkpoint_location=..., state_dir=...)`` restores the state Spark's own ``commits/``
+calls for (the newest snapshot at or below Spark's last committed batch, then the deltas after it) and opens the
+store; ``binding.start(writer, fn)`` runs ``fn(df, batch_id, state)`` per micro-batch through ``foreachBatch``: the
+batch's writes are committed as one delta record before ``foreachBatch`` returns, and snapshots follow in the
+background; ``binding.close()`` drains. Importing this package does not import pyspark (the ``spark`` extra).
+
+Modules: ``binding`` (the Spark lifecycle), ``engine`` (the batch side: delta commits, apply, snapshots),
+``scheduler`` (Spark-agnostic background snapshot scheduling), ``alignment`` and ``location`` (what a restart
+restores, and Spark's checkpoint location read through Spark's own Hadoop FileSystem), ``listener``, and the
+``demo`` subpackage (``blobstate demo``).
 """
 
-from blobstate.spark.alignment import (
-    AlignmentPlan,
-    SparkAlignmentError,
-    committed_batches,
-    last_committed_batch,
-    plan_alignment,
-    rewind_commit,
-)
-from blobstate.spark.binding import BackpressureTimeout, SnapshotCommitError, StateBinding, register
+from blobstate.spark.alignment import AlignmentPlan, SparkAlignmentError, plan_alignment
+from blobstate.spark.binding import StateBinding, register
+from blobstate.spark.engine import BatchEngine, BatchStats, EngineConfig
+from blobstate.spark.location import CheckpointLocation
+from blobstate.spark.scheduler import SnapshotCommitError, SnapshotScheduler
 
 __all__ = [
-    "AlignmentPlan", "BackpressureTimeout", "SnapshotCommitError", "SparkAlignmentError", "StateBinding",
-    "committed_batches", "last_committed_batch", "plan_alignment", "register", "rewind_commit",
+    "AlignmentPlan", "BatchEngine", "BatchStats", "CheckpointLocation", "EngineConfig", "SnapshotCommitError",
+    "SnapshotScheduler", "SparkAlignmentError", "StateBinding", "plan_alignment", "register",
 ]

@@ -37,14 +37,9 @@ KEY = StoreKey("j", "0", "s")
 HOUR_MS = 3600 * 1000
 
 
-@pytest.fixture(params=["file", pytest.param("s3", marks=pytest.mark.slow)])
-def target(request, tmp_path):
-    if request.param == "file":
-        return Target(f"file://{tmp_path}/repo")
-    s3 = request.getfixturevalue("s3_target")
-    # In-process checks open a fresh s3fs instance each time: fsspec's shared instance would answer from a
-    # listing cached before the subprocesses wrote.
-    return Target(f"{s3.url}-{uuid.uuid4().hex[:8]}", {**s3.storage_options, "skip_instance_cache": True}, s3.env)
+@pytest.fixture
+def target(repo_target):
+    return repo_target  # file:// and moto S3 (cloud_servers.repo_target)
 
 
 @pytest.fixture
@@ -301,3 +296,27 @@ def test_case9_gc_removes_old_temporaries_of_the_file_log(file_target, cli, tmp_
     assert any(r.get("temporariesDeleted") for r in old)
     assert not leftover.exists()
     assert_end_state(cli, target, KEY, store, tmp_path, expected_latest=read_all(store))
+
+
+# -- case 10: recover with no options -----------------------------------------------------------------------------
+def test_case10_recover_with_no_options_finds_every_store_with_an_open_commit(cli, tmp_path, work_base):
+    stores = {}
+    for name in ("one", "two"):
+        store = tmp_path / name
+        write_keys(store, n=1_000, seed=len(name))
+        repo = tmp_path / f"repo-{name}"
+        kill_at = "BlobUploaded" if name == "one" else "CheckpointWritten"
+        crashed = cli("backup", store, "--repo", repo, "-q",
+                      env={"BLOBSTATE_PLUGINS": "kill_plugin", "BLOBSTATE_TEST_KILL_AT": kill_at})
+        assert crashed.returncode == -9
+        stores[name] = (store, repo)
+    recovered = cli("recover", "--json")  # no --repo, no --store: the work directory says what was being written
+    assert recovered.returncode == 0, recovered.stderr
+    rows = {r["store"]: r["action"] for r in recovered.json()}
+    assert rows == {"default/0/one": "abort", "default/0/two": "finish"}
+    assert cli("recover", "--json").json() == []  # nothing left open
+    for name, (store, repo) in stores.items():
+        target = Target(f"file://{repo}")
+        key = StoreKey("default", "0", name)
+        assert cli("backup", store, *target.args(key), "-q").returncode == 0
+        assert_end_state(cli, target, key, store, tmp_path / f"end-{name}", expected_latest=read_all(store))

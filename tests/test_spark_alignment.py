@@ -1,5 +1,6 @@
-"""Alignment with Spark's checkpoint location, without Spark: real snapshots committed by ``StoreCommitter`` of a
-real RocksDB store to a file:// repository, and a checkpoint location laid out as Spark writes it."""
+"""Alignment with Spark's checkpoint location: the plan from the repository's records (real snapshots and deltas of
+a real RocksDB store committed to a file:// repository), and the checkpoint location read through Spark's own
+Hadoop FileSystem (classic: the JVM; Connect's path: Spark's file sources), laid out as Spark writes it."""
 
 from __future__ import annotations
 
@@ -8,100 +9,101 @@ import os
 import pytest
 from rocksdict import Rdict
 
+from blobstate import changelog
 from blobstate.model import StoreKey
 from blobstate.pipelines.backup import StoreCommitter
+from blobstate.pipelines.delta import DeltaCommitter
 from blobstate.repository import Repository
-from blobstate.spark.alignment import (
-    SparkAlignmentError,
-    committed_batches,
-    plan_alignment,
-    planned_batches,
-    rewind_commit,
-)
+from blobstate.spark.alignment import SparkAlignmentError, plan_alignment
 
 KEY = StoreKey("job", "0", "state")
+QUERY = "5f2c1d6e-0000-4000-8000-000000000001"
 
 
-def _spark_dir(root, commits, offsets):
-    """A checkpoint location as Spark leaves it: ``offsets/N``, ``commits/N`` and their ``.N.crc`` side files."""
+def _spark_dir(root, commits, offsets, query_id=QUERY):
+    """A checkpoint location as Spark leaves it: ``offsets/N``, ``commits/N``, their ``.N.crc`` side files, a temp
+    file of an interrupted write, and ``metadata``."""
     for sub, batches in (("commits", commits), ("offsets", offsets)):
         os.makedirs(root / sub, exist_ok=True)
         for b in batches:
             (root / sub / str(b)).write_text('v1\n{"nextBatchWatermarkMs":0}\n')
             (root / sub / f".{b}.crc").write_bytes(b"crc")
-    (root / "metadata").write_text('{"id":"x"}')
+        (root / sub / ".7.0a1b2c3d.tmp").write_text("v1\n")
+    if query_id:
+        (root / "metadata").write_text(f'{{"id":"{query_id}"}}')
     return str(root)
 
 
 @pytest.fixture
-def repo_with_batches(tmp_path):
-    """A repository holding snapshots of batches 0, 1, 2 (retain 5)."""
+def history(tmp_path):
+    """Deltas of batches 0-5 of query QUERY, snapshots of batches 1 and 3 (retain 5)."""
     url = f"file://{tmp_path}/repo"
     db = Rdict(str(tmp_path / "db"))
     with StoreCommitter(KEY, url, work_dir=str(tmp_path / "work"), retain=5) as committer:
-        for batch in range(3):
-            db[f"k{batch}"] = batch
-            committer.backup(db, batch_id=batch)
+        deltas = DeltaCommitter(committer)
+        for batch in range(6):
+            view = changelog.StagedWrites(db)
+            view[f"k{batch}"] = batch
+            deltas.commit_changelog(changelog.encode(view.ops()), batch_id=batch, query_id=QUERY)
+            changelog.apply_ops(db, view.ops())
+            if batch in (1, 3):
+                committer.upload(committer.checkpoint(db, batch_id=batch, query_id=QUERY))
     db.close()
     repo = Repository.open(url)
-    yield repo
+    yield repo.log.history(KEY)
     repo.close()
 
 
-def test_batch_lists_ignore_crc_files_and_missing_dirs(tmp_path):
-    loc = _spark_dir(tmp_path / "ck", commits=[0, 1, 10], offsets=[0, 1, 10, 11])
-    assert committed_batches(loc) == [0, 1, 10]
-    assert planned_batches(loc) == [0, 1, 10, 11]
-    assert committed_batches(str(tmp_path / "nowhere")) == []
+def _plan(history, last, query_id=QUERY):
+    return plan_alignment(history, KEY, last_committed=last, query_id=query_id, location="/ck", repo_url="file:///r")
 
 
-def test_snapshot_of_last_commit_is_restored_without_rewind(repo_with_batches, tmp_path):
-    loc = _spark_dir(tmp_path / "ck", commits=[0, 1, 2], offsets=[0, 1, 2, 3])
-    plan = plan_alignment(repo_with_batches, KEY, loc)
-    assert (plan.last_committed, plan.restored_batch, plan.rewind) == (2, 2, None)
+def test_the_newest_snapshot_at_or_below_the_last_commit_then_its_deltas(history):
+    plan = _plan(history, 5)
+    assert (plan.snapshot_batch, plan.deltas, plan.restored_batch) == (3, 2, 5)
+    assert [d.batch_id for d in plan.chain.deltas] == [4, 5]
+    plan = _plan(history, 2)  # a delta of a batch Spark never committed (3 and later) is not restored
+    assert (plan.snapshot_batch, [d.batch_id for d in plan.chain.deltas]) == (1, [2])
+    plan = _plan(history, 0)
+    assert plan.chain.snapshot is None and [d.batch_id for d in plan.chain.deltas] == [0]
+    assert _plan(history, None).chain is None  # the query never committed a batch: an empty store
 
 
-def test_missing_upload_of_last_commit_rewinds_it(repo_with_batches, tmp_path):
-    loc = _spark_dir(tmp_path / "ck", commits=[0, 1, 2, 3], offsets=[0, 1, 2, 3, 4])
-    plan = plan_alignment(repo_with_batches, KEY, loc)
-    assert (plan.last_committed, plan.restored_batch, plan.rewind) == (3, 2, 3)
-    rewind_commit(loc, 3)
-    assert committed_batches(loc) == [0, 1, 2]
-    assert planned_batches(loc) == [0, 1, 2, 3]  # batch 3 is re-run from its offsets; 4 is planned anew
-    assert not os.path.exists(os.path.join(loc, "commits", ".3.crc"))
-    assert not os.path.exists(os.path.join(loc, "offsets", ".4.crc"))
-    # After the rewind the plan is stable: restore batch 2, nothing more to rewind.
-    assert plan_alignment(repo_with_batches, KEY, loc).rewind is None
-
-
-def test_gap_of_more_than_one_batch_is_a_clear_error_and_changes_nothing(repo_with_batches, tmp_path):
-    loc = _spark_dir(tmp_path / "ck", commits=[0, 1, 2, 3, 4], offsets=[0, 1, 2, 3, 4])
-    with pytest.raises(SparkAlignmentError, match="batch 4.*newest snapshot.*batch 2") as info:
-        plan_alignment(repo_with_batches, KEY, loc)
+def test_another_querys_records_are_refused(history):
+    with pytest.raises(SparkAlignmentError, match="another query.*own store key") as info:
+        _plan(history, 5, query_id="another-query")
     assert info.value.exit_code == 5
-    assert committed_batches(loc) == [0, 1, 2, 3, 4]
-    with pytest.raises(SparkAlignmentError, match="Rewinding is disabled"):
-        plan_alignment(repo_with_batches, KEY, _spark_dir(tmp_path / "ck2", [0, 1, 2, 3], [0, 1, 2, 3]),
-                       allow_rewind=False)
+    with pytest.raises(SparkAlignmentError, match="has not started yet"):
+        _plan(history, None, query_id=None)  # a fresh checkpoint location over a used store key
 
 
-def test_rewind_refuses_anything_but_the_newest_commit(tmp_path):
-    loc = _spark_dir(tmp_path / "ck", commits=[0, 1], offsets=[0, 1, 2, 3])
-    with pytest.raises(SparkAlignmentError, match="newest commit"):
-        rewind_commit(loc, 0)
-    with pytest.raises(SparkAlignmentError, match=r"beyond it"):
-        rewind_commit(loc, 1)
-    assert committed_batches(loc) == [0, 1]
+def test_no_state_for_committed_batches_is_refused():
+    with pytest.raises(SparkAlignmentError, match="holds no state of it.*new checkpoint location"):
+        _plan([], 4)
 
 
-def test_fresh_query_and_empty_repository(tmp_path):
-    repo = Repository.open(f"file://{tmp_path}/repo")
-    try:
-        fresh = plan_alignment(repo, KEY, str(tmp_path / "new-ck"))
-        assert (fresh.last_committed, fresh.checkpoint, fresh.rewind) == (None, None, None)
-        first_lost = plan_alignment(repo, KEY, _spark_dir(tmp_path / "ck", commits=[0], offsets=[0, 1]))
-        assert (first_lost.checkpoint, first_lost.rewind) == (None, 0)
-        with pytest.raises(SparkAlignmentError, match="none"):
-            plan_alignment(repo, KEY, _spark_dir(tmp_path / "ck3", commits=[0, 1, 2], offsets=[0, 1, 2]))
-    finally:
-        repo.close()
+def test_a_missing_delta_is_refused(history):
+    gap = [cp for cp in history if not (cp.is_delta and cp.batch_id == 4)]
+    with pytest.raises(SparkAlignmentError, match="batch 4"):
+        _plan(gap, 5)
+
+
+@pytest.mark.parametrize("reader", ["jvm", "file-source"])
+def test_the_location_is_read_through_sparks_file_system(reader, spark_session, tmp_path, monkeypatch):
+    from blobstate.spark.location import CheckpointLocation
+
+    loc = _spark_dir(tmp_path / "ck[1]", commits=[0, 1, 10], offsets=[0, 1, 10, 11])
+    location = CheckpointLocation(spark_session, loc)
+    if reader == "file-source":  # the path Spark Connect clients take, on the same session
+        monkeypatch.setattr(location, "connect", True)
+    assert location.committed() == [0, 1, 10]
+    assert location.batches("offsets") == [0, 1, 10, 11]
+    assert location.query_id() == QUERY
+    (tmp_path / "ck[1]" / "commits" / "11").write_text("v1\n{}\n")  # listed fresh: never a stale listing
+    assert location.last_committed() == 11
+    missing = CheckpointLocation(spark_session, str(tmp_path / "nowhere"))
+    if reader == "file-source":
+        monkeypatch.setattr(missing, "connect", True)
+    assert missing.committed() == [] and missing.query_id() is None
+    if reader == "jvm":
+        assert location.qualified == f"file:{tmp_path}/ck[1]"

@@ -1,9 +1,12 @@
-"""A real SIGKILL between a micro-batch's local checkpoint and its upload, and ``blobstate demo`` end to end.
+"""A real SIGKILL of the Spark driver process (Python and its JVM) at every point of a micro-batch, then a restart.
 
-The child process runs the flights query with blobstate; the lead's ``kill_plugin`` (a third-party-style observer
-plugin loaded through ``BLOBSTATE_PLUGINS``) SIGKILLs it when the upload of batch 3 begins (the 4th
-``UploadsPlanned`` event): Spark has committed batch 3, its local checkpoint exists on disk, no byte of it is
-uploaded. The restart on the same host (journal and local checkpoint still there) must recover and realign.
+The child (``tests/support/spark_child.py``) runs the flights query, one day file per batch, from a file source
+with ``cleanSource=archive`` (Spark moves a batch's files away once it committed the batch: a re-planned batch
+would find them gone). It is killed inside the user function, inside the delta upload, between the delta's commit
+point and ``foreachBatch``'s return, after Spark wrote ``commits/N``, in the middle of a listener-triggered
+snapshot, and with snapshots held back for K batches. Every case restarts in this process, ends equal to the
+reference computed by pandas, and Spark's ``offsets/`` and ``commits/`` are never touched by blobstate: the
+listing after the kill is exactly what the restart's restore leaves, and every entry survives to the end.
 """
 
 from __future__ import annotations
@@ -11,77 +14,92 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
 pytest.importorskip("pyspark")
 
-from spark_fixtures import restored_state  # noqa: E402
+from spark_fixtures import (  # noqa: E402
+    KEY,
+    assert_untouched,  # noqa: E402
+    kill_paths,
+    kinds,
+    restored_state,
+    run_child,
+    spark_listing,
+)
 
-from blobstate import api  # noqa: E402
-from blobstate.model import StoreKey  # noqa: E402
-from blobstate.spark import committed_batches, last_committed_batch, register  # noqa: E402
-from blobstate.spark.flights import flights_schema, reference_state, update_state  # noqa: E402
+from blobstate.spark import register  # noqa: E402
+from blobstate.spark.demo.flights import flights_schema, reference_state, update_state  # noqa: E402
 
-KEY = StoreKey("flights", "0", "stats")
 
-SUPPORT = os.path.join(os.path.dirname(__file__), "support")
-
-CHILD = textwrap.dedent("""
-    import os, sys
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-    from blobstate.model import StoreKey
-    from blobstate.spark import register
-    from blobstate.spark.flights import flights_schema, update_state
-    directory, repo, ck, state, work = sys.argv[1:6]
-    spark = (SparkSession.builder.master("local[2]").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1").getOrCreate())
-    binding = register(spark, repo=repo, checkpoint_location=ck, state_dir=state, work_dir=work,
-                       key=StoreKey("flights", "0", "stats"))
+def restart_to_end(spark, paths, after_kill):
+    """Restart in this process: the restore must leave Spark's listing exactly as the kill left it."""
+    binding = register(spark, repo=paths["repo"], checkpoint_location=paths["checkpoint"], state_dir=paths["state"],
+                       work_dir=paths["work"], key=KEY)
+    assert spark_listing(paths["checkpoint"]) == after_kill, "blobstate's restart touched Spark's checkpoint"
     stream = (spark.readStream.schema(flights_schema()).option("header", True).option("maxFilesPerTrigger", 1)
-              .csv(directory))
-    query = binding.start(stream.writeStream, update_state)
-    query.processAllAvailable()
+              .option("cleanSource", "archive").option("sourceArchiveDir", paths["archive"]).csv(paths["input"]))
+    binding.start(stream.writeStream, update_state).processAllAvailable()
     binding.close()
-    print("not killed")
-""")
+    assert_untouched(after_kill, spark_listing(paths["checkpoint"]))
+    return binding
 
 
-def test_sigkill_between_local_checkpoint_and_upload(spark_session, flights_days, tmp_path):
+CASES = {
+    # name: (child options, what the restart must see: (Spark's last commit, batch the restore ends at))
+    "inside-fn": (dict(kill="fn:3"), (2, 2)),
+    "inside-delta-upload": (dict(kill_at_event="UploadsPlanned:4:delta"), (2, 2)),
+    "after-delta-commit-point": (dict(kill_at_event="CheckpointWritten:4:delta"), (2, 2)),
+    "after-spark-commit": (dict(kill="after-commit:3"), (3, 3)),
+    "mid-snapshot": (dict(kill_at_event="BlobUploaded:3:snapshot"), (None, None)),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_sigkill_of_the_driver_then_restart_equals_the_reference(case, spark_session, flights_days, tmp_path):
     directory, frame = flights_days
-    paths = _paths(tmp_path)
-    script = tmp_path / "child.py"
-    script.write_text(CHILD)
-    env = dict(os.environ, BLOBSTATE_PLUGINS="kill_plugin", BLOBSTATE_TEST_KILL_AT="UploadsPlanned:4",
-               PYTHONPATH=os.pathsep.join([SUPPORT, os.environ.get("PYTHONPATH", "")]), SPARK_LOCAL_IP="127.0.0.1")
-    child = subprocess.Popen([sys.executable, str(script), directory, paths["repo"], paths["checkpoint_location"],
-                              paths["state_dir"], paths["work_dir"]], env=env, start_new_session=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    try:
-        out, _ = child.communicate(timeout=180)
-    finally:
-        try:
-            os.killpg(child.pid, signal.SIGKILL)  # the child's own process group: its Spark JVM, if left
-        except ProcessLookupError:
-            pass
-    assert child.returncode == -signal.SIGKILL, out
-    assert committed_batches(paths["checkpoint_location"])[-1] == 3
-    assert [cp.batch_id for cp in api.list_checkpoints(repo=paths["repo"], key=KEY)][-1] == 2
-    local = os.listdir(os.path.join(paths["work_dir"], "checkpoints"))
-    assert local, "the killed commit's local checkpoint should still be on disk"
+    paths = kill_paths(tmp_path, directory)
+    options, (last_commit, restored) = CASES[case]
+    code, out, err = run_child(tmp_path, paths, **options)
+    assert code == -signal.SIGKILL, (code, out, err)
+    after_kill = spark_listing(paths["checkpoint"])
+    records = kinds(paths["repo"])
+    if case == "after-delta-commit-point":
+        assert ("delta", 3) in records  # committed, but Spark never got to commit batch 3
+    if case == "inside-delta-upload":
+        assert ("delta", 3) not in records
 
-    second = _run_to_end(spark_session, paths, directory)
-    assert (second.plan.last_committed, second.plan.restored_batch, second.plan.rewind) == (3, 2, 3)
-    batches = second.committed_batches()
-    assert batches[0] == 3 and batches == list(range(3, batches[-1] + 1))
-    assert _restored_state(tmp_path, paths) == reference_state(frame)
+    second = restart_to_end(spark_session, paths, after_kill)
+    plan = second.plan
+    if last_commit is not None:
+        assert (plan.last_committed, plan.restored_batch) == (last_commit, restored)
+    assert plan.restored_batch == plan.last_committed  # the state after exactly Spark's last commit
+    deltas = [b for kind, b in kinds(paths["repo"]) if kind == "delta"]
+    assert deltas == sorted(deltas)  # in generation order, batch ids never go back (a re-run repeats one)
+    assert restored_state(tmp_path, paths["repo"], KEY) == reference_state(frame)
+    last_day = sorted(os.listdir(directory))[-1]  # Spark archives a batch's files when it commits the next one
+    assert sorted(os.listdir(paths["input"])) in ([], [last_day]), "a processed day file was not archived"
 
 
-def test_demo_command_passes_its_check(spark_session, tmp_path):
+def test_sigkill_with_k_snapshots_pending_restores_from_snapshot_and_deltas(spark_session, flights_days, tmp_path):
+    """Snapshots held back from batch 1 on (a lagging listener), killed inside batch 6: the restart restores the
+    snapshot of batch 0 and the 5 deltas after it, exactly."""
+    directory, frame = flights_days
+    paths = kill_paths(tmp_path, directory)
+    code, out, err = run_child(tmp_path, paths, kill="pause-snapshots:1,fn:6")
+    assert code == -signal.SIGKILL, (code, out, err)
+    snapshots = [b for kind, b in kinds(paths["repo"]) if kind == "snapshot"]
+    assert max(snapshots, default=-1) <= 1
+    after_kill = spark_listing(paths["checkpoint"])
+    second = restart_to_end(spark_session, paths, after_kill)
+    plan = second.plan
+    assert plan.last_committed == 5 and plan.restored_batch == 5
+    assert plan.deltas == 5 - (plan.snapshot_batch if plan.snapshot_batch is not None else -1) >= 4
+    assert restored_state(tmp_path, paths["repo"], KEY) == reference_state(frame)
+
+
+def test_demo_command_passes_its_check(tmp_path):
     from click.testing import CliRunner
 
     from blobstate.cli.main_demo import demo
@@ -90,31 +108,9 @@ def test_demo_command_passes_its_check(spark_session, tmp_path):
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout[result.stdout.index("{"):])
     assert report["check"] == "passed"
-    assert report["batches"] == 6 and report["killAt"] == 3
-    assert report["committedBatches"]["first"] == 0 and report["committedBatches"]["contiguous"]
-    # After the rewind Spark may plan the remaining files into fewer batches; the data is the same.
-    assert report["commitsRun1"] == 3 and report["commitsRun2"] >= 2
-    assert report["restart"] == {**report["restart"], "lastCommittedBySpark": 3, "restoredBatch": 2,
-                                 "rewoundBatch": 3}
-    assert report["bytesUploadedPerCommit"]["max"] > 0
-
-
-
-def _paths(tmp_path):
-    return {"repo": f"file://{tmp_path}/repo", "checkpoint_location": str(tmp_path / "spark-ck"),
-            "state_dir": str(tmp_path / "state"), "work_dir": str(tmp_path / "work")}
-
-
-def _run_to_end(spark, paths, directory):
-    binding = register(spark, repo=paths["repo"], checkpoint_location=paths["checkpoint_location"],
-                       state_dir=paths["state_dir"], work_dir=paths["work_dir"], key=KEY, max_wait_s=60)
-    stream = (spark.readStream.schema(flights_schema()).option("header", True).option("maxFilesPerTrigger", 1)
-              .csv(directory))
-    binding.start(stream.writeStream, update_state).processAllAvailable()
-    binding.wait_committed(last_committed_batch(paths["checkpoint_location"]), 120)
-    binding.close()
-    return binding
-
-
-def _restored_state(tmp_path, paths):
-    return restored_state(tmp_path, paths["repo"], KEY)
+    assert report["batches"] == 6 and report["killAt"] == 3 and report["killedBySignal"] == signal.SIGKILL
+    assert report["restart"]["lastCommittedBySpark"] == 2 and report["restart"]["restoredBatch"] == 2
+    assert report["sparkCheckpointUntouched"] is True
+    assert report["deltaCommits"] == 6  # batches 0-2 before the kill, 3-5 after: batch 3's first run never committed
+    assert report["deltaCommitMs"]["p99"] >= report["deltaCommitMs"]["p50"] > 0
+    assert report["restart"]["restoreMs"] > 0

@@ -33,7 +33,7 @@ def list_checkpoints(repo: str, log_url: str | None, storage_option: tuple[str, 
     for s in summaries:
         row = s.to_json()
         batch = "" if row["batchId"] is None else row["batchId"]
-        files = "?" if s.files_total is None else s.files_total
+        files = "delta" if s.checkpoint.is_delta else "?" if s.files_total is None else s.files_total
         lines.append(f"{row['store']:28} {row['generation']:>4} {row['checkpointId']:22} {row['createdTime']:24} "
                      f"{row['host'][:16]:16} {batch!s:>6} {files!s:>7} {format_size(s.bytes_total):>10}"
                      + (f"  error: {s.error}" if s.error else ""))

@@ -1,4 +1,10 @@
-"""``blobstate recover``: the journal replay tool (finish committed commits, abort uncommitted ones)."""
+"""``blobstate recover``: the journal replay tool (finish committed commits, resolve unknown appends, abort the rest).
+
+With no options it recovers every store of this host's work directory that has an open commit, each against the
+repository and checkpoint log its journal records (credentials from the environment and fsspec's configuration, as
+for every command): after a crash an operator need not know what the host was writing. ``--repo``, ``--job``,
+``--task`` and ``--store`` narrow it; ``--journal DIR`` names one store's work directory.
+"""
 
 from __future__ import annotations
 
@@ -10,32 +16,48 @@ from blobstate.cli import common
 
 
 @click.command()
-@common.repo_options
+@click.option("--repo", default=None, envvar="BLOBSTATE_REPO",
+              help="Only stores of this repository (default: every store with an open commit).")
+@click.option("--log", "log_url", default=None, envvar="BLOBSTATE_LOG",
+              help="Checkpoint log URL (default: the one the journal records).")
+@click.option("--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE",
+              help="fsspec storage option for the repository (repeatable).")
 @common.work_dir_option
-@common.key_options
+@click.option("--job", default=None, envvar="BLOBSTATE_JOB", help="Only this job's stores.")
+@click.option("--task", default=None, envvar="BLOBSTATE_TASK", help="Only this task's stores.")
+@click.option("--store", default=None, envvar="BLOBSTATE_STORE", help="Only stores of this name.")
 @click.option("--journal", "journal_dir", default=None, type=click.Path(file_okay=False),
-              help="The store's work directory holding journal.log (default: derived from repo and key).")
+              help="One store's work directory holding journal.log (with --repo and --store).")
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
 @common.json_option
 @common.handle_errors
-def recover(repo: str, log_url: str | None, storage_option: tuple[str, ...], work_dir: str | None, job: str,
-            task: str, store: str | None, journal_dir: str | None, dry_run: bool, as_json: bool) -> None:
-    """Replay the journal: finish committed commits, abort uncommitted ones (the recovery replay tool)."""
+def recover(repo: str | None, log_url: str | None, storage_option: tuple[str, ...], work_dir: str | None,
+            job: str | None, task: str | None, store: str | None, journal_dir: str | None, dry_run: bool,
+            as_json: bool) -> None:
+    """Replay journals: finish committed commits, resolve appends of unknown outcome, abort uncommitted ones."""
     from blobstate import api
 
-    key = common.store_key(job, task, store)
     rows: list[dict[str, Any]] = []
 
-    def report(action: Any, outcome: str) -> None:
+    def report(key: Any, action: Any, outcome: str) -> None:
         state = action.state
-        rows.append({"commitId": state.commit_id, "state": state.phase.name, "action": action.name,
-                     "reason": action.reason, "blobs": len(state.blob_ids), "outcome": outcome})
+        rows.append({"store": str(key), "commitId": state.commit_id, "state": state.phase.name,
+                     "action": action.name, "reason": action.reason, "blobs": len(state.blob_ids),
+                     "outcome": outcome})
         if not as_json:
-            click.echo(f"{state.commit_id}: {state.phase.name} -> {action.name} ({action.reason}); {outcome}")
+            click.echo(f"{key} {state.commit_id}: {state.phase.name} -> {action.name} ({action.reason}); {outcome}")
 
-    api.recover(repo=repo, key=key, log=log_url, work_dir=journal_dir or common.store_work_dir(work_dir, repo, key),
-                dry_run=dry_run, storage_options=common.storage_options(storage_option), report=report)
+    options = common.storage_options(storage_option)
+    if journal_dir is not None:
+        if repo is None or store is None:
+            raise click.UsageError("--journal needs --repo and --store")
+        key = common.store_key(job or "default", task or "0", store)
+        api.recover(repo=repo, key=key, log=log_url, work_dir=journal_dir, dry_run=dry_run, storage_options=options,
+                    report=lambda action, outcome: report(key, action, outcome))
+    else:
+        api.recover_all(work_base=work_dir, repo=repo, log=log_url, job=job, task=task, store=store,
+                        storage_options=options, dry_run=dry_run, report=report)
     if as_json:
         common.emit(True, rows, "")
     elif not rows:
-        click.echo(f"{key}: nothing to recover")
+        click.echo("nothing to recover")

@@ -8,7 +8,8 @@ checkpoint, then REMOVE_TTL and deferred deletes) with the commit point at the c
 3. diff                         ``planner.diff``: unchanged only if name, size and CRC32C match
 4. ``UploadsPlanned``, ``BlobUploaded``  new and mutable files, chunked, in parallel, each with a TTL
 5. ``IndexUploaded``            the snapshot index, with a TTL
-6. ``CheckpointWritten``        ``append(checkpoint, expected_generation)``: the commit point
+6. ``CheckpointWritten``        ``append(checkpoint, expected_generation)``: the commit point (``CommitPoint``,
+                                shared with the store's delta commits, ``blobstate.pipelines.delta``)
 7. ``TtlRemoved``, ``BlobsDeleted``, ``LocalCheckpointsPruned``, ``CommitCompleted``: ``CleanupExecutor.finish``
 
 A failure before 6 aborts (``CleanupExecutor.abort``: blobs deleted at once); a failure after 6 never loses the
@@ -16,8 +17,8 @@ commit: recovery (``blobstate.pipelines.recover``, run before the first commit a
 finishes step 7. The rules that keep a snapshot from ever being lost (docs/architecture.md, "Safety"):
 
 - the commit point is never reached once the protection of the commit's uploads may have lapsed: a commit older
-  than half its TTL aborts instead (``_check_ttl_budget``); a commit point reached late anyway (the process paused
-  in between) is detected right after the append and healed (``healing.heal_committed``);
+  than half its TTL aborts instead (``commit_point.check_ttl_budget``); a commit point reached late anyway (the
+  process paused in between) is detected right after the append and healed (``healing.heal_committed``);
 - an append whose outcome is unknown is resolved by re-appending the same record until the log answers for
   certain; until then the commit stays open (``CheckpointAppending`` in the journal) and nothing it wrote is
   deleted;
@@ -42,8 +43,9 @@ from typing import Any
 
 from blobstate import workdir
 from blobstate.backends import open_local_store
+from blobstate.chain import latest_snapshot
 from blobstate.checksum import ChecksumCache, crc32c_bytes
-from blobstate.errors import AppendOutcomeUnknown, FencedError, IntegrityError, StorageError
+from blobstate.errors import FencedError, IntegrityError
 from blobstate.index import SnapshotIndex
 from blobstate.interfaces import FileRange, PutRequest
 from blobstate.journal import events as ev
@@ -53,6 +55,7 @@ from blobstate.layout import DEFAULT_CHUNK_SIZE, DEFAULT_RETAIN, DEFAULT_TTL_MS,
 from blobstate.model import Checkpoint, StoreKey
 from blobstate.pipelines import healing, planner
 from blobstate.pipelines.cleanup import CleanupExecutor, init_cleanup, last_completed
+from blobstate.pipelines.commit_point import AppendAttempt, CommitPoint, check_ttl_budget
 from blobstate.pipelines.recover import recover
 from blobstate.pipelines.session import StoreSession
 from blobstate.progress import NoProgress, Progress
@@ -76,6 +79,7 @@ class LocalCheckpoint:
     expected_generation: int
     created_ms: int
     checkpoint_ms: float
+    query_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -142,13 +146,14 @@ class StoreCommitter:
         self.progress: Progress = progress or NoProgress()
         self.writer_id = writer_id or f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.session = StoreSession(key, self.work_dir)
-        self.cleanup = CleanupExecutor(self.session, self.repo, retain=retain)
-        self.cache = ChecksumCache(os.path.join(self.work_dir, workdir.CRC_CACHE))
-        self._generation: int | None = expected_generation
-        self._prev: tuple[Checkpoint, SnapshotIndex | None] | None = None
-        self._took_over = False
         self.append_resolve_s = (append_resolve_s if append_resolve_s is not None
                                  else float(os.environ.get("BLOBSTATE_APPEND_RESOLVE_S", APPEND_RESOLVE_S)))
+        self.commit_point = CommitPoint(self.session, self.repo, append_resolve_s=self.append_resolve_s,
+                                        generation=expected_generation)
+        self.cleanup = CleanupExecutor(self.session, self.repo, retain=retain, commit_point=self.commit_point)
+        self.cache = ChecksumCache(os.path.join(self.work_dir, workdir.CRC_CACHE))
+        self._prev: tuple[Checkpoint, SnapshotIndex | None] | None = None
+        self._took_over = False
         self.recovered: list[tuple[RecoveryAction, str]] = []
         self._needs_recovery = False  # a cleanup failed or an append was ambiguous: recover before the next commit
         if recover:
@@ -181,19 +186,35 @@ class StoreCommitter:
             log.warning("the checksum cache of %s was not saved: %s", self.key, exc)
 
     def recover(self, **kwargs: Any) -> list[tuple[RecoveryAction, str]]:
-        """Recover this store's open commits (``blobstate.pipelines.recover.recover``)."""
-        return recover(self.session, self.repo, retain=self.retain, **kwargs)
+        """Recover this store's open commits (``blobstate.pipelines.recover.recover``). Never while another commit
+        of this store is in flight in this process: recovery would abort it."""
+        results = recover(self.session, self.repo, retain=self.retain, **kwargs)
+        if results:
+            self.commit_point.invalidate()  # recovery may have appended
+            self._prev = None
+        return results
+
+    @property
+    def needs_recovery(self) -> bool:
+        """True after a cleanup failed or an append stayed ambiguous: the next ``checkpoint()`` recovers first."""
+        return self._needs_recovery
+
+    def mark_needs_recovery(self) -> None:
+        """A commit of this store (a delta's) failed after its append was sent, or its cleanup failed: the next
+        ``checkpoint()`` recovers first."""
+        self._needs_recovery = True
+        self._prev = None
 
     # -- step 1-2: local checkpoint --------------------------------------------------------------------------
-    def checkpoint(self, source: object, *, batch_id: int | None = None) -> LocalCheckpoint:
-        """Take the consistent local copy (synchronous; milliseconds for RocksDB). Journaled."""
+    def checkpoint(self, source: object, *, batch_id: int | None = None, query_id: str = "") -> LocalCheckpoint:
+        """Take the consistent local copy (synchronous; milliseconds for RocksDB). Journaled. ``query_id``: the
+        streaming query the snapshot belongs to (recorded in its checkpoint record)."""
         t0 = time.perf_counter()
         if self._needs_recovery:
             self.recover()
             self._needs_recovery = False
-        if not self._took_over:
-            self._take_over()
-        expected = self._expected_generation()
+        self.take_over()
+        expected = self.commit_point.generation()
         commit_id = new_checkpoint_id()
         record = self.session.record
         record(ev.CommitStarted(commit_id, now_ms(), str(self.key), expected, batch_id, self.retain,
@@ -208,36 +229,37 @@ class StoreCommitter:
             self.session.compact()
             raise
         record(ev.LocalCheckpointCreated(commit_id, now_ms(), path), sync=True)
-        return LocalCheckpoint(commit_id, path, batch_id, expected, now_ms(), (time.perf_counter() - t0) * 1000)
+        return LocalCheckpoint(commit_id, path, batch_id, expected, now_ms(), (time.perf_counter() - t0) * 1000,
+                               query_id)
 
-    def _expected_generation(self) -> int:
-        if self._generation is None:
-            latest = self.repo.log.latest(self.key)
-            self._generation = latest.generation if latest else 0
-        return self._generation
-
-    def _take_over(self) -> None:
-        """Before this committer's first commit: when the latest checkpoint is not one whose cleanup completed
-        from this work directory (another host wrote it, or its post-commit step never ran here), remove the TTL of
-        everything it references (restore's init cleanup), so the new snapshot never reuses a blob that a lifecycle
-        rule will expire. An unreadable latest index is left alone: the commit then uploads everything."""
+    def take_over(self) -> None:
+        """Before this committer's first commit (snapshot or delta; later calls do nothing): when the latest
+        checkpoint is not one whose cleanup completed from this work directory (another host wrote it, or its
+        post-commit step never ran here), remove the TTL of everything it references (restore's init cleanup), so
+        the new snapshot never reuses a blob that a lifecycle rule will expire. An unreadable latest index is left
+        alone: the commit then uploads everything."""
+        if self._took_over:
+            return
         latest = self.repo.log.latest(self.key)
         if latest is not None and latest.checkpoint_id != last_completed(self.work_dir):
             try:
-                init_cleanup(self.repo, self.key, self.work_dir)
+                init_cleanup(self.repo, self.key, self.work_dir, commit_point=self.commit_point)
             except IntegrityError as exc:
                 log.warning("the latest snapshot of %s is unreadable (%s): the next commit uploads everything",
                             self.key, redact(str(exc)))
         self._took_over = True
 
     def _previous(self) -> tuple[Checkpoint, SnapshotIndex | None] | None:
-        """The checkpoint and index the next commit diffs against (the log's latest; cached after our commits).
+        """The checkpoint and index the next commit diffs against (the log's latest snapshot; cached after our
+        commits).
 
         An index that is missing or damaged is ``None`` (with a warning naming it): the commit then uploads every
         file, under the next generation, instead of wedging the store.
         """
         if self._prev is None:
             latest = self.repo.log.latest(self.key)
+            if latest is not None and latest.is_delta:
+                latest = latest_snapshot(self.repo.log.history(self.key))
             if latest is not None:
                 try:
                     index: SnapshotIndex | None = self.repo.read_index(latest)
@@ -260,10 +282,11 @@ class StoreCommitter:
         t0 = time.perf_counter()
         commit_id = local.commit_id
         committed = False
-        appending = False
+        attempt = AppendAttempt()
         try:
             prev = self._previous()
-            if prev is not None and prev[0].generation != local.expected_generation:
+            if prev is not None and prev[0].generation != local.expected_generation and not \
+                    self.commit_point.ours_since(local.expected_generation, prev[0].generation):
                 raise FencedError(
                     f"fenced: {self.key} is at generation {prev[0].generation}, this writer expected "
                     f"{local.expected_generation}", expected=local.expected_generation, actual=prev[0].generation)
@@ -282,7 +305,7 @@ class StoreCommitter:
                                                   index_id, bytes_planned), sync=True)
             self._upload_blobs(commit_id, plan.puts, bytes_planned)
             self.journal.sync()
-            self._check_ttl_budget(local)
+            check_ttl_budget(local.commit_id, local.created_ms, self.ttl_ms)
             index = SnapshotIndex(
                 checkpoint_id=commit_id, created_time_ms=local.created_ms, job_name=self.key.job,
                 job_instance=self.writer_id, task_name=self.key.task, store_name=self.key.store,
@@ -296,23 +319,16 @@ class StoreCommitter:
             self.repo.store.put(PutRequest(index_id, data, self.ttl_ms))
             self.session.record(ev.IndexUploaded(commit_id, now_ms(), index_id, crc, len(data)), sync=True)
             record = Checkpoint(self.key, commit_id, 0, index_id, crc, len(data), local.created_ms,
-                                local.batch_id, self.writer_id)
-            self.session.record(ev.CheckpointAppending(
-                commit_id, now_ms(), local.expected_generation,
-                record.with_generation(local.expected_generation + 1).to_bytes().decode()), sync=True)
-            appending = True
-            checkpoint = self._append(record, local.expected_generation)
+                                local.batch_id, self.writer_id, query_id=local.query_id)
+            checkpoint = self.commit_point.append(commit_id, record, attempt=attempt)
             committed = True
-            self.session.record(ev.CheckpointWritten(commit_id, now_ms(), checkpoint.generation), sync=True)
         except BaseException as exc:
-            if not committed and (not appending or isinstance(exc, FencedError)):
+            if not committed and (not attempt.sent or isinstance(exc, FencedError)):
                 self._abort_quietly(commit_id, exc)  # certain: this commit is not and never will be in the log
             else:  # the commit may or may not be in the log: forget what we cached, recover before the next one
-                self._generation = None
                 self._prev = None
                 self._needs_recovery = True
             raise
-        self._generation = checkpoint.generation
         self._prev = (checkpoint, index)
         upload_ms = (time.perf_counter() - t0) * 1000
         deleted = 0
@@ -357,38 +373,6 @@ class StoreCommitter:
         finally:
             self.progress.finish()
 
-    def _check_ttl_budget(self, local: LocalCheckpoint) -> None:
-        age = now_ms() - local.created_ms
-        if age > self.ttl_ms // 2:
-            raise StorageError(f"commit {local.commit_id} took {age} ms, more than half the blob TTL "
-                               f"({self.ttl_ms} ms): its blobs could expire before it completes; raise --ttl")
-
-    def _append(self, record: Checkpoint, expected: int) -> Checkpoint:
-        """The commit point. An outcome that is unknown (``AppendOutcomeUnknown``, or any storage failure of a log
-        that does not say) is resolved by re-appending the same record, with backoff, for at most
-        ``append_resolve_s`` seconds: ``append`` is idempotent for it, so the answer is certain once the log gives
-        one. Raises ``FencedError`` (certainly not committed) or the last ``AppendOutcomeUnknown`` (still unknown:
-        the commit stays open for recovery)."""
-        try:
-            return self.repo.log.append(record, expected)
-        except (StorageError, OSError) as exc:  # AppendOutcomeUnknown included; FencedError is certain: raised
-            first = exc
-        log.warning("the append of %s may or may not have landed (%s); resolving by re-appending it",
-                    record.checkpoint_id, redact(str(first)))
-        deadline = time.monotonic() + self.append_resolve_s
-        wait = 0.1
-        while True:
-            time.sleep(min(wait, max(0.0, deadline - time.monotonic())))
-            try:
-                return self.repo.log.append(record, expected)
-            except (AppendOutcomeUnknown, StorageError, OSError) as exc:
-                if time.monotonic() >= deadline:
-                    raise AppendOutcomeUnknown(f"the append of checkpoint {record.checkpoint_id} is still of "
-                                               f"unknown outcome after {self.append_resolve_s:.0f} s ({exc}); the "
-                                               "commit stays open and `blobstate recover` resolves it",
-                                               checkpoint_id=record.checkpoint_id) from exc
-                wait = min(wait * 2, 5.0)
-
     def _abort_quietly(self, commit_id: str, exc: BaseException) -> None:
         try:
             state = self.session.states().get(commit_id)
@@ -399,7 +383,7 @@ class StoreCommitter:
             log.warning("abort of commit %s is unfinished (recovery or TTL will finish it): %s", commit_id,
                         redact(str(cleanup_exc)))
         if not isinstance(exc, FencedError):
-            self._generation = None  # re-read on the next commit
+            self.commit_point.invalidate()  # re-read on the next commit
             self._prev = None
 
 

@@ -3,7 +3,8 @@
 One executor serves the three verbs that clean up (Samza's post-commit and restore-time init steps):
 
 - backup, after its commit point: ``finish`` (REMOVE_TTL of the commit's new blobs and index, deferred deletes by
-  retention, pruning of local checkpoints, ``CommitCompleted``); before it: ``abort``;
+  retention, pruning of local checkpoints, ``CommitCompleted``); before it: ``abort``; a delta commit (its
+  changelog blob made permanent, nothing else: ``finish_delta``) likewise;
 - recover, replaying the journal: ``finish`` or ``abort`` per open commit;
 - restore's init step on a host without the writer's journal: ``init_cleanup`` from the latest index alone.
 
@@ -13,6 +14,11 @@ means no blob is deleted this time (the records leaving retention are still prun
 and never blocks a commit; their blobs become orphans for ``blobstate gc``). Every id a delete acts on is checked
 to be an object of the store's own prefix (``layout.owned``), and a local path to lie in the store's own work
 directory: ids and paths read back from a log or a journal are input like any other.
+
+Retention follows ``blobstate.chain``: in a log with delta records it keeps the newest valid snapshots and every
+delta after the oldest of them. Deltas land while retention runs, so such a log is pruned only while holding the
+store's ``CommitPoint`` (the writer's own cleanup); without it (gc, a restore on another host) the records stay
+for the writer to prune.
 """
 
 from __future__ import annotations
@@ -21,45 +27,57 @@ import json
 import logging
 import os
 import shutil
+from typing import TYPE_CHECKING
 
 from blobstate import workdir
+from blobstate.chain import has_deltas, latest_snapshot, retention
 from blobstate.errors import BlobstateError, ForeignObjectError, IntegrityError, StorageError
 from blobstate.index import SnapshotIndex
 from blobstate.journal import events as ev
 from blobstate.journal.projection import CommitState
 from blobstate.layout import now_ms, owned
 from blobstate.model import Checkpoint, StoreKey
-from blobstate.pipelines.healing import drop_index_copy, heal_committed, load_index_copy
+from blobstate.pipelines.healing import drop_index_copy, heal_blob, heal_committed, load_index_copy
 from blobstate.pipelines.session import StoreSession
 from blobstate.repository import Repository
 from blobstate.storage_options import redact
+
+if TYPE_CHECKING:
+    from blobstate.pipelines.commit_point import CommitPoint
 
 log = logging.getLogger(__name__)
 
 LAST_COMPLETED = "last-completed.json"  # in a store's work dir: the checkpoint whose TTLs this host last removed
 
 
-def apply_retention(repo: Repository, key: StoreKey, retain: int) -> tuple[list[str], list[str]]:
-    """Keep the newest ``retain`` (>= 1) checkpoints of ``key``; delete the blobs only older ones reference, then
-    their records.
+def apply_retention(repo: Repository, key: StoreKey, retain: int, *,
+                    commit_point: CommitPoint | None = None) -> tuple[list[str], list[str]]:
+    """Keep the newest ``retain`` (>= 1) checkpoints of ``key`` (with deltas: snapshots, and the deltas they need,
+    ``chain.retention``); delete the blobs only older ones reference, then their records.
 
     Returns ``(deleted blob ids, pruned checkpoint ids)``. Blobs are deleted before the records, so a crash in
-    between is finished by running it again.
+    between is finished by running it again. A log with deltas is left alone without ``commit_point``.
     """
     retain = max(1, retain)
     history = repo.log.history(key)
-    if len(history) <= retain:
+    deltas = has_deltas(history)
+    if deltas and commit_point is None:
         return [], []
-    expiring, retained = history[:-retain], history[-retain:]
+    expiring, retained = retention(history, retain)
+    if not expiring:
+        return [], []
     try:
         keep = repo.retained_references(retained)
     except BlobstateError as exc:  # never delete on incomplete knowledge, never block a commit either
         log.warning("a retained snapshot index of %s is unreadable (%s): no blob is deleted by retention now; "
                     "the records leaving retention are pruned and `blobstate gc` reclaims their blobs once every "
                     "retained index reads again", key, redact(str(exc)))
-        return [], [cp.checkpoint_id for cp in repo.log.prune(key, retain)]
+        return [], _prune(repo, key, retained[0].generation if deltas else None, retain, commit_point)
     doomed: set[str] = set()
     for cp in expiring:
+        if cp.is_delta:
+            doomed.add(cp.changelog_blob_id)
+            continue
         doomed.add(cp.index_blob_id)
         try:
             doomed |= repo.read_index(cp).referenced_blob_ids()
@@ -68,23 +86,38 @@ def apply_retention(repo: Repository, key: StoreKey, retain: int) -> tuple[list[
                         "`blobstate gc` reclaims its blobs", cp.checkpoint_id, redact(str(exc)))
     to_delete = owned(key, sorted(doomed - keep), what="retention")
     repo.store.delete_many(to_delete)
-    pruned = repo.log.prune(key, retain)
-    return to_delete, [cp.checkpoint_id for cp in pruned]
+    return to_delete, _prune(repo, key, retained[0].generation if deltas else None, retain, commit_point)
 
 
-def init_cleanup(repo: Repository, key: StoreKey, work_dir: str | None = None) -> None:
+def _prune(repo: Repository, key: StoreKey, first_kept: int | None, retain: int,
+           commit_point: CommitPoint | None) -> list[str]:
+    """Prune the records below generation ``first_kept`` (None: all but the newest ``retain``), counting them while
+    no append of this process can land."""
+    if first_kept is None or commit_point is None:
+        return [cp.checkpoint_id for cp in repo.log.prune(key, retain)]
+    with commit_point.held() as generation:
+        return [cp.checkpoint_id for cp in repo.log.prune(key, generation - first_kept + 1)]
+
+
+def init_cleanup(repo: Repository, key: StoreKey, work_dir: str | None = None, *,
+                 commit_point: CommitPoint | None = None) -> None:
     """Samza's restore-time init without a journal (a new host): remove the TTL of everything the latest checkpoint
-    references and apply the retention its writer recorded (the deferred deletes: with a retention of 1, exactly
-    the blobs its ``filesRemoved`` lists). A snapshot that records no retention (an older writer) is not pruned.
-    With ``work_dir`` the latest checkpoint is remembered there as cleaned up (``mark_completed``)."""
+    references (with deltas: the latest snapshot and every delta's changelog) and apply the retention its writer
+    recorded (the deferred deletes: with a retention of 1, exactly the blobs its ``filesRemoved`` lists). A snapshot
+    that records no retention (an older writer) is not pruned. With ``work_dir`` the latest checkpoint is
+    remembered there as cleaned up (``mark_completed``)."""
     latest = repo.log.latest(key)
     if latest is None:
         return
-    index = repo.read_index(latest)
-    repo.store.remove_ttl_many(owned(key, sorted(index.referenced_blob_ids() | {latest.index_blob_id}),
-                                     what=f"snapshot index {latest.index_blob_id}"))
-    if index.retain is not None:
-        apply_retention(repo, key, index.retain)
+    history = repo.log.history(key) if latest.is_delta else [latest]
+    snapshot = latest_snapshot(history)
+    ids = {cp.changelog_blob_id for cp in history if cp.is_delta}
+    index = repo.read_index(snapshot) if snapshot is not None else None
+    if snapshot is not None and index is not None:
+        ids |= index.referenced_blob_ids() | {snapshot.index_blob_id}
+    repo.store.remove_ttl_many(owned(key, sorted(ids), what=f"the records of {key}"))
+    if index is not None and index.retain is not None:
+        apply_retention(repo, key, index.retain, commit_point=commit_point)
     if work_dir is not None:
         mark_completed(work_dir, latest.checkpoint_id)
 
@@ -123,14 +156,21 @@ def checked_local_path(work_dir: str, path: str) -> str:
 class CleanupExecutor:
     """Finishes and aborts commits of ``session``'s store in ``repo``, recording each step in the journal.
 
-    ``retain``: checkpoints kept when a commit does not record its own retention.
+    ``retain``: checkpoints kept when a commit does not record its own retention; ``commit_point``: the store's
+    commit point in this process, held while retention prunes a log with deltas.
     """
 
-    def __init__(self, session: StoreSession, repo: Repository, *, retain: int) -> None:
+    #: Completed delta commits between two compactions of the journal (a delta completes every batch).
+    DELTA_COMPACT_EVERY = 32
+
+    def __init__(self, session: StoreSession, repo: Repository, *, retain: int,
+                 commit_point: CommitPoint | None = None) -> None:
         self.session = session
         self.repo = repo
         self.key = session.key
         self.retain = retain
+        self.commit_point = commit_point
+        self._deltas_since_compact = 0
 
     def finish(self, state: CommitState, checkpoint: Checkpoint | None = None, *, heal: bool = False) -> int:
         """The post-commit steps of a committed commit; returns how many blobs retention deleted. Idempotent.
@@ -138,8 +178,12 @@ class CleanupExecutor:
         With ``heal`` (its blobs may have been lost before the commit point landed: a late append, recovery), the
         commit's index and every blob it references are checked and a missing one put back from the kept index
         copy and the local checkpoint (``healing.heal_committed``) before the TTLs are removed. Retention is the
-        one the committed index records (``checkpoint``'s), else the journal's, else the executor's.
+        one the committed index records (``checkpoint``'s), else the journal's, else the executor's. A delta
+        commit: ``finish_delta``.
         """
+        if state.is_delta:
+            return self.finish_delta(state.commit_id, sorted(state.blob_ids - state.ttl_removed), heal=heal,
+                                     checkpoint=checkpoint)
         commit_id = state.commit_id
         index = self._committed_index(state, checkpoint)
         if heal and index is not None and state.index_blob_id:
@@ -156,7 +200,7 @@ class CleanupExecutor:
         self.session.record(ev.TtlRemoved(commit_id, now_ms(), tuple(new_ids)), sync=True)
         mark_completed(self.session.work_dir, commit_id)
         retain = (index.retain if index is not None else None) or state.retain or self.retain
-        deleted, pruned = apply_retention(self.repo, self.key, retain)
+        deleted, pruned = apply_retention(self.repo, self.key, retain, commit_point=self.commit_point)
         self.session.record(ev.BlobsDeleted(commit_id, now_ms(), tuple(deleted), tuple(pruned)), sync=True)
         removed = self.prune_local(keep=state.local_path)
         self.session.record(ev.LocalCheckpointsPruned(commit_id, now_ms(), tuple(removed)), sync=True)
@@ -164,6 +208,31 @@ class CleanupExecutor:
         drop_index_copy(self.session.work_dir, commit_id)
         self.session.compact()
         return len(deleted)
+
+    def finish_delta(self, commit_id: str, blob_ids: list[str], *, heal: bool = False,
+                     checkpoint: Checkpoint | None = None, data: bytes | None = None) -> int:
+        """The post-commit steps of a committed delta commit: with ``heal``, put its changelog back when it was lost
+        (from ``data`` or the kept copy, checked against ``checkpoint``'s size and CRC32C), then make it permanent
+        and record ``CommitCompleted``. Returns 0 (retention runs with snapshots). Idempotent."""
+        ids = owned(self.key, blob_ids, what=f"the journal of {commit_id}")
+        if heal and checkpoint is not None and checkpoint.is_delta:
+            kept = data if data is not None else load_index_copy(
+                self.session.work_dir, commit_id, checkpoint.changelog_crc32c, checkpoint.changelog_size,
+                kind="changelog")
+            if not heal_blob(self.repo, self.key, checkpoint.changelog_blob_id, kept):
+                log.error("the changelog %s of committed delta %s of %s is lost and this host has no copy; a restore "
+                          "needs a snapshot after batch %s", checkpoint.changelog_blob_id, commit_id, self.key,
+                          checkpoint.batch_id)
+        if ids:
+            self.repo.store.remove_ttl_many(ids)
+        self.session.record(ev.TtlRemoved(commit_id, now_ms(), tuple(ids)))
+        self.session.record(ev.CommitCompleted(commit_id, now_ms()))
+        drop_index_copy(self.session.work_dir, commit_id, kind="changelog")
+        self._deltas_since_compact += 1
+        if self._deltas_since_compact >= self.DELTA_COMPACT_EVERY:
+            self.session.compact()
+            self._deltas_since_compact = 0
+        return 0
 
     def _committed_index(self, state: CommitState, checkpoint: Checkpoint | None) -> SnapshotIndex | None:
         """The commit's index: the kept copy when it matches the journal, else the repository's (None when
@@ -205,7 +274,7 @@ class CleanupExecutor:
             removed.append(state.local_path)
         self.session.record(ev.LocalCheckpointsPruned(state.commit_id, now_ms(), tuple(removed)), sync=True)
         self.session.record(ev.CommitAborted(state.commit_id, now_ms(), reason[:500]), sync=True)
-        drop_index_copy(self.session.work_dir, state.commit_id)
+        drop_index_copy(self.session.work_dir, state.commit_id, kind="changelog" if state.is_delta else "index")
         self.session.compact()
         return to_delete
 

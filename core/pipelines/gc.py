@@ -14,6 +14,8 @@ paused writers overlap:
   whose indexes exist (the wrong ``--log``), makes gc skip the store and say why.
 - Every id is checked to be an object of the store's own prefix before it is deleted; a lease that names another
   store's object is reported (``foreign``), never acted on.
+- Retention follows ``blobstate.chain`` (snapshots and the deltas they need); the records of a store with delta
+  records are never pruned here (deltas land meanwhile: the writer prunes them, ``cleanup.apply_retention``).
 - Temp files of interrupted exclusive creates (the file log's ``checkpoints/**.tmp-*``) are removed once older
   than ``ttl_ms``.
 """
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from blobstate import workdir
+from blobstate.chain import has_deltas, latest_snapshot, retention
 from blobstate.journal.file import Journal
 from blobstate.journal.projection import project
 from blobstate.model import StoreKey
@@ -92,10 +95,12 @@ def collect(repo: Repository, key: StoreKey, *, now_ms: int, ttl_ms: int, retain
         report.skipped = (f"the checkpoint log {repo.log.url or repo.url} has no checkpoint of {key}, but the "
                           "repository has snapshot indexes: is --log right? nothing deleted")
         return report
+    deltas = has_deltas(history)
     try:
-        if retain is None and history:
-            retain = repo.read_index(history[-1]).retain
-        retained = history[-retain:] if retain else history
+        newest = latest_snapshot(history)
+        if retain is None and newest is not None:
+            retain = repo.read_index(newest).retain
+        expiring, retained = retention(history, retain) if retain else ([], history)
         referenced = repo.retained_references(retained)
     except Exception as exc:  # noqa: BLE001 - never delete on incomplete knowledge
         report.skipped = f"a retained snapshot index is unreadable, nothing deleted: {exc}"
@@ -117,8 +122,8 @@ def collect(repo: Repository, key: StoreKey, *, now_ms: int, ttl_ms: int, retain
             report.foreign.append(info.blob_id)
         elif info.modified_ms is not None and now_ms - info.modified_ms >= ttl_ms:
             report.orphans_deleted.append(info.blob_id)
-    if retain and len(history) > retain:
-        report.checkpoints_pruned = [cp.checkpoint_id for cp in history[:-retain]]
+    if retain and expiring and not deltas:
+        report.checkpoints_pruned = [cp.checkpoint_id for cp in expiring]
     if not dry_run:
         repo.store.remove_ttl_many(report.expired_healed)
         repo.store.delete_many(report.expired_deleted + report.orphans_deleted)

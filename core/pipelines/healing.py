@@ -12,8 +12,9 @@ TTL expire while its writer was paused (the commit then lands referencing it any
 Either way the blob is re-uploaded under the *same* blob id, so every snapshot that references it (older retained
 ones included) restores again. A commit's index can be lost the same way (it carries a TTL until the commit
 completes): the committer keeps a copy of the index bytes in its work directory until the commit completes or
-aborts (``save_index_copy``), and healing puts it back from there. The cost is one walk of the store's own
-``blobs/`` prefix (never a LIST of the whole repository), reported in the benchmark as requests per commit.
+aborts (``save_index_copy``), and healing puts it back from there; a delta commit keeps its changelog bytes the
+same way (``kind="changelog"``) and ``heal_blob`` puts a lost changelog back. The cost is one walk of the store's
+own ``blobs/`` prefix (never a LIST of the whole repository), reported in the benchmark as requests per commit.
 """
 
 from __future__ import annotations
@@ -62,34 +63,50 @@ def plan_heal(files: Mapping[str, FileIndex], local_paths: Mapping[str, str], pr
     return puts
 
 
-def index_copy_path(work_dir: str, commit_id: str) -> str:
-    """Where the committer keeps the bytes of ``commit_id``'s index until the commit completes or aborts."""
-    return os.path.join(work_dir, f"index-{commit_id}.json")
+def index_copy_path(work_dir: str, commit_id: str, *, kind: str = "index") -> str:
+    """Where the committer keeps the bytes of ``commit_id``'s index (``kind="changelog"``: of its changelog) until
+    the commit completes or aborts."""
+    return os.path.join(work_dir, f"{kind}-{commit_id}.{'json' if kind == 'index' else 'bin'}")
 
 
-def save_index_copy(work_dir: str, commit_id: str, data: bytes) -> None:
-    """Keep ``data`` (the commit's index bytes) in the work directory, durably, before the index is uploaded."""
-    path = index_copy_path(work_dir, commit_id)
+def save_index_copy(work_dir: str, commit_id: str, data: bytes, *, kind: str = "index", sync: bool = True) -> None:
+    """Keep ``data`` (the commit's index or changelog bytes) in the work directory before it is uploaded; with
+    ``sync``, durably (fsync)."""
+    path = index_copy_path(work_dir, commit_id, kind=kind)
     with open(path, "wb") as fh:
         fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
+        if sync:
+            fh.flush()
+            os.fsync(fh.fileno())
 
 
-def load_index_copy(work_dir: str, commit_id: str, crc32c: int | None, size: int | None) -> bytes | None:
-    """The kept index bytes of ``commit_id`` when they match the size and CRC32C the journal recorded, else None."""
+def load_index_copy(work_dir: str, commit_id: str, crc32c: int | None, size: int | None, *,
+                    kind: str = "index") -> bytes | None:
+    """The kept bytes of ``commit_id`` when they match the size and CRC32C recorded for them, else None."""
     try:
-        with open(index_copy_path(work_dir, commit_id), "rb") as fh:
+        with open(index_copy_path(work_dir, commit_id, kind=kind), "rb") as fh:
             data = fh.read()
     except OSError:
         return None
     return data if len(data) == size and crc32c_bytes(data) == crc32c else None
 
 
-def drop_index_copy(work_dir: str, commit_id: str) -> None:
-    """Forget the kept index bytes of ``commit_id`` (idempotent)."""
+def drop_index_copy(work_dir: str, commit_id: str, *, kind: str = "index") -> None:
+    """Forget the kept bytes of ``commit_id`` (idempotent)."""
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(index_copy_path(work_dir, commit_id))
+        os.unlink(index_copy_path(work_dir, commit_id, kind=kind))
+
+
+def heal_blob(repo: Repository, key: StoreKey, blob_id: str, data: bytes | None) -> bool:
+    """Make sure the committed blob ``blob_id`` (a delta's changelog) exists, putting ``data`` back when it was
+    lost; returns False when it is missing and ``data`` is None (nothing to heal from). The blob is permanent."""
+    if blob_id in present_blobs(repo, key):
+        return True
+    if data is None:
+        return False
+    log.warning("the committed changelog %s of %s was lost; putting it back", blob_id, key)
+    repo.store.put(PutRequest(blob_id, data))
+    return True
 
 
 def heal_committed(repo: Repository, index: SnapshotIndex, index_blob_id: str, index_bytes: bytes | None,

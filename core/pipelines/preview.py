@@ -12,6 +12,7 @@ import tempfile
 
 from blobstate import workdir
 from blobstate.backends import open_local_store
+from blobstate.chain import latest_snapshot
 from blobstate.checksum import ChecksumCache
 from blobstate.errors import IntegrityError
 from blobstate.layout import DEFAULT_TTL_MS
@@ -29,6 +30,8 @@ def preview_backup(repository: Repository, source: object, *, key: StoreKey, sto
     snapshot of ``key``. A latest index that does not read counts as none (the backup would upload everything).
     The local checkpoint is taken beside the store's local checkpoints when they exist (for hard links)."""
     latest = repository.log.latest(key)
+    if latest is not None and latest.is_delta:
+        latest = latest_snapshot(repository.log.history(key))
     try:
         prev = repository.read_index(latest) if latest is not None else None
     except IntegrityError:

@@ -16,8 +16,14 @@ from the committed index, not from the journal.
 
 from __future__ import annotations
 
+import glob
+import os
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
+from blobstate import workdir
+from blobstate.backends import normalize_url
 from blobstate.errors import (
     AppendOutcomeUnknown,
     CommitInProgressError,
@@ -25,7 +31,8 @@ from blobstate.errors import (
     FencedError,
 )
 from blobstate.journal import events as ev
-from blobstate.journal.projection import CommitState
+from blobstate.journal.file import Journal
+from blobstate.journal.projection import CommitState, project
 from blobstate.journal.recovery import FinishCommit, RecoveryAction, ResolveAppend, plan_recovery
 from blobstate.layout import DEFAULT_RETAIN, now_ms
 from blobstate.model import Checkpoint, StoreKey
@@ -130,3 +137,64 @@ def cleanup_after_restore(repo: Repository, key: StoreKey, work_dir: str) -> Non
     with session:
         recover(session, repo)
         init_cleanup(repo, key, work_dir)
+
+
+@dataclass(frozen=True)
+class OpenJournal:
+    """A store's work directory whose journal holds open commits, and the repository and log those commits were
+    written against (as the journal records them: no credentials, no query; None for an older journal)."""
+
+    work_dir: str
+    key: StoreKey
+    repo_url: str | None
+    log_url: str | None
+
+
+def open_journals(work_base: str) -> list[OpenJournal]:
+    """Every store work directory under ``work_base`` (``<base>/<repo hash>/<job>/<task>/<store>/``) whose journal
+    holds an open commit. Read without locks, changing nothing; a journal damaged in the middle is listed too
+    (recovering it reports the damage)."""
+    found = []
+    for path in sorted(glob.glob(os.path.join(glob.escape(work_base), "*", "*", "*", "*", workdir.JOURNAL))):
+        work_dir = os.path.dirname(path)
+        job, task, store = work_dir.split(os.sep)[-3:]
+        try:
+            key = StoreKey(job, task, store)
+        except ConfigurationError:
+            continue  # not a store's work directory
+        states = [s for s in project(Journal(path).read(strict=False).events).values() if s.is_open]
+        if states:
+            first = next((s for s in states if s.repo_url), None)
+            found.append(OpenJournal(work_dir, key, first.repo_url if first else None,
+                                     first.log_url if first else None))
+    return found
+
+
+def recover_work_base(work_base: str, *, repo: str | None = None, log: str | None = None,
+                      storage_options: dict[str, Any] | None = None, keys: Callable[[StoreKey], bool] = bool,
+                      dry_run: bool = False,
+                      report: Callable[[StoreKey, RecoveryAction, str], None] | None = None) -> list[OpenJournal]:
+    """Recover every store of ``work_base`` with an open commit (``blobstate recover`` with no options): each
+    against the repository and log its journal records (credentials from the environment and fsspec's
+    configuration, as for every command), or only those of ``repo`` when given. ``keys`` filters the stores.
+    Returns the journals it recovered. Raises ``ConfigurationError`` for an older journal that records no
+    repository (name it with ``--repo``)."""
+    wanted = display_url(normalize_url(repo)) if repo else None
+    done = []
+    for journal in open_journals(work_base):
+        if not keys(journal.key) or (wanted is not None and journal.repo_url not in (None, wanted)):
+            continue
+        repo_url = repo or journal.repo_url
+        if repo_url is None:
+            raise ConfigurationError(f"the journal in {journal.work_dir} does not record its repository: run "
+                                     f"`blobstate recover --repo URL --store {journal.key.store}`")
+        log_url = log or (journal.log_url if journal.log_url and journal.log_url != journal.repo_url else None)
+        repository = Repository.open(repo_url, log=log_url, storage_options=storage_options, create=False)
+        try:
+            with StoreSession(journal.key, journal.work_dir) as session:
+                recover(session, repository, dry_run=dry_run,
+                        report=(lambda a, o, k=journal.key: report(k, a, o)) if report else None)
+        finally:
+            repository.close()
+        done.append(journal)
+    return done

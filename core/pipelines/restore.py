@@ -42,7 +42,7 @@ from blobstate.repository import Repository
 class RestoreResult:
     """What a restore did (or, with ``dry_run``, would do): the checkpoint, files kept / reused / downloaded /
     removed, bytes, ms; ``changes`` lists ``(action, path)`` for a dry run; ``recovered`` names the interrupted
-    restores finished first."""
+    restores finished first; ``deltas_applied`` the deltas replayed after the snapshot."""
 
     checkpoint: Checkpoint
     files_total: int
@@ -56,6 +56,8 @@ class RestoreResult:
     dry_run: bool = False
     changes: tuple[tuple[str, str], ...] = ()
     recovered: tuple[str, ...] = ()
+    deltas_applied: int = 0  # delta records replayed after the snapshot (``blobstate.pipelines.replay``)
+    last_batch_id: int | None = None  # the batch the restored state is after, when it is a chain's
 
     def to_json(self) -> dict[str, Any]:
         doc = {
@@ -74,6 +76,9 @@ class RestoreResult:
             doc["changes"] = [{"action": a, "path": p} for a, p in self.changes]
         if self.recovered:
             doc["recovered"] = list(self.recovered)
+        if self.deltas_applied:
+            doc["deltasApplied"] = self.deltas_applied
+            doc["lastBatchId"] = self.last_batch_id
         return doc
 
 

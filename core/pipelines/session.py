@@ -3,13 +3,16 @@
 Every verb that changes a store's repository objects on behalf of this host's journal (backup, recover, restore's
 init cleanup) runs inside one session, so that one commit or cleanup runs per store at a time (a ``flock`` on the
 work directory's lock file, released by the kernel when the process dies) and every step is recorded before it is
-reported (``blobstate_journal_event`` observers see an event only once it is in the journal).
+reported (``blobstate_journal_event`` observers see an event only once it is in the journal). Within the process,
+the threads that commit one store (a delta in the batch, a snapshot in the background) share one session:
+recording, reading and compacting the journal are serialized by its lock.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import threading
 
 from blobstate import workdir
 from blobstate.errors import CommitInProgressError
@@ -30,6 +33,7 @@ class StoreSession:
     def __init__(self, key: StoreKey, work_dir: str) -> None:
         self.key = key
         self.work_dir = work_dir
+        self._lock = threading.RLock()
         os.makedirs(workdir.checkpoints_dir(work_dir), exist_ok=True)
         self._lock_fd: int | None = os.open(os.path.join(work_dir, workdir.LOCK), os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -54,22 +58,26 @@ class StoreSession:
 
     def record(self, event: ev.Event, *, sync: bool = False) -> None:
         """Append ``event`` (fsync with ``sync``), then tell the ``blobstate_journal_event`` observers."""
-        self.journal.append(event, sync=sync)
+        with self._lock:
+            self.journal.append(event, sync=sync)
         self._hooks.emit("blobstate_journal_event", event=event, store_key=self.key)
 
     def states(self) -> dict[str, CommitState]:
         """The journal's commits, projected."""
-        return project(self.journal.read().events)
+        with self._lock:
+            return project(self.journal.read().events)
 
     def compact(self) -> None:
         """Rewrite the journal with only the events of commits still open."""
-        open_events = [e for s in self.states().values() if s.is_open for e in s.events]
-        self.journal.compact(open_events)
+        with self._lock:
+            open_events = [e for s in self.states().values() if s.is_open for e in s.events]
+            self.journal.compact(open_events)
 
     def close(self) -> None:
         """Close the journal and release the lock (idempotent)."""
         if getattr(self, "journal", None) is not None:
-            self.journal.close()
+            with self._lock:
+                self.journal.close()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None

@@ -1,11 +1,13 @@
 """``blobstate verify``: every blob a snapshot references is present, and each file's size and CRC32C match
-what its blobs hold (read end to end, streamed, never written to disk)."""
+what its blobs hold (read end to end, streamed, never written to disk); a delta record's changelog is read, its
+size and CRC32C checked and its ops decoded."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from blobstate.changelog import decode
 from blobstate.checksum import Crc32cSink
 from blobstate.errors import BlobNotFound, ChecksumMismatch, IntegrityError
 from blobstate.model import Checkpoint
@@ -38,6 +40,14 @@ def verify_checkpoint(repo: Repository, checkpoint: Checkpoint) -> VerifyReport:
     Never raises for damaged data: problems are collected in the report (an unreadable index is one problem).
     """
     report = VerifyReport(checkpoint)
+    if checkpoint.is_delta:
+        try:
+            data = repo.read_changelog(checkpoint)
+            report.files, report.bytes_read = 1, len(data)
+            decode(data, source=checkpoint.changelog_blob_id)
+        except IntegrityError as exc:
+            report.problems.append(("<changelog>", str(exc)))
+        return report
     try:
         index = repo.read_index(checkpoint)
     except IntegrityError as exc:

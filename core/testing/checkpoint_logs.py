@@ -22,7 +22,8 @@ Example (pytest)::
             return lambda: MyLog(f"my://user:{UNREACHABLE_SECRET}@127.0.0.1:1/log")
 
 What it checks: generations start at 1 and grow by one in ``history`` order; ``append`` returns the record with
-its generation and the record round-trips; store keys are isolated; a stale or a future expected generation is
+its generation and the record round-trips (both kinds: snapshot records and delta records, with their query id;
+a log stores the record's JSON, so every field is carried as is); store keys are isolated; a stale or a future expected generation is
 fenced and changes nothing; re-appending a record the log already holds at that generation returns it (how
 an unknown outcome is resolved); of N writers racing on one generation exactly one wins, every round, and the others
 get ``FencedError``; a zombie is fenced after pruning; ``prune`` keeps the newest K and is idempotent;
@@ -66,6 +67,15 @@ def make_checkpoint(key: StoreKey, *, batch_id: int | None = None, writer: str =
     return Checkpoint(store_key=key, checkpoint_id=cid, generation=0, index_blob_id=f"{key.prefix}/indexes/{cid}.json",
                       index_crc32c=int(cid[:8], 16), index_size=1234, created_time_ms=int(time.time() * 1000),
                       batch_id=batch_id, writer_id=writer)
+
+
+def make_delta(key: StoreKey, *, batch_id: int, query_id: str = "query-1", writer: str = "w") -> Checkpoint:
+    """A delta record for ``key`` (a changelog blob instead of an index; generation 0: the log assigns it)."""
+    cid = uuid.uuid4().hex
+    return Checkpoint(store_key=key, checkpoint_id=cid, generation=0, index_blob_id="", index_crc32c=0,
+                      index_size=0, created_time_ms=int(time.time() * 1000), batch_id=batch_id, writer_id=writer,
+                      kind="delta", changelog_blob_id=f"{key.prefix}/blobs/{cid}", changelog_crc32c=int(cid[:8], 16),
+                      changelog_size=321, query_id=query_id)
 
 
 def same_record(a: Checkpoint, b: Checkpoint) -> bool:
@@ -123,6 +133,24 @@ class CheckpointLogContract:
         finally:
             other.close()
         assert log.latest(key).generation == 4
+
+    def test_delta_and_snapshot_records_share_one_sequence(self, log: CheckpointLog,
+                                                           open_log: Callable[[], CheckpointLog]) -> None:
+        key = new_key()
+        written = [log.append(make_delta(key, batch_id=0), 0), log.append(make_checkpoint(key, batch_id=0), 1),
+                   log.append(make_delta(key, batch_id=1), 2)]
+        other = open_log()
+        try:
+            history = other.history(key)
+            assert [c.to_json() for c in history] == [c.to_json() for c in written]
+            assert [(c.kind, c.generation) for c in history] == [("delta", 1), ("snapshot", 2), ("delta", 3)]
+            assert history[0].changelog_blob_id == written[0].changelog_blob_id and history[2].query_id == "query-1"
+            assert same_record(other.latest(key), written[2])
+            delta = make_delta(key, batch_id=1)  # a re-run of batch 1, then its unknown outcome resolved
+            again = other.append(delta, 3)
+            assert same_record(other.append(delta, 3), again) and again.generation == 4
+        finally:
+            other.close()
 
     def test_store_keys_are_isolated(self, log: CheckpointLog) -> None:
         a, b = new_key("a"), new_key("b")

