@@ -21,15 +21,15 @@ Example (pytest)::
             # () -> CheckpointLog whose backend cannot be reached; put UNREACHABLE_SECRET in its credentials
             return lambda: MyLog(f"my://user:{UNREACHABLE_SECRET}@127.0.0.1:1/log")
 
-What it checks: generations start at 1 and grow by one in ``history`` order; ``append`` returns the record with
-its generation and the record round-trips (both kinds: snapshot records and delta records, with their query id;
-a log stores the record's JSON, so every field is carried as is); store keys are isolated; a stale or a future expected generation is
-fenced and changes nothing; re-appending a record the log already holds at that generation returns it (how
-an unknown outcome is resolved); of N writers racing on one generation exactly one wins, every round, and the others
-get ``FencedError``; a zombie is fenced after pruning; ``prune`` keeps the newest K and is idempotent;
-a malformed record raises ``CorruptIndexError`` from ``latest``/``history``/``append`` (never a silent skip); an
-unreachable backend raises ``StorageError`` within ``UNREACHABLE_DEADLINE_S`` without leaking credentials, and
-nothing committed is lost. Every test uses fresh store keys, so one backing log may serve the whole suite.
+What it checks: generations start at 1 and grow by one in ``history`` order; ``append`` returns the record with its
+generation and the record round-trips (both kinds: snapshot records and delta records, with their query id; a log stores
+the record's JSON, so every field is carried as is); store keys are isolated; a stale or a future expected generation is
+fenced and changes nothing; re-appending a record the log already holds at that generation returns it (how an unknown
+outcome is resolved); of N writers racing on one generation exactly one wins, every round, and the others get
+``FencedError``; a zombie is fenced after pruning; ``prune`` keeps the newest K and is idempotent; a malformed record
+raises ``CorruptIndexError`` from ``latest``/``history``/``append`` (never a silent skip); an unreachable backend raises
+``StorageError`` within ``UNREACHABLE_DEADLINE_S`` without leaking credentials, and nothing committed is lost. Every
+test uses fresh store keys, so one backing log may serve the whole suite.
 Set ``supports_keys = False`` on the subclass for a log whose ``keys()`` returns [] by design.
 """
 
