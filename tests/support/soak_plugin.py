@@ -13,8 +13,16 @@ Loaded first through ``BLOBSTATE_PLUGINS=soak_plugin[,pause_plugin|kill_plugin]`
   each event is durable (a SIGKILL loses nothing written before it); at exit a line ``LIST <n> <what>=<n>...``:
   how many listings (one walk of a prefix: a LIST on object stores) the process made, in all and by what they
   walked (``checkpoints``, ``blobs``, ``indexes``, ``store``: a store's whole prefix, ``root``: the repository).
-- ``BLOBSTATE_TEST_STOP_BEFORE_DELETE=1``: the process SIGSTOPs itself before its first blob delete (a ``gc``
-  that has decided what to delete and has not yet deleted it, as a gc host paused by its hypervisor would be).
+- ``BLOBSTATE_TEST_STOP_AFTER_LOG_READ=N``: the process SIGSTOPs itself once, right after its N-th read of a
+  store's checkpoint history returns (a gc host paused by its hypervisor). ``gc`` reads it once to decide (N=1: it
+  has listed the store and read the log, its decision is fixed) and once more per re-check of that decision right
+  before it deletes (N=2: it has re-checked and is about to send its first delete batch).
+- ``BLOBSTATE_TEST_STOP_BEFORE_DELETE=1``: the process SIGSTOPs itself inside its first blob delete call, before
+  the request is sent: a gc paused after its last re-check, in the delete call itself (the residual window of
+  docs/architecture.md, "Safety", rule 13).
+- ``BLOBSTATE_TEST_GC_RECHECK_AFTER_S``: seconds (monotonic) after which gc re-checks its decision again before a
+  delete batch (``blobstate.pipelines.gc.RECHECK_AFTER_S``): the soak's pauses are seconds long where a real gc
+  host's are minutes, so it scales this down as it scales the TTLs.
 """
 
 from __future__ import annotations
@@ -94,6 +102,29 @@ def _stopping(method: Any, batch: bool) -> Any:
 
     return wrapper
 
+
+_stop_after_read = int(os.environ.get("BLOBSTATE_TEST_STOP_AFTER_LOG_READ", "0") or 0)
+if _stop_after_read:
+    from blobstate.plugins.file_log import FileCheckpointLog
+
+    _history = FileCheckpointLog.history
+    _reads = Counter[str]()
+
+    def _stopping_history(self: FileCheckpointLog, key: Any) -> Any:
+        out = _history(self, key)
+        with _lock:
+            _reads["history"] += 1
+            now = _reads["history"] == _stop_after_read
+        if now:
+            _stop_once()
+        return out
+
+    FileCheckpointLog.history = _stopping_history  # type: ignore[method-assign]
+
+if os.environ.get("BLOBSTATE_TEST_GC_RECHECK_AFTER_S"):
+    from blobstate.pipelines import gc as _gc
+
+    _gc.RECHECK_AFTER_S = float(os.environ["BLOBSTATE_TEST_GC_RECHECK_AFTER_S"])
 
 if os.environ.get("BLOBSTATE_TEST_STOP_BEFORE_DELETE"):
     FsspecBlobStore.delete = _stopping(FsspecBlobStore.delete, False)  # type: ignore[method-assign]
