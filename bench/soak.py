@@ -12,8 +12,8 @@ drawn anew each run, sometimes two at once. A seeded schedule of ``--points`` fa
   backup and a gc run;
 - **pause**: a backup SIGSTOPped after a random journal event (``pause_plugin``); while it sleeps the clock jumps
   0 to 2 of its TTLs in 1-3 steps, with gc runs, the other writer's backups (clean, killed or paused too) and
-  recover runs in between, and sometimes a gc stopped right before its first delete (``soak_plugin``) held until
-  the writer finished; then the writer is resumed with its clock moved by the jump (or SIGKILLed);
+  recover runs in between, and sometimes a gc stopped after its decision or after its re-check (``soak_plugin``)
+  held until the writer finished; then the writer is resumed with its clock moved by the jump (or SIGKILLed);
 - **jump**: the clock jumps 0 to 2 base TTLs with nothing running, then gc;
 
 and between points clean backups (one writer or both racing, sometimes with gc), recover runs (some SIGKILLed after
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.soak_report import build_report, failed
-from bench.soak_world import KEY, Attempt, Proc, World, Writer
+from bench.soak_world import GC_HOLD_S, KEY, Attempt, Proc, World, Writer
 from blobstate.repository import Repository
 
 KILL_EVENTS = {"CommitStarted": 1, "LocalCheckpointCreated": 1, "UploadsPlanned": 1, "BlobUploaded": 3,
@@ -63,7 +63,7 @@ class Config:
     retain: int = 2
     check_every: int = 25
     s3: bool = False
-    held_gc: bool = True  # the "gc stopped before its first delete" fault (tests/test_gc_decided_race.py)
+    held_gc: bool = True  # the "gc stopped between its decision and its deletes" fault (test_gc_decided_race.py)
 
 
 def ttl_base(points: int, hours: float) -> int:
@@ -193,10 +193,14 @@ class Soak:
             self.jump(total / steps)
             also = self.during_pause(other, also)
         held = None
-        if self.cfg.held_gc and self.rng.random() < 0.3:  # a gc that decided, stopped before its first delete
-            held = self.gc("gc-stop")
+        held_since = 0.0
+        if self.cfg.held_gc and self.rng.random() < 0.3:  # a gc stopped after its decision, or after its re-check
+            reads = self.rng.choice([1, 2])
+            held = self.gc(f"gc-stop:{reads}")
             if held.wait_stopped(self.world.clock):
+                held_since = time.monotonic()
                 self.stats["gc stopped before deleting"] += 1
+                self.stats["gc stopped after deciding" if reads == 1 else "gc stopped after re-checking"] += 1
             else:
                 self.finish(held)
                 held = None
@@ -211,6 +215,8 @@ class Soak:
         racing = self.gc() if held is None and self.rng.random() < 0.3 else None
         self.finish(paused, also, racing)
         if held is not None:
+            while time.monotonic() < held_since + GC_HOLD_S:  # a pause longer than the (scaled) re-check bound
+                time.sleep(0.05)
             held.resume(self.world.clock)
             self.finish(held)
 

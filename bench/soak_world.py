@@ -8,7 +8,7 @@
 - ``Writer``: a host with its own RocksDB (written by ``fixtures_core.write_keys``) and its own work directory,
   backing up under the one store key every writer shares (racing writers fence each other: exit 4).
 - ``Proc``: one ``blobstate`` subprocess (backup, gc, recover, restore) with its output, trace (``soak_plugin``)
-  and fault (SIGKILL after a journal event, SIGSTOP after one, gc stopped before its first delete).
+  and fault (SIGKILL after a journal event, SIGSTOP after one, gc stopped after its decision or its re-check).
 """
 
 from __future__ import annotations
@@ -33,6 +33,10 @@ from blobstate.model import StoreKey  # noqa: E402
 
 KEY = StoreKey("soak", "0", "state")
 WAIT_S = 300.0  # a process that takes longer than this is a wedge
+# gc's re-check bound (``blobstate.pipelines.gc.RECHECK_AFTER_S``, 5 s) scaled down with the soak's pauses (a held gc
+# is held for at least ``GC_HOLD_S``; a real gc host paused by its hypervisor for minutes)
+GC_RECHECK_AFTER_S = 0.5
+GC_HOLD_S = 1.0
 
 
 class SimClock:
@@ -164,8 +168,9 @@ class World:
         elif how == "pause":
             plugins.append("pause_plugin")
             env.update(BLOBSTATE_TEST_PAUSE_AT=event, BLOBSTATE_TEST_CLOCK_FILE=str(folder / "clock"))
-        elif how == "gc-stop":
-            env["BLOBSTATE_TEST_STOP_BEFORE_DELETE"] = "1"
+        elif how == "gc-stop":  # stopped after its N-th log read: N=1 decided, N=2 re-checked, about to delete
+            env.update(BLOBSTATE_TEST_STOP_AFTER_LOG_READ=event or "1", BLOBSTATE_TEST_GC_RECHECK_AFTER_S=str(
+                GC_RECHECK_AFTER_S))
         env["BLOBSTATE_PLUGINS"] = ",".join(plugins)
         now = ["--now", str(self.clock.now_ms())] if now_arg else []
         with open(folder / "out", "wb") as out, open(folder / "err", "wb") as err:
