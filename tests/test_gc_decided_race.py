@@ -30,6 +30,15 @@ HOUR_MS = 3600 * 1000
 LATE_MS = DAY_MS + HOUR_MS  # past the default 1-day TTL of the commit's blobs and index
 
 
+def _committed_then_changed(cli, target: Target, tmp_path):
+    """A store backed up once, then changed; returns its directory and the data it holds now."""
+    store = tmp_path / "s"
+    write_keys(store, n=2_000, value_size=200, seed=1)
+    assert cli("backup", store, *target.args(KEY), "-q").returncode == 0
+    write_keys(store, n=300, value_size=200, seed=2, start=20_000)
+    return store, read_all(store)
+
+
 def _decided_gc(target: Target, tmp_path, now_ms: int):
     """A gc that stops itself once it has listed the store and read the log: its decision is fixed from then on."""
     gc = start_cli("gc", "--repo", target.url, "--now", str(now_ms), "--json", work_base=tmp_path / "gc-host",
@@ -42,11 +51,7 @@ def _decided_gc(target: Target, tmp_path, now_ms: int):
 def test_a_commit_landing_after_a_gc_decided_is_never_left_referencing_deleted_blobs(cli, tmp_path, work_base,
                                                                                       lands_by):
     target = Target(f"file://{tmp_path}/repo")
-    store = tmp_path / "s"
-    write_keys(store, n=2_000, value_size=200, seed=1)
-    assert cli("backup", store, *target.args(KEY), "-q").returncode == 0
-    write_keys(store, n=300, value_size=200, seed=2, start=20_000)
-    expected = read_all(store)
+    store, expected = _committed_then_changed(cli, target, tmp_path)
     later = int(time.time() * 1000) + LATE_MS
     if lands_by == "resumed-writer":
         clock = tmp_path / "clock"
@@ -77,20 +82,19 @@ def test_a_commit_landing_after_a_gc_decided_is_never_left_referencing_deleted_b
 # -- one test per rule of the re-check (docs/architecture.md, "Safety", rule 13); each fails without its rule ------
 
 
-def _late_commit(cli, target: Target, tmp_path, work_base, gc_env: dict[str, str], *, gc_log: str | None = None):
+def _late_commit(cli, target: Target, tmp_path, work_base, gc_env: dict[str, str], *, lagging_log=None):
     """A first backup, then a second one paused before its append; a gc (``gc_env`` says where it stops itself)
     that sees the second commit's leases expired; the writer lands a day late and completes; returns the stopped
-    gc, the store's directory and the data of the late commit."""
-    store = tmp_path / "s"
-    write_keys(store, n=2_000, value_size=200, seed=1)
-    assert cli("backup", store, *target.args(KEY), "-q").returncode == 0
-    write_keys(store, n=300, value_size=200, seed=2, start=20_000)
-    expected = read_all(store)
+    gc, the store's directory and the data of the late commit. With ``lagging_log`` (a directory), the gc reads a
+    copy of the checkpoint log taken after the first backup (a replica that lags from then on)."""
+    store, expected = _committed_then_changed(cli, target, tmp_path)
+    if lagging_log is not None:
+        shutil.copytree(tmp_path / "repo" / "checkpoints", lagging_log / "checkpoints")
     clock = tmp_path / "clock"
     writer = start_cli("backup", store, *target.args(KEY), "-q", work_base=work_base,
                        env=pause_env("CheckpointAppending", clock))
     wait_stopped(writer)
-    log = ["--log", gc_log] if gc_log else []
+    log = ["--log", f"file://{lagging_log}"] if lagging_log is not None else []
     gc = start_cli("gc", "--repo", target.url, *log, "--now", str(int(time.time() * 1000) + LATE_MS), "--json",
                    work_base=tmp_path / "gc-host", env={"BLOBSTATE_PLUGINS": "soak_plugin", **gc_env})
     wait_stopped(gc)
@@ -130,25 +134,8 @@ def test_a_gc_whose_log_read_lags_spares_blobs_whose_ttl_their_writer_removed(cl
     checkpoint log that lags (a replica copied before the late commit landed: its re-check sees no new record);
     the writer removed the TTLs of its landed commit before its heal check, so the re-check spares them."""
     target = Target(f"file://{tmp_path}/repo")
-    lagging = tmp_path / "lagging-log"
-
-    store = tmp_path / "s"
-    write_keys(store, n=2_000, value_size=200, seed=1)
-    assert cli("backup", store, *target.args(KEY), "-q").returncode == 0
-    shutil.copytree(tmp_path / "repo" / "checkpoints", lagging / "checkpoints")  # the replica stops here
-    write_keys(store, n=300, value_size=200, seed=2, start=20_000)
-    expected = read_all(store)
-    clock = tmp_path / "clock"
-    writer = start_cli("backup", store, *target.args(KEY), "-q", work_base=work_base,
-                       env=pause_env("CheckpointAppending", clock))
-    wait_stopped(writer)
-    gc = start_cli("gc", "--repo", target.url, "--log", f"file://{lagging}", "--now",
-                   str(int(time.time() * 1000) + LATE_MS), "--json", work_base=tmp_path / "gc-host",
-                   env={"BLOBSTATE_PLUGINS": "soak_plugin", "BLOBSTATE_TEST_STOP_AFTER_LOG_READ": "1"})
-    wait_stopped(gc)
-    send_cont(writer, clock_file=clock, advance_ms=LATE_MS)
-    _, err = writer.communicate(timeout=120)
-    assert writer.returncode == 0, err
+    gc, store, expected = _late_commit(cli, target, tmp_path, work_base, {"BLOBSTATE_TEST_STOP_AFTER_LOG_READ": "1"},
+                                       lagging_log=tmp_path / "lagging-log")
     report = _finish(gc)
     assert report["spared"] and not report["expiredDeleted"], report
     assert cli("verify", *target.args(KEY), "--all").returncode == 0
@@ -185,11 +172,7 @@ def test_a_gc_spares_a_commit_that_landed_before_its_writer_removed_its_ttls(cli
     crashed commit's record (it lands) and is SIGKILLed right after, its TTLs still on and expired; the gc that
     decided before the record landed then spares the commit, so it restores even before any cleanup ran."""
     target = Target(f"file://{tmp_path}/repo")
-    store = tmp_path / "s"
-    write_keys(store, n=2_000, value_size=200, seed=1)
-    assert cli("backup", store, *target.args(KEY), "-q").returncode == 0
-    write_keys(store, n=300, value_size=200, seed=2, start=20_000)
-    expected = read_all(store)
+    store, expected = _committed_then_changed(cli, target, tmp_path)
     crashed = cli("backup", store, *target.args(KEY), "-q",
                   env={"BLOBSTATE_PLUGINS": "kill_plugin", "BLOBSTATE_TEST_KILL_AT": "CheckpointAppending"})
     assert crashed.returncode == -9
