@@ -171,7 +171,6 @@ class DeleteGuard:
         self.repo, self.key, self.now_ms, self.work_base = repo, key, now_ms, work_base
         self.seen = {(cp.checkpoint_id, cp.generation) for cp in history}
         self.checked_at: float | None = None  # time.monotonic() when the last re-check began reading
-        self.rechecks = 0
 
     def delete(self, report: GcReport) -> bool:
         """Delete ``report``'s decided blobs, re-checked; move the ones a re-check spares to ``report.spared``.
@@ -218,7 +217,6 @@ class DeleteGuard:
         referenced = self.repo.retained_references(new) | in_flight_ids(self.work_base, self.repo.url, self.key)
         self.seen |= {(cp.checkpoint_id, cp.generation) for cp in new}
         self.checked_at = started
-        self.rechecks += 1
         keep = {b for b in expired if b in still_expired} | {b for b in orphans if b not in with_ttl}
         return keep - referenced
 
