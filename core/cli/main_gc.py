@@ -15,7 +15,8 @@ from blobstate.layout import DEFAULT_TTL_MS
 #: JSON field -> how the text names one entry of it.
 TEXT_LABELS = {"expiredDeleted": "expired", "orphansDeleted": "orphan", "expiredHealed": "healed",
                "checkpointsPruned": "checkpoint", "temporariesDeleted": "temporary",
-               "foreign": "not this store's (left alone)"}
+               "foreign": "not this store's (left alone)",
+               "spared": "spared (referenced or protected again when re-checked before deleting)"}
 
 
 def render_text(reports: list[dict[str, Any]], dry_run: bool) -> str:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from blobstate import workdir
 from blobstate.chain import has_deltas, latest_snapshot, retention
-from blobstate.errors import BlobstateError, ForeignObjectError, StorageError
+from blobstate.errors import BlobstateError, ForeignObjectError, IntegrityError, StorageError
 from blobstate.index import SnapshotIndex
 from blobstate.journal import events as ev
 from blobstate.journal.projection import CommitState
@@ -177,7 +177,8 @@ class CleanupExecutor:
 
         With ``heal`` (its blobs may have been lost before the commit point landed: a late append, recovery), the
         commit's index and every blob it references are checked and a missing one put back from the kept index
-        copy and the local checkpoint (``healing.heal_committed``) before the TTLs are removed. Retention is the
+        copy and the local checkpoint (``healing.heal_committed``), right after the TTLs are removed (a gc that
+        decided to delete them re-checks their TTLs before deleting: ``gc.DeleteGuard``). Retention is the
         one the committed index records (``checkpoint``'s), else the journal's, else the executor's. A delta
         commit: ``finish_delta``.
         """
@@ -186,6 +187,9 @@ class CleanupExecutor:
                                      checkpoint=checkpoint)
         commit_id = state.commit_id
         index = self._committed_index(state, checkpoint)
+        new_ids = owned(self.key, sorted(state.blob_ids - state.ttl_removed), what=f"the journal of {commit_id}")
+        if new_ids:  # before the heal check: a gc re-checking its decision after this spares them (gc.DeleteGuard)
+            self.repo.store.remove_ttl_many(new_ids)
         if heal and index is not None and state.index_blob_id:
             local = checked_local_path(self.session.work_dir, state.local_path) if state.local_path else None
             data = load_index_copy(self.session.work_dir, commit_id, state.index_crc32c, state.index_size)
@@ -194,9 +198,6 @@ class CleanupExecutor:
                 log.error("committed snapshot %s of %s references %d objects that are lost and could not be "
                           "put back from this host; the next backup uploads those files again",
                           commit_id, self.key, len(unhealed))
-        new_ids = owned(self.key, sorted(state.blob_ids - state.ttl_removed), what=f"the journal of {commit_id}")
-        if new_ids:
-            self.repo.store.remove_ttl_many(new_ids)
         self.session.record(ev.TtlRemoved(commit_id, now_ms(), tuple(new_ids)), sync=True)
         mark_completed(self.session.work_dir, commit_id)
         retain = (index.retain if index is not None else None) or state.retain or self.retain
@@ -215,6 +216,8 @@ class CleanupExecutor:
         (from ``data`` or the kept copy, checked against ``checkpoint``'s size and CRC32C), then make it permanent
         and record ``CommitCompleted``. Returns 0 (retention runs with snapshots). Idempotent."""
         ids = owned(self.key, blob_ids, what=f"the journal of {commit_id}")
+        if ids:  # before the heal check, as ``finish``
+            self.repo.store.remove_ttl_many(ids)
         if heal and checkpoint is not None and checkpoint.is_delta:
             kept = data if data is not None else load_index_copy(
                 self.session.work_dir, commit_id, checkpoint.changelog_crc32c, checkpoint.changelog_size,
@@ -223,8 +226,6 @@ class CleanupExecutor:
                 log.error("the changelog %s of committed delta %s of %s is lost and this host has no copy; a restore "
                           "needs a snapshot after batch %s", checkpoint.changelog_blob_id, commit_id, self.key,
                           checkpoint.batch_id)
-        if ids:
-            self.repo.store.remove_ttl_many(ids)
         self.session.record(ev.TtlRemoved(commit_id, now_ms(), tuple(ids)))
         self.session.record(ev.CommitCompleted(commit_id, now_ms()))
         drop_index_copy(self.session.work_dir, commit_id, kind="changelog")
@@ -249,13 +250,22 @@ class CleanupExecutor:
 
     def abort(self, state: CommitState, reason: str) -> list[str]:
         """Delete what an uncommitted commit created (never a blob a retained snapshot references); returns the
-        deleted blob ids. Raises ``StorageError`` when the checkpoint log holds the commit. Idempotent."""
+        deleted blob ids. While a retained index is unreadable nothing is deleted (the blobs keep their TTL for
+        gc) but the abort completes: it never wedges recovery. Raises ``StorageError`` when the checkpoint log holds
+        the commit. Idempotent."""
         candidates = frozenset(owned(self.key, state.blob_ids, what=f"the journal of {state.commit_id}"))
         if candidates:
             history = self.repo.log.history(self.key)
             if any(cp.checkpoint_id == state.commit_id for cp in history):
                 raise StorageError(f"refusing to abort {state.commit_id}: the checkpoint log has it")
-            candidates = candidates - self.repo.retained_references(history)
+            try:
+                candidates = candidates - self.repo.retained_references(history)
+            except IntegrityError as exc:  # never delete on incomplete knowledge, never block the abort either
+                log.warning("a retained snapshot index of %s is unreadable (%s): aborted commit %s deletes none of "
+                            "its blobs now (healed blobs may share ids with retained snapshots); they keep their "
+                            "TTL and `blobstate gc` reclaims them once every retained index reads again", self.key,
+                            redact(str(exc)), state.commit_id)
+                candidates = frozenset()
         to_delete = sorted(candidates)
         self.repo.store.delete_many(to_delete)
         self.session.record(ev.BlobsDeleted(state.commit_id, now_ms(), tuple(to_delete)), sync=True)

@@ -47,17 +47,24 @@ def start_cli(*args: Any, work_base: Path, env: dict[str, str]) -> subprocess.Po
 
 def wait_stopped(proc: subprocess.Popen, timeout: float = 120) -> None:
     """Until ``proc`` is stopped by SIGSTOP (state T in /proc), failing if it exits or the deadline passes."""
+    if not stopped_or_exited(proc, timeout):
+        out, err = proc.communicate()
+        raise AssertionError(f"the process exited ({proc.returncode}) instead of pausing:\n{err}")
+
+
+def stopped_or_exited(proc: subprocess.Popen, timeout: float = 120) -> bool:
+    """Poll until ``proc`` is stopped by SIGSTOP (True) or has exited (False: it never reached its pause point);
+    past the deadline it is killed and ``AssertionError`` raised."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            out, err = proc.communicate()
-            raise AssertionError(f"the process exited ({proc.returncode}) instead of pausing:\n{err}")
+            return False
         try:
             state = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             state = ""
         if state == "T":
-            return
+            return True
         time.sleep(0.02)
     proc.kill()
     raise AssertionError("the process did not pause in time")
@@ -67,13 +74,19 @@ def resume(proc: subprocess.Popen, *, clock_file: Path | None = None, advance_ms
            timeout: float = 300) -> CliResult:
     """Move the paused process's clock forward by ``advance_ms`` (the pause plugin waits for ``clock_file``),
     SIGCONT it and wait for it to finish."""
+    send_cont(proc, clock_file=clock_file, advance_ms=advance_ms)
+    out, err = proc.communicate(timeout=timeout)
+    return CliResult(proc.returncode, out, err)
+
+
+def send_cont(proc: subprocess.Popen, *, clock_file: Path | None = None, advance_ms: int = 0) -> None:
+    """Write ``advance_ms`` to ``clock_file`` (atomically: the pause plugin reads it once it exists), then SIGCONT
+    the paused process without waiting for it."""
     if clock_file is not None:
         tmp = clock_file.with_suffix(".tmp")
         tmp.write_text(str(advance_ms))
         tmp.rename(clock_file)
     os.kill(proc.pid, signal.SIGCONT)
-    out, err = proc.communicate(timeout=timeout)
-    return CliResult(proc.returncode, out, err)
 
 
 def pause_env(event: str, clock_file: Path) -> dict[str, str]:
