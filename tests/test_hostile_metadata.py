@@ -1,12 +1,12 @@
 """Issue 14: ids and paths read back from a repository, a checkpoint log or a journal are validated before anything
 is deleted, read or written on their word. Each case: the victim store (or directory) is untouched, the command
-refuses with exit code 3 (or the documented refusal), and the victim still restores. Plus the parsers under
-Hypothesis: only typed errors, bounded time and memory."""
+refuses with exit code 3 (or the documented refusal), and the victim still restores. Cases 1-3 run on file:// and
+moto S3 (``repo_target``), the hostile objects forged straight through fsspec (tests/support/hostile_forge.py). Plus
+the parsers under Hypothesis: only typed errors, bounded time and memory."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -14,6 +14,7 @@ import time
 
 import pytest
 from fixtures_core import read_all, repo_files, write_keys
+from hostile_forge import RawRepository, forge_journal, store_objects
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,92 +26,92 @@ from blobstate.model import Checkpoint, StoreKey
 DAY_MS = 24 * 3600 * 1000
 
 
+A, B = StoreKey("default", "0", "a"), StoreKey("default", "0", "b")
+CRASHED = "1795000000000-0000beef"
+
+
 @pytest.fixture
-def two_stores(tmp_path, repo, cli):
-    """Stores a and b in one file:// repository; returns b's data (the victim)."""
-    a, b = tmp_path / "a", tmp_path / "b"
-    write_keys(a, n=500, seed=1)
-    data_b = write_keys(b, n=500, seed=2)
-    assert cli("backup", b, "--repo", repo, "-q").returncode == 0
-    assert cli("backup", a, "--repo", repo, "-q").returncode == 0
-    return data_b
+def target(repo_target):
+    return repo_target  # file:// and moto S3 (cloud_servers.repo_target)
 
 
-def _b_objects(repo):
-    return {p for kind in ("blobs", "indexes") for p in repo_files(repo, kind) if p.startswith("default/0/b/")}
+@pytest.fixture
+def two_stores(tmp_path, target, cli):
+    """Stores a and b in one repository (file:// or moto S3); returns b's data (the victim)."""
+    data = {key: write_keys(tmp_path / key.store, n=500, seed=seed) for key, seed in ((A, 1), (B, 2))}
+    for key in (B, A):
+        backup = cli("backup", tmp_path / key.store, *target.args(key), "-q", env=target.env)
+        assert backup.returncode == 0, backup.stderr
+    return data[B]
 
 
-def _b_restores(cli, repo, tmp_path, data_b):
+def _b_restores(cli, target, tmp_path, data_b):
     out = tmp_path / "victim" / "b"
-    assert cli("restore", out, "--repo", repo, "-q", work=tmp_path / "victim-host").returncode == 0
+    restored = cli("restore", out, *target.args(B), "-q", env=target.env, work=tmp_path / "victim-host")
+    assert restored.returncode == 0, restored.stderr
     assert read_all(out) == data_b
 
 
 # -- 1: a lease naming another store's objects -------------------------------------------------------------------
-def test_1_a_lease_of_store_a_naming_store_bs_objects_deletes_nothing_of_b(tmp_path, repo, cli, two_stores):
-    victims = sorted(_b_objects(repo))
-    ttl = repo / "default" / "0" / "a" / "ttl"
-    ttl.mkdir(exist_ok=True)
+def test_1_a_lease_of_store_a_naming_store_bs_objects_deletes_nothing_of_b(tmp_path, target, cli, two_stores):
+    raw = RawRepository(target)
+    victims = sorted(store_objects(raw, B))  # b's blobs, index and checkpoint record
+    assert any("/blobs/" in v for v in victims) and any("/indexes/" in v for v in victims)
+    assert any(v.startswith("checkpoints/") for v in victims)
     for i, victim in enumerate(victims):
-        (ttl / f"{i:032x}").write_text(json.dumps({"blobId": victim, "expiresAtMs": 1}))
+        raw.write(f"{A.prefix}/ttl/{i:032x}", json.dumps({"blobId": victim, "expiresAtMs": 1}).encode())
     later = str(int(time.time() * 1000) + 3 * DAY_MS)
-    gc = cli("gc", "--repo", repo, "--now", later, "--json", work=tmp_path / "gc")
+    gc = cli("gc", "--repo", target.url, "--now", later, "--json", env=target.env, work=tmp_path / "gc")
     assert gc.returncode == 0, gc.stderr
-    assert _b_objects(repo) == set(victims)
-    report = next(r for r in gc.json() if r["store"] == "default/0/a")
+    assert store_objects(raw, B) == set(victims)
+    report = next(r for r in gc.json() if r["store"] == str(A))
     assert not set(victims) & set(report["expiredDeleted"] + report["orphansDeleted"])
-    _b_restores(cli, repo, tmp_path, two_stores)
+    _b_restores(cli, target, tmp_path, two_stores)
 
 
 # -- 2: a checkpoint record of A pointing at B's index -------------------------------------------------------------
-def test_2_a_record_of_a_pointing_at_bs_index_is_refused_and_deletes_nothing(tmp_path, repo, cli, two_stores):
-    victims = _b_objects(repo)
+def test_2_a_record_of_a_pointing_at_bs_index_is_refused_and_deletes_nothing(tmp_path, target, cli, two_stores):
+    raw = RawRepository(target)
+    victims = store_objects(raw, B)
     b_index = next(p for p in victims if "/indexes/" in p)
-    folder = repo / "checkpoints" / "default" / "0" / "a"
-    record = json.loads((folder / f"{1:020d}.json").read_text())
+    folder = f"checkpoints/{A.prefix}"
+    record = json.loads(raw.read(f"{folder}/{1:020d}.json"))
     record.update(generation=2, checkpointId="1795000000000-deadbeef", indexBlobId=b_index)
-    (folder / f"{2:020d}.json").write_text(json.dumps(record))
-    restore = cli("restore", tmp_path / "out" / "a", "--repo", repo, work=tmp_path / "h")
+    raw.write(f"{folder}/{2:020d}.json", json.dumps(record).encode())
+    restore = cli("restore", tmp_path / "out" / "a", *target.args(A), env=target.env, work=tmp_path / "h")
     assert restore.returncode == 3 and "not an index of store default/0/a" in restore.stderr, restore.stderr
-    backup = cli("backup", tmp_path / "a", "--repo", repo, "--retain", "1")
+    backup = cli("backup", tmp_path / "a", *target.args(A), "--retain", "1", env=target.env)
     assert backup.returncode == 3, backup.stderr
-    assert _b_objects(repo) == victims
-    _b_restores(cli, repo, tmp_path, two_stores)
+    assert store_objects(raw, B) == victims
+    _b_restores(cli, target, tmp_path, two_stores)
 
 
 # -- 3: a journal naming another store's objects, or a path anywhere -----------------------------------------------
-def _forge_journal(work_base, repo, key: StoreKey, events: list[ev.Event]) -> None:
-    from blobstate.backends import normalize_url
-    from blobstate.workdir import store_work_dir
-
-    work = store_work_dir(normalize_url(str(repo)), key, str(work_base))
-    os.makedirs(os.path.join(work, "checkpoints"), exist_ok=True)
-    with open(os.path.join(work, "journal.log"), "wb") as fh:
-        fh.write(MAGIC + b"".join(encode(e) for e in events))
-
-
-def test_3_a_journal_naming_another_stores_blobs_is_refused(tmp_path, repo, cli, two_stores, work_base):
-    victims = sorted(p for p in _b_objects(repo) if "/blobs/" in p)
-    key = StoreKey("default", "0", "a")
-    _forge_journal(work_base, repo, key, [
-        ev.CommitStarted("1795000000000-0000beef", 1, str(key), 1, None, 3, f"file://{repo}", f"file://{repo}"),
-        ev.UploadsPlanned("1795000000000-0000beef", 2, tuple(victims), victims[0], 10),
+def test_3_a_journal_naming_another_stores_blobs_is_refused(tmp_path, target, cli, two_stores, work_base):
+    raw = RawRepository(target)
+    before = store_objects(raw, B)
+    victims = sorted(p for p in before if "/blobs/" in p)
+    forge_journal(work_base, target.url, A, [
+        ev.CommitStarted(CRASHED, 1, str(A), 1, None, 3, target.url, target.url),
+        ev.UploadsPlanned(CRASHED, 2, tuple(victims), victims[0], 10),
     ])
-    recovered = cli("recover", "--repo", repo, "--store", "a")
+    recovered = cli("recover", *target.args(A), env=target.env)
     assert recovered.returncode == 3 and "ForeignObjectError" in recovered.stderr, recovered.stderr
-    assert set(victims) <= _b_objects(repo)
-    _b_restores(cli, repo, tmp_path, two_stores)
+    assert store_objects(raw, B) == before
+    _b_restores(cli, target, tmp_path, two_stores)
 
 
+# The local checkpoint's path names a directory of the work dir, never of the repository: which repository the
+# journal belongs to changes nothing here, so file:// alone covers it.
 def test_3_a_journal_pointing_a_local_checkpoint_anywhere_never_removes_it(tmp_path, repo, cli, work_base):
     victim = tmp_path / "precious"
     victim.mkdir()
     (victim / "keep.txt").write_text("mine")
-    key = StoreKey("default", "0", "a")
+    url = f"file://{repo}"
     assert cli("init", "--repo", repo).returncode == 0
-    _forge_journal(work_base, repo, key, [
-        ev.CommitStarted("1795000000000-0000beef", 1, str(key), 0, None, 3, f"file://{repo}", f"file://{repo}"),
-        ev.LocalCheckpointCreated("1795000000000-0000beef", 2, str(victim)),
+    forge_journal(work_base, url, A, [
+        ev.CommitStarted(CRASHED, 1, str(A), 0, None, 3, url, url),
+        ev.LocalCheckpointCreated(CRASHED, 2, str(victim)),
     ])
     recovered = cli("recover", "--repo", repo, "--store", "a")
     assert recovered.returncode == 3 and "ForeignObjectError" in recovered.stderr, recovered.stderr
