@@ -14,12 +14,12 @@ import blobstate
 from blobstate import changelog
 from blobstate.backends import open_local_store
 from blobstate.chain import partition_history, plan_chain, retention
-from blobstate.errors import FencedError, NothingToRestore
+from blobstate.errors import FencedError, NothingToRestore, PartitionCountError
 from blobstate.layout import DEFAULT_TTL_MS
 from blobstate.model import Checkpoint, PartitionEntry, StoreKey
 from blobstate.pipelines import replay
 from blobstate.pipelines.backup import StoreCommitter
-from blobstate.pipelines.group import GroupCommitter, PartitionCountError, check_partition_count, stage_changelog
+from blobstate.pipelines.group import GroupCommitter, check_partition_count, stage_changelog
 from blobstate.repository import Repository
 from blobstate.testing.checkpoint_logs import make_group
 

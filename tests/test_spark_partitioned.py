@@ -20,11 +20,13 @@ from spark_fixtures import kill_paths, run_child  # noqa: E402
 
 import blobstate  # noqa: E402
 from blobstate.backends import open_local_store  # noqa: E402
-from blobstate.errors import FencedError  # noqa: E402
+from blobstate.errors import (
+    FencedError,  # noqa: E402
+    PartitionCountError,  # noqa: E402
+)
 from blobstate.layout import DEFAULT_TTL_MS  # noqa: E402
 from blobstate.model import StoreKey  # noqa: E402
 from blobstate.pipelines import replay  # noqa: E402
-from blobstate.pipelines.group import PartitionCountError  # noqa: E402
 from blobstate.repository import Repository  # noqa: E402
 from blobstate.spark import partitioned  # noqa: E402
 from blobstate.spark.demo.flights import (  # noqa: E402
@@ -92,13 +94,15 @@ def test_partitioned_flights_retried_attempt_wiped_local_dir_gc_and_another_n(sp
     ps = _open(spark_session, paths, fault_hook=fail_once)
     query = ps.start(_stream(spark_session, str(source)).writeStream, update_routes)
     query.processAllAvailable()
+    ps.close()
     shutil.rmtree(paths["local"])  # the executors' disks are gone: the next batch restores every partition
     for name in days[4:]:
         shutil.copy2(os.path.join(directory, name), source / name)
-    query.processAllAvailable()
-    ps.close()
+    again = _open(spark_session, paths)
+    again.start(_stream(spark_session, str(source)).writeStream, update_routes).processAllAvailable()
+    again.close()
 
-    stats = {s.batch_id: s for s in ps.batch_stats}
+    stats = {s.batch_id: s for s in ps.batch_stats + again.batch_stats}
     assert sorted(stats) == list(range(8))
     assert stats[4].partitions_restored == N and stats[4].files_downloaded == N * 4  # deltas 0-3 of each
     assert all(stats[b].partitions_restored == 0 and stats[b].files_downloaded == 0 for b in (1, 2, 3, 5, 6, 7))

@@ -28,7 +28,7 @@ import logging
 from collections.abc import Sequence
 
 from blobstate.checksum import crc32c_bytes
-from blobstate.errors import BlobstateError, ConfigurationError
+from blobstate.errors import BlobstateError, ConfigurationError, PartitionCountError
 from blobstate.interfaces import PutRequest
 from blobstate.journal import events as ev
 from blobstate.layout import new_blob_id, new_checkpoint_id, now_ms
@@ -40,11 +40,6 @@ from blobstate.repository import Repository
 from blobstate.storage_options import display_url, redact
 
 log = logging.getLogger(__name__)
-
-
-class PartitionCountError(ConfigurationError):
-    """A partitioned store is opened with another number of partitions than its group records hold (exit 2):
-    rows would land in the wrong partition's state. Nothing is changed."""
 
 
 def check_partition_count(history: Sequence[Checkpoint], num_partitions: int, what: str) -> None:
