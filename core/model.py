@@ -180,9 +180,9 @@ class Checkpoint:
                                            **common))
         return out
 
-    def entry(self, partition: int) -> PartitionEntry | None:
-        """A group record's entry of ``partition`` (None: it commits nothing of it)."""
-        return next((e for e in self.partitions if e.partition == partition), None)
+    def entry(self, partition: int, kind: str = DELTA) -> PartitionEntry | None:
+        """A group record's ``kind`` entry of ``partition`` (None: it commits none)."""
+        return next((e for e in self.partitions if e.partition == partition and e.kind == kind), None)
 
     def with_generation(self, generation: int) -> Checkpoint:
         return replace(self, generation=generation)
@@ -304,7 +304,8 @@ def _check_kind(record: Checkpoint) -> None:
 
 def _check_group(record: Checkpoint) -> None:
     """``ValueError`` unless a group record's manifest is well formed: 1..MAX_PARTITIONS partitions, each entry of
-    a partition below ``num_partitions`` at most once, every entry valid as the record it expands into."""
+    a partition below ``num_partitions``, at most one delta and one snapshot per partition (the snapshot of the
+    state before the delta's batch), every entry valid as the record it expands into."""
     if record.index_blob_id or record.index_size or record.index_crc32c or record.changelog_blob_id \
             or record.changelog_size or record.changelog_crc32c:
         raise ValueError("a group record names an index or a changelog of its own")
@@ -312,11 +313,11 @@ def _check_group(record: Checkpoint) -> None:
         raise ValueError(f"a group of {record.num_partitions} partitions (1..{MAX_PARTITIONS})")
     if not record.partitions:
         raise ValueError("a group record commits no partition")
-    seen: set[int] = set()
+    seen: set[tuple[int, str]] = set()
     for e in record.partitions:
-        if e.partition >= record.num_partitions or e.partition in seen:
-            raise ValueError(f"partition {e.partition} is out of range or named twice")
-        seen.add(e.partition)
+        if e.partition >= record.num_partitions or (e.partition, e.kind) in seen:
+            raise ValueError(f"partition {e.partition} is out of range or has two {e.kind[:40]} entries")
+        seen.add((e.partition, e.kind))
         if e.kind not in (DELTA, SNAPSHOT):
             raise ValueError(f"partition {e.partition} has the entry kind {e.kind[:40]!r}")
         if not _CHECKPOINT_ID.match(e.checkpoint_id):

@@ -37,6 +37,7 @@ from blobstate.checksum import crc32c_bytes
 from blobstate.errors import CommitInProgressError
 from blobstate.layout import now_ms
 from blobstate.model import Checkpoint, PartitionEntry, StoreKey
+from blobstate.pipelines.group import StagedSnapshot
 from blobstate.repository import Repository
 
 MARKER = "applied.json"
@@ -60,8 +61,9 @@ class BatchPlan:
     """What the driver sends every task of batch ``batch_id`` (picklable): the repository, the group's ``key``,
     ``local_dir``, the blob TTL ``ttl_ms``, the group generation ``base`` the driver will append after, the batch
     the state must be at (``upto``: ``batch_id - 1``, None for the first batch) and each partition's committed
-    records (``records[p]``, group records expanded, by generation). ``fault_hook(stage, ctx)`` is called after the
-    upload (stage ``"uploaded"``): fault injection for tests and drills."""
+    records (``records[p]``, group records expanded, by generation); ``snapshot``: also snapshot the state after
+    ``upto`` (uploaded while ``update`` runs). ``fault_hook(stage, ctx)`` is called after the upload (stage
+    ``"uploaded"``): fault injection for tests and drills."""
 
     repo: str
     key: StoreKey
@@ -76,6 +78,7 @@ class BatchPlan:
     storage_options: dict[str, Any] | None = None
     ttl_ms: int = 0
     fault_hook: Callable[[str, PartitionContext], None] | None = None
+    snapshot: bool = False
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,8 @@ class Prepare:
     """A task's answer: partition ``partition``'s part ``entry`` of batch ``batch_id``, written by ``attempt`` on
     top of group generation ``base`` from the state after record ``state_record`` (``""``: empty). How it got
     there: ``restored`` (a restore from the repository, not the local copy), ``files_downloaded``,
-    ``bytes_downloaded``, ``ms`` (the whole task)."""
+    ``bytes_downloaded``, ``ms`` (the whole task); ``snapshot``: the staged snapshot of the state after ``batch_id - 1``
+    (with its new blobs' ids), when the plan asked for one."""
 
     partition: int
     batch_id: int
@@ -96,6 +100,7 @@ class Prepare:
     files_downloaded: int
     bytes_downloaded: int
     ms: float
+    snapshot: StagedSnapshot | None = None
 
 
 @dataclass
@@ -103,6 +108,7 @@ class Fetched:
     """How a local copy was brought up to date."""
 
     record: str = ""
+    snapshot: Checkpoint | None = None  # the newest snapshot record of the chain the copy is at
     restored: bool = False
     files: int = 0
     bytes: int = 0
@@ -235,6 +241,7 @@ class LocalPartition:
                 db.flush(True)
                 self._mark(todo[-1])
         fetched.record = chain.records[-1].checkpoint_id
+        fetched.snapshot = chain.snapshot
         for name in os.listdir(self.pending):  # every kept changelog is applied or was never committed
             os.remove(os.path.join(self.pending, name))
         return fetched
@@ -261,13 +268,46 @@ class LocalPartition:
         from blobstate.backends import open_local_store
         from blobstate.pipelines.replay import restore_chain
 
-        self._wipe()
+        if chain.snapshot is None:
+            self._wipe()
+        else:  # the snapshot restore keeps the files of the local copy that are already right
+            self.close_db()
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(self.path, MARKER))
         result = restore_chain(repo, chain, self.db_path, local_store=open_local_store("rocksdb"),
                                store_type="rocksdb", work_dir=os.path.join(self.path, "restore-work"), force=True)
         fetched.restored = True
         fetched.files += result.files_downloaded + len(chain.deltas)
         fetched.bytes += result.bytes_downloaded + chain.changelog_bytes
         self._mark(chain.records[-1])
+
+    def start_snapshot(self, repo: Repository, plan: BatchPlan, ctx: PartitionContext,
+                       previous: Checkpoint | None) -> Callable[[], StagedSnapshot] | None:
+        """Take the local checkpoint of the state after ``plan.upto`` (hard links, milliseconds) and upload it in a
+        thread while ``update`` runs; returns the function that waits for it (None before the first batch)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from blobstate.backends import open_local_store
+        from blobstate.pipelines.group import stage_snapshot
+
+        if plan.upto is None:
+            return None
+        target = os.path.join(self.path, f"snapshot-{plan.upto}-{ctx.attempt}")
+        shutil.rmtree(target, ignore_errors=True)
+        open_local_store("rocksdb").create_checkpoint(self.open_db(), target)
+        pool = ThreadPoolExecutor(1, thread_name_prefix="blobstate-partition-snapshot")
+        future = pool.submit(stage_snapshot, repo, plan.key, partition=ctx.partition, batch_id=plan.upto,
+                             checkpoint_dir=target, previous=previous, ttl_ms=plan.ttl_ms, attempt=ctx.attempt,
+                             base=plan.base)
+
+        def wait() -> StagedSnapshot:
+            try:
+                return future.result()
+            finally:
+                pool.shutdown()
+                shutil.rmtree(target, ignore_errors=True)
+
+        return wait
 
     def _wipe(self) -> None:
         self.close_db()
@@ -287,22 +327,23 @@ def run_partition(plan: BatchPlan, update: Update, partition: int, rows: Iterabl
     """
     from blobstate.pipelines.group import stage_changelog
 
-    t0 = time.perf_counter()
+    t0, created = time.perf_counter(), now_ms()  # the TTL budget of everything this task uploads counts from here
     ctx = PartitionContext(partition, plan.num_partitions, plan.batch_id, _attempt(), plan.query_id)
     repo = _repository(plan)
     with LocalPartition(plan.local_dir, plan.key, partition) as local:
         fetched = local.ensure_at(repo, plan.records.get(partition, ()), plan.upto)
+        snapshot = local.start_snapshot(repo, plan, ctx, fetched.snapshot) if plan.snapshot else None
         view = changelog.StagedWrites(local.open_db())
         update(view, rows, ctx)
         data = changelog.encode(view.ops())
-        created = now_ms()
+        staged = snapshot() if snapshot is not None else None
         entry = stage_changelog(repo, plan.key, partition=partition, batch_id=plan.batch_id, data=data,
                                 ttl_ms=plan.ttl_ms, attempt=ctx.attempt, base=plan.base)
         local.keep(entry, data)
     if plan.fault_hook is not None:
         plan.fault_hook("uploaded", ctx)
     yield Prepare(partition, plan.batch_id, ctx.attempt, plan.base, entry, created, fetched.record,
-                  fetched.restored, fetched.files, fetched.bytes, (time.perf_counter() - t0) * 1000)
+                  fetched.restored, fetched.files, fetched.bytes, (time.perf_counter() - t0) * 1000, staged)
 
 
 def _attempt() -> int:

@@ -21,8 +21,9 @@ A restart (after a crash anywhere) recovers the group's journal on the driver (a
 resolved or aborted), checks the records against Spark's checkpoint location (its query id; the state of every
 batch Spark committed is there), and Spark re-runs the batches after its last commit: a group record of a batch
 Spark never committed is superseded by the re-run's (``blobstate.chain``: the newest record of a batch wins).
-Opening a group with another N is refused (``PartitionCountError``). Partition snapshots are not taken yet: a
-partition restores from its deltas (see the README).
+Opening a group with another N is refused (``PartitionCountError``). Every ``snapshot_every`` batches the tasks
+also snapshot their partition (``blobstate.pipelines.group.stage_snapshot``), committed in the same group record;
+a partition then restores from its newest snapshot and the deltas after it.
 """
 
 from __future__ import annotations
@@ -78,19 +79,25 @@ class PartitionedState:
     ``key_cols``: the columns rows are partitioned by; ``local_dir``: where executors keep partitions (each host
     its own); ``task``: the store key's task part (default ``group``); ``retain``, ``ttl_ms`` (blobs until their
     group commits), ``work_dir`` (the driver's journal), ``log_url`` and ``storage_options`` as for the driver
-    binding; ``fault_hook``: see ``BatchPlan``.
+    binding; ``snapshot_every``: every partition snapshots the state after every K-th batch (0: never), taken by
+    the next batch's tasks and uploaded while ``update`` runs, committed in that batch's group record (retention
+    then keeps ``retain`` snapshots per partition and the deltas after them); ``fault_hook``: see ``BatchPlan``.
     """
 
     def __init__(self, spark: SparkSession, *, repo: str, checkpoint_location: str, num_partitions: int,
                  key_cols: list[str], local_dir: str, job: str = "default", store: str = "state",
                  task: str = "group", log_url: str | None = None, work_dir: str | None = None,
                  storage_options: dict[str, Any] | None = None, retain: int = 3, ttl_ms: int = DEFAULT_TTL_MS,
+                 snapshot_every: int = 10,
                  fault_hook: Callable[[str, PartitionContext], None] | None = None) -> None:
         if is_connect(spark):
             raise ConfigurationError("partitioned state needs classic PySpark (the driver runs the group commit)")
         if not key_cols:
             raise ConfigurationError("key_cols must name at least one column")
         check_partition_count([], num_partitions, "")
+        if snapshot_every < 0 or retain < 2:
+            raise ConfigurationError("snapshot_every must be >= 0 (0: never) and retain >= 2")
+        self.snapshot_every = snapshot_every
         self.spark = spark
         self.key = StoreKey(job, task, store)
         if work_dir is None:
@@ -193,7 +200,8 @@ class PartitionedState:
         plan = BatchPlan(self.repo_url, self.key, self.local_dir, self.num_partitions, batch_id, base,
                          batch_id - 1 if batch_id > 0 else None,
                          {p: tuple(partition_history(history, p)) for p in range(self.num_partitions)},
-                         self.query_id or "", self.log_url, self.storage_options, self.ttl_ms, self.fault_hook)
+                         self.query_id or "", self.log_url, self.storage_options, self.ttl_ms, self.fault_hook,
+                         snapshot=self.snapshot_every > 0 and batch_id > 0 and batch_id % self.snapshot_every == 0)
         t0 = time.perf_counter()
         rdd = df.repartition(self.num_partitions, *self.key_cols).rdd
         if rdd.getNumPartitions() != self.num_partitions:
@@ -202,8 +210,11 @@ class PartitionedState:
         t1 = time.perf_counter()
         accepted = accept(prepares, plan)
         try:
-            group = self._groups.commit([p.entry for p in accepted], batch_id=batch_id, query_id=plan.query_id,
-                                        created_ms=min(p.created_ms for p in accepted))
+            snapshots = [p.snapshot for p in accepted if p.snapshot is not None]
+            group = self._groups.commit([p.entry for p in accepted] + [s.entry for s in snapshots],
+                                        batch_id=batch_id, query_id=plan.query_id,
+                                        created_ms=min(p.created_ms for p in accepted),
+                                        new_blob_ids=[b for s in snapshots for b in s.new_blob_ids])
         except FencedError:
             raise
         except BaseException as exc:

@@ -129,6 +129,45 @@ def test_partitioned_flights_retried_attempt_wiped_local_dir_gc_and_another_n(sp
                     work_dir=str(tmp_path / "work3"))
 
 
+def test_partition_snapshots_retention_and_a_restore_from_snapshot_plus_deltas(spark_session, flights_days,
+                                                                               tmp_path):
+    """A snapshot of every partition every 2 batches (taken by the next batch's tasks), retention 2: the groups of
+    batches 0-3 leave with their blobs; a wiped local dir restores from snapshot 3 plus deltas 4-5."""
+    directory, frame = flights_days
+    days = sorted(os.listdir(directory))
+    paths = {"repo": f"file://{tmp_path}/repo", "checkpoint": str(tmp_path / "ck"), "local": str(tmp_path / "local"),
+             "work": str(tmp_path / "work")}
+    source = tmp_path / "input"
+    os.makedirs(source)
+    for name in days[:6]:
+        shutil.copy2(os.path.join(directory, name), source / name)
+    runs = []
+    for more in ([], days[6:]):
+        for name in more:
+            shutil.copy2(os.path.join(directory, name), source / name)
+        ps = _open(spark_session, paths, snapshot_every=2, retain=2)
+        ps.start(_stream(spark_session, str(source)).writeStream, update_routes).processAllAvailable()
+        ps.close()
+        runs.append(ps)
+        shutil.rmtree(paths["local"])
+
+    stats = {s.batch_id: s for run in runs for s in run.batch_stats}
+    assert sorted(stats) == list(range(8))
+    assert stats[6].partitions_restored == N and stats[6].files_downloaded > 2 * N  # snapshot files + 2 deltas
+    state, history = restored_routes(tmp_path, paths["repo"])
+    assert state == reference_routes(frame)
+    assert [cp.batch_id for cp in history] == [4, 5, 6, 7]  # retention: snapshots 3 and 5 and the deltas after 3
+    assert [sorted({e.kind for e in cp.partitions}) for cp in history] == [
+        ["delta", "snapshot"], ["delta"], ["delta", "snapshot"], ["delta"]]
+    assert {e.batch_id for cp in history for e in cp.partitions if e.kind == "snapshot"} == {3, 5}
+    assert all(r.ok for r in blobstate.verify(repo=paths["repo"], key=KEY, all_checkpoints=True))
+    future = int(time.time() * 1000) + 2 * DEFAULT_TTL_MS
+    report = next(r for r in blobstate.gc(repo=paths["repo"], now_ms=future, work_base=str(tmp_path / "gcw"))
+                  if r.key == KEY)
+    assert report.skipped is None and not report.expired_deleted  # every TTL was removed at its group commit
+    assert restored_routes(tmp_path / "after-gc", paths["repo"])[0] == state
+
+
 def test_a_second_driver_on_the_group_is_fenced(spark_session, flights_frame, tmp_path):
     paths = {"repo": f"file://{tmp_path}/repo", "checkpoint": str(tmp_path / "ck"), "local": str(tmp_path / "local"),
              "work": str(tmp_path / "work-a")}

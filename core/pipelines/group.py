@@ -26,13 +26,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from blobstate.checksum import crc32c_bytes
-from blobstate.errors import BlobstateError, ConfigurationError, PartitionCountError
+from blobstate.backends import open_local_store
+from blobstate.checksum import ChecksumCache, crc32c_bytes
+from blobstate.errors import BlobstateError, ConfigurationError, IntegrityError, PartitionCountError
+from blobstate.index import SnapshotIndex
 from blobstate.interfaces import PutRequest
 from blobstate.journal import events as ev
-from blobstate.layout import new_blob_id, new_checkpoint_id, now_ms
+from blobstate.layout import DEFAULT_CHUNK_SIZE, new_blob_id, new_checkpoint_id, new_index_id, now_ms
 from blobstate.model import DELTA, GROUP, MAX_PARTITIONS, SNAPSHOT, Checkpoint, PartitionEntry, StoreKey
+from blobstate.pipelines import planner
 from blobstate.pipelines.backup import StoreCommitter
 from blobstate.pipelines.cleanup import apply_retention
 from blobstate.pipelines.delta import DeltaCommitter
@@ -67,6 +71,48 @@ def stage_changelog(repo: Repository, key: StoreKey, *, partition: int, batch_id
     return entry
 
 
+@dataclass(frozen=True)
+class StagedSnapshot:
+    """A partition snapshot uploaded with TTLs, not committed: its group ``entry`` (the index), the ids of the blobs
+    it uploaded (``new_blob_ids``: their TTLs are removed when a group commits it), bytes uploaded."""
+
+    entry: PartitionEntry
+    new_blob_ids: tuple[str, ...]
+    bytes_uploaded: int
+
+
+def stage_snapshot(repo: Repository, key: StoreKey, *, partition: int, batch_id: int, checkpoint_dir: str,
+                   previous: Checkpoint | None, ttl_ms: int, attempt: int = 0, base: int = 0,
+                   chunk_size: int = DEFAULT_CHUNK_SIZE, writer_id: str = "") -> StagedSnapshot:
+    """A partition writer's snapshot: the RocksDB local checkpoint ``checkpoint_dir`` (the state after
+    ``batch_id``) diffed against the partition's ``previous`` snapshot record (its unchanged files' blobs reused;
+    None or an unreadable index: everything uploaded), the new blobs and the index put with a TTL of ``ttl_ms``.
+    Samza's blob-store backup steps 3-5 (``blobstate.pipelines.backup``) without a journal or an append: the group
+    commit is the commit point. Raises ``StorageError``; what it left behind expires by its TTL."""
+    local_store = open_local_store("rocksdb")
+    scanned = planner.scan_directory(checkpoint_dir, ChecksumCache(), is_mutable=local_store.is_mutable)
+    prev_index = None
+    if previous is not None:
+        try:
+            prev_index = repo.read_index(previous)
+        except IntegrityError as exc:
+            log.warning("the previous snapshot of partition %s is unreadable (%s): uploading every file", partition,
+                        redact(str(exc)))
+    plan = planner.diff(scanned, prev_index, key=key, chunk_size=chunk_size, ttl_ms=ttl_ms)
+    repo.store.put_many(plan.puts)
+    commit_id, index_id = new_checkpoint_id(), new_index_id(key)
+    index = SnapshotIndex(checkpoint_id=commit_id, created_time_ms=now_ms(), job_name=key.job,
+                          job_instance=writer_id or f"partition-{partition}", task_name=key.task,
+                          store_name=key.store, dir_index=plan.dir_index(),
+                          prev_snapshot_index_blob_id=previous.index_blob_id if previous else None,
+                          batch_id=batch_id, store_type="rocksdb")
+    data = index.to_bytes()
+    repo.store.put(PutRequest(index_id, data, ttl_ms))
+    entry = PartitionEntry(partition, SNAPSHOT, commit_id, batch_id, index_id, crc32c_bytes(data), len(data),
+                           attempt, base)
+    return StagedSnapshot(entry, tuple(r.blob_id for r in plan.puts), sum(r.size for r in plan.puts) + len(data))
+
+
 class GroupCommitter(DeltaCommitter):
     """Group commits of ``committer``'s store (its repository, session, cleanup and commit point), one at a time.
 
@@ -82,8 +128,10 @@ class GroupCommitter(DeltaCommitter):
         self.num_partitions = num_partitions
 
     def commit(self, entries: Sequence[PartitionEntry], *, batch_id: int,  # type: ignore[override]
-               query_id: str = "", created_ms: int | None = None) -> Checkpoint:
-        """Commit ``entries`` (at most one per partition) as one group record for ``batch_id`` of ``query_id``.
+               query_id: str = "", created_ms: int | None = None, new_blob_ids: Sequence[str] = ()) -> Checkpoint:
+        """Commit ``entries`` (at most one delta and one snapshot per partition) as one group record for
+        ``batch_id`` of ``query_id``; ``new_blob_ids``: the blobs the snapshot entries uploaded (their TTLs are
+        removed with the entries').
 
         ``created_ms``: when the oldest part was uploaded (the TTL budget counts from it; default now). Raises
         ``ConfigurationError`` for a malformed manifest (nothing written), ``FencedError`` (another owner appended:
@@ -95,12 +143,12 @@ class GroupCommitter(DeltaCommitter):
         created = now_ms() if created_ms is None else created_ms
         record = Checkpoint(self.key, commit_id, 0, "", 0, 0, created, batch_id, c.writer_id, kind=GROUP,
                             query_id=query_id, num_partitions=self.num_partitions,
-                            partitions=tuple(sorted(entries, key=lambda e: e.partition)))
+                            partitions=tuple(sorted(entries, key=lambda e: (e.partition, e.kind != SNAPSHOT))))
         try:
             Checkpoint.from_bytes(record.with_generation(1).to_bytes(), source=f"group {commit_id}")
         except BlobstateError as exc:
             raise ConfigurationError(f"refusing to commit a malformed group checkpoint: {exc}") from None
-        blob_ids = [e.blob_id for e in record.partitions]
+        blob_ids = [e.blob_id for e in record.partitions] + list(new_blob_ids)
         session = self.session
         session.record(ev.CommitStarted(commit_id, now_ms(), str(self.key), c.commit_point.generation(), batch_id,
                                         c.retain, display_url(self.repo.url),
