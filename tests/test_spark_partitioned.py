@@ -7,6 +7,7 @@ returns) both restart exactly."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -210,3 +211,17 @@ def test_sigkill_of_the_driver_around_the_group_append_restarts_exactly(event, s
     batches = [cp.batch_id for cp in history]
     assert batches == [0, 1, 2, 3, 3, 4, 5, 6, 7]  # the killed run's group of batch 3 landed; the re-run's wins
     assert sorted(os.listdir(paths["input"])) in ([], [sorted(os.listdir(directory))[-1]])
+
+
+def test_demo_with_partitions_passes_its_check(tmp_path):
+    from click.testing import CliRunner
+
+    from blobstate.cli.main_demo import demo
+
+    result = CliRunner().invoke(demo, ["--days", "5", "--partitions", "4", "--snapshot-every", "2", "--work-dir",
+                                       str(tmp_path / "demo"), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout[result.stdout.index("{"):])
+    assert report["check"] == "passed" and report["partitions"] == 4 and report["killedBySignal"] == signal.SIGKILL
+    assert report["restart"]["lastCommittedBySpark"] == report["killAt"] - 1
+    assert report["finalRestore"]["lastBatchId"] == 4 and report["stateKeys"] > 100
