@@ -89,7 +89,7 @@ def _parts(repo, batch, values, *, base=0, ttl_ms=TTL):
             for p in range(N)]
 
 
-def test_group_commits_fencing_gc_verify_and_partition_restore(target, tmp_path):
+def test_group_commits_fencing_gc_verify_and_partition_restore(target, tmp_path, cli):
     repo = Repository.open(target.url, storage_options=target.options, create=True)
     a = StoreCommitter(KEY, repo, work_dir=str(tmp_path / "wa"), ttl_ms=TTL)
     b = StoreCommitter(KEY, Repository.open(target.url, storage_options=target.options), work_dir=str(tmp_path / "wb"),
@@ -134,6 +134,18 @@ def test_group_commits_fencing_gc_verify_and_partition_restore(target, tmp_path)
         db.close()
     with pytest.raises(NothingToRestore, match="partitioned store"):
         repo.choose(KEY)
+    out = str(tmp_path / "cli-p1")  # the CLI: one partition of the group; the group without one is refused
+    assert cli("restore", out, *target.args(KEY), "--partition", "1", "--json", env=target.env,
+               work=tmp_path / "h1").returncode == 0
+    db = Rdict(out, access_type=AccessType.read_only())
+    try:
+        assert dict(db.items()) == {"k1": 200, "b": 2}
+    finally:
+        db.close()
+    refused = cli("restore", str(tmp_path / "cli-all"), *target.args(KEY), env=target.env, work=tmp_path / "h2")
+    assert refused.returncode == 5 and "partition" in refused.stderr
+    listed = cli("list", *target.args(KEY), "--json", env=target.env, work=tmp_path / "h3")
+    assert listed.returncode == 0 and listed.stdout.count('"group"') == 3, listed.stdout
     for c in (a, b):
         c.close()
     b.repo.close()

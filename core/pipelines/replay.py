@@ -38,12 +38,15 @@ def plan(repo: Repository, key: StoreKey, *, checkpoint: str | int | None = None
         if not history:
             raise NothingToRestore(f"no group checkpoint of {key} commits partition {partition}")
         return plan_chain(history, max_batch_id)
+    latest = repo.log.latest(key)
+    if latest is not None and latest.is_group:
+        raise NothingToRestore(f"{key} is a partitioned store (group checkpoints of {latest.num_partitions} "
+                               "partitions): restore one partition of it (--partition, partition=)")
     if checkpoint is not None and checkpoint != "latest":
         chosen = repo.choose(key, checkpoint=checkpoint)
         if chosen.is_delta:
             return plan_chain(repo.log.history(key), chosen.batch_id)
         return Chain(chosen, (), chosen.batch_id)
-    latest = repo.log.latest(key)
     if latest is None or (max_batch_id is None and not latest.is_delta and latest.batch_id is None):
         chosen = repo.choose(key, max_batch_id=max_batch_id)  # NothingToRestore names the stores there are
         return Chain(chosen, (), chosen.batch_id)
