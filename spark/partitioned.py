@@ -190,6 +190,8 @@ class PartitionedState:
         if self._broken is not None:
             raise ConfigurationError(f"the partitioned state {self.key} stopped after an earlier failure "
                                      f"({type(self._broken).__name__}); restart the query") from self._broken
+        if self.query_id is None:  # the first batch can run before ``start`` returns: Spark's metadata has the id
+            self.query_id = CheckpointLocation(df.sparkSession, self.checkpoint_location).query_id()
         commit_point = self._groups.committer.commit_point
         history = self._repo.log.history(self.key)
         base = commit_point.generation()

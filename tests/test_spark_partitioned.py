@@ -210,6 +210,12 @@ def test_sigkill_of_the_driver_around_the_group_append_restarts_exactly(event, s
     assert state == reference_routes(frame)
     batches = [cp.batch_id for cp in history]
     assert batches == [0, 1, 2, 3, 3, 4, 5, 6, 7]  # the killed run's group of batch 3 landed; the re-run's wins
+    future = int(time.time() * 1000) + 2 * DEFAULT_TTL_MS  # once every TTL passed, gc leaves no orphan
+    report = next(r for r in blobstate.gc(repo=paths["repo"], now_ms=future, work_base=str(tmp_path / "gcw"))
+                  if r.key == KEY)
+    assert report.skipped is None
+    referenced = {e.blob_id for cp in history for e in cp.partitions}
+    assert {f"{KEY.prefix}/blobs/{n}" for n in os.listdir(tmp_path / "repo" / KEY.prefix / "blobs")} == referenced
     assert sorted(os.listdir(paths["input"])) in ([], [sorted(os.listdir(directory))[-1]])
 
 
