@@ -78,15 +78,21 @@ def restored_routes(tmp_path, repo_url):
         repo.close()
 
 
-def test_partitioned_flights_retried_attempt_wiped_local_dir_gc_and_another_n(spark_session, flights_days, tmp_path):
-    directory, frame = flights_days
+def _local_run(tmp_path, directory, first_days):
+    """Paths of a run in this process, and an input folder holding the first ``first_days`` day files."""
     days = sorted(os.listdir(directory))
     paths = {"repo": f"file://{tmp_path}/repo", "checkpoint": str(tmp_path / "ck"), "local": str(tmp_path / "local"),
              "work": str(tmp_path / "work")}
     source = tmp_path / "input"
     os.makedirs(source)
-    for name in days[:4]:
+    for name in days[:first_days]:
         shutil.copy2(os.path.join(directory, name), source / name)
+    return paths, source, days
+
+
+def test_partitioned_flights_retried_attempt_wiped_local_dir_gc_and_another_n(spark_session, flights_days, tmp_path):
+    directory, frame = flights_days
+    paths, source, days = _local_run(tmp_path, directory, 4)
 
     def fail_once(stage, ctx):  # attempt 0 of partition 1 in batch 3 fails after uploading its part
         if (stage, ctx.batch_id, ctx.partition, ctx.attempt) == ("uploaded", 3, 1, 0):
@@ -135,13 +141,7 @@ def test_partition_snapshots_retention_and_a_restore_from_snapshot_plus_deltas(s
     """A snapshot of every partition every 2 batches (taken by the next batch's tasks), retention 2: the groups of
     batches 0-3 leave with their blobs; a wiped local dir restores from snapshot 3 plus deltas 4-5."""
     directory, frame = flights_days
-    days = sorted(os.listdir(directory))
-    paths = {"repo": f"file://{tmp_path}/repo", "checkpoint": str(tmp_path / "ck"), "local": str(tmp_path / "local"),
-             "work": str(tmp_path / "work")}
-    source = tmp_path / "input"
-    os.makedirs(source)
-    for name in days[:6]:
-        shutil.copy2(os.path.join(directory, name), source / name)
+    paths, source, days = _local_run(tmp_path, directory, 6)
     runs = []
     for more in ([], days[6:]):
         for name in more:
