@@ -141,7 +141,7 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
             ttl_mode: str | None = None, max_concurrency: int = 8, work_base: str | None = None,
             work_dir: str | None = None, progress: Progress | None = None, cleanup: bool = True,
             validate: bool = True, force: bool = False, dry_run: bool = False,
-            checkpoint_id: str | None = None) -> RestoreResult:
+            checkpoint_id: str | None = None, partition: int | None = None) -> RestoreResult:
     """Restore the latest state (or ``checkpoint``: ``latest``, an id, a unique prefix or a generation; or the
     state after batch ``max_batch_id``) into ``dest_dir``, downloading only what is missing or different; a store
     with delta records gets its snapshot, then the deltas after it (``blobstate.pipelines.replay``).
@@ -158,7 +158,7 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
                                  max_concurrency=max_concurrency)
     try:
         chain = replay.plan(repository, key, checkpoint=checkpoint if checkpoint is not None else checkpoint_id,
-                            max_batch_id=max_batch_id)
+                            max_batch_id=max_batch_id, partition=partition)
         _logger.info("restoring %s: %s", key, chain.describe())
         wd = work_dir or workdir.store_work_dir(repository.url, key, work_base)
         index_type = store_type or (_recorded_store_type(repository, chain.snapshot) if chain.snapshot else "rocksdb")

@@ -12,6 +12,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
+from blobstate.chain import expand_all
 from blobstate.errors import BlobstateError
 from blobstate.index import FileIndex, SnapshotIndex
 from blobstate.model import Checkpoint, StoreKey
@@ -53,6 +54,8 @@ def summarize(repo: Repository, checkpoint: Checkpoint) -> tuple[CheckpointSumma
     delta record: its changelog's size, no index)."""
     if checkpoint.is_delta:
         return CheckpointSummary(checkpoint, None, checkpoint.changelog_size), None
+    if checkpoint.is_group:
+        return CheckpointSummary(checkpoint, None, sum(e.size for e in checkpoint.partitions)), None
     try:
         index = repo.read_index(checkpoint)
     except BlobstateError as exc:
@@ -180,7 +183,7 @@ def store_stats(repo: Repository, key: StoreKey) -> StoreStats:
     referenced: set[str] = set()
     history = repo.log.history(key)
     stats.checkpoints = len(history)
-    for cp in history:
+    for cp in expand_all(history):
         if cp.is_delta:
             referenced.add(cp.changelog_blob_id)
             continue

@@ -17,6 +17,9 @@ Rules:
 - Retention keeps the newest ``retain`` valid snapshots and every record from the first one the oldest of them
   needs (itself and the deltas after its batch): a prefix of the log by generation expires, which is what
   ``CheckpointLog.prune`` removes. A log without deltas keeps its newest ``retain`` records, as it always did.
+- A partitioned store's log holds *group* records (``Checkpoint.expand``: one delta or snapshot per partition, all
+  at the group's generation). Each partition's records (``partition_history``) follow the rules above on their
+  own; retention keeps, of the group records, every one from the first any partition needs.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from blobstate.errors import NothingToRestore
-from blobstate.model import Checkpoint
+from blobstate.model import SNAPSHOT, Checkpoint
 
 
 class BrokenChainError(NothingToRestore):
@@ -57,7 +60,28 @@ class Chain:
 
 
 def has_deltas(history: Sequence[Checkpoint]) -> bool:
-    return any(cp.is_delta for cp in history)
+    """True when ``history`` holds delta records (or group records, which hold deltas)."""
+    return any(cp.is_delta or cp.is_group for cp in history)
+
+
+def has_groups(history: Sequence[Checkpoint]) -> bool:
+    return any(cp.is_group for cp in history)
+
+
+def expand_all(history: Sequence[Checkpoint]) -> list[Checkpoint]:
+    """Every record ``history`` stands for: group records expanded into their partitions' records, in order."""
+    return [part for cp in history for part in cp.expand()]
+
+
+def partitions_of(history: Sequence[Checkpoint]) -> list[int]:
+    """The partitions the group records of ``history`` name, ascending."""
+    return sorted({e.partition for cp in history if cp.is_group for e in cp.partitions})
+
+
+def partition_history(history: Sequence[Checkpoint], partition: int) -> list[Checkpoint]:
+    """The records of ``partition`` in a partitioned store's ``history`` (group records expanded), by generation."""
+    return [part for cp in history if cp.is_group for part in cp.expand()
+            if getattr(part, "partition", None) == partition]
 
 
 def latest_deltas(history: Sequence[Checkpoint]) -> dict[int, Checkpoint]:
@@ -73,7 +97,7 @@ def latest_deltas(history: Sequence[Checkpoint]) -> dict[int, Checkpoint]:
 
 def valid_snapshots(history: Sequence[Checkpoint]) -> list[Checkpoint]:
     """Snapshot records no later delta of a batch they cover overrides, ordered by (batch id, generation)."""
-    snaps = [cp for cp in history if not cp.is_delta]
+    snaps = [cp for cp in history if cp.kind == SNAPSHOT]
     if not has_deltas(history):
         return snaps
     valid = [s for s in snaps if s.batch_id is not None and not any(
@@ -120,6 +144,8 @@ def plan_chain(history: Sequence[Checkpoint], upto: int | None = None) -> Chain:
 def retention(history: Sequence[Checkpoint], retain: int) -> tuple[list[Checkpoint], list[Checkpoint]]:
     """``(expiring, retained)``: the records retention removes (a prefix by generation) and keeps (see the rules)."""
     retain = max(1, retain)
+    if has_groups(history):
+        return _group_retention(history, retain)
     if not has_deltas(history):
         return list(history[:-retain]), list(history[-retain:])
     snaps = valid_snapshots(history)
@@ -129,6 +155,18 @@ def retention(history: Sequence[Checkpoint], retain: int) -> tuple[list[Checkpoi
     assert oldest.batch_id is not None
     first = min([oldest.generation] + [d.generation for d in history
                                        if d.is_delta and d.batch_id is not None and d.batch_id > oldest.batch_id])
+    return [cp for cp in history if cp.generation < first], [cp for cp in history if cp.generation >= first]
+
+
+def _group_retention(history: Sequence[Checkpoint], retain: int) -> tuple[list[Checkpoint], list[Checkpoint]]:
+    """Retention of a partitioned store: each partition's own, and the group records from the first any needs."""
+    first = None
+    for p in partitions_of(history):
+        _, kept = retention(partition_history(history, p), retain)
+        if kept:
+            first = kept[0].generation if first is None else min(first, kept[0].generation)
+    if first is None:
+        return [], list(history)
     return [cp for cp in history if cp.generation < first], [cp for cp in history if cp.generation >= first]
 
 

@@ -27,6 +27,11 @@ class ConfigurationError(BlobstateError):
     exit_code = EXIT_USAGE
 
 
+class PartitionCountError(ConfigurationError):
+    """A partitioned store is opened with another number of partitions than its group checkpoints hold (exit 2):
+    rows would land in partitions whose state does not hold their keys. Nothing is changed."""
+
+
 class PluginError(BlobstateError):
     """A plugin is broken or two plugins claim the same backend ambiguously."""
 

@@ -1,10 +1,13 @@
 """The data model: store keys and checkpoint records, with their JSON forms (snapshot indexes: ``blobstate.index``).
 
-A checkpoint record is one of two kinds. A **snapshot** record carries its index's blob id, size (bytes) and
+A checkpoint record is one of three kinds. A **snapshot** record carries its index's blob id, size (bytes) and
 CRC32C, so a corrupt or swapped index is detected before it is used. A **delta** record (Spark's RocksDB changelog
 checkpointing, Flink's changelog state backend) carries one changelog blob instead: the writes of one batch,
-applied in order on top of the newest snapshot below it (``blobstate.chain``). Both may name the query and the
-batch they belong to.
+applied in order on top of the newest snapshot below it (``blobstate.chain``). A **group** record (a group
+checkpoint: the one commit point of a micro-batch across the N partitions of a partitioned store) carries a
+manifest, one ``PartitionEntry`` per partition it commits, each a delta or a snapshot of that partition; it
+``expand``s into the per-partition records the chain planning works on. All may name the query and the batch they
+belong to.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ from typing import Any
 
 from blobstate.errors import ConfigurationError, CorruptIndexError
 
-CHECKPOINT_SCHEMA_VERSION = 2  # 2: ``kind``, the changelog fields and ``queryId`` (records without them stay 1)
+CHECKPOINT_SCHEMA_VERSION = 3  # 2: ``kind``, the changelog fields and ``queryId``; 3: group records
 SNAPSHOT = "snapshot"
 DELTA = "delta"
+GROUP = "group"
+MAX_PARTITIONS = 200  # partitions of a group: its record (about 250 bytes per entry) stays under MAX_RECORD_BYTES
 MAX_CHANGELOG_BYTES = 1 << 30  # the largest changelog blob a delta record may declare (reads are bounded by it)
 MAX_RECORD_BYTES = 64 << 10  # a checkpoint record is a few hundred bytes; anything larger is not one of ours
 MAX_INDEX_BYTES = 1 << 30  # the largest snapshot index a record may declare (reads are bounded by the declaration)
@@ -90,6 +95,39 @@ def json_int(value: Any) -> int:
 
 
 @dataclass(frozen=True)
+class PartitionEntry:
+    """One partition's part of a group record: partition ``partition`` committed a ``delta`` (``blob_id`` is its
+    changelog blob) or a ``snapshot`` (``blob_id`` is its snapshot index), of ``size`` bytes with CRC32C ``crc32c``,
+    covering batch ``batch_id``. ``checkpoint_id`` names that partition commit (a snapshot index carries it);
+    ``attempt`` is the Spark task attempt that wrote it and ``base`` the group generation its writer started from
+    (the prepare record's fields, kept for audit)."""
+
+    partition: int
+    kind: str
+    checkpoint_id: str
+    batch_id: int
+    blob_id: str
+    crc32c: int
+    size: int
+    attempt: int = 0
+    base: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"partition": self.partition, "kind": self.kind, "checkpointId": self.checkpoint_id,
+                "batchId": self.batch_id, "blobId": self.blob_id, "crc32c": self.crc32c, "sizeInBytes": self.size,
+                "attempt": self.attempt, "base": self.base}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> PartitionEntry:
+        """Parse one manifest entry; ``TypeError``/``KeyError`` on a wrong shape (the record parser reports it)."""
+        if not isinstance(doc, dict):
+            raise TypeError("a partition entry is not an object")
+        return cls(json_int(doc["partition"]), json_str(doc["kind"]), json_str(doc["checkpointId"]),
+                   json_int(doc["batchId"]), json_str(doc["blobId"]), json_int(doc["crc32c"]),
+                   json_int(doc["sizeInBytes"]), json_int(doc.get("attempt", 0)), json_int(doc.get("base", 0)))
+
+
+@dataclass(frozen=True)
 class Checkpoint:
     """A checkpoint record in a checkpoint log: which snapshot index is the store's state at ``generation``.
 
@@ -112,18 +150,48 @@ class Checkpoint:
     changelog_crc32c: int = 0
     changelog_size: int = 0
     query_id: str = ""
+    num_partitions: int = 0
+    partitions: tuple[PartitionEntry, ...] = ()
 
     @property
     def is_delta(self) -> bool:
         return self.kind == DELTA
+
+    @property
+    def is_group(self) -> bool:
+        return self.kind == GROUP
+
+    def expand(self) -> list[Checkpoint]:
+        """The records this one stands for: a group record's per-partition records (a delta or snapshot record
+        each, at the group's generation, ``partition`` set), anything else itself."""
+        if not self.is_group:
+            return [self]
+        out = []
+        for e in self.partitions:
+            common = dict(store_key=self.store_key, checkpoint_id=e.checkpoint_id, generation=self.generation,
+                          created_time_ms=self.created_time_ms, batch_id=e.batch_id, writer_id=self.writer_id,
+                          schema_version=self.schema_version, query_id=self.query_id, partition=e.partition)
+            if e.kind == DELTA:
+                out.append(PartitionRecord(index_blob_id="", index_crc32c=0, index_size=0, kind=DELTA,
+                                           changelog_blob_id=e.blob_id, changelog_crc32c=e.crc32c,
+                                           changelog_size=e.size, **common))
+            else:
+                out.append(PartitionRecord(index_blob_id=e.blob_id, index_crc32c=e.crc32c, index_size=e.size,
+                                           **common))
+        return out
+
+    def entry(self, partition: int, kind: str = DELTA) -> PartitionEntry | None:
+        """A group record's ``kind`` entry of ``partition`` (None: it commits none)."""
+        return next((e for e in self.partitions if e.partition == partition and e.kind == kind), None)
 
     def with_generation(self, generation: int) -> Checkpoint:
         return replace(self, generation=generation)
 
     def to_json(self) -> dict[str, Any]:
         extended = self.kind != SNAPSHOT or bool(self.query_id)
+        version = max(self.schema_version, 3 if self.is_group else 2) if extended else self.schema_version
         doc: dict[str, Any] = {
-            "schemaVersion": max(self.schema_version, 2) if extended else self.schema_version,
+            "schemaVersion": version,
             "checkpointId": self.checkpoint_id,
             "generation": self.generation,
             "jobName": self.store_key.job,
@@ -141,6 +209,8 @@ class Checkpoint:
         if self.is_delta:
             doc.update({"changelogBlobId": self.changelog_blob_id, "changelogCrc32c": self.changelog_crc32c,
                         "changelogSizeInBytes": self.changelog_size})
+        if self.is_group:
+            doc.update({"numPartitions": self.num_partitions, "partitions": [e.to_json() for e in self.partitions]})
         return doc
 
     def to_bytes(self) -> bytes:
@@ -151,8 +221,8 @@ class Checkpoint:
         checkpoint."""
         doc: dict[str, Any] = {"checkpointId": self.checkpoint_id, "generation": self.generation,
                                "batchId": self.batch_id}
-        if self.is_delta:
-            doc["kind"] = DELTA
+        if self.kind != SNAPSHOT:
+            doc["kind"] = self.kind
         return doc
 
     @classmethod
@@ -191,6 +261,8 @@ class Checkpoint:
                 changelog_crc32c=json_int(doc.get("changelogCrc32c", 0)),
                 changelog_size=json_int(doc.get("changelogSizeInBytes", 0)),
                 query_id=json_str(doc.get("queryId", "")),
+                num_partitions=json_int(doc.get("numPartitions", 0)),
+                partitions=tuple(PartitionEntry.from_json(e) for e in _json_list(doc.get("partitions", []))),
             )
             if not _CHECKPOINT_ID.match(record.checkpoint_id):
                 raise ValueError("the checkpoint id is not a printable token")
@@ -222,5 +294,47 @@ def _check_kind(record: Checkpoint) -> None:
             raise ValueError("a delta record names an index")
         if record.batch_id is None:
             raise ValueError("a delta record has no batch id")
+    elif record.kind == GROUP:
+        _check_group(record)
     else:
         raise ValueError(f"unknown record kind {record.kind[:40]!r}")
+    if record.kind != GROUP and (record.partitions or record.num_partitions):
+        raise ValueError(f"a {record.kind} record names partitions")
+
+
+def _check_group(record: Checkpoint) -> None:
+    """``ValueError`` unless a group record's manifest is well formed: 1..MAX_PARTITIONS partitions, each entry of
+    a partition below ``num_partitions``, at most one delta and one snapshot per partition (the snapshot of the
+    state before the delta's batch), every entry valid as the record it expands into."""
+    if record.index_blob_id or record.index_size or record.index_crc32c or record.changelog_blob_id \
+            or record.changelog_size or record.changelog_crc32c:
+        raise ValueError("a group record names an index or a changelog of its own")
+    if not 1 <= record.num_partitions <= MAX_PARTITIONS:
+        raise ValueError(f"a group of {record.num_partitions} partitions (1..{MAX_PARTITIONS})")
+    if not record.partitions:
+        raise ValueError("a group record commits no partition")
+    seen: set[tuple[int, str]] = set()
+    for e in record.partitions:
+        if e.partition >= record.num_partitions or (e.partition, e.kind) in seen:
+            raise ValueError(f"partition {e.partition} is out of range or has two {e.kind[:40]} entries")
+        seen.add((e.partition, e.kind))
+        if e.kind not in (DELTA, SNAPSHOT):
+            raise ValueError(f"partition {e.partition} has the entry kind {e.kind[:40]!r}")
+        if not _CHECKPOINT_ID.match(e.checkpoint_id):
+            raise ValueError(f"the checkpoint id of partition {e.partition} is not a printable token")
+    for part in record.expand():
+        _check_kind(part)
+
+
+def _json_list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list, got {type(value).__name__}")
+    return value
+
+
+@dataclass(frozen=True)
+class PartitionRecord(Checkpoint):
+    """A record of one partition of a group (``Checkpoint.expand``): a delta or snapshot record with ``partition``
+    set, never appended by itself."""
+
+    partition: int = 0

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from blobstate.backends import normalize_url, open_blob_store, open_checkpoint_log, url_scheme
-from blobstate.chain import valid_snapshots
+from blobstate.chain import expand_all, valid_snapshots
 from blobstate.checksum import crc32c_bytes
 from blobstate.errors import BlobNotFound, ChecksumMismatch, ConfigurationError, NothingToRestore
 from blobstate.index import SnapshotIndex
@@ -75,9 +75,9 @@ class Repository:
         ``CorruptIndexError`` (unparseable), ``ConfigurationError`` for a delta record (it has no index). Never
         reads more than the size the record declares (plus one byte).
         """
-        if checkpoint.is_delta:
-            raise ConfigurationError(f"checkpoint {checkpoint.checkpoint_id} is a delta record (batch "
-                                     f"{checkpoint.batch_id}): it has a changelog, not a snapshot index")
+        if checkpoint.is_delta or checkpoint.is_group:
+            raise ConfigurationError(f"checkpoint {checkpoint.checkpoint_id} is a {checkpoint.kind} record (batch "
+                                     f"{checkpoint.batch_id}): it has no snapshot index of its own")
         sink = BoundedBuffer(checkpoint.index_size, f"snapshot index {checkpoint.index_blob_id} of checkpoint "
                                                     f"{checkpoint.checkpoint_id}")
         try:
@@ -127,6 +127,9 @@ class Repository:
             latest = self.log.latest(key)
             if latest is None:
                 raise NothingToRestore(f"no checkpoint for {key} in {self.log.url or self.url}{self._others(key)}")
+            if latest.is_group:
+                raise NothingToRestore(f"{key} is a partitioned store (group checkpoints of {latest.num_partitions} "
+                                       "partitions): restore one partition of it (partition=)")
             if not latest.is_delta:
                 return latest
         history = self.log.history(key)
@@ -160,10 +163,10 @@ class Repository:
         """Every blob id (indexes included) the given checkpoints reference.
 
         Raises when an index cannot be read: deletes must never be decided on incomplete references. A delta
-        record references its changelog blob.
+        record references its changelog blob, a group record what each of its partitions' records references.
         """
         refs: set[str] = set()
-        for cp in checkpoints:
+        for cp in expand_all(checkpoints):
             if cp.is_delta:
                 refs.add(cp.changelog_blob_id)
                 continue

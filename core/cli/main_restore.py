@@ -22,6 +22,8 @@ from blobstate.cli import common
 @common.checkpoint_option
 @click.option("--max-batch-id", type=click.IntRange(0), default=None,
               help="Restore the newest checkpoint whose batch id is <= this.")
+@click.option("--partition", type=click.IntRange(0), default=None,
+              help="Of a partitioned store (group checkpoints): restore this partition.")
 @click.option("--store-type", default=None, envvar="BLOBSTATE_STORE_TYPE",
               help="Local store type (default: from the snapshot).")
 @click.option("--force", is_flag=True,
@@ -33,8 +35,8 @@ from blobstate.cli import common
 @common.handle_errors
 def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple[str, ...],
             log_option: tuple[str, ...], ttl_mode: str | None, max_concurrency: int, work_dir: str | None, job: str,
-            task: str, store: str | None, checkpoint: str | None, max_batch_id: int | None, store_type: str | None,
-            no_cleanup: bool, force: bool, dry_run: bool, as_json: bool, quiet: bool) -> None:
+            task: str, store: str | None, checkpoint: str | None, max_batch_id: int | None, partition: int | None,
+            store_type: str | None, no_cleanup: bool, force: bool, dry_run: bool, as_json: bool, quiet: bool) -> None:
     """Restore a checkpoint (default: the latest) into DEST_DIR, downloading only what is missing or different."""
     from blobstate import api
     from blobstate.units import format_duration, format_size
@@ -43,7 +45,8 @@ def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple
     common.watch_store(repo, key.job, key.task, key.store, work_dir)
     result = api.restore(
         dest_dir, job=key.job, task=key.task, store=key.store, store_type=store_type, checkpoint=checkpoint,
-        max_batch_id=max_batch_id, **common.repository(repo, log_url, storage_option, log_option),
+        max_batch_id=max_batch_id, partition=partition,
+        **common.repository(repo, log_url, storage_option, log_option),
         ttl_mode=ttl_mode, max_concurrency=max_concurrency,
         work_base=work_dir, progress=common.progress(quiet or dry_run), cleanup=not no_cleanup, force=force,
         dry_run=dry_run,

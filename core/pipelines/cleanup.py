@@ -30,13 +30,13 @@ import shutil
 from typing import TYPE_CHECKING
 
 from blobstate import workdir
-from blobstate.chain import has_deltas, latest_snapshot, retention
+from blobstate.chain import expand_all, has_deltas, latest_snapshot, retention
 from blobstate.errors import BlobstateError, ForeignObjectError, IntegrityError, StorageError
 from blobstate.index import SnapshotIndex
 from blobstate.journal import events as ev
 from blobstate.journal.projection import CommitState
 from blobstate.layout import now_ms, owned
-from blobstate.model import Checkpoint, StoreKey
+from blobstate.model import GROUP, Checkpoint, StoreKey
 from blobstate.pipelines.healing import drop_index_copy, heal_blob, heal_committed, load_index_copy
 from blobstate.pipelines.session import StoreSession
 from blobstate.repository import Repository
@@ -74,7 +74,7 @@ def apply_retention(repo: Repository, key: StoreKey, retain: int, *,
                     "retained index reads again", key, redact(str(exc)))
         return [], _prune(repo, key, retained[0].generation if deltas else None, retain, commit_point)
     doomed: set[str] = set()
-    for cp in expiring:
+    for cp in expand_all(expiring):
         if cp.is_delta:
             doomed.add(cp.changelog_blob_id)
             continue
@@ -108,6 +108,12 @@ def init_cleanup(repo: Repository, key: StoreKey, work_dir: str | None = None, *
     remembered there as cleaned up (``mark_completed``)."""
     latest = repo.log.latest(key)
     if latest is None:
+        return
+    if latest.is_group:  # a partitioned store: everything its retained group records reference
+        history = repo.log.history(key)
+        repo.store.remove_ttl_many(owned(key, sorted(repo.retained_references(history)), what=f"the records of {key}"))
+        if work_dir is not None:
+            mark_completed(work_dir, latest.checkpoint_id)
         return
     history = repo.log.history(key) if latest.is_delta else [latest]
     snapshot = latest_snapshot(history)
@@ -182,7 +188,7 @@ class CleanupExecutor:
         one the committed index records (``checkpoint``'s), else the journal's, else the executor's. A delta
         commit: ``finish_delta``.
         """
-        if state.is_delta:
+        if state.is_delta or state.kind == GROUP:
             return self.finish_delta(state.commit_id, sorted(state.blob_ids - state.ttl_removed), heal=heal,
                                      checkpoint=checkpoint)
         commit_id = state.commit_id

@@ -116,28 +116,33 @@ class DeltaCommitter:
     def commit(self, staged: StagedDelta) -> Checkpoint:
         """Steps 3-4: the commit point, then the cleanup. Raises ``FencedError`` or ``StorageError`` (aborted),
         ``AppendOutcomeUnknown`` (left open: recovery resolves it before the store's next snapshot)."""
-        c = self.committer
         record = Checkpoint(self.key, staged.commit_id, 0, "", 0, 0, staged.created_ms, staged.batch_id,
-                            c.writer_id, kind=DELTA, changelog_blob_id=staged.blob_id,
+                            self.committer.writer_id, kind=DELTA, changelog_blob_id=staged.blob_id,
                             changelog_crc32c=staged.crc32c, changelog_size=staged.size, query_id=staged.query_id)
+        return self._commit_record(record, [staged.blob_id], data=staged.data)
+
+    def _commit_record(self, record: Checkpoint, blob_ids: list[str], *, data: bytes | None = None) -> Checkpoint:
+        """The TTL budget (from ``record.created_time_ms``), the append, then ``finish_delta`` of ``blob_ids``
+        (healed from ``data`` when the commit landed late). Shared with group commits."""
+        c = self.committer
+        commit_id = record.checkpoint_id
         attempt = AppendAttempt()
         try:
-            check_ttl_budget(staged.commit_id, staged.created_ms, self.ttl_ms)
-            checkpoint = c.commit_point.append(staged.commit_id, record, attempt=attempt)
+            check_ttl_budget(commit_id, record.created_time_ms, self.ttl_ms)
+            checkpoint = c.commit_point.append(commit_id, record, attempt=attempt)
         except BaseException as exc:
             if not attempt.sent or isinstance(exc, FencedError):
-                self._abort(staged.commit_id, exc)
+                self._abort(commit_id, exc)
             else:
                 c.mark_needs_recovery()
             raise
-        late = now_ms() - staged.created_ms > self.ttl_ms // 2
+        late = now_ms() - record.created_time_ms > self.ttl_ms // 2
         try:
-            c.cleanup.finish_delta(staged.commit_id, [staged.blob_id], heal=late, checkpoint=checkpoint,
-                                   data=staged.data)
-        except Exception as exc:  # noqa: BLE001 - the delta stands; recovery finishes the cleanup
+            c.cleanup.finish_delta(commit_id, blob_ids, heal=late, checkpoint=checkpoint, data=data)
+        except Exception as exc:  # noqa: BLE001 - the record stands; recovery finishes the cleanup
             c.mark_needs_recovery()
-            log.warning("delta %s of %s is committed, but its cleanup failed (recovery finishes it): %s",
-                        staged.commit_id, self.key, redact(str(exc)))
+            log.warning("%s %s of %s is committed, but its cleanup failed (recovery finishes it): %s",
+                        record.kind, commit_id, self.key, redact(str(exc)))
         return checkpoint
 
     def commit_changelog(self, data: bytes, *, batch_id: int, query_id: str = "") -> DeltaResult:

@@ -16,9 +16,9 @@ import time
 from dataclasses import replace
 
 from blobstate import changelog
-from blobstate.chain import Chain, has_deltas, plan_chain
+from blobstate.chain import Chain, has_deltas, partition_history, plan_chain
 from blobstate.checksum import ChecksumCache
-from blobstate.errors import ConfigurationError
+from blobstate.errors import ConfigurationError, NothingToRestore
 from blobstate.interfaces import LocalStore
 from blobstate.model import StoreKey
 from blobstate.pipelines.restore import RestoreResult, restore_snapshot
@@ -27,17 +27,26 @@ from blobstate.repository import Repository
 
 
 def plan(repo: Repository, key: StoreKey, *, checkpoint: str | int | None = None,
-         max_batch_id: int | None = None) -> Chain:
+         max_batch_id: int | None = None, partition: int | None = None) -> Chain:
     """The chain a restore of ``key`` uses: the state after batch ``max_batch_id`` (None: the newest), or after the
     record ``checkpoint`` names (a snapshot alone; a delta: the state after its batch). A log without deltas gives
     exactly the snapshot ``Repository.choose`` picks (a latest snapshot without a batch id is not read further).
+    ``partition``: partition ``partition`` of a partitioned store (its records in the group records).
     Raises ``NothingToRestore``, ``BrokenChainError``."""
+    if partition is not None:
+        history = partition_history(repo.log.history(key), partition)
+        if not history:
+            raise NothingToRestore(f"no group checkpoint of {key} commits partition {partition}")
+        return plan_chain(history, max_batch_id)
+    latest = repo.log.latest(key)
+    if latest is not None and latest.is_group:
+        raise NothingToRestore(f"{key} is a partitioned store (group checkpoints of {latest.num_partitions} "
+                               "partitions): restore one partition of it (--partition, partition=)")
     if checkpoint is not None and checkpoint != "latest":
         chosen = repo.choose(key, checkpoint=checkpoint)
         if chosen.is_delta:
             return plan_chain(repo.log.history(key), chosen.batch_id)
         return Chain(chosen, (), chosen.batch_id)
-    latest = repo.log.latest(key)
     if latest is None or (max_batch_id is None and not latest.is_delta and latest.batch_id is None):
         chosen = repo.choose(key, max_batch_id=max_batch_id)  # NothingToRestore names the stores there are
         return Chain(chosen, (), chosen.batch_id)

@@ -1,6 +1,6 @@
 """``blobstate verify``: every blob a snapshot references is present, and each file's size and CRC32C match
 what its blobs hold (read end to end, streamed, never written to disk); a delta record's changelog is read, its
-size and CRC32C checked and its ops decoded."""
+size and CRC32C checked and its ops decoded; a group record's partitions, each as its own record."""
 
 from __future__ import annotations
 
@@ -40,6 +40,13 @@ def verify_checkpoint(repo: Repository, checkpoint: Checkpoint) -> VerifyReport:
     Never raises for damaged data: problems are collected in the report (an unreadable index is one problem).
     """
     report = VerifyReport(checkpoint)
+    if checkpoint.is_group:  # every partition's record, each problem named by its partition
+        for part in checkpoint.expand():
+            sub = verify_checkpoint(repo, part)
+            report.files += sub.files
+            report.bytes_read += sub.bytes_read
+            report.problems += [(f"partition {getattr(part, 'partition', '?')}: {f}", m) for f, m in sub.problems]
+        return report
     if checkpoint.is_delta:
         try:
             data = repo.read_changelog(checkpoint)

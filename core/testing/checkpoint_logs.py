@@ -22,15 +22,15 @@ Example (pytest)::
             return lambda: MyLog(f"my://user:{UNREACHABLE_SECRET}@127.0.0.1:1/log")
 
 What it checks: generations start at 1 and grow by one in ``history`` order; ``append`` returns the record with its
-generation and the record round-trips (both kinds: snapshot records and delta records, with their query id; a log
-stores the record's JSON, so every field is carried as is); store keys are isolated; a stale or a future expected
-generation is fenced and changes nothing; re-appending a record the log already holds at that generation returns it
-(how an unknown outcome is resolved); of N writers racing on one generation exactly one wins, every round, and the
-others get ``FencedError``; a zombie is fenced after pruning; ``prune`` keeps the newest K and is idempotent; a
-malformed record raises ``CorruptIndexError`` from ``latest``/``history``/``append`` (never a silent skip); an
-unreachable backend raises ``StorageError`` within ``UNREACHABLE_DEADLINE_S`` without leaking credentials, and
-nothing committed is lost. Every test uses fresh store keys, so one backing log may serve the whole suite. Set
-``supports_keys = False`` on the subclass for a log whose ``keys()`` returns [] by design. """
+generation and the record round-trips (every kind: snapshot, delta and group records, with their query id and a
+group's manifest; a log stores the record's JSON, so every field is carried as is); store keys are isolated; a stale
+or a future expected generation is fenced and changes nothing; re-appending a record the log already holds at that
+generation returns it (how an unknown outcome is resolved); of N writers racing on one generation exactly one wins,
+every round, and the others get ``FencedError``; a zombie is fenced after pruning; ``prune`` keeps the newest K and
+is idempotent; a malformed record raises ``CorruptIndexError`` from ``latest``/``history``/``append`` (never a
+silent skip); an unreachable backend raises ``StorageError`` within ``UNREACHABLE_DEADLINE_S`` without leaking
+credentials, and nothing committed is lost. Every test uses fresh store keys, so one backing log may serve the whole
+suite. Set ``supports_keys = False`` on the subclass for a log whose ``keys()`` returns [] by design. """
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ import pytest
 
 from blobstate.errors import CorruptIndexError, FencedError, StorageError
 from blobstate.interfaces import CheckpointLog
-from blobstate.model import Checkpoint, StoreKey
+from blobstate.model import GROUP, Checkpoint, PartitionEntry, StoreKey
 
 #: The password an ``open_unreachable_log`` fixture should use; it must never appear in an error.
 UNREACHABLE_SECRET = "s3cr3t-pw-never-printed"
@@ -75,6 +75,21 @@ def make_delta(key: StoreKey, *, batch_id: int, query_id: str = "query-1", write
                       index_size=0, created_time_ms=int(time.time() * 1000), batch_id=batch_id, writer_id=writer,
                       kind="delta", changelog_blob_id=f"{key.prefix}/blobs/{cid}", changelog_crc32c=int(cid[:8], 16),
                       changelog_size=321, query_id=query_id)
+
+
+def make_group(key: StoreKey, *, batch_id: int, partitions: int = 4, base: int = 0,
+               query_id: str = "query-1", writer: str = "w") -> Checkpoint:
+    """A group record for ``key``: a delta of every partition (the last one a snapshot instead), generation 0."""
+    entries = []
+    for p in range(partitions):
+        cid = uuid.uuid4().hex
+        snapshot = p == partitions - 1
+        blob = f"{key.prefix}/indexes/{cid}.json" if snapshot else f"{key.prefix}/blobs/{cid}"
+        entries.append(PartitionEntry(p, "snapshot" if snapshot else "delta", cid, batch_id, blob, int(cid[:8], 16),
+                                      100 + p, attempt=p % 2, base=base))
+    return Checkpoint(store_key=key, checkpoint_id=uuid.uuid4().hex, generation=0, index_blob_id="", index_crc32c=0,
+                      index_size=0, created_time_ms=int(time.time() * 1000), batch_id=batch_id, writer_id=writer,
+                      kind=GROUP, query_id=query_id, num_partitions=partitions, partitions=tuple(entries))
 
 
 def same_record(a: Checkpoint, b: Checkpoint) -> bool:
@@ -150,6 +165,27 @@ class CheckpointLogContract:
             assert same_record(other.append(delta, 3), again) and again.generation == 4
         finally:
             other.close()
+
+    def test_group_records_round_trip_and_share_the_sequence(self, log: CheckpointLog,
+                                                            open_log: Callable[[], CheckpointLog]) -> None:
+        key = new_key()
+        written = [log.append(make_group(key, batch_id=0), 0), log.append(make_delta(key, batch_id=1), 1),
+                   log.append(make_group(key, batch_id=1, base=2), 2)]
+        other = open_log()
+        try:
+            history = other.history(key)
+            assert [c.to_json() for c in history] == [c.to_json() for c in written]
+            assert [(c.kind, c.generation) for c in history] == [("group", 1), ("delta", 2), ("group", 3)]
+            assert history[2].partitions == written[2].partitions and history[2].num_partitions == 4
+            assert [p.generation for p in history[0].expand()] == [1, 1, 1, 1]
+            group = make_group(key, batch_id=2, base=3)  # an unknown outcome, resolved by re-appending
+            again = other.append(group, 3)
+            assert same_record(other.append(group, 3), again) and again.generation == 4
+            with pytest.raises(FencedError):  # a second driver that started from generation 3
+                other.append(make_group(key, batch_id=2, base=3, writer="zombie"), 3)
+        finally:
+            other.close()
+        assert same_record(log.latest(key), again)
 
     def test_store_keys_are_isolated(self, log: CheckpointLog) -> None:
         a, b = new_key("a"), new_key("b")

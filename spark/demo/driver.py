@@ -5,7 +5,9 @@ binding (recovery, alignment, restore), writes what it restored to ``<run>.json`
 micro-batch, appends one line per committed batch to ``<run>.batches.jsonl`` (delta commit ms, snapshot lag), and
 at the end drains the last snapshot and completes ``<run>.json``. With ``killAt`` it stops inside the user function
 of that batch (the batch's writes staged, nothing committed), writes ``<run>.kill-me`` and waits for the SIGKILL
-the parent sends to its process group (this Python process and its Spark JVM).
+the parent sends to its process group (this Python process and its Spark JVM). With ``partitions`` the query runs
+on a partitioned state (``blobstate.spark.partitioned``) instead: the kill lands in a task of that batch, after its
+upload and before the group commit.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 def _spark_session(app: str) -> Any:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the partitioned state's tasks import blobstate
     import warnings
 
     warnings.filterwarnings("ignore", message=".*PySpark does not yet fully support pandas.*")
@@ -62,6 +65,8 @@ def main(config_path: str) -> int:
     summary_path = os.path.join(out, f"{run}.json")
     batches_path = os.path.join(out, f"{run}.batches.jsonl")
     spark = _spark_session(f"blobstate-demo-{run}")
+    if cfg.get("partitions"):
+        return run_partitioned(spark, cfg)
     key = StoreKey(*cfg["key"])
     before = spark_listing(cfg["checkpoint"])
     binding = register(spark, repo=cfg["repo"], checkpoint_location=cfg["checkpoint"], state_dir=cfg["state"],
@@ -106,6 +111,57 @@ def main(config_path: str) -> int:
     summary.update(finished=True, snapshots=binding.snapshot_batches(),
                    snapshotMs=[round(r.upload_ms + r.checkpoint_ms, 1) for r in binding.snapshots],
                    lastBatch=stats[-1].batch_id if stats else plan.restored_batch)
+    _write_json(summary_path, summary)
+    spark.stop()
+    return 0
+
+
+def run_partitioned(spark: Any, cfg: dict[str, Any]) -> int:
+    """The same run on a partitioned state (``partitions`` N, keyed by route, executors' dir ``local``): the kill
+    lands in a task of batch ``killAt`` after its upload, before the driver's group commit."""
+    from blobstate.spark import partitioned
+    from blobstate.spark.demo.flights import ROUTE_COLS, flights_schema, update_routes
+
+    run, out = cfg["run"], cfg["outDir"]
+    summary_path = os.path.join(out, f"{run}.json")
+    kill_at = cfg.get("killAt")
+    kill_me = os.path.join(out, f"{run}.kill-me")
+
+    def hold(stage: str, ctx: Any) -> None:  # in a Python worker of this process group: the parent kills it
+        if ctx.batch_id == kill_at and ctx.partition == 0:
+            with open(kill_me, "w", encoding="utf-8") as fh:
+                json.dump({"batch": ctx.batch_id}, fh)
+            time.sleep(600)
+
+    before = spark_listing(cfg["checkpoint"])
+    job, _, store = cfg["key"]
+    ps = partitioned(spark, repo=cfg["repo"], checkpoint_location=cfg["checkpoint"], job=job, store=store,
+                     num_partitions=cfg["partitions"], key_cols=ROUTE_COLS, local_dir=cfg["state"],
+                     work_dir=cfg["workDir"], storage_options=cfg.get("storageOptions") or None,
+                     snapshot_every=cfg.get("snapshotEvery", 1), fault_hook=hold if kill_at is not None else None)
+    summary: dict[str, Any] = {
+        "run": run, "lastCommittedBySpark": ps.last_committed, "restoredBatch": ps.last_committed,
+        "snapshotBatch": None, "deltasReplayed": 0, "restoreMs": 0.0,
+        "sparkCheckpointUntouched": spark_listing(cfg["checkpoint"]) == before, "finished": False,
+    }
+    _write_json(summary_path, summary)
+    stream = (spark.readStream.schema(flights_schema()).option("header", True).option("maxFilesPerTrigger", 1)
+              .csv(cfg["input"]))
+    query = ps.start(stream.writeStream, update_routes, query_name=f"flights-{run}")
+    query.processAllAvailable()
+    query.stop()
+    ps.close()
+    with open(os.path.join(out, f"{run}.batches.jsonl"), "a", encoding="utf-8") as fh:
+        for s in ps.batch_stats:
+            fh.write(json.dumps({"run": run, "batch": s.batch_id, "deltaMs": round(s.commit_ms, 3), "applyMs": 0,
+                                 "bytes": s.bytes_uploaded, "snapshotLag": 0, "jobMs": round(s.job_ms, 3),
+                                 "partitionsRestored": s.partitions_restored,
+                                 "filesDownloaded": s.files_downloaded}) + "\n")
+    first = ps.batch_stats[0] if ps.batch_stats else None
+    summary.update(finished=True, snapshots=[], snapshotMs=[],
+                   partitionsRestored=first.partitions_restored if first else 0,
+                   filesDownloaded=first.files_downloaded if first else 0,
+                   lastBatch=ps.batch_stats[-1].batch_id if ps.batch_stats else ps.last_committed)
     _write_json(summary_path, summary)
     spark.stop()
     return 0

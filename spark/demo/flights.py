@@ -115,6 +115,30 @@ def update_state(df: DataFrame, batch_id: int, db: StagedWrites) -> None:
     db[ROWS_KEY] = str(int(db.get(ROWS_KEY) or 0) + total)
 
 
+ROUTE_COLS = ["origin", "dest"]  # the key columns of the partitioned state (one route lives in one partition)
+
+
+def update_routes(db: StagedWrites, rows: Any, ctx: Any) -> None:
+    """The partitioned fold (``blobstate.spark.partitioned``), on an executor: the rows of one partition (keyed by
+    route) into that partition's per-route statistics. ``ctx`` is the task's ``PartitionContext`` (unused)."""
+    batch: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        delay = row["dep_delay"]
+        stats = {"flights": 1, "departed": int(delay is not None), "dep_delay_sum": int(delay or 0),
+                 "dep_delay_max": None if delay is None else int(delay), "cancelled": int(row["dep_time"] is None),
+                 "distance": int(row["distance"])}
+        key = f"route/{row['origin']}-{row['dest']}"
+        batch[key] = _merge(batch.get(key), stats)
+    for key, stats in batch.items():
+        old = db.get(key)
+        db[key] = json.dumps(_merge(json.loads(old) if old is not None else None, stats), sort_keys=True)
+
+
+def reference_routes(frame: pd.DataFrame) -> dict[str, Any]:
+    """The per-route part of ``reference_state``: what the partitions of the partitioned state hold together."""
+    return {k: v for k, v in reference_state(frame).items() if k.startswith("route/")}
+
+
 def read_state(db: Rdict) -> dict[str, Any]:
     """The whole state as ``{key: decoded value}``."""
     out: dict[str, Any] = {}

@@ -38,13 +38,15 @@ KEY = StoreKey("nycflights13", "0", "stats")
 class DemoConfig:
     """Where the demo works: ``work_dir`` (input files, Spark checkpoint, store, blobstate work dir), ``repo``
     (default ``file://<work_dir>/repo``), ``days`` (first N days; None: all 365), ``kill_at`` (batch id of the
-    kill; default the middle batch), ``snapshot_every`` (a snapshot every K batches)."""
+    kill; default the middle batch), ``snapshot_every`` (a snapshot every K batches), ``partitions`` (N > 0: the
+    per-route state partitioned on the executors, one group checkpoint per batch)."""
 
     work_dir: str
     repo: str | None = None
     days: int | None = None
     kill_at: int | None = None
     snapshot_every: int = 1
+    partitions: int = 0
     storage_options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -110,6 +112,46 @@ def _kept_by_spark(before: dict[str, list[list[Any]]], after: dict[str, list[lis
     return True
 
 
+def _read(path: str) -> dict[str, Any]:
+    from rocksdict import AccessType, Rdict
+
+    from blobstate.spark.demo.flights import read_state
+
+    db = Rdict(path, access_type=AccessType.read_only())
+    try:
+        return read_state(db)
+    finally:
+        db.close()
+
+
+def _restore_partitions(repo: str, config: DemoConfig, dest: str) -> tuple[dict[str, Any], Any]:
+    """Every partition of the partitioned state restored into ``dest/p<N>`` and read: ``(merged state, totals)``
+    (totals: a ``RestoreResult`` summed over the partitions)."""
+    from dataclasses import replace
+
+    from blobstate.backends import open_local_store
+    from blobstate.pipelines import replay
+    from blobstate.repository import Repository
+
+    key = StoreKey(KEY.job, "group", KEY.store)
+    repository = Repository.open(repo, storage_options=config.storage_options or None)
+    state: dict[str, Any] = {}
+    total = None
+    try:
+        for p in range(config.partitions):
+            target = os.path.join(dest, f"p{p}")
+            result = replay.restore_chain(repository, replay.plan(repository, key, partition=p), target,
+                                          local_store=open_local_store("rocksdb"), store_type="rocksdb", force=True)
+            state.update(_read(target))
+            total = result if total is None else replace(
+                total, files_total=total.files_total + result.files_total,
+                bytes_total=total.bytes_total + result.bytes_total,
+                deltas_applied=total.deltas_applied + result.deltas_applied)
+    finally:
+        repository.close()
+    return state, total
+
+
 def run_demo(config: DemoConfig, *, console: Console | None = None) -> dict[str, Any]:
     """Run the demo; returns the report (``check`` is ``"passed"`` or ``"failed"``).
 
@@ -118,7 +160,13 @@ def run_demo(config: DemoConfig, *, console: Console | None = None) -> dict[str,
     """
     from blobstate import api
     from blobstate.spark.demo.driver import spark_listing
-    from blobstate.spark.demo.flights import load_flights, read_state, reference_state, top_routes, write_day_files
+    from blobstate.spark.demo.flights import (
+        load_flights,
+        reference_routes,
+        reference_state,
+        top_routes,
+        write_day_files,
+    )
 
     console = console or Console(stderr=True)
     t_start = time.perf_counter()
@@ -150,7 +198,7 @@ def run_demo(config: DemoConfig, *, console: Console | None = None) -> dict[str,
     base = {"repo": repo, "checkpoint": paths["spark-checkpoint"], "state": paths["state"],
             "workDir": paths["blobstate"], "key": [KEY.job, KEY.task, KEY.store], "input": paths["input"],
             "outDir": paths["runs"], "storageOptions": config.storage_options or None,
-            "snapshotEvery": config.snapshot_every}
+            "snapshotEvery": config.snapshot_every, "partitions": config.partitions}
     runs = paths["runs"]
 
     console.log(f"{len(frame):,} flights in {n} day files; run 1: a Spark driver process, SIGKILLed inside batch "
@@ -179,18 +227,16 @@ def run_demo(config: DemoConfig, *, console: Console | None = None) -> dict[str,
     untouched = restart["sparkCheckpointUntouched"] and _kept_by_spark(listing_after_kill, listing_end)
 
     t0 = time.perf_counter()
-    restored = api.restore(paths["check"], repo=repo, job=KEY.job, task=KEY.task, store=KEY.store,
-                           store_type="rocksdb", storage_options=config.storage_options or None,
-                           work_dir=paths["check-work"])
+    if config.partitions:
+        state, restored = _restore_partitions(repo, config, paths["check"])
+        expected = reference_routes(frame)
+    else:
+        restored = api.restore(paths["check"], repo=repo, job=KEY.job, task=KEY.task, store=KEY.store,
+                               store_type="rocksdb", storage_options=config.storage_options or None,
+                               work_dir=paths["check-work"])
+        state = _read(paths["check"])
+        expected = reference_state(frame)
     check_restore_ms = (time.perf_counter() - t0) * 1000
-    from rocksdict import AccessType, Rdict
-
-    db = Rdict(paths["check"], access_type=AccessType.read_only())
-    try:
-        state = read_state(db)
-    finally:
-        db.close()
-    expected = reference_state(frame)
     differing = sorted(k for k in set(state) | set(expected) if state.get(k) != expected.get(k))
     lines = []
     for run in ("run1", "run2"):
@@ -213,8 +259,10 @@ def run_demo(config: DemoConfig, *, console: Console | None = None) -> dict[str,
         "snapshotLagBatches": {"mean": round(statistics.mean(lags), 2), "max": max(lags),
                                "atKill": run1_lags[-1] if run1_lags else None} if lags else None,
         "snapshotEvery": config.snapshot_every,
-        "restart": {key: restart[key] for key in ("lastCommittedBySpark", "restoredBatch", "snapshotBatch",
-                                                  "deltasReplayed", "restoreMs")},
+        "partitions": config.partitions,
+        "restart": {key: restart.get(key) for key in ("lastCommittedBySpark", "restoredBatch", "snapshotBatch",
+                                                      "deltasReplayed", "restoreMs")
+                    + (("partitionsRestored", "filesDownloaded") if config.partitions else ())},
         "snapshots": len(restart.get("snapshots", [])),
         "sparkCheckpointUntouched": untouched,
         "finalRestore": {"ms": round(check_restore_ms, 1), "files": restored.files_total,
@@ -244,10 +292,17 @@ def print_report(report: dict[str, Any], console: Console) -> None:
         console.print(f"  snapshot lag (batches between the newest delta and the newest snapshot, snapshot every "
                       f"{r['snapshotEvery']}): mean {lag['mean']}, max {lag['max']}, at the kill {lag['atKill']}")
     rs = r["restart"]
-    console.print(f"  SIGKILL (signal {r['killedBySignal']}) of the driver inside batch {r['killAt']}; restart: Spark "
-                  f"had committed batch {rs['lastCommittedBySpark']}, restored the snapshot of batch "
-                  f"{rs['snapshotBatch']} + {rs['deltasReplayed']} deltas in {rs['restoreMs']} ms; Spark's "
-                  f"offsets/ and commits/ untouched: {r['sparkCheckpointUntouched']}")
+    if r.get("partitions"):
+        console.print(f"  {r['partitions']} partitions on the executors, one group checkpoint per batch; SIGKILL "
+                      f"(signal {r['killedBySignal']}) of the driver in a task of batch {r['killAt']}; restart: Spark "
+                      f"had committed batch {rs['lastCommittedBySpark']}, {rs['partitionsRestored']} partitions "
+                      f"restored by their tasks ({rs['filesDownloaded']} files downloaded); Spark's offsets/ and "
+                      f"commits/ untouched: {r['sparkCheckpointUntouched']}")
+    else:
+        console.print(f"  SIGKILL (signal {r['killedBySignal']}) of the driver inside batch {r['killAt']}; restart: "
+                      f"Spark had committed batch {rs['lastCommittedBySpark']}, restored the snapshot of batch "
+                      f"{rs['snapshotBatch']} + {rs['deltasReplayed']} deltas in {rs['restoreMs']} ms; Spark's "
+                      f"offsets/ and commits/ untouched: {r['sparkCheckpointUntouched']}")
     f = r["finalRestore"]
     console.print(f"  final restore: {f['files']} files, {f['bytes'] / 1024:.1f} KiB + {f['deltasApplied']} deltas "
                   f"in {f['ms']} ms")

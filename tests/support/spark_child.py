@@ -2,12 +2,13 @@
 
 ``python spark_child.py CONFIG.json``. CONFIG: ``repo``, ``checkpoint``, ``state``, ``work``, ``input``,
 ``archive`` (the file source runs with ``cleanSource=archive`` into it), ``connect`` (a Spark Connect session
-instead of a classic one), ``snapshotEvery``, and ``kill``, comma-separated actions: ``fn:N`` (SIGKILL inside the
-user function of batch N, its writes staged), ``after-commit:N`` (SIGKILL at the start of batch N+1's function,
-once ``commits/N`` exists), ``pause-snapshots:N`` (hold snapshots from batch N on: a lagging listener). Kills by
-journal event come from the ``kill_plugin`` through the environment. Every kill is a SIGKILL of this process
-group (Python and its Spark JVM). Prints ``not killed`` when the stream ends. With ``probe`` (a path), what the
-binding refuses in this process is written there as JSON (``{what: error message}``).
+instead of a classic one), ``partitions`` and ``local`` (the partitioned state instead of the driver binding: N
+partitions, the executors' local dir), ``snapshotEvery``, and ``kill``, comma-separated actions: ``fn:N``
+(SIGKILL inside the user function of batch N, its writes staged), ``after-commit:N`` (SIGKILL at the start of
+batch N+1's function, once ``commits/N`` exists), ``pause-snapshots:N`` (hold snapshots from batch N on: a lagging
+listener). Kills by journal event come from the ``kill_plugin`` through the environment. Every kill is a SIGKILL
+of this process group (Python and its Spark JVM). Prints ``not killed`` when the stream ends. With ``probe`` (a
+path), what the binding refuses in this process is written there as JSON (``{what: error message}``).
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ def main(path: str) -> None:
     from blobstate.spark.demo.flights import flights_schema, update_state
 
     spark = session(bool(cfg.get("connect")))
+    if cfg.get("partitions"):
+        run_partitioned(spark, cfg)
+        return
     binding = register(spark, repo=cfg["repo"], checkpoint_location=cfg["checkpoint"], state_dir=cfg["state"],
                        work_dir=cfg["work"], key=StoreKey("flights", "0", "stats"),
                        snapshot_every=cfg.get("snapshotEvery", 1))
@@ -83,6 +87,22 @@ def main(path: str) -> None:
     query = binding.start(stream.writeStream, update)
     query.processAllAvailable()
     binding.close()
+    print("not killed", flush=True)
+
+
+def run_partitioned(spark, cfg) -> None:  # noqa: ANN001
+    """The flights query on a partitioned state (``partitions`` N, executors' ``local`` dir); kills by journal
+    event only."""
+    from blobstate.spark import partitioned
+    from blobstate.spark.demo.flights import ROUTE_COLS, flights_schema, update_routes
+
+    ps = partitioned(spark, repo=cfg["repo"], checkpoint_location=cfg["checkpoint"], job="flights",
+                     store="routes", num_partitions=cfg["partitions"], key_cols=ROUTE_COLS, local_dir=cfg["local"],
+                     work_dir=cfg["work"])
+    stream = (spark.readStream.schema(flights_schema()).option("header", True).option("maxFilesPerTrigger", 1)
+              .option("cleanSource", "archive").option("sourceArchiveDir", cfg["archive"]).csv(cfg["input"]))
+    ps.start(stream.writeStream, update_routes).processAllAvailable()
+    ps.close()
     print("not killed", flush=True)
 
 

