@@ -33,7 +33,7 @@ from blobstate.spark import partitioned  # noqa: E402
 from blobstate.spark.demo.flights import (  # noqa: E402
     ROUTE_COLS,
     flights_schema,
-    read_state,
+    read_state_at,
     reference_routes,
     update_routes,
 )
@@ -57,8 +57,6 @@ def _stream(spark, directory, archive=None):
 
 def restored_routes(tmp_path, repo_url):
     """Every partition restored from the repository alone (a new host), merged: ``({key: value}, group records)``."""
-    from rocksdict import AccessType, Rdict
-
     repo = Repository.open(repo_url)
     state = {}
     try:
@@ -66,11 +64,7 @@ def restored_routes(tmp_path, repo_url):
             dest = str(tmp_path / "check" / f"p{p}")
             replay.restore_chain(repo, replay.plan(repo, KEY, partition=p), dest,
                                  local_store=open_local_store("rocksdb"), store_type="rocksdb", force=True)
-            db = Rdict(dest, access_type=AccessType.read_only())
-            try:
-                part = read_state(db)
-            finally:
-                db.close()
+            part = read_state_at(dest)
             assert not set(part) & set(state), "a route is in two partitions"
             state.update(part)
         return state, repo.log.history(KEY)

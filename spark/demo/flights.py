@@ -147,6 +147,17 @@ def read_state(db: Rdict) -> dict[str, Any]:
     return out
 
 
+def read_state_at(path: str) -> dict[str, Any]:
+    """The whole state of the RocksDB at ``path``, opened read-only (``read_state``)."""
+    from rocksdict import AccessType, Rdict
+
+    db = Rdict(path, access_type=AccessType.read_only())
+    try:
+        return read_state(db)
+    finally:
+        db.close()
+
+
 def reference_state(frame: pd.DataFrame) -> dict[str, Any]:
     """The state an uninterrupted pass over ``frame`` gives, computed by pandas alone (no Spark, no RocksDB)."""
     out: dict[str, Any] = {ROWS_KEY: len(frame)}

@@ -112,18 +112,6 @@ def _kept_by_spark(before: dict[str, list[list[Any]]], after: dict[str, list[lis
     return True
 
 
-def _read(path: str) -> dict[str, Any]:
-    from rocksdict import AccessType, Rdict
-
-    from blobstate.spark.demo.flights import read_state
-
-    db = Rdict(path, access_type=AccessType.read_only())
-    try:
-        return read_state(db)
-    finally:
-        db.close()
-
-
 def _restore_partitions(repo: str, config: DemoConfig, dest: str) -> tuple[dict[str, Any], Any]:
     """Every partition of the partitioned state restored into ``dest/p<N>`` and read: ``(merged state, totals)``
     (totals: a ``RestoreResult`` summed over the partitions)."""
@@ -132,6 +120,7 @@ def _restore_partitions(repo: str, config: DemoConfig, dest: str) -> tuple[dict[
     from blobstate.backends import open_local_store
     from blobstate.pipelines import replay
     from blobstate.repository import Repository
+    from blobstate.spark.demo.flights import read_state_at
 
     key = StoreKey(KEY.job, "group", KEY.store)
     repository = Repository.open(repo, storage_options=config.storage_options or None)
@@ -142,7 +131,7 @@ def _restore_partitions(repo: str, config: DemoConfig, dest: str) -> tuple[dict[
             target = os.path.join(dest, f"p{p}")
             result = replay.restore_chain(repository, replay.plan(repository, key, partition=p), target,
                                           local_store=open_local_store("rocksdb"), store_type="rocksdb", force=True)
-            state.update(_read(target))
+            state.update(read_state_at(target))
             total = result if total is None else replace(
                 total, files_total=total.files_total + result.files_total,
                 bytes_total=total.bytes_total + result.bytes_total,
@@ -162,6 +151,7 @@ def run_demo(config: DemoConfig, *, console: Console | None = None) -> dict[str,
     from blobstate.spark.demo.driver import spark_listing
     from blobstate.spark.demo.flights import (
         load_flights,
+        read_state_at,
         reference_routes,
         reference_state,
         top_routes,
@@ -234,7 +224,7 @@ def run_demo(config: DemoConfig, *, console: Console | None = None) -> dict[str,
         restored = api.restore(paths["check"], repo=repo, job=KEY.job, task=KEY.task, store=KEY.store,
                                store_type="rocksdb", storage_options=config.storage_options or None,
                                work_dir=paths["check-work"])
-        state = _read(paths["check"])
+        state = read_state_at(paths["check"])
         expected = reference_state(frame)
     check_restore_ms = (time.perf_counter() - t0) * 1000
     differing = sorted(k for k in set(state) | set(expected) if state.get(k) != expected.get(k))

@@ -92,19 +92,13 @@ def assert_untouched(before: dict, after: dict) -> None:
 def restored_state(tmp_path, repo: str, key) -> dict:
     """Restore ``key``'s latest state (snapshot + deltas) from ``repo`` into a fresh directory (a new host) and read
     it."""
-    from rocksdict import AccessType, Rdict
-
     from blobstate import api
-    from blobstate.spark.demo.flights import read_state
+    from blobstate.spark.demo.flights import read_state_at
 
     dest = str(tmp_path / "check")
     api.restore(dest, repo=repo, job=key.job, task=key.task, store=key.store, store_type="rocksdb",
                 work_dir=str(tmp_path / "check-work"))
-    db = Rdict(dest, access_type=AccessType.read_only())
-    try:
-        return read_state(db)
-    finally:
-        db.close()
+    return read_state_at(dest)
 
 
 def kill_paths(tmp_path, directory):
