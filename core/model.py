@@ -304,8 +304,8 @@ def _check_kind(record: Checkpoint) -> None:
 
 def _check_group(record: Checkpoint) -> None:
     """``ValueError`` unless a group record's manifest is well formed: 1..MAX_PARTITIONS partitions, each entry of
-    a partition below ``num_partitions``, at most one delta and one snapshot per partition (the snapshot of the
-    state before the delta's batch), every entry valid as the record it expands into."""
+    a partition below ``num_partitions``, at most one delta and one snapshot per partition (a snapshot of the state
+    after an earlier batch), every entry valid as the record it expands into."""
     if record.index_blob_id or record.index_size or record.index_crc32c or record.changelog_blob_id \
             or record.changelog_size or record.changelog_crc32c:
         raise ValueError("a group record names an index or a changelog of its own")

@@ -37,7 +37,6 @@ from blobstate.checksum import crc32c_bytes
 from blobstate.errors import CommitInProgressError
 from blobstate.layout import now_ms
 from blobstate.model import Checkpoint, PartitionEntry, StoreKey
-from blobstate.pipelines.group import StagedSnapshot
 from blobstate.repository import Repository
 
 MARKER = "applied.json"
@@ -61,9 +60,8 @@ class BatchPlan:
     """What the driver sends every task of batch ``batch_id`` (picklable): the repository, the group's ``key``,
     ``local_dir``, the blob TTL ``ttl_ms``, the group generation ``base`` the driver will append after, the batch
     the state must be at (``upto``: ``batch_id - 1``, None for the first batch) and each partition's committed
-    records (``records[p]``, group records expanded, by generation); ``snapshot``: also snapshot the state after
-    ``upto`` (uploaded while ``update`` runs). ``fault_hook(stage, ctx)`` is called after the upload (stage
-    ``"uploaded"``): fault injection for tests and drills."""
+    records (``records[p]``, group records expanded, by generation). ``fault_hook(stage, ctx)`` is called after
+    the upload (stage ``"uploaded"``): fault injection for tests and drills."""
 
     repo: str
     key: StoreKey
@@ -78,7 +76,6 @@ class BatchPlan:
     storage_options: dict[str, Any] | None = None
     ttl_ms: int = 0
     fault_hook: Callable[[str, PartitionContext], None] | None = None
-    snapshot: bool = False
 
 
 @dataclass(frozen=True)
@@ -86,8 +83,7 @@ class Prepare:
     """A task's answer: partition ``partition``'s part ``entry`` of batch ``batch_id``, written by ``attempt`` on
     top of group generation ``base`` from the state after record ``state_record`` (``""``: empty). How it got
     there: ``restored`` (a restore from the repository, not the local copy), ``files_downloaded``,
-    ``bytes_downloaded``, ``ms`` (the whole task); ``snapshot``: the staged snapshot of the state after ``batch_id - 1``
-    (with its new blobs' ids), when the plan asked for one."""
+    ``bytes_downloaded``, ``ms`` (the whole task)."""
 
     partition: int
     batch_id: int
@@ -100,7 +96,6 @@ class Prepare:
     files_downloaded: int
     bytes_downloaded: int
     ms: float
-    snapshot: StagedSnapshot | None = None
 
 
 @dataclass
@@ -118,12 +113,12 @@ class Fetched:
 _REPOS: dict[tuple[str, str | None, str], Repository] = {}
 
 
-def _repository(plan: BatchPlan) -> Repository:
-    """The repository of ``plan``, opened once per Python worker."""
-    cache_key = (plan.repo, plan.log_url, json.dumps(plan.storage_options or {}, sort_keys=True, default=str))
+def worker_repository(url: str, log_url: str | None, storage_options: dict[str, Any] | None) -> Repository:
+    """The repository at ``url`` (its log at ``log_url``), opened once per Python worker."""
+    cache_key = (url, log_url, json.dumps(storage_options or {}, sort_keys=True, default=str))
     repo = _REPOS.get(cache_key)
     if repo is None:
-        repo = Repository.open(plan.repo, log=plan.log_url, storage_options=plan.storage_options)
+        repo = Repository.open(url, log=log_url, storage_options=storage_options)
         _REPOS[cache_key] = repo
     return repo
 
@@ -136,10 +131,12 @@ def partition_dir(local_dir: str, key: StoreKey, partition: int) -> str:
 class LocalPartition:
     """Partition ``partition``'s directory on this host: ``db/`` (RocksDB), ``applied.json`` (the record the copy is
     at), ``pending/`` (changelogs this host wrote, by checkpoint id), a lock file. A context manager: the lock is
-    taken on enter (``CommitInProgressError`` after ``LOCK_WAIT_S``) and the database closed on exit."""
+    taken on enter (``CommitInProgressError`` after ``wait_s``, default ``LOCK_WAIT_S``) and the database closed on
+    exit."""
 
-    def __init__(self, local_dir: str, key: StoreKey, partition: int) -> None:
+    def __init__(self, local_dir: str, key: StoreKey, partition: int, *, wait_s: float = LOCK_WAIT_S) -> None:
         self.path = partition_dir(local_dir, key, partition)
+        self.wait_s = wait_s
         self.db_path = os.path.join(self.path, "db")
         self.pending = os.path.join(self.path, "pending")
         self._fd: int | None = None
@@ -148,7 +145,7 @@ class LocalPartition:
     def __enter__(self) -> LocalPartition:
         os.makedirs(self.pending, exist_ok=True)
         self._fd = os.open(os.path.join(self.path, "LOCK"), os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + LOCK_WAIT_S
+        deadline = time.monotonic() + self.wait_s
         while True:
             try:
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -199,22 +196,43 @@ class LocalPartition:
         os.replace(os.path.join(self.pending, f"{entry.checkpoint_id}.tmp"),
                    os.path.join(self.pending, entry.checkpoint_id))
 
-    def _changelog(self, repo: Repository, record: Checkpoint, fetched: Fetched) -> bytes:
-        """The changelog of delta ``record``: the kept copy when it matches the record, else downloaded."""
+    def _kept(self, record: Checkpoint) -> bytes | None:
+        """The changelog of delta ``record`` this host kept, when it matches the record's size and CRC32C."""
         try:
             with open(os.path.join(self.pending, record.checkpoint_id), "rb") as fh:
                 data = fh.read(record.changelog_size + 1)
-            if len(data) == record.changelog_size and crc32c_bytes(data) == record.changelog_crc32c:
-                return data
         except OSError:
-            pass
+            return None
+        return data if len(data) == record.changelog_size and crc32c_bytes(data) == record.changelog_crc32c else None
+
+    def _changelog(self, repo: Repository, record: Checkpoint, fetched: Fetched) -> bytes:
+        """The changelog of delta ``record``: the kept copy when it matches the record, else downloaded."""
+        data = self._kept(record)
+        if data is not None:
+            return data
         data = repo.read_changelog(record)  # size and CRC32C checked
         fetched.files += 1
         fetched.bytes += len(data)
         return data
 
     def ensure_at(self, repo: Repository, records: tuple[Checkpoint, ...], upto: int | None) -> Fetched:
-        """Bring the copy to the state after batch ``upto`` of ``records`` (step 2 of the module docstring)."""
+        """Bring the copy to the state after batch ``upto`` of ``records`` (step 2 of the module docstring), then
+        drop the kept changelogs (each is applied now or was never committed)."""
+        fetched = self._bring(repo, records, upto, restore=True)
+        if fetched is None:  # pragma: no cover - with restore=True there is always a way
+            raise RuntimeError(f"{self.path}: no way to the state after batch {upto}")
+        for name in os.listdir(self.pending):
+            os.remove(os.path.join(self.pending, name))
+        return fetched
+
+    def advance_locally(self, repo: Repository, records: tuple[Checkpoint, ...], upto: int) -> Fetched | None:
+        """The state after batch ``upto`` from the local copy and the changelogs this host kept alone (no
+        download, the kept changelogs left for the next batch): None when the copy is missing, past ``upto`` or off
+        the chain. For a snapshot task, which only snapshots where the state already is."""
+        return self._bring(repo, records, upto, restore=False)
+
+    def _bring(self, repo: Repository, records: tuple[Checkpoint, ...], upto: int | None, *,
+               restore: bool) -> Fetched | None:
         fetched = Fetched()
         chain = plan_chain(records, upto) if upto is not None and records else None
         if upto is not None and chain is None:
@@ -223,16 +241,22 @@ class LocalPartition:
             raise BrokenChainError(f"partition {self.path}: no committed record up to batch {upto}")
         marker = self.marker()
         if chain is None:  # the state before the first batch
+            if not restore:
+                return None
             if marker is None or marker.get("checkpointId"):
                 self._wipe()
                 self._mark(None)
             return fetched
         deltas = latest_deltas(records)
         start = self._reusable(marker, chain, deltas)
+        if start is None and not restore:
+            return None
         if start is None:
             self._restore(repo, chain, fetched)
         else:
             todo = [deltas[b] for b in range(start, (chain.upto or 0) + 1)]
+            if not restore and not all(self._kept(record) for record in todo):
+                return None
             if todo:
                 db = self.open_db()
                 for record in todo:
@@ -242,8 +266,6 @@ class LocalPartition:
                 self._mark(todo[-1])
         fetched.record = chain.records[-1].checkpoint_id
         fetched.snapshot = chain.snapshot
-        for name in os.listdir(self.pending):  # every kept changelog is applied or was never committed
-            os.remove(os.path.join(self.pending, name))
         return fetched
 
     @staticmethod
@@ -281,34 +303,6 @@ class LocalPartition:
         fetched.bytes += result.bytes_downloaded + chain.changelog_bytes
         self._mark(chain.records[-1])
 
-    def start_snapshot(self, repo: Repository, plan: BatchPlan, ctx: PartitionContext,
-                       previous: Checkpoint | None) -> Callable[[], StagedSnapshot] | None:
-        """Take the local checkpoint of the state after ``plan.upto`` (hard links, milliseconds) and upload it in a
-        thread while ``update`` runs; returns the function that waits for it (None before the first batch)."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        from blobstate.backends import open_local_store
-        from blobstate.pipelines.group import stage_snapshot
-
-        if plan.upto is None:
-            return None
-        target = os.path.join(self.path, f"snapshot-{plan.upto}-{ctx.attempt}")
-        shutil.rmtree(target, ignore_errors=True)
-        open_local_store("rocksdb").create_checkpoint(self.open_db(), target)
-        pool = ThreadPoolExecutor(1, thread_name_prefix="blobstate-partition-snapshot")
-        future = pool.submit(stage_snapshot, repo, plan.key, partition=ctx.partition, batch_id=plan.upto,
-                             checkpoint_dir=target, previous=previous, ttl_ms=plan.ttl_ms, attempt=ctx.attempt,
-                             base=plan.base)
-
-        def wait() -> StagedSnapshot:
-            try:
-                return future.result()
-            finally:
-                pool.shutdown()
-                shutil.rmtree(target, ignore_errors=True)
-
-        return wait
-
     def _wipe(self) -> None:
         self.close_db()
         shutil.rmtree(self.db_path, ignore_errors=True)
@@ -328,25 +322,24 @@ def run_partition(plan: BatchPlan, update: Update, partition: int, rows: Iterabl
     from blobstate.pipelines.group import stage_changelog
 
     t0, created = time.perf_counter(), now_ms()  # the TTL budget of everything this task uploads counts from here
-    ctx = PartitionContext(partition, plan.num_partitions, plan.batch_id, _attempt(), plan.query_id)
-    repo = _repository(plan)
+    ctx = PartitionContext(partition, plan.num_partitions, plan.batch_id, task_attempt(), plan.query_id)
+    repo = worker_repository(plan.repo, plan.log_url, plan.storage_options)
     with LocalPartition(plan.local_dir, plan.key, partition) as local:
         fetched = local.ensure_at(repo, plan.records.get(partition, ()), plan.upto)
-        snapshot = local.start_snapshot(repo, plan, ctx, fetched.snapshot) if plan.snapshot else None
         view = changelog.StagedWrites(local.open_db())
         update(view, rows, ctx)
         data = changelog.encode(view.ops())
-        staged = snapshot() if snapshot is not None else None
         entry = stage_changelog(repo, plan.key, partition=partition, batch_id=plan.batch_id, data=data,
                                 ttl_ms=plan.ttl_ms, attempt=ctx.attempt, base=plan.base)
         local.keep(entry, data)
     if plan.fault_hook is not None:
         plan.fault_hook("uploaded", ctx)
     yield Prepare(partition, plan.batch_id, ctx.attempt, plan.base, entry, created, fetched.record,
-                  fetched.restored, fetched.files, fetched.bytes, (time.perf_counter() - t0) * 1000, staged)
+                  fetched.restored, fetched.files, fetched.bytes, (time.perf_counter() - t0) * 1000)
 
 
-def _attempt() -> int:
+def task_attempt() -> int:
+    """The running Spark task's attempt number (0 first; 0 outside a task)."""
     try:
         from pyspark import TaskContext
 

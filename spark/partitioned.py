@@ -21,9 +21,10 @@ A restart (after a crash anywhere) recovers the group's journal on the driver (a
 resolved or aborted), checks the records against Spark's checkpoint location (its query id; the state of every
 batch Spark committed is there), and Spark re-runs the batches after its last commit: a group record of a batch
 Spark never committed is superseded by the re-run's (``blobstate.chain``: the newest record of a batch wins).
-Opening a group with another N is refused (``PartitionCountError``). Every ``snapshot_every`` batches the tasks
-also snapshot their partition (``blobstate.pipelines.group.stage_snapshot``), committed in the same group record;
-a partition then restores from its newest snapshot and the deltas after it.
+Opening a group with another N is refused (``PartitionCountError``). Every ``snapshot_every`` batches, once Spark
+reports the batch complete, the listener asks for partition snapshots, taken by a background Spark job off the
+batch's path and committed in the next group record (``blobstate.spark.partition_snapshot``); a partition then
+restores from its newest snapshot and the deltas after it.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from blobstate.pipelines.group import GroupCommitter, check_partition_count
 from blobstate.repository import Repository
 from blobstate.spark.alignment import SparkAlignmentError, plan_alignment
 from blobstate.spark.location import CheckpointLocation, is_connect
+from blobstate.spark.partition_snapshot import SnapshotPlan, SnapshotRequests, run_snapshot_job
 from blobstate.spark.partition_task import BatchPlan, PartitionContext, Prepare, Update, run_partition
 
 if TYPE_CHECKING:
@@ -56,12 +58,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 KEEP_STATS = 10_000
+CLOSE_WAIT_S = 120.0  # how long ``close`` waits for a running snapshot job
 
 
 @dataclass(frozen=True)
 class GroupBatchStats:
     """Per committed batch: the Spark job (ms), the group commit (ms), the group's generation, partitions restored
-    from the repository, files and bytes downloaded by the tasks, changelog bytes uploaded."""
+    from the repository, files and bytes downloaded by the tasks, changelog bytes uploaded, and the partition
+    snapshots the group record committed (``snapshots``; taken earlier, off the batch's path)."""
 
     batch_id: int
     job_ms: float
@@ -71,6 +75,7 @@ class GroupBatchStats:
     files_downloaded: int
     bytes_downloaded: int
     bytes_uploaded: int
+    snapshots: int = 0
 
 
 class PartitionedState:
@@ -79,9 +84,9 @@ class PartitionedState:
     ``key_cols``: the columns rows are partitioned by; ``local_dir``: where executors keep partitions (each host
     its own); ``task``: the store key's task part (default ``group``); ``retain``, ``ttl_ms`` (blobs until their
     group commits), ``work_dir`` (the driver's journal), ``log_url`` and ``storage_options`` as for the driver
-    binding; ``snapshot_every``: every partition snapshots the state after every K-th batch (0: never), taken by
-    the next batch's tasks and uploaded while ``update`` runs, committed in that batch's group record (retention
-    then keeps ``retain`` snapshots per partition and the deltas after them); ``fault_hook``: see ``BatchPlan``.
+    binding; ``snapshot_every``: after every K-th batch Spark completes (0: never) the listener asks for a snapshot
+    of every partition (``blobstate.spark.partition_snapshot``), committed in the next group record (retention then
+    keeps ``retain`` snapshots per partition and the deltas after them); ``fault_hook``: see ``BatchPlan``.
     """
 
     def __init__(self, spark: SparkSession, *, repo: str, checkpoint_location: str, num_partitions: int,
@@ -118,6 +123,11 @@ class PartitionedState:
         self._update: Update | None = None
         self._query: StreamingQuery | None = None
         self._broken: BaseException | None = None
+        self._history: list[Checkpoint] = []  # the group's records as of this driver's last commit
+        self._next_snapshot = snapshot_every - 1  # the first batch whose completion asks for snapshots
+        self.snapshots = SnapshotRequests(functools.partial(run_snapshot_job, spark), ttl_ms=ttl_ms)
+        self._listener: Any = None
+        self._run_id: str | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
     def open(self) -> None:
@@ -133,6 +143,7 @@ class PartitionedState:
                                       f"but {self.repo_url} holds no blobstate repository") from None
         try:
             history = self._repo.log.history(self.key)
+            self._history = list(history)
             check_partition_count(history, self.num_partitions, f"{self.key}")
             for p in range(self.num_partitions):
                 plan_alignment(partition_history(history, p), self.key, last_committed=self.last_committed,
@@ -155,7 +166,13 @@ class PartitionedState:
         writer = writer.foreachBatch(self.run_batch).option("checkpointLocation", self.checkpoint_location)
         if query_name:
             writer = writer.queryName(query_name)
+        if self.snapshot_every > 0 and self._listener is None:
+            from blobstate.spark.listener import CommitListener
+
+            self._listener = CommitListener(self)
+            self.spark.streams.addListener(self._listener)
         self._query = writer.start()
+        self._run_id = str(self._query.runId)
         if self.query_id is None:
             self.query_id = str(self._query.id)
         return self._query
@@ -164,6 +181,12 @@ class PartitionedState:
         """Stop the query if it runs and release the driver's session and repository."""
         if self._query is not None and self._query.isActive:
             self._query.stop()
+        if self._listener is not None:
+            self.spark.streams.removeListener(self._listener)
+            self._listener = None
+        if not self.snapshots.wait(CLOSE_WAIT_S):
+            log.warning("the snapshot job of %s still runs after %s s; its blobs expire by TTL", self.key,
+                        CLOSE_WAIT_S)
         if self._committer is not None:
             self._committer.close()
             self._committer = None
@@ -202,8 +225,7 @@ class PartitionedState:
         plan = BatchPlan(self.repo_url, self.key, self.local_dir, self.num_partitions, batch_id, base,
                          batch_id - 1 if batch_id > 0 else None,
                          {p: tuple(partition_history(history, p)) for p in range(self.num_partitions)},
-                         self.query_id or "", self.log_url, self.storage_options, self.ttl_ms, self.fault_hook,
-                         snapshot=self.snapshot_every > 0 and batch_id > 0 and batch_id % self.snapshot_every == 0)
+                         self.query_id or "", self.log_url, self.storage_options, self.ttl_ms, self.fault_hook)
         t0 = time.perf_counter()
         rdd = df.repartition(self.num_partitions, *self.key_cols).rdd
         if rdd.getNumPartitions() != self.num_partitions:
@@ -211,12 +233,12 @@ class PartitionedState:
         prepares = rdd.mapPartitionsWithIndex(functools.partial(run_partition, plan, update)).collect()
         t1 = time.perf_counter()
         accepted = accept(prepares, plan)
+        snapshots = self.snapshots.take(batch_id)
         try:
-            snapshots = [p.snapshot for p in accepted if p.snapshot is not None]
-            group = self._groups.commit([p.entry for p in accepted] + [s.entry for s in snapshots],
+            group = self._groups.commit([p.entry for p in accepted] + [s.staged.entry for s in snapshots if s.staged],
                                         batch_id=batch_id, query_id=plan.query_id,
-                                        created_ms=min(p.created_ms for p in accepted),
-                                        new_blob_ids=[b for s in snapshots for b in s.new_blob_ids])
+                                        created_ms=min(p.created_ms for p in [*accepted, *snapshots]),
+                                        new_blob_ids=[b for s in snapshots if s.staged for b in s.staged.new_blob_ids])
         except FencedError:
             raise
         except BaseException as exc:
@@ -225,8 +247,34 @@ class PartitionedState:
         self.stats.append(GroupBatchStats(
             batch_id, (t1 - t0) * 1000, (time.perf_counter() - t1) * 1000, group.generation,
             sum(p.restored for p in accepted), sum(p.files_downloaded for p in accepted),
-            sum(p.bytes_downloaded for p in accepted), sum(p.entry.size for p in accepted)))
+            sum(p.bytes_downloaded for p in accepted), sum(p.entry.size for p in accepted), len(snapshots)))
+        self._history = [*history, group]
         return group
+
+    # -- snapshots (listener target) ---------------------------------------------------------------------------
+    def on_batch_committed(self, run_id: str, batch_id: int) -> None:
+        """Spark completed ``batch_id`` of run ``run_id`` (the listener's thread; other runs are ignored)."""
+        if self._run_id is None or run_id == self._run_id:
+            self.request_snapshot(batch_id)
+
+    def on_listener_error(self, exc: BaseException) -> None:
+        log.error("blobstate's Spark listener failed: %s", exc)
+
+    def request_snapshot(self, batch_id: int) -> bool:
+        """Ask for a snapshot of every partition's state after ``batch_id`` (which Spark completed) when it is due
+        (``snapshot_every``) and this driver committed it; True when the background job started."""
+        history = self._history
+        if self.snapshot_every <= 0 or batch_id < self._next_snapshot or not history or \
+                history[-1].batch_id is None or history[-1].batch_id < batch_id:
+            return False
+        plan = SnapshotPlan(self.repo_url, self.key, self.local_dir, self.num_partitions, batch_id,
+                            history[-1].generation,
+                            {p: tuple(partition_history(history, p)) for p in range(self.num_partitions)},
+                            self.log_url, self.storage_options, self.ttl_ms)
+        if not self.snapshots.request(plan):
+            return False
+        self._next_snapshot = batch_id + self.snapshot_every
+        return True
 
     @property
     def batch_stats(self) -> list[GroupBatchStats]:

@@ -37,6 +37,7 @@ from blobstate.spark.demo.flights import (  # noqa: E402
     reference_routes,
     update_routes,
 )
+from blobstate.spark.partition_task import partition_dir  # noqa: E402
 
 N = 4
 KEY = StoreKey("flights", "group", "routes")
@@ -130,37 +131,138 @@ def test_partitioned_flights_retried_attempt_wiped_local_dir_gc_and_another_n(sp
                     work_dir=str(tmp_path / "work3"))
 
 
-def test_partition_snapshots_retention_and_a_restore_from_snapshot_plus_deltas(spark_session, flights_days,
-                                                                               tmp_path):
-    """A snapshot of every partition every 2 batches (taken by the next batch's tasks), retention 2: the groups of
-    batches 0-3 leave with their blobs; a wiped local dir restores from snapshot 3 plus deltas 4-5."""
-    directory, frame = flights_days
-    paths, source, days = _local_run(tmp_path, directory, 6)
-    runs = []
-    for more in ([], days[6:]):
-        for name in more:
-            shutil.copy2(os.path.join(directory, name), source / name)
-        ps = _open(spark_session, paths, snapshot_every=2, retain=2)
-        ps.start(_stream(spark_session, str(source)).writeStream, update_routes).processAllAvailable()
-        ps.close()
-        runs.append(ps)
-        shutil.rmtree(paths["local"])
+def _day_frames(spark, directory):
+    return [spark.read.schema(flights_schema()).option("header", True).csv(os.path.join(directory, name))
+            for name in sorted(os.listdir(directory))]
 
-    stats = {s.batch_id: s for run in runs for s in run.batch_stats}
-    assert sorted(stats) == list(range(8))
-    assert stats[6].partitions_restored == N and stats[6].files_downloaded > 2 * N  # snapshot files + 2 deltas
+
+def test_listener_requested_snapshots_off_the_batch_path_retention_skips_and_gc(spark_session, flights_days,
+                                                                                 tmp_path):
+    """Snapshots every 2 batches, asked for once Spark reports a batch complete (here the test plays the listener,
+    so the order is fixed): the snapshot of batch b is taken by a background job from the executors' local copies
+    and committed in the next group record. A partition whose local copy is gone is skipped, never downloaded; a
+    request after the copies moved on is skipped; a staged snapshot no group committed expires and gc deletes it.
+    Retention 2 keeps snapshots 3 and 5 and the deltas after 3; a new host restores from them plus deltas."""
+    directory, frame = flights_days
+    paths = {"repo": f"file://{tmp_path}/repo", "checkpoint": str(tmp_path / "ck"), "local": str(tmp_path / "local"),
+             "work": str(tmp_path / "work")}
+    frames = _day_frames(spark_session, directory)
+    ps = _open(spark_session, paths, snapshot_every=2, retain=2)
+    try:
+        for b, df in enumerate(frames):
+            ps.run_batch(df, b, update_routes)
+            if b == 3:  # Spark's report of batch 1 comes late: every local copy has moved past batch 1
+                assert ps.request_snapshot(1)
+                assert ps.snapshots.wait(120) and ps.snapshots.skipped == {1: N}
+            if b == 7:  # the executor of partition 0 lost its disk: its snapshot of batch 7 is skipped
+                shutil.rmtree(partition_dir(paths["local"], KEY, 0))
+            if b not in (1, 2):  # the reports of batches 1 and 2 are late
+                ps.on_batch_committed("", b)
+            assert ps.snapshots.wait(120)
+    finally:
+        ps.close()
+    stats = {s.batch_id: s for s in ps.batch_stats}
+    assert ps.snapshots.requested == [1, 3, 5, 7] and not ps.snapshots.failures
+    assert [stats[b].snapshots for b in range(8)] == [0, 0, 0, 0, N, 0, N, 0]
+    assert ps.snapshots.skipped == {1: N, 7: 1}
+    assert all(stats[b].files_downloaded == 0 for b in range(8))  # snapshot tasks never download either
+
     state, history = restored_routes(tmp_path, paths["repo"])
     assert state == reference_routes(frame)
-    assert [cp.batch_id for cp in history] == [4, 5, 6, 7]  # retention: snapshots 3 and 5 and the deltas after 3
-    assert [sorted({e.kind for e in cp.partitions}) for cp in history] == [
-        ["delta", "snapshot"], ["delta"], ["delta", "snapshot"], ["delta"]]
-    assert {e.batch_id for cp in history for e in cp.partitions if e.kind == "snapshot"} == {3, 5}
+    assert [cp.batch_id for cp in history] == [4, 5, 6, 7]  # retention: the groups of batches 0-3 are gone
+    snaps = [(cp.batch_id, e.partition, e.batch_id) for cp in history for e in cp.partitions if e.kind == "snapshot"]
+    assert snaps == [(4, p, 3) for p in range(N)] + [(6, p, 5) for p in range(N)]
     assert all(r.ok for r in blobstate.verify(repo=paths["repo"], key=KEY, all_checkpoints=True))
     future = int(time.time() * 1000) + 2 * DEFAULT_TTL_MS
     report = next(r for r in blobstate.gc(repo=paths["repo"], now_ms=future, work_base=str(tmp_path / "gcw"))
                   if r.key == KEY)
-    assert report.skipped is None and not report.expired_deleted  # every TTL was removed at its group commit
+    assert report.skipped is None and report.expired_deleted  # the snapshot of batch 7 no group committed
     assert restored_routes(tmp_path / "after-gc", paths["repo"])[0] == state
+
+
+def test_snapshots_asked_for_by_the_listener_of_a_running_query(spark_session, flights_days, tmp_path):
+    """The real listener: once Spark reports the first batches, snapshots are taken in the background while the
+    stream goes on, and a later group record commits them; a restore from them equals the pandas pass."""
+    directory, frame = flights_days
+    paths, source, days = _local_run(tmp_path, directory, 4)
+    ps = _open(spark_session, paths, snapshot_every=1)
+    try:
+        ps.start(_stream(spark_session, str(source)).writeStream, update_routes).processAllAvailable()
+        deadline = time.monotonic() + 120
+        while not ps.snapshots.requested and time.monotonic() < deadline:  # the listener bus is asynchronous
+            ps.snapshots.wait(1)
+        assert ps.snapshots.requested and ps.snapshots.wait(120)
+        for name in days[4:]:
+            shutil.copy2(os.path.join(directory, name), source / name)
+        ps._query.processAllAvailable()
+    finally:
+        ps.close()
+    assert not ps.snapshots.failures
+    state, history = restored_routes(tmp_path, paths["repo"])
+    assert state == reference_routes(frame)
+    committed = [(cp.batch_id, e.batch_id) for cp in history for e in cp.partitions if e.kind == "snapshot"]
+    assert committed and all(snap < group for group, snap in committed)
+    assert {snap for _, snap in committed} <= set(ps.snapshots.requested)
+
+
+def test_each_row_reaches_the_task_of_its_spark_hash_partition(spark_session, flights_days, tmp_path):
+    """Per row: the partition whose task saw a route is ``pmod(hash(origin, dest), N)`` as Spark SQL computes it
+    (Murmur3, seed 42: what ``repartition(N, *key_cols)`` uses), and the partition's RocksDB holds only those."""
+    from pyspark.sql import functions as F
+
+    directory, _ = flights_days
+    paths = {"repo": f"file://{tmp_path}/repo", "checkpoint": str(tmp_path / "ck"), "local": str(tmp_path / "local"),
+             "work": str(tmp_path / "work")}
+    df = _day_frames(spark_session, directory)[0]
+
+    def record_partition(db, rows, ctx):  # on an executor (a nested function: pickled by value)
+        for row in rows:
+            db[f"{row['origin']}|{row['dest']}"] = str(ctx.partition)
+
+    with _open(spark_session, paths) as ps:
+        ps.run_batch(df, 0, record_partition)
+    repo = Repository.open(paths["repo"])
+    seen = []
+    try:
+        for p in range(N):
+            dest = str(tmp_path / "check" / f"p{p}")
+            replay.restore_chain(repo, replay.plan(repo, KEY, partition=p), dest,
+                                 local_store=open_local_store("rocksdb"), store_type="rocksdb", force=True)
+            part = [(*key.split("|"), p, task) for key, task in read_state_at(dest).items()]
+            assert part and all(task == p for *_, task in part)
+            seen += part
+    finally:
+        repo.close()
+    routes = spark_session.createDataFrame(seen, "origin string, dest string, partition int, task int")
+    expected = routes.withColumn("spark", F.expr(f"pmod(hash(origin, dest), {N})"))
+    mismatched = expected.where("spark != partition").count()
+    assert mismatched == 0 and expected.count() == df.select("origin", "dest").distinct().count()
+
+
+def test_a_staged_snapshot_older_than_a_quarter_of_the_ttl_is_never_committed():
+    """Pure logic of the driver's queue (no Spark): a snapshot staged long ago would start the group's TTL budget
+    from its upload; ``take`` drops it (its blobs expire) and keeps a fresh one, and only batches before the
+    committing batch leave the queue."""
+    from blobstate.layout import now_ms
+    from blobstate.model import PartitionEntry
+    from blobstate.pipelines.group import StagedSnapshot
+    from blobstate.spark.partition_snapshot import SnapshotPlan, SnapshotRequests, SnapshotResult
+
+    ttl = 60_000
+
+    def entry(p):
+        return PartitionEntry(p, "snapshot", f"c{p}", 3, f"{KEY.prefix}/blobs/i{p}", 1, 1, 0, 4)
+
+    def job(plan):
+        return [SnapshotResult(0, plan.batch_id, now_ms() - ttl // 4 - 1_000, StagedSnapshot(entry(0), (), 1)),
+                SnapshotResult(1, plan.batch_id, now_ms(), StagedSnapshot(entry(1), (), 1)),
+                SnapshotResult(2, plan.batch_id, now_ms(), None, "no local copy at this batch")]
+
+    queue = SnapshotRequests(job, ttl_ms=ttl)
+    assert queue.request(SnapshotPlan("file:///r", KEY, "/l", 3, 3, 4, {}, ttl_ms=ttl)) and queue.wait(10)
+    assert queue.take(3) == [] and queue.skipped == {3: 1}  # batch 3 itself is not before batch 3
+    taken = queue.take(4)
+    assert [r.partition for r in taken] == [1] and queue.take(4) == []
 
 
 def test_a_second_driver_on_the_group_is_fenced(spark_session, flights_frame, tmp_path):
@@ -184,10 +286,14 @@ def test_a_second_driver_on_the_group_is_fenced(spark_session, flights_frame, tm
     assert [(cp.batch_id, cp.generation) for cp in history] == [(0, 1), (1, 2)]
 
 
-@pytest.mark.parametrize("event", ["CheckpointAppending:4:group", "CheckpointWritten:4:group"],
-                         ids=["after-prepares-before-append", "after-append-before-return"])
-def test_sigkill_of_the_driver_around_the_group_append_restarts_exactly(event, spark_session, flights_days,
+@pytest.mark.parametrize(("event", "landed"), [("UploadsPlanned:4:group", False),
+                                               ("CheckpointAppending:4:group", True),
+                                               ("CheckpointWritten:4:group", True)],
+                         ids=["parts-planned", "after-prepares-before-append", "after-append-before-return"])
+def test_sigkill_of_the_driver_around_the_group_append_restarts_exactly(event, landed, spark_session, flights_days,
                                                                         tmp_path):
+    """``landed``: the killed run's group of batch 3 is in the log after recovery (from ``CheckpointAppending`` on,
+    recovery finishes the append; before it, recovery aborts and deletes the parts)."""
     directory, frame = flights_days
     paths = {**kill_paths(tmp_path, directory), "local": str(tmp_path / "local")}
     code, out, err = run_child(tmp_path, paths, kill_at_event=event, partitions=N)
@@ -203,7 +309,7 @@ def test_sigkill_of_the_driver_around_the_group_append_restarts_exactly(event, s
     state, history = restored_routes(tmp_path, paths["repo"])
     assert state == reference_routes(frame)
     batches = [cp.batch_id for cp in history]
-    assert batches == [0, 1, 2, 3, 3, 4, 5, 6, 7]  # the killed run's group of batch 3 landed; the re-run's wins
+    assert batches == [0, 1, 2, 3] + [3] * landed + [4, 5, 6, 7]  # a landed group of batch 3: the re-run's wins
     future = int(time.time() * 1000) + 2 * DEFAULT_TTL_MS  # once every TTL passed, gc leaves no orphan
     report = next(r for r in blobstate.gc(repo=paths["repo"], now_ms=future, work_base=str(tmp_path / "gcw"))
                   if r.key == KEY)

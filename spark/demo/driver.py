@@ -156,9 +156,9 @@ def run_partitioned(spark: Any, cfg: dict[str, Any]) -> int:
             fh.write(json.dumps({"run": run, "batch": s.batch_id, "deltaMs": round(s.commit_ms, 3), "applyMs": 0,
                                  "bytes": s.bytes_uploaded, "snapshotLag": 0, "jobMs": round(s.job_ms, 3),
                                  "partitionsRestored": s.partitions_restored,
-                                 "filesDownloaded": s.files_downloaded}) + "\n")
+                                 "filesDownloaded": s.files_downloaded, "snapshots": s.snapshots}) + "\n")
     first = ps.batch_stats[0] if ps.batch_stats else None
-    summary.update(finished=True, snapshots=[], snapshotMs=[],
+    summary.update(finished=True, snapshots=[s.batch_id for s in ps.batch_stats if s.snapshots], snapshotMs=[],
                    partitionsRestored=first.partitions_restored if first else 0,
                    filesDownloaded=first.files_downloaded if first else 0,
                    lastBatch=ps.batch_stats[-1].batch_id if ps.batch_stats else ps.last_committed)

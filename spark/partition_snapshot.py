@@ -1,0 +1,185 @@
+"""Partition snapshots of a partitioned store, requested by the driver's listener and taken off the batch's path.
+
+After Spark completed batch ``b`` (its ``commits/b`` is written; ``blobstate.spark.listener`` reports the progress
+event), and every ``snapshot_every`` batches, the driver asks (``SnapshotRequests.request``) for a snapshot of the
+state after ``b``. A background thread on the driver runs one Spark job of N tasks (``snapshot_partition``); task
+``p``, on an executor:
+
+1. takes partition ``p``'s local directory (the lock a batch task holds while it runs; waited for up to
+   ``SNAPSHOT_LOCK_WAIT_S``, then the partition is skipped);
+2. brings the local copy to the state after ``b`` from what the host has alone (``LocalPartition.advance_locally``:
+   the changelog of ``b`` it kept when it wrote it): a copy that is missing (the partition ran on another host),
+   already past ``b`` or off the chain is skipped, never downloaded: a snapshot is an optimisation, the deltas
+   stay restorable;
+3. takes the RocksDB local checkpoint (hard links, milliseconds) and lets go of the lock: the next batch's task can
+   run while
+4. the checkpoint's new files and its snapshot index are uploaded with a TTL
+   (``blobstate.pipelines.group.stage_snapshot``, diffed against the partition's newest committed snapshot);
+5. the task returns a ``SnapshotResult``.
+
+The driver keeps the staged snapshots and commits them in the **next** group record (``take``), beside that batch's
+deltas: one commit point, one generation, fencing as for any group (Flink's incremental checkpoints of RocksDB
+likewise upload SSTs asynchronously and let the coordinator's completed checkpoint make them count). A snapshot
+that waited longer than a quarter of the TTL is dropped (its blobs expire; the group's TTL budget counts from its
+oldest part). Until committed, a snapshot is referenced by nothing, so a crash anywhere leaves blobs with a TTL for
+``blobstate gc``. One job runs at a time; a request while one runs is skipped (the next batch asks again).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import shutil
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from blobstate.errors import CommitInProgressError
+from blobstate.layout import now_ms
+from blobstate.model import Checkpoint, StoreKey
+from blobstate.pipelines.group import StagedSnapshot
+from blobstate.storage_options import redact
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_LOCK_WAIT_S = 30.0  # how long a snapshot task waits for the batch task holding its partition
+
+
+@dataclass(frozen=True)
+class SnapshotPlan:
+    """What the driver sends each snapshot task (picklable): the repository, the group's ``key``, ``local_dir``,
+    the batch ``batch_id`` whose state is snapshotted, the group generation ``base`` it was asked at, each
+    partition's committed records (``records[p]``) and the blob TTL ``ttl_ms``."""
+
+    repo: str
+    key: StoreKey
+    local_dir: str
+    num_partitions: int
+    batch_id: int
+    base: int
+    records: dict[int, tuple[Checkpoint, ...]]
+    log_url: str | None = None
+    storage_options: dict[str, Any] | None = None
+    ttl_ms: int = 0
+
+
+@dataclass(frozen=True)
+class SnapshotResult:
+    """A snapshot task's answer: partition ``partition``'s ``staged`` snapshot of batch ``batch_id`` uploaded from
+    ``created_ms`` on (epoch ms), or None and the ``skipped`` reason."""
+
+    partition: int
+    batch_id: int
+    created_ms: int
+    staged: StagedSnapshot | None
+    skipped: str = ""
+
+
+def snapshot_partition(plan: SnapshotPlan, partition: int, rows: Iterable[Any]) -> Iterator[SnapshotResult]:
+    """Steps 1-5 of the module docstring for ``partition`` (``mapPartitionsWithIndex``; ``rows`` unused); yields
+    one ``SnapshotResult``. Raises ``StorageError`` from the upload (Spark retries the task)."""
+    from blobstate.backends import open_local_store
+    from blobstate.pipelines.group import stage_snapshot
+    from blobstate.spark.partition_task import LocalPartition, task_attempt, worker_repository
+
+    created, attempt = now_ms(), task_attempt()
+    repo = worker_repository(plan.repo, plan.log_url, plan.storage_options)
+    local = LocalPartition(plan.local_dir, plan.key, partition, wait_s=SNAPSHOT_LOCK_WAIT_S)
+    target = os.path.join(local.path, f"snapshot-{plan.batch_id}-{attempt}")
+    try:
+        with local:
+            fetched = local.advance_locally(repo, plan.records.get(partition, ()), plan.batch_id)
+            if fetched is None:
+                yield SnapshotResult(partition, plan.batch_id, created, None, "no local copy at this batch")
+                return
+            shutil.rmtree(target, ignore_errors=True)
+            open_local_store("rocksdb").create_checkpoint(local.open_db(), target)
+    except CommitInProgressError:
+        yield SnapshotResult(partition, plan.batch_id, created, None, "the partition stayed busy")
+        return
+    try:
+        staged = stage_snapshot(repo, plan.key, partition=partition, batch_id=plan.batch_id, checkpoint_dir=target,
+                                previous=fetched.snapshot, ttl_ms=plan.ttl_ms, attempt=attempt, base=plan.base)
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
+    yield SnapshotResult(partition, plan.batch_id, created, staged)
+
+
+class SnapshotRequests:
+    """The driver's side: one background snapshot job at a time, its staged snapshots kept until a group record
+    commits them. Thread-safe (the listener thread requests, the ``foreachBatch`` thread takes).
+
+    ``run_job(plan) -> list[SnapshotResult]`` runs the Spark job (``PartitionedState`` passes one).
+    """
+
+    def __init__(self, run_job: Any, *, ttl_ms: int) -> None:
+        self._run_job = run_job
+        self.ttl_ms = ttl_ms
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._ready: dict[int, SnapshotResult] = {}
+        self.requested: list[int] = []
+        self.skipped: dict[int, int] = {}  # partitions skipped per requested batch
+        self.failures: list[BaseException] = []
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def request(self, plan: SnapshotPlan) -> bool:
+        """Start the snapshot job of ``plan`` in the background; False (nothing started) when one still runs."""
+        with self._lock:
+            if self.running:
+                return False
+            self.requested.append(plan.batch_id)
+            self._thread = threading.Thread(target=self._run, args=(plan,), daemon=True,
+                                            name=f"blobstate-snapshot-{plan.key}-{plan.batch_id}")
+            self._thread.start()
+            return True
+
+    def _run(self, plan: SnapshotPlan) -> None:
+        try:
+            results = self._run_job(plan)
+        except BaseException as exc:  # noqa: BLE001 - a snapshot is an optimisation: the deltas stay restorable
+            log.warning("the snapshot job of %s batch %s failed: %s", plan.key, plan.batch_id, redact(str(exc)))
+            with self._lock:
+                self.failures.append(exc)
+            return
+        with self._lock:
+            for result in results:
+                if result.staged is None:
+                    log.info("partition %s of %s skipped the snapshot of batch %s: %s", result.partition, plan.key,
+                             plan.batch_id, result.skipped)
+                    self.skipped[plan.batch_id] = self.skipped.get(plan.batch_id, 0) + 1
+                elif result.batch_id == plan.batch_id:
+                    self._ready[result.partition] = result  # a newer one replaces an older: its blobs expire
+
+    def take(self, before_batch: int) -> list[SnapshotResult]:
+        """The staged snapshots of batches before ``before_batch`` that are still fresh (staged less than a quarter
+        of the TTL ago), by partition; they leave this queue whether or not they are fresh."""
+        limit = now_ms() - self.ttl_ms // 4
+        with self._lock:
+            ready = [r for p, r in sorted(self._ready.items()) if r.batch_id < before_batch]
+            for r in ready:
+                del self._ready[r.partition]
+        stale = [r for r in ready if r.created_ms < limit]
+        if stale:
+            log.info("dropping %d staged snapshots older than a quarter of the TTL (their blobs expire)", len(stale))
+        return [r for r in ready if r.created_ms >= limit]
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Wait for the running job (if any) to finish; False when it still runs after ``timeout_s``."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout_s)
+        return not self.running
+
+
+def run_snapshot_job(spark: Any, plan: SnapshotPlan) -> list[SnapshotResult]:
+    """The Spark job of ``plan``: N tasks, task ``p`` runs ``snapshot_partition`` for partition ``p``."""
+    sc = spark.sparkContext
+    sc.setJobDescription(f"blobstate snapshot of {plan.key} batch {plan.batch_id}")
+    rdd = sc.parallelize(range(plan.num_partitions), plan.num_partitions)
+    return rdd.mapPartitionsWithIndex(functools.partial(snapshot_partition, plan)).collect()
