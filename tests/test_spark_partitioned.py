@@ -17,23 +17,20 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from spark_fixtures import kill_paths, run_child  # noqa: E402
+from spark_fixtures import kill_paths, restored_routes, run_child  # noqa: E402
 
 import blobstate  # noqa: E402
-from blobstate.backends import open_local_store  # noqa: E402
 from blobstate.errors import (
     FencedError,  # noqa: E402
     PartitionCountError,  # noqa: E402
 )
 from blobstate.layout import DEFAULT_TTL_MS  # noqa: E402
 from blobstate.model import StoreKey  # noqa: E402
-from blobstate.pipelines import replay  # noqa: E402
 from blobstate.repository import Repository  # noqa: E402
 from blobstate.spark import partitioned  # noqa: E402
 from blobstate.spark.demo.flights import (  # noqa: E402
     ROUTE_COLS,
     flights_schema,
-    read_state_at,
     reference_routes,
     update_routes,
 )
@@ -53,23 +50,6 @@ def _stream(spark, directory, archive=None):
     if archive:
         reader = reader.option("cleanSource", "archive").option("sourceArchiveDir", archive)
     return reader.csv(directory)
-
-
-def restored_routes(tmp_path, repo_url):
-    """Every partition restored from the repository alone (a new host), merged: ``({key: value}, group records)``."""
-    repo = Repository.open(repo_url)
-    state = {}
-    try:
-        for p in range(N):
-            dest = str(tmp_path / "check" / f"p{p}")
-            replay.restore_chain(repo, replay.plan(repo, KEY, partition=p), dest,
-                                 local_store=open_local_store("rocksdb"), store_type="rocksdb", force=True)
-            part = read_state_at(dest)
-            assert not set(part) & set(state), "a route is in two partitions"
-            state.update(part)
-        return state, repo.log.history(KEY)
-    finally:
-        repo.close()
 
 
 def _local_run(tmp_path, directory, first_days):

@@ -15,6 +15,7 @@ import pytest
 from blobstate.model import StoreKey
 
 KEY = StoreKey("flights", "0", "stats")
+ROUTES_KEY = StoreKey("flights", "group", "routes")  # the partitioned flights state (``spark_child`` partitions)
 SUPPORT = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -99,6 +100,28 @@ def restored_state(tmp_path, repo: str, key) -> dict:
     api.restore(dest, repo=repo, job=key.job, task=key.task, store=key.store, store_type="rocksdb",
                 work_dir=str(tmp_path / "check-work"))
     return read_state_at(dest)
+
+
+def restored_routes(tmp_path, repo_url, *, key=ROUTES_KEY, partitions=4):
+    """Every partition restored from the repository alone (a new host), merged: ``({key: value}, group records)``."""
+    from blobstate.backends import open_local_store
+    from blobstate.pipelines import replay
+    from blobstate.repository import Repository
+    from blobstate.spark.demo.flights import read_state_at
+
+    repo = Repository.open(repo_url)
+    state = {}
+    try:
+        for p in range(partitions):
+            dest = str(tmp_path / "check" / f"p{p}")
+            replay.restore_chain(repo, replay.plan(repo, key, partition=p), dest,
+                                 local_store=open_local_store("rocksdb"), store_type="rocksdb", force=True)
+            part = read_state_at(dest)
+            assert not set(part) & set(state), "a route is in two partitions"
+            state.update(part)
+        return state, repo.log.history(key)
+    finally:
+        repo.close()
 
 
 def kill_paths(tmp_path, directory):
