@@ -7,10 +7,10 @@ batch's writes are committed as one delta record before ``foreachBatch`` returns
 background; ``binding.close()`` drains. Importing this package does not import pyspark (the ``spark`` extra).
 
 Modules: ``binding`` (the Spark lifecycle), ``engine`` (the batch side: delta commits, apply, snapshots),
-``scheduler`` (Spark-agnostic background snapshot scheduling), ``partitioned`` and ``partition_task`` (partitioned
-state on the executors, one group checkpoint per batch), ``alignment`` and ``location`` (what a restart
-restores, and Spark's checkpoint location read through Spark's own Hadoop FileSystem), ``listener``, and the
-``demo`` subpackage (``blobstate demo``).
+``scheduler`` (Spark-agnostic background snapshot scheduling), ``partitioned``, ``partition_job`` and
+``partition_task`` (partitioned state on the executors, one group checkpoint per batch), ``alignment`` and
+``location`` (what a restart restores, and Spark's checkpoint location read through Spark's own Hadoop
+FileSystem), ``listener``, and the ``demo`` subpackage (``blobstate demo``).
 """
 
 from blobstate.spark.alignment import AlignmentPlan, SparkAlignmentError, plan_alignment

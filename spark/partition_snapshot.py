@@ -177,9 +177,27 @@ class SnapshotRequests:
         return not self.running
 
 
-def run_snapshot_job(spark: Any, plan: SnapshotPlan) -> list[SnapshotResult]:
-    """The Spark job of ``plan``: N tasks, task ``p`` runs ``snapshot_partition`` for partition ``p``."""
+def run_snapshot_job(spark: Any, plan: SnapshotPlan, *, arrow: bool | None = None) -> list[SnapshotResult]:
+    """The Spark job of ``plan``: N tasks, task ``p`` runs ``snapshot_partition`` for partition ``p``. ``arrow``:
+    through the DataFrame API (``range(N)`` in N partitions, ``mapInArrow``; default: under Spark Connect only,
+    where there is no ``sparkContext``), else the RDD API."""
+    from blobstate.spark.location import is_connect
+    from blobstate.spark.partition_job import OUTPUT_SCHEMA, collect_pickled
+
+    if is_connect(spark) if arrow is None else arrow:
+        out = spark.range(0, plan.num_partitions, 1, plan.num_partitions)
+        return collect_pickled(out.mapInArrow(functools.partial(_arrow_task, plan), OUTPUT_SCHEMA))
     sc = spark.sparkContext
     sc.setJobDescription(f"blobstate snapshot of {plan.key} batch {plan.batch_id}")
     rdd = sc.parallelize(range(plan.num_partitions), plan.num_partitions)
     return rdd.mapPartitionsWithIndex(functools.partial(snapshot_partition, plan)).collect()
+
+
+def _arrow_task(plan: SnapshotPlan, batches: Iterator[Any]) -> Iterator[Any]:
+    """A snapshot task of the DataFrame path (``mapInArrow``): partition ``TaskContext.partitionId()``."""
+    from blobstate.spark.partition_job import pickled_batch, task_partition
+
+    for _ in batches:  # one row, unused: read to the end
+        pass
+    for result in snapshot_partition(plan, task_partition(), ()):
+        yield pickled_batch(result)

@@ -6,11 +6,11 @@ micro-batch ``b`` (``foreachBatch``, on the driver):
 
 1. the group's records are read once (``CheckpointLog.history``); a driver whose generation is no longer the log's
    latest is fenced (``FencedError``) before any task runs;
-2. one Spark job: the batch is repartitioned by ``key_cols`` into N partitions (Spark's own hash partitioning,
-   ``pmod(murmur3(key_cols), N)``; a repartition to an explicit number is never coalesced by adaptive execution),
-   and task ``p`` runs ``blobstate.spark.partition_task.run_partition``: partition ``p``'s RocksDB brought to the
-   state after ``b - 1`` (local copy reused, or restored and verified), ``update(db, rows, ctx)`` staged, the
-   changelog uploaded with a TTL, one ``Prepare`` returned;
+2. one Spark job (``blobstate.spark.partition_job``): the batch is repartitioned by ``key_cols`` into N partitions
+   (Spark's own hash partitioning, ``pmod(murmur3(key_cols), N)``; a repartition to an explicit number is never
+   coalesced by adaptive execution), and task ``p`` runs ``blobstate.spark.partition_task.run_partition``:
+   partition ``p``'s RocksDB brought to the state after ``b - 1`` (local copy reused, or restored and verified),
+   ``update(db, rows, ctx)`` staged, the changelog uploaded with a TTL, one ``Prepare`` returned;
 3. the driver accepts exactly one prepare per partition made for this batch on top of the generation it expects
    (a retried or speculative attempt's result never reaches ``collect``; one for another batch or base is
    refused), and commits them as one group record (``blobstate.pipelines.group.GroupCommitter``): the single
@@ -25,11 +25,14 @@ Opening a group with another N is refused (``PartitionCountError``). Every ``sna
 reports the batch complete, the listener asks for partition snapshots, taken by a background Spark job off the
 batch's path and committed in the next group record (``blobstate.spark.partition_snapshot``); a partition then
 restores from its newest snapshot and the deltas after it.
+
+Under Spark Connect the client checks the alignment and N when it opens, and ``foreachBatch`` (this object, pickled
+as configuration) opens the group in the server's Python worker on its first batch and keeps it across batches, as
+the driver binding's engine does; what that worker holds (``batch_stats``) is not visible on the client.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import time
@@ -46,8 +49,9 @@ from blobstate.pipelines.group import GroupCommitter, check_partition_count
 from blobstate.repository import Repository
 from blobstate.spark.alignment import SparkAlignmentError, plan_alignment
 from blobstate.spark.location import CheckpointLocation, is_connect
+from blobstate.spark.partition_job import run_tasks
 from blobstate.spark.partition_snapshot import SnapshotPlan, SnapshotRequests, run_snapshot_job
-from blobstate.spark.partition_task import BatchPlan, PartitionContext, Prepare, Update, run_partition
+from blobstate.spark.partition_task import BatchPlan, PartitionContext, Prepare, Update
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -79,7 +83,7 @@ class GroupBatchStats:
 
 
 class PartitionedState:
-    """One Spark query's partitioned state (see the module docstring). Classic PySpark only.
+    """One Spark query's partitioned state (see the module docstring), on classic PySpark or Spark Connect.
 
     ``key_cols``: the columns rows are partitioned by; ``local_dir``: where executors keep partitions (each host
     its own); ``task``: the store key's task part (default ``group``); ``retain``, ``ttl_ms`` (blobs until their
@@ -95,15 +99,14 @@ class PartitionedState:
                  storage_options: dict[str, Any] | None = None, retain: int = 3, ttl_ms: int = DEFAULT_TTL_MS,
                  snapshot_every: int = 10,
                  fault_hook: Callable[[str, PartitionContext], None] | None = None) -> None:
-        if is_connect(spark):
-            raise ConfigurationError("partitioned state needs classic PySpark (the driver runs the group commit)")
         if not key_cols:
             raise ConfigurationError("key_cols must name at least one column")
         check_partition_count([], num_partitions, "")
         if snapshot_every < 0 or retain < 2:
             raise ConfigurationError("snapshot_every must be >= 0 (0: never) and retain >= 2")
         self.snapshot_every = snapshot_every
-        self.spark = spark
+        self.spark: SparkSession | None = spark
+        self.connect = is_connect(spark)
         self.key = StoreKey(job, task, store)
         if work_dir is None:
             from blobstate import workdir
@@ -125,15 +128,18 @@ class PartitionedState:
         self._broken: BaseException | None = None
         self._history: list[Checkpoint] = []  # the group's records as of this driver's last commit
         self._next_snapshot = snapshot_every - 1  # the first batch whose completion asks for snapshots
-        self.snapshots = SnapshotRequests(functools.partial(run_snapshot_job, spark), ttl_ms=ttl_ms)
+        self._session: SparkSession | None = spark  # the session snapshot jobs run in (the batch's, on Connect)
+        self.snapshots = SnapshotRequests(self._snapshot_job, ttl_ms=ttl_ms)
         self._listener: Any = None
         self._run_id: str | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
-    def open(self) -> None:
+    def open(self, spark: SparkSession | None = None) -> None:
         """Recover the group's journal, check its records against Spark's checkpoint location and N, and take the
-        current generation. Raises ``SparkAlignmentError``, ``PartitionCountError`` (nothing changed)."""
-        location = CheckpointLocation(self.spark, self.checkpoint_location)
+        current generation. Under Spark Connect the client (``spark`` None) only checks; the server's worker opens
+        with its batch's session. Raises ``SparkAlignmentError``, ``PartitionCountError`` (nothing changed)."""
+        client = self.connect and spark is None
+        location = CheckpointLocation(spark or self.spark, self.checkpoint_location)
         self.query_id, self.last_committed = location.query_id(), location.last_committed()
         try:
             self._repo = Repository.open(self.repo_url, log=self.log_url, storage_options=self.storage_options,
@@ -148,6 +154,9 @@ class PartitionedState:
             for p in range(self.num_partitions):
                 plan_alignment(partition_history(history, p), self.key, last_committed=self.last_committed,
                                query_id=self.query_id, location=self.checkpoint_location, repo_url=self.repo_url)
+            if client:
+                self.close()
+                return
             self._committer = StoreCommitter(self.key, self._repo, store_type="rocksdb", work_dir=self.work_dir,
                                              retain=self.retain, ttl_ms=self.ttl_ms)
             self._groups = GroupCommitter(self._committer, num_partitions=self.num_partitions)
@@ -194,6 +203,20 @@ class PartitionedState:
             self._repo.close()
             self._repo = None
 
+    # live in the process that opened them
+    _HANDLES = ("_repo", "_committer", "_groups", "_query", "_broken", "_session", "_listener", "snapshots")
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Configuration only (Spark Connect pickles ``foreachBatch`` to the server): no session, no handles."""
+        state = {k: v for k, v in self.__dict__.items() if k not in self._HANDLES}
+        state.update(spark=None, stats=deque(maxlen=KEEP_STATS))
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.__dict__.update(dict.fromkeys(self._HANDLES))
+        self.snapshots = SnapshotRequests(self._snapshot_job, ttl_ms=self.ttl_ms)
+
     def __enter__(self) -> PartitionedState:
         return self
 
@@ -208,6 +231,8 @@ class PartitionedState:
         ``ConfigurationError`` for prepares that do not cover every partition, and what the group commit raises.
         """
         update = update or self._update
+        if self.connect and self._groups is None and self._broken is None:
+            self.open(df.sparkSession)  # Spark Connect: the first batch in the server's Python worker
         if update is None or self._groups is None or self._repo is None:
             raise ConfigurationError("the partitioned state is not open or has no update function")
         if self._broken is not None:
@@ -215,6 +240,9 @@ class PartitionedState:
                                      f"({type(self._broken).__name__}); restart the query") from self._broken
         if self.query_id is None:  # the first batch can run before ``start`` returns: Spark's metadata has the id
             self.query_id = CheckpointLocation(df.sparkSession, self.checkpoint_location).query_id()
+        if self.connect:  # no listener reaches the server's worker: Spark completed batch_id - 1 before this one
+            self._session = df.sparkSession
+            self.request_snapshot(batch_id - 1)
         commit_point = self._groups.committer.commit_point
         history = self._repo.log.history(self.key)
         base = commit_point.generation()
@@ -227,10 +255,7 @@ class PartitionedState:
                          {p: tuple(partition_history(history, p)) for p in range(self.num_partitions)},
                          self.query_id or "", self.log_url, self.storage_options, self.ttl_ms, self.fault_hook)
         t0 = time.perf_counter()
-        rdd = df.repartition(self.num_partitions, *self.key_cols).rdd
-        if rdd.getNumPartitions() != self.num_partitions:
-            raise ConfigurationError(f"Spark planned {rdd.getNumPartitions()} partitions, not {self.num_partitions}")
-        prepares = rdd.mapPartitionsWithIndex(functools.partial(run_partition, plan, update)).collect()
+        prepares = run_tasks(df, plan, update, self.key_cols)
         t1 = time.perf_counter()
         accepted = accept(prepares, plan)
         snapshots = self.snapshots.take(batch_id)
@@ -260,9 +285,13 @@ class PartitionedState:
     def on_listener_error(self, exc: BaseException) -> None:
         log.error("blobstate's Spark listener failed: %s", exc)
 
+    def _snapshot_job(self, plan: SnapshotPlan) -> list[Any]:
+        return run_snapshot_job(self._session, plan)
+
     def request_snapshot(self, batch_id: int) -> bool:
         """Ask for a snapshot of every partition's state after ``batch_id`` (which Spark completed) when it is due
-        (``snapshot_every``) and this driver committed it; True when the background job started."""
+        (``snapshot_every``) and this driver committed it; True when the background job started. Classic: the
+        listener asks; Spark Connect: the server's worker asks at the start of the next batch."""
         history = self._history
         if self.snapshot_every <= 0 or batch_id < self._next_snapshot or not history or \
                 history[-1].batch_id is None or history[-1].batch_id < batch_id:
@@ -278,6 +307,11 @@ class PartitionedState:
 
     @property
     def batch_stats(self) -> list[GroupBatchStats]:
+        """Per committed batch of this process. Raises ``ConfigurationError`` under Spark Connect (the batches run
+        in the server's Python worker)."""
+        if self.connect:
+            raise ConfigurationError("batch_stats is not available under Spark Connect: the partitioned state runs "
+                                     "in the server's Python worker, not in this process")
         return list(self.stats)
 
 

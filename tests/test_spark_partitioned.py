@@ -17,23 +17,20 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from spark_fixtures import kill_paths, run_child  # noqa: E402
+from spark_fixtures import kill_paths, restored_partitions, restored_routes, run_child  # noqa: E402
 
 import blobstate  # noqa: E402
-from blobstate.backends import open_local_store  # noqa: E402
 from blobstate.errors import (
     FencedError,  # noqa: E402
     PartitionCountError,  # noqa: E402
 )
 from blobstate.layout import DEFAULT_TTL_MS  # noqa: E402
 from blobstate.model import StoreKey  # noqa: E402
-from blobstate.pipelines import replay  # noqa: E402
 from blobstate.repository import Repository  # noqa: E402
 from blobstate.spark import partitioned  # noqa: E402
 from blobstate.spark.demo.flights import (  # noqa: E402
     ROUTE_COLS,
     flights_schema,
-    read_state_at,
     reference_routes,
     update_routes,
 )
@@ -54,23 +51,6 @@ def _stream(spark, directory, archive=None):
     if archive:
         reader = reader.option("cleanSource", "archive").option("sourceArchiveDir", archive)
     return reader.csv(directory)
-
-
-def restored_routes(tmp_path, repo_url):
-    """Every partition restored from the repository alone (a new host), merged: ``({key: value}, group records)``."""
-    repo = Repository.open(repo_url)
-    state = {}
-    try:
-        for p in range(N):
-            dest = str(tmp_path / "check" / f"p{p}")
-            replay.restore_chain(repo, replay.plan(repo, KEY, partition=p), dest,
-                                 local_store=open_local_store("rocksdb"), store_type="rocksdb", force=True)
-            part = read_state_at(dest)
-            assert not set(part) & set(state), "a route is in two partitions"
-            state.update(part)
-        return state, repo.log.history(KEY)
-    finally:
-        repo.close()
 
 
 def _local_run(tmp_path, directory, first_days):
@@ -180,6 +160,28 @@ def test_listener_requested_snapshots_off_the_batch_path_retention_skips_and_gc(
     assert restored_routes(tmp_path / "after-gc", paths["repo"])[0] == state
 
 
+def test_the_dataframe_path_of_the_snapshot_job_stages_what_the_rdd_path_does(spark_session, flights_days, tmp_path):
+    """The snapshot job as Spark Connect runs it (``range(N)`` through ``mapInArrow``), here on the classic session
+    beside the RDD path: one staged snapshot per partition, of the same files."""
+    from blobstate.chain import partition_history
+    from blobstate.spark.partition_snapshot import SnapshotPlan, run_snapshot_job
+
+    directory, _ = flights_days
+    paths = {"repo": f"file://{tmp_path}/repo", "checkpoint": str(tmp_path / "ck"), "local": str(tmp_path / "local"),
+             "work": str(tmp_path / "work")}
+    with _open(spark_session, paths, snapshot_every=0) as ps:
+        for b, df in enumerate(_day_frames(spark_session, directory)[:2]):
+            ps.run_batch(df, b, update_routes)
+        history = Repository.open(paths["repo"]).log.history(KEY)
+        plan = SnapshotPlan(paths["repo"], KEY, paths["local"], N, 1, history[-1].generation,
+                            {p: tuple(partition_history(history, p)) for p in range(N)}, ttl_ms=DEFAULT_TTL_MS)
+        by_path = {arrow: sorted(run_snapshot_job(spark_session, plan, arrow=arrow), key=lambda r: r.partition)
+                   for arrow in (False, True)}
+    for results in by_path.values():
+        assert [(r.partition, r.batch_id, r.skipped) for r in results] == [(p, 1, "") for p in range(N)]
+    assert [len(r.staged.new_blob_ids) for r in by_path[True]] == [len(r.staged.new_blob_ids) for r in by_path[False]]
+
+
 def test_snapshots_asked_for_by_the_listener_of_a_running_query(spark_session, flights_days, tmp_path):
     """The real listener: once Spark reports the first batches, snapshots are taken in the background while the
     stream goes on, and a later group record commits them; a restore from them equals the pandas pass."""
@@ -221,18 +223,9 @@ def test_each_row_reaches_the_task_of_its_spark_hash_partition(spark_session, fl
 
     with _open(spark_session, paths) as ps:
         ps.run_batch(df, 0, record_partition)
-    repo = Repository.open(paths["repo"])
-    seen = []
-    try:
-        for p in range(N):
-            dest = str(tmp_path / "check" / f"p{p}")
-            replay.restore_chain(repo, replay.plan(repo, KEY, partition=p), dest,
-                                 local_store=open_local_store("rocksdb"), store_type="rocksdb", force=True)
-            part = [(*key.split("|"), p, task) for key, task in read_state_at(dest).items()]
-            assert part and all(task == p for *_, task in part)
-            seen += part
-    finally:
-        repo.close()
+    parts, _ = restored_partitions(tmp_path, paths["repo"], partitions=N)
+    seen = [(*key.split("|"), p, task) for p, part in enumerate(parts) for key, task in part.items()]
+    assert all(part for part in parts) and all(task == p for *_, p, task in seen)
     routes = spark_session.createDataFrame(seen, "origin string, dest string, partition int, task int")
     expected = routes.withColumn("spark", F.expr(f"pmod(hash(origin, dest), {N})"))
     mismatched = expected.where("spark != partition").count()

@@ -8,7 +8,8 @@ partitions, the executors' local dir), ``snapshotEvery``, and ``kill``, comma-se
 batch N+1's function, once ``commits/N`` exists), ``pause-snapshots:N`` (hold snapshots from batch N on: a lagging
 listener). Kills by journal event come from the ``kill_plugin`` through the environment. Every kill is a SIGKILL
 of this process group (Python and its Spark JVM). Prints ``not killed`` when the stream ends. With ``probe`` (a
-path), what the binding refuses in this process is written there as JSON (``{what: error message}``).
+path), what the binding (or the partitioned state) refuses in this process is written there as JSON
+(``{what: error message}``).
 """
 
 from __future__ import annotations
@@ -37,12 +38,15 @@ def session(connect: bool):  # noqa: ANN201
 
 
 def probe(binding, path: str) -> None:  # noqa: ANN001
+    """What ``binding`` (a ``StateBinding`` or a ``PartitionedState``) refuses in this process."""
     from blobstate.errors import ConfigurationError
 
     refused = {}
-    for what, call in {"db": lambda: binding.db, "batch_stats": lambda: binding.batch_stats,
-                       "wait_snapshot": lambda: binding.wait_snapshot(0, 1),
-                       "pause_snapshots": binding.pause_snapshots}.items():
+    calls = {"batch_stats": lambda: binding.batch_stats}
+    if hasattr(binding, "wait_snapshot"):
+        calls.update(db=lambda: binding.db, wait_snapshot=lambda: binding.wait_snapshot(0, 1),
+                     pause_snapshots=binding.pause_snapshots)
+    for what, call in calls.items():
         try:
             call()
         except ConfigurationError as exc:
@@ -98,7 +102,9 @@ def run_partitioned(spark, cfg) -> None:  # noqa: ANN001
 
     ps = partitioned(spark, repo=cfg["repo"], checkpoint_location=cfg["checkpoint"], job="flights",
                      store="routes", num_partitions=cfg["partitions"], key_cols=ROUTE_COLS, local_dir=cfg["local"],
-                     work_dir=cfg["work"])
+                     work_dir=cfg["work"], snapshot_every=cfg.get("partitionSnapshotEvery", 0))
+    if cfg.get("probe"):
+        probe(ps, cfg["probe"])
     stream = (spark.readStream.schema(flights_schema()).option("header", True).option("maxFilesPerTrigger", 1)
               .option("cleanSource", "archive").option("sourceArchiveDir", cfg["archive"]).csv(cfg["input"]))
     ps.start(stream.writeStream, update_routes).processAllAvailable()

@@ -15,6 +15,7 @@ import pytest
 from blobstate.model import StoreKey
 
 KEY = StoreKey("flights", "0", "stats")
+ROUTES_KEY = StoreKey("flights", "group", "routes")  # the partitioned flights state (``spark_child`` partitions)
 SUPPORT = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -101,6 +102,37 @@ def restored_state(tmp_path, repo: str, key) -> dict:
     return read_state_at(dest)
 
 
+def restored_partitions(tmp_path, repo_url, *, key=ROUTES_KEY, partitions=4):
+    """Every partition restored from the repository alone (a new host): ``([{key: value} of partition p], group
+    records)``."""
+    from blobstate.backends import open_local_store
+    from blobstate.pipelines import replay
+    from blobstate.repository import Repository
+    from blobstate.spark.demo.flights import read_state_at
+
+    repo = Repository.open(repo_url)
+    parts = []
+    try:
+        for p in range(partitions):
+            dest = str(tmp_path / "check" / f"p{p}")
+            replay.restore_chain(repo, replay.plan(repo, key, partition=p), dest,
+                                 local_store=open_local_store("rocksdb"), store_type="rocksdb", force=True)
+            parts.append(read_state_at(dest))
+        return parts, repo.log.history(key)
+    finally:
+        repo.close()
+
+
+def restored_routes(tmp_path, repo_url, *, key=ROUTES_KEY, partitions=4):
+    """``restored_partitions`` merged: ``({key: value}, group records)``; a key in two partitions fails."""
+    parts, history = restored_partitions(tmp_path, repo_url, key=key, partitions=partitions)
+    state = {}
+    for part in parts:
+        assert not set(part) & set(state), "a route is in two partitions"
+        state.update(part)
+    return state, history
+
+
 def kill_paths(tmp_path, directory):
     """Paths of one SIGKILL case: repository, Spark checkpoint, state, work dir, a private copy of the day files and
     the archive ``cleanSource=archive`` moves them to."""
@@ -110,12 +142,13 @@ def kill_paths(tmp_path, directory):
 
 
 def run_child(tmp_path, paths, *, kill="", kill_at_event="", connect=False, snapshot_every=1, partitions=0,
-              timeout=240):
+              partition_snapshot_every=0, timeout=240):
     """Run the child until it dies or ends; returns its return code and output. ``partitions``: run the partitioned
-    state with that many partitions (``paths["local"]``: the executors' local dir)."""
+    state with that many partitions (``paths["local"]``: the executors' local dir), partition snapshots every
+    ``partition_snapshot_every`` batches (0: none)."""
     config = tmp_path / f"child-{len(list(tmp_path.glob('child-*.json')))}.json"
     config.write_text(json.dumps({**paths, "kill": kill, "connect": connect, "snapshotEvery": snapshot_every,
-                                  "partitions": partitions}))
+                                  "partitions": partitions, "partitionSnapshotEvery": partition_snapshot_every}))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([SUPPORT, os.environ.get("PYTHONPATH", "")]),
                SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
     if kill_at_event:
