@@ -137,3 +137,33 @@ def kinds(repo) -> list:
     from blobstate import api
 
     return [(cp.kind, cp.batch_id) for cp in api.list_checkpoints(repo=repo, key=KEY)]
+
+
+def restored_partitions(tmp_path, repo_url: str, key, num_partitions: int) -> list[dict]:
+    """Every partition of the group ``key`` restored from the repository alone (a new host): ``[{key: value}]`` by
+    partition."""
+    from blobstate.backends import open_local_store
+    from blobstate.pipelines import replay
+    from blobstate.repository import Repository
+    from blobstate.spark.demo.flights import read_state_at
+
+    repo = Repository.open(repo_url, create=False)
+    parts = []
+    try:
+        for p in range(num_partitions):
+            dest = str(tmp_path / f"p{p}")
+            replay.restore_chain(repo, replay.plan(repo, key, partition=p), dest,
+                                 local_store=open_local_store("rocksdb"), store_type="rocksdb", force=True)
+            parts.append(read_state_at(dest))
+        return parts
+    finally:
+        repo.close()
+
+
+def merged(parts: list[dict]) -> dict:
+    """The partitions' states as one; a key held by two partitions fails the test."""
+    out: dict = {}
+    for part in parts:
+        assert not set(part) & set(out), "a key is in two partitions"
+        out.update(part)
+    return out
