@@ -38,31 +38,13 @@ from typing import Any
 
 from blobstate.errors import CommitInProgressError
 from blobstate.layout import now_ms
-from blobstate.model import Checkpoint, StoreKey
 from blobstate.pipelines.group import StagedSnapshot
+from blobstate.spark.partition_task import BatchPlan, LocalPartition, task_attempt, worker_repository
 from blobstate.storage_options import redact
 
 log = logging.getLogger(__name__)
 
 SNAPSHOT_LOCK_WAIT_S = 30.0  # how long a snapshot task waits for the batch task holding its partition
-
-
-@dataclass(frozen=True)
-class SnapshotPlan:
-    """What the driver sends each snapshot task (picklable): the repository, the group's ``key``, ``local_dir``,
-    the batch ``batch_id`` whose state is snapshotted, the group generation ``base`` it was asked at, each
-    partition's committed records (``records[p]``) and the blob TTL ``ttl_ms``."""
-
-    repo: str
-    key: StoreKey
-    local_dir: str
-    num_partitions: int
-    batch_id: int
-    base: int
-    records: dict[int, tuple[Checkpoint, ...]]
-    log_url: str | None = None
-    storage_options: dict[str, Any] | None = None
-    ttl_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -77,12 +59,13 @@ class SnapshotResult:
     skipped: str = ""
 
 
-def snapshot_partition(plan: SnapshotPlan, partition: int, rows: Iterable[Any]) -> Iterator[SnapshotResult]:
-    """Steps 1-5 of the module docstring for ``partition`` (``mapPartitionsWithIndex``; ``rows`` unused); yields
-    one ``SnapshotResult``. Raises ``StorageError`` from the upload (Spark retries the task)."""
+def snapshot_partition(plan: BatchPlan, partition: int, rows: Iterable[Any]) -> Iterator[SnapshotResult]:
+    """Steps 1-5 of the module docstring for ``partition`` (``mapPartitionsWithIndex``; ``rows`` unused): the
+    snapshot of the state after ``plan.batch_id`` (``plan.upto`` is that batch too; ``plan.base``: the generation
+    the snapshot was asked at). Yields one ``SnapshotResult``. Raises ``StorageError`` from the upload (Spark
+    retries the task)."""
     from blobstate.backends import open_local_store
     from blobstate.pipelines.group import stage_snapshot
-    from blobstate.spark.partition_task import LocalPartition, task_attempt, worker_repository
 
     created, attempt = now_ms(), task_attempt()
     repo = worker_repository(plan.repo, plan.log_url, plan.storage_options)
@@ -128,7 +111,7 @@ class SnapshotRequests:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def request(self, plan: SnapshotPlan) -> bool:
+    def request(self, plan: BatchPlan) -> bool:
         """Start the snapshot job of ``plan`` in the background; False (nothing started) when one still runs."""
         with self._lock:
             if self.running:
@@ -139,7 +122,7 @@ class SnapshotRequests:
             self._thread.start()
             return True
 
-    def _run(self, plan: SnapshotPlan) -> None:
+    def _run(self, plan: BatchPlan) -> None:
         try:
             results = self._run_job(plan)
         except BaseException as exc:  # noqa: BLE001 - a snapshot is an optimisation: the deltas stay restorable
@@ -177,7 +160,7 @@ class SnapshotRequests:
         return not self.running
 
 
-def run_snapshot_job(spark: Any, plan: SnapshotPlan, *, arrow: bool | None = None) -> list[SnapshotResult]:
+def run_snapshot_job(spark: Any, plan: BatchPlan, *, arrow: bool | None = None) -> list[SnapshotResult]:
     """The Spark job of ``plan``: N tasks, task ``p`` runs ``snapshot_partition`` for partition ``p``. ``arrow``:
     through the DataFrame API (``range(N)`` in N partitions, ``mapInArrow``; default: under Spark Connect only,
     where there is no ``sparkContext``), else the RDD API."""
@@ -193,7 +176,7 @@ def run_snapshot_job(spark: Any, plan: SnapshotPlan, *, arrow: bool | None = Non
     return rdd.mapPartitionsWithIndex(functools.partial(snapshot_partition, plan)).collect()
 
 
-def _arrow_task(plan: SnapshotPlan, batches: Iterator[Any]) -> Iterator[Any]:
+def _arrow_task(plan: BatchPlan, batches: Iterator[Any]) -> Iterator[Any]:
     """A snapshot task of the DataFrame path (``mapInArrow``): partition ``TaskContext.partitionId()``."""
     from blobstate.spark.partition_job import pickled_batch, task_partition
 

@@ -50,7 +50,7 @@ from blobstate.repository import Repository
 from blobstate.spark.alignment import SparkAlignmentError, plan_alignment
 from blobstate.spark.location import CheckpointLocation, is_connect
 from blobstate.spark.partition_job import run_tasks
-from blobstate.spark.partition_snapshot import SnapshotPlan, SnapshotRequests, run_snapshot_job
+from blobstate.spark.partition_snapshot import SnapshotRequests, run_snapshot_job
 from blobstate.spark.partition_task import BatchPlan, PartitionContext, Prepare, Update
 
 if TYPE_CHECKING:
@@ -285,7 +285,7 @@ class PartitionedState:
     def on_listener_error(self, exc: BaseException) -> None:
         log.error("blobstate's Spark listener failed: %s", exc)
 
-    def _snapshot_job(self, plan: SnapshotPlan) -> list[Any]:
+    def _snapshot_job(self, plan: BatchPlan) -> list[Any]:
         return run_snapshot_job(self._session, plan)
 
     def request_snapshot(self, batch_id: int) -> bool:
@@ -296,10 +296,10 @@ class PartitionedState:
         if self.snapshot_every <= 0 or batch_id < self._next_snapshot or not history or \
                 history[-1].batch_id is None or history[-1].batch_id < batch_id:
             return False
-        plan = SnapshotPlan(self.repo_url, self.key, self.local_dir, self.num_partitions, batch_id,
-                            history[-1].generation,
-                            {p: tuple(partition_history(history, p)) for p in range(self.num_partitions)},
-                            self.log_url, self.storage_options, self.ttl_ms)
+        plan = BatchPlan(self.repo_url, self.key, self.local_dir, self.num_partitions, batch_id,
+                         history[-1].generation, batch_id,
+                         {p: tuple(partition_history(history, p)) for p in range(self.num_partitions)},
+                         self.query_id or "", self.log_url, self.storage_options, self.ttl_ms)
         if not self.snapshots.request(plan):
             return False
         self._next_snapshot = batch_id + self.snapshot_every

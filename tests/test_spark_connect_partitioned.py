@@ -48,8 +48,8 @@ def test_partitioned_under_spark_connect_sigkill_after_the_group_append_then_res
     assert [cp.batch_id for cp in history] == [0, 1, 2, 3]  # batch 3's group landed; Spark never committed it
 
     probe = tmp_path / "refused.json"
-    code, out, err = run_child(tmp_path, {**paths, "probe": str(probe)}, connect=True, partitions=N,
-                               partition_snapshot_every=1)
+    code, out, err = run_child(tmp_path, {**paths, "probe": str(probe), "retain": 20}, connect=True, partitions=N,
+                               partition_snapshot_every=1)  # retain 20: every group record stays to be checked
     assert code == 0 and "not killed" in out, (code, out, err)
     assert_untouched(after_kill, spark_listing(paths["checkpoint"]))
     state, history = restored_routes(tmp_path, paths["repo"], partitions=N)

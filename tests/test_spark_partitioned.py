@@ -164,7 +164,8 @@ def test_the_dataframe_path_of_the_snapshot_job_stages_what_the_rdd_path_does(sp
     """The snapshot job as Spark Connect runs it (``range(N)`` through ``mapInArrow``), here on the classic session
     beside the RDD path: one staged snapshot per partition, of the same files."""
     from blobstate.chain import partition_history
-    from blobstate.spark.partition_snapshot import SnapshotPlan, run_snapshot_job
+    from blobstate.spark.partition_snapshot import run_snapshot_job
+    from blobstate.spark.partition_task import BatchPlan
 
     directory, _ = flights_days
     paths = {"repo": f"file://{tmp_path}/repo", "checkpoint": str(tmp_path / "ck"), "local": str(tmp_path / "local"),
@@ -173,8 +174,8 @@ def test_the_dataframe_path_of_the_snapshot_job_stages_what_the_rdd_path_does(sp
         for b, df in enumerate(_day_frames(spark_session, directory)[:2]):
             ps.run_batch(df, b, update_routes)
         history = Repository.open(paths["repo"]).log.history(KEY)
-        plan = SnapshotPlan(paths["repo"], KEY, paths["local"], N, 1, history[-1].generation,
-                            {p: tuple(partition_history(history, p)) for p in range(N)}, ttl_ms=DEFAULT_TTL_MS)
+        plan = BatchPlan(paths["repo"], KEY, paths["local"], N, 1, history[-1].generation, 1,
+                         {p: tuple(partition_history(history, p)) for p in range(N)}, ttl_ms=DEFAULT_TTL_MS)
         by_path = {arrow: sorted(run_snapshot_job(spark_session, plan, arrow=arrow), key=lambda r: r.partition)
                    for arrow in (False, True)}
     for results in by_path.values():
@@ -239,7 +240,8 @@ def test_a_staged_snapshot_older_than_a_quarter_of_the_ttl_is_never_committed():
     from blobstate.layout import now_ms
     from blobstate.model import PartitionEntry
     from blobstate.pipelines.group import StagedSnapshot
-    from blobstate.spark.partition_snapshot import SnapshotPlan, SnapshotRequests, SnapshotResult
+    from blobstate.spark.partition_snapshot import SnapshotRequests, SnapshotResult
+    from blobstate.spark.partition_task import BatchPlan
 
     ttl = 60_000
 
@@ -252,7 +254,7 @@ def test_a_staged_snapshot_older_than_a_quarter_of_the_ttl_is_never_committed():
                 SnapshotResult(2, plan.batch_id, now_ms(), None, "no local copy at this batch")]
 
     queue = SnapshotRequests(job, ttl_ms=ttl)
-    assert queue.request(SnapshotPlan("file:///r", KEY, "/l", 3, 3, 4, {}, ttl_ms=ttl)) and queue.wait(10)
+    assert queue.request(BatchPlan("file:///r", KEY, "/l", 3, 3, 4, 3, {}, ttl_ms=ttl)) and queue.wait(10)
     assert queue.take(3) == [] and queue.skipped == {3: 1}  # batch 3 itself is not before batch 3
     taken = queue.take(4)
     assert [r.partition for r in taken] == [1] and queue.take(4) == []
