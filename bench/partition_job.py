@@ -75,8 +75,8 @@ def measure(spark: Any, day_files: list[str], *, rounds: int, partitions: int, w
         frame.unpersist()
     return {"days": len(day_files), "rows": rows, "partitions": partitions, "rounds": rounds,
             "batches_per_path": len(samples["rdd"]),
-            **{path: {"median_ms": round(statistics.median(v), 1), "p10_ms": round(_quantile(v, 0.1), 1),
-                      "p90_ms": round(_quantile(v, 0.9), 1)} for path, v in samples.items()}}
+            **{path: {"median_ms": round(statistics.median(v), 1), "p10_ms": round(quantile(v, 0.1), 1),
+                      "p90_ms": round(quantile(v, 0.9), 1)} for path, v in samples.items()}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _quantile(values: list[float], q: float) -> float:
+def quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
