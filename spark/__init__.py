@@ -19,12 +19,12 @@ from blobstate.spark.binding import StateBinding, register
 from blobstate.spark.engine import BatchEngine, BatchStats, EngineConfig
 from blobstate.spark.location import CheckpointLocation
 from blobstate.spark.partitioned import GroupBatchStats, PartitionedState, partitioned
-from blobstate.spark.rescale import RescaleRefused, RescaleResult, UnmappableKeyError, rescale
+from blobstate.spark.rescale import RescaleAlreadyCommitted, RescaleRefused, RescaleResult, UnmappableKeyError, rescale
 from blobstate.spark.scheduler import SnapshotCommitError, SnapshotScheduler
 
 __all__ = [
     "AlignmentPlan", "BatchEngine", "BatchStats", "CheckpointLocation", "EngineConfig", "GroupBatchStats",
-    "PartitionedState", "RescaleRefused", "RescaleResult", "SnapshotCommitError", "SnapshotScheduler",
-    "SparkAlignmentError", "StateBinding", "UnmappableKeyError", "partitioned", "plan_alignment", "register",
-    "rescale",
+    "PartitionedState", "RescaleAlreadyCommitted", "RescaleRefused", "RescaleResult", "SnapshotCommitError",
+    "SnapshotScheduler", "SparkAlignmentError", "StateBinding", "UnmappableKeyError", "partitioned",
+    "plan_alignment", "register", "rescale",
 ]

@@ -9,7 +9,10 @@ num_partitions=M, key_schema=..., key_of=...)`` moves the state instead, with th
    ``checkpoint_location`` is given (the query id and every partition's chain checked by
    ``blobstate.spark.alignment``, exactly what a restart would restore), else ``batch_id``, else the newest group
    record's batch; each old partition's chain (``blobstate.chain.plan_chain``) is planned on the driver;
-2. the destination ``(job, task, to_store)`` must hold no record (``RescaleRefused``, exit 2, nothing written);
+2. the destination ``(job, task, to_store)`` must hold no record (``RescaleRefused``, exit 2, nothing written),
+   once its journal in ``work_dir`` is recovered: a rescale killed before its group append is aborted there (its
+   parts deleted) and this run starts afresh; one killed after it is finished (its TTLs removed) and this run is
+   refused with ``RescaleAlreadyCommitted``, which says the copy is done;
 3. Spark job 1 (``blobstate.spark.rescale_task.read_partitions``): one task per old partition restores its chain
    and turns every key into a row of its key columns (``key_of``, checked against ``key_schema``); the rows are
    persisted, and a key ``key_of`` cannot map is refused before anything is uploaded (``UnmappableKeyError``);
@@ -38,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from blobstate.chain import Chain, partition_history, plan_chain
 from blobstate.errors import ConfigurationError, NothingToRestore
 from blobstate.layout import DEFAULT_TTL_MS
-from blobstate.model import Checkpoint, StoreKey
+from blobstate.model import SNAPSHOT, Checkpoint, StoreKey
 from blobstate.pipelines.backup import StoreCommitter
 from blobstate.pipelines.group import GroupCommitter, StagedSnapshot, check_partition_count
 from blobstate.repository import Repository
@@ -71,6 +74,13 @@ class RescaleRefused(ConfigurationError):
 class UnmappableKeyError(RescaleRefused):
     """``key_of`` cannot map a stored key to key-column values (it raised, or returned the wrong number or types of
     values); the message names the key. Nothing is uploaded."""
+
+
+class RescaleAlreadyCommitted(RescaleRefused):
+    """The destination already holds exactly this rescale (the same source batch and query id, the same number of
+    partitions, snapshots only): an earlier run committed it, then was killed or lost its answer. Nothing is done;
+    the query can restart on the destination (exit 2, like any refusal, so a script that expected a fresh copy
+    notices)."""
 
 
 @dataclass(frozen=True)
@@ -192,9 +202,6 @@ def rescale(spark: SparkSession, *, repo: str, job: str, store: str, to_store: s
     try:
         record, chains = source_state(spark, repository.log.history(source), source, batch_id=batch_id,
                                       checkpoint_location=checkpoint_location, repo_url=repo)
-        if repository.log.history(target):
-            raise RescaleRefused(f"the destination {target} already holds checkpoints: rescale writes a new group "
-                                 "into an empty store key only; choose another to_store")
         if work_dir is None:
             from blobstate import workdir
             from blobstate.backends import normalize_url
@@ -202,8 +209,11 @@ def rescale(spark: SparkSession, *, repo: str, job: str, store: str, to_store: s
             work_dir = workdir.store_work_dir(normalize_url(repo), target)
         assert record.batch_id is not None
         fields = tuple((f.name, f.dataType.typeName(), f.nullable) for f in schema.fields)
+        # Opening the committer recovers a rescale into ``target`` killed earlier from this work dir: one killed
+        # before its append is aborted (its parts deleted), one killed after it is finished (its TTLs removed).
         with StoreCommitter(target, repository, store_type="rocksdb", work_dir=work_dir, retain=retain,
                             ttl_ms=ttl_ms) as committer:
+            _check_destination(repository.log.history(target), source, target, record, num_partitions)
             groups = GroupCommitter(committer, num_partitions=num_partitions)
             committer.commit_point.generation()  # the destination's generation now: a later append fences us
             read = ReadPlan(ref, source, chains, key_of, fields, local_dir)
@@ -221,6 +231,24 @@ def rescale(spark: SparkSession, *, repo: str, job: str, store: str, to_store: s
     log.info("rescaled %s (%s partitions) to %s (%s partitions) at batch %s: %s keys", source, len(chains),
              target, num_partitions, record.batch_id, total)
     return result
+
+
+def _check_destination(history: list[Checkpoint], source: StoreKey, target: StoreKey, record: Checkpoint,
+                       num_partitions: int) -> None:
+    """Step 2: ``target`` must hold no record. Raises ``RescaleAlreadyCommitted`` when its one record is this very
+    rescale (an earlier run that committed, then died or was lost), ``RescaleRefused`` otherwise."""
+    if not history:
+        return
+    (first, *rest) = history
+    if (not rest and first.is_group and first.num_partitions == num_partitions
+            and first.batch_id == record.batch_id and first.query_id == record.query_id
+            and all(e.kind == SNAPSHOT and e.batch_id == record.batch_id for e in first.partitions)):
+        raise RescaleAlreadyCommitted(
+            f"{target} already holds this rescale of {source}: batch {record.batch_id} in {num_partitions} "
+            f"partitions, committed as {first.checkpoint_id} (generation {first.generation}); nothing to do: "
+            f"restart the query with store={target.store!r} and num_partitions={num_partitions}")
+    raise RescaleRefused(f"the destination {target} already holds checkpoints: rescale writes a new group "
+                         "into an empty store key only; choose another to_store")
 
 
 def _run_jobs(spark: SparkSession, read: ReadPlan, write: WritePlan, schema: Any, cols: list[str],
@@ -275,4 +303,5 @@ def _check(repository: Repository, written: list[Written], total: int, num_parti
     raise RescaleRefused(f"rescale into {target} refused, nothing committed: {problem}")
 
 
-__all__ = ["RescaleRefused", "RescaleResult", "UnmappableKeyError", "key_fields", "rescale", "source_state"]
+__all__ = ["RescaleAlreadyCommitted", "RescaleRefused", "RescaleResult", "UnmappableKeyError", "key_fields",
+           "rescale", "source_state"]

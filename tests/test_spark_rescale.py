@@ -11,16 +11,27 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
 pytest.importorskip("pyspark")
 
-from spark_fixtures import merged, restored_partitions  # noqa: E402
+from spark_fixtures import SUPPORT, merged, restored_partitions  # noqa: E402
 
+import blobstate  # noqa: E402
+from blobstate.layout import DEFAULT_TTL_MS  # noqa: E402
 from blobstate.model import StoreKey  # noqa: E402
 from blobstate.repository import Repository  # noqa: E402
-from blobstate.spark import RescaleRefused, UnmappableKeyError, partitioned, rescale  # noqa: E402
+from blobstate.spark import (  # noqa: E402
+    RescaleRefused,
+    UnmappableKeyError,
+    partitioned,
+    rescale,
+)
 from blobstate.spark.demo.flights import (  # noqa: E402
     ROUTE_COLS,
     flights_schema,
@@ -165,3 +176,79 @@ def test_keys_held_by_two_partitions_are_refused_and_the_staged_snapshots_delete
                 key_schema=SCHEMA, key_of=route_of, work_dir=str(tmp_path / "work-m3"))
     assert _history(repo, "counts-m3") == []
     assert _files(tmp_path / "repo") == blobs_before  # the other partitions' staged snapshots were deleted
+
+
+def _rescale_args(repo: str, work_base: str, tmp_path) -> list[str]:
+    """``blobstate spark rescale`` of ``routes`` into ``routes-m3``, the same command each time."""
+    return ["spark", "rescale", "--repo", repo, "--job", "flights", "--store", "routes", "--to-store", "routes-m3",
+            "--partitions", "3", "--key-schema", SCHEMA, "--key-of", "blobstate.spark.demo.flights:route_of",
+            "--master", "local[2]", "--conf", "spark.ui.enabled=false", "--local-dir", str(tmp_path / "scratch"),
+            "--work-dir", work_base, "--json"]
+
+
+def _rescale_killed_at(event: str, args: list[str]) -> None:
+    """Run the rescale in its own driver (Python and JVM), SIGKILLed right after the journal event ``event`` of
+    its group commit is durable."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SUPPORT, os.environ.get("PYTHONPATH", "")]),
+               SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable, BLOBSTATE_PLUGINS="kill_plugin",
+               BLOBSTATE_TEST_KILL_AT=event, BLOBSTATE_TEST_KILL_GROUP="1")
+    child = subprocess.Popen([sys.executable, "-m", "blobstate.cli", *args], env=env, start_new_session=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = child.communicate(timeout=240)
+    finally:
+        try:
+            os.killpg(child.pid, signal.SIGKILL)  # whatever is left of its group
+        except ProcessLookupError:
+            pass
+    assert child.returncode == -signal.SIGKILL, err[-3000:]
+
+
+@pytest.mark.parametrize("event", ["UploadsPlanned", "CheckpointWritten"])
+def test_a_rescale_killed_around_its_group_append_is_finished_or_redone_by_the_next_run(
+        event, spark_session, flights_days, tmp_path):
+    """SIGKILL of the rescaling driver (its Python process and JVM) after its group commit planned the uploads
+    (before the append) or after the append (before the TTLs are removed). The next run, from the same work dir,
+    recovers first: the first case is aborted (its parts deleted) and the copy is made afresh, exact, with no orphan
+    left for gc; the second is finished (no TTL left on what the record references: a lifecycle rule would
+    otherwise expire committed blobs) and the run is refused with ``RescaleAlreadyCommitted``, the copy intact."""
+    from click.testing import CliRunner
+
+    from blobstate.cli import main
+
+    directory, frame = flights_days
+    first_day = sorted(os.listdir(directory))[0]
+    repo, m3 = f"file://{tmp_path}/repo", StoreKey("flights", "group", "routes-m3")
+    ps = partitioned(spark_session, repo=repo, checkpoint_location=str(tmp_path / "ck"), job="flights",
+                     store="routes", num_partitions=4, key_cols=ROUTE_COLS, local_dir=str(tmp_path / "local"),
+                     work_dir=str(tmp_path / "work"))
+    try:
+        day = spark_session.read.schema(flights_schema()).option("header", True).csv(
+            os.path.join(directory, first_day))
+        ps.run_batch(day, 0, update_routes)
+    finally:
+        ps.close()
+    old = merged(restored_partitions(tmp_path / "old", repo, key=StoreKey("flights", "group", "routes"))[0])
+    assert old == reference_routes(frame[frame["day"] == frame["day"].min()])
+    args, leases = _rescale_args(repo, str(tmp_path / "work-rescale"), tmp_path), tmp_path / "repo" / m3.prefix / "ttl"
+
+    _rescale_killed_at(event, args)
+    appended = _history(repo, "routes-m3")
+    assert len(appended) == (event == "CheckpointWritten")
+    assert len(os.listdir(leases)) > 0  # the killed run's uploads still carry their TTLs
+
+    again = CliRunner().invoke(main, args)  # the same command again, on this process's Spark session
+    if event == "CheckpointWritten":
+        assert again.exit_code == 2, again.output
+        assert "already holds this rescale" in again.stderr and "batch 0 in 3 partitions" in again.stderr
+        assert _history(repo, "routes-m3") == appended
+    else:
+        assert again.exit_code == 0, again.output
+        report = json.loads(again.stdout)
+        assert (report["batchId"], report["keys"], report["toPartitions"]) == (0, len(old), 3)
+    assert os.listdir(leases) == []  # committed and retained: no TTL left on anything
+    assert merged(restored_partitions(tmp_path / "m3", repo, key=m3, partitions=3)[0]) == old
+    future = int(time.time() * 1000) + 2 * DEFAULT_TTL_MS
+    report = next(r for r in blobstate.gc(repo=repo, now_ms=future, work_base=str(tmp_path / "gcw")) if r.key == m3)
+    assert not report.expired_deleted and not report.orphans_deleted and report.skipped is None
+    assert all(r.ok for r in blobstate.verify(repo=repo, key=m3, all_checkpoints=True))

@@ -48,7 +48,9 @@ def plan(session: StoreSession, repo: Repository) -> list[RecoveryAction]:
     """The recovery actions for the journal's open commits (pure planning after reading the log).
 
     Raises ``ConfigurationError`` (nothing changed) for a journal of another store, repository or log, and for a
-    log that holds no checkpoint of the store while the repository has indexes of it other than the open commits'.
+    log that holds no checkpoint of the store while the repository has indexes of it other than the open commits'
+    (a commit's own index, or the partition snapshot indexes a group commit planned: a store's first group, killed
+    before its append, is aborted, not taken for a wrong ``--log``).
     """
     states = session.states()
     open_states = [s for s in states.values() if s.is_open]
@@ -57,7 +59,7 @@ def plan(session: StoreSession, repo: Repository) -> list[RecoveryAction]:
     for state in open_states:
         _check_belongs(state, session.key, repo)
     history = repo.log.history(session.key)
-    ours = {s.index_blob_id for s in open_states}
+    ours = frozenset().union(*(s.blob_ids for s in open_states))  # a group's planned parts include indexes
     if not history and any(i.blob_id not in ours for i in repo.store.list(f"{session.key.prefix}/indexes")):
         raise ConfigurationError(
             f"the checkpoint log {display_url(repo.log.url or repo.url)} holds no checkpoint of {session.key}, but "
