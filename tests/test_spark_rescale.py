@@ -27,6 +27,7 @@ from blobstate.layout import DEFAULT_TTL_MS  # noqa: E402
 from blobstate.model import StoreKey  # noqa: E402
 from blobstate.repository import Repository  # noqa: E402
 from blobstate.spark import (  # noqa: E402
+    RescaleAlreadyCommitted,
     RescaleRefused,
     UnmappableKeyError,
     partitioned,
@@ -108,8 +109,12 @@ def test_rescale_4_to_3_and_6_then_the_query_continues_exactly(spark_session, fl
     before = _files(tmp_path / "repo")
     with pytest.raises(RescaleRefused, match="already holds checkpoints") as info:
         rescale(spark_session, repo=paths["repo"], job="flights", store="routes", to_store="routes-m3",
+                num_partitions=4, key_schema=SCHEMA, key_of=route_of, work_dir=str(tmp_path / "work-again"))
+    assert info.value.exit_code == 2 and not isinstance(info.value, RescaleAlreadyCommitted)
+    with pytest.raises(RescaleAlreadyCommitted, match="already holds this rescale.*batch 3 in 3 partitions") as done:
+        rescale(spark_session, repo=paths["repo"], job="flights", store="routes", to_store="routes-m3",
                 num_partitions=3, key_schema=SCHEMA, key_of=route_of, work_dir=str(tmp_path / "work-again"))
-    assert info.value.exit_code == 2
+    assert done.value.exit_code == 2
 
     def picky(key):  # pickled by value for the executors
         if key == "route/JFK-LAX":
@@ -138,7 +143,7 @@ def test_rescale_4_to_3_and_6_then_the_query_continues_exactly(spark_session, fl
     m6 = StoreKey("flights", "group", "routes-m6")
     assert merged(restored_partitions(tmp_path / "m6", paths["repo"], key=m6, partitions=6)[0]) == old
     again = CliRunner().invoke(main, args)
-    assert again.exit_code == 2 and "already holds checkpoints" in again.stderr
+    assert again.exit_code == 2 and "already holds this rescale" in again.stderr
 
     # (c) the query restarts on the same Spark checkpoint with the new store and M=3, and continues exactly
     for name in days[4:]:
