@@ -213,7 +213,7 @@ def rescale(spark: SparkSession, *, repo: str, job: str, store: str, to_store: s
         # before its append is aborted (its parts deleted), one killed after it is finished (its TTLs removed).
         with StoreCommitter(target, repository, store_type="rocksdb", work_dir=work_dir, retain=retain,
                             ttl_ms=ttl_ms) as committer:
-            _check_destination(repository.log.history(target), source, target, record, num_partitions)
+            _check_destination(committer, source, record, num_partitions)
             groups = GroupCommitter(committer, num_partitions=num_partitions)
             committer.commit_point.generation()  # the destination's generation now: a later append fences us
             read = ReadPlan(ref, source, chains, key_of, fields, local_dir)
@@ -233,16 +233,19 @@ def rescale(spark: SparkSession, *, repo: str, job: str, store: str, to_store: s
     return result
 
 
-def _check_destination(history: list[Checkpoint], source: StoreKey, target: StoreKey, record: Checkpoint,
+def _check_destination(committer: StoreCommitter, source: StoreKey, record: Checkpoint,
                        num_partitions: int) -> None:
-    """Step 2: ``target`` must hold no record. Raises ``RescaleAlreadyCommitted`` when its one record is this very
-    rescale (an earlier run that committed, then died or was lost), ``RescaleRefused`` otherwise."""
+    """Step 2: the committer's store must hold no record. Raises ``RescaleAlreadyCommitted`` when its one record is
+    this very rescale (an earlier run that committed, then died or lost its answer: its TTLs are removed first, as
+    a new host's commit would, whichever work dir that run used), ``RescaleRefused`` otherwise."""
+    target, history = committer.key, committer.repo.log.history(committer.key)
     if not history:
         return
     (first, *rest) = history
     if (not rest and first.is_group and first.num_partitions == num_partitions
             and first.batch_id == record.batch_id and first.query_id == record.query_id
             and all(e.kind == SNAPSHOT and e.batch_id == record.batch_id for e in first.partitions)):
+        committer.take_over()
         raise RescaleAlreadyCommitted(
             f"{target} already holds this rescale of {source}: batch {record.batch_id} in {num_partitions} "
             f"partitions, committed as {first.checkpoint_id} (generation {first.generation}); nothing to do: "

@@ -209,14 +209,17 @@ def _rescale_killed_at(event: str, args: list[str]) -> None:
     assert child.returncode == -signal.SIGKILL, err[-3000:]
 
 
-@pytest.mark.parametrize("event", ["UploadsPlanned", "CheckpointWritten"])
+@pytest.mark.parametrize(("event", "rerun_work"), [("UploadsPlanned", "work-rescale"),
+                                                  ("CheckpointWritten", "work-rescale"),
+                                                  ("CheckpointWritten", "work-elsewhere")])
 def test_a_rescale_killed_around_its_group_append_is_finished_or_redone_by_the_next_run(
-        event, spark_session, flights_days, tmp_path):
+        event, rerun_work, spark_session, flights_days, tmp_path):
     """SIGKILL of the rescaling driver (its Python process and JVM) after its group commit planned the uploads
     (before the append) or after the append (before the TTLs are removed). The next run, from the same work dir,
     recovers first: the first case is aborted (its parts deleted) and the copy is made afresh, exact, with no orphan
     left for gc; the second is finished (no TTL left on what the record references: a lifecycle rule would
-    otherwise expire committed blobs) and the run is refused with ``RescaleAlreadyCommitted``, the copy intact."""
+    otherwise expire committed blobs) and the run is refused with ``RescaleAlreadyCommitted``, the copy intact;
+    also when the rerun uses another work dir (another host): it removes the TTLs of the record it finds."""
     from click.testing import CliRunner
 
     from blobstate.cli import main
@@ -242,7 +245,8 @@ def test_a_rescale_killed_around_its_group_append_is_finished_or_redone_by_the_n
     assert len(appended) == (event == "CheckpointWritten")
     assert len(os.listdir(leases)) > 0  # the killed run's uploads still carry their TTLs
 
-    again = CliRunner().invoke(main, args)  # the same command again, on this process's Spark session
+    rerun = _rescale_args(repo, str(tmp_path / rerun_work), tmp_path)
+    again = CliRunner().invoke(main, rerun)  # the same command again, on this process's Spark session
     if event == "CheckpointWritten":
         assert again.exit_code == 2, again.output
         assert "already holds this rescale" in again.stderr and "batch 0 in 3 partitions" in again.stderr
