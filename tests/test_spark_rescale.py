@@ -209,13 +209,38 @@ def _rescale_killed_at(event: str, args: list[str]) -> None:
     assert child.returncode == -signal.SIGKILL, err[-3000:]
 
 
+def _staged_by_an_earlier_killed_run(repo_url: str, key: StoreKey, tmp_path) -> set[str]:
+    """What a rescale killed inside its write job leaves: one partition's snapshot staged with a TTL, never
+    committed. Returns the names of its blobs and index (their leases have the same names)."""
+    from rocksdict import Rdict
+
+    from blobstate.backends import open_local_store
+    from blobstate.pipelines.group import stage_snapshot
+
+    db = Rdict(str(tmp_path / "orphan-db"))
+    try:
+        db["route/JFK-LAX"] = "1"
+        db.flush(True)
+        open_local_store("rocksdb").create_checkpoint(db, str(tmp_path / "orphan-ck"))
+    finally:
+        db.close()
+    repo = Repository.open(repo_url, create=False)
+    try:
+        staged = stage_snapshot(repo, key, partition=0, batch_id=0, checkpoint_dir=str(tmp_path / "orphan-ck"),
+                                previous=None, ttl_ms=DEFAULT_TTL_MS)
+    finally:
+        repo.close()
+    return {os.path.basename(b) for b in (staged.entry.blob_id, *staged.new_blob_ids)}
+
+
 @pytest.mark.parametrize(("event", "rerun_work"), [("UploadsPlanned", "work-rescale"),
                                                   ("CheckpointWritten", "work-rescale"),
                                                   ("CheckpointWritten", "work-elsewhere")])
 def test_a_rescale_killed_around_its_group_append_is_finished_or_redone_by_the_next_run(
         event, rerun_work, spark_session, flights_days, tmp_path):
     """SIGKILL of the rescaling driver (its Python process and JVM) after its group commit planned the uploads
-    (before the append) or after the append (before the TTLs are removed). The next run, from the same work dir,
+    (before the append) or after the append (before the TTLs are removed), beside the staged leftovers of a run
+killed earlier, inside its write job. The next run, from the same work dir,
     recovers first: the first case is aborted (its parts deleted) and the copy is made afresh, exact, with no orphan
     left for gc; the second is finished (no TTL left on what the record references: a lifecycle rule would
     otherwise expire committed blobs) and the run is refused with ``RescaleAlreadyCommitted``, the copy intact;
@@ -240,10 +265,11 @@ def test_a_rescale_killed_around_its_group_append_is_finished_or_redone_by_the_n
     assert old == reference_routes(frame[frame["day"] == frame["day"].min()])
     args, leases = _rescale_args(repo, str(tmp_path / "work-rescale"), tmp_path), tmp_path / "repo" / m3.prefix / "ttl"
 
+    orphan = _staged_by_an_earlier_killed_run(repo, m3, tmp_path)
     _rescale_killed_at(event, args)
     appended = _history(repo, "routes-m3")
     assert len(appended) == (event == "CheckpointWritten")
-    assert len(os.listdir(leases)) > 0  # the killed run's uploads still carry their TTLs
+    assert set(os.listdir(leases)) > orphan  # the killed run's uploads still carry their TTLs
 
     rerun = _rescale_args(repo, str(tmp_path / rerun_work), tmp_path)
     again = CliRunner().invoke(main, rerun)  # the same command again, on this process's Spark session
@@ -255,9 +281,10 @@ def test_a_rescale_killed_around_its_group_append_is_finished_or_redone_by_the_n
         assert again.exit_code == 0, again.output
         report = json.loads(again.stdout)
         assert (report["batchId"], report["keys"], report["toPartitions"]) == (0, len(old), 3)
-    assert os.listdir(leases) == []  # committed and retained: no TTL left on anything
+    assert set(os.listdir(leases)) == orphan  # committed and retained: no TTL left on what the record references
     assert merged(restored_partitions(tmp_path / "m3", repo, key=m3, partitions=3)[0]) == old
     future = int(time.time() * 1000) + 2 * DEFAULT_TTL_MS
     report = next(r for r in blobstate.gc(repo=repo, now_ms=future, work_base=str(tmp_path / "gcw")) if r.key == m3)
-    assert not report.expired_deleted and not report.orphans_deleted and report.skipped is None
+    assert {os.path.basename(b) for b in report.expired_deleted} == orphan  # only the earlier run's leftovers
+    assert not report.orphans_deleted and report.skipped is None
     assert all(r.ok for r in blobstate.verify(repo=repo, key=m3, all_checkpoints=True))

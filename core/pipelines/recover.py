@@ -48,9 +48,9 @@ def plan(session: StoreSession, repo: Repository) -> list[RecoveryAction]:
     """The recovery actions for the journal's open commits (pure planning after reading the log).
 
     Raises ``ConfigurationError`` (nothing changed) for a journal of another store, repository or log, and for a
-    log that holds no checkpoint of the store while the repository has indexes of it other than the open commits'
-    (a commit's own index, or the partition snapshot indexes a group commit planned: a store's first group, killed
-    before its append, is aborted, not taken for a wrong ``--log``).
+    log that holds no checkpoint of the store while the repository has an index of it that a commit completed
+    (``_completed_indexes``: so a store's first group, killed before its append, is aborted, not taken for a wrong
+    ``--log``, even beside the staged leftovers of earlier killed attempts).
     """
     states = session.states()
     open_states = [s for s in states.values() if s.is_open]
@@ -59,12 +59,20 @@ def plan(session: StoreSession, repo: Repository) -> list[RecoveryAction]:
     for state in open_states:
         _check_belongs(state, session.key, repo)
     history = repo.log.history(session.key)
-    ours = frozenset().union(*(s.blob_ids for s in open_states))  # a group's planned parts include indexes
-    if not history and any(i.blob_id not in ours for i in repo.store.list(f"{session.key.prefix}/indexes")):
+    if not history and _completed_indexes(repo, session.key, open_states):
         raise ConfigurationError(
             f"the checkpoint log {display_url(repo.log.url or repo.url)} holds no checkpoint of {session.key}, but "
             "the repository has its snapshot indexes: is --log right? recovery changed nothing")
     return plan_recovery(states, [cp.checkpoint_id for cp in history])
+
+
+def _completed_indexes(repo: Repository, key: StoreKey, open_states: list[CommitState]) -> bool:
+    """True when ``key`` holds a snapshot index that no open commit planned and that carries no TTL: one a commit
+    completed, so its record is in some log. Indexes the open commits planned (a commit's own, a group's partition
+    snapshots) and the TTL-protected leftovers of killed attempts (never referenced) are no such evidence."""
+    ours = frozenset().union(*(s.blob_ids for s in open_states))
+    return any(i.blob_id not in ours and not repo.store.has_ttl(i.blob_id)
+               for i in repo.store.list(f"{key.prefix}/indexes"))
 
 
 def _check_belongs(state: CommitState, key: StoreKey, repo: Repository) -> None:
