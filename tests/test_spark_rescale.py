@@ -240,11 +240,11 @@ def test_a_rescale_killed_around_its_group_append_is_finished_or_redone_by_the_n
         event, rerun_work, spark_session, flights_days, tmp_path):
     """SIGKILL of the rescaling driver (its Python process and JVM) after its group commit planned the uploads
     (before the append) or after the append (before the TTLs are removed), beside the staged leftovers of a run
-killed earlier, inside its write job. The next run, from the same work dir,
-    recovers first: the first case is aborted (its parts deleted) and the copy is made afresh, exact, with no orphan
-    left for gc; the second is finished (no TTL left on what the record references: a lifecycle rule would
-    otherwise expire committed blobs) and the run is refused with ``RescaleAlreadyCommitted``, the copy intact;
-    also when the rerun uses another work dir (another host): it removes the TTLs of the record it finds."""
+    killed earlier inside its write job. The next run, from the same work dir, recovers first: the first case is
+    aborted (its parts deleted) and the copy is made afresh, exact, leaving gc only the earlier leftovers; the
+    second is finished (no TTL left on what the record references: a lifecycle rule would otherwise expire
+    committed blobs) and the run is refused with ``RescaleAlreadyCommitted``, the copy intact; also when the rerun
+    uses another work dir (another host): it removes the TTLs of the record it finds."""
     from click.testing import CliRunner
 
     from blobstate.cli import main
