@@ -5,9 +5,15 @@ once its TTL passed, verify and a partition restore replaying the group's change
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
+from fixtures_core import SUPPORT_DIR, cli_env  # noqa: E402
 from rocksdict import AccessType, Rdict
 
 import blobstate
@@ -19,7 +25,7 @@ from blobstate.layout import DEFAULT_TTL_MS
 from blobstate.model import Checkpoint, PartitionEntry, StoreKey
 from blobstate.pipelines import replay
 from blobstate.pipelines.backup import StoreCommitter
-from blobstate.pipelines.group import GroupCommitter, check_partition_count, stage_changelog
+from blobstate.pipelines.group import GroupCommitter, check_partition_count, stage_changelog, stage_snapshot
 from blobstate.repository import Repository
 from blobstate.testing.checkpoint_logs import make_group
 
@@ -149,4 +155,55 @@ def test_group_commits_fencing_gc_verify_and_partition_restore(target, tmp_path,
     for c in (a, b):
         c.close()
     b.repo.close()
+    repo.close()
+
+
+def _rocksdb_checkpoint(tmp_path, name: str) -> str:
+    """A small RocksDB's local checkpoint (what a partition writer stages)."""
+    db = Rdict(str(tmp_path / f"{name}-db"))
+    try:
+        db["route/JFK-LAX"] = name
+        db.flush(True)
+        open_local_store("rocksdb").create_checkpoint(db, str(tmp_path / f"{name}-ck"))
+    finally:
+        db.close()
+    return str(tmp_path / f"{name}-ck")
+
+
+def test_a_first_group_of_snapshots_killed_before_its_append_is_aborted_beside_staged_leftovers(target, tmp_path,
+                                                                                                 cli, work_base):
+    """A store's first group record names its partitions' snapshot indexes (a rescale's). Its driver is SIGKILLed
+    after ``UploadsPlanned``, beside what an earlier attempt left staged (an index under its TTL, never committed).
+    ``blobstate recover`` aborts the group (its parts deleted) instead of refusing the store as if ``--log`` were
+    wrong (the log holds nothing, but no index there was ever completed); the next group commits at generation 1,
+    and gc, once the leftover's TTL passed, deletes it. (While the log holds nothing, gc deletes nothing in the
+    store: it cannot tell references apart from a wrong ``--log``.)"""
+    repo = Repository.open(target.url, storage_options=target.options, create=True)
+    leftover = stage_snapshot(repo, KEY, partition=0, batch_id=0, previous=None, ttl_ms=TTL,
+                              checkpoint_dir=_rocksdb_checkpoint(tmp_path, "leftover"))
+    config = {"url": target.url, "options": target.options, "job": KEY.job, "task": KEY.task, "store": KEY.store,
+              "partitions": N, "checkpoint_dir": _rocksdb_checkpoint(tmp_path, "group"), "ttl_ms": TTL}
+    child = subprocess.run([sys.executable, os.path.join(SUPPORT_DIR, "group_commit_child.py"), json.dumps(config)],
+                           env=cli_env(work_base, BLOBSTATE_PLUGINS="kill_plugin",
+                                       BLOBSTATE_TEST_KILL_AT="UploadsPlanned", **target.env),
+                           capture_output=True, text=True, timeout=120)
+    assert child.returncode == -signal.SIGKILL, child.stderr[-2000:]
+    indexes = {i.blob_id for i in repo.store.list(f"{KEY.prefix}/indexes")}
+    assert len(indexes) == N + 1 and repo.log.history(KEY) == []
+
+    recovered = cli("recover", *target.args(KEY), "--json", env=target.env)
+    assert recovered.returncode == 0, recovered.stderr
+    (row,) = json.loads(recovered.stdout)
+    assert row["action"] == "abort" and row["outcome"].startswith("aborted"), row
+    assert {i.blob_id for i in repo.store.list(f"{KEY.prefix}/indexes")} == {leftover.entry.blob_id}
+    assert repo.store.has_ttl(leftover.entry.blob_id)
+
+    with StoreCommitter(KEY, repo, work_dir=str(tmp_path / "next"), ttl_ms=TTL) as committer:
+        assert GroupCommitter(committer, num_partitions=N).commit(_parts(repo, 0, [1, 2, 3, 4]),
+                                                                  batch_id=0).generation == 1
+    future = int(time.time() * 1000) + 10 * DEFAULT_TTL_MS
+    report = next(r for r in blobstate.gc(repo=target.url, storage_options=target.options, now_ms=future, ttl_ms=TTL,
+                                          work_base=str(tmp_path / "gc-work")) if r.key == KEY)
+    assert set(report.expired_deleted) == {leftover.entry.blob_id, *leftover.new_blob_ids}, report
+    assert not report.orphans_deleted and report.skipped is None
     repo.close()
