@@ -35,4 +35,4 @@ fi
 
 PY="${PYTHON:-python3}"
 "$PY" -m pip install --quiet "kafka-python>=2.0.2" "SQLAlchemy>=2.0" "psycopg[binary]>=3.1" "pytest>=7.4" \
-    "pytest-timeout>=2.1"
+    "pytest-timeout>=2.1" "pytest-xdist>=3.5"

@@ -16,6 +16,9 @@ import pytest
 import blobstate
 from blobstate import api
 
+# One wheel build (the module fixture) serves the tests here: on one pytest-xdist worker, it is built once.
+pytestmark = pytest.mark.xdist_group("api-wheel")
+
 ROOT = Path(__file__).resolve().parents[1]
 VERBS = ["backup", "restore", "list_stores", "list_checkpoints", "describe_checkpoints", "ls", "diff", "stats",
          "verify", "gc", "init", "lifecycle_rule", "journal_events", "unfinished_commits"]

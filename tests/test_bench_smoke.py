@@ -12,6 +12,9 @@ import sys
 
 import pytest
 
+# One benchmark run (the module fixture) serves every test here: on one pytest-xdist worker, it runs once.
+pytestmark = pytest.mark.xdist_group("bench-smoke")
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 

@@ -15,6 +15,9 @@ import signal
 
 import pytest
 
+# A local Connect server listens on Spark's fixed port 15002: one at a time, on one pytest-xdist worker
+pytestmark = pytest.mark.xdist_group("spark-connect-port-15002")
+
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")  # the `connect` extra
 
