@@ -2,7 +2,7 @@
 servers on free ports. The one server that cannot move is a local Spark Connect server: PySpark binds it to port
 15002 and its client dials ``sc://localhost`` there. Two of them at once, on two workers, would make one test fail
 for a reason that has nothing to do with blobstate. This checks that every test module that starts one carries the
-shared ``xdist_group``, so xdist runs them one at a time on one worker."""
+shared ``xdist_group`` (``spark_fixtures.CONNECT_SERVER_GROUP``), so xdist runs them one at a time on one worker."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
-CONNECT_GROUP = 'pytestmark = pytest.mark.xdist_group("spark-connect-port-15002")'
+CONNECT_GROUP = "pytestmark = CONNECT_SERVER_GROUP"
 STARTS_CONNECT = re.compile(r"connect=True|\.remote\(")
 
 

@@ -15,13 +15,11 @@ import signal
 
 import pytest
 
-# A local Connect server listens on Spark's fixed port 15002: one at a time, on one pytest-xdist worker
-pytestmark = pytest.mark.xdist_group("spark-connect-port-15002")
-
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")  # the `connect` extra
 
 from spark_fixtures import (  # noqa: E402
+    CONNECT_SERVER_GROUP,
     KEY,
     assert_untouched,
     kill_paths,
@@ -32,6 +30,8 @@ from spark_fixtures import (  # noqa: E402
 )
 
 from blobstate.spark.demo.flights import reference_state  # noqa: E402
+
+pytestmark = CONNECT_SERVER_GROUP  # one Connect server at a time (port 15002)
 
 CASES = {
     "inside-delta-upload": dict(kill_at_event="UploadsPlanned:4:delta"),

@@ -19,13 +19,11 @@ import signal
 
 import pytest
 
-# A local Connect server listens on Spark's fixed port 15002: one at a time, on one pytest-xdist worker
-pytestmark = pytest.mark.xdist_group("spark-connect-port-15002")
-
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")  # the `connect` extra
 
 from spark_fixtures import (  # noqa: E402
+    CONNECT_SERVER_GROUP,
     assert_untouched,
     kill_paths,
     restored_routes,
@@ -34,6 +32,8 @@ from spark_fixtures import (  # noqa: E402
 )
 
 from blobstate.spark.demo.flights import reference_routes  # noqa: E402
+
+pytestmark = CONNECT_SERVER_GROUP  # one Connect server at a time (port 15002)
 
 N = 4
 

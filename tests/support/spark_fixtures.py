@@ -17,6 +17,9 @@ from blobstate.model import StoreKey
 KEY = StoreKey("flights", "0", "stats")
 ROUTES_KEY = StoreKey("flights", "group", "routes")  # the partitioned flights state (``spark_child`` partitions)
 SUPPORT = os.path.dirname(os.path.abspath(__file__))
+# A local Spark Connect server (``remote("local[2]")``) binds port 15002 and its client dials it there: a test module
+# that starts one sets ``pytestmark = CONNECT_SERVER_GROUP``, so pytest-xdist runs them one at a time on one worker.
+CONNECT_SERVER_GROUP = pytest.mark.xdist_group("spark-connect-port-15002")
 
 
 @pytest.fixture(scope="session")
