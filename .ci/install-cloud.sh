@@ -7,25 +7,20 @@
 # Idempotent and non-interactive. The azurite prefix is $BLOBSTATE_AZURITE_PREFIX (default
 # ~/.cache/blobstate/azurite); tests/support/cloud_servers.py looks in the same place (or azurite-blob on PATH).
 set -euo pipefail
-
-export DEBIAN_FRONTEND=noninteractive
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+source "$(dirname "$0")/lib.sh"
 
 need_apt=()
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
 command -v npm >/dev/null 2>&1 || need_apt+=(npm)
-if [ "${#need_apt[@]}" -gt 0 ]; then
-    $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
-fi
+apt_install ${need_apt[@]+"${need_apt[@]}"}
 
-PY="${PYTHON:-python3}"
 "$PY" -m pip install --quiet "s3fs>=2023.6" boto3 "obstore>=0.8" "gcsfs>=2023.6" "adlfs>=2023.8" "azure-storage-blob>=12.17" \
     "moto[server]>=5" gcp-storage-emulator
 
+# Pinned: azurite 3.36+ declares Node >= 21/22, Debian 12 ships Node 18; 3.35.0 declares Node >= 10.
+AZURITE_VERSION=3.35.0
 PREFIX="${BLOBSTATE_AZURITE_PREFIX:-$HOME/.cache/blobstate/azurite}"
 if ! command -v azurite-blob >/dev/null 2>&1 && [ ! -x "$PREFIX/node_modules/.bin/azurite-blob" ]; then
     mkdir -p "$PREFIX"
-    (cd "$PREFIX" && npm install --no-save --no-audit --no-fund --loglevel=error azurite)
+    (cd "$PREFIX" && npm install --no-save --no-audit --no-fund --loglevel=error "azurite@$AZURITE_VERSION")
 fi

