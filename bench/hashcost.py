@@ -10,7 +10,7 @@ process, on ``file://``, medians of ``--runs``:
 - incremental backup of a RocksDB state after 1% of the keys changed (the benchmark's v1 step);
 - incremental backup of a dir store of ``--dir-files`` files of ``--size`` in total after 1% of them changed;
 
-each with the content hash and with it switched off (``blobstate.checksum.digest_file`` forced to CRC32C only),
+each with the content hash and with it switched off (``blobstate.local.checksum.digest_file`` forced to CRC32C only),
 every variant into its own fresh repository (a full backup, then the timed incremental one).
 """
 
@@ -38,7 +38,7 @@ from bench.run import parse_size  # noqa: E402
 @contextmanager
 def content_hash(enabled: bool) -> Iterator[None]:
     """Run the block with the content hash on (as shipped) or off (CRC32C only, the cost baseline)."""
-    from blobstate import checksum
+    from blobstate.local import checksum
 
     real = checksum.digest_file
     if not enabled:
@@ -51,7 +51,7 @@ def content_hash(enabled: bool) -> Iterator[None]:
 
 def throughput(path: str, runs: int) -> dict[str, float]:
     """MB/s of one streaming pass over ``path``: CRC32C alone and CRC32C + XXH3-128."""
-    from blobstate.checksum import digest_file
+    from blobstate.local.checksum import digest_file
 
     size = os.path.getsize(path)
     digest_file(path, content_hash=True)  # warm the page cache
@@ -69,9 +69,9 @@ def throughput(path: str, runs: int) -> dict[str, float]:
 def scan_cost(checkpoint_dir: str, store_type: str, cache_path: str, runs: int) -> dict[str, float]:
     """Median seconds of the commit's scan of one local checkpoint (what the content hash adds to), with and
     without the content hash, alternating, on the same files, page cache warm, SSTs' CRC32C from the cache."""
-    from blobstate.backends import open_local_store
-    from blobstate.checksum import ChecksumCache
-    from blobstate.pipelines import planner
+    from blobstate.commit import planner
+    from blobstate.local.checksum import ChecksumCache
+    from blobstate.repository.backends import open_local_store
 
     is_mutable = open_local_store(store_type).is_mutable
     times: dict[str, list[float]] = {"crc32c only": [], "crc32c + xxh3-128": []}
@@ -109,7 +109,7 @@ def incremental(make: Callable[[str], None], change: Callable[[str], None], stor
                 walls[label].append(time.perf_counter() - t0)
                 commits[label].append(result.upload_ms / 1000)
             if enabled and run == runs - 1:
-                from blobstate import workdir
+                from blobstate.local import workdir
 
                 newest = workdir.local_checkpoint_dirs(opts["work_dir"])[-1]
                 cache = os.path.join(opts["work_dir"], workdir.CRC_CACHE)

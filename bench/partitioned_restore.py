@@ -5,11 +5,11 @@
 The same records (``--keys`` keys, incompressible values, ``--size`` bytes in total) are written twice: into one
 RocksDB (the driver binding's store) and into ``--partitions`` RocksDBs, key ``i`` in partition ``i % N`` (the
 partitioned state's). Untimed: the one store is backed up as a snapshot (``StoreCommitter``) and the partitions as
-one group checkpoint (each partition's snapshot staged by ``blobstate.pipelines.group.stage_snapshot``, then one
+one group checkpoint (each partition's snapshot staged by ``blobstate.commit.group.stage_snapshot``, then one
 group record), into one ``file://`` repository. Timed, medians of ``--runs``, the page cache dropped before each
 restore when this user may (else warm, and the report says so):
 
-- **single driver**: one fresh process restores the one store (``blobstate.pipelines.replay.restore_chain``);
+- **single driver**: one fresh process restores the one store (``blobstate.restoring.chain.restore_chain``);
 - **partitions in parallel**: N fresh processes at once, each restoring its partition the way a Spark task does on
   a new executor (``replay.plan(partition=p)`` then ``restore_chain``).
 
@@ -71,11 +71,11 @@ def write_states(work: str, *, size_bytes: int, keys: int, partitions: int) -> t
 
 def back_up(repo_url: str, work: str, single_dir: str, part_dirs: list[str]) -> None:
     """The snapshot of the one store and one group checkpoint of the partitions (untimed)."""
-    from blobstate.layout import DEFAULT_TTL_MS
-    from blobstate.model import StoreKey
-    from blobstate.pipelines.backup import StoreCommitter
-    from blobstate.pipelines.group import GroupCommitter, stage_snapshot
-    from blobstate.repository import Repository
+    from blobstate.commit.backup import StoreCommitter
+    from blobstate.commit.group import GroupCommitter, stage_snapshot
+    from blobstate.model.layout import DEFAULT_TTL_MS
+    from blobstate.model.records import StoreKey
+    from blobstate.repository.repo import Repository
 
     repo = Repository.open(repo_url, create=True)
     try:
@@ -97,10 +97,10 @@ def back_up(repo_url: str, work: str, single_dir: str, part_dirs: list[str]) -> 
 
 def restore_one(repo_url: str, key: tuple[str, str, str], partition: int | None, dest: str) -> int:
     """One restore in this (fresh) process, as a driver or a task does it; returns the bytes restored."""
-    from blobstate.backends import open_local_store
-    from blobstate.model import StoreKey
-    from blobstate.pipelines import replay
-    from blobstate.repository import Repository
+    from blobstate.model.records import StoreKey
+    from blobstate.repository.backends import open_local_store
+    from blobstate.repository.repo import Repository
+    from blobstate.restoring import chain as replay
 
     repo = Repository.open(repo_url)
     try:

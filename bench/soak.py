@@ -42,7 +42,7 @@ from typing import Any
 
 from bench.soak_report import build_report, failed
 from bench.soak_world import GC_HOLD_S, KEY, Attempt, Proc, World, Writer
-from blobstate.repository import Repository
+from blobstate.repository.repo import Repository
 
 KILL_EVENTS = {"CommitStarted": 1, "LocalCheckpointCreated": 1, "UploadsPlanned": 1, "BlobUploaded": 3,
                "IndexUploaded": 2, "CheckpointAppending": 3, "CheckpointWritten": 3, "TtlRemoved": 2,

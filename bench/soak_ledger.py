@@ -23,9 +23,9 @@ from pathlib import Path
 
 from bench.soak_world import KEY, Attempt, Proc, World, digest, read_all
 from blobstate.errors import BlobstateError
-from blobstate.model import Checkpoint
-from blobstate.pipelines.gc import FAR_FUTURE_MS
-from blobstate.repository import Repository
+from blobstate.maintenance.gc import FAR_FUTURE_MS
+from blobstate.model.records import Checkpoint
+from blobstate.repository.repo import Repository
 
 
 @dataclass

@@ -29,11 +29,11 @@ if str(SUPPORT) not in sys.path:
 from fault_harness import Target, send_cont, stopped_or_exited  # noqa: E402
 from fixtures_core import cli_env, read_all, write_keys  # noqa: E402
 
-from blobstate.model import StoreKey  # noqa: E402
+from blobstate.model.records import StoreKey  # noqa: E402
 
 KEY = StoreKey("soak", "0", "state")
 WAIT_S = 300.0  # a process that takes longer than this is a wedge
-# gc's re-check bound (``blobstate.pipelines.gc.RECHECK_AFTER_S``, 5 s) scaled down with the soak's pauses (a held gc
+# gc's re-check bound (``blobstate.maintenance.gc.RECHECK_AFTER_S``, 5 s) scaled down with the soak's pauses (a held gc
 # is held for at least ``GC_HOLD_S``; a real gc host paused by its hypervisor for minutes)
 GC_RECHECK_AFTER_S = 0.5
 GC_HOLD_S = 1.0

@@ -104,8 +104,8 @@ def child(backend: str, client: str, direction: str, cfg: dict[str, Any], local:
         with ThreadPoolExecutor(workers) as pool:
             list(pool.map(one, names))
     elif client == "blobstate":
-        from blobstate.backends import open_blob_store
-        from blobstate.interfaces import FileRange, PutRequest
+        from blobstate.plugin.interfaces import FileRange, PutRequest
+        from blobstate.repository.backends import open_blob_store
 
         url = {"s3": "s3", "azure": "az", "gcs": "gs"}[backend] + f"://{cfg['bucket']}/{prefix}"
         store = open_blob_store(url, storage_options=cfg["options"], max_concurrency=workers)

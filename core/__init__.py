@@ -32,12 +32,12 @@ __version__ = "0.1.0"
 #: Everything but the errors is imported on first use (``import blobstate`` stays light: the CLI starts in well under
 #: 100 ms), from the module named here. Type checkers see the real objects through the imports below.
 _LAZY: dict[str, str] = {
-    **dict.fromkeys(("hookimpl", "hookspec"), "blobstate.hookspecs"),
-    **dict.fromkeys(("DirIndex", "FileBlob", "FileIndex", "SnapshotIndex"), "blobstate.index"),
+    **dict.fromkeys(("hookimpl", "hookspec"), "blobstate.plugin.hookspecs"),
+    **dict.fromkeys(("DirIndex", "FileBlob", "FileIndex", "SnapshotIndex"), "blobstate.model.index"),
     **dict.fromkeys(("BlobInfo", "BlobStore", "CheckpointLog", "FileRange", "GetRequest", "LocalStore", "PutRequest"),
-                    "blobstate.interfaces"),
-    **dict.fromkeys(("Checkpoint", "StoreKey"), "blobstate.model"),
-    **dict.fromkeys(("BlobStoreSpec", "CheckpointLogSpec", "LocalStoreSpec"), "blobstate.specs"),
+                    "blobstate.plugin.interfaces"),
+    **dict.fromkeys(("Checkpoint", "StoreKey"), "blobstate.model.records"),
+    **dict.fromkeys(("BlobStoreSpec", "CheckpointLogSpec", "LocalStoreSpec"), "blobstate.plugin.records"),
     **dict.fromkeys(("BackupResult", "Repository", "RestoreResult", "StoreCommitter", "VerifyReport", "backup",
                      "describe_checkpoints", "diff", "gc", "init", "list_checkpoints", "list_stores", "ls", "recover",
                      "restore", "stats", "verify"), "blobstate.api"),
@@ -63,11 +63,19 @@ if TYPE_CHECKING:
         stats,
         verify,
     )
-    from blobstate.hookspecs import hookimpl, hookspec
-    from blobstate.index import DirIndex, FileBlob, FileIndex, SnapshotIndex
-    from blobstate.interfaces import BlobInfo, BlobStore, CheckpointLog, FileRange, GetRequest, LocalStore, PutRequest
-    from blobstate.model import Checkpoint, StoreKey
-    from blobstate.specs import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec
+    from blobstate.model.index import DirIndex, FileBlob, FileIndex, SnapshotIndex
+    from blobstate.model.records import Checkpoint, StoreKey
+    from blobstate.plugin.hookspecs import hookimpl, hookspec
+    from blobstate.plugin.interfaces import (
+        BlobInfo,
+        BlobStore,
+        CheckpointLog,
+        FileRange,
+        GetRequest,
+        LocalStore,
+        PutRequest,
+    )
+    from blobstate.plugin.records import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec
 
 __all__ = [
     "AppendOutcomeUnknown", "BlobInfo", "BlobNotFound", "BlobStore", "BlobStoreSpec", "BlobstateError", "Checkpoint",

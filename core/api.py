@@ -2,7 +2,7 @@
 
 ``init``, ``backup``, ``restore``, ``list_stores``, ``list_checkpoints``, ``describe_checkpoints``, ``ls``,
 ``diff``, ``stats``, ``verify``, ``gc``, ``recover``, ``journal_events``, ``unfinished_commits``,
-``lifecycle_rule``. ``StoreCommitter`` (``blobstate.pipelines.backup``) is the long-lived form for a job that
+``lifecycle_rule``. ``StoreCommitter`` (``blobstate.commit.backup``) is the long-lived form for a job that
 commits repeatedly (Spark). The CLI calls only these functions.
 
 One naming scheme across the API, the CLI and JSON: a store is named by ``job``, ``task``, ``store`` (``--job``,
@@ -20,32 +20,24 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from blobstate import layout, workdir
-from blobstate.backends import detect_store_type, open_blob_store, open_local_store
-from blobstate.catalog import (
+from blobstate.commit.backup import BackupResult, LocalCheckpoint, StoreCommitter
+from blobstate.commit.preview import BackupPreview
+from blobstate.commit.preview import preview_backup as run_preview
+from blobstate.commit.recover import Report, cleanup_after_restore, recover_work_base
+from blobstate.commit.recover import recover as replay_journal
+from blobstate.commit.session import StoreSession
+from blobstate.errors import NothingToRestore
+from blobstate.journal.projection import CommitState
+from blobstate.local import workdir
+from blobstate.local.checksum import ChecksumCache
+from blobstate.maintenance.catalog import (
     CheckpointSummary,
     Listing,
     SnapshotDiff,
     StoreStats,
 )
-from blobstate.checksum import ChecksumCache
-from blobstate.errors import NothingToRestore
-from blobstate.journal.projection import CommitState
-from blobstate.layout import DEFAULT_CHUNK_SIZE, DEFAULT_RETAIN, DEFAULT_TTL_MS
-from blobstate.marker import RepositoryInfo
-from blobstate.model import Checkpoint, StoreKey
-from blobstate.pipelines import replay
-from blobstate.pipelines.backup import BackupResult, LocalCheckpoint, StoreCommitter
-from blobstate.pipelines.gc import GcReport, collect, collect_temporaries
-from blobstate.pipelines.preview import BackupPreview
-from blobstate.pipelines.preview import preview_backup as run_preview
-from blobstate.pipelines.recover import Report, cleanup_after_restore, recover_work_base
-from blobstate.pipelines.recover import recover as replay_journal
-from blobstate.pipelines.restore import RestoreResult
-from blobstate.pipelines.session import StoreSession
-from blobstate.pipelines.verify import VerifyReport, raise_for_reports, verify_checkpoint
-from blobstate.progress import Progress
-from blobstate.queries import (  # the read-only verbs, re-exported, and the helpers every verb shares
+from blobstate.maintenance.gc import GcReport, collect, collect_temporaries
+from blobstate.maintenance.queries import (  # the read-only verbs, re-exported, and the helpers every verb shares
     Duration,
     Options,
     Size,
@@ -61,9 +53,18 @@ from blobstate.queries import (  # the read-only verbs, re-exported, and the hel
     stats,
     unfinished_commits,
 )
-from blobstate.repository import Repository
-from blobstate.storage_options import redact
-from blobstate.units import parse_duration_ms, parse_size
+from blobstate.maintenance.verify import VerifyReport, raise_for_reports, verify_checkpoint
+from blobstate.model import layout
+from blobstate.model.layout import DEFAULT_CHUNK_SIZE, DEFAULT_RETAIN, DEFAULT_TTL_MS
+from blobstate.model.progress import Progress
+from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.model.units import parse_duration_ms, parse_size
+from blobstate.repository.backends import detect_store_type, open_blob_store, open_local_store
+from blobstate.repository.marker import RepositoryInfo
+from blobstate.repository.options import redact
+from blobstate.repository.repo import Repository
+from blobstate.restoring import chain as replay
+from blobstate.restoring.snapshot import RestoreResult
 
 _logger = logging.getLogger(__name__)
 
@@ -144,7 +145,7 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
             checkpoint_id: str | None = None, partition: int | None = None) -> RestoreResult:
     """Restore the latest state (or ``checkpoint``: ``latest``, an id, a unique prefix or a generation; or the
     state after batch ``max_batch_id``) into ``dest_dir``, downloading only what is missing or different; a store
-    with delta records gets its snapshot, then the deltas after it (``blobstate.pipelines.replay``).
+    with delta records gets its snapshot, then the deltas after it (``blobstate.restoring.chain``).
 
     Afterwards ``dest_dir`` holds exactly the snapshot's entries. A non-empty ``dest_dir`` that no restore of this
     store made is refused unless ``force``; one a live process holds open always is. With ``dry_run`` the result
@@ -224,7 +225,7 @@ def gc(*, repo: str, log: str | None = None, job: str | None = None, task: str |
        ttl_ms: int | None = None) -> list[GcReport]:
     """Delete expired and orphaned blobs of every store (or the one ``store``, or those matching ``job``/``task``).
 
-    ``retain`` defaults to each store's recorded retention (see ``blobstate.pipelines.gc.collect``); ``now_ms``
+    ``retain`` defaults to each store's recorded retention (see ``blobstate.maintenance.gc.collect``); ``now_ms``
     (ms since the epoch) is for tests.
     """
     repository = open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode)

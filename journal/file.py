@@ -22,10 +22,10 @@ import struct
 import threading
 from dataclasses import dataclass
 
-from blobstate.checksum import crc32c_bytes
 from blobstate.errors import CorruptJournalError, JournalWriteError
 from blobstate.journal.events import Event, event_from_dict, event_to_dict
-from blobstate.paths import fsync_dir
+from blobstate.local.checksum import crc32c_bytes
+from blobstate.local.paths import fsync_dir
 
 log = logging.getLogger(__name__)
 

@@ -23,13 +23,13 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import adlfs  # noqa: F401 - this backend's dependencies: a missing extra fails at resolution (blobstate.specs)
+import adlfs  # noqa: F401 - this backend's dependencies: a missing extra fails at resolution (blobstate.plugin.records)
 import azure.storage.blob  # noqa: F401
 
 from blobstate.errors import StorageError, TransientStorageError
-from blobstate.interfaces import FileRange, PutRequest
-from blobstate.plugins.native_ttl import NativeTtlBlobStore, ttl_days
-from blobstate.plugins.transfer import ObstoreTransport
+from blobstate.plugin.interfaces import FileRange, PutRequest
+from blobstate.plugin.native_ttl import NativeTtlBlobStore, ttl_days
+from blobstate.plugin.transfer import ObstoreTransport
 
 TTL_TAG = "blobstate_ttl"
 EXPIRES_TAG = "blobstate_expires"

@@ -21,7 +21,7 @@ import stat
 import time
 
 from blobstate.errors import LocalStoreError, UnsafePathError
-from blobstate.interfaces import LocalStore
+from blobstate.plugin.interfaces import LocalStore
 
 COPY_ATTEMPTS = 5
 RACY_NS = 2_000_000_000  # a file modified less than 2 s before its copy is compared byte for byte afterwards

@@ -11,8 +11,8 @@ import posixpath
 from typing import Any
 
 from blobstate.errors import AppendOutcomeUnknown, BlobNotFound, FencedError, StorageError
-from blobstate.interfaces import BlobStore, CheckpointLog
-from blobstate.model import Checkpoint, StoreKey
+from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.plugin.interfaces import BlobStore, CheckpointLog
 
 CHECKPOINTS_DIR = "checkpoints"
 GENERATION_DIGITS = 20
@@ -135,6 +135,6 @@ def open_file_log(url: str, *, storage_options: dict[str, Any] | None = None,
     ``blob_store`` (the repository's store, already open; closed by its owner, not by the log)."""
     if blob_store is not None:
         return FileCheckpointLog(blob_store, owns_store=False)
-    from blobstate.backends import open_blob_store
+    from blobstate.repository.backends import open_blob_store
 
     return FileCheckpointLog(open_blob_store(url, storage_options=storage_options, retry=True))

@@ -20,9 +20,9 @@ from typing import Any, BinaryIO
 import fsspec
 
 from blobstate.errors import BlobNotFound, ConfigurationError, StorageError
-from blobstate.interfaces import BlobInfo, BlobStore, FileRange, PutRequest
-from blobstate.plugins.local_files import LocalRepository
-from blobstate.storage_options import redact, resolve, secret_values
+from blobstate.plugin.interfaces import BlobInfo, BlobStore, FileRange, PutRequest
+from blobstate.plugin.local_files import LocalRepository
+from blobstate.repository.options import redact, resolve, secret_values
 
 log = logging.getLogger(__name__)
 COPY_BUFFER = 1 << 20  # bytes per read/write when streaming a local blob (1 MiB: measured fastest, cache-friendly)

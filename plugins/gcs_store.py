@@ -20,11 +20,11 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-import gcsfs  # noqa: F401 - this backend's dependency: a missing extra fails at resolution (blobstate.specs)
+import gcsfs  # noqa: F401 - this backend's dependency: a missing extra fails at resolution (blobstate.plugin.records)
 
 from blobstate.errors import StorageError, TransientStorageError
-from blobstate.interfaces import PutRequest
-from blobstate.plugins.native_ttl import NativeTtlBlobStore, ttl_days
+from blobstate.plugin.interfaces import PutRequest
+from blobstate.plugin.native_ttl import NativeTtlBlobStore, ttl_days
 
 EXPIRES_KEY = "blobstate-expires"
 #: customTime after ``remove_ttl``: the lifecycle rule's age is negative until then.

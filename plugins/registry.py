@@ -2,8 +2,8 @@
 
 Like fsspec's ``registry`` (``known_implementations``: a protocol name and a class path), importing this module
 imports no backend: a factory is a dotted path, resolved only when its backend is opened
-(``blobstate.specs.resolve_factory``), so a missing optional dependency fails only then, and always the same way:
-``MissingDependencyError`` carrying the record's ``install_hint``.
+(``blobstate.plugin.records.resolve_factory``), so a missing optional dependency fails only then, and always the same
+way: ``MissingDependencyError`` carrying the record's ``install_hint``.
 
 Each built-in is a plugin object here, registered through ``blobstate.plugins.BUILTIN_PLUGINS`` with the same
 ``register()`` a third party's entry point goes through (an entry point may name a module or, as here, an object:
@@ -12,8 +12,8 @@ Each built-in is a plugin object here, registered through ``blobstate.plugins.BU
 
 from __future__ import annotations
 
-from blobstate.hookspecs import hookimpl
-from blobstate.specs import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec
+from blobstate.plugin.hookspecs import hookimpl
+from blobstate.plugin.records import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec
 
 PKG = "blobstate.plugins"
 

@@ -33,7 +33,7 @@ import re
 import shutil
 
 from blobstate.errors import IntegrityError, LocalStoreError
-from blobstate.interfaces import LocalStore
+from blobstate.plugin.interfaces import LocalStore
 
 IMMUTABLE_SUFFIXES = (".sst", ".blob")
 PATH_ATTEMPTS = 10

@@ -1,6 +1,6 @@
 """S3 blob store with native TTL (an object tag and a tag-filtered lifecycle rule); blob bytes move through obstore.
 
-Transport: blob uploads and downloads go through obstore (Rust ``object_store``; ``plugins/transfer.py``):
+Transport: blob uploads and downloads go through obstore (Rust ``object_store``; ``core/plugin/transfer.py``):
 multipart part by part, ranged parallel GETs written in order, a budget of bytes in flight. Measured on the same
 moto server, it moved blobs 1.6x (up) and 1.8x (down) faster than s3fs in less memory (``bench/README.md``).
 Everything else (listing, tags, lifecycle rules, bulk ``DeleteObjects``) stays on s3fs/botocore, and so does the
@@ -18,8 +18,8 @@ bucket's lifecycle configuration.
 The checkpoint log's exclusive create is S3's conditional PUT (``If-None-Match: *``): of two writers creating the
 same generation object, S3 rejects the second with 412 (``FileExistsError``).
 
-Retries: one policy, blobstate's own (``blobstate.retry``). botocore's and s3fs's retries are switched off and
-obstore's ``max_retries`` is 0, and connections time out after ``CONNECT_TIMEOUT_S``: an unreachable endpoint fails
+Retries: one policy, blobstate's own (``blobstate.repository.retry``). botocore's and s3fs's retries are switched off
+and obstore's ``max_retries`` is 0, and connections time out after ``CONNECT_TIMEOUT_S``: an unreachable endpoint fails
 within seconds, naming the endpoint (the SDK's message), never the credentials.
 """
 
@@ -35,11 +35,11 @@ from urllib.parse import urlencode
 
 import s3fs  # noqa: F401 - the dependency of this backend: importing it here makes a missing extra fail at
 
-#                           resolution, with the registration record's install hint (blobstate.specs)
+#                           resolution, with the registration record's install hint (blobstate.plugin.records)
 from blobstate.errors import StorageError
-from blobstate.interfaces import PutRequest
-from blobstate.plugins.native_ttl import NativeTtlBlobStore, ttl_days
-from blobstate.plugins.transfer import ByteBudget, ObstoreTransport
+from blobstate.plugin.interfaces import PutRequest
+from blobstate.plugin.native_ttl import NativeTtlBlobStore, ttl_days
+from blobstate.plugin.transfer import ByteBudget, ObstoreTransport
 
 TTL_TAG = "blobstate-ttl"
 EXPIRES_TAG = "blobstate-expires"
@@ -53,7 +53,7 @@ OBSTORE_OPTIONS = {"endpoint_url", "key", "secret", "token", "anon", "client_kwa
 class S3BlobStore(NativeTtlBlobStore):
     """``BlobStore`` on S3 (or an S3-compatible server): obstore for blob bytes, s3fs for the rest.
 
-    ``url``: ``s3://bucket/prefix`` (query parameters become storage options, see ``blobstate.storage_options``).
+    ``url``: ``s3://bucket/prefix`` (query parameters become storage options, see ``blobstate.repository.options``).
     ``storage_options`` go to ``s3fs.S3FileSystem`` (``endpoint_url``, ``key``, ``secret``, ``client_kwargs``...)
     and are mapped to obstore's S3 configuration; ``transfer_budget`` (bytes in flight, default 96 MiB) is
     blobstate's own. Raises ``MissingDependencyError`` without s3fs, ``ConfigurationError`` for a bad URL or mode.

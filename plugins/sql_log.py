@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import sqlalchemy  # noqa: F401 - this backend's dependency: a missing extra fails at resolution (blobstate.specs)
+import sqlalchemy  # noqa: F401 - this backend's dependency: a missing extra fails at resolution (blobstate.plugin.records)
 
 from blobstate.errors import (
     AppendOutcomeUnknown,
@@ -30,8 +30,8 @@ from blobstate.errors import (
     FencedError,
     StorageError,
 )
-from blobstate.interfaces import CheckpointLog
-from blobstate.model import Checkpoint, StoreKey
+from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.plugin.interfaces import CheckpointLog
 
 DEFAULT_TABLE = "blobstate_checkpoints"
 
@@ -84,7 +84,7 @@ class SqlCheckpointLog(CheckpointLog):
         options: dict[str, Any] = {"pool_pre_ping": not self._sqlite, **(engine_options or {})}
         if self._sqlite:
             options.setdefault("connect_args", {"timeout": 30})
-        self.engine = create_engine(sa_url, **options)  # a missing driver's ImportError: see blobstate.specs
+        self.engine = create_engine(sa_url, **options)  # a missing driver's ImportError: see blobstate.plugin.records
         if self._sqlite:
             # pysqlite opens transactions lazily (after reads); take the write lock at BEGIN instead.
             @event.listens_for(self.engine, "connect")

@@ -3,7 +3,7 @@
 Spark re-runs, on restart, the batches after the newest one in ``commits/`` (``C``): a batch with offsets and no
 commit is planned again with the same offsets. Every batch Spark committed had its delta committed before
 ``foreachBatch`` returned, so the state after ``C`` is always in the repository: the newest valid snapshot at or
-below ``C``, then the deltas after it up to ``C`` (``blobstate.chain.plan_chain``). A delta of a batch above ``C``
+below ``C``, then the deltas after it up to ``C`` (``blobstate.model.chain.plan_chain``). A delta of a batch above ``C``
 (a crash after its commit point, before Spark's commit) is ignored: Spark re-runs that batch, and its new delta
 supersedes it. Nothing is ever written into Spark's checkpoint location.
 
@@ -21,10 +21,10 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from blobstate.chain import Chain, plan_chain
 from blobstate.errors import NothingToRestore
-from blobstate.model import Checkpoint, StoreKey
-from blobstate.storage_options import redact
+from blobstate.model.chain import Chain, plan_chain
+from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.repository.options import redact
 
 log = logging.getLogger(__name__)
 

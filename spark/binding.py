@@ -26,10 +26,10 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
+from blobstate.commit.backup import BackupResult
 from blobstate.errors import ConfigurationError
-from blobstate.layout import DEFAULT_TTL_MS
-from blobstate.model import StoreKey
-from blobstate.pipelines.backup import BackupResult
+from blobstate.model.layout import DEFAULT_TTL_MS
+from blobstate.model.records import StoreKey
 from blobstate.spark.alignment import AlignmentPlan, plan_alignment
 from blobstate.spark.engine import BatchEngine, BatchFunction, BatchStats, EngineConfig, open_repository
 from blobstate.spark.location import CheckpointLocation, is_connect
@@ -67,8 +67,8 @@ class StateBinding:
         self.connect = is_connect(spark)
         key = key or StoreKey(job, task, store)
         if work_dir is None:
-            from blobstate import workdir
-            from blobstate.backends import normalize_url
+            from blobstate.local import workdir
+            from blobstate.repository.backends import normalize_url
 
             work_dir = workdir.store_work_dir(normalize_url(repo), key)
         self.config = EngineConfig(repo=repo, checkpoint_location=checkpoint_location,

@@ -6,9 +6,9 @@ batch). Per micro-batch ``b``:
 
 1. Spark committed ``b - 1`` before it planned ``b``: tell the snapshot scheduler; raise an earlier snapshot
    failure; check that the store holds exactly batch ``b - 1`` (a restart restored it);
-2. the user's ``fn(df, b, state)`` reads and writes ``state`` (``blobstate.changelog.StagedWrites``): the store
+2. the user's ``fn(df, b, state)`` reads and writes ``state`` (``blobstate.model.changelog.StagedWrites``): the store
    itself is untouched, so a batch that raises leaves no partial writes and Spark's retry runs on clean state;
-3. the delta commit (``blobstate.pipelines.delta``): the batch's writes as one changelog blob and one delta record
+3. the delta commit (``blobstate.commit.delta``): the batch's writes as one changelog blob and one delta record
    at the checkpoint log. This is the point of no return, before ``foreachBatch`` returns, so Spark's
    ``commits/b`` only ever exists once batch ``b``'s change is durable;
 4. the writes applied to RocksDB in one ``WriteBatch``; the scheduler told.
@@ -16,7 +16,7 @@ batch). Per micro-batch ``b``:
 Snapshots run in the background (``blobstate.spark.scheduler``): the local checkpoint (hard links) is taken under
 the same lock as step 3-4, so it holds exactly one batch, and committed as a snapshot record with that batch id.
 On open the engine recovers the store's journal, aligns with Spark's checkpoint location
-(``blobstate.spark.alignment``) and restores the chain (``blobstate.pipelines.replay``) into ``state_dir``.
+(``blobstate.spark.alignment``) and restores the chain (``blobstate.restoring.chain``) into ``state_dir``.
 """
 
 from __future__ import annotations
@@ -31,19 +31,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from blobstate import changelog
-from blobstate.backends import open_local_store
+from blobstate.commit.backup import BackupResult, StoreCommitter
+from blobstate.commit.delta import DeltaCommitter
 from blobstate.errors import ConfigurationError, RepositoryNotFound
-from blobstate.layout import DEFAULT_TTL_MS
-from blobstate.model import StoreKey
-from blobstate.pipelines import replay
-from blobstate.pipelines.backup import BackupResult, StoreCommitter
-from blobstate.pipelines.delta import DeltaCommitter
-from blobstate.repository import Repository
+from blobstate.model import changelog
+from blobstate.model.layout import DEFAULT_TTL_MS
+from blobstate.model.records import StoreKey
+from blobstate.repository.backends import open_local_store
+from blobstate.repository.options import redact
+from blobstate.repository.repo import Repository
+from blobstate.restoring import chain as replay
 from blobstate.spark.alignment import AlignmentPlan, SparkAlignmentError, plan_alignment
 from blobstate.spark.location import CheckpointLocation
 from blobstate.spark.scheduler import SnapshotScheduler
-from blobstate.storage_options import redact
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

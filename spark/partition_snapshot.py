@@ -14,7 +14,7 @@ state after ``b``. A background thread on the driver runs one Spark job of N tas
 3. takes the RocksDB local checkpoint (hard links, milliseconds) and lets go of the lock: the next batch's task can
    run while
 4. the checkpoint's new files and its snapshot index are uploaded with a TTL
-   (``blobstate.pipelines.group.stage_snapshot``, diffed against the partition's newest committed snapshot);
+   (``blobstate.commit.group.stage_snapshot``, diffed against the partition's newest committed snapshot);
 5. the task returns a ``SnapshotResult``.
 
 The driver keeps the staged snapshots and commits them in the **next** group record (``take``), beside that batch's
@@ -36,11 +36,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from blobstate.commit.group import StagedSnapshot
 from blobstate.errors import CommitInProgressError
-from blobstate.layout import now_ms
-from blobstate.pipelines.group import StagedSnapshot
+from blobstate.model.layout import now_ms
+from blobstate.repository.options import redact
 from blobstate.spark.partition_task import BatchPlan, LocalPartition, task_attempt, worker_repository
-from blobstate.storage_options import redact
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +64,8 @@ def snapshot_partition(plan: BatchPlan, partition: int, rows: Iterable[Any]) -> 
     snapshot of the state after ``plan.batch_id`` (``plan.upto`` is that batch too; ``plan.base``: the generation
     the snapshot was asked at). Yields one ``SnapshotResult``. Raises ``StorageError`` from the upload (Spark
     retries the task)."""
-    from blobstate.backends import open_local_store
-    from blobstate.pipelines.group import stage_snapshot
+    from blobstate.commit.group import stage_snapshot
+    from blobstate.repository.backends import open_local_store
 
     created, attempt = now_ms(), task_attempt()
     repo = worker_repository(plan.repo, plan.log_url, plan.storage_options)

@@ -8,9 +8,9 @@ Task ``p`` of batch ``b`` (``run_partition``), in the Python worker that runs it
    (``LocalPartition.ensure_at``): the local copy is reused when its marker names a record of the chain, and the
    committed deltas after it are applied (each from the changelog this host kept when it wrote it, or downloaded,
    always checked against the record's size and CRC32C); otherwise (a wiped or moved partition, a divergent
-   copy) it is restored from the repository (``blobstate.pipelines.replay.restore_chain``: snapshot, then deltas);
-3. runs ``update(db, rows, ctx)`` on ``blobstate.changelog.StagedWrites``: nothing reaches RocksDB;
-4. uploads the batch's changelog with a TTL (``blobstate.pipelines.group.stage_changelog``) and keeps a copy;
+   copy) it is restored from the repository (``blobstate.restoring.chain.restore_chain``: snapshot, then deltas);
+3. runs ``update(db, rows, ctx)`` on ``blobstate.model.changelog.StagedWrites``: nothing reaches RocksDB;
+4. uploads the batch's changelog with a TTL (``blobstate.commit.group.stage_changelog``) and keeps a copy;
 5. returns one small ``Prepare`` record. Nothing is applied locally yet: the driver may commit another attempt's
    part, or none. The next batch applies whichever part the group record committed (step 2).
 
@@ -31,13 +31,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from blobstate import changelog
-from blobstate.chain import latest_deltas, plan_chain
-from blobstate.checksum import crc32c_bytes
 from blobstate.errors import CommitInProgressError
-from blobstate.layout import now_ms
-from blobstate.model import Checkpoint, PartitionEntry, StoreKey
-from blobstate.repository import Repository
+from blobstate.local.checksum import crc32c_bytes
+from blobstate.model import changelog
+from blobstate.model.chain import latest_deltas, plan_chain
+from blobstate.model.layout import now_ms
+from blobstate.model.records import Checkpoint, PartitionEntry, StoreKey
+from blobstate.repository.repo import Repository
 
 MARKER = "applied.json"
 LOCK_WAIT_S = 60.0  # how long an attempt waits for the previous one on this host to let go of the partition
@@ -236,7 +236,7 @@ class LocalPartition:
         fetched = Fetched()
         chain = plan_chain(records, upto) if upto is not None and records else None
         if upto is not None and chain is None:
-            from blobstate.chain import BrokenChainError
+            from blobstate.model.chain import BrokenChainError
 
             raise BrokenChainError(f"partition {self.path}: no committed record up to batch {upto}")
         marker = self.marker()
@@ -287,8 +287,8 @@ class LocalPartition:
         return batch + 1
 
     def _restore(self, repo: Repository, chain: Any, fetched: Fetched) -> None:
-        from blobstate.backends import open_local_store
-        from blobstate.pipelines.replay import restore_chain
+        from blobstate.repository.backends import open_local_store
+        from blobstate.restoring.chain import restore_chain
 
         if chain.snapshot is None:
             self._wipe()
@@ -319,7 +319,7 @@ def run_partition(plan: BatchPlan, update: Update, partition: int, rows: Iterabl
     Raises what the restore raises (``IntegrityError``, ``BrokenChainError``), the user function's error (nothing
     uploaded), ``StorageError`` from the upload, ``CommitInProgressError`` when another attempt holds the partition.
     """
-    from blobstate.pipelines.group import stage_changelog
+    from blobstate.commit.group import stage_changelog
 
     t0, created = time.perf_counter(), now_ms()  # the TTL budget of everything this task uploads counts from here
     ctx = PartitionContext(partition, plan.num_partitions, plan.batch_id, task_attempt(), plan.query_id)

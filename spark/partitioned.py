@@ -13,14 +13,14 @@ micro-batch ``b`` (``foreachBatch``, on the driver):
    ``update(db, rows, ctx)`` staged, the changelog uploaded with a TTL, one ``Prepare`` returned;
 3. the driver accepts exactly one prepare per partition made for this batch on top of the generation it expects
    (a retried or speculative attempt's result never reaches ``collect``; one for another batch or base is
-   refused), and commits them as one group record (``blobstate.pipelines.group.GroupCommitter``): the single
+   refused), and commits them as one group record (``blobstate.commit.group.GroupCommitter``): the single
    commit point, before ``foreachBatch`` returns, so Spark's ``commits/b`` only exists once every partition's
    change is durable.
 
 A restart (after a crash anywhere) recovers the group's journal on the driver (an open group commit is finished,
 resolved or aborted), checks the records against Spark's checkpoint location (its query id; the state of every
 batch Spark committed is there), and Spark re-runs the batches after its last commit: a group record of a batch
-Spark never committed is superseded by the re-run's (``blobstate.chain``: the newest record of a batch wins).
+Spark never committed is superseded by the re-run's (``blobstate.model.chain``: the newest record of a batch wins).
 Opening a group with another N is refused (``PartitionCountError``). Every ``snapshot_every`` batches, once Spark
 reports the batch complete, the listener asks for partition snapshots, taken by a background Spark job off the
 batch's path and committed in the next group record (``blobstate.spark.partition_snapshot``); a partition then
@@ -40,13 +40,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from blobstate.chain import partition_history
+from blobstate.commit.backup import StoreCommitter
+from blobstate.commit.group import GroupCommitter, check_partition_count
 from blobstate.errors import ConfigurationError, FencedError, RepositoryNotFound
-from blobstate.layout import DEFAULT_TTL_MS
-from blobstate.model import Checkpoint, StoreKey
-from blobstate.pipelines.backup import StoreCommitter
-from blobstate.pipelines.group import GroupCommitter, check_partition_count
-from blobstate.repository import Repository
+from blobstate.model.chain import partition_history
+from blobstate.model.layout import DEFAULT_TTL_MS
+from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.repository.repo import Repository
 from blobstate.spark.alignment import SparkAlignmentError, plan_alignment
 from blobstate.spark.location import CheckpointLocation, is_connect
 from blobstate.spark.partition_job import run_tasks
@@ -109,8 +109,8 @@ class PartitionedState:
         self.connect = is_connect(spark)
         self.key = StoreKey(job, task, store)
         if work_dir is None:
-            from blobstate import workdir
-            from blobstate.backends import normalize_url
+            from blobstate.local import workdir
+            from blobstate.repository.backends import normalize_url
 
             work_dir = workdir.store_work_dir(normalize_url(repo), self.key)
         self.repo_url, self.log_url, self.storage_options = repo, log_url, storage_options

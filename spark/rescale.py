@@ -8,7 +8,7 @@ num_partitions=M, key_schema=..., key_of=...)`` moves the state instead, with th
 1. the source group's state after one batch ``B`` is chosen: Spark's last committed batch when
    ``checkpoint_location`` is given (the query id and every partition's chain checked by
    ``blobstate.spark.alignment``, exactly what a restart would restore), else ``batch_id``, else the newest group
-   record's batch; each old partition's chain (``blobstate.chain.plan_chain``) is planned on the driver;
+   record's batch; each old partition's chain (``blobstate.model.chain.plan_chain``) is planned on the driver;
 2. the destination ``(job, task, to_store)`` must hold no record (``RescaleRefused``, exit 2, nothing written),
    once its journal in ``work_dir`` is recovered: a rescale killed before its group append is aborted there (its
    parts deleted) and this run starts afresh; one killed after it is finished (its TTLs removed) and this run is
@@ -21,7 +21,7 @@ num_partitions=M, key_schema=..., key_of=...)`` moves the state instead, with th
    and task ``p`` writes new partition ``p``'s RocksDB and stages it as a snapshot of batch ``B`` with a TTL;
 5. the driver checks that every new partition answered once, that no key arrived twice, and that as many keys were
    written as read, then commits **one** group record of M snapshot entries carrying ``B`` and the source record's
-   query id (``blobstate.pipelines.group.GroupCommitter``: the single commit point; a concurrent writer is fenced).
+   query id (``blobstate.commit.group.GroupCommitter``: the single commit point; a concurrent writer is fenced).
 
 The query then restarts on the same Spark checkpoint location with ``store=to_store, num_partitions=M`` and passes
 the alignment check: the state after ``B`` is the new snapshots. The source group is never changed (a rollback is
@@ -38,13 +38,14 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from blobstate.chain import Chain, partition_history, plan_chain
+from blobstate.commit.backup import StoreCommitter
+from blobstate.commit.group import GroupCommitter, StagedSnapshot, check_partition_count
 from blobstate.errors import ConfigurationError, NothingToRestore
-from blobstate.layout import DEFAULT_TTL_MS
-from blobstate.model import SNAPSHOT, Checkpoint, StoreKey
-from blobstate.pipelines.backup import StoreCommitter
-from blobstate.pipelines.group import GroupCommitter, StagedSnapshot, check_partition_count
-from blobstate.repository import Repository
+from blobstate.model.chain import Chain, partition_history, plan_chain
+from blobstate.model.layout import DEFAULT_TTL_MS
+from blobstate.model.records import SNAPSHOT, Checkpoint, StoreKey
+from blobstate.repository.options import redact
+from blobstate.repository.repo import Repository
 from blobstate.spark.alignment import plan_alignment
 from blobstate.spark.location import CheckpointLocation, is_connect
 from blobstate.spark.rescale_task import (
@@ -57,7 +58,6 @@ from blobstate.spark.rescale_task import (
     read_partitions,
     write_partition,
 )
-from blobstate.storage_options import redact
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -203,8 +203,8 @@ def rescale(spark: SparkSession, *, repo: str, job: str, store: str, to_store: s
         record, chains = source_state(spark, repository.log.history(source), source, batch_id=batch_id,
                                       checkpoint_location=checkpoint_location, repo_url=repo)
         if work_dir is None:
-            from blobstate import workdir
-            from blobstate.backends import normalize_url
+            from blobstate.local import workdir
+            from blobstate.repository.backends import normalize_url
 
             work_dir = workdir.store_work_dir(normalize_url(repo), target)
         assert record.batch_id is not None

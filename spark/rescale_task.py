@@ -3,10 +3,10 @@ partition's RocksDB written from the rows Spark's hash sent it and staged as a s
 the task context it reads.
 
 Job 1, one task per old partition (``read_partitions``): the partition's chain (the driver's choice: snapshot,
-then deltas) is restored into a temporary directory (``blobstate.pipelines.replay.restore_chain``: every file and
+then deltas) is restored into a temporary directory (``blobstate.restoring.chain.restore_chain``: every file and
 changelog checked against its record) and read key by key. Each key becomes one row: the key columns
 ``key_of(key)`` gives (checked against the key schema's types, so that Spark hashes them as the streaming query
-does), the key and its value as a one-op changelog (``blobstate.changelog.encode``: their types are kept exactly,
+does), the key and its value as a one-op changelog (``blobstate.model.changelog.encode``: their types are kept exactly,
 nothing is pickled), and an error (None, or why the key cannot be mapped: ``key_of`` raised, or returned the wrong
 number or types of values).
 
@@ -14,7 +14,7 @@ Job 2, one task per new partition (``write_partition``): the rows Spark's hash p
 are written into a fresh RocksDB (in ``WriteBatch`` es of ``WRITE_BATCH_OPS``); a key that arrives twice (the same
 key held by two old partitions: an ``update`` that wrote a key its row's key columns do not determine) is
 reported, never silently overwritten, and nothing is uploaded. Otherwise the database's local checkpoint is staged
-as partition ``p``'s snapshot with a TTL (``blobstate.pipelines.group.stage_snapshot``) and a ``Written`` returned;
+as partition ``p``'s snapshot with a TTL (``blobstate.commit.group.stage_snapshot``) and a ``Written`` returned;
 the driver commits every partition's snapshot in one group record. What a failed or superseded attempt uploaded is
 never referenced and expires by its TTL.
 """
@@ -28,12 +28,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from blobstate import changelog
-from blobstate.chain import Chain
-from blobstate.layout import now_ms
-from blobstate.model import StoreKey
-from blobstate.pipelines.group import StagedSnapshot
-from blobstate.repository import Repository
+from blobstate.commit.group import StagedSnapshot
+from blobstate.model import changelog
+from blobstate.model.chain import Chain
+from blobstate.model.layout import now_ms
+from blobstate.model.records import StoreKey
+from blobstate.repository.repo import Repository
 
 WRITE_BATCH_OPS = 10_000  # keys per RocksDB WriteBatch while a new partition is filled
 KeyOf = Callable[[Any], Sequence[Any]]
@@ -141,8 +141,8 @@ def read_partitions(plan: ReadPlan, partitions: Iterable[int]) -> Iterator[tuple
     rows ``(*key columns, op, error)``. Raises what the restore raises (``IntegrityError``, ``BrokenChainError``)."""
     from rocksdict import AccessType, Rdict
 
-    from blobstate.backends import open_local_store
-    from blobstate.pipelines.replay import restore_chain
+    from blobstate.repository.backends import open_local_store
+    from blobstate.restoring.chain import restore_chain
 
     repo = plan.repo.open()
     try:
@@ -193,8 +193,8 @@ def write_partition(plan: WritePlan, partition: int, rows: Iterable[Any]) -> Ite
     that is not a changelog op."""
     from rocksdict import Rdict
 
-    from blobstate.backends import open_local_store
-    from blobstate.pipelines.group import stage_snapshot
+    from blobstate.commit.group import stage_snapshot
+    from blobstate.repository.backends import open_local_store
     from blobstate.spark.partition_task import task_attempt
 
     attempt, base = task_attempt(), _work_dir(plan.local_dir, f"blobstate-rescale-write-p{partition}-")

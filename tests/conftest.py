@@ -24,7 +24,7 @@ pytest_plugins = [
 @pytest.fixture(autouse=True)
 def _fresh_plugin_manager(monkeypatch):
     """Every test gets a freshly built plugin manager (plugins registered by one test never leak)."""
-    from blobstate.manager import reset_plugin_manager
+    from blobstate.plugin.manager import reset_plugin_manager
 
     reset_plugin_manager()
     yield

@@ -14,7 +14,7 @@ import pytest
 from fault_harness import Target, assert_end_state
 from fixtures_core import read_all, write_keys
 
-from blobstate.model import StoreKey
+from blobstate.model.records import StoreKey
 
 KEY = StoreKey("j", "0", "s")
 

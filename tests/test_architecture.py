@@ -65,7 +65,7 @@ class _CallTrace:
                 m = f.f_globals.get("__name__", "")
                 # BlobStore.map_concurrent (the interface's batch runner) runs the pipeline's own per-blob step:
                 # that frame is the interface layer of the path, not a return into an earlier room.
-                if m.startswith("blobstate") and m != "blobstate.interfaces" and (not chain or chain[-1] != m):
+                if m.startswith("blobstate") and m != "blobstate.plugin.interfaces" and (not chain or chain[-1] != m):
                     chain.append(m)
                 f = f.f_back
             self.stacks_at["put"] = list(reversed(chain))
@@ -98,10 +98,10 @@ def test_a_backup_goes_cli_api_pipeline_store_without_doubling_back(dir_store, t
                                                     "--max-concurrency", "1"])
     assert result.exit_code == 0, result.output
     chain = trace.stacks_at["put"]
-    rooms = [m for m in chain if m in ("blobstate.cli.main_backup", "blobstate.api", "blobstate.pipelines.backup",
-                                       "blobstate.retry", "blobstate.plugins.fsspec_store")]
-    assert rooms == ["blobstate.cli.main_backup", "blobstate.api", "blobstate.pipelines.backup", "blobstate.retry",
-                     "blobstate.plugins.fsspec_store"], chain
+    rooms = [m for m in chain if m in ("blobstate.cli.main_backup", "blobstate.api", "blobstate.commit.backup",
+                                       "blobstate.repository.retry", "blobstate.plugins.fsspec_store")]
+    assert rooms == ["blobstate.cli.main_backup", "blobstate.api", "blobstate.commit.backup",
+                     "blobstate.repository.retry", "blobstate.plugins.fsspec_store"], chain
     assert len(chain) == len(set(chain)), f"a module appears twice on the way to put: {chain}"
 
 
@@ -116,7 +116,7 @@ def test_a_restore_never_enters_the_backup_module(dir_store, tmp_path, monkeypat
         result = CliRunner().invoke(main, ["restore", str(tmp_path / "counts-restored"), "--repo", repo,
                                            "--store", "counts", "-q"])
     assert result.exit_code == 0, result.output
-    assert "blobstate.pipelines.restore" in trace.modules_seen
-    assert "blobstate.pipelines.backup" not in trace.modules_seen
+    assert "blobstate.restoring.snapshot" in trace.modules_seen
+    assert "blobstate.commit.backup" not in trace.modules_seen
     assert not any(m.startswith("blobstate.cli.main_") and m != "blobstate.cli.main_restore"
                    for m in trace.modules_seen)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fixtures_core import read_all, repo_files, tree_digest, write_keys
 
-from blobstate.index import SnapshotIndex
+from blobstate.model.index import SnapshotIndex
 
 
 def _newest_checkpoint_dir(work_base: Path) -> Path:
@@ -205,9 +205,9 @@ def test_second_writer_with_a_stale_generation_is_fenced_and_the_first_writers_s
 
 
 def test_writers_interleaved_in_process_the_late_one_is_fenced_and_its_blobs_deleted(tmp_path, repo, work_base):
+    from blobstate.commit.backup import StoreCommitter
     from blobstate.errors import FencedError
-    from blobstate.model import StoreKey
-    from blobstate.pipelines.backup import StoreCommitter
+    from blobstate.model.records import StoreKey
 
     a = tmp_path / "a" / "s"
     b = tmp_path / "b" / "s"
@@ -259,8 +259,8 @@ def test_dir_store_with_subdirectories_restores_exactly_and_removes_extra_files(
 
 
 def test_checksum_cache_reads_an_unchanged_hard_linked_sst_once(tmp_path, repo, work_base):
-    from blobstate.model import StoreKey
-    from blobstate.pipelines.backup import StoreCommitter
+    from blobstate.commit.backup import StoreCommitter
+    from blobstate.model.records import StoreKey
 
     store = tmp_path / "s"
     write_keys(store, n=20_000)

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from blobstate.backends import open_blob_store
+from blobstate.repository.backends import open_blob_store
 from blobstate.testing.blobstores import BlobStoreContract
 
 

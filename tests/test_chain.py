@@ -1,5 +1,5 @@
-"""Pure logic of delta stores: which records make up a state (``blobstate.chain``), what retention keeps, the
-delta record's validation, and the changelog encoding and staged writes (``blobstate.changelog``, on a real
+"""Pure logic of delta stores: which records make up a state (``blobstate.model.chain``), what retention keeps, the
+delta record's validation, and the changelog encoding and staged writes (``blobstate.model.changelog``, on a real
 RocksDB)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rocksdict import Rdict
 
-from blobstate import changelog
-from blobstate.chain import BrokenChainError, plan_chain, retention, valid_snapshots
 from blobstate.errors import ConfigurationError, CorruptIndexError
-from blobstate.model import DELTA, Checkpoint, StoreKey
+from blobstate.model import changelog
+from blobstate.model.chain import BrokenChainError, plan_chain, retention, valid_snapshots
+from blobstate.model.records import DELTA, Checkpoint, StoreKey
 
 KEY = StoreKey("j", "0", "s")
 

@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from blobstate.backends import open_checkpoint_log
 from blobstate.errors import ConfigurationError
+from blobstate.repository.backends import open_checkpoint_log
 from blobstate.testing.checkpoint_logs import (
     UNREACHABLE_SECRET,
     CheckpointLogContract,

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from blobstate.errors import EXIT_NO_REPOSITORY
-from blobstate.marker import MARKER_ID
+from blobstate.repository.marker import MARKER_ID
 
 READERS = [
     ("list",),
@@ -118,8 +118,8 @@ def test_two_first_backups_agree_on_one_repository(tmp_path):
     """The interleaving the racing-writers test hit: writer B finds no marker, writer A creates the repository
     (its marker, nothing else yet), then B looks at the location. B must join A's repository, not call the marker
     foreign data."""
-    from blobstate.marker import ensure_repository, read_marker
     from blobstate.plugins.fsspec_store import FsspecBlobStore
+    from blobstate.repository.marker import ensure_repository, read_marker
 
     url = f"file://{tmp_path / 'repo'}"
     writer_a = FsspecBlobStore(url)

@@ -10,10 +10,10 @@ import time
 import pytest
 from counting_proxy import CountingProxy, RefusingListener
 
-from blobstate.backends import open_blob_store
 from blobstate.errors import StorageError
-from blobstate.interfaces import PutRequest
-from blobstate.retry import RetryingBlobStore, retry_attempts
+from blobstate.plugin.interfaces import PutRequest
+from blobstate.repository.backends import open_blob_store
+from blobstate.repository.retry import RetryingBlobStore, retry_attempts
 
 S3_BLOBS = 2000
 AZURE_BLOBS = 600  # three Blob Batch requests of at most 256
@@ -100,7 +100,7 @@ def test_transfers_stay_within_the_byte_budget(s3_target, tmp_path):
     """Many large blobs up and down at once through a 32 MiB budget, as multipart uploads and ranged parallel
     GETs (5 MiB parts, S3's smallest): the transport never holds more than the budget in flight (its own
     accounting), and every byte comes back in order."""
-    from blobstate.interfaces import FileRange, GetRequest
+    from blobstate.plugin.interfaces import FileRange, GetRequest
 
     budget = 32 << 20
     store = open_blob_store(s3_target.url, storage_options={**s3_target.storage_options,

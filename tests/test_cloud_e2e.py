@@ -14,8 +14,8 @@ import pytest
 from fixtures_core import cli_env, read_all, write_keys
 
 from blobstate import storage_options as so
-from blobstate.backends import open_blob_store
 from blobstate.errors import ConfigurationError
+from blobstate.repository.backends import open_blob_store
 
 
 def _ok(result):

@@ -12,9 +12,9 @@ import pytest
 from fixtures_core import write_keys
 
 from blobstate import hookimpl
-from blobstate.backends import open_blob_store
-from blobstate.interfaces import PutRequest
-from blobstate.manager import get_plugin_manager
+from blobstate.plugin.interfaces import PutRequest
+from blobstate.plugin.manager import get_plugin_manager
+from blobstate.repository.backends import open_blob_store
 
 TTL_MS = 3_600_000
 

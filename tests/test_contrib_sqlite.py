@@ -165,7 +165,7 @@ def store(sqlite_dist):
 
 
 def test_registered_through_the_entry_point(sqlite_dist):
-    from blobstate.manager import get_plugin_manager
+    from blobstate.plugin.manager import get_plugin_manager
 
     infos = {i.name: i for i in get_plugin_manager().plugin_infos()}
     info = infos["blobstate_sqlite"]
@@ -174,7 +174,7 @@ def test_registered_through_the_entry_point(sqlite_dist):
 
 
 def test_detect(sqlite_dist, tmp_path):
-    from blobstate.backends import detect_store_type
+    from blobstate.repository.backends import detect_store_type
     from blobstate_sqlite.store import looks_like_sqlite
 
     _make_db(tmp_path / "db" / "x.sqlite3", {"a": "b"})

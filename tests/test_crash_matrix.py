@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from fixtures_core import read_all, repo_files, write_keys
 
-from blobstate.index import SnapshotIndex
 from blobstate.journal.events import EVENT_TYPES
 from blobstate.journal.file import MAGIC, decode, encode
+from blobstate.model.index import SnapshotIndex
 
 COMMITTED_FROM = ("CheckpointWritten", "TtlRemoved", "BlobsDeleted", "LocalCheckpointsPruned", "CommitCompleted")
 # Killed once its append may have been sent: recovery never aborts on the log's silence, it re-appends the same

@@ -13,13 +13,13 @@ import pytest
 from rocksdict import AccessType, Rdict
 
 import blobstate
-from blobstate import changelog
-from blobstate.chain import plan_chain
+from blobstate.commit.backup import StoreCommitter
+from blobstate.commit.delta import DeltaCommitter
 from blobstate.errors import AppendOutcomeUnknown
 from blobstate.journal.projection import project
-from blobstate.model import StoreKey
-from blobstate.pipelines.backup import StoreCommitter
-from blobstate.pipelines.delta import DeltaCommitter
+from blobstate.model import changelog
+from blobstate.model.chain import plan_chain
+from blobstate.model.records import StoreKey
 
 KEY = StoreKey("j", "0", "s")
 SUPPORT = os.path.join(os.path.dirname(__file__), "support")
@@ -85,7 +85,7 @@ def test_snapshots_and_deltas_restore_verify_list_and_gc(target, tmp_path, cli):
     assert verified.returncode == 0, verified.stderr
     listing = cli("list", *target.args(KEY), "--json", env=target.env, work=tmp_path / "h4")
     assert [c.get("kind", "snapshot") for c in listing.json()][:2] == ["snapshot", "delta"]
-    later = blobstate.layout.now_ms() + 10 * 24 * 3600 * 1000
+    later = blobstate.model.layout.now_ms() + 10 * 24 * 3600 * 1000
     gc = cli("gc", "--repo", target.url, "--now", str(later), "--json", env=target.env, work=tmp_path / "h5")
     assert gc.returncode == 0, gc.stderr
     assert gc.json()[0]["orphansDeleted"] == [] and gc.json()[0]["expiredDeleted"] == []
@@ -98,10 +98,10 @@ def test_snapshots_and_deltas_restore_verify_list_and_gc(target, tmp_path, cli):
 CHILD = """
 import sys
 from rocksdict import Rdict
-from blobstate import changelog
-from blobstate.model import StoreKey
-from blobstate.pipelines.backup import StoreCommitter
-from blobstate.pipelines.delta import DeltaCommitter
+from blobstate.model import changelog
+from blobstate.model.records import StoreKey
+from blobstate.commit.backup import StoreCommitter
+from blobstate.commit.delta import DeltaCommitter
 repo, work, dbpath = sys.argv[1:4]
 db = Rdict(dbpath)
 with StoreCommitter(StoreKey("j", "0", "s"), repo, work_dir=work) as committer:
@@ -184,7 +184,7 @@ def test_a_delta_that_lands_after_its_changelog_was_lost_is_healed(tmp_path, mon
         view["k"] = "v"
         staged = deltas.stage(changelog.encode(view.ops()), batch_id=0, query_id="q")
         committer.repo.store.delete(staged.blob_id)  # gc reclaimed it while the writer was paused
-        import blobstate.pipelines.delta as delta_module
+        import blobstate.commit.delta as delta_module
 
         real_now = delta_module.now_ms
         monkeypatch.setattr(delta_module, "now_ms", lambda: real_now() + 40_000)  # landed late: past half the TTL

@@ -106,8 +106,8 @@ def test_the_retry_wrapper_forwards_every_blob_store_call():
     hid S3's DeleteObjects (issue 11) and gc's temporaries (issue 12)."""
     import inspect
 
-    from blobstate.interfaces import BlobStore
-    from blobstate.retry import RetryingBlobStore
+    from blobstate.plugin.interfaces import BlobStore
+    from blobstate.repository.retry import RetryingBlobStore
 
     public = {name for name, fn in inspect.getmembers(BlobStore, inspect.isfunction) if not name.startswith("_")}
     missing = sorted(public - {"map_concurrent"} - set(vars(RetryingBlobStore)))

@@ -23,7 +23,7 @@ import pytest
 from fault_harness import DAY_MS, Target, assert_end_state, pause_env, send_cont, start_cli, wait_stopped
 from fixtures_core import read_all, write_keys
 
-from blobstate.model import StoreKey
+from blobstate.model.records import StoreKey
 
 KEY = StoreKey("j", "0", "s")
 HOUR_MS = 3600 * 1000

@@ -17,16 +17,16 @@ from fixtures_core import SUPPORT_DIR, cli_env  # noqa: E402
 from rocksdict import AccessType, Rdict
 
 import blobstate
-from blobstate import changelog
-from blobstate.backends import open_local_store
-from blobstate.chain import partition_history, plan_chain, retention
+from blobstate.commit.backup import StoreCommitter
+from blobstate.commit.group import GroupCommitter, check_partition_count, stage_changelog, stage_snapshot
 from blobstate.errors import FencedError, NothingToRestore, PartitionCountError
-from blobstate.layout import DEFAULT_TTL_MS
-from blobstate.model import Checkpoint, PartitionEntry, StoreKey
-from blobstate.pipelines import replay
-from blobstate.pipelines.backup import StoreCommitter
-from blobstate.pipelines.group import GroupCommitter, check_partition_count, stage_changelog, stage_snapshot
-from blobstate.repository import Repository
+from blobstate.model import changelog
+from blobstate.model.chain import partition_history, plan_chain, retention
+from blobstate.model.layout import DEFAULT_TTL_MS
+from blobstate.model.records import Checkpoint, PartitionEntry, StoreKey
+from blobstate.repository.backends import open_local_store
+from blobstate.repository.repo import Repository
+from blobstate.restoring import chain as replay
 from blobstate.testing.checkpoint_logs import make_group
 
 KEY = StoreKey("flights", "group", "routes")

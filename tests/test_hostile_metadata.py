@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from blobstate.errors import CorruptIndexError, CorruptJournalError
 from blobstate.journal import events as ev
 from blobstate.journal.file import MAGIC, Journal, decode, encode
-from blobstate.model import Checkpoint, StoreKey
+from blobstate.model.records import Checkpoint, StoreKey
 
 DAY_MS = 24 * 3600 * 1000
 
@@ -247,8 +247,8 @@ def test_fuzz_the_journal_parser_raises_only_typed_errors(docs, tail, cut):
 
 def journal_file_record(doc: dict) -> bytes:
     """A well-framed record holding any JSON document (what a hostile writer of the journal could produce)."""
-    from blobstate.checksum import crc32c_bytes
     from blobstate.journal.file import HEADER
+    from blobstate.local.checksum import crc32c_bytes
 
     payload = json.dumps(doc).encode()
     return HEADER.pack(len(payload), crc32c_bytes(payload)) + payload

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from restore_helpers import latest_record, rewrite_index, tmpfs, write_index_bytes
 
 from blobstate.errors import CorruptIndexError
-from blobstate.index import SnapshotIndex
+from blobstate.model.index import SnapshotIndex
 
 
 def _two_stores(tmp_path, repo, cli):

@@ -23,7 +23,7 @@ from kafka_proxy import END_TXN, INIT_PRODUCER_ID, PRODUCE
 from log_cycles import start_backup
 
 from blobstate.errors import EXIT_FENCED, AppendOutcomeUnknown, FencedError
-from blobstate.model import Checkpoint
+from blobstate.model.records import Checkpoint
 from blobstate.plugins.kafka import open_kafka_log
 from blobstate.testing.checkpoint_logs import make_checkpoint, new_key
 

@@ -10,9 +10,8 @@ import pytest
 from kafka_brokers import fresh_topic, read_partition, transaction_markers
 from kafka_server import free_port
 
-from blobstate.backends import open_checkpoint_log
 from blobstate.errors import ConfigurationError, CorruptIndexError, FencedError
-from blobstate.model import StoreKey
+from blobstate.model.records import StoreKey
 from blobstate.plugins.kafka import open_kafka_log
 from blobstate.plugins.kafka.acceptance import (
     PartitionView,
@@ -23,6 +22,7 @@ from blobstate.plugins.kafka.acceptance import (
 )
 from blobstate.plugins.kafka.client import partition_for
 from blobstate.plugins.kafka.config import KafkaLogConfig, parse_kafka_url
+from blobstate.repository.backends import open_checkpoint_log
 from blobstate.testing.checkpoint_logs import (
     UNREACHABLE_SECRET,
     CheckpointLogContract,

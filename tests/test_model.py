@@ -7,11 +7,11 @@ import json
 
 import pytest
 
+from blobstate.commit.planner import build_dir_index
 from blobstate.errors import ConfigurationError, CorruptIndexError, UnsafePathError
-from blobstate.index import FileBlob, FileIndex, SnapshotIndex
-from blobstate.model import Checkpoint, StoreKey
-from blobstate.paths import safe_join
-from blobstate.pipelines.planner import build_dir_index
+from blobstate.local.paths import safe_join
+from blobstate.model.index import FileBlob, FileIndex, SnapshotIndex
+from blobstate.model.records import Checkpoint, StoreKey
 
 
 def _blob(name: str, i: int) -> str:

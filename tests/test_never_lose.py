@@ -31,7 +31,7 @@ from fault_harness import (
 from fixtures_core import read_all, write_keys
 
 from blobstate.journal.file import Journal
-from blobstate.model import StoreKey
+from blobstate.model.records import StoreKey
 
 KEY = StoreKey("j", "0", "s")
 HOUR_MS = 3600 * 1000
@@ -123,7 +123,7 @@ def test_case1_a_commit_that_outlived_half_its_ttl_before_its_commit_point_abort
 @pytest.mark.parametrize("unknown_for_s", [0.0, 3.0], ids=["resolved-at-once", "left-to-recover"])
 def test_case2_an_append_that_times_out_but_lands_later_is_never_aborted(target, cli, tmp_path, work_base,
                                                                          monkeypatch, unknown_for_s):
-    from blobstate.manager import reset_plugin_manager
+    from blobstate.plugin.manager import reset_plugin_manager
 
     monkeypatch.setenv("BLOBSTATE_PLUGINS", "fault_logs")
     for name, value in target.env.items():  # the delayed log opens its own store: options from the environment

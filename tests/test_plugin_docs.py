@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from blobstate import hookspecs
 from blobstate.errors import IntegrityError
-from blobstate.manager import build_plugin_manager
-from blobstate.specs import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec
+from blobstate.plugin import hookspecs
+from blobstate.plugin.manager import build_plugin_manager
+from blobstate.plugin.records import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "plugins.md"
 

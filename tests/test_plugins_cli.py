@@ -10,10 +10,10 @@ import pytest
 from dists import make_dist, plugin_env
 
 from blobstate import BlobStoreSpec, hookimpl
-from blobstate.backends import open_blob_store
 from blobstate.errors import ConfigurationError, PluginError
-from blobstate.manager import build_plugin_manager, get_plugin_manager, reset_plugin_manager
+from blobstate.plugin.manager import build_plugin_manager, get_plugin_manager, reset_plugin_manager
 from blobstate.plugins.fsspec_store import FsspecBlobStore
+from blobstate.repository.backends import open_blob_store
 
 # A blob store plugin for the made-up scheme dup://: a real fsspec store under $DUP_ROOT/<backend name>/.
 DUP_PLUGIN = '''

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from blobstate.errors import MissingDependencyError
-from blobstate.specs import BlobStoreSpec, LocalStoreSpec, instantiate
+from blobstate.plugin.records import BlobStoreSpec, LocalStoreSpec, instantiate
 
 IMPLEMENTATIONS = ("fsspec_store", "s3_store", "gcs_store", "azure_store", "file_log", "sql_log", "kafka",
                    "rocksdb_store", "dir_store")
@@ -19,7 +19,7 @@ IMPLEMENTATIONS = ("fsspec_store", "s3_store", "gcs_store", "azure_store", "file
 def test_building_the_registry_imports_no_backend():
     code = textwrap.dedent("""
         import sys
-        from blobstate.manager import get_plugin_manager
+        from blobstate.plugin.manager import get_plugin_manager
         specs = get_plugin_manager().registered_specs()
         assert len(specs) >= 10, specs
         loaded = sorted(m for m in sys.modules if m.startswith("blobstate.plugins."))

@@ -74,7 +74,7 @@ def test_a_real_failure_in_the_middle_of_the_swap_leaves_the_destination_as_it_w
 def test_an_error_in_the_middle_of_the_swap_is_undone(tmp_path, repo, work_base, monkeypatch):
     import blobstate
     from blobstate.errors import LocalStoreError
-    from blobstate.pipelines import swap
+    from blobstate.restoring import swap
 
     src = _snapshot_tree(tmp_path)
     blobstate.backup(str(src), repo=str(repo), store_type="dir")

@@ -10,11 +10,11 @@ import pytest
 from fixtures_core import read_all, repo_files, write_keys
 
 import blobstate
+from blobstate.commit.backup import StoreCommitter
 from blobstate.errors import AppendOutcomeUnknown, CorruptJournalError, FencedError
 from blobstate.journal.file import Journal
 from blobstate.journal.projection import project
-from blobstate.model import StoreKey
-from blobstate.pipelines.backup import StoreCommitter
+from blobstate.model.records import StoreKey
 
 
 def _dir_store(tmp_path, name="counts"):
@@ -184,7 +184,7 @@ def test_a_damaged_record_in_the_middle_of_the_journal_is_an_error_not_a_tail(tm
 
 
 def test_the_work_directory_does_not_depend_on_the_urls_query(tmp_path):
-    from blobstate.workdir import store_work_dir
+    from blobstate.local.workdir import store_work_dir
 
     key = StoreKey("j", "0", "s")
     assert store_work_dir("s3://b/r?token=one", key, str(tmp_path)) == store_work_dir("s3://b/r?token=two", key,

@@ -9,11 +9,11 @@ import os
 import pytest
 from rocksdict import Rdict
 
-from blobstate import changelog
-from blobstate.model import StoreKey
-from blobstate.pipelines.backup import StoreCommitter
-from blobstate.pipelines.delta import DeltaCommitter
-from blobstate.repository import Repository
+from blobstate.commit.backup import StoreCommitter
+from blobstate.commit.delta import DeltaCommitter
+from blobstate.model import changelog
+from blobstate.model.records import StoreKey
+from blobstate.repository.repo import Repository
 from blobstate.spark.alignment import SparkAlignmentError, plan_alignment
 
 KEY = StoreKey("job", "0", "state")

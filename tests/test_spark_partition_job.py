@@ -15,8 +15,8 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
-from blobstate.model import StoreKey  # noqa: E402
-from blobstate.repository import Repository  # noqa: E402
+from blobstate.model.records import StoreKey  # noqa: E402
+from blobstate.repository.repo import Repository  # noqa: E402
 from blobstate.spark.partition_job import run_tasks  # noqa: E402
 from blobstate.spark.partition_task import BatchPlan  # noqa: E402
 from blobstate.spark.partitioned import accept  # noqa: E402

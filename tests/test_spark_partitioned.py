@@ -24,9 +24,9 @@ from blobstate.errors import (
     FencedError,  # noqa: E402
     PartitionCountError,  # noqa: E402
 )
-from blobstate.layout import DEFAULT_TTL_MS  # noqa: E402
-from blobstate.model import StoreKey  # noqa: E402
-from blobstate.repository import Repository  # noqa: E402
+from blobstate.model.layout import DEFAULT_TTL_MS  # noqa: E402
+from blobstate.model.records import StoreKey  # noqa: E402
+from blobstate.repository.repo import Repository  # noqa: E402
 from blobstate.spark import partitioned  # noqa: E402
 from blobstate.spark.demo.flights import (  # noqa: E402
     ROUTE_COLS,
@@ -163,7 +163,7 @@ def test_listener_requested_snapshots_off_the_batch_path_retention_skips_and_gc(
 def test_the_dataframe_path_of_the_snapshot_job_stages_what_the_rdd_path_does(spark_session, flights_days, tmp_path):
     """The snapshot job as Spark Connect runs it (``range(N)`` through ``mapInArrow``), here on the classic session
     beside the RDD path: one staged snapshot per partition, of the same files."""
-    from blobstate.chain import partition_history
+    from blobstate.model.chain import partition_history
     from blobstate.spark.partition_snapshot import run_snapshot_job
     from blobstate.spark.partition_task import BatchPlan
 
@@ -237,9 +237,9 @@ def test_a_staged_snapshot_older_than_a_quarter_of_the_ttl_is_never_committed():
     """Pure logic of the driver's queue (no Spark): a snapshot staged long ago would start the group's TTL budget
     from its upload; ``take`` drops it (its blobs expire) and keeps a fresh one, and only batches before the
     committing batch leave the queue."""
-    from blobstate.layout import now_ms
-    from blobstate.model import PartitionEntry
-    from blobstate.pipelines.group import StagedSnapshot
+    from blobstate.commit.group import StagedSnapshot
+    from blobstate.model.layout import now_ms
+    from blobstate.model.records import PartitionEntry
     from blobstate.spark.partition_snapshot import SnapshotRequests, SnapshotResult
     from blobstate.spark.partition_task import BatchPlan
 

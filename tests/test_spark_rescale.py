@@ -23,9 +23,9 @@ pytest.importorskip("pyspark")
 from spark_fixtures import SUPPORT, merged, restored_partitions  # noqa: E402
 
 import blobstate  # noqa: E402
-from blobstate.layout import DEFAULT_TTL_MS  # noqa: E402
-from blobstate.model import StoreKey  # noqa: E402
-from blobstate.repository import Repository  # noqa: E402
+from blobstate.model.layout import DEFAULT_TTL_MS  # noqa: E402
+from blobstate.model.records import StoreKey  # noqa: E402
+from blobstate.repository.repo import Repository  # noqa: E402
 from blobstate.spark import (  # noqa: E402
     RescaleAlreadyCommitted,
     RescaleRefused,
@@ -214,8 +214,8 @@ def _staged_by_an_earlier_killed_run(repo_url: str, key: StoreKey, tmp_path) -> 
     committed. Returns the names of its blobs and index (their leases have the same names)."""
     from rocksdict import Rdict
 
-    from blobstate.backends import open_local_store
-    from blobstate.pipelines.group import stage_snapshot
+    from blobstate.commit.group import stage_snapshot
+    from blobstate.repository.backends import open_local_store
 
     db = Rdict(str(tmp_path / "orphan-db"))
     try:

@@ -16,7 +16,7 @@ from spark_fixtures import restored_state, spark_listing  # noqa: E402
 
 from blobstate import api  # noqa: E402
 from blobstate.errors import ConfigurationError  # noqa: E402
-from blobstate.model import StoreKey  # noqa: E402
+from blobstate.model.records import StoreKey  # noqa: E402
 from blobstate.spark import CheckpointLocation, SparkAlignmentError, register  # noqa: E402
 from blobstate.spark.demo.flights import ROWS_KEY, flights_schema, reference_state, update_state  # noqa: E402
 

@@ -12,9 +12,9 @@ import time
 import pytest
 from fixtures_core import read_all, write_keys
 
-from blobstate.backends import open_blob_store
 from blobstate.errors import UnsafePathError
-from blobstate.interfaces import FileRange, PutRequest
+from blobstate.plugin.interfaces import FileRange, PutRequest
+from blobstate.repository.backends import open_blob_store
 
 TTL_MS = 3_600_000
 A, B = "job/0/a", "job/0/b"

@@ -51,8 +51,8 @@ def err(message: str) -> None:
 def redact(text: str) -> str:
     """``text`` without credentials (URL userinfo, secret-looking pairs, secrets given on this command line or in
     the environment)."""
-    from blobstate.storage_options import environment_secrets
-    from blobstate.storage_options import redact as redact_value
+    from blobstate.repository.options import environment_secrets
+    from blobstate.repository.options import redact as redact_value
 
     return str(redact_value(text, secrets=[*_SECRETS, *environment_secrets()]))
 
@@ -131,9 +131,9 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def storage_options(values: tuple[str, ...]) -> dict[str, Any]:
-    """``KEY=VALUE`` pairs to a dict (typed values, dotted keys nest; see ``blobstate.storage_options``); their
+    """``KEY=VALUE`` pairs to a dict (typed values, dotted keys nest; see ``blobstate.repository.options``); their
     secret values are remembered so that no message shows them."""
-    from blobstate.storage_options import parse_options, secret_values
+    from blobstate.repository.options import parse_options, secret_values
 
     options = parse_options(values)
     _SECRETS.extend(secret_values(options))
@@ -156,7 +156,7 @@ def _stack(*decorators: Decorator) -> Decorator:
 
 
 class HumanUnit(click.ParamType):
-    """A positive quantity in human units, converted by ``blobstate.units.<parser>``: a duration (``1d``, ``12h``,
+    """A positive quantity in human units, converted by ``blobstate.model.units.<parser>``: a duration (``1d``, ``12h``,
     ``90s``, ``500ms``; a plain number is milliseconds) to ms, or a size (``64MiB``, ``1GiB``, ``500MB``; a plain
     number is bytes) to bytes."""
 
@@ -165,8 +165,8 @@ class HumanUnit(click.ParamType):
         self.parser = parser
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        from blobstate import units
         from blobstate.errors import ConfigurationError
+        from blobstate.model import units
 
         try:
             amount = int(getattr(units, self.parser)(value))
@@ -248,7 +248,7 @@ quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress bar
 
 def store_key(job: str, task: str, store: str | None, directory: str | None = None) -> Any:
     """The ``StoreKey`` the options name (``--store`` defaults to ``directory``'s name where there is one)."""
-    from blobstate.model import StoreKey
+    from blobstate.model.records import StoreKey
 
     if store is None and directory is None:
         raise click.UsageError("--store is required here")
@@ -261,8 +261,8 @@ def store_work_dir(base: str | None, repo: str, key: Any) -> str | None:
     """The store's work directory under ``--work-dir`` (None: the API's default)."""
     if base is None:
         return None
-    from blobstate.backends import normalize_url
-    from blobstate.workdir import store_work_dir as work_dir_of
+    from blobstate.local.workdir import store_work_dir as work_dir_of
+    from blobstate.repository.backends import normalize_url
 
     return work_dir_of(normalize_url(repo), key, base)
 

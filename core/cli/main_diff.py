@@ -19,7 +19,7 @@ def diff(base: str, target: str, repo: str, log_url: str | None, storage_option:
     """Files added (+), removed (-) and changed (~) from checkpoint FROM to TO (default: latest). Each is latest,
     a checkpoint id, a unique prefix of one, or a generation number."""
     from blobstate import api
-    from blobstate.units import format_size
+    from blobstate.model.units import format_size
 
     result = api.diff(job=job, task=task, store=common.require_store(store), base=base, target=target,
                       **common.repository(repo, log_url, storage_option, log_option))

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from blobstate.cli import common
-from blobstate.layout import DEFAULT_TTL_MS
+from blobstate.model.layout import DEFAULT_TTL_MS
 
 #: JSON field -> how the text names one entry of it.
 TEXT_LABELS = {"expiredDeleted": "expired", "orphansDeleted": "orphan", "expiredHealed": "healed",

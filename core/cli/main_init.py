@@ -18,7 +18,7 @@ def init(repo: str, storage_option: tuple[str, ...], as_json: bool) -> None:
     """Write the repository marker into an empty location (idempotent on a repository; refuses a location that
     holds other objects, exit 6). Never required: the first backup into an empty location does the same."""
     from blobstate import api
-    from blobstate.units import iso_time
+    from blobstate.model.units import iso_time
 
     info = api.init(repo=repo, storage_options=common.storage_options(storage_option))
     payload = {**info.to_json(), "createdTime": iso_time(info.created_time_ms), "repo": common.redact(repo)}

@@ -30,7 +30,7 @@ def show(repo: str | None, job: str, task: str, store: str | None, work_dir: str
     from blobstate.errors import CorruptJournalError
     from blobstate.journal.events import event_to_dict
     from blobstate.journal.projection import project
-    from blobstate.units import iso_time
+    from blobstate.model.units import iso_time
 
     if journal_dir is None and repo is None:
         raise click.UsageError("give --journal DIR, or --repo with the store key options")

@@ -18,7 +18,7 @@ def list_checkpoints(repo: str, log_url: str | None, storage_option: tuple[str, 
     """List retained checkpoints: time (UTC), host, batch id, files and data size, of one store (--store) or of
     every store in the repository (optionally of one --job / --task)."""
     from blobstate import api
-    from blobstate.units import format_size
+    from blobstate.model.units import format_size
 
     summaries = api.describe_checkpoints(job=job, task=task, store=store,
                                          **common.repository(repo, log_url, storage_option, log_option))

@@ -18,7 +18,7 @@ def ls(prefix: str, repo: str, log_url: str | None, storage_option: tuple[str, .
        job: str, task: str, store: str | None, checkpoint: str | None, as_json: bool) -> None:
     """List the files of a snapshot (default: the latest; only paths starting with PREFIX if given)."""
     from blobstate import api
-    from blobstate.units import format_size, iso_time
+    from blobstate.model.units import format_size, iso_time
 
     listing = api.ls(job=job, task=task, store=common.require_store(store), checkpoint=checkpoint, prefix=prefix,
                      **common.repository(repo, log_url, storage_option, log_option))

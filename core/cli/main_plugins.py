@@ -15,8 +15,8 @@ from typing import Any
 import click
 
 from blobstate.errors import BlobstateError
-from blobstate.manager import KIND_NAMES, BlobstatePluginManager, PluginInfo, get_plugin_manager, spec_keys
-from blobstate.specs import LocalStoreSpec, Spec
+from blobstate.plugin.manager import KIND_NAMES, BlobstatePluginManager, PluginInfo, get_plugin_manager, spec_keys
+from blobstate.plugin.records import LocalStoreSpec, Spec
 
 
 def _factory_name(factory: object) -> str:

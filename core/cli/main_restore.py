@@ -39,7 +39,7 @@ def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple
             store_type: str | None, no_cleanup: bool, force: bool, dry_run: bool, as_json: bool, quiet: bool) -> None:
     """Restore a checkpoint (default: the latest) into DEST_DIR, downloading only what is missing or different."""
     from blobstate import api
-    from blobstate.units import format_duration, format_size
+    from blobstate.model.units import format_duration, format_size
 
     key = common.store_key(job, task, store, dest_dir)
     common.watch_store(repo, key.job, key.task, key.store, work_dir)

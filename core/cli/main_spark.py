@@ -70,7 +70,7 @@ def rescale(repo: str, log_url: str | None, storage_option: tuple[str, ...], log
     and query id. Restart the query on the same checkpoint location with store=TO_STORE and num_partitions=M.
     Exit 2 when the destination holds checkpoints or a key cannot be mapped (nothing committed), 5 when there is
     no group to re-partition."""
-    from blobstate.layout import DEFAULT_TTL_MS
+    from blobstate.model.layout import DEFAULT_TTL_MS
 
     fn = _key_of(key_of)
     options = common.repository(repo, log_url, storage_option, log_option)

@@ -17,7 +17,7 @@ def stats(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_o
     """Per store: retained checkpoints, files and data size of the latest, logical bytes of all retained
     snapshots, bytes stored, and the deduplication ratio (logical / stored data bytes)."""
     from blobstate import api
-    from blobstate.units import format_size
+    from blobstate.model.units import format_size
 
     result = api.stats(job=job, task=task, store=store, **common.repository(repo, log_url, storage_option, log_option))
     if as_json:

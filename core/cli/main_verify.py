@@ -22,7 +22,7 @@ def verify(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_
     """Read every blob of the latest checkpoint (--checkpoint one, --all every retained one) of one store
     (--store) or of every store in the repository, and check sizes and CRC32C; exit 3 on any damage."""
     from blobstate import api
-    from blobstate.units import format_size
+    from blobstate.model.units import format_size
 
     reports = api.verify(job=job, task=task, store=store, checkpoint=checkpoint, all_checkpoints=all_checkpoints,
                          max_concurrency=max_concurrency, raise_on_error=False,

@@ -17,7 +17,8 @@ from rich.progress import (
 
 
 class RichProgress:
-    """Implements ``blobstate.progress.Progress`` with a rich bar: bytes done / total, speed, files done / total."""
+    """Implements ``blobstate.model.progress.Progress`` with a rich bar: bytes done / total, speed, files done /
+    total."""
 
     def __init__(self, console: Console | None = None, *, enabled: bool = True) -> None:
         self.console = console or Console(stderr=True)

@@ -41,7 +41,7 @@ from typing import Any
 import pytest
 
 from blobstate.errors import BlobNotFound
-from blobstate.interfaces import BlobStore, FileRange, GetRequest, PutRequest
+from blobstate.plugin.interfaces import BlobStore, FileRange, GetRequest, PutRequest
 
 TTL_MS = 3_600_000  # one hour: expiry is checked by passing now_ms, never by waiting
 RACERS = 8  # writers racing on one exclusive create
@@ -228,7 +228,7 @@ class BlobStoreContract:
         """The core wraps every store in ``RetryingBlobStore``: a batch call the backend implements itself (S3's
         ``DeleteObjects``, Azure's Blob Batch) must reach that implementation through the wrapper, never the base
         class's one-at-a-time loop. Each overridden batch method of the real store is spied on (and still runs)."""
-        from blobstate.retry import RetryingBlobStore
+        from blobstate.repository.retry import RetryingBlobStore
 
         inner = store.inner if isinstance(store, RetryingBlobStore) else store
         reached: list[str] = []

@@ -43,8 +43,8 @@ from typing import Any
 import pytest
 
 from blobstate.errors import CorruptIndexError, FencedError, StorageError
-from blobstate.interfaces import CheckpointLog
-from blobstate.model import GROUP, Checkpoint, PartitionEntry, StoreKey
+from blobstate.model.records import GROUP, Checkpoint, PartitionEntry, StoreKey
+from blobstate.plugin.interfaces import CheckpointLog
 
 #: The password an ``open_unreachable_log`` fixture should use; it must never appear in an error.
 UNREACHABLE_SECRET = "s3cr3t-pw-never-printed"
@@ -97,7 +97,7 @@ def same_record(a: Checkpoint, b: Checkpoint) -> bool:
 
 
 class CheckpointLogContract:
-    """The contract of ``blobstate.interfaces.CheckpointLog``; subclass it (the class name must start with Test).
+    """The contract of ``blobstate.plugin.interfaces.CheckpointLog``; subclass it (the class name must start with Test).
 
     Required fixtures: ``open_log``, ``write_malformed``, ``open_unreachable_log`` (see the module docstring).
     """

@@ -16,7 +16,7 @@ Usage (in the plugin's tests; needs pytest, the ``test`` extra)::
         def harness(self):
             return SqliteHarness()
 
-What the suite checks (the contract in ``blobstate.interfaces.LocalStore``):
+What the suite checks (the contract in ``blobstate.plugin.interfaces.LocalStore``):
 
 - the plugin is registered: ``open_local_store(store_type)`` gives it, ``detect`` (if any) recognises a store;
 - a checkpoint is a consistent, point-in-time copy: later writes to the live store change neither its content
@@ -42,7 +42,7 @@ from pathlib import Path
 import pytest
 
 from blobstate.errors import IntegrityError
-from blobstate.interfaces import LocalStore
+from blobstate.plugin.interfaces import LocalStore
 
 __all__ = ["LocalStoreContract", "StoreHarness", "file_bytes"]
 
@@ -95,7 +95,7 @@ class LocalStoreContract:
 
     @pytest.fixture
     def local_store(self, harness: StoreHarness) -> LocalStore:
-        from blobstate.backends import open_local_store
+        from blobstate.repository.backends import open_local_store
 
         return open_local_store(harness.store_type)
 
@@ -113,9 +113,9 @@ class LocalStoreContract:
     # -- registration -----------------------------------------------------------------------------------------
     def test_registered_under_its_store_type(self, harness: StoreHarness, local_store: LocalStore,
                                              live: tuple[str, object]) -> None:
-        from blobstate.backends import detect_store_type
-        from blobstate.manager import get_plugin_manager
-        from blobstate.specs import LocalStoreSpec, resolve_factory
+        from blobstate.plugin.manager import get_plugin_manager
+        from blobstate.plugin.records import LocalStoreSpec, resolve_factory
+        from blobstate.repository.backends import detect_store_type
 
         assert harness.store_type, "the harness must name its store type"
         assert isinstance(local_store, LocalStore)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from blobstate.errors import ConfigurationError, CorruptIndexError, FencedError
-from blobstate.model import Checkpoint, StoreKey
+from blobstate.model.records import Checkpoint, StoreKey
 
 GENERATION_DIGITS = 20
 

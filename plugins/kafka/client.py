@@ -27,7 +27,7 @@ from kafka import errors as kafka_errors
 from kafka.partitioner.default import murmur2
 
 from blobstate.errors import ConfigurationError, StorageError
-from blobstate.model import StoreKey
+from blobstate.model.records import StoreKey
 from blobstate.plugins.kafka.acceptance import PartitionView, read_target
 from blobstate.plugins.kafka.admin import make_topic_admin, missing_topic
 from blobstate.plugins.kafka.config import KafkaLogConfig

@@ -25,11 +25,11 @@ import threading
 import uuid
 from typing import Any
 
-import kafka  # noqa: F401 - this backend's dependency: a missing extra fails at resolution (blobstate.specs)
+import kafka  # noqa: F401 - this backend's dependency: a missing extra fails at resolution (blobstate.plugin.records)
 
 from blobstate.errors import AppendOutcomeUnknown, CorruptIndexError, FencedError, StorageError
-from blobstate.interfaces import CheckpointLog
-from blobstate.model import Checkpoint, StoreKey
+from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.plugin.interfaces import CheckpointLog
 from blobstate.plugins.kafka.acceptance import (
     PartitionView,
     decide_after_read,
@@ -165,7 +165,7 @@ def open_kafka_log(url: str, *, storage_options: dict[str, Any] | None = None) -
     """Open the Kafka checkpoint log at ``url`` (nothing is contacted until the first call).
 
     Raises ``ConfigurationError`` for a bad URL or option (a ``topic_admin`` string naming code included). A
-    missing kafka-python fails when this module is imported, which ``blobstate.specs`` reports with the
+    missing kafka-python fails when this module is imported, which ``blobstate.plugin.records`` reports with the
     registration record's install hint.
     """
     return KafkaCheckpointLog(parse_kafka_url(url, storage_options))

@@ -57,7 +57,7 @@ def _write_json(path: str, doc: dict[str, Any]) -> None:
 def main(config_path: str) -> int:
     with open(config_path, encoding="utf-8") as fh:
         cfg = json.load(fh)
-    from blobstate.model import StoreKey
+    from blobstate.model.records import StoreKey
     from blobstate.spark import register
     from blobstate.spark.demo.flights import flights_schema, update_state
 

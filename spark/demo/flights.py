@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
     from rocksdict import Rdict
 
-    from blobstate.changelog import StagedWrites
+    from blobstate.model.changelog import StagedWrites
 
 TOTAL_FLIGHTS = 336_776
 INT_COLUMNS = ("dep_time", "dep_delay", "arr_time", "arr_delay", "air_time")  # floats only because of NaN

@@ -29,7 +29,7 @@ from typing import Any
 
 from rich.console import Console
 
-from blobstate.model import StoreKey
+from blobstate.model.records import StoreKey
 
 KEY = StoreKey("nycflights13", "0", "stats")
 
@@ -117,9 +117,9 @@ def _restore_partitions(repo: str, config: DemoConfig, dest: str) -> tuple[dict[
     (totals: a ``RestoreResult`` summed over the partitions)."""
     from dataclasses import replace
 
-    from blobstate.backends import open_local_store
-    from blobstate.pipelines import replay
-    from blobstate.repository import Repository
+    from blobstate.repository.backends import open_local_store
+    from blobstate.repository.repo import Repository
+    from blobstate.restoring import chain as replay
     from blobstate.spark.demo.flights import read_state_at
 
     key = StoreKey(KEY.job, "group", KEY.store)

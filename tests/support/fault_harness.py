@@ -34,7 +34,7 @@ class Target:
         return ["--repo", self.url, *log, "--job", key.job, "--task", key.task, "--store", key.store]
 
     def store(self, ttl_mode: str | None = None) -> Any:
-        from blobstate.backends import open_blob_store
+        from blobstate.repository.backends import open_blob_store
 
         return open_blob_store(self.url, storage_options=self.options, ttl_mode=ttl_mode)
 
@@ -96,7 +96,7 @@ def pause_env(event: str, clock_file: Path) -> dict[str, str]:
 
 def referenced_objects(target: Target, key: Any) -> set[str]:
     """Every object the retained checkpoints of ``key`` reference (indexes included)."""
-    from blobstate.repository import Repository
+    from blobstate.repository.repo import Repository
 
     repo = Repository.open(target.url, log=target.log, storage_options=target.options)
     try:

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from blobstate import CheckpointLogSpec, hookimpl
-from blobstate.model import Checkpoint
+from blobstate.model.records import Checkpoint
 from blobstate.plugins.file_log import FileCheckpointLog
 
 PREFIX = "delayed+"
@@ -25,7 +25,7 @@ class DelayedAppendLog(FileCheckpointLog):
     """The file log, with appends that time out on the client but land on the server later."""
 
     def __init__(self, url: str, storage_options: dict[str, Any]) -> None:
-        from blobstate.backends import open_blob_store
+        from blobstate.repository.backends import open_blob_store
 
         super().__init__(open_blob_store(url[len(PREFIX):], storage_options=storage_options))
         self.url = url

@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import sys
 
-from blobstate.model import StoreKey
-from blobstate.pipelines.backup import StoreCommitter
-from blobstate.pipelines.group import GroupCommitter, stage_snapshot
-from blobstate.repository import Repository
+from blobstate.commit.backup import StoreCommitter
+from blobstate.commit.group import GroupCommitter, stage_snapshot
+from blobstate.model.records import StoreKey
+from blobstate.repository.repo import Repository
 
 
 def main(config: dict) -> None:

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from blobstate import BlobStoreSpec, hookimpl
-from blobstate.interfaces import PutRequest
+from blobstate.plugin.interfaces import PutRequest
 from blobstate.plugins.fsspec_store import FsspecBlobStore
 
 

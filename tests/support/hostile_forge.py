@@ -11,11 +11,11 @@ from typing import Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from blobstate.backends import normalize_url
 from blobstate.journal import events as ev
 from blobstate.journal.file import MAGIC, encode
-from blobstate.model import StoreKey
-from blobstate.workdir import store_work_dir
+from blobstate.local.workdir import store_work_dir
+from blobstate.model.records import StoreKey
+from blobstate.repository.backends import normalize_url
 
 
 class RawRepository:

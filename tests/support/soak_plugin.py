@@ -21,7 +21,7 @@ Loaded first through ``BLOBSTATE_PLUGINS=soak_plugin[,pause_plugin|kill_plugin]`
   the request is sent: a gc paused after its last re-check, in the delete call itself (the residual window of
   docs/architecture.md, "Safety", rule 13).
 - ``BLOBSTATE_TEST_GC_RECHECK_AFTER_S``: seconds (monotonic) after which gc re-checks its decision again before a
-  delete batch (``blobstate.pipelines.gc.RECHECK_AFTER_S``): the soak's pauses are seconds long where a real gc
+  delete batch (``blobstate.maintenance.gc.RECHECK_AFTER_S``): the soak's pauses are seconds long where a real gc
   host's are minutes, so it scales this down as it scales the TTLs.
 """
 
@@ -122,7 +122,7 @@ if _stop_after_read:
     FileCheckpointLog.history = _stopping_history  # type: ignore[method-assign]
 
 if os.environ.get("BLOBSTATE_TEST_GC_RECHECK_AFTER_S"):
-    from blobstate.pipelines import gc as _gc
+    from blobstate.maintenance import gc as _gc
 
     _gc.RECHECK_AFTER_S = float(os.environ["BLOBSTATE_TEST_GC_RECHECK_AFTER_S"])
 

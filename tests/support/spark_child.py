@@ -59,7 +59,7 @@ def probe(binding, path: str) -> None:  # noqa: ANN001
 def main(path: str) -> None:
     with open(path, encoding="utf-8") as fh:
         cfg = json.load(fh)
-    from blobstate.model import StoreKey
+    from blobstate.model.records import StoreKey
     from blobstate.spark import register
     from blobstate.spark.demo.flights import flights_schema, update_state
 

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from blobstate.model import StoreKey
+from blobstate.model.records import StoreKey
 
 KEY = StoreKey("flights", "0", "stats")
 ROUTES_KEY = StoreKey("flights", "group", "routes")  # the partitioned flights state (``spark_child`` partitions)
@@ -108,9 +108,9 @@ def restored_state(tmp_path, repo: str, key) -> dict:
 def restored_partitions(tmp_path, repo_url, *, key=ROUTES_KEY, partitions=4):
     """Every partition restored from the repository alone (a new host): ``([{key: value} of partition p], group
     records)``."""
-    from blobstate.backends import open_local_store
-    from blobstate.pipelines import replay
-    from blobstate.repository import Repository
+    from blobstate.repository.backends import open_local_store
+    from blobstate.repository.repo import Repository
+    from blobstate.restoring import chain as replay
     from blobstate.spark.demo.flights import read_state_at
 
     repo = Repository.open(repo_url)

@@ -15,7 +15,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 import blobstate
 from blobstate import hookimpl
 from blobstate.errors import FencedError
-from blobstate.manager import build_plugin_manager, reset_plugin_manager
+from blobstate.plugin.manager import build_plugin_manager, reset_plugin_manager
 from blobstate_otel import CommitMetrics
 
 

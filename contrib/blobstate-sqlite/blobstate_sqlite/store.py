@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from blobstate.errors import ConfigurationError, IntegrityError, StorageError
-from blobstate.interfaces import LocalStore
+from blobstate.plugin.interfaces import LocalStore
 
 #: File name suffixes of database files in a store directory.
 DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")

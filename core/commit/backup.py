@@ -1,0 +1,399 @@
+"""``blobstate backup``: the commit pipeline of one store, every step recorded in the journal.
+
+Samza's blob-store backup (local checkpoint, diff against the previous snapshot index, upload with TTL, index,
+checkpoint, then REMOVE_TTL and deferred deletes) with the commit point at the checkpoint log's ``append``:
+
+1. ``CommitStarted``            one commit per store at a time (``StoreSession``'s lock), expected generation
+2. ``LocalCheckpointCreated``   consistent local copy (the local store plugin), checkpoint id written into it
+3. diff                         ``planner.diff``: unchanged only if name, size and CRC32C match
+4. ``UploadsPlanned``, ``BlobUploaded``  new and mutable files, chunked, in parallel, each with a TTL
+5. ``IndexUploaded``            the snapshot index, with a TTL
+6. ``CheckpointWritten``        ``append(checkpoint, expected_generation)``: the commit point (``CommitPoint``,
+                                shared with the store's delta commits, ``blobstate.commit.delta``)
+7. ``TtlRemoved``, ``BlobsDeleted``, ``LocalCheckpointsPruned``, ``CommitCompleted``: ``CleanupExecutor.finish``
+
+A failure before 6 aborts (``CleanupExecutor.abort``: blobs deleted at once); a failure after 6 never loses the
+commit: recovery (``blobstate.commit.recover``, run before the first commit and by ``blobstate recover``)
+finishes step 7. The rules that keep a snapshot from ever being lost (docs/architecture.md, "Safety"):
+
+- the commit point is never reached once the protection of the commit's uploads may have lapsed: a commit older
+  than half its TTL aborts instead (``commit_point.check_ttl_budget``); a commit point reached late anyway (the
+  process paused in between) is detected right after the append and healed (``healing.heal_committed``);
+- an append whose outcome is unknown is resolved by re-appending the same record until the log answers for
+  certain; until then the commit stays open (``CheckpointAppending`` in the journal) and nothing it wrote is
+  deleted;
+- a snapshot never references a blob the store lacks: one walk of the store's ``blobs/`` prefix per commit, and
+  a missing reused blob is uploaded again from the local checkpoint (``healing.plan_heal``);
+- an unreadable previous index never wedges the store: the commit uploads everything, under the next generation;
+- the first commit from a host that did not write the latest one runs restore's init cleanup first (its blobs
+  may still carry the TTL a native lifecycle rule would expire them by).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from blobstate.commit import healing, planner
+from blobstate.commit.cleanup import CleanupExecutor, init_cleanup, last_completed
+from blobstate.commit.point import AppendAttempt, CommitPoint, check_ttl_budget
+from blobstate.commit.recover import recover
+from blobstate.commit.session import StoreSession
+from blobstate.errors import FencedError, IntegrityError
+from blobstate.journal import events as ev
+from blobstate.journal.file import Journal
+from blobstate.journal.recovery import RecoveryAction
+from blobstate.local import workdir
+from blobstate.local.checksum import ChecksumCache, crc32c_bytes
+from blobstate.model.chain import latest_snapshot
+from blobstate.model.index import SnapshotIndex
+from blobstate.model.layout import (
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_RETAIN,
+    DEFAULT_TTL_MS,
+    new_checkpoint_id,
+    new_index_id,
+    now_ms,
+)
+from blobstate.model.progress import NoProgress, Progress
+from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.plugin.interfaces import FileRange, PutRequest
+from blobstate.repository.backends import open_local_store
+from blobstate.repository.options import display_url, redact
+from blobstate.repository.repo import Repository
+
+log = logging.getLogger(__name__)
+
+#: Seconds an unknown append outcome is resolved by re-appending before the commit is left open for recovery
+#: (``BLOBSTATE_APPEND_RESOLVE_S`` overrides).
+APPEND_RESOLVE_S = 30.0
+
+
+@dataclass(frozen=True)
+class LocalCheckpoint:
+    """A local checkpoint taken (step 2) and not uploaded yet; times in ms."""
+
+    commit_id: str
+    path: str
+    batch_id: int | None
+    expected_generation: int
+    created_ms: int
+    checkpoint_ms: float
+    query_id: str = ""
+
+
+@dataclass(frozen=True)
+class BackupResult:
+    """A committed snapshot: the checkpoint record and what the commit cost (bytes, files, ms)."""
+
+    checkpoint: Checkpoint
+    files_total: int
+    files_uploaded: int
+    bytes_total: int
+    bytes_uploaded: int
+    checkpoint_ms: float
+    upload_ms: float
+    duration_ms: float
+    blobs_deleted: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.checkpoint.summary_json(),
+            "filesTotal": self.files_total,
+            "filesUploaded": self.files_uploaded,
+            "bytesTotal": self.bytes_total,
+            "bytesUploaded": self.bytes_uploaded,
+            "checkpointMs": round(self.checkpoint_ms, 3),
+            "uploadMs": round(self.upload_ms, 3),
+            "durationMs": round(self.duration_ms, 3),
+            "blobsDeleted": self.blobs_deleted,
+        }
+
+
+class StoreCommitter:
+    """Commits of one store to one repository, journaled, one at a time (a lock file in the work directory).
+
+    Usage::
+
+        with StoreCommitter(StoreKey("job", "0", "counts"), "file:///backups") as committer:
+            result = committer.backup("/data/counts")          # or checkpoint() now, upload() later
+
+    ``ttl_ms``: TTL of new blobs until their commit completes. ``retain``: newest checkpoints kept (>= 1).
+    ``chunk_size``: bytes per blob. ``append_resolve_s``: seconds an unknown append outcome is resolved by
+    re-appending before the commit is left open for recovery. Construction runs recovery of unfinished commits found
+    in the journal.
+    Raises ``CommitInProgressError`` when another process commits this store from the same work directory.
+    """
+
+    def __init__(self, key: StoreKey, repo: str | Repository, *, log: str | None = None,
+                 store_type: str = "rocksdb", work_dir: str | None = None, ttl_ms: int = DEFAULT_TTL_MS,
+                 retain: int = DEFAULT_RETAIN, chunk_size: int = DEFAULT_CHUNK_SIZE, max_concurrency: int = 8,
+                 storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
+                 progress: Progress | None = None, writer_id: str | None = None,
+                 expected_generation: int | None = None, recover: bool = True,
+                 append_resolve_s: float | None = None) -> None:
+        if retain < 1:
+            raise ValueError("retain must be >= 1")
+        self.key = key
+        self.repo = repo if isinstance(repo, Repository) else Repository.open(
+            repo, log=log, storage_options=storage_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
+        self.local_store = open_local_store(store_type)
+        self.store_type = store_type
+        self.work_dir = work_dir or workdir.store_work_dir(self.repo.url, key)
+        self.ttl_ms = ttl_ms
+        self.retain = retain
+        self.chunk_size = max(1, chunk_size)
+        self.progress: Progress = progress or NoProgress()
+        self.writer_id = writer_id or f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.session = StoreSession(key, self.work_dir)
+        self.append_resolve_s = (append_resolve_s if append_resolve_s is not None
+                                 else float(os.environ.get("BLOBSTATE_APPEND_RESOLVE_S", APPEND_RESOLVE_S)))
+        self.commit_point = CommitPoint(self.session, self.repo, append_resolve_s=self.append_resolve_s,
+                                        generation=expected_generation)
+        self.cleanup = CleanupExecutor(self.session, self.repo, retain=retain, commit_point=self.commit_point)
+        self.cache = ChecksumCache(os.path.join(self.work_dir, workdir.CRC_CACHE))
+        self._prev: tuple[Checkpoint, SnapshotIndex | None] | None = None
+        self._took_over = False
+        self.recovered: list[tuple[RecoveryAction, str]] = []
+        self._needs_recovery = False  # a cleanup failed or an append was ambiguous: recover before the next commit
+        if recover:
+            try:
+                self.recovered = self.recover()
+            except BaseException:
+                self.close()  # release the lock: a retry in this process must not see "another process"
+                raise
+
+    @property
+    def journal(self) -> Journal:
+        return self.session.journal
+
+    def __enter__(self) -> StoreCommitter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Save the checksum cache, close the journal and release the lock."""
+        self._save_cache()
+        self.session.close()
+
+    def _save_cache(self) -> None:
+        """Save the checksum cache; it is an optimisation, so a failure (a full disk) is only a warning."""
+        try:
+            self.cache.save()
+        except OSError as exc:
+            log.warning("the checksum cache of %s was not saved: %s", self.key, exc)
+
+    def recover(self, **kwargs: Any) -> list[tuple[RecoveryAction, str]]:
+        """Recover this store's open commits (``blobstate.commit.recover.recover``). Never while another commit
+        of this store is in flight in this process: recovery would abort it."""
+        results = recover(self.session, self.repo, retain=self.retain, **kwargs)
+        if results:
+            self.commit_point.invalidate()  # recovery may have appended
+            self._prev = None
+        return results
+
+    @property
+    def needs_recovery(self) -> bool:
+        """True after a cleanup failed or an append stayed ambiguous: the next ``checkpoint()`` recovers first."""
+        return self._needs_recovery
+
+    def mark_needs_recovery(self) -> None:
+        """A commit of this store (a delta's) failed after its append was sent, or its cleanup failed: the next
+        ``checkpoint()`` recovers first."""
+        self._needs_recovery = True
+        self._prev = None
+
+    # -- step 1-2: local checkpoint --------------------------------------------------------------------------
+    def checkpoint(self, source: object, *, batch_id: int | None = None, query_id: str = "") -> LocalCheckpoint:
+        """Take the consistent local copy (synchronous; milliseconds for RocksDB). Journaled. ``query_id``: the
+        streaming query the snapshot belongs to (recorded in its checkpoint record)."""
+        t0 = time.perf_counter()
+        if self._needs_recovery:
+            self.recover()
+            self._needs_recovery = False
+        self.take_over()
+        expected = self.commit_point.generation()
+        commit_id = new_checkpoint_id()
+        record = self.session.record
+        record(ev.CommitStarted(commit_id, now_ms(), str(self.key), expected, batch_id, self.retain,
+                                display_url(self.repo.url), display_url(self.repo.log.url or self.repo.url)),
+               sync=True)
+        path = os.path.join(workdir.checkpoints_dir(self.work_dir), commit_id)
+        try:
+            self.local_store.create_checkpoint(source, path)  # its name is the checkpoint id: no marker inside
+        except Exception as exc:
+            shutil.rmtree(path, ignore_errors=True)
+            record(ev.CommitAborted(commit_id, now_ms(), f"local checkpoint failed: {exc}"), sync=True)
+            self.session.compact()
+            raise
+        record(ev.LocalCheckpointCreated(commit_id, now_ms(), path), sync=True)
+        return LocalCheckpoint(commit_id, path, batch_id, expected, now_ms(), (time.perf_counter() - t0) * 1000,
+                               query_id)
+
+    def take_over(self) -> None:
+        """Before this committer's first commit (snapshot or delta; later calls do nothing): when the latest
+        checkpoint is not one whose cleanup completed from this work directory (another host wrote it, or its
+        post-commit step never ran here), remove the TTL of everything it references (restore's init cleanup), so
+        the new snapshot never reuses a blob that a lifecycle rule will expire. An unreadable latest index is left
+        alone: the commit then uploads everything."""
+        if self._took_over:
+            return
+        latest = self.repo.log.latest(self.key)
+        if latest is not None and latest.checkpoint_id != last_completed(self.work_dir):
+            try:
+                init_cleanup(self.repo, self.key, self.work_dir, commit_point=self.commit_point)
+            except IntegrityError as exc:
+                log.warning("the latest snapshot of %s is unreadable (%s): the next commit uploads everything",
+                            self.key, redact(str(exc)))
+        self._took_over = True
+
+    def _previous(self) -> tuple[Checkpoint, SnapshotIndex | None] | None:
+        """The checkpoint and index the next commit diffs against (the log's latest snapshot; cached after our
+        commits).
+
+        An index that is missing or damaged is ``None`` (with a warning naming it): the commit then uploads every
+        file, under the next generation, instead of wedging the store.
+        """
+        if self._prev is None:
+            latest = self.repo.log.latest(self.key)
+            if latest is not None and latest.is_delta:
+                latest = latest_snapshot(self.repo.log.history(self.key))
+            if latest is not None:
+                try:
+                    index: SnapshotIndex | None = self.repo.read_index(latest)
+                except IntegrityError as exc:
+                    log.warning("the latest snapshot index of %s (%s, checkpoint %s) is unreadable: %s; this commit "
+                                "uploads every file", self.key, latest.index_blob_id, latest.checkpoint_id,
+                                redact(str(exc)))
+                    index = None
+                self._prev = (latest, index)
+        return self._prev
+
+    # -- steps 3-7 -------------------------------------------------------------------------------------------
+    def upload(self, local: LocalCheckpoint) -> BackupResult:
+        """Diff, upload, write the index, append the checkpoint (commit point), then post-commit cleanup.
+
+        Raises ``FencedError`` when another writer advanced the generation (the commit is aborted), and
+        ``StorageError`` when the store fails for good (aborted too, unless the append may have happened: then
+        the commit stays open in the journal for recovery).
+        """
+        t0 = time.perf_counter()
+        commit_id = local.commit_id
+        committed = False
+        attempt = AppendAttempt()
+        try:
+            prev = self._previous()
+            if prev is not None and prev[0].generation != local.expected_generation and not \
+                    self.commit_point.ours_since(local.expected_generation, prev[0].generation):
+                raise FencedError(
+                    f"fenced: {self.key} is at generation {prev[0].generation}, this writer expected "
+                    f"{local.expected_generation}", expected=local.expected_generation, actual=prev[0].generation)
+            scanned = planner.scan_directory(local.path, self.cache, is_mutable=self.local_store.is_mutable)
+            plan = planner.diff(scanned, prev[1] if prev else None, key=self.key, chunk_size=self.chunk_size,
+                                ttl_ms=self.ttl_ms)
+            heal = healing.plan_heal(plan.files, {f.relpath: f.path for f in scanned},
+                                     healing.present_blobs(self.repo, self.key), {r.blob_id for r in plan.puts},
+                                     self.ttl_ms)
+            plan.puts += heal
+            healed = {r.source.path for r in heal if isinstance(r.source, FileRange)}
+            plan.uploaded += [f.relpath for f in scanned if f.path in healed]
+            index_id = new_index_id(self.key)
+            bytes_planned = sum(r.size for r in plan.puts)
+            self.session.record(ev.UploadsPlanned(commit_id, now_ms(), tuple(r.blob_id for r in plan.puts),
+                                                  index_id, bytes_planned), sync=True)
+            self._upload_blobs(commit_id, plan.puts, bytes_planned)
+            self.journal.sync()
+            check_ttl_budget(local.commit_id, local.created_ms, self.ttl_ms)
+            index = SnapshotIndex(
+                checkpoint_id=commit_id, created_time_ms=local.created_ms, job_name=self.key.job,
+                job_instance=self.writer_id, task_name=self.key.task, store_name=self.key.store,
+                dir_index=plan.dir_index(),
+                prev_snapshot_index_blob_id=prev[0].index_blob_id if prev else None, batch_id=local.batch_id,
+                store_type=self.store_type, retain=self.retain,
+            )
+            data = index.to_bytes()
+            crc = crc32c_bytes(data)
+            healing.save_index_copy(self.work_dir, commit_id, data)
+            self.repo.store.put(PutRequest(index_id, data, self.ttl_ms))
+            self.session.record(ev.IndexUploaded(commit_id, now_ms(), index_id, crc, len(data)), sync=True)
+            record = Checkpoint(self.key, commit_id, 0, index_id, crc, len(data), local.created_ms,
+                                local.batch_id, self.writer_id, query_id=local.query_id)
+            checkpoint = self.commit_point.append(commit_id, record, attempt=attempt)
+            committed = True
+        except BaseException as exc:
+            if not committed and (not attempt.sent or isinstance(exc, FencedError)):
+                self._abort_quietly(commit_id, exc)  # certain: this commit is not and never will be in the log
+            else:  # the commit may or may not be in the log: forget what we cached, recover before the next one
+                self._prev = None
+                self._needs_recovery = True
+            raise
+        self._prev = (checkpoint, index)
+        upload_ms = (time.perf_counter() - t0) * 1000
+        deleted = 0
+        late = now_ms() - local.created_ms > self.ttl_ms // 2  # its protection may have lapsed before it landed
+        try:
+            state = self.session.states().get(commit_id)
+            if state is not None:
+                deleted = self.cleanup.finish(state, checkpoint, heal=late)
+        except Exception as exc:  # noqa: BLE001 - the commit stands; recovery finishes the cleanup
+            self._needs_recovery = True
+            log.warning("commit %s of %s is committed, but its cleanup failed (recovery before the next commit "
+                        "finishes it): %s", commit_id, self.key, redact(str(exc)))
+        self.cache.retain([f.path for f in planner.scan_directory(local.path, self.cache)])
+        self._save_cache()
+        return BackupResult(
+            checkpoint=checkpoint, files_total=len(plan.files), files_uploaded=plan.files_uploaded,
+            bytes_total=sum(f.size_in_bytes for f in plan.files.values()), bytes_uploaded=bytes_planned,
+            checkpoint_ms=local.checkpoint_ms, upload_ms=upload_ms,
+            duration_ms=local.checkpoint_ms + (time.perf_counter() - t0) * 1000, blobs_deleted=deleted,
+        )
+
+    def backup(self, source: object, *, batch_id: int | None = None) -> BackupResult:
+        """``checkpoint()`` then ``upload()``."""
+        return self.upload(self.checkpoint(source, batch_id=batch_id))
+
+    def _upload_blobs(self, commit_id: str, puts: list[PutRequest], total: int) -> None:
+        # Progress counts files, not chunks: a file is done when its last chunk is.
+        chunks_left = Counter(_source_name(r) for r in puts)
+        lock = threading.Lock()
+        self.progress.start(f"upload {self.key}", total, len(chunks_left))
+
+        def one(request: PutRequest) -> None:
+            self.repo.store.put(request)
+            self.session.record(ev.BlobUploaded(commit_id, now_ms(), request.blob_id, request.size))
+            with lock:
+                chunks_left[_source_name(request)] -= 1
+                file_done = chunks_left[_source_name(request)] == 0
+            self.progress.advance(request.size, 1 if file_done else 0)
+
+        try:
+            self.repo.store.map_concurrent(one, sorted(puts, key=lambda r: -r.size))
+        finally:
+            self.progress.finish()
+
+    def _abort_quietly(self, commit_id: str, exc: BaseException) -> None:
+        try:
+            state = self.session.states().get(commit_id)
+            if state is not None and state.is_open:
+                self.cleanup.abort(state, f"{type(exc).__name__}: {exc}")
+        except Exception as cleanup_exc:  # noqa: BLE001 - the original error matters more
+            self._needs_recovery = True
+            log.warning("abort of commit %s is unfinished (recovery or TTL will finish it): %s", commit_id,
+                        redact(str(cleanup_exc)))
+        if not isinstance(exc, FencedError):
+            self.commit_point.invalidate()  # re-read on the next commit
+            self._prev = None
+
+
+def _source_name(request: PutRequest) -> str:
+    """The local file a blob's bytes come from (the blob id for in-memory bytes)."""
+    return request.source.path if isinstance(request.source, FileRange) else request.blob_id

@@ -1,0 +1,140 @@
+"""The commit point of one store in this process: every append (snapshot or delta) goes through here, one at a time.
+
+Snapshot commits and delta commits of a store share one generation sequence in the checkpoint log. Within the
+process they are serialized here, so a snapshot committed in the background never fences the deltas committed
+meanwhile (and the other way round): each append expects the generation the previous one of this process left.
+Fencing is against other writers only. Before it, the caller checks the TTL budget (``check_ttl_budget``: a commit
+older than half its blobs' TTL is refused, its uploads' protection may lapse before it completes; one that lands
+late anyway is healed by its cleanup). In order, under the lock:
+
+1. ``CheckpointAppending`` records the exact record and expected generation, durably: from here the append may
+   land at any moment, and recovery resolves it by re-appending, never by guessing;
+2. ``CheckpointLog.append``; an unknown outcome is resolved by re-appending the same record (idempotent for it)
+   with backoff for at most ``append_resolve_s`` seconds;
+3. ``CheckpointWritten``: the commit point.
+
+Retention prunes the log's oldest records while holding the same lock (``held``), so a prune never counts records
+while a delta lands.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from blobstate.commit.session import StoreSession
+from blobstate.errors import AppendOutcomeUnknown, FencedError, StorageError
+from blobstate.journal import events as ev
+from blobstate.model.layout import now_ms
+from blobstate.model.records import Checkpoint
+from blobstate.repository.options import redact
+from blobstate.repository.repo import Repository
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class AppendAttempt:
+    """Whether an append was sent (``CheckpointAppending`` recorded): after that, a failure is not a certain "no"."""
+
+    sent: bool = False
+
+
+def check_ttl_budget(commit_id: str, created_ms: int, ttl_ms: int) -> None:
+    """``StorageError`` when commit ``commit_id`` (created at ``created_ms``) is older than half the TTL ``ttl_ms``
+    of its uploads: their protection could lapse before it completes."""
+    age = now_ms() - created_ms
+    if age > ttl_ms // 2:
+        raise StorageError(f"commit {commit_id} took {age} ms, more than half the blob TTL ({ttl_ms} ms): its blobs "
+                           "could expire before it completes; raise --ttl")
+
+
+class CommitPoint:
+    """Appends of ``session``'s store to ``repo``'s checkpoint log, serialized, with the generation tracked.
+
+    ``append_resolve_s``: seconds an unknown outcome is resolved by re-appending before the commit is left open
+    for recovery; ``generation``: the generation the first append expects (default: the log's latest). Thread-safe.
+    """
+
+    def __init__(self, session: StoreSession, repo: Repository, *, append_resolve_s: float,
+                 generation: int | None = None) -> None:
+        self.session = session
+        self.repo = repo
+        self.key = session.key
+        self.append_resolve_s = append_resolve_s
+        self._lock = threading.RLock()
+        self._generation: int | None = generation
+        self.written: set[int] = set()  # generations this process appended
+
+    def generation(self) -> int:
+        """The generation the next append expects (read from the log when unknown)."""
+        with self._lock:
+            if self._generation is None:
+                latest = self.repo.log.latest(self.key)
+                self._generation = latest.generation if latest else 0
+            return self._generation
+
+    def invalidate(self) -> None:
+        """Forget the generation: the next append reads it from the log (after a failure, after recovery)."""
+        with self._lock:
+            self._generation = None
+
+    def ours_since(self, expected: int, observed: int) -> bool:
+        """True when every generation in ``(expected, observed]`` was appended by this process (no other writer)."""
+        return all(g in self.written for g in range(expected + 1, observed + 1))
+
+    @contextmanager
+    def held(self) -> Iterator[int]:
+        """Hold the commit point (no append of this process lands meanwhile); yields the current generation."""
+        with self._lock:
+            yield self.generation()
+
+    def append(self, commit_id: str, record: Checkpoint, *, attempt: AppendAttempt) -> Checkpoint:
+        """Steps 1-3 of the module docstring for ``record`` of commit ``commit_id``.
+
+        Raises ``FencedError`` (certainly not committed), ``AppendOutcomeUnknown`` (still unknown: the commit stays
+        open for recovery), ``StorageError`` from the journal. ``attempt.sent`` tells whether the append was sent.
+        """
+        with self._lock:
+            expected = self.generation()
+            self.session.record(ev.CheckpointAppending(
+                commit_id, now_ms(), expected, record.with_generation(expected + 1).to_bytes().decode()), sync=True)
+            attempt.sent = True
+            try:
+                checkpoint = self._append(record, expected)
+            except BaseException:
+                self._generation = None
+                raise
+            self._generation = checkpoint.generation
+            self.written.add(checkpoint.generation)
+            self.session.record(ev.CheckpointWritten(commit_id, now_ms(), checkpoint.generation), sync=True)
+            return checkpoint
+
+    def _append(self, record: Checkpoint, expected: int) -> Checkpoint:
+        """``CheckpointLog.append``; an outcome that is unknown (``AppendOutcomeUnknown``, or any storage failure
+        of a log that does not say) is resolved by re-appending the same record, with backoff."""
+        try:
+            return self.repo.log.append(record, expected)
+        except (StorageError, OSError) as exc:  # AppendOutcomeUnknown included; FencedError is certain: raised
+            first = exc
+        log.warning("the append of %s may or may not have landed (%s); resolving by re-appending it",
+                    record.checkpoint_id, redact(str(first)))
+        deadline = time.monotonic() + self.append_resolve_s
+        wait = 0.1
+        while True:
+            time.sleep(min(wait, max(0.0, deadline - time.monotonic())))
+            try:
+                return self.repo.log.append(record, expected)
+            except FencedError:
+                raise
+            except (AppendOutcomeUnknown, StorageError, OSError) as exc:
+                if time.monotonic() >= deadline:
+                    raise AppendOutcomeUnknown(f"the append of checkpoint {record.checkpoint_id} is still of "
+                                               f"unknown outcome after {self.append_resolve_s:.0f} s ({exc}); the "
+                                               "commit stays open and `blobstate recover` resolves it",
+                                               checkpoint_id=record.checkpoint_id) from exc
+                wait = min(wait * 2, 5.0)

@@ -1,0 +1,3 @@
+"""Local files: the work directory (journals, local checkpoints, restore destinations), the checksum cache,
+safe names and durable directory writes.
+"""

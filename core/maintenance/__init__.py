@@ -1,0 +1,3 @@
+"""Maintenance over a whole repository: garbage collection, verification, the read-only verbs (list, ls,
+diff, stats, journals).
+"""

@@ -1,0 +1,232 @@
+"""``blobstate gc``: expired TTL blobs and orphans, over every store of a repository.
+
+Rules (docs/architecture.md, "Safety"), each keeping a snapshot from ever being lost while several gc runs and
+paused writers overlap:
+
+- Candidates are listed *before* the checkpoint log and the indexes are read: a commit that landed before the
+  listing is always seen as a reference.
+- A blob is protected by the expiry its *writer* recorded (a lease, a tag), never by this gc's idea of the TTL: a
+  blob whose TTL expired is deleted, unless a retained snapshot references it (then its TTL is removed: a commit
+  whose cleanup never ran is healed, never broken); a blob that still carries a TTL is never an orphan.
+- An orphan (no TTL, no retained index references it, no open commit in this host's journal planned it) is
+  deleted only once it is older than ``ttl_ms`` (staged cleanup).
+- Nothing is deleted on incomplete knowledge: an unreadable retained index, or a log with no checkpoint of a store
+  whose indexes exist (the wrong ``--log``), makes gc skip the store and say why.
+- Every id is checked to be an object of the store's own prefix before it is deleted; a lease that names another
+  store's object is reported (``foreign``), never acted on.
+- Retention follows ``blobstate.model.chain`` (snapshots and the deltas they need); the records of a store with delta
+  records are never pruned here (deltas land meanwhile: the writer prunes them, ``cleanup.apply_retention``).
+- A decision is re-checked right before it is acted on (``DeleteGuard``): gc re-reads the log (the references of
+  every record that landed since it decided, snapshot and delta kinds) and the TTLs, and deletes only what is
+  still unreferenced and still expired (an orphan: still without TTL). A decision older than ``RECHECK_AFTER_S``
+  (monotonic clock, which runs on while the process is stopped) is re-checked again before each delete batch.
+  Data blobs go before indexes, in batches of at most ``DELETE_BATCH``. What remains is a pause inside the final
+  delete call itself: docs/architecture.md, "Safety", rule 13.
+- Temp files of interrupted exclusive creates (the file log's ``checkpoints/**.tmp-*``) are removed once older
+  than ``ttl_ms``.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from blobstate.errors import StorageError
+from blobstate.journal.file import Journal
+from blobstate.journal.projection import project
+from blobstate.local import workdir
+from blobstate.model.chain import has_deltas, latest_snapshot, retention
+from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.repository.repo import Repository
+
+FAR_FUTURE_MS = 1 << 62  # ``expired(prefix, FAR_FUTURE_MS)`` lists every blob that carries a TTL
+RECHECK_AFTER_S = 5.0  # a decision re-checked longer ago than this (monotonic seconds) is re-checked again
+DELETE_BATCH = 1000  # ids per delete call (S3's DeleteObjects takes at most 1,000)
+MAX_RECHECKS = 5  # re-checks in a row that may each come out stale before gc gives up on the store
+
+
+@dataclass
+class GcReport:
+    """What gc found and did for one store key (or, with ``key`` None, for the repository's temp files)."""
+
+    key: StoreKey | None
+    expired_deleted: list[str] = field(default_factory=list)
+    expired_healed: list[str] = field(default_factory=list)
+    orphans_deleted: list[str] = field(default_factory=list)
+    checkpoints_pruned: list[str] = field(default_factory=list)
+    temporaries_deleted: list[str] = field(default_factory=list)
+    foreign: list[str] = field(default_factory=list)
+    spared: list[str] = field(default_factory=list)
+    skipped: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"store": str(self.key) if self.key else None, "expiredDeleted": self.expired_deleted,
+                "expiredHealed": self.expired_healed, "orphansDeleted": self.orphans_deleted,
+                "checkpointsPruned": self.checkpoints_pruned, "temporariesDeleted": self.temporaries_deleted,
+                "foreign": self.foreign, "spared": self.spared, "skipped": self.skipped}
+
+
+def discover_keys(repo: Repository) -> list[StoreKey]:
+    """Store keys with checkpoints in the log, plus any store prefix holding blobs or indexes."""
+    keys = set(repo.log.keys())
+    for info in repo.store.list(""):
+        parts = info.blob_id.split("/")
+        if len(parts) >= 5 and parts[3] in ("blobs", "indexes", "ttl") and parts[0] != "checkpoints":
+            try:
+                keys.add(StoreKey(parts[0], parts[1], parts[2]))
+            except Exception:  # noqa: BLE001 - not a blobstate object
+                continue
+    return sorted(keys)
+
+
+def in_flight_ids(work_base: str | None, repo_url: str, key: StoreKey) -> set[str]:
+    """Blob ids planned by commits still open in this host's journal of ``key``."""
+    path = os.path.join(workdir.store_work_dir(repo_url, key, work_base), workdir.JOURNAL)
+    states = project(Journal(path).read().events)
+    return {b for s in states.values() if s.is_open for b in s.blob_ids}
+
+
+def collect(repo: Repository, key: StoreKey, *, now_ms: int, ttl_ms: int, retain: int | None = None,
+            dry_run: bool = False, work_base: str | None = None) -> GcReport:
+    """Garbage-collect one store key (see the module docstring). ``now_ms``, ``ttl_ms`` in milliseconds.
+
+    ``retain``: checkpoints kept; default: the retention the latest snapshot's writer recorded (every checkpoint
+    when it recorded none).
+    """
+    report = GcReport(key)
+    # 1. List first: anything committed before this point is in the log read below.
+    with_ttl = set(repo.store.expired(key.prefix, FAR_FUTURE_MS))
+    expired = set(repo.store.expired(key.prefix, now_ms))
+    listing = list(repo.store.list(key.prefix))
+    # 2. Then read what the retained snapshots reference.
+    history = repo.log.history(key)
+    if not history and any(posixpath.basename(posixpath.dirname(i.blob_id)) == "indexes" for i in listing):
+        report.skipped = (f"the checkpoint log {repo.log.url or repo.url} has no checkpoint of {key}, but the "
+                          "repository has snapshot indexes: is --log right? nothing deleted")
+        return report
+    deltas = has_deltas(history)
+    try:
+        newest = latest_snapshot(history)
+        if retain is None and newest is not None:
+            retain = repo.read_index(newest).retain
+        expiring, retained = retention(history, retain) if retain else ([], history)
+        referenced = repo.retained_references(retained)
+    except Exception as exc:  # noqa: BLE001 - never delete on incomplete knowledge
+        report.skipped = f"a retained snapshot index is unreadable, nothing deleted: {exc}"
+        return report
+    referenced |= in_flight_ids(work_base, repo.url, key)
+    # 3. Decide, by the writers' recorded expiries.
+    for blob_id in sorted(expired):
+        if not (key.owns_blob(blob_id) or key.owns_index(blob_id)):
+            report.foreign.append(blob_id)
+        elif blob_id in referenced:
+            report.expired_healed.append(blob_id)
+        else:
+            report.expired_deleted.append(blob_id)
+    for info in listing:
+        kind = posixpath.basename(posixpath.dirname(info.blob_id))
+        if kind not in ("blobs", "indexes") or info.blob_id in referenced or info.blob_id in with_ttl:
+            continue
+        if not (key.owns_blob(info.blob_id) or key.owns_index(info.blob_id)):
+            report.foreign.append(info.blob_id)
+        elif info.modified_ms is not None and now_ms - info.modified_ms >= ttl_ms:
+            report.orphans_deleted.append(info.blob_id)
+    if retain and expiring and not deltas:
+        report.checkpoints_pruned = [cp.checkpoint_id for cp in expiring]
+    if not dry_run:
+        repo.store.remove_ttl_many(report.expired_healed)
+        guard = DeleteGuard(repo, key, history, now_ms=now_ms, work_base=work_base)
+        if guard.delete(report) and report.checkpoints_pruned and retain:
+            repo.log.prune(key, retain)  # their blobs become orphans, reclaimed once older than the TTL
+    return report
+
+
+class DeleteGuard:
+    """Acts on a gc decision for one store key only as far as it still holds when each delete batch is sent.
+
+    A decision is a view: the listing, the log and the indexes as they were read. A commit can land after it (a
+    writer resumed after a pause, a recovery re-appending a record whose append had an unknown outcome), find every
+    blob present in its post-append heal check, remove its TTLs and complete; deleting on the old view would then
+    leave the latest snapshot referencing deleted blobs. So right before the first delete batch, and again before
+    any batch sent more than ``RECHECK_AFTER_S`` (``time.monotonic``, which runs on while the process is stopped)
+    after the last re-check's log read (and again after a re-check paused past that bound), the guard re-reads:
+
+    - the checkpoint log: the references of every record not in the decision's ``history`` (records are never
+      overwritten, so only new ones can add references; a delta record references its changelog) and this host's
+      open commits; an unreadable new index stops the deletes (nothing deleted on incomplete knowledge);
+    - the TTLs: an expired blob is deleted only while its TTL is still expired (a landed commit's writer removes
+      its TTLs before its heal check, so this holds even when a log read lags); an orphan only while it still
+      carries no TTL.
+
+    Data blobs are deleted before indexes, so a pause inside a data batch's delete call (the window no re-check
+    closes: Safety rule 13) re-checks before the index batch, and the late commit's index survives for the next
+    backup to heal its blobs under.
+    """
+
+    def __init__(self, repo: Repository, key: StoreKey, history: list[Checkpoint], *, now_ms: int,
+                 work_base: str | None) -> None:
+        self.repo, self.key, self.now_ms, self.work_base = repo, key, now_ms, work_base
+        self.seen = {(cp.checkpoint_id, cp.generation) for cp in history}
+        self.checked_at: float | None = None  # time.monotonic() when the last re-check began reading
+
+    def delete(self, report: GcReport) -> bool:
+        """Delete ``report``'s decided blobs, re-checked; move the ones a re-check spares to ``report.spared``.
+        Returns False when a re-check could not complete (``report.skipped`` says why; the rest is left)."""
+        expired, orphans = set(report.expired_deleted), set(report.orphans_deleted)
+        indexes = sorted(b for b in expired | orphans if self.key.owns_index(b))
+        data = sorted((expired | orphans) - set(indexes))
+        batches = [group[i:i + DELETE_BATCH] for group in (data, indexes) for i in range(0, len(group), DELETE_BATCH)]
+        done: list[str] = []
+        for batch in batches:  # data blobs first: see the class docstring
+            try:
+                expired, orphans = self.fresh(expired, orphans)
+            except Exception as exc:  # noqa: BLE001 - never delete on incomplete knowledge
+                report.skipped = f"a re-check before deleting failed, the rest is left: {exc}"
+                break
+            report.spared += [b for b in batch if b not in expired and b not in orphans]
+            batch = [b for b in batch if b in expired or b in orphans]
+            self.repo.store.delete_many(batch)
+            done += batch
+        deleted = set(done)
+        report.expired_deleted = [b for b in report.expired_deleted if b in deleted]
+        report.orphans_deleted = [b for b in report.orphans_deleted if b in deleted]
+        return report.skipped is None
+
+    def fresh(self, expired: set[str], orphans: set[str]) -> tuple[set[str], set[str]]:
+        """``expired`` and ``orphans`` as of a re-check whose log read began at most ``RECHECK_AFTER_S`` ago,
+        re-checking until one is (at most ``MAX_RECHECKS`` in a row: a process paused again and again, or a log or
+        store slower than the bound, deletes nothing more: ``StorageError``)."""
+        for _ in range(MAX_RECHECKS):
+            if self.checked_at is not None and time.monotonic() - self.checked_at <= RECHECK_AFTER_S:
+                return expired, orphans
+            keep = self.recheck(expired, orphans)
+            expired, orphans = expired & keep, orphans & keep
+        raise StorageError(f"{MAX_RECHECKS} re-checks in a row took longer than {RECHECK_AFTER_S} s after their "
+                           "log read (the gc host is paused or the log slow)")
+
+    def recheck(self, expired: set[str], orphans: set[str]) -> set[str]:
+        """The ids of ``expired`` (still expired) and ``orphans`` (still without TTL) that nothing references now.
+        The TTLs are listed first, the log read last: the re-check's age is counted from its log read."""
+        with_ttl = set(self.repo.store.expired(self.key.prefix, FAR_FUTURE_MS))
+        still_expired = set(self.repo.store.expired(self.key.prefix, self.now_ms))
+        started = time.monotonic()
+        new = [cp for cp in self.repo.log.history(self.key) if (cp.checkpoint_id, cp.generation) not in self.seen]
+        referenced = self.repo.retained_references(new) | in_flight_ids(self.work_base, self.repo.url, self.key)
+        self.seen |= {(cp.checkpoint_id, cp.generation) for cp in new}
+        self.checked_at = started
+        keep = {b for b in expired if b in still_expired} | {b for b in orphans if b not in with_ttl}
+        return keep - referenced
+
+
+def collect_temporaries(repo: Repository, *, now_ms: int, ttl_ms: int, dry_run: bool = False) -> GcReport:
+    """Remove temp files of interrupted exclusive creates under ``checkpoints/`` older than ``ttl_ms``."""
+    report = GcReport(None)
+    report.temporaries_deleted = [t.blob_id for t in repo.store.temporaries("checkpoints")
+                                  if t.modified_ms is not None and now_ms - t.modified_ms >= ttl_ms]
+    if not dry_run:
+        for blob_id in report.temporaries_deleted:
+            repo.store.delete(blob_id)
+    return report

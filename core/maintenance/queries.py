@@ -1,0 +1,175 @@
+"""The read-only verbs of the public API (re-exported by ``blobstate.api``): list, describe, ``ls``, ``diff``,
+``stats``, and this host's journals. None of them writes to a repository, a log or a work directory; each opens
+the repository without creating it (``RepositoryNotFound``, exit 6, for a location that is not one).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from datetime import timedelta
+from typing import Any
+
+from blobstate.journal.file import Journal, JournalRead
+from blobstate.journal.projection import CommitState, project
+from blobstate.local import workdir
+from blobstate.maintenance.catalog import (
+    CheckpointSummary,
+    Listing,
+    SnapshotDiff,
+    StoreStats,
+    diff_snapshots,
+    list_files,
+    store_stats,
+    summarize,
+)
+from blobstate.maintenance.gc import discover_keys
+from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.repository.backends import normalize_url
+from blobstate.repository.options import redact
+from blobstate.repository.repo import Repository
+
+__all__ = ["Duration", "Options", "Size", "describe_checkpoints", "diff", "journal_events", "list_checkpoints",
+           "list_stores", "ls", "stats", "unfinished_commits"]
+
+_logger = logging.getLogger("blobstate.api")  # one logger for the whole public API
+
+#: A duration: an int (milliseconds), a ``timedelta``, or text such as ``"1d"``, ``"90s"`` (``blobstate.model.units``).
+Duration = int | str | timedelta
+#: A size: an int (bytes) or text such as ``"64MiB"``, ``"500MB"``.
+Size = int | str
+Options = dict[str, Any] | None
+
+
+def name_store(job: str | None, task: str | None, store: str | None, key: StoreKey | None = None,
+               directory: str | None = None) -> StoreKey:
+    """The store key the verbs' ``job``/``task``/``store`` (or ``key``, or a directory's name) say."""
+    if key is not None:
+        return key
+    if directory is not None:
+        return StoreKey.for_directory(directory, job=job or "default", task=task or "0", store=store)
+    if store is None:
+        raise TypeError("name the store: store= (with job= and task=), or key=")
+    return StoreKey(job or "default", task or "0", store)
+
+
+def open_repository(repo: str, log_url: str | None, storage_options: Options, log_options: Options = None, *,
+                    create: bool = False, **kwargs: Any) -> Repository:
+    """The repository at ``repo`` with its log; ``create``: write the marker into an empty location."""
+    repository = Repository.open(repo, log=log_url, storage_options=storage_options, log_options=log_options,
+                                 create=create, **kwargs)
+    _logger.info("opened repository %s (log %s)", redact(repository.url), redact(repository.log.url or "in it"))
+    return repository
+
+
+def select_stores(repository: Repository, job: str | None, task: str | None, store: str | None,
+                  key: StoreKey | None = None) -> list[StoreKey]:
+    """One store (``store`` or ``key``), or every store of the repository whose job and task match the filters."""
+    if key is not None or store is not None:
+        return [name_store(job, task, store, key)]
+    return [k for k in discover_keys(repository) if (job is None or k.job == job) and (task is None or k.task == task)]
+
+
+def list_stores(*, repo: str, log: str | None = None, storage_options: Options = None,
+                log_options: Options = None) -> list[StoreKey]:
+    """Every store key the repository (or its checkpoint log) holds, sorted. Raises ``RepositoryNotFound``."""
+    repository = open_repository(repo, log, storage_options, log_options)
+    try:
+        return discover_keys(repository)
+    finally:
+        repository.close()
+
+
+def list_checkpoints(*, repo: str, log: str | None = None, job: str = "default", task: str = "0",
+                     store: str | None = None, storage_options: Options = None, log_options: Options = None,
+                     key: StoreKey | None = None) -> list[Checkpoint]:
+    """Retained checkpoints of one store, oldest first (the records only; ``describe_checkpoints`` adds what the
+    indexes hold)."""
+    store_key = name_store(job, task, store, key)
+    repository = open_repository(repo, log, storage_options, log_options)
+    try:
+        return repository.log.history(store_key)
+    finally:
+        repository.close()
+
+
+def describe_checkpoints(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
+                         store: str | None = None, storage_options: Options = None, log_options: Options = None,
+                         key: StoreKey | None = None) -> list[CheckpointSummary]:
+    """Retained checkpoints of one store (``store``), or of every store matching ``job``/``task``, with time,
+    host, batch id, file count and data size (bytes) from their indexes; an unreadable index is reported in its
+    summary's ``error``, never raised."""
+    repository = open_repository(repo, log, storage_options, log_options)
+    try:
+        return [summarize(repository, cp)[0] for k in select_stores(repository, job, task, store, key)
+                for cp in repository.log.history(k)]
+    finally:
+        repository.close()
+
+
+def ls(*, repo: str, log: str | None = None, job: str = "default", task: str = "0", store: str | None = None,
+       checkpoint: str | int | None = None, prefix: str = "", storage_options: Options = None,
+       log_options: Options = None) -> Listing:
+    """The files of one snapshot (default: the latest) whose path starts with ``prefix``: size, CRC32C, blobs.
+
+    Raises ``NothingToRestore`` (exit 5) when there is no such checkpoint, ``IntegrityError`` for a bad index.
+    """
+    store_key = name_store(job, task, store)
+    repository = open_repository(repo, log, storage_options, log_options)
+    try:
+        return list_files(repository, repository.choose(store_key, checkpoint=checkpoint), prefix)
+    finally:
+        repository.close()
+
+
+def diff(*, repo: str, base: str | int, target: str | int = "latest", log: str | None = None,
+         job: str = "default", task: str = "0", store: str | None = None, storage_options: Options = None,
+         log_options: Options = None) -> SnapshotDiff:
+    """What changed between two checkpoints of one store (``base`` and ``target`` as ``--checkpoint`` takes them):
+    files added, removed, changed, and blobs shared."""
+    store_key = name_store(job, task, store)
+    repository = open_repository(repo, log, storage_options, log_options)
+    try:
+        return diff_snapshots(repository, repository.choose(store_key, checkpoint=base),
+                              repository.choose(store_key, checkpoint=target))
+    finally:
+        repository.close()
+
+
+def stats(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
+          store: str | None = None, storage_options: Options = None, log_options: Options = None) -> list[StoreStats]:
+    """Space use per store (one store, or every store matching ``job``/``task``): retained checkpoints, logical
+    and stored bytes, referenced blobs, deduplication ratio."""
+    repository = open_repository(repo, log, storage_options, log_options)
+    try:
+        return [store_stats(repository, k) for k in select_stores(repository, job, task, store)]
+    finally:
+        repository.close()
+
+
+def journal_events(*, work_dir: str | None = None, repo: str | None = None, key: StoreKey | None = None,
+                   work_base: str | None = None, strict: bool = True, job: str = "default", task: str = "0",
+                   store: str | None = None) -> JournalRead:
+    """The events of a store's journal, read without changing it: from ``work_dir`` (the store's work
+    directory), or from the one ``repo`` and ``key`` map to under ``work_base``.
+
+    With ``strict`` a record damaged in the middle raises ``CorruptJournalError`` (exit 3); without, the events
+    before the damage are returned and the rest is reported as the torn tail.
+    """
+    if work_dir is None:
+        if key is None and store is not None:
+            key = StoreKey(job, task, store)
+        if repo is None or key is None:
+            raise ValueError("give work_dir, or repo and the store (store=, or key=)")
+        work_dir = workdir.store_work_dir(normalize_url(repo), key, work_base)
+    return Journal(os.path.join(work_dir, workdir.JOURNAL)).read(strict=strict)
+
+
+def unfinished_commits(*, repo: str, job: str = "default", task: str = "0", store: str | None = None,
+                       work_base: str | None = None, work_dir: str | None = None,
+                       key: StoreKey | None = None) -> list[CommitState]:
+    """The commits this host's journal of the store holds open (interrupted, not yet finished or aborted): what
+    ``blobstate recover`` or the next backup will finish or abort. Read without the lock, changing nothing."""
+    events = journal_events(work_dir=work_dir, repo=repo, key=name_store(job, task, store, key), work_base=work_base,
+                            strict=False).events
+    return [state for state in project(events).values() if state.is_open]

@@ -1,0 +1,181 @@
+"""Chains of snapshot and delta records: which records make up a state, and which ones retention keeps. Pure.
+
+A store committed with deltas (the shape of Spark's RocksDB changelog checkpointing, Flink's changelog state
+backend, Samza's changelog + blob store) holds two kinds of records in its checkpoint log: a *delta* per batch
+(that batch's writes, committed inside the batch) and, now and then, a *snapshot* covering a batch (committed in
+the background). A snapshot covering batch ``s`` can land after the deltas of batches ``> s``, so a chain is
+ordered by batch id, never by generation alone.
+
+Rules:
+
+- The delta of batch ``b`` is the newest (highest generation) delta record of ``b``: a batch re-run after a crash
+  appends a second delta for the same batch id, and the last one is the run that completed.
+- A snapshot covering ``s`` is *valid* when no delta of a batch ``<= s`` was appended after it (a higher
+  generation): otherwise a re-run replaced part of the state it holds.
+- The chain up to batch ``c``: the newest valid snapshot with ``s <= c`` (none: the empty state before batch 0),
+  then the deltas of ``s + 1 .. c``, every one of them present (``BrokenChainError`` otherwise).
+- Retention keeps the newest ``retain`` valid snapshots and every record from the first one the oldest of them
+  needs (itself and the deltas after its batch): a prefix of the log by generation expires, which is what
+  ``CheckpointLog.prune`` removes. A log without deltas keeps its newest ``retain`` records, as it always did.
+- A partitioned store's log holds *group* records (``Checkpoint.expand``: one delta or snapshot per partition, all
+  at the group's generation). Each partition's records (``partition_history``) follow the rules above on their
+  own; retention keeps, of the group records, every one from the first any partition needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from blobstate.errors import NothingToRestore
+from blobstate.model.records import SNAPSHOT, Checkpoint
+
+
+class BrokenChainError(NothingToRestore):
+    """The records that would make up a state are not all there (exit code 5, like ``NothingToRestore``)."""
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A state: ``snapshot`` (None: the empty state) then ``deltas`` in batch order, up to batch ``upto``."""
+
+    snapshot: Checkpoint | None
+    deltas: tuple[Checkpoint, ...]
+    upto: int | None
+
+    @property
+    def records(self) -> list[Checkpoint]:
+        return ([self.snapshot] if self.snapshot is not None else []) + list(self.deltas)
+
+    @property
+    def changelog_bytes(self) -> int:
+        return sum(d.changelog_size for d in self.deltas)
+
+    def describe(self) -> str:
+        base = (f"snapshot {self.snapshot.checkpoint_id} (batch {self.snapshot.batch_id})"
+                if self.snapshot is not None else "the empty state")
+        if not self.deltas:
+            return base
+        return f"{base} + {len(self.deltas)} deltas (batches {self.deltas[0].batch_id}..{self.deltas[-1].batch_id})"
+
+
+def has_deltas(history: Sequence[Checkpoint]) -> bool:
+    """True when ``history`` holds delta records (or group records, which hold deltas)."""
+    return any(cp.is_delta or cp.is_group for cp in history)
+
+
+def has_groups(history: Sequence[Checkpoint]) -> bool:
+    return any(cp.is_group for cp in history)
+
+
+def expand_all(history: Sequence[Checkpoint]) -> list[Checkpoint]:
+    """Every record ``history`` stands for: group records expanded into their partitions' records, in order."""
+    return [part for cp in history for part in cp.expand()]
+
+
+def partitions_of(history: Sequence[Checkpoint]) -> list[int]:
+    """The partitions the group records of ``history`` name, ascending."""
+    return sorted({e.partition for cp in history if cp.is_group for e in cp.partitions})
+
+
+def partition_history(history: Sequence[Checkpoint], partition: int) -> list[Checkpoint]:
+    """The records of ``partition`` in a partitioned store's ``history`` (group records expanded), by generation."""
+    return [part for cp in history if cp.is_group for part in cp.expand()
+            if getattr(part, "partition", None) == partition]
+
+
+def latest_deltas(history: Sequence[Checkpoint]) -> dict[int, Checkpoint]:
+    """``{batch id: its delta}``: the newest delta record of each batch."""
+    out: dict[int, Checkpoint] = {}
+    for cp in history:
+        if cp.is_delta and cp.batch_id is not None:
+            held = out.get(cp.batch_id)
+            if held is None or cp.generation > held.generation:
+                out[cp.batch_id] = cp
+    return out
+
+
+def valid_snapshots(history: Sequence[Checkpoint]) -> list[Checkpoint]:
+    """Snapshot records no later delta of a batch they cover overrides, ordered by (batch id, generation)."""
+    snaps = [cp for cp in history if cp.kind == SNAPSHOT]
+    if not has_deltas(history):
+        return snaps
+    valid = [s for s in snaps if s.batch_id is not None and not any(
+        d.is_delta and d.batch_id is not None and d.batch_id <= s.batch_id and d.generation > s.generation
+        for d in history)]
+    return sorted(valid, key=lambda s: (s.batch_id, s.generation))
+
+
+def latest_snapshot(history: Sequence[Checkpoint]) -> Checkpoint | None:
+    """The newest valid snapshot (a log without deltas: its newest record)."""
+    valid = valid_snapshots(history)
+    return valid[-1] if valid else None
+
+
+def plan_chain(history: Sequence[Checkpoint], upto: int | None = None) -> Chain:
+    """The chain that restores the state after batch ``upto`` (None: the newest state the log holds).
+
+    A log without deltas: its newest snapshot (with ``upto``, the newest with ``batch_id <= upto``). Raises
+    ``NothingToRestore`` when no record qualifies, ``BrokenChainError`` when a delta the chain needs is missing.
+    """
+    deltas = latest_deltas(history)
+    snaps = valid_snapshots(history)
+    if not deltas:
+        chosen = [s for s in snaps if upto is None or (s.batch_id is not None and s.batch_id <= upto)]
+        if not chosen:
+            raise NothingToRestore(f"no snapshot{'' if upto is None else f' with a batch id <= {upto}'} "
+                                   f"(retained batch ids: {[c.batch_id for c in history]})")
+        return Chain(chosen[-1], (), upto)
+    if upto is None:
+        upto = max([*deltas, *(s.batch_id for s in snaps if s.batch_id is not None)])
+    below = [s for s in snaps if s.batch_id is not None and s.batch_id <= upto]
+    snapshot = below[-1] if below else None
+    start = snapshot.batch_id + 1 if snapshot is not None and snapshot.batch_id is not None else 0
+    missing = [b for b in range(start, upto + 1) if b not in deltas]
+    if missing:
+        base = f"snapshot of batch {snapshot.batch_id}" if snapshot is not None else "no snapshot"
+        raise BrokenChainError(
+            f"the state after batch {upto} needs the deltas of batches {start}..{upto} after {base}, but "
+            f"{len(missing)} are missing (first: batch {missing[0]}); retained: snapshots of batches "
+            f"{[s.batch_id for s in snaps]}, deltas of batches {_ranges(sorted(deltas))}")
+    return Chain(snapshot, tuple(deltas[b] for b in range(start, upto + 1)), upto)
+
+
+def retention(history: Sequence[Checkpoint], retain: int) -> tuple[list[Checkpoint], list[Checkpoint]]:
+    """``(expiring, retained)``: the records retention removes (a prefix by generation) and keeps (see the rules)."""
+    retain = max(1, retain)
+    if has_groups(history):
+        return _group_retention(history, retain)
+    if not has_deltas(history):
+        return list(history[:-retain]), list(history[-retain:])
+    snaps = valid_snapshots(history)
+    if len(snaps) < retain:
+        return [], list(history)
+    oldest = snaps[-retain]
+    assert oldest.batch_id is not None
+    first = min([oldest.generation] + [d.generation for d in history
+                                       if d.is_delta and d.batch_id is not None and d.batch_id > oldest.batch_id])
+    return [cp for cp in history if cp.generation < first], [cp for cp in history if cp.generation >= first]
+
+
+def _group_retention(history: Sequence[Checkpoint], retain: int) -> tuple[list[Checkpoint], list[Checkpoint]]:
+    """Retention of a partitioned store: each partition's own, and the group records from the first any needs."""
+    first = None
+    for p in partitions_of(history):
+        _, kept = retention(partition_history(history, p), retain)
+        if kept:
+            first = kept[0].generation if first is None else min(first, kept[0].generation)
+    if first is None:
+        return [], list(history)
+    return [cp for cp in history if cp.generation < first], [cp for cp in history if cp.generation >= first]
+
+
+def _ranges(batches: list[int]) -> str:
+    """``0-3, 7, 9-10``: a short rendering of sorted batch ids."""
+    parts: list[str] = []
+    for b in batches:
+        if parts and b == int(parts[-1].split("-")[-1]) + 1:
+            parts[-1] = f"{parts[-1].split('-')[0]}-{b}"
+        else:
+            parts.append(str(b))
+    return ", ".join(parts[:20]) + (", ..." if len(parts) > 20 else "")

@@ -1,0 +1,98 @@
+"""The hook specifications of blobstate (pluggy project name ``blobstate``, entry-point group ``blobstate``).
+
+A plugin is a module or object with functions named like the specs below, decorated with ``blobstate.hookimpl``.
+Backend hooks return registration records; observer hooks are called for their side effects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from blobstate.journal.events import Event
+    from blobstate.model.records import StoreKey
+    from blobstate.plugin.records import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec
+
+PROJECT = "blobstate"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def blobstate_blob_stores() -> Iterable[BlobStoreSpec]:
+    """Return the blob store backends this plugin provides.
+
+    Example::
+
+        from blobstate import hookimpl, BlobStoreSpec
+
+        @hookimpl
+        def blobstate_blob_stores():
+            return [BlobStoreSpec(name="mystore", schemes=("my",), factory="my_pkg.store:MyBlobStore")]
+    """
+
+
+@hookspec
+def blobstate_checkpoint_logs() -> Iterable[CheckpointLogSpec]:
+    """Return the checkpoint log backends this plugin provides.
+
+    Example::
+
+        from blobstate import hookimpl, CheckpointLogSpec
+
+        @hookimpl
+        def blobstate_checkpoint_logs():
+            return [CheckpointLogSpec(name="etcd", schemes=("etcd",), factory="my_pkg.log:EtcdCheckpointLog")]
+    """
+
+
+@hookspec
+def blobstate_local_stores() -> Iterable[LocalStoreSpec]:
+    """Return the local store types this plugin provides.
+
+    Example::
+
+        from blobstate import hookimpl, LocalStoreSpec
+
+        @hookimpl
+        def blobstate_local_stores():
+            return [LocalStoreSpec(name="sqlite", store_type="sqlite", factory="my_pkg.sqlite:SqliteStore",
+                                   detect="my_pkg.sqlite:looks_like_sqlite")]
+    """
+
+
+@hookspec
+def blobstate_journal_event(event: Event, store_key: StoreKey) -> None:
+    """Called for every journal event once it is durable (metrics, tests, a Spark UI). Must not raise.
+
+    Example::
+
+        from blobstate import hookimpl
+
+        @hookimpl
+        def blobstate_journal_event(event, store_key):
+            print(store_key, event.type_name, event.commit_id)
+    """
+
+
+@hookspec(historic=True)
+def blobstate_configure(config: dict[str, Any]) -> None:
+    """Called once with the effective configuration (historic: plugins registered later get it too).
+
+    ``config`` holds ``command`` (``"backup"``, ...; ``None`` outside the CLI), the command's options under the
+    API's names (``repo``, ``log``, ``job``, ``task``, ``store``, ``ttl`` in ms, ``chunk_size`` in bytes, ...),
+    ``storage_options`` and ``log_options`` (credentials redacted), ``work_base``, ``retry_attempts``,
+    ``max_concurrency``, ``plugins_autoload``, and every ``BLOBSTATE_*`` variable under its own name (see
+    ``blobstate.plugin.manager.effective_configuration``). An implementation that raises marks its plugin broken.
+
+    Example::
+
+        from blobstate import hookimpl
+
+        @hookimpl
+        def blobstate_configure(config):
+            config.setdefault("my_plugin.enabled", True)
+    """

@@ -1,0 +1,242 @@
+"""The three backend interfaces a plugin implements: ``BlobStore``, ``CheckpointLog`` and ``LocalStore``.
+
+``BlobStore`` follows Samza's ``BlobStoreManager`` (put with TTL, get, delete, remove TTL); ``CheckpointLog``
+follows Samza's checkpoint manager with Kafka-style producer fencing on a generation number; ``LocalStore``
+makes a consistent point-in-time copy of a local store (RocksDB's ``Checkpoint``: hard links, milliseconds).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import BinaryIO, TypeVar
+
+from blobstate.model.records import Checkpoint, StoreKey
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: TTL modes: ``lease`` (a lease object per blob, works on every store) or ``native`` (the cloud expires objects).
+TTL_MODES = ("lease", "native")
+
+
+@dataclass(frozen=True)
+class FileRange:
+    """``length`` bytes of the local file ``path`` starting at byte ``offset``: the source of one blob."""
+
+    path: str
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True)
+class PutRequest:
+    """Write ``source`` as blob ``blob_id`` (a path relative to the repository root, chosen by the core).
+
+    With ``ttl_ms`` the blob expires that many milliseconds from now unless ``remove_ttl`` is called first.
+    """
+
+    blob_id: str
+    source: FileRange | bytes
+    ttl_ms: int | None = None
+
+    @property
+    def size(self) -> int:
+        return self.source.length if isinstance(self.source, FileRange) else len(self.source)
+
+
+@dataclass(frozen=True)
+class GetRequest:
+    """Stream blob ``blob_id`` into ``sink`` (a writable binary file object already positioned)."""
+
+    blob_id: str
+    sink: BinaryIO
+
+
+@dataclass(frozen=True)
+class BlobInfo:
+    """A listed blob: id, size in bytes, last-modified time in ms since the epoch (``None`` if unknown)."""
+
+    blob_id: str
+    size: int
+    modified_ms: int | None
+
+
+class BlobStore(ABC):
+    """A blob store (Samza's ``BlobStoreManager``) rooted at a repository URL.
+
+    Blob ids are ``/``-separated paths relative to the repository root. Contract (checked by
+    ``blobstate.testing``): ``put`` never leaves a blob without its TTL when ``ttl_ms`` is given; ``get`` raises
+    ``BlobNotFound`` for a missing blob; ``delete`` and ``remove_ttl`` are idempotent (missing blob is fine);
+    ``put_exclusive`` raises ``FileExistsError`` when the blob exists (the basis of the file checkpoint log's fencing).
+    The ``*_many`` batch calls run at most ``max_concurrency`` operations at once.
+    """
+
+    url: str = ""
+    max_concurrency: int = 8
+    ttl_mode: str = "lease"
+
+    @abstractmethod
+    def put(self, request: PutRequest) -> None:
+        """Write one blob (overwriting is allowed: blob ids are fresh UUIDs)."""
+
+    @abstractmethod
+    def put_exclusive(self, blob_id: str, data: bytes) -> None:
+        """Create ``blob_id`` only if it does not exist; raise ``FileExistsError`` otherwise. No TTL."""
+
+    @abstractmethod
+    def get(self, blob_id: str, sink: BinaryIO) -> int:
+        """Stream the blob into ``sink``; return the bytes written; raise ``BlobNotFound`` if it is missing."""
+
+    def get_bytes(self, blob_id: str) -> bytes:
+        """The whole blob in memory (for small metadata objects: indexes, checkpoint records)."""
+        import io
+
+        buf = io.BytesIO()
+        self.get(blob_id, buf)
+        return buf.getvalue()
+
+    @abstractmethod
+    def delete(self, blob_id: str) -> None:
+        """Delete the blob and its TTL; a missing blob is not an error."""
+
+    @abstractmethod
+    def remove_ttl(self, blob_id: str) -> None:
+        """Make the blob permanent; a missing blob or a blob without TTL is not an error."""
+
+    @abstractmethod
+    def list(self, prefix: str) -> Iterator[BlobInfo]:
+        """Every blob under ``prefix`` (a folder, no trailing slash), recursively; TTL bookkeeping excluded."""
+
+    @abstractmethod
+    def expired(self, prefix: str, now_ms: int) -> list[str]:
+        """Blob ids under ``prefix`` whose TTL expired before ``now_ms`` (lease mode; native mode may return [])."""
+
+    @abstractmethod
+    def has_ttl(self, blob_id: str) -> bool:
+        """True while the blob carries a TTL (a lease, a tag, a custom time)."""
+
+    def temporaries(self, prefix: str) -> list[BlobInfo]:
+        """Leftovers of this store's own interrupted writes under ``prefix`` (temp files of an exclusive create cut
+        off by a crash), for ``blobstate gc`` to remove once old; [] where the store leaves none."""
+        return []
+
+    def sweep_expired(self, prefix: str, now_ms: int) -> list[str]:
+        """Delete every blob whose TTL expired before ``now_ms``; return their ids."""
+        ids = self.expired(prefix, now_ms)
+        self.delete_many(ids)
+        return ids
+
+    def lifecycle_rule(self, ttl_ms: int) -> str | None:
+        """The cloud lifecycle rule that expires TTL-tagged blobs, as text for the user (native mode), or None."""
+        return None
+
+    def install_lifecycle(self, ttl_ms: int) -> bool:
+        """Install the lifecycle rule where the API allows it; return False when the user must do it."""
+        return False
+
+    # -- batches ---------------------------------------------------------------------------------------------
+    def map_concurrent(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """Run ``fn`` over ``items`` with at most ``max_concurrency`` in flight; results in input order.
+
+        The first exception is raised after the batch has stopped (pending items are cancelled).
+        """
+        items = list(items)
+        if len(items) <= 1 or self.max_concurrency <= 1:
+            return [fn(item) for item in items]
+        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(items))) as pool:
+            futures = [pool.submit(fn, item) for item in items]
+            try:
+                return [f.result() for f in futures]
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
+
+    def put_many(self, requests: Sequence[PutRequest]) -> None:
+        self.map_concurrent(self.put, requests)
+
+    def get_many(self, requests: Sequence[GetRequest]) -> list[int]:
+        return self.map_concurrent(lambda r: self.get(r.blob_id, r.sink), requests)
+
+    def delete_many(self, blob_ids: Iterable[str]) -> None:
+        self.map_concurrent(self.delete, blob_ids)
+
+    def remove_ttl_many(self, blob_ids: Iterable[str]) -> None:
+        self.map_concurrent(self.remove_ttl, blob_ids)
+
+    def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Release connections; the store is not used afterwards."""
+
+
+class CheckpointLog(ABC):
+    """A log of checkpoint records per store key, with fencing on a generation number.
+
+    Contract (checked by ``blobstate.testing``): generations start at 1 and grow by one; ``append`` raises
+    ``FencedError`` unless the latest generation is ``expected_generation`` (0 for an empty log), and at most one
+    of two racing appends with the same expected generation succeeds; a record is never overwritten; a malformed
+    record raises ``CorruptIndexError``, never a silent skip; an unreachable log raises ``StorageError``.
+    """
+
+    url: str = ""
+
+    @abstractmethod
+    def latest(self, key: StoreKey) -> Checkpoint | None:
+        """The checkpoint with the highest generation, or None for a new store."""
+
+    @abstractmethod
+    def history(self, key: StoreKey) -> list[Checkpoint]:
+        """Every retained checkpoint, oldest generation first."""
+
+    @abstractmethod
+    def append(self, checkpoint: Checkpoint, expected_generation: int) -> Checkpoint:
+        """Write ``checkpoint`` as generation ``expected_generation + 1`` and return it with that generation.
+
+        This is the commit point. Raises ``FencedError`` when another writer got there first, and
+        ``AppendOutcomeUnknown`` when the request may have been applied (sent, then a timeout or a broken
+        connection): never a plain failure for an append that might land later.
+
+        Idempotent for the same record: when generation ``expected_generation + 1`` already holds a record with
+        the same ``checkpoint_id`` (an earlier attempt landed, perhaps after its client gave up), ``append``
+        returns that record instead of raising ``FencedError``, whatever was appended after it. This is how the
+        core resolves an unknown outcome: it re-appends until the answer is certain.
+        """
+
+    @abstractmethod
+    def prune(self, key: StoreKey, keep: int) -> list[Checkpoint]:
+        """Delete all but the newest ``keep`` (>= 1) records; return the deleted ones. Idempotent."""
+
+    def keys(self) -> list[StoreKey]:
+        """Every store key with a checkpoint (for ``blobstate gc`` over a whole repository); [] if unsupported."""
+        return []
+
+    def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Release connections."""
+
+
+class LocalStore(ABC):
+    """A kind of local state store: how to make a consistent copy of it, and which of its files change in place."""
+
+    store_type: str = ""
+
+    @abstractmethod
+    def create_checkpoint(self, source: object, target_dir: str) -> None:
+        """Make a consistent point-in-time copy of ``source`` (a directory path, or a live handle the plugin
+        understands) in ``target_dir``, which must not exist yet. Immutable files may be hard links."""
+
+    @abstractmethod
+    def is_mutable(self, relative_path: str) -> bool:
+        """True for files that keep their name while their content changes (RocksDB ``MANIFEST-*``, ``CURRENT``,
+        ``OPTIONS-*``): they are uploaded at every commit and copied (never hard-linked) on restore."""
+
+    def validate(self, directory: str) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Check that a restored directory opens (RocksDB: open read-only). Raise ``IntegrityError`` if not.
+
+        Called on the complete restored tree before the destination changes (a copy of it: the hook may write)."""
+
+    def check_destination(self, directory: str) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Refuse a restore into ``directory`` while the store there is in use (RocksDB: its ``LOCK`` held by a live
+        process): raise ``LocalStoreError``. Called before anything is downloaded, and again just before the
+        destination changes."""

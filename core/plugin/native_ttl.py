@@ -1,0 +1,184 @@
+"""The base of the cloud blob stores (S3, GCS, Azure): native TTL, the bucket/prefix split and bulk deletes.
+
+A cloud store keeps the fsspec store's lease mode (``ttl_mode="lease"``) and adds a native one: the TTL is a mark
+the cloud itself understands (an S3 object tag, an Azure blob index tag, a GCS ``customTime``), set in the same
+request that writes the blob, and a lifecycle rule in whole days deletes marked objects (Samza's TTL on the
+blob store, done by the service). Each subclass supplies the marks (``_native_ttl_kwargs``,
+``_remove_native_ttl``, ``_expired_native``, ``_tags``) and its bulk delete (``_delete_paths``); this class
+routes every call to the lease or the native implementation, so no subclass repeats that choice.
+
+Blob bytes: when a subclass can map the storage options onto obstore (``_obstore_transport``), ``put``, ``get``,
+``get_bytes`` and ``put_exclusive`` go through an ``ObstoreTransport`` (streaming, a byte budget, the TTL marks in
+the same request); everything else, and every store whose options cannot be mapped, stays on fsspec.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Callable, Iterable
+from typing import Any, BinaryIO
+
+from blobstate.errors import BlobNotFound, StorageError
+from blobstate.plugin.interfaces import PutRequest
+from blobstate.plugin.transfer import ByteBudget, ObstoreTransport, budget_from
+from blobstate.plugins.fsspec_store import REMOTE_READ, FsspecBlobStore, is_lease, lease_id
+
+DAY_MS = 86_400_000  # milliseconds in a day: lifecycle rules count whole days
+
+
+def ttl_days(ttl_ms: int) -> int:
+    """Whole days a lifecycle rule needs to cover ``ttl_ms`` milliseconds (at least 1)."""
+    return max(1, math.ceil(ttl_ms / DAY_MS))
+
+
+class NativeTtlBlobStore(FsspecBlobStore):
+    """A ``FsspecBlobStore`` on a cloud bucket (``<scheme>://<bucket>/<key prefix>``) with native TTL.
+
+    ``bucket``: the bucket (Azure: the container); ``key_prefix``: the repository's prefix inside it ('' at the
+    bucket's root). Subclasses implement the ``_native`` hooks below; lease mode is the fsspec store's.
+    """
+
+    native_ttl = True
+
+    def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
+                 max_concurrency: int = 8) -> None:
+        self.transport: ObstoreTransport | None = None
+        self._make_transport: Callable[[], ObstoreTransport] | None = None
+        super().__init__(url, storage_options=storage_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
+        self.bucket, _, self.key_prefix = self.root.partition("/")
+        if self._make_transport is not None:
+            self.transport = self._make_transport()
+
+    def _fs_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        self.budget = ByteBudget(budget_from(options))
+        self._make_transport = self._obstore_transport(options)
+        return options
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    @property
+    def native(self) -> bool:
+        """True in native TTL mode (the cloud's own marks), False in lease mode."""
+        return self.ttl_mode == "native"
+
+    def bucket_key(self, blob_id: str) -> tuple[str, str]:
+        """(bucket, object key) of ``blob_id``."""
+        bucket, _, key = self.path(blob_id).partition("/")
+        return bucket, key
+
+    def rule_prefix(self) -> str:
+        """The key prefix a lifecycle rule is limited to: ``<key prefix>/``, or '' at the bucket's root."""
+        return f"{self.key_prefix}/" if self.key_prefix else ""
+
+    # -- blob bytes through the transport, when there is one ------------------------------------------------
+    def put(self, request: PutRequest) -> None:
+        if self.transport is None:
+            self._put_with_fsspec(request)
+            return
+        if request.ttl_ms is not None:
+            self._set_ttl_before_put(request.blob_id, request.ttl_ms)  # the lease first (lease mode only)
+        tags = self._ttl_tags(request.ttl_ms) if self.native and request.ttl_ms is not None else None
+        try:
+            self.transport.put(self.bucket_key(request.blob_id)[1], request.source, tags=tags)
+        except FileNotFoundError as exc:
+            raise StorageError(f"cannot write blob {request.blob_id}: {exc}") from exc
+
+    def _put_with_fsspec(self, request: PutRequest) -> None:
+        # fsspec's cloud clients hold a whole blob (or a multipart part) while they send it: the same budget
+        with self.budget.reserve(request.size):
+            super().put(request)
+
+    def put_exclusive(self, blob_id: str, data: bytes) -> None:
+        """Create ``blob_id`` only if absent (``If-None-Match: *``); ``FileExistsError`` when it exists."""
+        if self.transport is not None:
+            self.transport.put_exclusive(self.bucket_key(blob_id)[1], data)
+            return
+        self._put_exclusive_with_fsspec(blob_id, data)
+
+    def _put_exclusive_with_fsspec(self, blob_id: str, data: bytes) -> None:
+        self.fs.pipe_file(self.path(blob_id), data, mode="create")
+
+    def get(self, blob_id: str, sink: BinaryIO) -> int:
+        if self.transport is None:
+            with self.budget.reserve(2 * REMOTE_READ):  # one ranged read in flight per blob, and its copy
+                return super().get(blob_id, sink)
+        try:
+            return self.transport.get(self.bucket_key(blob_id)[1], sink)
+        except FileNotFoundError:
+            raise BlobNotFound(blob_id) from None
+
+    def get_bytes(self, blob_id: str) -> bytes:
+        if self.transport is None:
+            return super().get_bytes(blob_id)
+        buf = io.BytesIO()
+        self.get(blob_id, buf)
+        return buf.getvalue()
+
+    # -- routing between lease and native mode ---------------------------------------------------------------
+    def _put_kwargs(self, request: PutRequest) -> dict[str, Any]:
+        if self.native and request.ttl_ms is not None:
+            return self._native_ttl_kwargs(request.ttl_ms)
+        return {}
+
+    def remove_ttl(self, blob_id: str) -> None:
+        if not self.native:
+            super().remove_ttl(blob_id)
+            return
+        self._remove_native_ttl(blob_id)
+
+    def expired(self, prefix: str, now_ms: int) -> list[str]:
+        """Lease mode: expired leases. Native mode: blobs whose recorded expiry (ms) is <= ``now_ms``."""
+        if not self.native:
+            return super().expired(prefix, now_ms)
+        return self._expired_native(prefix, now_ms)
+
+    def delete_many(self, blob_ids: Iterable[str]) -> None:
+        """One bulk call per service batch (S3 ``DeleteObjects``, Azure Blob Batch); leases too in lease mode.
+        Idempotent: missing blobs are not an error."""
+        ids = list(blob_ids)
+        if not ids:
+            return
+        paths = [self.path(b) for b in ids]
+        if not self.native:
+            paths += [self.path(lease_id(b)) for b in ids if not is_lease(b)]
+        self._delete_paths(paths)
+
+    def remove_ttl_many(self, blob_ids: Iterable[str]) -> None:
+        """Lease mode: every lease deleted in bulk (one request per service batch); native mode: the marks
+        removed blob by blob, concurrently (the services have no bulk tagging call). Idempotent."""
+        ids = list(blob_ids)
+        if not ids:
+            return
+        if self.native:
+            self.map_concurrent(self._remove_native_ttl, ids)
+            return
+        self._delete_paths([self.path(lease_id(b)) for b in ids if not is_lease(b)])
+
+    # -- hooks -------------------------------------------------------------------------------------------------
+    def _obstore_transport(self, options: dict[str, Any]) -> Callable[[], ObstoreTransport] | None:
+        """A factory of the obstore transport for these fsspec ``options`` (called once the store is set up), or
+        None when they cannot be mapped exactly (then fsspec carries the blob bytes)."""
+        return None
+
+    def _ttl_tags(self, ttl_ms: int) -> dict[str, str]:
+        """The object tags that mark a blob expiring in ``ttl_ms`` (stores whose mark is a tag)."""
+        raise NotImplementedError
+
+    def _native_ttl_kwargs(self, ttl_ms: int) -> dict[str, Any]:
+        """Keyword arguments for the write call that set the native TTL mark of a blob expiring in ``ttl_ms``."""
+        raise NotImplementedError
+
+    def _remove_native_ttl(self, blob_id: str) -> None:
+        """Remove the native TTL mark (idempotent; a missing blob is fine)."""
+        raise NotImplementedError
+
+    def _expired_native(self, prefix: str, now_ms: int) -> list[str]:
+        """Blob ids under ``prefix`` whose native mark says they expired by ``now_ms``."""
+        raise NotImplementedError
+
+    def _delete_paths(self, paths: list[str]) -> None:
+        """Delete full object paths in bulk (here: concurrently, one request each); missing objects are fine."""
+        self.map_concurrent(self._rm, paths)

@@ -1,0 +1,264 @@
+"""Streaming blob transfers through obstore (Rust ``object_store``) with a fixed budget of bytes in flight.
+
+A blob up to ``SINGLE_REQUEST_MAX`` (64 MiB, the core's default chunk size) is one PUT (held in memory while it
+is sent, within the budget) and one GET streamed to the sink in 1 MiB pieces: on the benchmark's moto server a
+multipart upload of the same bytes took twice as long (the server assembles the parts), and fewer requests
+per commit. A larger blob never sits in memory whole: it goes up as a multipart upload whose parts are read from
+the file one at a time as the transport asks for them, at most ``part_concurrency`` parts in flight (rclone's
+``--s3-upload-concurrency``), and comes down as ranged GETs run ``part_concurrency`` at a time and written to the
+sink in order as they arrive (rclone's multi-thread streams), so the sink (a CRC32C checker on the restore path)
+sees the bytes once, in order.
+
+Every transfer of one store first reserves its bytes from one ``ByteBudget`` (default ``DEFAULT_BUDGET``, set
+with the storage option ``transfer_budget`` or ``BLOBSTATE_TRANSFER_BUDGET``, bytes): concurrent files and parts
+together never hold more than the budget in memory, whatever the state or file size.
+
+Errors: obstore's ``NotFoundError`` -> ``FileNotFoundError``, ``AlreadyExistsError``/``PreconditionError`` ->
+``FileExistsError``; anything else propagates (the retry wrapper decides whether it is transient).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any, BinaryIO, TypeVar
+
+from blobstate.errors import ConfigurationError, StorageError, TransientStorageError
+from blobstate.plugin.interfaces import FileRange
+
+T = TypeVar("T")
+
+MiB = 1 << 20
+SINGLE_REQUEST_MAX = 64 * MiB  # blobs up to this size move in one PUT / one streamed GET (the default chunk size)
+DEFAULT_PART_SIZE = 16 * MiB  # bytes per multipart part and per ranged GET above it
+DEFAULT_PART_CONCURRENCY = 4  # parts of one blob in flight at once
+DEFAULT_BUDGET = 128 * MiB  # bytes in flight per store, all transfers together
+BUDGET_ENV = "BLOBSTATE_TRANSFER_BUDGET"
+
+
+def budget_from(options: dict[str, Any]) -> int:
+    """The byte budget: the storage option ``transfer_budget`` (popped from ``options``), else the environment
+    variable ``BLOBSTATE_TRANSFER_BUDGET``, else ``DEFAULT_BUDGET``. Raises ``ConfigurationError`` when it is not
+    a positive integer."""
+    raw = options.pop("transfer_budget", None)
+    if raw is None:
+        raw = os.environ.get(BUDGET_ENV)
+    if raw is None:
+        return DEFAULT_BUDGET
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        raise ConfigurationError(f"transfer_budget must be a number of bytes, not {raw!r}") from None
+    if value < MiB:
+        raise ConfigurationError(f"transfer_budget must be at least {MiB} bytes, not {value}")
+    return value
+
+
+class ByteBudget:
+    """A counting semaphore in bytes: ``reserve(n)`` blocks until ``n`` bytes fit under ``limit``.
+
+    A reservation larger than the limit is clipped to the limit (it then runs alone). ``peak`` is the largest
+    number of bytes ever reserved at once (for tests and the benchmark).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.peak = 0
+        self._cond = threading.Condition()
+
+    def acquire(self, nbytes: int, *, block: bool = True) -> int | None:
+        """Take ``nbytes`` (clipped to the limit) from the budget; returns the amount to ``release``, or None
+        when ``block`` is false and it does not fit now."""
+        n = max(0, min(nbytes, self.limit))
+        with self._cond:
+            if not block and self.used + n > self.limit:
+                return None
+            self._cond.wait_for(lambda: self.used + n <= self.limit)
+            self.used += n
+            self.peak = max(self.peak, self.used)
+        return n
+
+    def release(self, n: int) -> None:
+        with self._cond:
+            self.used -= n
+            self._cond.notify_all()
+
+    @contextmanager
+    def reserve(self, nbytes: int) -> Iterator[None]:
+        n = self.acquire(nbytes)
+        assert n is not None
+        try:
+            yield
+        finally:
+            self.release(n)
+
+
+def read_exact(fh: BinaryIO, n: int, what: str) -> bytes:
+    data = fh.read(n)
+    if len(data) != n:
+        raise StorageError(f"{what} shrank while it was uploaded")
+    return data
+
+
+class ObstoreTransport:
+    """Put and get of whole blobs on one obstore store (``obstore.store.S3Store``, ``AzureStore``...).
+
+    ``store``: the obstore store, rooted at the bucket (keys are full object keys). ``budget``: shared by every
+    transfer of the owning blob store. ``pool_size``: threads for ranged GETs (parts of all blobs together).
+    ``single_request_max`` (bytes): the largest blob moved in one request (default ``SINGLE_REQUEST_MAX``).
+    """
+
+    def __init__(self, store: Any, budget: ByteBudget, *, part_size: int = DEFAULT_PART_SIZE,
+                 part_concurrency: int = DEFAULT_PART_CONCURRENCY, pool_size: int = 8) -> None:
+        self.store = store
+        self.budget = budget
+        self.part_size = part_size
+        self.part_concurrency = max(1, part_concurrency)
+        self.single_request_max = SINGLE_REQUEST_MAX
+        self._pool = ThreadPoolExecutor(max_workers=max(1, pool_size), thread_name_prefix="blobstate-part")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- upload ----------------------------------------------------------------------------------------------
+    def put(self, key: str, source: FileRange | bytes, *, tags: dict[str, str] | None = None,
+            attributes: dict[str, Any] | None = None) -> None:
+        """Write ``source`` (bytes, or ``length`` bytes of a file from ``offset``) as object ``key``, with
+        ``tags`` (S3 object tags, Azure blob index tags) in the same request."""
+        import obstore
+
+        extra: dict[str, Any] = {}
+        if tags:
+            extra["tags"] = tags
+        if attributes:
+            extra["attributes"] = attributes
+        if isinstance(source, bytes):
+            with self.budget.reserve(len(source)):
+                self._call(lambda: obstore.put(self.store, key, source, use_multipart=False, **extra))
+            return
+        if source.length <= self.single_request_max:
+            with self.budget.reserve(source.length):
+                with open(source.path, "rb") as fh:
+                    fh.seek(source.offset)
+                    data = read_exact(fh, source.length, source.path)
+                self._call(lambda: obstore.put(self.store, key, data, use_multipart=False, **extra))
+            return
+        # Multipart, part by part: obstore pulls the parts from this generator as it uploads them, at most
+        # part_concurrency at once (plus the one being read).
+        in_flight = self.part_size * (self.part_concurrency + 1)
+        with self.budget.reserve(in_flight), open(source.path, "rb") as fh:
+            fh.seek(source.offset)
+
+            def parts() -> Iterator[bytes]:
+                remaining = source.length
+                while remaining:
+                    n = min(self.part_size, remaining)
+                    yield read_exact(fh, n, source.path)
+                    remaining -= n
+
+            self._call(lambda: obstore.put(self.store, key, parts(), chunk_size=self.part_size,
+                                           max_concurrency=self.part_concurrency, **extra))
+
+    def put_exclusive(self, key: str, data: bytes) -> None:
+        """Create ``key`` only if absent (``If-None-Match: *``); ``FileExistsError`` otherwise."""
+        import obstore
+
+        self._call(lambda: obstore.put(self.store, key, data, mode="create", use_multipart=False))
+
+    # -- download --------------------------------------------------------------------------------------------
+    def get(self, key: str, sink: BinaryIO) -> int:
+        """Stream object ``key`` into ``sink`` in order; return the bytes written. ``FileNotFoundError`` if it
+        is missing."""
+        import obstore
+
+        with self.budget.reserve(MiB), _errors():
+            result = obstore.get(self.store, key)
+            size = int(result.meta["size"])
+            if size <= self.single_request_max:
+                written = 0
+                for chunk in result.stream(min_chunk_size=MiB):
+                    sink.write(chunk)
+                    written += len(chunk)
+                return written
+            del result  # a large object: dropped unread, it comes as ranged GETs in parallel instead
+        return self._get_ranges(key, 0, size, sink)
+
+    def _get_ranges(self, key: str, start: int, size: int, sink: BinaryIO) -> int:
+        """Bytes ``[start, size)`` as ranged GETs, ``part_concurrency`` ahead, written in order. Each part's bytes
+        are reserved from the budget before its request and released once written; a get waits for budget only
+        while it holds no part, so concurrent gets can never wait on each other."""
+        import obstore
+
+        def fetch(offset: int, length: int) -> Any:
+            with _errors():
+                data = obstore.get_range(self.store, key, start=offset, length=length)
+            if len(data) != length:
+                raise StorageError(f"ranged read of {key} at {offset} returned {len(data)} of {length} bytes")
+            return data
+
+        offsets = deque(range(start, size, self.part_size))
+        pending: deque[tuple[Future[Any], int]] = deque()
+        written = 0
+        try:
+            while offsets or pending:
+                while offsets and len(pending) < self.part_concurrency:
+                    length = min(self.part_size, size - offsets[0])
+                    held = self.budget.acquire(length, block=not pending)
+                    if held is None:
+                        break
+                    off = offsets.popleft()
+                    pending.append((self._pool.submit(fetch, off, length), held))
+                future, held = pending.popleft()
+                try:
+                    data = future.result()
+                    sink.write(data)
+                    written += len(data)
+                    del data
+                finally:
+                    self.budget.release(held)
+        finally:
+            for future, held in pending:
+                future.cancel()
+                try:
+                    future.exception()  # wait: its bytes stay reserved until it is done
+                except BaseException:  # noqa: BLE001 - cancelled or failed: either way it is over
+                    pass
+                self.budget.release(held)
+        return written
+
+    @staticmethod
+    def _call(fn: Callable[[], T]) -> T:
+        with _errors():
+            return fn()
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """obstore's errors as the store's: missing -> ``FileNotFoundError``, exists -> ``FileExistsError``, transport
+    faults -> ``TransientStorageError`` (the retry wrapper may try again)."""
+    from obstore.exceptions import AlreadyExistsError, GenericError, NotFoundError, PreconditionError
+
+    try:
+        yield
+    except NotFoundError as exc:
+        raise FileNotFoundError(first_line(exc)) from None
+    except (AlreadyExistsError, PreconditionError) as exc:
+        raise FileExistsError(first_line(exc)) from None
+    except GenericError as exc:
+        # object_store's catch-all: transport faults (refused or reset connections, timeouts, 5xx; its own retries
+        # are off) are transient; a 4xx answer other than 408/429 is the request's fault and final.
+        status = re.search(r"status code: (\d{3})", str(exc))
+        if status and status.group(1).startswith("4") and status.group(1) not in ("408", "429"):
+            raise StorageError(first_line(exc)) from None
+        raise TransientStorageError(first_line(exc)) from None
+
+
+def first_line(exc: BaseException) -> str:
+    """The message of an obstore error without its multi-line debug dump (the URL stays; no credentials)."""
+    return str(exc).strip().split("\n", 1)[0]

@@ -1,0 +1,85 @@
+"""Opening backends by URL or store type through the plugin manager."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import fsspec.core
+
+from blobstate.errors import ConfigurationError
+from blobstate.plugin.interfaces import BlobStore, CheckpointLog, LocalStore
+from blobstate.plugin.manager import get_plugin_manager
+from blobstate.plugin.records import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec, instantiate, resolve_factory
+from blobstate.repository.retry import RetryingBlobStore
+
+DEFAULT_MAX_CONCURRENCY = 8
+
+
+def normalize_url(url: str) -> str:
+    """Plain paths become absolute ``file://`` URLs; other URLs are returned as they are."""
+    if not url:
+        raise ConfigurationError("an empty URL")
+    protocol, _ = fsspec.core.split_protocol(url)
+    if protocol is None:
+        return "file://" + os.path.abspath(os.path.expanduser(url))
+    return url
+
+
+def url_scheme(url: str) -> str:
+    """The scheme a backend is selected by: ``s3``, ``file``, ``kafka``, ``postgresql+psycopg`` -> ``postgresql``."""
+    scheme = url.split("://", 1)[0] if "://" in url else "file"
+    return scheme.split("+", 1)[0].lower()
+
+
+def open_blob_store(url: str, *, storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
+                    max_concurrency: int = DEFAULT_MAX_CONCURRENCY, retry: bool = True) -> BlobStore:
+    """The blob store for ``url`` from the plugin with the highest priority for its scheme.
+
+    With ``retry`` (default) every call retries transient faults. Raises ``ConfigurationError`` for an unknown
+    scheme and ``MissingDependencyError`` (with the ``pip install`` hint) for a missing extra.
+    """
+    from blobstate.repository.options import resolve
+
+    url, storage_options = resolve(normalize_url(url), storage_options)
+    spec = get_plugin_manager().select(BlobStoreSpec, url_scheme(url)).spec
+    store = instantiate(spec, f"blob store {spec.name!r}", url, storage_options=dict(storage_options or {}),
+                        ttl_mode=ttl_mode, max_concurrency=max_concurrency)
+    return RetryingBlobStore(store) if retry else store
+
+
+def open_checkpoint_log(url: str, *, storage_options: dict[str, Any] | None = None,
+                        blob_store: BlobStore | None = None) -> CheckpointLog:
+    """The checkpoint log for ``url`` (``file://``/any blob store URL, ``kafka://``, ``sqlite:///``, ...).
+
+    ``blob_store``: the repository's store, already open, when ``url`` is the repository's own URL; it is passed
+    to the factory (``factory(url, storage_options=..., blob_store=...)``) so that a log living on a blob store
+    (the file log) shares it instead of opening the repository a second time. The log does not close it.
+    """
+    url = normalize_url(url) if "://" not in url else url
+    spec = get_plugin_manager().select(CheckpointLogSpec, url_scheme(url)).spec
+    extra = {"blob_store": blob_store} if blob_store is not None else {}
+    return instantiate(spec, f"checkpoint log {spec.name!r}", url, storage_options=dict(storage_options or {}),
+                       **extra)
+
+
+def open_local_store(store_type: str, **options: Any) -> LocalStore:
+    """The local store plugin for ``store_type`` (``rocksdb``, ``dir``, or a third party's)."""
+    spec = get_plugin_manager().select(LocalStoreSpec, store_type).spec
+    return instantiate(spec, f"local store {spec.name!r}", **options)
+
+
+def detect_store_type(directory: str) -> str:
+    """The store type of ``directory``: the highest-priority local store plugin whose ``detect`` says yes."""
+    for reg in get_plugin_manager().local_store_types():
+        spec = reg.spec
+        assert isinstance(spec, LocalStoreSpec)
+        if spec.detect is None:
+            continue
+        try:
+            detect = resolve_factory(spec.detect, what=f"local store {spec.name!r}")
+            if detect(directory):
+                return spec.store_type
+        except Exception:  # noqa: BLE001 - a broken detector must not hide the others
+            continue
+    raise ConfigurationError(f"cannot tell the store type of {directory}; pass --store-type")

@@ -1,0 +1,179 @@
+"""A repository as the pipelines see it: a blob store, a checkpoint log, and the layout of a store's objects."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import Any
+
+from blobstate.errors import BlobNotFound, ChecksumMismatch, ConfigurationError, NothingToRestore
+from blobstate.local.checksum import crc32c_bytes
+from blobstate.model.chain import expand_all, valid_snapshots
+from blobstate.model.index import SnapshotIndex
+from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.model.selection import select_checkpoint
+from blobstate.plugin.interfaces import BlobStore, CheckpointLog
+from blobstate.repository.backends import normalize_url, open_blob_store, open_checkpoint_log, url_scheme
+from blobstate.repository.marker import RepositoryInfo, ensure_repository
+
+
+class BoundedBuffer(io.BytesIO):
+    """An in-memory sink that refuses to hold more than ``limit`` bytes (``ChecksumMismatch`` with ``what`` in the
+    message): reads of metadata are bounded by the size a trusted record declares, never by what a store serves."""
+
+    def __init__(self, limit: int, what: str) -> None:
+        super().__init__()
+        self.limit = limit
+        self.what = what
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        if self.tell() + len(data) > self.limit:
+            raise ChecksumMismatch(f"{self.what} is larger than the {self.limit} bytes its record declares")
+        return super().write(data)
+
+
+@dataclass
+class Repository:
+    """The blob store and checkpoint log of one repository URL (the log defaults to the file log inside it)."""
+
+    store: BlobStore
+    log: CheckpointLog
+    url: str
+    info: RepositoryInfo | None = None
+
+    @classmethod
+    def open(cls, repo: str, *, log: str | None = None, storage_options: dict[str, Any] | None = None,
+             ttl_mode: str | None = None, max_concurrency: int = 8, log_options: dict[str, Any] | None = None,
+             create: bool = True) -> Repository:
+        """Open the repository at ``repo`` and its checkpoint log (``log``, default: the file log inside it).
+
+        The repository marker (``blobstate.repository.marker``) is checked: with ``create`` (writers) an empty location
+        becomes a repository, without it (readers) a location without one raises ``RepositoryNotFound`` (exit 6).
+        ``log_options`` go to the checkpoint log's factory; without them a log on the repository's own URL scheme
+        gets ``storage_options`` (same cloud, same credentials) and any other log none.
+        """
+        url = normalize_url(repo)
+        store = open_blob_store(url, storage_options=storage_options, ttl_mode=ttl_mode,
+                                max_concurrency=max_concurrency)
+        try:
+            info = ensure_repository(store, url, create=create)
+            if log is None or normalize_url(log) == url:
+                checkpoint_log = open_checkpoint_log(url, storage_options=storage_options, blob_store=store)
+            else:
+                if log_options is None and url_scheme(normalize_url(log)) == url_scheme(url):
+                    log_options = storage_options
+                checkpoint_log = open_checkpoint_log(log, storage_options=log_options)
+        except BaseException:
+            store.close()
+            raise
+        return cls(store, checkpoint_log, url, info)
+
+    def read_index(self, checkpoint: Checkpoint) -> SnapshotIndex:
+        """Fetch the checkpoint's index and verify its size and CRC32C before parsing it.
+
+        Raises ``BlobNotFound`` (missing index), ``ChecksumMismatch`` (swapped or damaged index) or
+        ``CorruptIndexError`` (unparseable), ``ConfigurationError`` for a delta record (it has no index). Never
+        reads more than the size the record declares (plus one byte).
+        """
+        if checkpoint.is_delta or checkpoint.is_group:
+            raise ConfigurationError(f"checkpoint {checkpoint.checkpoint_id} is a {checkpoint.kind} record (batch "
+                                     f"{checkpoint.batch_id}): it has no snapshot index of its own")
+        sink = BoundedBuffer(checkpoint.index_size, f"snapshot index {checkpoint.index_blob_id} of checkpoint "
+                                                    f"{checkpoint.checkpoint_id}")
+        try:
+            self.store.get(checkpoint.index_blob_id, sink)  # type: ignore[arg-type]
+        except BlobNotFound:
+            raise BlobNotFound(checkpoint.index_blob_id,
+                               f"snapshot index of checkpoint {checkpoint.checkpoint_id}") from None
+        data = sink.getvalue()
+        if len(data) != checkpoint.index_size or crc32c_bytes(data) != checkpoint.index_crc32c:
+            raise ChecksumMismatch(
+                f"snapshot index {checkpoint.index_blob_id} of checkpoint {checkpoint.checkpoint_id} does not match "
+                f"its checkpoint record (size {len(data)} vs {checkpoint.index_size}, CRC32C {crc32c_bytes(data)} vs "
+                f"{checkpoint.index_crc32c})"
+            )
+        index = SnapshotIndex.from_bytes(data, source=checkpoint.index_blob_id)
+        if index.checkpoint_id != checkpoint.checkpoint_id or index.store_key != checkpoint.store_key:
+            raise ChecksumMismatch(f"snapshot index {checkpoint.index_blob_id} belongs to another checkpoint")
+        return index
+
+    def read_changelog(self, checkpoint: Checkpoint) -> bytes:
+        """Fetch a delta record's changelog blob and verify its size and CRC32C (bounded by the declared size).
+
+        Raises ``BlobNotFound`` or ``ChecksumMismatch``."""
+        what = f"changelog {checkpoint.changelog_blob_id} of delta {checkpoint.checkpoint_id}"
+        sink = BoundedBuffer(checkpoint.changelog_size, what)
+        try:
+            self.store.get(checkpoint.changelog_blob_id, sink)  # type: ignore[arg-type]
+        except BlobNotFound:
+            raise BlobNotFound(checkpoint.changelog_blob_id, what) from None
+        data = sink.getvalue()
+        if len(data) != checkpoint.changelog_size or crc32c_bytes(data) != checkpoint.changelog_crc32c:
+            raise ChecksumMismatch(f"{what} does not match its record (size {len(data)} vs {checkpoint.changelog_size}"
+                                   f", CRC32C {crc32c_bytes(data)} vs {checkpoint.changelog_crc32c})")
+        return data
+
+    def choose(self, key: StoreKey, *, checkpoint: str | int | None = None, max_batch_id: int | None = None,
+               checkpoint_id: str | None = None) -> Checkpoint:
+        """The latest checkpoint, the one ``checkpoint`` names (``latest``, a checkpoint id, a unique prefix of one,
+        or a generation number: ``blobstate.model.selection.select_checkpoint``), or the newest with
+        ``batch_id <= max_batch_id``. ``checkpoint_id`` is the older name of ``checkpoint``. Latest and
+        ``max_batch_id`` choose among snapshots (``chain.valid_snapshots``): delta records are not states.
+
+        Raises ``NothingToRestore`` when none qualifies, ``ConfigurationError`` for an ambiguous prefix.
+        """
+        checkpoint = checkpoint if checkpoint is not None else checkpoint_id
+        if (checkpoint is None or checkpoint == "latest") and max_batch_id is None:
+            latest = self.log.latest(key)
+            if latest is None:
+                raise NothingToRestore(f"no checkpoint for {key} in {self.log.url or self.url}{self._others(key)}")
+            if latest.is_group:
+                raise NothingToRestore(f"{key} is a partitioned store (group checkpoints of {latest.num_partitions} "
+                                       "partitions): restore one partition of it (partition=)")
+            if not latest.is_delta:
+                return latest
+        history = self.log.history(key)
+        if checkpoint is not None and checkpoint != "latest":
+            return select_checkpoint(history, checkpoint, key)
+        snapshots = valid_snapshots(history)
+        if max_batch_id is None:
+            if not snapshots:
+                raise NothingToRestore(f"no snapshot of {key} yet, only deltas (batches "
+                                       f"{[c.batch_id for c in history]})")
+            return snapshots[-1]
+        for cp in reversed(snapshots):
+            if cp.batch_id is not None and max_batch_id is not None and cp.batch_id <= max_batch_id:
+                return cp
+        raise NothingToRestore(f"no checkpoint for {key} with a batch id <= {max_batch_id} (retained batch ids: "
+                               f"{[c.batch_id for c in history]})")
+
+    def _others(self, key: StoreKey) -> str:
+        """``; stores with checkpoints: ...`` and the options that choose one (``--job/--task/--store``)."""
+        try:
+            keys = sorted(k for k in self.log.keys() if k != key)
+        except Exception:  # noqa: BLE001 - only a hint: the error itself is "nothing to restore"
+            return ""
+        if not keys:
+            return " (the log holds no checkpoint of any store)"
+        listed = ", ".join(str(k) for k in keys[:20]) + (f", ... ({len(keys)} stores)" if len(keys) > 20 else "")
+        return (f"; stores with checkpoints: {listed}. The store name defaults to the directory's name: choose one "
+                "with --store (and --job / --task)")
+
+    def retained_references(self, checkpoints: list[Checkpoint]) -> set[str]:
+        """Every blob id (indexes included) the given checkpoints reference.
+
+        Raises when an index cannot be read: deletes must never be decided on incomplete references. A delta
+        record references its changelog blob, a group record what each of its partitions' records references.
+        """
+        refs: set[str] = set()
+        for cp in expand_all(checkpoints):
+            if cp.is_delta:
+                refs.add(cp.changelog_blob_id)
+                continue
+            refs.add(cp.index_blob_id)
+            refs |= self.read_index(cp).referenced_blob_ids()
+        return refs
+
+    def close(self) -> None:
+        self.store.close()
+        self.log.close()

@@ -1,0 +1,182 @@
+"""Retries with exponential backoff (tenacity) for transient storage faults, around any ``BlobStore``.
+
+Transient: ``TransientStorageError``, connection and timeout errors, and errno values a retry can cure. Permanent
+faults (missing blob, existing object on exclusive create, permission) pass through at once. After the last
+attempt the fault becomes a ``StorageError`` naming the operation and the blob, never the credentials.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, BinaryIO, TypeVar
+
+from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from blobstate.errors import BlobstateError, StorageError, TransientStorageError
+from blobstate.plugin.interfaces import BlobInfo, BlobStore, GetRequest, PutRequest
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_TRANSIENT_ERRNOS = {errno.EAGAIN, errno.ETIMEDOUT, errno.ECONNRESET, errno.ECONNABORTED, errno.ECONNREFUSED,
+                     errno.EPIPE, errno.EBUSY, errno.EHOSTUNREACH, errno.ENETUNREACH}
+_TRANSIENT_NAMES = ("Throttl", "SlowDown", "ServiceUnavailable", "ClientConnector", "ServerDisconnected",
+                    "ConnectTimeout", "ReadTimeout", "EndpointConnectionError", "RequestTimeout", "InternalError",
+                    "ConnectionClosed", "ServiceRequestError", "ServiceResponseError")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for faults a retry may cure."""
+    if isinstance(exc, TransientStorageError):
+        return True
+    if isinstance(exc, (BlobstateError, FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError,
+                        NotADirectoryError)):
+        return False
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        return True
+    if isinstance(exc, OSError) and exc.errno in _TRANSIENT_ERRNOS:
+        return True
+    return any(name in type(exc).__name__ for name in _TRANSIENT_NAMES)
+
+
+def _redacted(exc: BaseException | None) -> str:
+    from blobstate.repository.options import redact
+
+    return str(redact(f"{type(exc).__name__}: {exc}"))
+
+
+def retry_attempts() -> int:
+    """Attempts per operation: ``BLOBSTATE_RETRY_ATTEMPTS`` (default 5)."""
+    return max(1, int(os.environ.get("BLOBSTATE_RETRY_ATTEMPTS", "5")))
+
+
+def call_with_retry(fn: Callable[[], T], what: str, *, attempts: int | None = None,
+                    max_wait_s: float = 2.0) -> T:
+    """Run ``fn`` with up to ``attempts`` tries and exponential backoff (0.05 s doubling to ``max_wait_s``).
+
+    Raises what ``fn`` raised for permanent faults, ``StorageError`` once a transient one outlasts the retries.
+    """
+    retrying = Retrying(
+        stop=stop_after_attempt(attempts or retry_attempts()),
+        wait=wait_exponential(multiplier=0.05, max=max_wait_s),
+        retry=retry_if_exception(is_transient),
+        reraise=False,
+        before_sleep=lambda state: log.info("retrying %s after %s", what, _redacted(state.outcome.exception())),
+    )
+    try:
+        return retrying(fn)
+    except RetryError as exc:
+        last = exc.last_attempt.exception()
+        raise StorageError(f"{what} failed after {exc.last_attempt.attempt_number} attempts: "
+                           f"{type(last).__name__}: {last}") from last
+    except BlobstateError:
+        raise
+    except (FileNotFoundError, FileExistsError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - an SDK's own error types (HttpResponseError, ClientError, ...)
+        raise StorageError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
+
+
+class RetryingBlobStore(BlobStore):
+    """Wraps a ``BlobStore`` so that every call is retried on transient faults (``call_with_retry``).
+
+    Batch calls reach the backend's own implementation when it has one (S3's ``DeleteObjects``, Azure's batch
+    delete): the whole batch is retried, which is safe because ``put`` of a fresh blob id, ``delete`` and
+    ``remove_ttl`` are idempotent. A backend without its own batch call gets the base class's concurrent loop
+    over this wrapper's single calls, so each item is retried on its own.
+    """
+
+    def __init__(self, inner: BlobStore) -> None:
+        self.inner = inner
+        self.url = inner.url
+        self.max_concurrency = inner.max_concurrency
+        self.ttl_mode = inner.ttl_mode
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def put(self, request: PutRequest) -> None:
+        call_with_retry(lambda: self.inner.put(request), f"upload of {request.blob_id}")
+
+    def put_exclusive(self, blob_id: str, data: bytes) -> None:
+        call_with_retry(lambda: self.inner.put_exclusive(blob_id, data), f"exclusive create of {blob_id}")
+
+    def get(self, blob_id: str, sink: BinaryIO) -> int:
+        start = sink.tell() if sink.seekable() else None
+
+        def attempt() -> int:
+            if start is not None:
+                sink.seek(start)  # a retry rewrites the same byte range (never truncate: other chunks follow)
+            return self.inner.get(blob_id, sink)
+
+        if start is None:
+            return call_with_retry(lambda: self.inner.get(blob_id, sink), f"download of {blob_id}", attempts=1)
+        return call_with_retry(attempt, f"download of {blob_id}")
+
+    def get_bytes(self, blob_id: str) -> bytes:
+        return call_with_retry(lambda: self.inner.get_bytes(blob_id), f"download of {blob_id}")
+
+    def delete(self, blob_id: str) -> None:
+        call_with_retry(lambda: self.inner.delete(blob_id), f"delete of {blob_id}")
+
+    def remove_ttl(self, blob_id: str) -> None:
+        call_with_retry(lambda: self.inner.remove_ttl(blob_id), f"TTL removal of {blob_id}")
+
+    def has_ttl(self, blob_id: str) -> bool:
+        return call_with_retry(lambda: self.inner.has_ttl(blob_id), f"TTL check of {blob_id}")
+
+    def list(self, prefix: str) -> Iterator[BlobInfo]:
+        return iter(call_with_retry(lambda: list(self.inner.list(prefix)), f"listing of {prefix or '/'}"))
+
+    def sweep_expired(self, prefix: str, now_ms: int) -> list[str]:
+        return call_with_retry(lambda: self.inner.sweep_expired(prefix, now_ms), f"TTL sweep of {prefix or '/'}")
+
+    def temporaries(self, prefix: str) -> list[BlobInfo]:
+        return call_with_retry(lambda: self.inner.temporaries(prefix), f"listing of temporaries in {prefix or '/'}")
+
+    def expired(self, prefix: str, now_ms: int) -> list[str]:
+        return call_with_retry(lambda: self.inner.expired(prefix, now_ms), f"TTL listing of {prefix or '/'}")
+
+    # -- batches: the backend's own bulk calls, when it has them ---------------------------------------------
+    def _native(self, name: str) -> bool:
+        """True when the wrapped store overrides the batch call ``name`` of the ``BlobStore`` base class."""
+        return getattr(type(self.inner), name, None) is not getattr(BlobStore, name)
+
+    def put_many(self, requests: Sequence[PutRequest]) -> None:
+        if not self._native("put_many"):
+            return super().put_many(requests)
+        requests = list(requests)
+        call_with_retry(lambda: self.inner.put_many(requests), f"upload of {len(requests)} blobs")
+
+    def get_many(self, requests: Sequence[GetRequest]) -> list[int]:
+        if not self._native("get_many"):
+            return super().get_many(requests)
+        # Sinks cannot all be rewound to a consistent point: one attempt, errors mapped like every other call.
+        return call_with_retry(lambda: self.inner.get_many(requests), f"download of {len(requests)} blobs",
+                               attempts=1)
+
+    def delete_many(self, blob_ids: Iterable[str]) -> None:
+        if not self._native("delete_many"):
+            return super().delete_many(blob_ids)
+        ids = list(blob_ids)
+        if ids:
+            call_with_retry(lambda: self.inner.delete_many(ids), f"delete of {len(ids)} blobs")
+
+    def remove_ttl_many(self, blob_ids: Iterable[str]) -> None:
+        if not self._native("remove_ttl_many"):
+            return super().remove_ttl_many(blob_ids)
+        ids = list(blob_ids)
+        if ids:
+            call_with_retry(lambda: self.inner.remove_ttl_many(ids), f"TTL removal of {len(ids)} blobs")
+
+    def lifecycle_rule(self, ttl_ms: int) -> str | None:
+        return self.inner.lifecycle_rule(ttl_ms)
+
+    def install_lifecycle(self, ttl_ms: int) -> bool:
+        return call_with_retry(lambda: self.inner.install_lifecycle(ttl_ms), "lifecycle rule installation")
+
+    def close(self) -> None:
+        self.inner.close()

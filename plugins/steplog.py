@@ -1,0 +1,33 @@
+"""Step-level logging of blobstate's own work: every journal event of every commit, logged at INFO on the
+``blobstate.steps`` logger once it is durable (``blobstate -v backup ...`` shows each step of the commit).
+
+A built-in observer plugin (``blobstate_journal_event``), registered by the plugin manager like any other.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from blobstate.plugin.hookspecs import hookimpl
+
+log = logging.getLogger("blobstate.steps")
+
+# Fields that would make a line long (every blob id of a commit): logged as a count.
+_COUNTED = ("blob_ids", "paths", "checkpoints_pruned")
+
+
+@hookimpl
+def blobstate_journal_event(event: Any, store_key: Any) -> None:
+    """Log ``event`` of ``store_key``'s commit: its type and its fields (lists as counts)."""
+    if not log.isEnabledFor(logging.INFO):
+        return
+    from dataclasses import fields
+
+    parts = []
+    for f in fields(event):
+        if f.name in ("commit_id", "time_ms", "store_key"):
+            continue
+        value = getattr(event, f.name)
+        parts.append(f"{f.name}={len(value)}" if f.name in _COUNTED else f"{f.name}={value}")
+    log.info("%s commit %s: %s %s", store_key, event.commit_id, event.type_name, " ".join(parts))
