@@ -49,11 +49,12 @@ from blobstate.maintenance.queries import (  # the read-only verbs, re-exported,
     ls,
     name_store,
     open_repository,
+    require_store,
     select_stores,
     stats,
     unfinished_commits,
 )
-from blobstate.maintenance.verify import VerifyReport, raise_for_reports, verify_checkpoint
+from blobstate.maintenance.verify import VerifyReport, raise_for_reports, verify_checkpoint, verify_partitions
 from blobstate.model import layout
 from blobstate.model.layout import DEFAULT_CHUNK_SIZE, DEFAULT_RETAIN, DEFAULT_TTL_MS
 from blobstate.model.progress import Progress
@@ -64,6 +65,7 @@ from blobstate.repository.marker import RepositoryInfo
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
 from blobstate.restoring import chain as replay
+from blobstate.restoring import guard
 from blobstate.restoring.snapshot import RestoreResult
 
 _logger = logging.getLogger(__name__)
@@ -73,7 +75,7 @@ __all__ = [
     "LocalCheckpoint", "Repository", "RepositoryInfo", "RestoreResult", "Size", "SnapshotDiff", "StoreCommitter",
     "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
-    "recover_all", "restore", "stats", "unfinished_commits", "verify",
+    "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
 ]
 
 def init(*, repo: str, storage_options: Options = None) -> RepositoryInfo:
@@ -148,7 +150,9 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
     with delta records gets its snapshot, then the deltas after it (``blobstate.restoring.chain``).
 
     Afterwards ``dest_dir`` holds exactly the snapshot's entries. A non-empty ``dest_dir`` that no restore of this
-    store made is refused unless ``force``; one a live process holds open always is. With ``dry_run`` the result
+    store made is refused unless ``force``; one a live process holds open always is, and so is one that is,
+    holds or lies inside the repository, the log or the work directory (``UnsafeDestination``, exit 2: a restore
+    never deletes them, ``blobstate.restoring.guard``). With ``dry_run`` the result
     lists the changes and nothing is written (no cleanup either). With ``cleanup`` the init step runs afterwards:
     recovery of this host's journal, then TTL removal and retention from the index alone (Samza's init on a new
     host). Raises ``RepositoryNotFound`` (exit 6), ``NothingToRestore`` (exit 5), ``IntegrityError`` subclasses
@@ -162,6 +166,10 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
                             max_batch_id=max_batch_id, partition=partition)
         _logger.info("restoring %s: %s", key, chain.describe())
         wd = work_dir or workdir.store_work_dir(repository.url, key, work_base)
+        guard.check_destination(dest_dir, [("repository", guard.local_path(repository.url)),
+                                           ("checkpoint log", guard.local_path(log)),
+                                           ("work directory", wd),
+                                           ("work directory", work_base or workdir.default_base())])
         index_type = store_type or (_recorded_store_type(repository, chain.snapshot) if chain.snapshot else "rocksdb")
         result = replay.restore_chain(repository, chain, dest_dir, local_store=open_local_store(index_type),
                                       store_type=index_type, work_dir=wd, progress=progress, validate=validate,
@@ -190,7 +198,8 @@ def verify(*, repo: str, log: str | None = None, job: str | None = None, task: s
            checkpoint_id: str | None = None) -> list[VerifyReport]:
     """Read every blob of the chosen checkpoint(s) and check sizes and CRC32C: of one store (``store``), or of every
     store of the repository matching ``job``/``task`` (the latest checkpoint of each, or all with
-    ``all_checkpoints``).
+    ``all_checkpoints``). The latest of a partitioned store is every partition's latest state (its snapshot and
+    the deltas after it), one report per partition.
 
     Raises ``ChecksumMismatch`` (exit 3) naming each damaged file when ``raise_on_error``, ``NothingToRestore``
     (exit 5) when there is no checkpoint to verify.
@@ -198,19 +207,26 @@ def verify(*, repo: str, log: str | None = None, job: str | None = None, task: s
     checkpoint = checkpoint if checkpoint is not None else checkpoint_id
     repository = open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency)
     try:
-        keys = select_stores(repository, job, task, store, key)
+        keys = select_stores(repository, job, task, store, key, require=True)
         chosen: list[Checkpoint] = []
+        partitioned: list[StoreKey] = []  # latest state of a partitioned store: every partition's chain
         for k in keys:
+            latest = repository.log.latest(k)
             if all_checkpoints:
                 chosen += repository.log.history(k)
-            elif len(keys) == 1 or repository.log.latest(k) is not None:
+            elif latest is not None and latest.is_group and checkpoint in (None, "latest"):
+                partitioned.append(k)
+            elif len(keys) == 1 or latest is not None:
                 chosen.append(repository.choose(k, checkpoint=checkpoint))
-        if not chosen:
+        if not chosen and not partitioned:
             raise NothingToRestore(f"no checkpoint to verify in {redact(repository.url)}")
         reports = []
         for cp in chosen:
             _logger.info("verifying %s checkpoint %s", cp.store_key, cp.checkpoint_id)
             reports.append(verify_checkpoint(repository, cp))
+        for k in partitioned:
+            _logger.info("verifying the latest state of every partition of %s", k)
+            reports += verify_partitions(repository, repository.log.history(k))
         if raise_on_error:
             raise_for_reports(reports)
         return reports

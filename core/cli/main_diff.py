@@ -12,16 +12,21 @@ from blobstate.cli import common
 @click.argument("target", metavar="[TO]", required=False, default="latest")
 @common.repository_options
 @common.key_options
+@click.option("--partition", type=click.IntRange(0), default=None,
+              help="Of a partitioned store (group checkpoints): compare snapshots of this partition.")
 @common.json_option
 @common.handle_errors
 def diff(base: str, target: str, repo: str, log_url: str | None, storage_option: tuple[str, ...],
-         log_option: tuple[str, ...], job: str, task: str, store: str | None, as_json: bool) -> None:
+         log_option: tuple[str, ...], job: str, task: str, store: str | None, partition: int | None,
+         as_json: bool) -> None:
     """Files added (+), removed (-) and changed (~) from checkpoint FROM to TO (default: latest). Each is latest,
-    a checkpoint id, a unique prefix of one, or a generation number."""
+    a checkpoint id, a unique prefix of one, or a generation number. A file counts as changed when its content,
+    permission bits or mtime differ (a link: its target), never for its ctime alone."""
     from blobstate import api
     from blobstate.model.units import format_size
 
     result = api.diff(job=job, task=task, store=common.require_store(store), base=base, target=target,
+                      partition=partition,
                       **common.repository(repo, log_url, storage_option, log_option))
     if as_json:
         common.emit(True, result.to_json(), "")
@@ -30,7 +35,8 @@ def diff(base: str, target: str, repo: str, log_url: str | None, storage_option:
     lines = [f"+ {path} ({format_size(size)})" for path, size in result.added]
     lines += [f"- {path} ({format_size(size)})" for path, size in result.removed]
     lines += [f"~ {path} ({format_size(before)} -> {format_size(after)})" for path, before, after in result.changed]
-    lines.append(f"{a.store_key}: generation {a.generation} ({a.checkpoint_id}) -> {b.generation} "
+    part = "" if partition is None else f" partition {partition}"
+    lines.append(f"{a.store_key}{part}: generation {a.generation} ({a.checkpoint_id}) -> {b.generation} "
                  f"({b.checkpoint_id}): {len(result.added)} added, {len(result.removed)} removed, "
                  f"{len(result.changed)} changed, {result.unchanged} unchanged; {result.blobs_new} new blobs, "
                  f"{result.blobs_shared} shared")

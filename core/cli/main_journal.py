@@ -25,7 +25,9 @@ def journal() -> None:
 @common.handle_errors
 def show(repo: str | None, job: str, task: str, store: str | None, work_dir: str | None, journal_dir: str | None,
          as_json: bool) -> None:
-    """Print the journal's events (and a torn tail, if any); exit 3 when it is damaged in the middle."""
+    """Print the journal's events (and a torn tail, if any), then each commit's phase, or "no open commit"; exit 3
+    when it is damaged in the middle, 5 for a store the repository holds no checkpoint of (and this host no
+    journal)."""
     from blobstate import api
     from blobstate.errors import CorruptJournalError
     from blobstate.journal.events import event_to_dict
@@ -49,8 +51,13 @@ def show(repo: str | None, job: str, task: str, store: str | None, work_dir: str
         else:
             rest = " ".join(f"{k}={v}" for k, v in doc.items() if k not in ("type", "v", "commit_id", "time_ms"))
             click.echo(common.safe(f"{iso_time(event.time_ms)} {event.commit_id} {event.type_name} {rest}"[:300]))
-    for state in project(result.events).values():
+    if not result.events and journal_dir is None:  # nothing on this host: a store at all? (exit 5 if not)
+        api.require_store(repo=repo, key=where["key"])
+    states = project(result.events).values()
+    for state in states:
         common.err(f"commit {state.commit_id}: {state.phase.name}")
+    if not any(state.is_open for state in states):
+        common.err("no open commit" + ("" if journal_dir is not None else f" of {where['key']} on this host"))
     if corrupt is not None:
         raise corrupt  # the events before the damage are printed above; exit code 3
     if result.torn is not None:

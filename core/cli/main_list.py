@@ -16,7 +16,9 @@ from blobstate.cli import common
 def list_checkpoints(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...],
                      job: str | None, task: str | None, store: str | None, as_json: bool) -> None:
     """List retained checkpoints: time (UTC), host, batch id, files and data size, of one store (--store) or of
-    every store in the repository (optionally of one --job / --task)."""
+    every store in the repository (optionally of one --job / --task). A group checkpoint (a partitioned store)
+    shows the partitions it commits of all (parts), the files of its partition snapshots (delta: changelogs
+    only) and its data size."""
     from blobstate import api
     from blobstate.model.units import format_size
 
@@ -29,12 +31,15 @@ def list_checkpoints(repo: str, log_url: str | None, storage_option: tuple[str, 
         common.err("no checkpoints")
         return
     lines = [f"{'store':28} {'gen':>4} {'checkpoint':22} {'created (UTC)':24} {'host':16} {'batch':>6} "
-             f"{'files':>7} {'size':>10}"]
+             f"{'parts':>7} {'files':>7} {'size':>10}"]
     for s in summaries:
         row = s.to_json()
         batch = "" if row["batchId"] is None else row["batchId"]
-        files = "delta" if s.checkpoint.is_delta else "?" if s.files_total is None else s.files_total
+        cp = s.checkpoint
+        parts = f"{s.partitions_committed}/{cp.num_partitions}" if cp.is_group else ""
+        files = ("delta" if cp.is_delta or (cp.is_group and s.files_total is None)
+                 else "?" if s.files_total is None else s.files_total)
         lines.append(f"{row['store']:28} {row['generation']:>4} {row['checkpointId']:22} {row['createdTime']:24} "
-                     f"{row['host'][:16]:16} {batch!s:>6} {files!s:>7} {format_size(s.bytes_total):>10}"
+                     f"{row['host'][:16]:16} {batch!s:>6} {parts:>7} {files!s:>7} {format_size(s.bytes_total):>10}"
                      + (f"  error: {s.error}" if s.error else ""))
     common.emit(False, None, "\n".join(lines))

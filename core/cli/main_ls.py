@@ -12,23 +12,28 @@ from blobstate.cli import common
 @common.repository_options
 @common.key_options
 @common.checkpoint_option
+@click.option("--partition", type=click.IntRange(0), default=None,
+              help="Of a partitioned store (group checkpoints): this partition's snapshot.")
 @common.json_option
 @common.handle_errors
 def ls(prefix: str, repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...],
-       job: str, task: str, store: str | None, checkpoint: str | None, as_json: bool) -> None:
-    """List the files of a snapshot (default: the latest; only paths starting with PREFIX if given)."""
+       job: str, task: str, store: str | None, checkpoint: str | None, partition: int | None, as_json: bool) -> None:
+    """List the files of a snapshot (default: the latest; only paths starting with PREFIX if given); of a
+    partitioned store, of one partition (--partition: the snapshot its state starts from)."""
     from blobstate import api
     from blobstate.model.units import format_size, iso_time
 
     listing = api.ls(job=job, task=task, store=common.require_store(store), checkpoint=checkpoint, prefix=prefix,
-                     **common.repository(repo, log_url, storage_option, log_option))
+                     partition=partition, **common.repository(repo, log_url, storage_option, log_option))
     if as_json:
         common.emit(True, listing.to_json(), "")
         return
     cp = listing.summary.checkpoint
-    common.err(f"{cp.store_key} checkpoint {cp.checkpoint_id} (generation {cp.generation}, "
-               f"{iso_time(cp.created_time_ms)}): {listing.summary.files_total} files, "
-               f"{format_size(listing.summary.bytes_total)}")
+    part = "" if partition is None else f" partition {partition}"
+    after = f"; its latest state replays {listing.deltas_after} delta(s) on top" if listing.deltas_after else ""
+    common.err(f"{cp.store_key}{part} checkpoint {cp.checkpoint_id} (generation {cp.generation}, batch "
+               f"{cp.batch_id}, {iso_time(cp.created_time_ms)}): {listing.summary.files_total} files, "
+               f"{format_size(listing.summary.bytes_total)}{after}")
     lines = [f"{f.size_in_bytes:>14} {f.crc32c:#010x} {len(f.blobs):>4}  {path}" for path, f in listing.files]
     if lines:
         common.emit(False, None, "\n".join(lines))

@@ -15,7 +15,8 @@ from blobstate.cli import common
 def stats(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...],
           job: str | None, task: str | None, store: str | None, as_json: bool) -> None:
     """Per store: retained checkpoints, files and data size of the latest, logical bytes of all retained
-    snapshots, bytes stored, and the deduplication ratio (logical / stored data bytes)."""
+    snapshots, bytes stored, and the deduplication ratio (logical / stored snapshot data bytes). A partitioned
+    store's latest is every partition's latest state added up."""
     from blobstate import api
     from blobstate.model.units import format_size
 
@@ -35,5 +36,8 @@ def stats(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_o
         lines.append(f"{s.key!s:28} {s.checkpoints:>5} {files!s:>7} "
                      f"{format_size(latest.bytes_total if latest else 0):>11} {format_size(s.logical_bytes):>10} "
                      f"{format_size(s.stored_bytes):>10} {format_size(s.unreferenced_bytes):>10} {ratio:>6}")
+        if s.partitions:
+            lines.append(f"  {s.partitions} partitions: latest state of each added up; "
+                         f"{format_size(s.changelog_bytes)} of delta changelogs")
         lines += [f"  problem: {p}" for p in s.problems]
     common.emit(False, None, "\n".join(lines))

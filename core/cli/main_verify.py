@@ -20,7 +20,8 @@ def verify(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_
            max_concurrency: int, job: str | None, task: str | None, store: str | None, checkpoint: str | None,
            all_checkpoints: bool, as_json: bool) -> None:
     """Read every blob of the latest checkpoint (--checkpoint one, --all every retained one) of one store
-    (--store) or of every store in the repository, and check sizes and CRC32C; exit 3 on any damage."""
+    (--store) or of every store in the repository, and check sizes and CRC32C; exit 3 on any damage. The latest of
+    a partitioned store is every partition's latest state (its snapshot and the deltas after it)."""
     from blobstate import api
     from blobstate.model.units import format_size
 
@@ -33,7 +34,8 @@ def verify(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_
         lines = []
         for r in reports:
             status = "ok" if r.ok else f"{len(r.problems)} problem(s)"
-            lines.append(f"{r.checkpoint.store_key} {r.checkpoint.checkpoint_id} (generation "
+            part = "" if r.partition is None else f" partition {r.partition}"
+            lines.append(f"{r.checkpoint.store_key}{part} {r.checkpoint.checkpoint_id} (generation "
                          f"{r.checkpoint.generation}): {r.files} files, {format_size(r.bytes_read)} read: {status}")
             lines += [f"  {f}: {m}" for f, m in r.problems]
         common.emit(False, None, "\n".join(lines))

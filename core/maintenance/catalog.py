@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from blobstate.errors import BlobstateError
-from blobstate.model.chain import expand_all
-from blobstate.model.index import FileIndex, SnapshotIndex
-from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.model.chain import expand_all, has_groups, partition_history, partitions_of, plan_chain
+from blobstate.model.index import DirIndex, FileIndex, SnapshotIndex, SymlinkIndex
+from blobstate.model.records import Checkpoint, PartitionRecord, StoreKey
 from blobstate.model.units import iso_time
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
@@ -36,6 +36,7 @@ class CheckpointSummary:
     bytes_total: int | None
     store_type: str | None = None
     error: str | None = None
+    partitions_committed: int | None = None  # a group record: how many of its ``num_partitions`` it commits
 
     @property
     def host(self) -> str:
@@ -46,7 +47,10 @@ class CheckpointSummary:
         return {"store": str(cp.store_key), **cp.summary_json(), "createdTime": iso_time(cp.created_time_ms),
                 "createdTimeMs": cp.created_time_ms, "host": self.host, "writerId": cp.writer_id,
                 "filesTotal": self.files_total, "bytesTotal": self.bytes_total, "storeType": self.store_type,
-                "indexBlobId": cp.index_blob_id, "indexSizeInBytes": cp.index_size, "error": self.error}
+                "indexBlobId": cp.index_blob_id, "indexSizeInBytes": cp.index_size, "error": self.error,
+                **({"partitions": cp.num_partitions, "partitionsCommitted": self.partitions_committed}
+                   if cp.is_group else {}),
+                **({"partition": cp.partition} if isinstance(cp, PartitionRecord) else {})}
 
 
 def summarize(repo: Repository, checkpoint: Checkpoint) -> tuple[CheckpointSummary, SnapshotIndex | None]:
@@ -55,7 +59,7 @@ def summarize(repo: Repository, checkpoint: Checkpoint) -> tuple[CheckpointSumma
     if checkpoint.is_delta:
         return CheckpointSummary(checkpoint, None, checkpoint.changelog_size), None
     if checkpoint.is_group:
-        return CheckpointSummary(checkpoint, None, sum(e.size for e in checkpoint.partitions)), None
+        return _summarize_group(repo, checkpoint), None
     try:
         index = repo.read_index(checkpoint)
     except BlobstateError as exc:
@@ -65,33 +69,53 @@ def summarize(repo: Repository, checkpoint: Checkpoint) -> tuple[CheckpointSumma
                              index.store_type), index
 
 
+def _summarize_group(repo: Repository, group: Checkpoint) -> CheckpointSummary:
+    """A group record's summary: the files and data bytes of the partition snapshots it commits (files ``None``
+    when it commits deltas only), plus the bytes of its changelogs; ``partitions_committed`` of ``num_partitions``."""
+    files: int | None = None
+    size, errors = 0, []
+    for part in group.expand():
+        if part.is_delta:
+            size += part.changelog_size
+            continue
+        summary, _ = summarize(repo, part)
+        if summary.error is not None:
+            errors.append(f"partition {getattr(part, 'partition', '?')}: {summary.error}")
+            continue
+        files = (files or 0) + (summary.files_total or 0)
+        size += summary.bytes_total or 0
+    return CheckpointSummary(group, files, size, "rocksdb", "; ".join(errors) or None,
+                             len({e.partition for e in group.partitions}))
+
+
 @dataclass(frozen=True)
 class Listing:
     """The files of one snapshot (``blobstate ls``), sorted by path."""
 
     summary: CheckpointSummary
     files: list[tuple[str, FileIndex]]
+    deltas_after: int = 0  # a partition's snapshot: the deltas its latest state replays on top (``--partition``)
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.summary.to_json(),
+        return {**self.summary.to_json(), "deltasAfter": self.deltas_after,
                 "files": [{"path": path, "sizeInBytes": f.size_in_bytes, "crc32c": f.crc32c, "blobs": len(f.blobs),
                            "mtime": f.mtime} for path, f in self.files]}
 
 
-def list_files(repo: Repository, checkpoint: Checkpoint, prefix: str = "") -> Listing:
+def list_files(repo: Repository, checkpoint: Checkpoint, prefix: str = "", deltas_after: int = 0) -> Listing:
     """The files of ``checkpoint``'s snapshot whose path starts with ``prefix``. Raises the index's
     ``IntegrityError`` when it cannot be read."""
     index = repo.read_index(checkpoint)
     files = sorted((p, f) for p, f in index.files().items() if p.startswith(prefix))
     summary = CheckpointSummary(checkpoint, len(files), sum(f.size_in_bytes for _, f in files), index.store_type)
-    return Listing(summary, files)
+    return Listing(summary, files, deltas_after)
 
 
 @dataclass
 class SnapshotDiff:
-    """What changed from snapshot ``base`` to ``target`` of one store: files added, removed and changed (by size
-    and CRC32C), how many stayed, and how many of ``target``'s blobs ``base`` already held (shared, not
-    uploaded again)."""
+    """What changed from snapshot ``base`` to ``target`` of one store: files and links added, removed and changed
+    (``same_entry``: content, mode, mtime, link target; never ctime), how many stayed, and how many of
+    ``target``'s blobs ``base`` already held (shared, not uploaded again)."""
 
     base: CheckpointSummary
     target: CheckpointSummary
@@ -118,17 +142,18 @@ def diff_snapshots(repo: Repository, base: Checkpoint, target: Checkpoint) -> Sn
     result = SnapshotDiff(
         CheckpointSummary(base, len(old_files), old.total_bytes(), old.store_type),
         CheckpointSummary(target, len(new_files), new.total_bytes(), new.store_type))
-    for path in sorted(old_files.keys() | new_files.keys()):
-        a, b = old_files.get(path), new_files.get(path)
+    old_entries, new_entries = _leaves(old), _leaves(new)
+    for path in sorted(old_entries.keys() | new_entries.keys()):
+        a, b = old_entries.get(path), new_entries.get(path)
         if a is None and b is not None:
-            result.added.append((path, b.size_in_bytes))
+            result.added.append((path, _size(b)))
         elif b is None and a is not None:
-            result.removed.append((path, a.size_in_bytes))
+            result.removed.append((path, _size(a)))
         elif a is not None and b is not None:
-            if a.same_content(b.size_in_bytes, b.crc32c):
+            if same_entry(a, b):
                 result.unchanged += 1
             else:
-                result.changed.append((path, a.size_in_bytes, b.size_in_bytes))
+                result.changed.append((path, _size(a), _size(b)))
     old_blobs = old.referenced_blob_ids()
     new_blobs = new.referenced_blob_ids()
     result.blobs_shared = len(new_blobs & old_blobs)
@@ -136,15 +161,46 @@ def diff_snapshots(repo: Repository, base: Checkpoint, target: Checkpoint) -> Sn
     return result
 
 
+def _leaves(index: SnapshotIndex) -> dict[str, FileIndex | SymlinkIndex]:
+    """The files and links of ``index`` by path (directories are not compared: their files are)."""
+    return {p: e for p, e in index.entries().items() if not isinstance(e, DirIndex)}
+
+
+def _size(entry: FileIndex | SymlinkIndex) -> int:
+    return entry.size_in_bytes if isinstance(entry, FileIndex) else 0
+
+
+def _same_mtime(a: FileIndex | SymlinkIndex, b: FileIndex | SymlinkIndex) -> bool:
+    """The finest mtime both entries record: ns (index version 2), else ms (a file of version 1)."""
+    if a.mtime_ns is not None and b.mtime_ns is not None:
+        return a.mtime_ns == b.mtime_ns
+    return getattr(a, "mtime", None) == getattr(b, "mtime", None)
+
+
+def same_entry(a: FileIndex | SymlinkIndex, b: FileIndex | SymlinkIndex) -> bool:
+    """True when two snapshots hold the same entry: a file with the same size, CRC32C, content hash, permission
+    bits and mtime, or a link with the same target and mtime. Never ctime: it moves on any metadata touch (a
+    chmod to the same mode, a hard link) and belongs only in the local checksum cache's key."""
+    if isinstance(a, FileIndex) and isinstance(b, FileIndex):
+        return a.same_content(b.size_in_bytes, b.crc32c, b.content_hash) and a.mode == b.mode and _same_mtime(a, b)
+    if isinstance(a, SymlinkIndex) and isinstance(b, SymlinkIndex):
+        return a.target == b.target and _same_mtime(a, b)
+    return False
+
+
 @dataclass
 class StoreStats:
-    """Space use of one store: retained checkpoints, the latest one's summary, the logical bytes of every retained
-    snapshot added up, the blobs they reference (stored bytes), everything stored under the store's prefix, and
-    the deduplication ratio (logical bytes / referenced data bytes: how much incremental backups save)."""
+    """Space use of one store: retained checkpoints, the latest one's summary (a partitioned store: its latest
+    state, every partition's newest snapshot added up), the logical bytes of every retained snapshot added up, the
+    blobs they reference (stored bytes; ``changelog_bytes`` of them delta changelogs), everything stored under the
+    store's prefix, and the deduplication ratio (logical bytes / referenced snapshot data bytes: how much
+    incremental backups save; changelogs are not snapshot data and do not count)."""
 
     key: StoreKey
     checkpoints: int = 0
     latest: CheckpointSummary | None = None
+    partitions: int = 0  # a partitioned store's number of partitions (0: not one)
+    changelog_bytes: int = 0
     logical_bytes: int = 0
     referenced_blobs: int = 0
     referenced_bytes: int = 0
@@ -159,11 +215,13 @@ class StoreStats:
 
     @property
     def dedup_ratio(self) -> float | None:
-        return round(self.logical_bytes / self.referenced_bytes, 3) if self.referenced_bytes else None
+        data = self.referenced_bytes - self.changelog_bytes
+        return round(self.logical_bytes / data, 3) if data > 0 else None
 
     def to_json(self) -> dict[str, Any]:
         return {"store": str(self.key), "checkpoints": self.checkpoints,
                 "latest": self.latest.to_json() if self.latest else None, "logicalBytes": self.logical_bytes,
+                "partitions": self.partitions, "changelogBytes": self.changelog_bytes,
                 "referencedBlobs": self.referenced_blobs, "referencedBytes": self.referenced_bytes,
                 "storedBlobs": self.stored_blobs, "storedBytes": self.stored_bytes, "indexBytes": self.index_bytes,
                 "unreferencedBytes": self.unreferenced_bytes, "dedupRatio": self.dedup_ratio,
@@ -181,11 +239,12 @@ def store_stats(repo: Repository, key: StoreKey) -> StoreStats:
             stats.stored_blobs += 1
             stats.stored_bytes += info.size
     referenced: set[str] = set()
+    changelogs: set[str] = set()
     history = repo.log.history(key)
     stats.checkpoints = len(history)
     for cp in expand_all(history):
         if cp.is_delta:
-            referenced.add(cp.changelog_blob_id)
+            changelogs.add(cp.changelog_blob_id)
             continue
         summary, index = summarize(repo, cp)
         stats.latest = summary
@@ -195,9 +254,36 @@ def store_stats(repo: Repository, key: StoreKey) -> StoreStats:
             continue
         stats.logical_bytes += summary.bytes_total or 0
         referenced |= index.referenced_blob_ids()
+    stats.changelog_bytes = sum(sizes.get(b, 0) for b in changelogs)
+    referenced |= changelogs
+    if has_groups(history):
+        stats.partitions = history[-1].num_partitions
+        stats.latest = _latest_partitioned(repo, history)
     stats.referenced_blobs = len(referenced)
     stats.referenced_bytes = sum(sizes.get(b, 0) for b in referenced)
     missing = [b for b in referenced if b not in sizes]
     if missing:
         stats.problems.append(f"{len(missing)} referenced blob(s) missing from the store (run blobstate verify)")
     return stats
+
+
+def _latest_partitioned(repo: Repository, history: list[Checkpoint]) -> CheckpointSummary:
+    """A partitioned store's latest state as one summary: every partition's newest snapshot (the one its latest
+    chain starts from) added up, files and data bytes, and the changelogs replayed on top (bytes)."""
+    files, size, errors = 0, 0, []
+    for p in partitions_of(history):
+        try:
+            chain = plan_chain(partition_history(history, p))
+        except BlobstateError as exc:
+            errors.append(f"partition {p}: {type(exc).__name__}: {exc}")
+            continue
+        size += chain.changelog_bytes
+        if chain.snapshot is not None:
+            summary, _ = summarize(repo, chain.snapshot)
+            if summary.error is not None:
+                errors.append(f"partition {p}: {summary.error}")
+            files += summary.files_total or 0
+            size += summary.bytes_total or 0
+    latest = history[-1]
+    return CheckpointSummary(latest, files, size, "rocksdb", "; ".join(errors) or None,
+                             len(partitions_of(history)))

@@ -10,6 +10,7 @@ import os
 from datetime import timedelta
 from typing import Any
 
+from blobstate.errors import NothingToRestore
 from blobstate.journal.file import Journal, JournalRead
 from blobstate.journal.projection import CommitState, project
 from blobstate.local import workdir
@@ -24,13 +25,15 @@ from blobstate.maintenance.catalog import (
     summarize,
 )
 from blobstate.maintenance.gc import discover_keys
+from blobstate.model.chain import partition_history, plan_chain
 from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.model.selection import select_checkpoint
 from blobstate.repository.backends import normalize_url
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
 
-__all__ = ["Duration", "Options", "Size", "describe_checkpoints", "diff", "journal_events", "list_checkpoints",
-           "list_stores", "ls", "stats", "unfinished_commits"]
+__all__ = ["Duration", "Options", "Size", "check_store", "choose_snapshot", "describe_checkpoints", "diff",
+           "journal_events", "list_checkpoints", "list_stores", "ls", "require_store", "stats", "unfinished_commits"]
 
 _logger = logging.getLogger("blobstate.api")  # one logger for the whole public API
 
@@ -62,11 +65,26 @@ def open_repository(repo: str, log_url: str | None, storage_options: Options, lo
     return repository
 
 
+def check_store(repository: Repository, key: StoreKey) -> Checkpoint:
+    """The latest record of ``key``; ``NothingToRestore`` (exit 5) naming the stores that have checkpoints when
+    the log holds none of it: a mistyped ``--store`` is the same error in every read verb (``Repository.choose``'s
+    words)."""
+    latest = repository.log.latest(key)
+    if latest is None:
+        raise NothingToRestore(f"no checkpoint for {key} in {redact(repository.log.url or repository.url)}"
+                               f"{repository._others(key)}")
+    return latest
+
+
 def select_stores(repository: Repository, job: str | None, task: str | None, store: str | None,
-                  key: StoreKey | None = None) -> list[StoreKey]:
-    """One store (``store`` or ``key``), or every store of the repository whose job and task match the filters."""
+                  key: StoreKey | None = None, *, require: bool = False) -> list[StoreKey]:
+    """One store (``store`` or ``key``), or every store of the repository whose job and task match the filters.
+    ``require``: the one store named must have a checkpoint (``check_store``)."""
     if key is not None or store is not None:
-        return [name_store(job, task, store, key)]
+        named = name_store(job, task, store, key)
+        if require:
+            check_store(repository, named)
+        return [named]
     return [k for k in discover_keys(repository) if (job is None or k.job == job) and (task is None or k.task == task)]
 
 
@@ -101,37 +119,67 @@ def describe_checkpoints(*, repo: str, log: str | None = None, job: str | None =
     summary's ``error``, never raised."""
     repository = open_repository(repo, log, storage_options, log_options)
     try:
-        return [summarize(repository, cp)[0] for k in select_stores(repository, job, task, store, key)
+        return [summarize(repository, cp)[0] for k in select_stores(repository, job, task, store, key, require=True)
                 for cp in repository.log.history(k)]
     finally:
         repository.close()
 
 
+def choose_snapshot(repository: Repository, key: StoreKey, checkpoint: str | int | None = None,
+                    partition: int | None = None) -> tuple[Checkpoint, int]:
+    """The snapshot ``checkpoint`` names (default: the latest) and how many deltas the state it starts replays on
+    top of it. ``partition``: of a partitioned store, that partition's records (``--checkpoint`` a group generation
+    or a partition checkpoint id; a delta names the snapshot its chain starts from). Raises ``NothingToRestore``
+    (exit 5): no such store or checkpoint, a partitioned store without ``partition`` (or the other way round), a
+    partition state that has no snapshot yet."""
+    latest = check_store(repository, key)
+    if partition is None:
+        if latest.is_group:
+            raise NothingToRestore(f"{key} is a partitioned store (group checkpoints of {latest.num_partitions} "
+                                   f"partitions): name one with --partition (0..{latest.num_partitions - 1})")
+        return repository.choose(key, checkpoint=checkpoint), 0
+    history = partition_history(repository.log.history(key), partition)
+    if not latest.is_group or not history:
+        raise NothingToRestore(f"no group checkpoint of {key} commits partition {partition}"
+                               + ("" if latest.is_group else f": {key} is not a partitioned store"))
+    upto = None
+    if checkpoint is not None and checkpoint != "latest":
+        upto = select_checkpoint(history, checkpoint, f"{key} partition {partition}").batch_id
+    chain = plan_chain(history, upto)
+    if chain.snapshot is None:
+        raise NothingToRestore(f"partition {partition} of {key} has no snapshot up to batch {chain.upto}, only "
+                               f"the deltas of batches {chain.deltas[0].batch_id}..{chain.deltas[-1].batch_id}")
+    return chain.snapshot, len(chain.deltas)
+
+
 def ls(*, repo: str, log: str | None = None, job: str = "default", task: str = "0", store: str | None = None,
        checkpoint: str | int | None = None, prefix: str = "", storage_options: Options = None,
-       log_options: Options = None) -> Listing:
-    """The files of one snapshot (default: the latest) whose path starts with ``prefix``: size, CRC32C, blobs.
+       log_options: Options = None, partition: int | None = None) -> Listing:
+    """The files of one snapshot (default: the latest; ``partition``: of that partition of a partitioned store)
+    whose path starts with ``prefix``: size, CRC32C, blobs.
 
     Raises ``NothingToRestore`` (exit 5) when there is no such checkpoint, ``IntegrityError`` for a bad index.
     """
     store_key = name_store(job, task, store)
     repository = open_repository(repo, log, storage_options, log_options)
     try:
-        return list_files(repository, repository.choose(store_key, checkpoint=checkpoint), prefix)
+        snapshot, deltas = choose_snapshot(repository, store_key, checkpoint, partition)
+        return list_files(repository, snapshot, prefix, deltas)
     finally:
         repository.close()
 
 
 def diff(*, repo: str, base: str | int, target: str | int = "latest", log: str | None = None,
          job: str = "default", task: str = "0", store: str | None = None, storage_options: Options = None,
-         log_options: Options = None) -> SnapshotDiff:
-    """What changed between two checkpoints of one store (``base`` and ``target`` as ``--checkpoint`` takes them):
-    files added, removed, changed, and blobs shared."""
+         log_options: Options = None, partition: int | None = None) -> SnapshotDiff:
+    """What changed between two checkpoints of one store (``base`` and ``target`` as ``--checkpoint`` takes them;
+    ``partition``: of that partition of a partitioned store, each its snapshot): files added, removed, changed,
+    and blobs shared."""
     store_key = name_store(job, task, store)
     repository = open_repository(repo, log, storage_options, log_options)
     try:
-        return diff_snapshots(repository, repository.choose(store_key, checkpoint=base),
-                              repository.choose(store_key, checkpoint=target))
+        return diff_snapshots(repository, choose_snapshot(repository, store_key, base, partition)[0],
+                              choose_snapshot(repository, store_key, target, partition)[0])
     finally:
         repository.close()
 
@@ -142,7 +190,18 @@ def stats(*, repo: str, log: str | None = None, job: str | None = None, task: st
     and stored bytes, referenced blobs, deduplication ratio."""
     repository = open_repository(repo, log, storage_options, log_options)
     try:
-        return [store_stats(repository, k) for k in select_stores(repository, job, task, store)]
+        return [store_stats(repository, k) for k in select_stores(repository, job, task, store, require=True)]
+    finally:
+        repository.close()
+
+
+def require_store(*, repo: str, key: StoreKey, log: str | None = None, storage_options: Options = None,
+                  log_options: Options = None) -> Checkpoint:
+    """The latest record of ``key`` in the repository at ``repo``; ``NothingToRestore`` (exit 5, naming the stores
+    that have checkpoints) when there is none (``check_store``), ``RepositoryNotFound`` (exit 6)."""
+    repository = open_repository(repo, log, storage_options, log_options)
+    try:
+        return check_store(repository, key)
     finally:
         repository.close()
 

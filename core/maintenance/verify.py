@@ -1,14 +1,16 @@
 """``blobstate verify``: every blob a snapshot references is present, and each file's size and CRC32C match
 what its blobs hold (read end to end, streamed, never written to disk); a delta record's changelog is read, its
-size and CRC32C checked and its ops decoded; a group record's partitions, each as its own record."""
+size and CRC32C checked and its ops decoded; a group record's partitions, each as its own record; a partitioned
+store's latest state, partition by partition (``verify_partitions``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from blobstate.errors import BlobNotFound, ChecksumMismatch, IntegrityError
+from blobstate.errors import BlobNotFound, ChecksumMismatch, IntegrityError, NothingToRestore
 from blobstate.local.checksum import Crc32cSink
+from blobstate.model.chain import partition_history, partitions_of, plan_chain
 from blobstate.model.changelog import decode
 from blobstate.model.records import Checkpoint
 from blobstate.repository.repo import Repository
@@ -28,8 +30,14 @@ class VerifyReport:
     def ok(self) -> bool:
         return not self.problems
 
+    @property
+    def partition(self) -> int | None:
+        """The partition of a partitioned store this report covers (``verify_partitions``), else None."""
+        return getattr(self.checkpoint, "partition", None)
+
     def to_json(self) -> dict[str, Any]:
         return {"checkpointId": self.checkpoint.checkpoint_id, "generation": self.checkpoint.generation,
+                **({} if self.partition is None else {"partition": self.partition}),
                 "files": self.files, "bytesRead": self.bytes_read, "ok": self.ok,
                 "problems": [{"file": f, "message": m} for f, m in self.problems]}
 
@@ -85,6 +93,29 @@ def verify_checkpoint(repo: Repository, checkpoint: Checkpoint) -> VerifyReport:
         if problem:
             report.problems.append((rel, problem))
     return report
+
+
+def verify_partitions(repo: Repository, history: list[Checkpoint]) -> list[VerifyReport]:
+    """A partitioned store's latest state: one report per partition, covering every record a restore of the
+    partition reads (its newest snapshot and the deltas after it, ``plan_chain``), named by the partition's
+    newest record. A chain that cannot be planned (a delta missing) is that partition's problem, never raised."""
+    reports = []
+    for p in partitions_of(history):
+        records = partition_history(history, p)
+        try:
+            chain = plan_chain(records).records
+        except NothingToRestore as exc:
+            reports.append(VerifyReport(records[-1], problems=[("<chain>", str(exc))]))
+            continue
+        report = VerifyReport(chain[-1])
+        for record in chain:
+            sub = verify_checkpoint(repo, record)
+            report.files += sub.files
+            report.bytes_read += sub.bytes_read
+            report.problems += [(f"{record.kind} {record.checkpoint_id} (batch {record.batch_id}): {f}", m)
+                                for f, m in sub.problems]
+        reports.append(report)
+    return reports
 
 
 def raise_for_reports(reports: list[VerifyReport]) -> None:
