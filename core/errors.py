@@ -137,6 +137,12 @@ class RestoreRefused(BlobstateError):
     exit_code = EXIT_USAGE
 
 
+class UnsafeDestination(RestoreRefused):
+    """A restore destination that is, holds, or lies inside the repository, its checkpoint log or the work
+    directory (exit 2): a restore replaces everything in its destination, so it would delete them. Refused before
+    anything changes, ``force`` or not."""
+
+
 class CommitInProgressError(BlobstateError):
     """Another commit of the same store is running on this host (the journal's lock is held)."""
 

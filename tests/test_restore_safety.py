@@ -82,8 +82,9 @@ def test_restore_dry_run_prints_the_changes_and_changes_nothing(tmp_path, repo, 
     (dest / "extra.txt").write_text("the snapshot lacks this")
     before = tree_state(dest, mtimes=True)
     work_before = _files_under(work_base)
-    refused = cli("restore", dest, "--repo", repo, "--dry-run")
-    assert refused.returncode == 2, "a dry run must refuse what the restore would refuse"
+    unforced = cli("restore", dest, "--repo", repo, "--dry-run")  # a preview, and the word that a restore needs
+    assert unforced.returncode == 0 and "--force" in unforced.stderr, unforced.stderr  # --force (issue 29.6)
+    assert unforced.stdout.splitlines() == ["remove extra.txt", "mkdir sub", "reuse sub/new.bin"]
     r = cli("restore", dest, "--repo", repo, "--dry-run", "--force")
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["remove extra.txt", "mkdir sub", "reuse sub/new.bin"]  # this host's checkpoint
@@ -93,6 +94,9 @@ def test_restore_dry_run_prints_the_changes_and_changes_nothing(tmp_path, repo, 
     assert _files_under(work_base) == work_before and not (tmp_path / "other-host").exists()
     as_json = cli("restore", dest, "--repo", repo, "--dry-run", "--force", "--json").json()
     assert as_json["dryRun"] is True and as_json["filesReused"] == 1 and as_json["filesKept"] == 1
+    assert as_json["needsForce"] is False and cli("restore", dest, "--repo", repo, "--dry-run", "--json").json()[
+        "needsForce"] is True
+    assert cli("restore", dest, "--repo", repo).returncode == 2  # the restore itself is refused without --force
 
 
 def test_backup_dry_run_prints_what_would_be_uploaded_and_writes_nothing(tmp_path, repo, cli, work_base):

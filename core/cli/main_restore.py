@@ -7,6 +7,8 @@ changes (one ``action path`` per line) and changes nothing.
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from blobstate.cli import common
@@ -59,13 +61,28 @@ def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple
             click.echo(f"recover {name} (an interrupted restore)")
         for action, path in result.changes:
             click.echo(f"{action} {path if path.isprintable() else ascii(path)}")
-        common.err(f"dry run: would restore {key} checkpoint {result.checkpoint.checkpoint_id}: "
+        common.err(f"dry run: would restore {_what(key, result)}: "
                    f"{result.files_downloaded} files to download ({format_size(result.bytes_downloaded)}), "
                    f"{result.files_kept} kept, {result.files_reused} reused, {result.files_removed} removed")
+        if result.needs_force:
+            common.err(f"{dest_dir} is not empty and no restore of this store made it: the restore itself needs "
+                       "--force (it removes what the snapshot lacks)")
         return
     if not quiet:
-        common.err(f"restored {key} checkpoint {result.checkpoint.checkpoint_id} (generation "
-                   f"{result.checkpoint.generation}): {result.files_downloaded} files downloaded "
+        common.err(f"restored {_what(key, result)}: {result.files_downloaded} files downloaded "
                    f"({format_size(result.bytes_downloaded)}), {result.files_kept} kept, {result.files_reused} "
                    f"reused, {result.files_removed} removed, in {format_duration(result.duration_ms)}")
     common.emit(False, None, result.checkpoint.checkpoint_id)
+
+
+def _what(key: Any, result: Any) -> str:
+    """``KEY [partition P] checkpoint ID (generation G, batch B)[ + N deltas applied, up to batch U]``: which
+    state a restore brings, for the text output (``--json`` has the same as fields)."""
+    cp, partition = result.checkpoint, result.partition
+    batch = "" if cp.batch_id is None else f", batch {cp.batch_id}"
+    text = (f"{key}{'' if partition is None else f' partition {partition}'} checkpoint {cp.checkpoint_id} "
+            f"(generation {cp.generation}{batch})")
+    deltas = result.deltas_applied
+    if deltas:
+        text += f" + {deltas} delta{'' if deltas == 1 else 's'} applied, up to batch {result.last_batch_id}"
+    return text

@@ -97,13 +97,16 @@ def restore_chain(repo: Repository, chain: Chain, dest: str, *, local_store: Loc
     else:
         if not chain.deltas:
             raise ConfigurationError("an empty chain restores nothing")
-        result = RestoreResult(chain.deltas[0], 0, 0, 0, 0, 0, 0, 0, 0.0, dry_run=dry_run)
+        busy = os.path.isdir(dest) and bool(os.listdir(dest))
+        result = RestoreResult(chain.deltas[0], 0, 0, 0, 0, 0, 0, 0, 0.0, dry_run=dry_run,
+                               needs_force=dry_run and busy and not force)
         if not dry_run:
             _empty_destination(dest, force)
     if dry_run:
-        return result
+        return replace(result, partition=getattr(chain.records[0], "partition", None))
     replay_deltas(repo, chain, dest)
     return replace(result, deltas_applied=len(chain.deltas), last_batch_id=chain.upto,
+                   partition=getattr(chain.records[0], "partition", None),
                    duration_ms=(time.perf_counter() - t0) * 1000)
 
 
@@ -114,6 +117,6 @@ def _empty_destination(dest: str, force: bool) -> None:
     if os.path.isdir(dest) and os.listdir(dest):
         if not force:
             raise RestoreRefused(f"{dest} is not empty and the chain to restore starts from an empty store: pass "
-                                 "--force (force=True) to clear it, or choose an empty directory")
+                                 "--force to clear it, or choose an empty directory")
         shutil.rmtree(dest)
     os.makedirs(dest, exist_ok=True)

@@ -6,7 +6,8 @@ reuse of files already present (``restore_plan``: kept, reused from a local chec
 1. the index is read and validated (names, blob ids under the store's own prefix, sizes);
 2. an interrupted earlier restore of the destination is finished or undone (``swap.recover_interrupted``);
 3. the destination is refused when a live process holds the store open (``LocalStore.check_destination``), or
-   when it is not empty and no restore of this store made it, unless ``force`` (``RestoreRefused``);
+   when it is not empty and no restore of this store made it, unless ``force`` (``RestoreRefused``; a dry run
+   previews it anyway and says ``needs_force``);
 4. everything that changes is staged inside the destination (on its own file system, mount points included):
    downloads verified as they stream (size, CRC32C, XXH3-128 when the index has it; a blob longer than the
    index declares is cut off at that length), files reused by hard link or copy, links and directories made;
@@ -58,6 +59,13 @@ class RestoreResult:
     recovered: tuple[str, ...] = ()
     deltas_applied: int = 0  # delta records replayed after the snapshot (``blobstate.restoring.chain``)
     last_batch_id: int | None = None  # the batch the restored state is after, when it is a chain's
+    needs_force: bool = False  # a dry run: the restore itself would be refused without ``--force``
+    partition: int | None = None  # the partition of a partitioned store restored
+
+    @property
+    def batch_id(self) -> int | None:
+        """The batch the restored state is after: the chain's last, else the snapshot's."""
+        return self.last_batch_id if self.last_batch_id is not None else self.checkpoint.batch_id
 
     def to_json(self) -> dict[str, Any]:
         doc = {
@@ -71,8 +79,11 @@ class RestoreResult:
             "bytesDownloaded": self.bytes_downloaded,
             "durationMs": round(self.duration_ms, 3),
         }
+        if self.partition is not None:
+            doc["partition"] = self.partition
         if self.dry_run:
             doc["dryRun"] = True
+            doc["needsForce"] = self.needs_force
             doc["changes"] = [{"action": a, "path": p} for a, p in self.changes]
         if self.recovered:
             doc["recovered"] = list(self.recovered)
@@ -86,14 +97,19 @@ def _join(root: str, rel: str) -> str:
     return os.path.join(root, *rel.split("/"))
 
 
-def _check_may_replace(dest: str, work_dir: str | None, force: bool, skip: set[str]) -> None:
-    """``RestoreRefused`` for a non-empty destination that no restore of this store made, unless ``force``."""
+def _check_may_replace(dest: str, work_dir: str | None, force: bool, skip: set[str], dry_run: bool) -> bool:
+    """``RestoreRefused`` for a non-empty destination that no restore of this store made, unless ``force``; a dry
+    run is never refused (it changes nothing) and returns True when the restore itself would need ``--force``."""
     content = sorted(set(os.listdir(dest)) - skip)
-    if content and not force and not workdir.restored_here(work_dir, dest):
-        shown = ", ".join(repr(n) for n in content[:3]) + (", ..." if len(content) > 3 else "")
-        raise RestoreRefused(f"{dest} is not empty ({len(content)} entries: {shown}) and no restore of this store "
-                             "made it: a restore replaces everything in it. Pass --force (force=True) to restore "
-                             "into it anyway, or choose a new or empty directory")
+    if not content or force or workdir.restored_here(work_dir, dest):
+        return False
+    if dry_run:
+        return True
+    shown = ", ".join(repr(n) for n in content[:3]) + (", ..." if len(content) > 3 else "")
+    entries = "1 entry" if len(content) == 1 else f"{len(content)} entries"
+    raise RestoreRefused(f"{dest} is not empty ({entries}: {shown}) and no restore of this store made it: a restore "
+                         "replaces everything in it. Pass --force to restore into it anyway, or choose a new or "
+                         "empty directory")
 
 
 def _make_destination(dest: str) -> list[str]:
@@ -129,10 +145,11 @@ def restore_snapshot(repo: Repository, checkpoint: Checkpoint, dest: str, *, loc
     with workdir.restore_lock(None if dry_run else work_dir):  # a dry run writes nothing, not even a lock
         existed = os.path.isdir(dest)
         recovered: list[str] = []
+        needs_force = False
         if existed:
             recovered = staging_names(dest) if dry_run else recover_interrupted(dest)
             local_store.check_destination(dest)
-            _check_may_replace(dest, work_dir, force, set(staging_names(dest)))
+            needs_force = _check_may_replace(dest, work_dir, force, set(staging_names(dest)), dry_run)
         sources = workdir.local_checkpoint_dirs(work_dir) if work_dir else []
         sources.sort(key=lambda p: os.path.basename(p) != checkpoint.checkpoint_id)  # same checkpoint id first
         plan = plan_restore(dest, entries, cache=cache, is_mutable=local_store.is_mutable, sources=sources,
@@ -152,7 +169,7 @@ def restore_snapshot(repo: Repository, checkpoint: Checkpoint, dest: str, *, loc
         files_reused=len(plan.reuse), files_downloaded=len(plan.download), files_removed=len(plan.removed),
         bytes_total=index.total_bytes(), bytes_downloaded=bytes_down,
         duration_ms=(time.perf_counter() - t0) * 1000, dry_run=dry_run,
-        changes=tuple(plan.changes()) if dry_run else (), recovered=tuple(recovered),
+        changes=tuple(plan.changes()) if dry_run else (), recovered=tuple(recovered), needs_force=needs_force,
     )
 
 
