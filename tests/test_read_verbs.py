@@ -164,6 +164,15 @@ def test_verify_checks_every_partition_of_a_group_store_and_goes_on_to_the_other
     assert text.returncode == 0 and text.stdout.count("partition") == N, text.stdout
     every = cli("verify", "--repo", grouped.url, "--all", "--json", env=grouped.env)
     assert every.returncode == 0 and len([r for r in every.json() if r["store"] == str(GROUP)]) == 4
+    repo = Repository.open(grouped.url, storage_options=grouped.options)
+    lost = next(cp for cp in repo.log.history(GROUP) if cp.batch_id == 2).entry(3).blob_id  # batch 2's delta
+    repo.store.delete(lost)
+    repo.close()
+    damaged = cli("verify", "--repo", grouped.url, "--json", env=grouped.env)
+    assert damaged.returncode == 3, damaged.stderr
+    rows = {(r["store"], r.get("partition")): r for r in damaged.json()}
+    assert not rows[(str(GROUP), 3)]["ok"] and lost in json.dumps(rows[(str(GROUP), 3)]["problems"])
+    assert all(rows[(str(GROUP), p)]["ok"] for p in range(3)) and rows[("default/0/counts", None)]["ok"]
 
 
 def test_ls_diff_list_and_stats_of_a_group_store(cli, grouped):

@@ -30,9 +30,11 @@ def ls(prefix: str, repo: str, log_url: str | None, storage_option: tuple[str, .
         return
     cp = listing.summary.checkpoint
     part = "" if partition is None else f" partition {partition}"
-    after = f"; its latest state replays {listing.deltas_after} delta(s) on top" if listing.deltas_after else ""
+    n = listing.deltas_after
+    after = f"; its latest state replays {n} delta{'' if n == 1 else 's'} on top" if n else ""
+    files = listing.summary.files_total
     common.err(f"{cp.store_key}{part} checkpoint {cp.checkpoint_id} (generation {cp.generation}, batch "
-               f"{cp.batch_id}, {iso_time(cp.created_time_ms)}): {listing.summary.files_total} files, "
+               f"{cp.batch_id}, {iso_time(cp.created_time_ms)}): {files} file{'' if files == 1 else 's'}, "
                f"{format_size(listing.summary.bytes_total)}{after}")
     lines = [f"{f.size_in_bytes:>14} {f.crc32c:#010x} {len(f.blobs):>4}  {path}" for path, f in listing.files]
     if lines:

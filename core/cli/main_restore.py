@@ -62,14 +62,14 @@ def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple
         for action, path in result.changes:
             click.echo(f"{action} {path if path.isprintable() else ascii(path)}")
         common.err(f"dry run: would restore {_what(key, result)}: "
-                   f"{result.files_downloaded} files to download ({format_size(result.bytes_downloaded)}), "
+                   f"{_files(result.files_downloaded)} to download ({format_size(result.bytes_downloaded)}), "
                    f"{result.files_kept} kept, {result.files_reused} reused, {result.files_removed} removed")
         if result.needs_force:
             common.err(f"{dest_dir} is not empty and no restore of this store made it: the restore itself needs "
                        "--force (it removes what the snapshot lacks)")
         return
     if not quiet:
-        common.err(f"restored {_what(key, result)}: {result.files_downloaded} files downloaded "
+        common.err(f"restored {_what(key, result)}: {_files(result.files_downloaded)} downloaded "
                    f"({format_size(result.bytes_downloaded)}), {result.files_kept} kept, {result.files_reused} "
                    f"reused, {result.files_removed} removed, in {format_duration(result.duration_ms)}")
     common.emit(False, None, result.checkpoint.checkpoint_id)
@@ -86,3 +86,7 @@ def _what(key: Any, result: Any) -> str:
     if deltas:
         text += f" + {deltas} delta{'' if deltas == 1 else 's'} applied, up to batch {result.last_batch_id}"
     return text
+
+
+def _files(n: int) -> str:
+    return f"{n} file{'' if n == 1 else 's'}"

@@ -33,10 +33,12 @@ def verify(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_
     else:
         lines = []
         for r in reports:
-            status = "ok" if r.ok else f"{len(r.problems)} problem(s)"
+            n = len(r.problems)
+            status = "ok" if r.ok else f"{n} problem{'' if n == 1 else 's'}"
             part = "" if r.partition is None else f" partition {r.partition}"
+            files = f"{r.files} file{'' if r.files == 1 else 's'}"
             lines.append(f"{r.checkpoint.store_key}{part} {r.checkpoint.checkpoint_id} (generation "
-                         f"{r.checkpoint.generation}): {r.files} files, {format_size(r.bytes_read)} read: {status}")
+                         f"{r.checkpoint.generation}): {files}, {format_size(r.bytes_read)} read: {status}")
             lines += [f"  {f}: {m}" for f, m in r.problems]
         common.emit(False, None, "\n".join(lines))
     api.raise_for_reports(reports)

@@ -123,4 +123,5 @@ def raise_for_reports(reports: list[VerifyReport]) -> None:
     bad = [(r.checkpoint.checkpoint_id, f, m) for r in reports for f, m in r.problems]
     if bad:
         lines = "; ".join(f"{cid}: {f}: {m}" for cid, f, m in bad[:20])
-        raise ChecksumMismatch(f"verification failed for {len(bad)} file(s): {lines}")
+        files = "1 file" if len(bad) == 1 else f"{len(bad)} files"
+        raise ChecksumMismatch(f"verification failed for {files}: {lines}")
