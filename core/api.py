@@ -166,10 +166,10 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
                             max_batch_id=max_batch_id, partition=partition)
         _logger.info("restoring %s: %s", key, chain.describe())
         wd = work_dir or workdir.store_work_dir(repository.url, key, work_base)
-        guard.check_destination(dest_dir, [("repository", guard.local_path(repository.url)),
-                                           ("checkpoint log", guard.local_path(log)),
-                                           ("work directory", wd),
-                                           ("work directory", work_base or workdir.default_base())])
+        guard.check_destination(dest_dir, [("repository", guard.local_path(repository.url), True),
+                                           ("checkpoint log", guard.local_path(log), True),
+                                           ("work directory", wd, True),
+                                           ("work directory", work_base or workdir.default_base(), False)])
         index_type = store_type or (_recorded_store_type(repository, chain.snapshot) if chain.snapshot else "rocksdb")
         result = replay.restore_chain(repository, chain, dest_dir, local_store=open_local_store(index_type),
                                       store_type=index_type, work_dir=wd, progress=progress, validate=validate,

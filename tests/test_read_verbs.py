@@ -230,7 +230,10 @@ def test_a_forced_restore_into_a_directory_holding_the_repository_log_or_work_di
     assert cli("backup", store, "--repo", repo, *log, "-q", work=work).returncode == 0
     before = sorted(str(p.relative_to(home)) for p in home.rglob("*"))
     assert before
-    deeper = {"repository": [home / "repo" / "default"], "work directory": [home / "work" / "x"], "log": []}[inside]
+    own = list(home.glob("work/*/default/0/counts")) if inside == "work directory" else []
+    assert len(own) == (inside == "work directory")  # the store's own work directory
+    deeper = {"repository": [home / "repo" / "default"], "work directory": [*own, *(d / "x" for d in own)],
+              "log": []}[inside]
     for dest in (home, *deeper):
         for extra in (["--force"], ["--dry-run"], []):
             result = cli("restore", dest, "--repo", repo, *log, "--store", "counts", *extra, work=work)
@@ -238,6 +241,9 @@ def test_a_forced_restore_into_a_directory_holding_the_repository_log_or_work_di
             assert "UnsafeDestination" in result.stderr and inside in result.stderr, result.stderr
     assert sorted(str(p.relative_to(home)) for p in home.rglob("*")) == before
     assert cli("restore", tmp_path / "fine", "--repo", repo, *log, "--store", "counts", work=work).returncode == 0
+    if inside == "work directory":  # beside the stores' own work directories, under the base: nothing is touched
+        beside = cli("restore", home / "work" / "mystore", "--repo", repo, "--store", "counts", work=work)
+        assert beside.returncode == 0, beside.stderr
 
 
 def test_restore_json_still_carries_the_chain(cli, grouped, tmp_path):

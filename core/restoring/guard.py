@@ -5,8 +5,9 @@ removed (``--force`` only lets it replace a directory no restore made). ``check_
 anything changes, a destination that
 
 - is one of the protected paths, or contains one (the restore would remove it with the rest), or
-- lies inside one (it would write into the repository's folders, the log's directory or the work directory, and a
-  later restore there would remove their objects).
+- lies inside the repository or the store's own work directory (it would put foreign files among their objects,
+  and a forced restore there would remove them). Inside the work directory *base* but outside every store's own
+  directory (``--work-dir /data``, restoring into ``/data/mystore``) is allowed: nothing there is touched.
 
 Protected paths are local ones only: a ``file://`` repository (and the file log inside it), a SQLite log's
 database file, the work directory base and the store's own work directory. Paths are compared resolved
@@ -41,11 +42,12 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def check_destination(dest: str, protected: Iterable[tuple[str, str | None]]) -> None:
-    """Raise ``UnsafeDestination`` (exit 2) when ``dest`` is, contains or lies inside one of ``protected``
-    (``(what, local path or None)`` pairs: ``("repository", "/backups")``); see the module docstring."""
+def check_destination(dest: str, protected: Iterable[tuple[str, str | None, bool]]) -> None:
+    """Raise ``UnsafeDestination`` (exit 2) when ``dest`` is or contains one of ``protected``, or lies inside one
+    whose flag says so: ``(what, local path or None, refuse inside)`` triples, ``("repository", "/backups",
+    True)``; see the module docstring."""
     target = os.path.realpath(os.path.abspath(dest))
-    for what, path in protected:
+    for what, path, refuse_inside in protected:
         if not path:
             continue
         guarded = os.path.realpath(os.path.abspath(os.path.expanduser(path)))
@@ -54,6 +56,6 @@ def check_destination(dest: str, protected: Iterable[tuple[str, str | None]]) ->
             raise UnsafeDestination(f"refusing to restore into {target}: it {relation} the {what} ({guarded}), "
                                     "which a restore would delete with everything else the snapshot lacks "
                                     "(--force or not). Choose a directory outside it")
-        if _inside(target, guarded):
+        if refuse_inside and _inside(target, guarded):
             raise UnsafeDestination(f"refusing to restore into {target}: it lies inside the {what} ({guarded}), "
                                     "which a restore must never write into. Choose a directory outside it")
