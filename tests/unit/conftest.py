@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from blobstate.repository.repo import Repository
+
 UNIT_DIR = Path(__file__).resolve().parent
 SERVER_MODULES = {"cloud_servers", "kafka_brokers", "kafka_server", "pg_server", "spark_fixtures"}
 SUBPROCESS_FIXTURES = {"cli", "blobstate_script"}
@@ -42,3 +44,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if offenders:
         raise pytest.UsageError("unit tests start no server and no subprocess; move these to tests/contract, "
                                 "tests/e2e or tests/fault:\n  " + "\n  ".join(offenders))
+
+
+@pytest.fixture
+def repository(tmp_path):
+    """A real ``file://`` repository (blob store and file checkpoint log) under ``tmp_path``, open."""
+    repo = Repository.open(str(tmp_path / "repo"))
+    yield repo
+    repo.close()

@@ -5,10 +5,10 @@ directory, never a commit the log holds."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 import pytest
+from snapshot_records import KEY, blob, commit_delta, commit_snapshot, index_id, present
 
 from blobstate.commit.cleanup import (
     CleanupExecutor,
@@ -18,120 +18,72 @@ from blobstate.commit.cleanup import (
     last_completed,
     mark_completed,
 )
-from blobstate.commit.planner import build_dir_index
 from blobstate.commit.session import StoreSession
 from blobstate.errors import ForeignObjectError, StorageError
 from blobstate.journal import events as ev
 from blobstate.local import workdir
-from blobstate.local.checksum import crc32c_bytes
-from blobstate.model.index import FileBlob, FileIndex, SnapshotIndex
-from blobstate.model.records import DELTA, Checkpoint, StoreKey
+from blobstate.model.records import StoreKey
 from blobstate.plugin.interfaces import PutRequest
-from blobstate.repository.repo import Repository
-
-KEY = StoreKey("job", "0", "store")
 
 
-def blob(name: str) -> str:
-    return f"{KEY.prefix}/blobs/{hashlib.md5(name.encode()).hexdigest()}"
-
-
-@pytest.fixture
-def repo(tmp_path):
-    repository = Repository.open(str(tmp_path / "repo"))
-    yield repository
-    repository.close()
-
-
-def present(repo: Repository) -> set[str]:
-    return {info.blob_id for info in repo.store.list(f"{KEY.prefix}/blobs")}
-
-
-def commit_snapshot(repo: Repository, n: int, files: dict[str, str], *, retain: int | None = None,
-                    ttl_ms: int | None = None, batch: int | None = None) -> Checkpoint:
-    """Upload ``files`` (relative path -> blob name, content = the blob name) and the index of snapshot ``n``,
-    then append its record."""
-    entries = {}
-    for rel, name in files.items():
-        data = name.encode()
-        if blob(name) not in present(repo):
-            repo.store.put(PutRequest(blob(name), data, ttl_ms))
-        entries[rel] = FileIndex(rel, (FileBlob(blob(name), 0),), len(data), crc32c_bytes(data))
-    index = SnapshotIndex(f"cp{n}", n, KEY.job, "inst", KEY.task, KEY.store, build_dir_index(entries, {}),
-                          batch_id=batch, retain=retain)
-    data = index.to_bytes()
-    index_id = f"{KEY.prefix}/indexes/{n:032x}.json"
-    repo.store.put(PutRequest(index_id, data, ttl_ms))
-    record = Checkpoint(KEY, f"cp{n}", 0, index_id, crc32c_bytes(data), len(data), n, batch)
-    return repo.log.append(record, n - 1)
-
-
-def commit_delta(repo: Repository, n: int, batch: int) -> Checkpoint:
-    data = f"changelog {n}".encode()
-    repo.store.put(PutRequest(blob(f"log{n}"), data))
-    record = Checkpoint(KEY, f"d{n}", 0, "", 0, 0, n, batch, kind=DELTA, changelog_blob_id=blob(f"log{n}"),
-                        changelog_crc32c=crc32c_bytes(data), changelog_size=len(data))
-    return repo.log.append(record, n - 1)
-
-
-def test_retention_deletes_only_the_blobs_no_retained_snapshot_references(repo):
-    commit_snapshot(repo, 1, {"a": "a1", "shared": "shared"})
-    commit_snapshot(repo, 2, {"a": "a2", "shared": "shared"})
-    commit_snapshot(repo, 3, {"a": "a3", "shared": "shared"})
-    deleted, pruned = apply_retention(repo, KEY, 2)
+def test_retention_deletes_only_the_blobs_no_retained_snapshot_references(repository):
+    commit_snapshot(repository, 1, {"a": "a1", "shared": "shared"})
+    commit_snapshot(repository, 2, {"a": "a2", "shared": "shared"})
+    commit_snapshot(repository, 3, {"a": "a3", "shared": "shared"})
+    deleted, pruned = apply_retention(repository, KEY, 2)
     assert pruned == ["cp1"]
-    assert sorted(deleted) == sorted([blob("a1"), f"{KEY.prefix}/indexes/{1:032x}.json"])
-    assert present(repo) == {blob("a2"), blob("a3"), blob("shared")}
-    assert [cp.checkpoint_id for cp in repo.log.history(KEY)] == ["cp2", "cp3"]
-    assert apply_retention(repo, KEY, 2) == ([], [])  # idempotent: nothing left to do
-    assert apply_retention(repo, KEY, 0)[1] == ["cp2"]  # at least one checkpoint is always kept
+    assert sorted(deleted) == sorted([blob("a1"), index_id(1)])
+    assert present(repository) == {blob("a2"), blob("a3"), blob("shared")}
+    assert [cp.checkpoint_id for cp in repository.log.history(KEY)] == ["cp2", "cp3"]
+    assert apply_retention(repository, KEY, 2) == ([], [])  # idempotent: nothing left to do
+    assert apply_retention(repository, KEY, 0)[1] == ["cp2"]  # at least one checkpoint is always kept
 
 
-def test_an_unreadable_retained_index_deletes_nothing_but_still_prunes(repo):
-    commit_snapshot(repo, 1, {"a": "a1"})
-    second = commit_snapshot(repo, 2, {"a": "a2"})
-    repo.store.delete(second.index_blob_id)  # a retained index lost
-    deleted, pruned = apply_retention(repo, KEY, 1)
+def test_an_unreadable_retained_index_deletes_nothing_but_still_prunes(repository):
+    commit_snapshot(repository, 1, {"a": "a1"})
+    second = commit_snapshot(repository, 2, {"a": "a2"})
+    repository.store.delete(second.index_blob_id)  # a retained index lost
+    deleted, pruned = apply_retention(repository, KEY, 1)
     assert deleted == [] and pruned == ["cp1"]
-    assert blob("a1") in present(repo)  # an orphan for gc, never deleted on incomplete knowledge
+    assert blob("a1") in present(repository)  # an orphan for gc, never deleted on incomplete knowledge
 
 
-def test_an_expiring_snapshot_with_an_unreadable_index_leaves_its_blobs_to_gc(repo):
-    first = commit_snapshot(repo, 1, {"a": "a1"})
-    commit_snapshot(repo, 2, {"a": "a2"})
-    repo.store.delete(first.index_blob_id)
-    deleted, pruned = apply_retention(repo, KEY, 1)
+def test_an_expiring_snapshot_with_an_unreadable_index_leaves_its_blobs_to_gc(repository):
+    first = commit_snapshot(repository, 1, {"a": "a1"})
+    commit_snapshot(repository, 2, {"a": "a2"})
+    repository.store.delete(first.index_blob_id)
+    deleted, pruned = apply_retention(repository, KEY, 1)
     assert deleted == [first.index_blob_id] and pruned == ["cp1"]
-    assert blob("a1") in present(repo)
+    assert blob("a1") in present(repository)
 
 
-def test_a_log_with_deltas_is_pruned_only_by_its_writer(repo):
-    commit_snapshot(repo, 1, {"a": "a1"}, batch=0)
-    commit_delta(repo, 2, 1)
-    commit_snapshot(repo, 3, {"a": "a3"}, batch=1)
-    commit_delta(repo, 4, 2)
-    assert apply_retention(repo, KEY, 1) == ([], [])  # no commit point: another host leaves it alone
-    assert len(repo.log.history(KEY)) == 4
+def test_a_log_with_deltas_is_pruned_only_by_its_writer(repository):
+    commit_snapshot(repository, 1, {"a": "a1"}, batch=0)
+    commit_delta(repository, 2, 1)
+    commit_snapshot(repository, 3, {"a": "a3"}, batch=1)
+    commit_delta(repository, 4, 2)
+    assert apply_retention(repository, KEY, 1) == ([], [])  # no commit point: another host leaves it alone
+    assert len(repository.log.history(KEY)) == 4
 
 
-def test_the_restore_time_init_makes_the_latest_snapshot_permanent_and_applies_its_retention(repo, tmp_path):
-    commit_snapshot(repo, 1, {"a": "a1"})
-    commit_snapshot(repo, 2, {"a": "a2", "b": "b2"}, retain=1, ttl_ms=3_600_000)
-    assert repo.store.has_ttl(blob("b2"))
+def test_the_restore_time_init_makes_the_latest_snapshot_permanent_and_applies_its_retention(repository, tmp_path):
+    commit_snapshot(repository, 1, {"a": "a1"})
+    commit_snapshot(repository, 2, {"a": "a2", "b": "b2"}, retain=1, ttl_ms=3_600_000)
+    assert repository.store.has_ttl(blob("b2"))
     work = tmp_path / "work"
     work.mkdir()
-    init_cleanup(repo, KEY, str(work))
-    assert not any(repo.store.has_ttl(b) for b in (blob("a2"), blob("b2"), f"{KEY.prefix}/indexes/{2:032x}.json"))
-    assert present(repo) == {blob("a2"), blob("b2")}  # snapshot 1 left retention (the writer recorded 1)
+    init_cleanup(repository, KEY, str(work))
+    assert not any(repository.store.has_ttl(b) for b in (blob("a2"), blob("b2"), index_id(2)))
+    assert present(repository) == {blob("a2"), blob("b2")}  # snapshot 1 left retention (the writer recorded 1)
     assert last_completed(str(work)) == "cp2"
 
 
-def test_the_restore_time_init_of_an_older_writer_prunes_nothing(repo):
-    commit_snapshot(repo, 1, {"a": "a1"})
-    commit_snapshot(repo, 2, {"a": "a2"})  # no retention recorded
-    init_cleanup(repo, KEY)
-    assert len(repo.log.history(KEY)) == 2
-    init_cleanup(repo, StoreKey("job", "0", "empty"))  # no checkpoint at all: nothing to do
+def test_the_restore_time_init_of_an_older_writer_prunes_nothing(repository):
+    commit_snapshot(repository, 1, {"a": "a1"})
+    commit_snapshot(repository, 2, {"a": "a2"})  # no retention recorded
+    init_cleanup(repository, KEY)
+    assert len(repository.log.history(KEY)) == 2
+    init_cleanup(repository, StoreKey("job", "0", "empty"))  # no checkpoint at all: nothing to do
 
 
 def test_last_completed_is_remembered_atomically_and_a_damaged_file_reads_as_none(tmp_path):
@@ -156,35 +108,35 @@ def test_a_local_checkpoint_path_must_lie_in_the_work_directory(tmp_path):
         checked_local_path(work, os.path.join(workdir.checkpoints_dir(work), "link"))
 
 
-def test_an_abort_deletes_what_the_commit_created_except_what_a_retained_snapshot_references(repo, tmp_path):
-    commit_snapshot(repo, 1, {"a": "shared"})
+def test_an_abort_deletes_what_the_commit_created_except_what_a_retained_snapshot_references(repository, tmp_path):
+    commit_snapshot(repository, 1, {"a": "shared"})
     work = str(tmp_path / "work")
     local = os.path.join(workdir.checkpoints_dir(work), "cp2")
     os.makedirs(local)
     planned = (blob("shared"), blob("new"), blob("never-uploaded"))
-    repo.store.put(PutRequest(blob("new"), b"new", 60_000))
+    repository.store.put(PutRequest(blob("new"), b"new", 60_000))
     with StoreSession(KEY, work) as session:
         for event in (ev.CommitStarted("cp2", 1, str(KEY), 1), ev.LocalCheckpointCreated("cp2", 2, local),
-                      ev.UploadsPlanned("cp2", 3, planned, f"{KEY.prefix}/indexes/{2:032x}.json")):
+                      ev.UploadsPlanned("cp2", 3, planned, index_id(2))):
             session.record(event)
         state = session.states()["cp2"]
-        deleted = CleanupExecutor(session, repo, retain=3).abort(state, "test")
-        assert sorted(deleted) == sorted([blob("new"), blob("never-uploaded"), f"{KEY.prefix}/indexes/{2:032x}.json"])
-        assert present(repo) == {blob("shared")}
+        deleted = CleanupExecutor(session, repository, retain=3).abort(state, "test")
+        assert sorted(deleted) == sorted([blob("new"), blob("never-uploaded"), index_id(2)])
+        assert present(repository) == {blob("shared")}
         assert not os.path.exists(local)
         assert "cp2" not in session.states()  # aborted, then compacted out of the journal
 
 
-def test_an_abort_refuses_a_commit_the_log_holds_and_ids_of_another_store(repo, tmp_path):
-    committed = commit_snapshot(repo, 1, {"a": "a1"})
+def test_an_abort_refuses_a_commit_the_log_holds_and_ids_of_another_store(repository, tmp_path):
+    committed = commit_snapshot(repository, 1, {"a": "a1"})
     with StoreSession(KEY, str(tmp_path / "work")) as session:
         session.record(ev.CommitStarted("cp1", 1, str(KEY), 0))
         session.record(ev.UploadsPlanned("cp1", 2, (blob("a1"),), committed.index_blob_id))
-        executor = CleanupExecutor(session, repo, retain=3)
+        executor = CleanupExecutor(session, repository, retain=3)
         with pytest.raises(StorageError, match="the checkpoint log has it"):
             executor.abort(session.states()["cp1"], "test")
         session.record(ev.CommitStarted("x", 1, str(KEY), 1))
         session.record(ev.UploadsPlanned("x", 2, ("job/0/other/blobs/" + "0" * 32,), ""))
         with pytest.raises(ForeignObjectError):
             executor.abort(session.states()["x"], "test")
-    assert blob("a1") in present(repo)
+    assert blob("a1") in present(repository)

@@ -7,8 +7,6 @@ from __future__ import annotations
 import hashlib
 import os
 
-import pytest
-
 from blobstate.commit.healing import (
     chunk_puts,
     drop_index_copy,
@@ -38,12 +36,6 @@ def chunked(name: str, data: bytes, chunk: int) -> FileIndex:
     blobs = tuple(FileBlob(blob(f"{name}@{o}"), o) for o in range(0, len(data), chunk))
     return FileIndex(name.rsplit("/", 1)[-1], blobs, len(data), crc32c_bytes(data))
 
-
-@pytest.fixture
-def repo(tmp_path):
-    repository = Repository.open(str(tmp_path / "repo"))
-    yield repository
-    repository.close()
 
 
 def test_chunk_puts_reads_the_wanted_chunks_at_their_recorded_offsets():
@@ -80,14 +72,14 @@ def test_the_index_copy_is_returned_only_while_it_matches_its_record(tmp_path):
     assert os.listdir(work) == ["changelog-cp1.bin"]
 
 
-def test_a_lost_changelog_is_put_back_when_there_is_a_copy(repo):
-    assert heal_blob(repo, KEY, blob("log"), None) is False
-    assert heal_blob(repo, KEY, blob("log"), b"changes") is True
-    assert repo.store.get_bytes(blob("log")) == b"changes" and not repo.store.has_ttl(blob("log"))
-    assert heal_blob(repo, KEY, blob("log"), None) is True  # present: nothing to do
+def test_a_lost_changelog_is_put_back_when_there_is_a_copy(repository):
+    assert heal_blob(repository, KEY, blob("log"), None) is False
+    assert heal_blob(repository, KEY, blob("log"), b"changes") is True
+    assert repository.store.get_bytes(blob("log")) == b"changes" and not repository.store.has_ttl(blob("log"))
+    assert heal_blob(repository, KEY, blob("log"), None) is True  # present: nothing to do
 
 
-def snapshot_with(repo: Repository, tmp_path, files: dict[str, bytes], chunk: int = 4):
+def snapshot_with(repository: Repository, tmp_path, files: dict[str, bytes], chunk: int = 4):
     """Upload a snapshot of ``files`` (also written to a local checkpoint directory); returns index, id, bytes,
     local root."""
     local = tmp_path / "local"
@@ -97,34 +89,34 @@ def snapshot_with(repo: Repository, tmp_path, files: dict[str, bytes], chunk: in
         (local / rel).write_bytes(data)
         entries[rel] = chunked(rel, data, chunk)
         for b, length in entries[rel].chunk_ranges():
-            repo.store.put(PutRequest(b.blob_id, data[b.offset:b.offset + length]))
+            repository.store.put(PutRequest(b.blob_id, data[b.offset:b.offset + length]))
     index = SnapshotIndex("cp1", 1, KEY.job, "inst", KEY.task, KEY.store, build_dir_index(entries, {}))
     index_id = f"{KEY.prefix}/indexes/{1:032x}.json"
-    repo.store.put(PutRequest(index_id, index.to_bytes()))
+    repository.store.put(PutRequest(index_id, index.to_bytes()))
     return index, index_id, index.to_bytes(), str(local)
 
 
-def test_a_committed_snapshot_gets_its_lost_blobs_and_index_back_from_the_local_checkpoint(repo, tmp_path):
-    index, index_id, data, local = snapshot_with(repo, tmp_path, {"a": b"0123456789", "sub/b": b"bbbbb"})
+def test_a_committed_snapshot_gets_its_lost_blobs_and_index_back_from_the_local_checkpoint(repository, tmp_path):
+    index, index_id, data, local = snapshot_with(repository, tmp_path, {"a": b"0123456789", "sub/b": b"bbbbb"})
     lost = [index.files()["a"].blobs[1].blob_id, index.files()["sub/b"].blobs[0].blob_id]
     for blob_id in [*lost, index_id]:
-        repo.store.delete(blob_id)
-    assert heal_committed(repo, index, index_id, data, local) == []
-    assert repo.store.get_bytes(lost[0]) == b"4567" and repo.store.get_bytes(lost[1]) == b"bbbb"
-    assert repo.store.get_bytes(index_id) == data
-    assert not any(repo.store.has_ttl(b) for b in [*lost, index_id])  # a committed snapshot's: permanent
+        repository.store.delete(blob_id)
+    assert heal_committed(repository, index, index_id, data, local) == []
+    assert repository.store.get_bytes(lost[0]) == b"4567" and repository.store.get_bytes(lost[1]) == b"bbbb"
+    assert repository.store.get_bytes(index_id) == data
+    assert not any(repository.store.has_ttl(b) for b in [*lost, index_id])  # a committed snapshot's: permanent
 
 
-def test_what_cannot_be_healed_from_this_host_is_reported(repo, tmp_path):
-    index, index_id, data, local = snapshot_with(repo, tmp_path, {"a": b"0123456789", "c": b"cc"})
+def test_what_cannot_be_healed_from_this_host_is_reported(repository, tmp_path):
+    index, index_id, data, local = snapshot_with(repository, tmp_path, {"a": b"0123456789", "c": b"cc"})
     lost_a = index.files()["a"].blobs[0].blob_id
     lost_c = index.files()["c"].blobs[0].blob_id
-    repo.store.delete(lost_a)
-    repo.store.delete(lost_c)
+    repository.store.delete(lost_a)
+    repository.store.delete(lost_c)
     with open(os.path.join(local, "a"), "wb") as fh:  # the local file changed since: never uploaded under the id
         fh.write(b"9876543210")
-    assert heal_committed(repo, index, index_id, data, local) == [lost_a]
-    assert lost_a not in present_blobs(repo, KEY) and lost_c in present_blobs(repo, KEY)
-    assert sorted(heal_committed(repo, index, index_id, data, None)) == [lost_a]  # no local checkpoint at all
-    repo.store.delete(index_id)
-    assert heal_committed(repo, index, index_id, None, local) == [index_id]  # the index, with no copy kept
+    assert heal_committed(repository, index, index_id, data, local) == [lost_a]
+    assert lost_a not in present_blobs(repository, KEY) and lost_c in present_blobs(repository, KEY)
+    assert sorted(heal_committed(repository, index, index_id, data, None)) == [lost_a]  # no local checkpoint at all
+    repository.store.delete(index_id)
+    assert heal_committed(repository, index, index_id, None, local) == [index_id]  # the index, with no copy kept
