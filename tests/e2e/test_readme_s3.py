@@ -11,7 +11,7 @@ from pathlib import Path
 
 from fixtures_core import blobstate_script
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MARK = "<!-- readme-s3-steps"
 
 

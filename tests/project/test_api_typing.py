@@ -19,7 +19,7 @@ from blobstate import api
 # One wheel build (the module fixture) serves the tests here: on one pytest-xdist worker, it is built once.
 pytestmark = pytest.mark.xdist_group("api-wheel")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VERBS = ["backup", "restore", "list_stores", "list_checkpoints", "describe_checkpoints", "ls", "diff", "stats",
          "verify", "gc", "init", "lifecycle_rule", "journal_events", "unfinished_commits"]
 

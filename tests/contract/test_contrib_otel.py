@@ -17,7 +17,7 @@ from cloud_servers import free_port
 from dists import install_editable
 from fixtures_core import cli_env
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONTRIB = ROOT / "contrib" / "blobstate-otel"
 
 

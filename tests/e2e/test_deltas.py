@@ -22,7 +22,7 @@ from blobstate.model.chain import plan_chain
 from blobstate.model.records import StoreKey
 
 KEY = StoreKey("j", "0", "s")
-SUPPORT = os.path.join(os.path.dirname(__file__), "support")
+SUPPORT = os.path.join(os.path.dirname(os.path.dirname(__file__)), "support")
 
 
 @pytest.fixture

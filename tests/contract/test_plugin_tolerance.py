@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from dists import make_dist, plugin_env
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 MISSPELLED = '''
 from blobstate import hookimpl

@@ -17,7 +17,7 @@ from dists import install_editable
 from blobstate.errors import ConfigurationError, IntegrityError, StorageError
 from blobstate.testing.local_stores import LocalStoreContract
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONTRIB = ROOT / "contrib" / "blobstate-sqlite"
 
 

@@ -15,7 +15,7 @@ import pytest
 # One benchmark run (the module fixture) serves every test here: on one pytest-xdist worker, it runs once.
 pytestmark = pytest.mark.xdist_group("bench-smoke")
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
 
 from bench.run import OPS  # noqa: E402

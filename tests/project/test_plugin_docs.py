@@ -18,7 +18,7 @@ from blobstate.plugin import hookspecs
 from blobstate.plugin.manager import build_plugin_manager
 from blobstate.plugin.records import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "plugins.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "plugins.md"
 
 
 def doc_text() -> str:

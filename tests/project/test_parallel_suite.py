@@ -9,13 +9,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 CONNECT_GROUP = "pytestmark = CONNECT_SERVER_GROUP"
 STARTS_CONNECT = re.compile(r"connect=True|\.remote\(")
 
 
 def test_every_module_that_starts_a_spark_connect_server_keeps_to_one_worker():
-    starters = [path for path in sorted(TESTS.glob("test_*.py"))
+    starters = [path for path in sorted(TESTS.rglob("test_*.py"))
                 if path.name != Path(__file__).name and STARTS_CONNECT.search(path.read_text(encoding="utf-8"))]
     assert {p.name for p in starters} >= {"test_spark_connect.py", "test_spark_connect_partitioned.py"}
     unmarked = [p.name for p in starters if CONNECT_GROUP not in p.read_text(encoding="utf-8")]

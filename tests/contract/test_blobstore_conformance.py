@@ -52,7 +52,7 @@ class TestAzureStore(BlobStoreContract):
 GCS_EMULATOR_MIXUP = (
     "gcp-storage-emulator serves another object's bytes for about 1 object in 300 written in quick succession "
     "(reproduced with plain gcsfs pipe_file/cat_file, no blobstate code); batch semantics are checked on memory, "
-    "file, moto and azurite, and GCS end to end by tests/test_cloud_e2e.py")
+    "file, moto and azurite, and GCS end to end by tests/e2e/test_cloud_e2e.py")
 
 
 class TestGcsStore(BlobStoreContract):
