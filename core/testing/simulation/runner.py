@@ -77,6 +77,7 @@ class Result:
     labels: list[str]
     fired: list[Fault]
     errors: dict[str, str]
+    phase: str = "run"  # where the violation was found: "run" (after a step) or "final" (the operator's end)
 
     @property
     def failed(self) -> bool:
@@ -163,6 +164,7 @@ class Simulation:
             manager.register(RELAY, RELAY_NAME)
         RELAY.sim = self
         violation: Violation | None = None
+        phase = "run"
         try:
             with layout.use_clock(self.scheduler.clock):
                 for spec in self.scenario.actors:
@@ -171,13 +173,14 @@ class Simulation:
                                          start_ms=spec.start_ms, skew_ms=spec.skew_ms)
                 violation = self._loop(check_every_step)
                 if violation is None:
+                    phase = "final"
                     violation = self._finish()
         finally:
             RELAY.sim = None
             self.scheduler.teardown()
         errors = {a.name: f"{type(a.error).__name__}: {a.error}" for a in self.scheduler.actors if a.error}
         return Result(self.scenario, violation, self.scheduler.steps, self.scheduler.trace, self.scheduler.labels,
-                      self.scheduler.fired, errors)
+                      self.scheduler.fired, errors, phase)
 
     def _loop(self, check_every_step: bool) -> Violation | None:
         while self.scheduler.step():

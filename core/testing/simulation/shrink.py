@@ -103,7 +103,9 @@ def describe(result: Result) -> str:
     one actor as ``name×count``, each run ending where that actor stopped)."""
     s = result.scenario
     lines = [f"seed {s.seed}: {result.violation}" if result.violation else f"seed {s.seed}: ok",
-             f"{result.steps} steps, {len(s.actors)} actors, {len(s.faults)} faults"]
+             f"{result.steps} steps, {len(s.actors)} actors, {len(s.faults)} faults; found "
+             + ("after the last step (final recovery, next commit, gc)" if result.phase == "final" else
+                f"after step {result.steps} ({last_call(result)})")]
     lines += [f"  actor {a}" for a in s.actors]
     lines += [f"  fault {f}" for f in s.faults]
     lines += [f"  fired {f}" for f in result.fired]
@@ -119,6 +121,8 @@ def describe(result: Result) -> str:
 
 def last_call(result: Result) -> str:
     """What the actor of the failing step did in it: the scheduling point it ran from (the call it then made)."""
+    if result.phase == "final":
+        return "final: recovery, next commit, gc"
     if not result.trace:
         return ""
     actor = result.trace[-1]
@@ -133,7 +137,7 @@ def classify(result: Result) -> str:
     v = result.violation
     if v is None:
         return "ok"
-    if "in log log2" in v.detail:
+    if "log2" in result.scenario.logs and v.kind in ("lost", "orphan") and "sim/0/snap" in v.detail:
         return "case 3"
     if v.kind == "lost" and "sim/group/grp" in v.detail and "group of batch" in v.detail:
         return "case 11" if last_call(result).startswith("rec:") else "case 2"
