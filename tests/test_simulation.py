@@ -7,7 +7,7 @@
 - the same seed gives the same schedule and the same result, and a pinned schedule replays exactly;
 - SELF-CHECK: with a deliberately broken store (``remove_ttl`` drops the blob it should keep) the simulator
   reports the loss and shrinks the run, so these tests cannot pass on a simulator that checks nothing;
-- issue 27's case 2 (a late group commit whose parts gc deleted) is found by the first seed of profile ``full``.
+- issue 27's cases 1, 2 and 3 are found at the seeds the long run found them (XFAIL while the bugs are in).
 
 The long run (1,000,000 steps) is ``python -m bench.simulate``.
 """
@@ -136,10 +136,16 @@ def test_self_check_shrinking_keeps_the_failure(monkeypatch: pytest.MonkeyPatch)
     assert "schedule:" in describe(small)
 
 
-def test_finds_issue_27_case_2_on_todays_code() -> None:
-    """Issue 27 case 2 (a group commit that lands after gc deleted its expired parts is never healed): seed 0 of
-    profile ``full`` finds it on the code this branch carries. Once the fix is in, the seed holds."""
-    result = run_seed(0, "full")
+@pytest.mark.parametrize(("case", "seed", "profile"), [("case 1", 350, "full"), ("case 2", 0, "full"),
+                                                      ("case 3", 1, "two-logs")])
+def test_finds_issue_27_cases_on_todays_code(case: str, seed: int, profile: str) -> None:
+    """Issue 27's cases, each found by the simulator on its own (``python -m bench.simulate``: case 1 after 351
+    seeds of profile ``full``, case 2 after 1, case 3 after 2 of profile ``two-logs``): case 1, a paused writer's
+    retention prunes the live writer's chain (it counts from its cached generation); case 2, a group commit that
+    lands after gc deleted its expired parts is never healed; case 3, gc through one checkpoint log deletes what a
+    second log on the same repository references. XFAIL while the bug is in the code; once it is fixed the seed
+    holds and the test passes."""
+    result = run_seed(seed, profile)
     if result.failed:
-        assert classify(result) == "case 2", describe(result)
-        pytest.xfail(f"issue 27 case 2, found by the simulator: {result.violation}")
+        assert classify(result) == case, describe(result)
+        pytest.xfail(f"issue 27 {case}, found by the simulator: {result.violation}")

@@ -11,6 +11,11 @@ Profiles:
   issue 27's cases 1 and 2 live.
 - ``two-logs``: ``full`` plus a writer of the snapshot store through a second checkpoint log on the same blob
   store (issue 27's case 3).
+- ``unpinned``: ``full`` with the delta store's second writer taking its expected generation at its first append
+  instead of when it opens (today's driver binding: issue 27's case 10).
+
+Every writer of the other profiles pins the generation it opened on (``StoreCommitter(expected_generation=)``,
+as the partitioned driver does and as issue 27 asks of every writer).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from blobstate.testing.simulation.runner import ActorSpec, Scenario
 from blobstate.testing.simulation.scheduler import Fault
 
 TTL_MS = 60_000
-PROFILES = ("safe", "full", "two-logs")
+PROFILES = ("safe", "full", "two-logs", "unpinned")
 
 SNAP = StoreKey("sim", "0", "snap")
 CHG = StoreKey("sim", "0", "chg")
@@ -61,7 +66,8 @@ def scenario(seed: int, profile: str = "full") -> Scenario:
     if profile != "safe":
         specs.append(ActorSpec("c2", "writer", later(), skew(),
                                dict(key=CHG, name="chg", retain=rng.choice([2, 3]), batches=rng.randint(4, 9),
-                                    deltas=True, snapshot_every=3, interval_ms=every())))
+                                    deltas=True, snapshot_every=3, interval_ms=every(),
+                                    pin=profile != "unpinned")))
     if profile == "two-logs":
         specs.append(ActorSpec("x1", "writer", later(), skew(),
                                dict(key=SNAP, name="snap", retain=2, batches=rng.randint(2, 4), deltas=False,

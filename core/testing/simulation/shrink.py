@@ -133,7 +133,8 @@ def last_call(result: Result) -> str:
 def classify(result: Result) -> str:
     """Which of issue 27's cases a violation is: ``case 1`` (a writer's retention pruned the chain: the failing
     step was a ``log prune``), ``case 2`` (a group record references a deleted part), ``case 11`` (the same,
-    re-appended by recovery), ``case 3`` (a record of the second log lost its blobs), or ``other``."""
+    re-appended by recovery), ``case 10`` (a stale second writer's append broke the chain), ``case 3`` (a
+    record of the second log lost its blobs), or ``other``."""
     v = result.violation
     if v is None:
         return "ok"
@@ -143,4 +144,6 @@ def classify(result: Result) -> str:
         return "case 11" if last_call(result).startswith("rec:") else "case 2"
     if v.kind == "broken" and last_call(result).endswith("log prune"):
         return "case 1"
+    if v.kind in ("broken", "wrong") and last_call(result).endswith("log append"):
+        return "case 10"
     return "other"
