@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from dataclasses import dataclass
 from blobstate.commit.session import StoreSession
 from blobstate.errors import AppendOutcomeUnknown, FencedError, StorageError
 from blobstate.journal import events as ev
-from blobstate.model.layout import now_ms
+from blobstate.model.layout import monotonic, now_ms, sleep
 from blobstate.model.records import Checkpoint
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
@@ -123,16 +122,16 @@ class CommitPoint:
             first = exc
         log.warning("the append of %s may or may not have landed (%s); resolving by re-appending it",
                     record.checkpoint_id, redact(str(first)))
-        deadline = time.monotonic() + self.append_resolve_s
+        deadline = monotonic() + self.append_resolve_s
         wait = 0.1
         while True:
-            time.sleep(min(wait, max(0.0, deadline - time.monotonic())))
+            sleep(min(wait, max(0.0, deadline - monotonic())))
             try:
                 return self.repo.log.append(record, expected)
             except FencedError:
                 raise
             except (AppendOutcomeUnknown, StorageError, OSError) as exc:
-                if time.monotonic() >= deadline:
+                if monotonic() >= deadline:
                     raise AppendOutcomeUnknown(f"the append of checkpoint {record.checkpoint_id} is still of "
                                                f"unknown outcome after {self.append_resolve_s:.0f} s ({exc}); the "
                                                "commit stays open and `blobstate recover` resolves it",

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import posixpath
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +38,7 @@ from blobstate.journal.file import Journal
 from blobstate.journal.projection import project
 from blobstate.local import workdir
 from blobstate.model.chain import has_deltas, latest_snapshot, retention
+from blobstate.model.layout import monotonic
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.repository.repo import Repository
 
@@ -170,7 +170,7 @@ class DeleteGuard:
                  work_base: str | None) -> None:
         self.repo, self.key, self.now_ms, self.work_base = repo, key, now_ms, work_base
         self.seen = {(cp.checkpoint_id, cp.generation) for cp in history}
-        self.checked_at: float | None = None  # time.monotonic() when the last re-check began reading
+        self.checked_at: float | None = None  # monotonic() when the last re-check began reading
 
     def delete(self, report: GcReport) -> bool:
         """Delete ``report``'s decided blobs, re-checked; move the ones a re-check spares to ``report.spared``.
@@ -200,7 +200,7 @@ class DeleteGuard:
         re-checking until one is (at most ``MAX_RECHECKS`` in a row: a process paused again and again, or a log or
         store slower than the bound, deletes nothing more: ``StorageError``)."""
         for _ in range(MAX_RECHECKS):
-            if self.checked_at is not None and time.monotonic() - self.checked_at <= RECHECK_AFTER_S:
+            if self.checked_at is not None and monotonic() - self.checked_at <= RECHECK_AFTER_S:
                 return expired, orphans
             keep = self.recheck(expired, orphans)
             expired, orphans = expired & keep, orphans & keep
@@ -212,7 +212,7 @@ class DeleteGuard:
         The TTLs are listed first, the log read last: the re-check's age is counted from its log read."""
         with_ttl = set(self.repo.store.expired(self.key.prefix, FAR_FUTURE_MS))
         still_expired = set(self.repo.store.expired(self.key.prefix, self.now_ms))
-        started = time.monotonic()
+        started = monotonic()
         new = [cp for cp in self.repo.log.history(self.key) if (cp.checkpoint_id, cp.generation) not in self.seen]
         referenced = self.repo.retained_references(new) | in_flight_ids(self.work_base, self.repo.url, self.key)
         self.seen |= {(cp.checkpoint_id, cp.generation) for cp in new}

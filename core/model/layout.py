@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 from blobstate.errors import ForeignObjectError
 from blobstate.model.records import StoreKey
@@ -25,24 +26,69 @@ DEFAULT_RETAIN = 3  # checkpoints a store keeps
 DEFAULT_CHUNK_SIZE = 64 << 20  # bytes per blob; larger files are split
 
 
+class SystemClock:
+    """Where the protocol reads time and fresh ids: the wall clock (``time.time``, s), a monotonic clock
+    (``time.monotonic``, s: deadlines and re-check ages), ``sleep`` (s) and a random 128-bit token (32 hex).
+
+    The one seam between the commit protocol and the machine's clock: the deterministic simulator
+    (``blobstate.testing.simulation``) installs a virtual clock with ``use_clock`` (FoundationDB's simulator and
+    TigerBeetle's VOPR replace time and randomness the same way)."""
+
+    def time(self) -> float:
+        return time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def token(self) -> str:
+        return uuid.uuid4().hex
+
+
+_clock: SystemClock = SystemClock()
+
+
+@contextmanager
+def use_clock(clock: SystemClock) -> Iterator[SystemClock]:
+    """Read time, sleep and draw ids from ``clock`` (any object with ``SystemClock``'s methods) inside the block."""
+    global _clock
+    previous, _clock = _clock, clock
+    try:
+        yield clock
+    finally:
+        _clock = previous
+
+
 def now_ms() -> int:
     """Wall-clock time in ms since the epoch (what TTL expiries and checkpoint ids are made of)."""
-    return int(time.time() * 1000)
+    return int(_clock.time() * 1000)
+
+
+def monotonic() -> float:
+    """Seconds of a clock that never goes back and runs on while the process is stopped (deadlines, ages)."""
+    return _clock.monotonic()
+
+
+def sleep(seconds: float) -> None:
+    """Wait ``seconds`` (backoff between retries)."""
+    _clock.sleep(seconds)
 
 
 def new_checkpoint_id() -> str:
     """``<ms since epoch>-<8 hex>``: unique, and sorts by creation time."""
-    return f"{now_ms():013d}-{uuid.uuid4().hex[:8]}"
+    return f"{now_ms():013d}-{_clock.token()[:8]}"
 
 
 def new_blob_id(key: StoreKey) -> str:
     """A fresh blob id under ``key``'s ``blobs/`` folder."""
-    return f"{key.prefix}/blobs/{uuid.uuid4().hex}"
+    return f"{key.prefix}/blobs/{_clock.token()}"
 
 
 def new_index_id(key: StoreKey) -> str:
     """A fresh snapshot index id under ``key``'s ``indexes/`` folder."""
-    return f"{key.prefix}/indexes/{uuid.uuid4().hex}.json"
+    return f"{key.prefix}/indexes/{_clock.token()}.json"
 
 
 def owned(key: StoreKey, ids: Iterable[str], *, what: str) -> list[str]:

@@ -1,0 +1,213 @@
+"""The actors' programs: each drives the real pipelines through their public classes, as a process would.
+
+- ``writer``: a store's writer (``StoreCommitter``; with ``deltas``, a ``DeltaCommitter`` commit per batch and a
+  snapshot every ``snapshot_every`` batches, Spark's changelog checkpointing); it first restores the latest state
+  with the real restore (``blobstate.restoring``) and checks it against the model, like a restarted query. A
+  second writer on the same key, a zombie (a writer paused past its TTL), a writer through a second checkpoint log
+  on the same blob store are all this program with other parameters and faults.
+- ``group_owner``: the owner of a partitioned store (``GroupCommitter``): per batch each partition's task stages
+  its changelog (``stage_changelog``; every ``snapshot_every`` batches a snapshot too, ``stage_snapshot``), some
+  attempts fail and are retried, some run twice speculatively; one part per partition is committed as one group.
+- ``gc``: ``blobstate.maintenance.gc.collect`` over every store of its log, ``runs`` times.
+- ``restorer``: the real restore of the latest state of every store (every partition), checked against the model,
+  then restore's init cleanup (``cleanup_after_restore``).
+- ``recoverer``: ``blobstate.commit.recover.recover`` on the work directory every killed actor left.
+
+A program ends quietly on the errors a process would exit on (fenced, a commit refused, an integrity error); the
+invariants judge what it left. A restore that gives another state than the model's raises ``Violation``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+from typing import TYPE_CHECKING
+
+from blobstate.commit.backup import StoreCommitter
+from blobstate.commit.delta import DeltaCommitter
+from blobstate.commit.group import GroupCommitter, stage_changelog, stage_snapshot
+from blobstate.commit.recover import cleanup_after_restore, recover
+from blobstate.commit.session import StoreSession
+from blobstate.errors import BlobstateError, IntegrityError, NothingToRestore
+from blobstate.maintenance.gc import collect
+from blobstate.model import chain as chains
+from blobstate.model import layout
+from blobstate.model.records import StoreKey
+from blobstate.plugins.dir_store import DirStore
+from blobstate.repository.repo import Repository
+from blobstate.restoring import chain as replay
+from blobstate.restoring.snapshot import restore_snapshot
+from blobstate.testing.simulation import model
+from blobstate.testing.simulation.invariants import Violation
+
+if TYPE_CHECKING:
+    from blobstate.testing.simulation.runner import Simulation
+    from blobstate.testing.simulation.scheduler import Actor
+
+APPEND_RESOLVE_S = 2.0
+
+
+def restore_latest(sim: Simulation, repo: Repository, key: StoreKey, name: str, dest: str, *,
+                   partition: int | None = None) -> int:
+    """Restore the latest state of ``key`` (or of one partition) into ``dest`` with the real restore and check it
+    against the model; returns its batch id (-1: nothing to restore). Raises ``Violation`` for a wrong state."""
+    try:
+        chain = replay.plan(repo, key, partition=partition)
+    except NothingToRestore:
+        if os.path.isdir(dest):
+            shutil.rmtree(dest)
+        os.makedirs(dest)
+        return -1
+    if chain.snapshot is not None:
+        restore_snapshot(repo, chain.snapshot, dest, local_store=DirStore(), force=True, validate=False)
+    else:
+        model.write_dir(dest, {})
+    values = model.read_dir(dest)
+    for delta in chain.deltas:
+        values = model.replay(values, repo.read_changelog(delta), delta.changelog_blob_id)
+    model.write_dir(dest, values)
+    upto = chain.upto if chain.upto is not None else (chain.snapshot.batch_id if chain.snapshot else -1)
+    assert upto is not None
+    expected = model.state(name, upto)
+    if values != expected:
+        raise Violation("wrong", f"a restore of {key} (batch {upto}, {chain.describe()}) gave {values}, expected "
+                                 f"{expected}")
+    return upto
+
+
+def latest_batch(repo: Repository, key: StoreKey, *, partition: int | None = None) -> int:
+    """The batch id of the latest state (-1: none), from the records alone (no object is read)."""
+    try:
+        chain = replay.plan(repo, key, partition=partition)
+    except NothingToRestore:
+        return -1
+    upto = chain.upto if chain.upto is not None else (chain.snapshot.batch_id if chain.snapshot else -1)
+    return -1 if upto is None else upto
+
+
+def _start(sim: Simulation, repo: Repository, key: StoreKey, name: str, dest: str, partition: int | None,
+           from_model: bool) -> int:
+    """Restore the latest state into ``dest`` (``from_model``: write the model's state of the latest batch there
+    instead, the way a live application holds it); returns its batch id."""
+    if not from_model:
+        return restore_latest(sim, repo, key, name, dest, partition=partition)
+    upto = latest_batch(repo, key, partition=partition)
+    model.write_dir(dest, model.state(name, upto))
+    return upto
+
+
+def _committer(sim: Simulation, actor: Actor, key: StoreKey, repo: Repository, retain: int,
+               expected: int | None = None) -> StoreCommitter:
+    wd = sim.work_dir(actor, key, retain)
+    committer = StoreCommitter(key, repo, store_type="dir", work_dir=wd, ttl_ms=sim.ttl_ms, retain=retain,
+                               writer_id=actor.name, append_resolve_s=APPEND_RESOLVE_S, expected_generation=expected)
+    actor.resources.append(committer.session)
+    return committer
+
+
+def writer(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, retain: int, batches: int,
+           deltas: bool, snapshot_every: int = 3, log: str = "log", from_model: bool = False,
+           interval_ms: int = 0, pin: bool = True) -> None:
+    repo = sim.repos[log]
+    live = sim.local_dir(actor, "live")
+    opened = repo.log.latest(key) if pin else None  # the view the writer opens on (issue 27: pinned at open)
+    committer = _committer(sim, actor, key, repo, retain, (opened.generation if opened else 0) if pin else None)
+    try:
+        start = _start(sim, repo, key, name, live, None, from_model) + 1
+        delta_commits = DeltaCommitter(committer) if deltas else None
+        for batch in range(start, start + batches):
+            if batch > start and interval_ms:
+                layout.sleep(interval_ms / 1000)  # the trigger interval between micro-batches
+            model.write_dir(live, model.state(name, batch))
+            if delta_commits is not None:
+                delta_commits.commit_changelog(model.encoded(name, batch), batch_id=batch, query_id=name)
+            if delta_commits is None or (batch + 1) % snapshot_every == 0:
+                committer.backup(live, batch_id=batch)
+    except (BlobstateError, OSError):
+        return  # the process exits on it (fenced, refused, unknown outcome left for recovery)
+    finally:
+        committer.close()
+
+
+def group_owner(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, partitions: int, retain: int,
+                batches: int, snapshot_every: int = 3, log: str = "log", from_model: bool = False,
+                interval_ms: int = 0, pin: bool = True) -> None:
+    repo = sim.repos[log]
+    rng = random.Random(f"{sim.seed}/{actor.name}")
+    opened = repo.log.latest(key) if pin else None
+    committer = _committer(sim, actor, key, repo, retain, (opened.generation if opened else 0) if pin else None)
+    try:
+        groups = GroupCommitter(committer, num_partitions=partitions)
+        lives = [sim.local_dir(actor, f"p{p}") for p in range(partitions)]
+        starts = [_start(sim, repo, key, f"{name}/p{p}", lives[p], p, from_model) for p in range(partitions)]
+        start = min(starts) + 1
+        for batch in range(start, start + batches):
+            if batch > start and interval_ms:
+                layout.sleep(interval_ms / 1000)
+            snapshot = (batch + 1) % snapshot_every == 0
+            history = repo.log.history(key) if snapshot else []
+            entries, new_ids, oldest = [], [], layout.now_ms()
+            for p in range(partitions):
+                pname = f"{name}/p{p}"
+                model.write_dir(lives[p], model.state(pname, batch))
+                tries = 1 + (rng.random() < 0.3) + (rng.random() < 0.2)  # a failed attempt; a speculative one
+                chosen = rng.randrange(tries)
+                for attempt in range(tries):
+                    entry = stage_changelog(repo, key, partition=p, batch_id=batch, data=model.encoded(pname, batch),
+                                            ttl_ms=sim.ttl_ms, attempt=attempt)
+                    if attempt == chosen:
+                        entries.append(entry)
+                if snapshot:
+                    scratch = sim.local_dir(actor, f"scratch-{batch}-{p}", create=False)
+                    DirStore().create_checkpoint(lives[p], scratch)
+                    previous = chains.latest_snapshot(chains.partition_history(history, p))
+                    staged = stage_snapshot(repo, key, partition=p, batch_id=batch, checkpoint_dir=scratch,
+                                            previous=previous, ttl_ms=sim.ttl_ms, writer_id=actor.name)
+                    shutil.rmtree(scratch, ignore_errors=True)
+                    entries.append(staged.entry)
+                    new_ids += staged.new_blob_ids
+            groups.commit(entries, batch_id=batch, query_id=name, created_ms=oldest, new_blob_ids=new_ids)
+    except (BlobstateError, OSError):
+        return
+    finally:
+        committer.close()
+
+
+def gc(sim: Simulation, actor: Actor, *, runs: int, gap_ms: int, log: str = "log") -> None:
+    repo = sim.repos[log]
+    base = sim.local_dir(actor, "work-base")
+    for run in range(runs):
+        if run:
+            layout.sleep(gap_ms / 1000)
+        for key in repo.log.keys():
+            try:
+                collect(repo, key, now_ms=layout.now_ms(), ttl_ms=sim.ttl_ms, work_base=base)
+            except BlobstateError:
+                continue
+
+
+def restorer(sim: Simulation, actor: Actor, *, cleanup: bool, log: str = "log") -> None:
+    repo = sim.repos[log]
+    for key, info in sorted(sim.stores.items()):
+        for p in range(info.partitions) if info.partitions else [None]:
+            dest = sim.local_dir(actor, f"{key.store}-{p}", create=False)
+            try:
+                restore_latest(sim, repo, key, info.name if p is None else f"{info.name}/p{p}", dest, partition=p)
+            except (IntegrityError, NothingToRestore, OSError):
+                continue  # the invariants judge whether the store may be unrestorable now
+        if cleanup:
+            try:
+                cleanup_after_restore(repo, key, sim.work_dir(actor, key, info.retain))
+            except (BlobstateError, OSError):
+                continue
+
+
+def recoverer(sim: Simulation, actor: Actor, *, log: str = "log") -> None:
+    repo = sim.repos[log]
+    for key, wd, retain in sim.orphaned_work_dirs():
+        try:
+            with StoreSession(key, wd) as session:
+                recover(session, repo, retain=retain)
+        except (BlobstateError, OSError):
+            continue

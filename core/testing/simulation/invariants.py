@@ -1,0 +1,188 @@
+"""The invariants checked after every scheduled step, on the world as it is (no scheduling point is taken).
+
+For every checkpoint log of the repository and every store key in it, with the store's retention window
+(``blobstate.model.chain.retention`` with the smallest ``retain`` its writers use):
+
+- ``lost``: nothing a retained record references is missing from the store (its index, the index's blobs, a
+  delta's changelog, a group's parts). A record that is still landing (appended, its commit not completed: a
+  late commit heals its blobs right after the append) is given until its commit completes, or until the final
+  check after every open commit was recovered.
+- ``broken``: the latest state is restorable (``plan_chain`` finds every record it needs) and every retained
+  snapshot too (no store is wedged on a pruned chain).
+- ``wrong``: the latest state, and every retained snapshot, restores to exactly the state of its batch
+  (``blobstate.testing.simulation.model``); the restore is done logically on the real readers
+  (``Repository.read_index`` and ``read_changelog``, CRC-checked) so that it can run after every step.
+- ``orphan`` (final check only, after a final gc): every object under a store's prefix is referenced by a
+  record.
+
+Objects a fault lost or damaged are known (``World.damaged``): a chain that needs one is expected to fail with an
+integrity error, never to give a wrong state, and is not held against the protocol.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from blobstate.errors import BlobstateError, ChecksumMismatch, IntegrityError, NothingToRestore
+from blobstate.local.checksum import crc32c_bytes
+from blobstate.model import chain as chains
+from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.repository.repo import Repository
+from blobstate.testing.simulation import model
+from blobstate.testing.simulation.world import SimBlobStore, SimCheckpointLog, World, history_now
+
+
+class Violation(Exception):
+    """An invariant does not hold: ``kind`` (lost, broken, wrong, orphan, wedged, crash) and what."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        self.kind = kind
+        self.detail = detail
+        super().__init__(f"{kind}: {detail}")
+
+
+@dataclass(frozen=True)
+class StoreInfo:
+    """A simulated store: its state's model name, the smallest retention its writers use, partitions (0: none)."""
+
+    name: str
+    retain: int
+    partitions: int = 0
+
+
+class _Quiet(SimBlobStore):
+    """The store as the invariants read it: no scheduling point."""
+
+    def __init__(self, world: World) -> None:
+        super().__init__(World(blobs=world.blobs, logs=world.logs, damaged=world.damaged))
+
+
+@dataclass
+class Checker:
+    """Checks ``World`` against the model; ``completed`` is fed with the commit ids whose commit completed."""
+
+    world: World
+    stores: dict[StoreKey, StoreInfo]
+    log_names: list[str]
+    completed: set[str] = field(default_factory=set)
+    _refs: dict[tuple[str, str, int], frozenset[str]] = field(default_factory=dict)
+    _good: set[tuple] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        quiet = _Quiet(self.world)
+        self.repos = {name: Repository(quiet, SimCheckpointLog(quiet.world, name), "sim://repo")
+                      for name in self.log_names}
+
+    def check(self, *, final: bool = False) -> None:
+        """Raise ``Violation`` for the first invariant that does not hold."""
+        for log_name, repo in self.repos.items():
+            for key, info in self.stores.items():
+                history = history_now(self.world, log_name, key)
+                if history:
+                    self._check_store(repo, log_name, key, info, history, final)
+
+    def _check_store(self, repo: Repository, log_name: str, key: StoreKey, info: StoreInfo,
+                     history: list[Checkpoint], final: bool) -> None:
+        _, retained = chains.retention(history, info.retain)
+        where = f"{key} in log {log_name}"
+        for cp in retained:
+            missing = sorted(b for b in self._references(repo, log_name, cp) if b not in self.world.blobs
+                             and b not in self.world.damaged)
+            if missing and (final or cp.checkpoint_id in self.completed):
+                raise Violation("lost", f"{where}: generation {cp.generation} ({cp.kind} of batch {cp.batch_id}, "
+                                        f"writer {cp.writer_id}) references {missing[0]}, which was deleted")
+        if info.partitions:
+            for p in chains.partitions_of(retained):
+                part = chains.partition_history(history, p)
+                kept = chains.partition_history(retained, p)
+                self._check_states(repo, f"{where} partition {p}", f"{info.name}/p{p}", part, kept, final)
+        else:
+            self._check_states(repo, where, info.name, history, retained, final)
+
+    def _references(self, repo: Repository, log_name: str, cp: Checkpoint) -> frozenset[str]:
+        memo = (log_name, cp.checkpoint_id, cp.generation)
+        refs = self._refs.get(memo)
+        if refs is None:
+            try:
+                refs = frozenset(repo.retained_references([cp]))
+            except IntegrityError:  # the index itself is missing or damaged: it is its only reference we know
+                return frozenset(part.index_blob_id for part in cp.expand() if not part.is_delta)
+            self._refs[memo] = refs
+        return refs
+
+    def _check_states(self, repo: Repository, where: str, name: str, history: list[Checkpoint],
+                      retained: list[Checkpoint], final: bool) -> None:
+        try:
+            latest = chains.plan_chain(history)
+        except NothingToRestore as exc:  # BrokenChainError included
+            raise Violation("broken", f"{where}: the latest state does not restore: {exc}") from None
+        self._check_chain(repo, where, name, latest, final)
+        for snap in chains.valid_snapshots(retained):
+            if snap.batch_id is not None:
+                self._check_chain(repo, where, name, chains.Chain(snap, (), snap.batch_id), final)
+
+    def _check_chain(self, repo: Repository, where: str, name: str, chain: chains.Chain, final: bool) -> None:
+        memo = (where, tuple((cp.checkpoint_id, cp.generation) for cp in chain.records), len(self.world.damaged))
+        if memo in self._good:
+            return
+        upto = chain.upto if chain.upto is not None else (chain.snapshot.batch_id if chain.snapshot else None)
+        try:
+            values = self.restore(repo, chain)
+        except IntegrityError as exc:
+            if self._explained(repo, chain, final):
+                return
+            raise Violation("lost", f"{where}: the chain up to batch {upto} does not restore: {exc}") from None
+        if upto is None:
+            return
+        expected = model.state(name, upto)
+        if values != expected:
+            raise Violation("wrong", f"{where}: the state of batch {upto} restores as {values}, expected {expected} "
+                                     f"(chain {chain.describe()})")
+        self._good.add(memo)
+
+    def _explained(self, repo: Repository, chain: chains.Chain, final: bool) -> bool:
+        """True when the chain's failure is a fault's doing, or a landing commit's not healed yet."""
+        for cp in chain.records:
+            ids = {cp.changelog_blob_id} if cp.is_delta else {cp.index_blob_id}
+            if not cp.is_delta:
+                try:
+                    ids |= repo.read_index(cp).referenced_blob_ids()
+                except BlobstateError:
+                    pass
+            if ids & self.world.damaged:
+                return True
+            if not final and cp.checkpoint_id not in self.completed and any(b not in self.world.blobs for b in ids):
+                return True
+        return False
+
+    @staticmethod
+    def restore(repo: Repository, chain: chains.Chain) -> dict[str, str]:
+        """The state ``chain`` restores to, read with the real (CRC-checking) readers; raises ``IntegrityError``."""
+        values: dict[str, str] = {}
+        if chain.snapshot is not None:
+            index = repo.read_index(chain.snapshot)
+            for rel, f in index.dir_index.walk_present():
+                data = b"".join(repo.store.get_bytes(b.blob_id) for b in f.blobs)
+                if len(data) != f.size_in_bytes or crc32c_bytes(data) != f.crc32c:
+                    raise ChecksumMismatch(f"{rel} of {chain.snapshot.checkpoint_id} does not match its index")
+                values[rel] = data.decode("utf-8", "replace")
+        for delta in chain.deltas:
+            values = model.replay(values, repo.read_changelog(delta), delta.changelog_blob_id)
+        return values
+
+    def orphans(self) -> None:
+        """Final check: every object under a store's prefix is referenced by a record of some log (gc keeps what
+        the latest snapshot's recorded retention keeps, which may be more than the smallest)."""
+        referenced: set[str] = set()
+        for log_name, repo in self.repos.items():
+            for key in self.stores:
+                history = history_now(self.world, log_name, key)
+                for cp in history:
+                    referenced |= self._references(repo, log_name, cp)
+        for key in self.stores:
+            if any(b.startswith(key.prefix + "/") for b in self.world.damaged):
+                continue  # a retained index a fault took stops gc for the store (nothing deleted on a partial view)
+            for blob_id in sorted(self.world.blobs):
+                if blob_id.startswith(key.prefix + "/") and blob_id not in referenced:
+                    raise Violation("orphan", f"{blob_id} is left after the final gc; no retained record names it")
+

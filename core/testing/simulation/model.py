@@ -1,0 +1,81 @@
+"""The reference model: what the state of a store is after each batch, and what a restore of it must give.
+
+A store's state is a small key-value map materialised as a directory (one file per key, a ``dir`` store). The
+writes of batch ``b`` of a store (or of one partition) are a pure function of its name and ``b``, like a Spark
+micro-batch that is recomputed identically when it is re-run: so any writer that commits batch ``b`` (the first
+one, a zombie, a second writer that took over, a retried partition task) commits the same state ``state(b)``, and
+a checkpoint of batch ``b`` must restore to exactly ``state(b)``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import zlib
+from functools import lru_cache
+
+from blobstate.model import changelog
+from blobstate.model.changelog import DELETE, PUT, Op
+
+KEYS = 6
+
+
+def ops(name: str, batch: int) -> list[Op]:
+    """Batch ``batch``'s writes to store (or partition) ``name``: a few puts and sometimes a delete."""
+    rng = random.Random(zlib.crc32(f"{name}/{batch}".encode()))
+    out: list[Op] = [(PUT, "k0", f"{name}:{batch}")]
+    for _ in range(rng.randint(1, 2)):
+        out.append((PUT, f"k{rng.randrange(1, KEYS)}", f"{batch}-{rng.getrandbits(24):06x}"))
+    if rng.random() < 0.3:
+        out.append((DELETE, f"k{rng.randrange(1, KEYS)}", None))
+    return out
+
+
+def apply(state: dict[str, str], batch_ops: list[Op]) -> dict[str, str]:
+    out = dict(state)
+    for op, key, value in batch_ops:
+        if op == PUT:
+            out[str(key)] = str(value)
+        else:
+            out.pop(str(key), None)
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _state(name: str, batch: int) -> tuple[tuple[str, str], ...]:
+    prev = dict(_state(name, batch - 1)) if batch > 0 else {}
+    return tuple(sorted(apply(prev, ops(name, batch)).items()))
+
+
+def state(name: str, batch: int) -> dict[str, str]:
+    """The state of ``name`` after batch ``batch`` (-1: empty)."""
+    return dict(_state(name, batch)) if batch >= 0 else {}
+
+
+def encoded(name: str, batch: int) -> bytes:
+    """Batch ``batch``'s changelog blob (``blobstate.model.changelog``)."""
+    return changelog.encode(ops(name, batch))
+
+
+def write_dir(path: str, values: dict[str, str]) -> None:
+    """Make directory ``path`` hold exactly ``values`` (one file per key)."""
+    os.makedirs(path, exist_ok=True)
+    for name in os.listdir(path):
+        if name not in values:
+            os.remove(os.path.join(path, name))
+    for name, value in values.items():
+        with open(os.path.join(path, name), "w", encoding="utf-8") as fh:
+            fh.write(value)
+
+
+def read_dir(path: str) -> dict[str, str]:
+    out = {}
+    for name in sorted(os.listdir(path)):
+        with open(os.path.join(path, name), encoding="utf-8") as fh:
+            out[name] = fh.read()
+    return out
+
+
+def replay(values: dict[str, str], data: bytes, source: str) -> dict[str, str]:
+    """``values`` with a changelog blob applied (decoded by the real decoder, which checks it)."""
+    return apply(values, changelog.decode(data, source=source))

@@ -1,0 +1,269 @@
+"""One simulated run: a scenario (actors and faults, drawn from a seed), the scheduler, the invariants, the end.
+
+``run(scenario)`` builds a fresh world (an in-memory blob store and its checkpoint logs), starts the actors, and
+after every scheduled step checks the invariants (``blobstate.testing.simulation.invariants``). When every actor
+is done or dead it finishes like an operator would: recovery of every work directory left behind, a final writer
+per store (the next commit and a restore must succeed: no store is wedged), time moved past the TTL, two gc runs
+through every log, and the orphan check. The result says the first violation (if any), the interleaving and the
+faults that fired: with the same scenario (and ``choices``) a run is replayed exactly.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+from blobstate.commit.recover import recover
+from blobstate.commit.session import StoreSession
+from blobstate.errors import BlobstateError, IntegrityError
+from blobstate.journal.events import Event
+from blobstate.model import layout
+from blobstate.model.records import StoreKey
+from blobstate.plugin.hookspecs import hookimpl
+from blobstate.plugin.manager import get_plugin_manager
+from blobstate.repository.repo import Repository
+from blobstate.testing.simulation import actors
+from blobstate.testing.simulation.invariants import Checker, StoreInfo, Violation
+from blobstate.testing.simulation.scheduler import Actor, Fault, Killed, Scheduler
+from blobstate.testing.simulation.world import SimBlobStore, SimCheckpointLog, World
+
+START_MS = 1_800_000_000_000  # the virtual epoch (ms)
+MAX_STEPS = 200_000  # a run that takes longer is reported as a livelock
+
+
+@dataclass
+class ActorSpec:
+    """An actor of a scenario: ``program`` (a name in ``blobstate.testing.simulation.actors``) and its arguments."""
+
+    name: str
+    program: str
+    start_ms: int = 0
+    skew_ms: int = 0
+    args: dict = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        shown = ", ".join(f"{k}={v}" for k, v in self.args.items() if k != "key")
+        return f"{self.name}: {self.program}({shown}) from {self.start_ms} ms, clock skew {self.skew_ms:+d} ms"
+
+
+@dataclass
+class Scenario:
+    """What a run does: ``seed`` (the scheduler's and the ids' randomness), stores, actors, faults, and
+    optionally the explicit interleaving ``choices`` (actor names, one per step)."""
+
+    seed: int
+    ttl_ms: int
+    stores: dict[StoreKey, StoreInfo]
+    actors: list[ActorSpec]
+    faults: list[Fault]
+    logs: tuple[str, ...] = ("log",)
+    choices: list[str] | None = None
+    damage_targets: int = 0  # seed of the choice of the object a lose/damage fault hits
+
+
+@dataclass
+class Result:
+    """A run's outcome: ``violation`` (None: every invariant held), the interleaving, the faults that fired."""
+
+    scenario: Scenario
+    violation: Violation | None
+    steps: int
+    trace: list[str]
+    labels: list[str]
+    fired: list[Fault]
+    errors: dict[str, str]
+    phase: str = "run"  # where the violation was found: "run" (after a step) or "final" (the operator's end)
+
+    @property
+    def failed(self) -> bool:
+        return self.violation is not None
+
+
+class _Relay:
+    """The ``blobstate_journal_event`` observer: every journal event is a scheduling point."""
+
+    sim: Simulation | None = None
+
+    @hookimpl
+    def blobstate_journal_event(self, event: Event, store_key: StoreKey) -> None:
+        sim = self.sim
+        if sim is None:
+            return
+        if event.type_name == "CommitCompleted":
+            sim.checker.completed.add(event.commit_id)
+        sim.scheduler.point(f"journal {event.type_name}")
+
+
+RELAY = _Relay()
+RELAY_NAME = "blobstate-simulation"
+
+
+class Simulation:
+    """The state of one run (see the module docstring)."""
+
+    def __init__(self, scenario: Scenario, base: str) -> None:
+        self.scenario = scenario
+        self.seed = scenario.seed
+        self.ttl_ms = scenario.ttl_ms
+        self.stores = scenario.stores
+        self.base = base
+        self.world = World()
+        self.store = SimBlobStore(self.world)
+        self.repos = {name: Repository(self.store, SimCheckpointLog(self.world, name), "sim://repo")
+                      for name in scenario.logs}
+        self.checker = Checker(self.world, scenario.stores, list(scenario.logs))
+        self.work_dirs: dict[str, list[tuple[StoreKey, str, int]]] = {}
+        self.killed: list[tuple[Actor, bool]] = []
+        self.scheduler = Scheduler(scenario.seed, start_ms=START_MS, faults=scenario.faults,
+                                   choices=scenario.choices, on_fault=self._fault)
+        self.world.point = self.scheduler.point
+        self.world.server_clock = lambda: self.scheduler.clock.now
+        self.world.unknown_appends = {f.at: f.keep for f in scenario.faults if f.kind == "unknown"}
+        self._targets = __import__("random").Random(scenario.damage_targets)
+
+    # -- for the actors -----------------------------------------------------------------------------------------
+    def local_dir(self, actor: Actor, name: str, *, create: bool = True) -> str:
+        path = os.path.join(self.base, actor.name, name)
+        if create:
+            os.makedirs(path, exist_ok=True)
+        return path
+
+    def work_dir(self, actor: Actor, key: StoreKey, retain: int) -> str:
+        path = os.path.join(self.base, actor.name, "work", key.store)
+        self.work_dirs.setdefault(actor.name, []).append((key, path, retain))
+        return path
+
+    def orphaned_work_dirs(self) -> list[tuple[StoreKey, str, int]]:
+        """The work directories killed actors left behind (kept ones)."""
+        return [w for actor, kept in self.killed if kept for w in self.work_dirs.get(actor.name, [])
+                if os.path.isdir(w[1])]
+
+    def _fault(self, fault: Fault) -> None:
+        if fault.kind == "kill":
+            actor = next(a for a in self.scheduler.actors if a.name == fault.actor)
+            for session in actor.resources:
+                session.close()  # the kernel releases a dead process's lock
+            if not fault.keep:
+                shutil.rmtree(os.path.join(self.base, actor.name), ignore_errors=True)
+            self.killed.append((actor, fault.keep))
+        elif fault.kind in ("lose", "damage"):
+            refs = sorted(b for b in self.world.blobs if not b.startswith("checkpoints/") and "/" in b)
+            if refs:
+                target = refs[self._targets.randrange(len(refs))]
+                (self.world.lose if fault.kind == "lose" else self.world.damage)(target)
+
+    # -- the run ------------------------------------------------------------------------------------------------
+    def run(self, *, check_every_step: bool = True) -> Result:
+        manager = get_plugin_manager()
+        if not manager.pm.has_plugin(RELAY_NAME):
+            manager.register(RELAY, RELAY_NAME)
+        RELAY.sim = self
+        violation: Violation | None = None
+        phase = "run"
+        try:
+            with layout.use_clock(self.scheduler.clock):
+                for spec in self.scenario.actors:
+                    program = getattr(actors, spec.program)
+                    self.scheduler.spawn(spec.name, partial(_call, program, self, spec.args),
+                                         start_ms=spec.start_ms, skew_ms=spec.skew_ms)
+                violation = self._loop(check_every_step)
+                if violation is None:
+                    phase = "final"
+                    violation = self._finish()
+        finally:
+            RELAY.sim = None
+            self.scheduler.teardown()
+        errors = {a.name: f"{type(a.error).__name__}: {a.error}" for a in self.scheduler.actors if a.error}
+        return Result(self.scenario, violation, self.scheduler.steps, self.scheduler.trace, self.scheduler.labels,
+                      self.scheduler.fired, errors, phase)
+
+    def _loop(self, check_every_step: bool) -> Violation | None:
+        while self.scheduler.step():
+            for actor in self.scheduler.actors:
+                if actor.error is not None:
+                    return _as_violation(actor)
+            if check_every_step:
+                try:
+                    self.checker.check()
+                except Violation as exc:
+                    return exc
+            if self.scheduler.steps > MAX_STEPS:
+                return Violation("livelock", f"no end after {MAX_STEPS} steps")
+        return None
+
+    def _finish(self) -> Violation | None:
+        """Recovery of what was left, the next commit and a restore of every store, then gc and the orphan check."""
+        clock = self.scheduler.clock
+        repo = self.repos["log"]
+        try:
+            for names in list(self.work_dirs.values()):
+                for key, wd, retain in names:
+                    if os.path.isdir(wd):
+                        with StoreSession(key, wd) as session:
+                            recover(session, repo, retain=retain)
+            self.checker.check(final=True)
+            final = Actor("final", lambda a: None)
+            for key, info in sorted(self.stores.items()):
+                self._next_commit(final, key, info)
+            self.checker.check(final=True)
+            clock.now += 2 * self.ttl_ms + 1
+            for _ in range(2):
+                for name in self.scenario.logs:
+                    actors.gc(self, final, runs=1, gap_ms=0, log=name)
+            self.checker.check(final=True)
+            self.checker.orphans()
+        except Violation as exc:
+            return exc
+        except (BlobstateError, AssertionError, OSError) as exc:
+            return Violation("wedged", f"the final recovery, commit or gc failed: {type(exc).__name__}: {exc}")
+        return None
+
+    def _next_commit(self, final: Actor, key: StoreKey, info: StoreInfo) -> None:
+        """No store is wedged: a new writer commits the next batch after the latest, and it restores."""
+        deltas = any(cp.is_delta for cp in self.repos["log"].log.history(key))
+        if info.partitions:
+            actors.group_owner(self, final, key=key, name=info.name, partitions=info.partitions,
+                               retain=info.retain, batches=1, snapshot_every=1, from_model=True)
+        else:
+            actors.writer(self, final, key=key, name=info.name, retain=info.retain, batches=1, deltas=deltas,
+                          snapshot_every=1, from_model=True)
+        for p in range(info.partitions) if info.partitions else [None]:
+            name = info.name if p is None else f"{info.name}/p{p}"
+            dest = self.local_dir(final, f"check-{key.store}-{p}", create=False)
+            try:
+                actors.restore_latest(self, self.repos["log"], key, name, dest, partition=p)
+            except IntegrityError:
+                if not self.world.damaged:  # a fault's damaged object may live on in a reused blob
+                    raise
+        history = self.repos["log"].log.history(key)
+        if not history or history[-1].writer_id != "final":
+            raise Violation("wedged", f"{key}: a new writer could not commit the next batch (latest: "
+                                      f"{history[-1].writer_id if history else None})")
+
+
+def _call(program: Callable, sim: Simulation, args: dict, actor: Actor) -> None:
+    program(sim, actor, **args)
+
+
+def _as_violation(actor: Actor) -> Violation:
+    if isinstance(actor.error, Violation):
+        return actor.error
+    text = "".join(traceback.format_exception(actor.error)[-6:])
+    return Violation("crash", f"actor {actor.name} raised {type(actor.error).__name__}: {actor.error}\n{text}")
+
+
+def run(scenario: Scenario, *, check_every_step: bool = True) -> Result:
+    """Run ``scenario`` in a fresh temporary directory (removed afterwards)."""
+    base = tempfile.mkdtemp(prefix="blobstate-sim-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    try:
+        return Simulation(scenario, base).run(check_every_step=check_every_step)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+__all__ = ["ActorSpec", "Killed", "Result", "Scenario", "Simulation", "run"]

@@ -1,0 +1,123 @@
+"""Scenarios drawn from a seed: which stores, which actors (and when, with which clock skew), which faults.
+
+Profiles:
+
+- ``safe``: what today's protocol is meant to survive and does: a snapshot store with two writers (one may be a
+  zombie: paused past its TTL, then resumed), a delta store with one writer, a partitioned store with its group
+  owner (retried and speculative part attempts), gc runs, restores, recovery; kills with the work directory kept
+  or lost, short pauses of the delta and group writers, unknown append outcomes, a lost or damaged object, clock
+  skew below TTL/4.
+- ``full``: the same with a second writer on the delta store and long pauses (zombies) for every writer, where
+  issue 27's cases 1 and 2 live.
+- ``two-logs``: ``full`` plus a writer of the snapshot store through a second checkpoint log on the same blob
+  store (issue 27's case 3).
+- ``unpinned``: ``full`` with the delta store's second writer taking its expected generation at its first append
+  instead of when it opens (today's driver binding: issue 27's case 10).
+
+Every writer of the other profiles pins the generation it opened on (``StoreCommitter(expected_generation=)``,
+as the partitioned driver does and as issue 27 asks of every writer).
+"""
+
+from __future__ import annotations
+
+import random
+
+from blobstate.model.records import StoreKey
+from blobstate.testing.simulation.invariants import StoreInfo
+from blobstate.testing.simulation.runner import ActorSpec, Scenario
+from blobstate.testing.simulation.scheduler import Fault
+
+TTL_MS = 60_000
+PROFILES = ("safe", "full", "two-logs", "unpinned")
+
+SNAP = StoreKey("sim", "0", "snap")
+CHG = StoreKey("sim", "0", "chg")
+GRP = StoreKey("sim", "group", "grp")
+
+
+def scenario(seed: int, profile: str = "full") -> Scenario:
+    """The scenario of ``seed`` in ``profile`` (see the module docstring); the same seed, the same scenario."""
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}: one of {', '.join(PROFILES)}")
+    rng = random.Random(f"scenario/{profile}/{seed}")
+    ttl = TTL_MS
+
+    def skew() -> int:
+        return rng.randint(-ttl // 5, ttl // 5)  # below TTL/4
+
+    def later() -> int:
+        return rng.randint(0, ttl)
+
+    def every() -> int:
+        return rng.randint(ttl // 60, ttl // 6)  # the trigger interval of a streaming query
+
+    stores = {SNAP: StoreInfo("snap", 2), CHG: StoreInfo("chg", 2), GRP: StoreInfo("grp", 2, partitions=2)}
+    specs = [
+        ActorSpec("w1", "writer", 0, skew(), dict(key=SNAP, name="snap", retain=2, batches=rng.randint(3, 6),
+                                                   deltas=False, interval_ms=every())),
+        ActorSpec("w2", "writer", later(), skew(), dict(key=SNAP, name="snap", retain=rng.choice([2, 3]),
+                                                         batches=rng.randint(2, 5), deltas=False, interval_ms=every())),
+        ActorSpec("c1", "writer", 0, skew(), dict(key=CHG, name="chg", retain=2, batches=rng.randint(4, 9),
+                                                   deltas=True, snapshot_every=3, interval_ms=every())),
+        ActorSpec("g1", "group_owner", 0, skew(), dict(key=GRP, name="grp", partitions=2, retain=2,
+                                                        batches=rng.randint(3, 7), snapshot_every=3,
+                                                        interval_ms=every())),
+    ]
+    if profile != "safe":
+        specs.append(ActorSpec("c2", "writer", later(), skew(),
+                               dict(key=CHG, name="chg", retain=rng.choice([2, 3]), batches=rng.randint(4, 9),
+                                    deltas=True, snapshot_every=3, interval_ms=every(),
+                                    pin=profile != "unpinned")))
+    if profile == "two-logs":
+        specs.append(ActorSpec("x1", "writer", later(), skew(),
+                               dict(key=SNAP, name="snap", retain=2, batches=rng.randint(2, 4), deltas=False,
+                                    log="log2", interval_ms=every())))
+    for i in range(rng.randint(2, 3)):
+        specs.append(ActorSpec(f"gc{i + 1}", "gc", later(), skew(), dict(runs=rng.randint(1, 3),
+                                                                        gap_ms=rng.randint(ttl // 4, 2 * ttl))))
+    specs.append(ActorSpec("r1", "restorer", later(), skew(), dict(cleanup=rng.random() < 0.5)))
+    specs.append(ActorSpec("rec", "recoverer", rng.randint(ttl // 2, 3 * ttl), skew(), {}))
+    writers = [s.name for s in specs if s.program in ("writer", "group_owner")]
+    faults: list[Fault] = []
+    for _ in range(rng.randint(1, 4)):
+        who = rng.choice(writers)
+        long_ok = profile != "safe" or who.startswith("w")
+        ms = rng.randint(ttl, 3 * ttl) if long_ok and rng.random() < 0.6 else rng.randint(10, ttl // 4 - 1)
+        at, label = _where(rng)
+        faults.append(Fault("pause", who, at, ms=ms, label=label))
+    if rng.random() < 0.5:  # safe: not the group owner (its recovery after the TTL is issue 27's case 11)
+        at, label = _where(rng)
+        killable = [w for w in writers if profile != "safe" or w != "g1"]
+        faults.append(Fault("kill", rng.choice(killable), at, keep=rng.random() < 0.6, label=label))
+    for _ in range(rng.choice([0, 0, 1, 2])):
+        faults.append(Fault("unknown", "", rng.randint(0, 20), keep=rng.random() < 0.7))
+    if rng.random() < 0.15:
+        faults.append(Fault(rng.choice(["lose", "damage"]), "", rng.randint(50, 800)))
+    return Scenario(seed, ttl, stores, specs, _dedupe(faults), logs=("log", "log2") if profile == "two-logs"
+                    else ("log",), damage_targets=seed)
+
+
+#: The protocol steps a pause or kill may be tied to (the k-th such journal event of the actor), besides a plain
+#: k-th scheduling point: the journal events are where the commit protocol's decisions are (FoundationDB's
+#: BUGGIFY places faults at the interesting lines the same way).
+STEPS = ("journal CommitStarted", "journal UploadsPlanned", "journal IndexUploaded", "journal CheckpointAppending",
+         "journal CheckpointWritten", "journal TtlRemoved", "journal BlobsDeleted", "journal CommitCompleted")
+
+
+def _where(rng: random.Random) -> tuple[int, str]:
+    """``(at, label)`` of a fault: half of them at the k-th scheduling point, half at the k-th protocol step."""
+    if rng.random() < 0.5:
+        return rng.randint(1, 150), ""
+    return rng.randint(1, 9), rng.choice(STEPS)
+
+
+def _dedupe(faults: list[Fault]) -> list[Fault]:
+    """One fault per place (an actor's point, or an append, or a step)."""
+    seen: set[tuple[str, str, int]] = set()
+    out = []
+    for f in faults:
+        place = (f.actor, f.label, f.at) if f.kind in ("pause", "kill") else (f.kind, "", f.at)
+        if place not in seen:
+            seen.add(place)
+            out.append(f)
+    return out
