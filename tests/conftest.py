@@ -10,6 +10,11 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "support"))
 os.environ.setdefault("BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD", "0")
+# `python -m pytest` from a virtual environment that is not activated: its console scripts (blobstate, moto_server,
+# gcp-storage-emulator) are found as if it were, by the fixtures and by every subprocess they start.
+_bin = os.path.dirname(sys.executable)
+if _bin not in os.environ.get("PATH", "").split(os.pathsep):
+    os.environ["PATH"] = os.pathsep.join([_bin, os.environ.get("PATH", "")])
 
 pytest_plugins = [
     "fixtures_core",
