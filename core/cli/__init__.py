@@ -71,7 +71,7 @@ def _record_configuration(command_name: str, callback: Callable[..., Any]) -> Ca
 
     @functools.wraps(callback)
     def run(*args: Any, **kwargs: Any) -> Any:
-        from blobstate.plugin.manager import set_configuration
+        from blobstate.repository.settings import set_configuration
 
         set_configuration(command_name, kwargs)
         return callback(*args, **kwargs)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, BinaryIO, TypeVar
 
@@ -50,7 +49,9 @@ def _redacted(exc: BaseException | None) -> str:
 
 def retry_attempts() -> int:
     """Attempts per operation: ``BLOBSTATE_RETRY_ATTEMPTS`` (default 5)."""
-    return max(1, int(os.environ.get("BLOBSTATE_RETRY_ATTEMPTS", "5")))
+    from blobstate.repository.settings import current
+
+    return current().retry_attempts
 
 
 def call_with_retry(fn: Callable[[], T], what: str, *, attempts: int | None = None,
