@@ -175,5 +175,12 @@ class Repository:
         return refs
 
     def close(self) -> None:
+        """Close the blob store and the checkpoint log (``with Repository.open(...) as repository:`` does it)."""
         self.store.close()
         self.log.close()
+
+    def __enter__(self) -> Repository:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

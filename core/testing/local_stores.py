@@ -233,6 +233,6 @@ class LocalStoreContract:
                 )
 
         older = str(tmp_path / "older")
-        api.restore(older, work_dir=str(tmp_path / "work3"), checkpoint_id=first.checkpoint.checkpoint_id,
+        api.restore(older, work_dir=str(tmp_path / "work3"), checkpoint=first.checkpoint.checkpoint_id,
                     **common)
         assert harness.read(older) == _batch("a", 50)
