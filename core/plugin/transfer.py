@@ -58,6 +58,10 @@ def budget_from(options: dict[str, Any]) -> int:
     return value
 
 
+class ObjectTooLarge(Exception):
+    """An object larger than the ``max_size`` a read allowed (raised before its body is read)."""
+
+
 class ByteBudget:
     """A counting semaphore in bytes: ``reserve(n)`` blocks until ``n`` bytes fit under ``limit``.
 
@@ -171,14 +175,17 @@ class ObstoreTransport:
         self._call(lambda: obstore.put(self.store, key, data, mode="create", use_multipart=False))
 
     # -- download --------------------------------------------------------------------------------------------
-    def get(self, key: str, sink: BinaryIO) -> int:
+    def get(self, key: str, sink: BinaryIO, *, max_size: int | None = None) -> int:
         """Stream object ``key`` into ``sink`` in order; return the bytes written. ``FileNotFoundError`` if it
-        is missing."""
+        is missing; ``ObjectTooLarge`` before any of its body is read when it is larger than ``max_size`` bytes."""
         import obstore
 
         with self.budget.reserve(MiB), _errors():
             result = obstore.get(self.store, key)
             size = int(result.meta["size"])
+            if max_size is not None and size > max_size:
+                del result  # dropped unread: the response's headers said enough
+                raise ObjectTooLarge(f"{key}: {size} bytes, more than {max_size}")
             if size <= self.single_request_max:
                 written = 0
                 for chunk in result.stream(min_chunk_size=MiB):
