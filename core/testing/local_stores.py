@@ -2,7 +2,6 @@
 
 Usage (in the plugin's tests; needs pytest, the ``test`` extra)::
 
-    import pytest
     from blobstate.testing.local_stores import LocalStoreContract, StoreHarness
 
     class SqliteHarness(StoreHarness):
@@ -12,9 +11,12 @@ Usage (in the plugin's tests; needs pytest, the ``test`` extra)::
         def read(self, directory): ...          # {key: value} of a copy (checkpoint, restored dir), read-only
 
     class TestSqliteStore(LocalStoreContract):
-        @pytest.fixture
-        def harness(self):
+        def create_harness(self):
             return SqliteHarness()
+
+``create_harness()`` is the kit's one abstract factory (the shape of every kit in ``blobstate.testing``, like
+eventsourcing's ``create_recorder()``); ``self.tmp_path`` and ``self.request`` (pytest's request) are set before it
+is called.
 
 What the suite checks (the contract in ``blobstate.plugin.interfaces.LocalStore``):
 
@@ -86,12 +88,25 @@ def _batch(prefix: str, n: int) -> dict[str, str]:
     return {f"{prefix}-{i:04d}": f"value-{prefix}-{i}" * 3 for i in range(n)}
 
 
-class LocalStoreContract:
-    """Subclass as ``Test...`` and override the ``harness`` fixture (and ``local_store`` to pass options)."""
+class LocalStoreContract(ABC):
+    """Subclass as ``Test...`` and implement ``create_harness()`` (override the ``local_store`` fixture to pass the
+    store options)."""
+
+    #: pytest's request and the test's temporary directory, set before ``create_harness`` is called
+    request: pytest.FixtureRequest
+    tmp_path: Path
+
+    @abstractmethod
+    def create_harness(self) -> StoreHarness:
+        """The ``StoreHarness`` that drives your local store type."""
+
+    @pytest.fixture(autouse=True)
+    def _kit(self, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+        self.request, self.tmp_path = request, tmp_path
 
     @pytest.fixture
-    def harness(self) -> StoreHarness:
-        raise NotImplementedError("override the `harness` fixture to return your StoreHarness")
+    def harness(self, _kit: None) -> StoreHarness:
+        return self.create_harness()
 
     @pytest.fixture
     def local_store(self, harness: StoreHarness) -> LocalStore:
