@@ -103,3 +103,23 @@ def test_an_oversized_lease_is_never_read_whole(tmp_path, repo):
         tracemalloc.stop()
     assert expired == []  # unreadable (too large): a torn lease, kept until it is old
     assert peak < 16 * MAX_LEASE_BYTES + MiB, peak
+
+
+def test_an_oversized_row_of_the_sql_log_is_cut_by_the_database(tmp_path):
+    from sqlalchemy import insert
+
+    from blobstate.plugins.sql_log import open_sql_log
+    from blobstate.testing.checkpoint_logs import make_checkpoint
+
+    log = open_sql_log(f"sqlite:///{tmp_path}/log.db")
+    try:
+        first = log.append(make_checkpoint(KEY), 0)
+        padded = first.with_generation(2).to_bytes().decode() + " " * (48 * MiB)
+        with log.engine.begin() as conn:
+            conn.execute(insert(log.table).values(job=KEY.job, task=KEY.task, store=KEY.store, generation=2,
+                                                  checkpoint_id="x", created_time_ms=0, record=padded))
+        del padded
+        assert peak_python_bytes(lambda: log.history(KEY)) < 2 * MAX_RECORD_BYTES + MiB
+        assert peak_python_bytes(lambda: log.latest(KEY)) < 2 * MAX_RECORD_BYTES + MiB
+    finally:
+        log.close()
