@@ -1,8 +1,8 @@
 """One settings object: the ``BLOBSTATE_*`` environment, the CLI's options and the API's keywords, read once.
 
 Every module that needs a setting asks ``current()`` (never ``os.environ``): the object is built from the
-environment the first time, and again only when a ``BLOBSTATE_*`` variable has changed since (a test's
-``monkeypatch``, an embedding program), so a process reads its environment once. The CLI records the command and
+environment the first time, and again only when one of the variables it reads (``WATCHED``) has changed since (a
+test's ``monkeypatch``, an embedding program), so a process reads its environment once. The CLI records the command and
 its options with ``set_command`` before the command runs; the API's keywords win over both (``with_options``).
 The plugin manager hands the object to every plugin with the configuration hook (``blobstate_configure``).
 
@@ -170,7 +170,7 @@ def _fingerprint() -> tuple[str | None, ...]:
 
 
 def current() -> Settings:
-    """The process's settings: built from the environment on first use (and when a ``BLOBSTATE_*`` variable
+    """The process's settings: built from the environment on first use (and when a ``WATCHED`` variable
     changed since), with the CLI command's options when one is running. Raises ``ConfigurationError`` for a
     malformed variable."""
     global _cached
