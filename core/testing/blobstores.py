@@ -35,7 +35,7 @@ import os
 import threading
 import time
 import uuid
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ import pytest
 
 from blobstate.errors import BlobNotFound
 from blobstate.plugin.interfaces import BlobStore, FileRange, GetRequest, PutRequest
+from blobstate.testing.kit import ContractKit
 
 TTL_MS = 3_600_000  # one hour: expiry is checked by passing now_ms, never by waiting
 RACERS = 8  # writers racing on one exclusive create
@@ -53,20 +54,13 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class BlobStoreContract(ABC):
+class BlobStoreContract(ContractKit):
     """The contract tests of ``BlobStore``; the subclass implements ``create_store()``."""
 
-    #: pytest's request and the test's temporary directory, set before ``create_store`` is called
-    request: pytest.FixtureRequest
-    tmp_path: Path
 
     @abstractmethod
     def create_store(self) -> BlobStore:
         """A working ``BlobStore`` for one test (the suite closes it afterwards)."""
-
-    @pytest.fixture(autouse=True)
-    def _kit(self, request: pytest.FixtureRequest, tmp_path: Path) -> None:
-        self.request, self.tmp_path = request, tmp_path
 
     @pytest.fixture
     def store(self, _kit: None) -> Iterator[BlobStore]:

@@ -35,9 +35,8 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,6 +44,7 @@ import pytest
 from blobstate.errors import CorruptIndexError, FencedError, StorageError
 from blobstate.model.records import GROUP, Checkpoint, PartitionEntry, StoreKey
 from blobstate.plugin.interfaces import CheckpointLog
+from blobstate.testing.kit import ContractKit
 
 #: The password an ``open_unreachable_log`` fixture should use; it must never appear in an error.
 UNREACHABLE_SECRET = "s3cr3t-pw-never-printed"
@@ -96,15 +96,12 @@ def same_record(a: Checkpoint, b: Checkpoint) -> bool:
     return a.to_json() == b.to_json()
 
 
-class CheckpointLogContract(ABC):
+class CheckpointLogContract(ContractKit):
     """The contract of ``blobstate.plugin.interfaces.CheckpointLog``; subclass it (the class name must start with Test)
     and implement ``create_log``, ``write_raw_record`` and ``create_unreachable_log`` (see the module docstring).
     """
 
     supports_keys: bool = True
-    #: pytest's request and the test's temporary directory, set before ``create_log`` is called
-    request: pytest.FixtureRequest
-    tmp_path: Path
 
     @abstractmethod
     def create_log(self) -> CheckpointLog:
@@ -118,10 +115,6 @@ class CheckpointLogContract(ABC):
     @abstractmethod
     def create_unreachable_log(self) -> CheckpointLog:
         """A log whose backend cannot be reached, with ``UNREACHABLE_SECRET`` in its credentials."""
-
-    @pytest.fixture(autouse=True)
-    def _kit(self, request: pytest.FixtureRequest, tmp_path: Path) -> None:
-        self.request, self.tmp_path = request, tmp_path
 
     @pytest.fixture
     def open_log(self, _kit: None) -> Callable[[], CheckpointLog]:

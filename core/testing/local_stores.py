@@ -45,6 +45,7 @@ import pytest
 
 from blobstate.errors import IntegrityError
 from blobstate.plugin.interfaces import LocalStore
+from blobstate.testing.kit import ContractKit
 
 __all__ = ["LocalStoreContract", "StoreHarness", "file_bytes"]
 
@@ -88,21 +89,14 @@ def _batch(prefix: str, n: int) -> dict[str, str]:
     return {f"{prefix}-{i:04d}": f"value-{prefix}-{i}" * 3 for i in range(n)}
 
 
-class LocalStoreContract(ABC):
+class LocalStoreContract(ContractKit):
     """Subclass as ``Test...`` and implement ``create_harness()`` (override the ``local_store`` fixture to pass the
     store options)."""
 
-    #: pytest's request and the test's temporary directory, set before ``create_harness`` is called
-    request: pytest.FixtureRequest
-    tmp_path: Path
 
     @abstractmethod
     def create_harness(self) -> StoreHarness:
         """The ``StoreHarness`` that drives your local store type."""
-
-    @pytest.fixture(autouse=True)
-    def _kit(self, request: pytest.FixtureRequest, tmp_path: Path) -> None:
-        self.request, self.tmp_path = request, tmp_path
 
     @pytest.fixture
     def harness(self, _kit: None) -> StoreHarness:
