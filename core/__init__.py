@@ -29,6 +29,16 @@ from blobstate.errors import (
 
 __version__ = "0.1.0"
 
+#: ``blobstate.api.__all__``: every public verb and result type, importable from ``blobstate`` itself (and listed
+#: in ``__all__`` below; ``tests/test_api_typing.py`` checks that the three agree).
+_API_NAMES = (
+    "BackupPreview", "BackupResult", "CheckpointSummary", "CommitState", "Duration", "GcReport", "Listing",
+    "LocalCheckpoint", "Repository", "RepositoryInfo", "RestoreResult", "Size", "SnapshotDiff", "StoreCommitter",
+    "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
+    "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
+    "recover_all", "restore", "stats", "unfinished_commits", "verify",
+)
+
 #: Everything but the errors is imported on first use (``import blobstate`` stays light: the CLI starts in well under
 #: 100 ms), from the module named here. Type checkers see the real objects through the imports below.
 _LAZY: dict[str, str] = {
@@ -38,29 +48,44 @@ _LAZY: dict[str, str] = {
                     "blobstate.plugin.interfaces"),
     **dict.fromkeys(("Checkpoint", "StoreKey"), "blobstate.model.records"),
     **dict.fromkeys(("BlobStoreSpec", "CheckpointLogSpec", "LocalStoreSpec"), "blobstate.plugin.records"),
-    **dict.fromkeys(("BackupResult", "Repository", "RestoreResult", "StoreCommitter", "VerifyReport", "backup",
-                     "describe_checkpoints", "diff", "gc", "init", "list_checkpoints", "list_stores", "ls", "recover",
-                     "restore", "stats", "verify"), "blobstate.api"),
+    **dict.fromkeys(_API_NAMES, "blobstate.api"),
 }
 
 if TYPE_CHECKING:
     from blobstate.api import (
+        BackupPreview,
         BackupResult,
+        CheckpointSummary,
+        CommitState,
+        Duration,
+        GcReport,
+        Listing,
+        LocalCheckpoint,
         Repository,
+        RepositoryInfo,
         RestoreResult,
+        Size,
+        SnapshotDiff,
         StoreCommitter,
+        StoreStats,
         VerifyReport,
         backup,
         describe_checkpoints,
         diff,
         gc,
         init,
+        journal_events,
+        lifecycle_rule,
         list_checkpoints,
         list_stores,
         ls,
+        preview_backup,
+        raise_for_reports,
         recover,
+        recover_all,
         restore,
         stats,
+        unfinished_commits,
         verify,
     )
     from blobstate.model.index import DirIndex, FileBlob, FileIndex, SnapshotIndex
@@ -84,8 +109,11 @@ __all__ = [
     "IntegrityError", "LocalStore", "LocalStoreSpec", "NothingToRestore", "PluginError", "PutRequest",
     "RepositoryNotFound", "SnapshotIndex", "StorageError", "StoreKey", "TransientStorageError", "UnsafePathError",
     "hookimpl", "hookspec",
-    "BackupResult", "Repository", "RestoreResult", "StoreCommitter", "VerifyReport", "backup", "describe_checkpoints",
-    "diff", "gc", "init", "list_checkpoints", "list_stores", "ls", "recover", "restore", "stats", "verify",
+    "BackupPreview", "BackupResult", "CheckpointSummary", "CommitState", "Duration", "GcReport", "Listing",
+    "LocalCheckpoint", "Repository", "RepositoryInfo", "RestoreResult", "Size", "SnapshotDiff", "StoreCommitter",
+    "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
+    "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
+    "recover_all", "restore", "stats", "unfinished_commits", "verify",
 ]
 
 

@@ -10,7 +10,7 @@ One naming scheme across the API, the CLI and JSON: a store is named by ``job``,
 ``latest``, an id, a unique prefix or a generation; JSON ``checkpointId``, ``generation``); durations by ``ttl``
 (``--ttl 1d``; an int is milliseconds) and sizes by ``chunk_size`` (``--chunk-size 64MiB``; an int is bytes);
 ``work_base`` is the work directory base (``--work-dir``, ``BLOBSTATE_WORK_DIR``), ``work_dir`` one store's own.
-The older keywords ``ttl_ms``, ``checkpoint_id`` and ``key`` still work.
+Every verb opens its repository with ``with`` (``Repository`` is a context manager).
 """
 
 from __future__ import annotations
@@ -83,12 +83,9 @@ def init(*, repo: str, storage_options: Options = None) -> RepositoryInfo:
 
     Idempotent on a repository. Raises ``RepositoryNotFound`` (exit 6) for a location that holds other objects.
     """
-    repository = open_repository(repo, None, storage_options, create=True)
-    try:
+    with open_repository(repo, None, storage_options, create=True) as repository:
         assert repository.info is not None
         return repository.info
-    finally:
-        repository.close()
 
 
 def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
@@ -96,8 +93,8 @@ def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "de
            source: object | None = None, ttl: Duration = DEFAULT_TTL_MS, retain: int = DEFAULT_RETAIN,
            chunk_size: Size = DEFAULT_CHUNK_SIZE, max_concurrency: int = 8, storage_options: Options = None,
            log_options: Options = None, ttl_mode: str | None = None, work_base: str | None = None,
-           work_dir: str | None = None, progress: Progress | None = None, expected_generation: int | None = None,
-           ttl_ms: int | None = None) -> BackupResult:
+           work_dir: str | None = None, progress: Progress | None = None,
+           expected_generation: int | None = None) -> BackupResult:
     """Back up the store at ``source_dir`` (or the live handle ``source``) as a new committed snapshot.
 
     ``ttl``: how long new blobs live unless their commit completes; ``retain``: newest checkpoints kept;
@@ -108,17 +105,14 @@ def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "de
     """
     key = name_store(job, task, store, directory=source_dir)
     store_type = store_type or detect_store_type(source_dir)
-    repository = open_repository(repo, log, storage_options, log_options, create=True, ttl_mode=ttl_mode,
-                       max_concurrency=max_concurrency)
-    try:
+    with open_repository(repo, log, storage_options, log_options, create=True, ttl_mode=ttl_mode,
+                       max_concurrency=max_concurrency) as repository:
         with StoreCommitter(key, repository, store_type=store_type,
                             work_dir=work_dir or workdir.store_work_dir(repository.url, key, work_base),
-                            ttl_ms=parse_duration_ms(ttl_ms if ttl_ms is not None else ttl), retain=retain,
+                            ttl_ms=parse_duration_ms(ttl), retain=retain,
                             chunk_size=parse_size(chunk_size), max_concurrency=max_concurrency, progress=progress,
                             expected_generation=expected_generation) as committer:
             return committer.backup(source if source is not None else source_dir, batch_id=batch_id)
-    finally:
-        repository.close()
 
 
 def preview_backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
@@ -129,13 +123,10 @@ def preview_backup(source_dir: str, *, repo: str, log: str | None = None, job: s
     """``backup --dry-run``: what a backup of ``source_dir`` would upload and drop against the latest snapshot,
     committing nothing (no lock, no journal, nothing written to the repository). Raises ``RepositoryNotFound``."""
     key = name_store(job, task, store, directory=source_dir)
-    repository = open_repository(repo, log, storage_options, log_options)
-    try:
+    with open_repository(repo, log, storage_options, log_options) as repository:
         return run_preview(repository, source if source is not None else source_dir, key=key,
                            store_type=store_type or detect_store_type(source_dir), chunk_size=parse_size(chunk_size),
                            work_dir=work_dir or workdir.store_work_dir(repository.url, key, work_base))
-    finally:
-        repository.close()
 
 
 def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
@@ -144,7 +135,7 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
             ttl_mode: str | None = None, max_concurrency: int = 8, work_base: str | None = None,
             work_dir: str | None = None, progress: Progress | None = None, cleanup: bool = True,
             validate: bool = True, force: bool = False, dry_run: bool = False,
-            checkpoint_id: str | None = None, partition: int | None = None) -> RestoreResult:
+            partition: int | None = None) -> RestoreResult:
     """Restore the latest state (or ``checkpoint``: ``latest``, an id, a unique prefix or a generation; or the
     state after batch ``max_batch_id``) into ``dest_dir``, downloading only what is missing or different; a store
     with delta records gets its snapshot, then the deltas after it (``blobstate.restoring.chain``).
@@ -159,10 +150,9 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
     (exit 3), ``RestoreRefused`` (exit 2), ``LocalStoreError``: in every case the destination is left as it was.
     """
     key = name_store(job, task, store, directory=dest_dir)
-    repository = open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode,
-                                 max_concurrency=max_concurrency)
-    try:
-        chain = replay.plan(repository, key, checkpoint=checkpoint if checkpoint is not None else checkpoint_id,
+    with open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode,
+                                 max_concurrency=max_concurrency) as repository:
+        chain = replay.plan(repository, key, checkpoint=checkpoint,
                             max_batch_id=max_batch_id, partition=partition)
         _logger.info("restoring %s: %s", key, chain.describe())
         wd = work_dir or workdir.store_work_dir(repository.url, key, work_base)
@@ -179,8 +169,6 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
             _logger.info("init cleanup of %s (journal recovery, TTL removal, retention)", key)
             cleanup_after_restore(repository, key, wd)
         return result
-    finally:
-        repository.close()
 
 
 def _recorded_store_type(repository: Repository, checkpoint: Checkpoint) -> str:
@@ -194,8 +182,7 @@ def _recorded_store_type(repository: Repository, checkpoint: Checkpoint) -> str:
 def verify(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
            store: str | None = None, checkpoint: str | int | None = None, all_checkpoints: bool = False,
            storage_options: Options = None, log_options: Options = None, max_concurrency: int = 8,
-           raise_on_error: bool = True, key: StoreKey | None = None,
-           checkpoint_id: str | None = None) -> list[VerifyReport]:
+           raise_on_error: bool = True) -> list[VerifyReport]:
     """Read every blob of the chosen checkpoint(s) and check sizes and CRC32C: of one store (``store``), or of every
     store of the repository matching ``job``/``task`` (the latest checkpoint of each, or all with
     ``all_checkpoints``). The latest of a partitioned store is every partition's latest state (its snapshot and
@@ -204,10 +191,8 @@ def verify(*, repo: str, log: str | None = None, job: str | None = None, task: s
     Raises ``ChecksumMismatch`` (exit 3) naming each damaged file when ``raise_on_error``, ``NothingToRestore``
     (exit 5) when there is no checkpoint to verify.
     """
-    checkpoint = checkpoint if checkpoint is not None else checkpoint_id
-    repository = open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency)
-    try:
-        keys = select_stores(repository, job, task, store, key, require=True)
+    with open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency) as repository:
+        keys = select_stores(repository, job, task, store, require=True)
         chosen: list[Checkpoint] = []
         partitioned: list[StoreKey] = []  # latest state of a partitioned store: every partition's chain
         for k in keys:
@@ -230,24 +215,21 @@ def verify(*, repo: str, log: str | None = None, job: str | None = None, task: s
         if raise_on_error:
             raise_for_reports(reports)
         return reports
-    finally:
-        repository.close()
 
 
 def gc(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
        store: str | None = None, dry_run: bool = False, ttl: Duration = DEFAULT_TTL_MS, retain: int | None = None,
        now_ms: int | None = None, storage_options: Options = None, log_options: Options = None,
-       ttl_mode: str | None = None, work_base: str | None = None, keys: list[StoreKey] | None = None,
-       ttl_ms: int | None = None) -> list[GcReport]:
+       ttl_mode: str | None = None, work_base: str | None = None,
+       keys: list[StoreKey] | None = None) -> list[GcReport]:
     """Delete expired and orphaned blobs of every store (or the one ``store``, or those matching ``job``/``task``).
 
     ``retain`` defaults to each store's recorded retention (see ``blobstate.maintenance.gc.collect``); ``now_ms``
     (ms since the epoch) is for tests.
     """
-    repository = open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode)
-    try:
+    with open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode) as repository:
         now = now_ms if now_ms is not None else layout.now_ms()
-        ttl_value = parse_duration_ms(ttl_ms if ttl_ms is not None else ttl)
+        ttl_value = parse_duration_ms(ttl)
         reports = [collect(repository, k, now_ms=now, ttl_ms=ttl_value, retain=retain, dry_run=dry_run,
                            work_base=work_base) for k in (keys or select_stores(repository, job, task, store))]
         if keys is None and store is None:  # the whole repository: the file log's temporaries too
@@ -255,12 +237,10 @@ def gc(*, repo: str, log: str | None = None, job: str | None = None, task: str |
             if temporaries.temporaries_deleted:
                 reports.append(temporaries)
         return reports
-    finally:
-        repository.close()
 
 
 def lifecycle_rule(*, repo: str, ttl: Duration = DEFAULT_TTL_MS, storage_options: Options = None,
-                   install: bool = False, ttl_ms: int | None = None) -> tuple[str | None, bool]:
+                   install: bool = False) -> tuple[str | None, bool]:
     """The cloud lifecycle rule that expires TTL-tagged blobs (native TTL), and whether it was installed.
 
     Returns ``(None, False)`` for a store without native TTL (leases, swept by ``gc``), ``(rule, False)`` when the
@@ -274,26 +254,26 @@ def lifecycle_rule(*, repo: str, ttl: Duration = DEFAULT_TTL_MS, storage_options
     except ConfigurationError:
         return None, False  # no native TTL here
     try:
-        ttl_value = parse_duration_ms(ttl_ms if ttl_ms is not None else ttl)
+        ttl_value = parse_duration_ms(ttl)
         rule = blob_store.lifecycle_rule(ttl_value)
         return rule, bool(rule is not None and install and blob_store.install_lifecycle(ttl_value))
     finally:
         blob_store.close()
 
 
-def recover(*, repo: str, key: StoreKey, log: str | None = None, work_dir: str | None = None,
-            dry_run: bool = False, storage_options: dict[str, Any] | None = None,
-            report: Report | None = None) -> list[Any]:
-    """Replay this host's journal of ``key``: finish committed commits, abort the others.
+def recover(*, repo: str, job: str = "default", task: str = "0", store: str | None = None,
+            log: str | None = None, work_dir: str | None = None, dry_run: bool = False,
+            storage_options: Options = None, report: Report | None = None) -> list[Any]:
+    """Replay this host's journal of the store ``job``/``task``/``store``: finish committed commits, abort the
+    others (``recover_all`` does every store of the work directory).
 
-    Returns ``(action, outcome)`` pairs; ``report`` is called with each as it completes.
+    Returns ``(action, outcome)`` pairs; ``report`` is called with each as it completes. Raises ``TypeError``
+    without ``store``, ``RepositoryNotFound`` (exit 6).
     """
-    repository = Repository.open(repo, log=log, storage_options=storage_options, create=False)
-    try:
+    key = name_store(job, task, store)
+    with Repository.open(repo, log=log, storage_options=storage_options, create=False) as repository:
         with StoreSession(key, work_dir or workdir.store_work_dir(repository.url, key)) as session:
             return replay_journal(session, repository, dry_run=dry_run, report=report)
-    finally:
-        repository.close()
 
 
 def recover_all(*, work_base: str | None = None, repo: str | None = None, log: str | None = None,

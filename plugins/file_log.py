@@ -11,8 +11,8 @@ import posixpath
 from typing import Any
 
 from blobstate.errors import AppendOutcomeUnknown, BlobNotFound, FencedError, StorageError
-from blobstate.model.records import Checkpoint, StoreKey
-from blobstate.plugin.interfaces import BlobStore, CheckpointLog
+from blobstate.model.records import MAX_RECORD_BYTES, Checkpoint, StoreKey
+from blobstate.plugin.interfaces import BlobStore, BoundedSink, CheckpointLog
 
 CHECKPOINTS_DIR = "checkpoints"
 GENERATION_DIGITS = 20
@@ -43,7 +43,8 @@ class FileCheckpointLog(CheckpointLog):
     def _read(self, key: StoreKey, generation: int) -> Checkpoint | None:
         rid = record_id(key, generation)
         try:
-            data = self.store.get_bytes(rid)
+            data = self.store.get_bounded(rid, BoundedSink(MAX_RECORD_BYTES, f"checkpoint record {rid}",
+                                                           why="a checkpoint record is a few hundred bytes"))
         except BlobNotFound:
             return None  # pruned between list and read
         cp = Checkpoint.from_bytes(data, source=rid)

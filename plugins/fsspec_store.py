@@ -19,8 +19,8 @@ from typing import Any, BinaryIO
 
 import fsspec
 
-from blobstate.errors import BlobNotFound, ConfigurationError, StorageError
-from blobstate.plugin.interfaces import BlobInfo, BlobStore, FileRange, PutRequest
+from blobstate.errors import BlobNotFound, ConfigurationError, IntegrityError, StorageError
+from blobstate.plugin.interfaces import BlobInfo, BlobStore, BoundedSink, FileRange, PutRequest
 from blobstate.plugin.local_files import LocalRepository
 from blobstate.repository.options import redact, resolve, secret_values
 
@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 COPY_BUFFER = 1 << 20  # bytes per read/write when streaming a local blob (1 MiB: measured fastest, cache-friendly)
 REMOTE_READ = 16 << 20  # bytes per ranged GET when streaming a remote blob (fewer requests, bounded memory)
 TTL_DIR = "ttl"
+MAX_LEASE_BYTES = 4096  # a lease is about 150 bytes; a larger object under ttl/ is not one (refused unread)
 TORN_LEASE_GRACE_MS = 24 * 3600 * 1000  # an unreadable lease counts as expired only once it is this old
 LOCAL_PROTOCOLS = ("file", "local")
 
@@ -212,6 +213,32 @@ class FsspecBlobStore(BlobStore):
     def _cat(self, path: str) -> bytes:
         return self.local.read_bytes(path) if self.local is not None else self.fs.cat_file(path)
 
+    def get_bounded(self, blob_id: str, sink: BoundedSink) -> bytes:
+        """The blob, reading no more than ``sink.limit + 1`` bytes (one ranged GET remotely) before refusing it."""
+        try:
+            head = self._head(self.path(blob_id), sink.limit + 1)
+        except FileNotFoundError:
+            raise BlobNotFound(blob_id) from None
+        if len(head) > sink.limit:
+            raise sink.too_large()
+        sink.write(head)
+        return head
+
+    def _head(self, path: str, length: int) -> bytes:
+        """The first ``length`` bytes of ``path`` (all of it when it is shorter)."""
+        if self.local is not None:
+            with self.local.open_read(path) as src:
+                return src.read(length)
+        try:
+            return self.fs.cat_file(path, start=0, end=length)
+        except FileNotFoundError:
+            raise
+        except OSError:
+            # An empty object has no byte range to serve (HTTP 416 on some stores): ask for it whole, if it is small.
+            if self.fs.size(path) >= length:
+                raise
+            return self.fs.cat_file(path)
+
     # -- deletes and TTL -------------------------------------------------------------------------------------
     def delete(self, blob_id: str) -> None:
         self._rm(self.path(blob_id))
@@ -294,7 +321,7 @@ class FsspecBlobStore(BlobStore):
         out = []
         for rel, info in leases.items():
             try:
-                doc = json.loads(self._cat(self.path(rel)))
+                doc = json.loads(self.get_bounded(rel, BoundedSink(MAX_LEASE_BYTES, f"lease {rel}")))
                 named = doc["blobId"]
                 if named != _blob_of_lease(rel):
                     self.foreign_leases.append(rel)
@@ -303,9 +330,9 @@ class FsspecBlobStore(BlobStore):
                     continue
                 if int(doc["expiresAtMs"]) <= now_ms:
                     out.append(named)
-            except FileNotFoundError:
+            except (FileNotFoundError, BlobNotFound):
                 continue
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, IntegrityError):
                 # An unreadable lease (a torn write, or one being written right now): its blob has the same name
                 # under blobs/ or indexes/, and it expires only once the lease itself is old.
                 written = modified_ms(info)

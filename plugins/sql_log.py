@@ -30,7 +30,7 @@ from blobstate.errors import (
     FencedError,
     StorageError,
 )
-from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.model.records import MAX_RECORD_BYTES, Checkpoint, StoreKey
 from blobstate.plugin.interfaces import CheckpointLog
 
 DEFAULT_TABLE = "blobstate_checkpoints"
@@ -132,6 +132,13 @@ class SqlCheckpointLog(CheckpointLog):
         t = self.table.c
         return (t.job == key.job) & (t.task == key.task) & (t.store == key.store)
 
+    def _record(self) -> Any:
+        """The ``record`` column cut by the database to one character more than any checkpoint record has: an
+        oversized row is refused by ``Checkpoint.from_bytes`` (exit 3) without ever being fetched whole."""
+        from sqlalchemy import func
+
+        return func.substr(self.table.c.record, 1, MAX_RECORD_BYTES + 1).label("record")
+
     def _parse(self, key: StoreKey, row: Any) -> Checkpoint:
         source = f"{self.table.name} row {key}/{row.generation}"
         cp = Checkpoint.from_bytes(row.record.encode(), source=source)
@@ -144,7 +151,7 @@ class SqlCheckpointLog(CheckpointLog):
         from sqlalchemy import select
 
         gen = self.table.c.generation
-        query = select(self.table.c.generation, self.table.c.record).where(self._where(key))
+        query = select(self.table.c.generation, self._record()).where(self._where(key))
         query = query.order_by(gen.desc() if newest_first else gen.asc())
         if limit is not None:
             query = query.limit(limit)
@@ -206,7 +213,7 @@ class SqlCheckpointLog(CheckpointLog):
         """The row at ``record``'s generation when it holds the same checkpoint (an earlier attempt landed)."""
         from sqlalchemy import select
 
-        row = conn.execute(select(self.table.c.generation, self.table.c.record).where(self._where(key))
+        row = conn.execute(select(self.table.c.generation, self._record()).where(self._where(key))
                            .where(self.table.c.generation == record.generation)).first()
         if row is None:
             return None

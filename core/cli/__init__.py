@@ -47,8 +47,11 @@ Environment (besides each option's own variable, shown with it):
   BLOBSTATE_STORAGE_OPTIONS   storage options as a JSON object (credentials, endpoint_url, ...)
   BLOBSTATE_WORK_DIR          work directory base (journals, local checkpoints, checksum cache)
   BLOBSTATE_RETRY_ATTEMPTS    attempts per storage call (default 5)
+  BLOBSTATE_TRANSFER_BUDGET   bytes in flight per store (96MiB, 1GiB; default 128MiB)
   BLOBSTATE_PLUGINS           extra plugin modules, comma-separated
+  BLOBSTATE_DISABLE_PLUGINS   plugins to block by name, comma-separated (built-ins too)
   BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD=1  ignore installed plugins' entry points
+  BLOBSTATE_TRACE_PLUGINS=1   trace every plugin hook call on stderr
   BLOBSTATE_BACKEND_<SCHEME>  backend name to use for a URL scheme
   BLOBSTATE_DEBUG=1           tracebacks instead of one-line errors
 """
@@ -71,7 +74,7 @@ def _record_configuration(command_name: str, callback: Callable[..., Any]) -> Ca
 
     @functools.wraps(callback)
     def run(*args: Any, **kwargs: Any) -> Any:
-        from blobstate.plugin.manager import set_configuration
+        from blobstate.repository.settings import set_configuration
 
         set_configuration(command_name, kwargs)
         return callback(*args, **kwargs)

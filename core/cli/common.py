@@ -101,6 +101,17 @@ def _quiet_broken_pipe() -> None:
         pass
 
 
+def _debug() -> bool:
+    """``BLOBSTATE_DEBUG`` as the settings read it; False when the settings themselves are malformed."""
+    from blobstate.errors import ConfigurationError
+    from blobstate.repository.settings import current
+
+    try:
+        return current().debug
+    except ConfigurationError:
+        return False
+
+
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Turn blobstate errors into ``error: ...`` on stderr and their exit codes (tracebacks with BLOBSTATE_DEBUG);
     an interrupt into what it left and how to recover; a closed output pipe into a quiet exit 141."""
@@ -115,14 +126,14 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             _quiet_broken_pipe()
             sys.exit(EXIT_BROKEN_PIPE)
         except BlobstateError as exc:
-            if os.environ.get("BLOBSTATE_DEBUG"):
+            if _debug():
                 raise
             err(f"error: {type(exc).__name__}: {exc}")
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
             sys.exit(_report_interrupt())
         except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
-            if os.environ.get("BLOBSTATE_DEBUG"):
+            if _debug():
                 raise
             err(f"error: unexpected {type(exc).__name__}: {exc} (BLOBSTATE_DEBUG=1 for a traceback)")
             sys.exit(EXIT_ERROR)

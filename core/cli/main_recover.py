@@ -52,7 +52,8 @@ def recover(repo: str | None, log_url: str | None, storage_option: tuple[str, ..
         if repo is None or store is None:
             raise click.UsageError("--journal needs --repo and --store")
         key = common.store_key(job or "default", task or "0", store)
-        api.recover(repo=repo, key=key, log=log_url, work_dir=journal_dir, dry_run=dry_run, storage_options=options,
+        api.recover(repo=repo, job=key.job, task=key.task, store=key.store, log=log_url, work_dir=journal_dir,
+                    dry_run=dry_run, storage_options=options,
                     report=lambda action, outcome: report(key, action, outcome))
     else:
         api.recover_all(work_base=work_dir, repo=repo, log=log_url, job=job, task=task, store=store,

@@ -65,6 +65,7 @@ from blobstate.model.layout import (
 from blobstate.model.progress import NoProgress, Progress
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.plugin.interfaces import FileRange, PutRequest
+from blobstate.repository import settings
 from blobstate.repository.backends import open_local_store
 from blobstate.repository.options import display_url, redact
 from blobstate.repository.repo import Repository
@@ -154,7 +155,7 @@ class StoreCommitter:
         self.writer_id = writer_id or f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.session = StoreSession(key, self.work_dir)
         self.append_resolve_s = (append_resolve_s if append_resolve_s is not None
-                                 else float(os.environ.get("BLOBSTATE_APPEND_RESOLVE_S", APPEND_RESOLVE_S)))
+                                 else settings.current().append_resolve_s)
         self.commit_point = CommitPoint(self.session, self.repo, append_resolve_s=self.append_resolve_s,
                                         generation=expected_generation)
         self.cleanup = CleanupExecutor(self.session, self.repo, retain=retain, commit_point=self.commit_point)

@@ -30,7 +30,9 @@ RESTORE_LOCK = "restore.lock"
 
 
 def default_base() -> str:
-    return os.environ.get("BLOBSTATE_WORK_DIR") or platformdirs.user_state_dir("blobstate", appauthor=False)
+    from blobstate.repository.settings import current
+
+    return current().work_dir or platformdirs.user_state_dir("blobstate", appauthor=False)
 
 
 def store_work_dir(repo_url: str, key: StoreKey, base: str | None = None) -> str:

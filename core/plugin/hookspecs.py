@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from blobstate.journal.events import Event
     from blobstate.model.records import StoreKey
     from blobstate.plugin.records import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec
+    from blobstate.repository.settings import Settings
 
 PROJECT = "blobstate"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -79,8 +80,12 @@ def blobstate_journal_event(event: Event, store_key: StoreKey) -> None:
 
 
 @hookspec(historic=True)
-def blobstate_configure(config: dict[str, Any]) -> None:
-    """Called once with the effective configuration (historic: plugins registered later get it too).
+def blobstate_configure(config: dict[str, Any], settings: Settings) -> None:
+    """Called once with the effective configuration and the settings object (historic: plugins registered later
+    get them too, at their registration). Take only the arguments you use (pluggy passes those named).
+
+    ``settings`` is the one ``blobstate.repository.settings.Settings`` the process runs with (sizes in bytes,
+    durations in seconds, booleans parsed).
 
     ``config`` holds ``command`` (``"backup"``, ...; ``None`` outside the CLI), the command's options under the
     API's names (``repo``, ``log``, ``job``, ``task``, ``store``, ``ttl`` in ms, ``chunk_size`` in bytes, ...),

@@ -7,12 +7,14 @@ makes a consistent point-in-time copy of a local store (RocksDB's ``Checkpoint``
 
 from __future__ import annotations
 
+import io
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import BinaryIO, TypeVar
 
+from blobstate.errors import CorruptIndexError, IntegrityError
 from blobstate.model.records import Checkpoint, StoreKey
 
 T = TypeVar("T")
@@ -64,6 +66,28 @@ class BlobInfo:
     modified_ms: int | None
 
 
+class BoundedSink(io.BytesIO):
+    """An in-memory sink that refuses to hold more than ``limit`` bytes: a write past it raises ``error`` (an
+    ``IntegrityError``, exit 3) at once, so a streamed read of an oversized object stops at its first piece past
+    the limit instead of holding the object whole. ``why`` says where the limit comes from."""
+
+    def __init__(self, limit: int, what: str, *, error: type[IntegrityError] = CorruptIndexError,
+                 why: str = "no blobstate metadata object is that large") -> None:
+        super().__init__()
+        self.limit = limit
+        self.what = what
+        self.error = error
+        self.why = why
+
+    def too_large(self) -> IntegrityError:
+        return self.error(f"{self.what} is larger than {self.limit} bytes ({self.why}); refused unread")
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        if self.tell() + len(data) > self.limit:
+            raise self.too_large()
+        return super().write(data)
+
+
 class BlobStore(ABC):
     """A blob store (Samza's ``BlobStoreManager``) rooted at a repository URL.
 
@@ -91,12 +115,18 @@ class BlobStore(ABC):
         """Stream the blob into ``sink``; return the bytes written; raise ``BlobNotFound`` if it is missing."""
 
     def get_bytes(self, blob_id: str) -> bytes:
-        """The whole blob in memory (for small metadata objects: indexes, checkpoint records)."""
-        import io
-
+        """The whole blob in memory. For metadata (records, leases, markers, indexes) use ``get_bounded``."""
         buf = io.BytesIO()
         self.get(blob_id, buf)
         return buf.getvalue()
+
+    def get_bounded(self, blob_id: str, sink: BoundedSink) -> bytes:
+        """The whole blob, read into ``sink`` and refused (``sink.too_large()``, exit 3) as soon as it exceeds
+        ``sink.limit`` bytes: every metadata read goes through here, so an oversized object is never held whole.
+        The default streams ``get`` into the sink; a store that can ask for the first ``limit + 1`` bytes alone
+        (a ranged GET) or knows the size before the body does better. Raises ``BlobNotFound``."""
+        self.get(blob_id, sink)
+        return sink.getvalue()
 
     @abstractmethod
     def delete(self, blob_id: str) -> None:

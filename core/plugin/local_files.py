@@ -28,8 +28,10 @@ NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 def fsync_enabled() -> bool:
-    """False only when ``BLOBSTATE_FILE_FSYNC`` is ``0``/``false``/``no`` (a benchmark switch)."""
-    return os.environ.get(FSYNC_ENV, "1").strip().lower() not in ("0", "false", "no")
+    """False only when ``BLOBSTATE_FILE_FSYNC`` is ``0``/``false``/``no``/``off`` (a benchmark switch)."""
+    from blobstate.repository.settings import current
+
+    return current().file_fsync
 
 
 def fsync_dir(path: str) -> None:

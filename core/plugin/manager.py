@@ -1,26 +1,32 @@
-"""The plugin manager: built-ins and third-party plugins registered the same way, backends selected by scheme.
+"""The plugin manager: pluggy's ``PluginManager`` subclassed (as conda's ``CondaPluginManager`` is); built-ins and
+third-party plugins registered the same way, backends selected by scheme.
 
-Built-ins come from ``blobstate.plugins.BUILTIN_PLUGINS`` through the same ``register()`` a third party's entry
-point goes through. Entry points (group ``blobstate``) load tolerantly: a plugin that fails to import or to
-register, implements a hook that does not exist (a misspelled name), or whose ``blobstate_configure`` raises is
-recorded as broken, unregistered and reported by ``blobstate plugins``, never a crash of anything else. Two
-plugins giving one backend name make only the selection of that backend fail. ``BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD=1``
-turns entry points off; ``BLOBSTATE_PLUGINS=mod1,mod2`` registers extra plugin modules (like ``PYTEST_PLUGINS``).
+Built-ins come from the registration table ``blobstate.plugins.registry.KNOWN_IMPLEMENTATIONS`` through the
+``register()`` a third party's entry point goes through. Entry points (group ``blobstate``) load tolerantly: a
+plugin that fails to import or to register, implements a hook that does not exist (a misspelled name), or whose
+``blobstate_configure`` raises is recorded as broken, unregistered and reported by ``blobstate plugins``, never a
+crash of anything else. Two plugins giving one backend name make only the selection of that backend fail.
+``BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD=1`` turns entry points off (they are read once per process);
+``BLOBSTATE_PLUGINS=mod1,mod2`` registers extra plugin modules (like ``PYTEST_PLUGINS``);
+``BLOBSTATE_DISABLE_PLUGINS=name1,name2`` blocks plugins by name, built-ins too; ``BLOBSTATE_TRACE_PLUGINS=1``
+traces every hook call on stderr. Every hook is called through ``pm.hook``.
 
-``blobstate_configure`` receives the effective configuration (``effective_configuration``): the settings a
-command runs with (the CLI's options, named as the API names them, secrets redacted), resolved defaults, and the
-``BLOBSTATE_*`` variables as they are.
+``blobstate_configure`` receives the settings object (``blobstate.repository.settings.Settings``) and the effective
+configuration (``effective_configuration``) derived from it: the CLI's options named as the API names them (secrets
+redacted), resolved defaults, and the ``BLOBSTATE_*`` variables as they are; delivered with ``call_historic``, so a
+plugin registered later gets it too.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
-import os
+import sys
 import threading
 import warnings
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
@@ -29,6 +35,8 @@ import pluggy
 from blobstate.errors import ConfigurationError, PluginError
 from blobstate.plugin import hookspecs
 from blobstate.plugin.records import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec, Spec
+from blobstate.repository.settings import Settings, effective_configuration
+from blobstate.repository.settings import current as current_settings
 
 log = logging.getLogger(__name__)
 
@@ -56,99 +64,135 @@ class Registered:
     distribution: str
 
 
-@dataclass
-class BlobstatePluginManager:
-    """pluggy's ``PluginManager`` plus blobstate's backend registry. Use ``get_plugin_manager()``."""
+def _trace_before(hook_name: str, hook_impls: list[Any], kwargs: dict[str, Any]) -> None:
+    plugins = ", ".join(impl.plugin_name for impl in reversed(hook_impls))
+    sys.stderr.write(f"blobstate: plugin trace: {hook_name}({', '.join(kwargs)}) -> [{plugins}]\n")
 
-    pm: pluggy.PluginManager
-    _dists: dict[str, tuple[str, str, bool]] = field(default_factory=dict)
-    broken: list[PluginInfo] = field(default_factory=list)
-    #: (spec class, backend name) -> why it cannot be selected (two plugins give that name)
-    conflicts: dict[tuple[type, str], str] = field(default_factory=dict)
-    #: the configuration delivered to ``blobstate_configure`` (None until it is delivered)
-    config: dict[str, Any] | None = None
 
-    @property
-    def hook(self) -> Any:
-        return self.pm.hook
+def _trace_after(outcome: Any, hook_name: str, hook_impls: list[Any], kwargs: dict[str, Any]) -> None:
+    exc = outcome.exception
+    what = f"raised {type(exc).__name__}" if exc is not None else f"returned {_count(outcome.get_result())}"
+    sys.stderr.write(f"blobstate: plugin trace: {hook_name} {what}\n")
 
-    def register(self, plugin: object, name: str, *, distribution: str = "", version: str = "",
-                 builtin: bool = False) -> None:
-        """Register a plugin object or module under ``name`` (the path built-ins and third parties share)."""
-        if self.pm.has_plugin(name):
+
+def _count(result: Any) -> str:
+    return f"{len(result)} result(s)" if isinstance(result, list) else repr(type(result).__name__)
+
+
+class BlobstatePluginManager(pluggy.PluginManager):
+    """pluggy's ``PluginManager`` (project ``blobstate``) plus blobstate's backend registry. Use
+    ``get_plugin_manager()``; after conda's ``CondaPluginManager``.
+
+    Hooks are called through ``self.hook``; ``blobstate_configure`` is historic (``call_historic``), so a plugin
+    registered at any time gets the configuration when it registers. ``settings.disabled_plugins``
+    (``BLOBSTATE_DISABLE_PLUGINS``) are blocked by name (pluggy's ``set_blocked``: their registration is ignored);
+    ``settings.trace_plugins`` (``BLOBSTATE_TRACE_PLUGINS=1``) writes every hook call and its outcome to stderr
+    (``add_hookcall_monitoring``).
+    """
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        super().__init__(hookspecs.PROJECT)
+        self.add_hookspecs(hookspecs)
+        self.settings = settings or current_settings()
+        self._dists: dict[str, tuple[str, str, bool]] = {}
+        self.broken: list[PluginInfo] = []
+        #: (spec class, backend name) -> why it cannot be selected (two plugins give that name)
+        self.conflicts: dict[tuple[type, str], str] = {}
+        #: the configuration delivered to ``blobstate_configure`` (None until it is delivered)
+        self.config: dict[str, Any] | None = None
+        self._specs_cache: list[Registered] | None = None
+        for name in self.settings.disabled_plugins:
+            self.set_blocked(name)
+        if self.settings.trace_plugins:
+            self.add_hookcall_monitoring(_trace_before, _trace_after)
+
+    def register(self, plugin: object, name: str | None = None, *, distribution: str = "", version: str = "",
+                 builtin: bool = False) -> str | None:
+        """Register a plugin object or module under ``name`` (the path built-ins and third parties share); None
+        when ``name`` is blocked. A plugin whose ``blobstate_configure`` raises is dropped as broken."""
+        name = name or self.get_canonical_name(plugin)
+        if self.has_plugin(name):
             raise PluginError(f"a plugin named {name!r} is registered already")
-        self.pm.register(plugin, name=name)
+        if self.is_blocked(name):
+            log.info("plugin %r is disabled (BLOBSTATE_DISABLE_PLUGINS)", name)
+            return None
         self._dists[name] = (distribution, version, builtin)
         self._specs_cache = None
-        if self.config is not None:  # historic: a plugin registered later gets the configuration too
-            self._configure_one(name, self.config)
-
-    def _configure_one(self, name: str, config: dict[str, Any]) -> None:
-        plugin = self.pm.get_plugin(name)
-        for impl in self.pm.hook.blobstate_configure.get_hookimpls():
-            if impl.plugin is not plugin:
-                continue
-            try:
-                impl.function(config=config)
-            except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the others
-                self.drop_broken(name, f"blobstate_configure raised {type(exc).__name__}: {exc}")
+        try:
+            return super().register(plugin, name=name)
+        except Exception as exc:
+            if self.get_plugin(name) is not plugin:  # refused before it was registered: the caller's error
+                raise
+            if isinstance(exc, pluggy.PluginValidationError):  # a hook with wrong arguments: not registered
+                super().unregister(name=name)
+                raise
+            # registered, then the historic configuration raised in its blobstate_configure
+            self.drop_broken(name, f"blobstate_configure raised {type(exc).__name__}: {exc}")
+            return None
 
     def configure(self, config: dict[str, Any]) -> None:
-        """Deliver ``config`` to every plugin's ``blobstate_configure`` (and to plugins registered later); a plugin
-        whose hook raises is dropped as broken."""
+        """Deliver ``config`` and the settings to every plugin's ``blobstate_configure``, now and at every later
+        registration (pluggy's ``call_historic``). Call it once, before registering plugins, so that a hook that
+        raises is attributed to its plugin (and the plugin dropped as broken)."""
         self.config = config
-        for name, _ in list(self.pm.list_name_plugin()):
-            if self.pm.has_plugin(name):
-                self._configure_one(name, config)
+        self.hook.blobstate_configure.call_historic(kwargs={"config": config, "settings": self.settings})
 
     def drop_broken(self, name: str, error: str) -> None:
         """Record plugin ``name`` as broken and unregister it (its hooks are never called again)."""
         self._mark_broken(name, error)
-        if self.pm.has_plugin(name):
-            self.pm.unregister(name=name)
+        if self.has_plugin(name):
+            super().unregister(name=name)
         self._specs_cache = None
 
     def drop_invalid(self) -> None:
         """Drop every plugin implementing a hook that has no specification (a misspelled hook name)."""
-        for _ in range(len(self.pm.get_plugins()) + 1):
+        for _ in range(len(self.get_plugins()) + 1):
             try:
-                self.pm.check_pending()
+                super().check_pending()
                 return
             except pluggy.PluginValidationError as exc:
-                name = self.pm.get_name(exc.plugin) or str(exc.plugin)
+                name = self.get_name(exc.plugin) or str(exc.plugin)
                 self.drop_broken(name, f"unknown hook: {exc}")
 
-    def unregister(self, name: str) -> None:
-        self.pm.unregister(name=name)
-        self._dists.pop(name, None)
+    def unregister(self, plugin: object | None = None, name: str | None = None) -> Any:
         self._specs_cache = None
+        out = super().unregister(plugin, name)
+        self._dists.pop(name or "", None)
+        return out
 
     def check_pending(self) -> None:
         """Raise ``PluginError`` for a hook implementation with no matching spec (a misspelled hook name)."""
         try:
-            self.pm.check_pending()
+            super().check_pending()
         except pluggy.PluginValidationError as exc:
             raise PluginError(str(exc)) from exc
 
     # -- backends ------------------------------------------------------------------------------------------
-    _specs_cache: list[Registered] | None = None
+    def _results_by_plugin(self, hook_name: str) -> Iterator[tuple[str, list[Spec]]]:
+        """Each plugin's records from ``hook_name``, called through ``self.hook`` one plugin at a time (pluggy's
+        ``subset_hook_caller``) so that a plugin whose hook raises is dropped alone."""
+        caller = getattr(self.hook, hook_name)
+        plugins = [(name, plugin) for name, plugin in self.list_name_plugin() if plugin is not None]
+        for name, plugin in plugins:
+            if caller not in (self.get_hookcallers(plugin) or ()):
+                continue
+            only = self.subset_hook_caller(hook_name, [p for _, p in plugins if p is not plugin])
+            try:
+                yield name, [spec for batch in only() for spec in (batch or ())]
+            except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the others
+                self._mark_broken(name, f"{hook_name} raised {exc!r}")
 
     def registered_specs(self) -> list[Registered]:
-        """Every backend spec from every plugin; duplicate backend names are a ``PluginError`` naming both."""
+        """Every backend spec from every plugin; duplicate backend names are recorded in ``conflicts`` (a
+        ``PluginError`` naming both when that name is selected)."""
         if self._specs_cache is not None:
             return self._specs_cache
         out: list[Registered] = []
         seen: dict[tuple[type, str], Registered] = {}
         for hook_name in ("blobstate_blob_stores", "blobstate_checkpoint_logs", "blobstate_local_stores"):
-            caller = getattr(self.pm.hook, hook_name)
-            for impl in caller.get_hookimpls():
-                try:
-                    specs = list(impl.function() or ())
-                except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the others
-                    self._mark_broken(impl.plugin_name, f"{hook_name} raised {exc!r}")
-                    continue
+            for plugin_name, specs in self._results_by_plugin(hook_name):
                 for spec in specs:
-                    reg = Registered(spec, impl.plugin_name, self._dists.get(impl.plugin_name, ("", "", False))[0])
+                    reg = Registered(spec, plugin_name, self._dists.get(plugin_name, ("", "", False))[0])
                     other = seen.get((type(spec), spec.name))
                     if other is not None:
                         self.conflicts[(type(spec), spec.name)] = (
@@ -180,8 +224,7 @@ class BlobstatePluginManager:
         for name in names:
             if names.count(name) > 1 and name in self.conflicts:  # one name, two plugins, both for this key
                 raise PluginError(self.conflicts[name])
-        variable = f"BLOBSTATE_BACKEND_{key.upper().replace('-', '_').replace('+', '_')}"
-        wanted = os.environ.get(variable)
+        variable, wanted = current_settings().backend_override(key)
         if wanted:
             chosen = [r for r in candidates if r.spec.name == wanted]
             if chosen:
@@ -238,7 +281,7 @@ class BlobstatePluginManager:
         for reg in self.registered_specs():
             by_plugin.setdefault(reg.plugin, []).append(reg.spec)
         infos = []
-        for name, plugin in self.pm.list_name_plugin():
+        for name, plugin in self.list_name_plugin():
             if plugin is None:
                 continue
             dist, version, builtin = self._dists.get(name, ("", "", False))
@@ -250,7 +293,7 @@ class BlobstatePluginManager:
     def emit(self, hook_name: str, **kwargs: Any) -> None:
         """Call an observer hook; an observer that raises is logged, never allowed to break a commit."""
         try:
-            getattr(self.pm.hook, hook_name)(**kwargs)
+            getattr(self.hook, hook_name)(**kwargs)
         except Exception:  # noqa: BLE001
             log.warning("a %s observer raised; ignored", hook_name, exc_info=True)
 
@@ -270,11 +313,17 @@ def _serves(spec: Spec, key: str) -> bool:
     return key in keys or "*" in keys
 
 
+@functools.cache
+def _entry_points() -> tuple[metadata.EntryPoint, ...]:
+    """The ``blobstate`` entry points of every installed distribution, read once per process."""
+    return tuple(metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
 def _load_entry_points(mgr: BlobstatePluginManager) -> None:
-    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+    for ep in _entry_points():
         dist = ep.dist.name if ep.dist else ""
         version = ep.dist.version if ep.dist else ""
-        if mgr.pm.has_plugin(ep.name) or mgr.pm.is_blocked(ep.name):
+        if mgr.has_plugin(ep.name) or mgr.is_blocked(ep.name):
             continue
         try:
             plugin = ep.load()
@@ -290,80 +339,29 @@ def _load_entry_points(mgr: BlobstatePluginManager) -> None:
 
 
 def build_plugin_manager(*, autoload: bool | None = None, extra: Iterable[str] = ()) -> BlobstatePluginManager:
-    """A fresh manager: built-ins, then entry points (unless disabled), then ``extra`` / ``BLOBSTATE_PLUGINS``."""
-    from blobstate.plugins import BUILTIN_PLUGINS
+    """A fresh manager: the configuration delivered (historic), then the built-ins, entry points (unless
+    disabled) and ``extra`` / ``BLOBSTATE_PLUGINS``; plugins named in ``BLOBSTATE_DISABLE_PLUGINS`` are blocked."""
+    from blobstate.plugins.registry import builtin_plugins
 
-    pm = pluggy.PluginManager(hookspecs.PROJECT)
-    pm.add_hookspecs(hookspecs)
-    mgr = BlobstatePluginManager(pm)
+    mgr = BlobstatePluginManager()
+    mgr.configure(effective_configuration(mgr.settings))
     own = metadata.version("blobstate") if _installed("blobstate") else "dev"
-    for reference in BUILTIN_PLUGINS:
-        mgr.register(load_reference(reference), reference.rpartition(":")[2] or reference.rsplit(".", 1)[-1],
-                     distribution="blobstate", version=own, builtin=True)
-    mgr.register(load_reference("blobstate.plugins.steplog"), "steplog", distribution="blobstate", version=own,
-                 builtin=True)
+    for name, plugin in builtin_plugins().items():
+        mgr.register(plugin, name, distribution="blobstate", version=own, builtin=True)
     if autoload is None:
-        autoload = os.environ.get("BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD", "").lower() not in ("1", "true", "yes")
+        autoload = mgr.settings.plugins_autoload
     if autoload:
         _load_entry_points(mgr)
-    names = [*extra, *filter(None, os.environ.get("BLOBSTATE_PLUGINS", "").split(","))]
-    for module_name in names:
+    for module_name in [*extra, *mgr.settings.plugins]:
         module_name = module_name.strip()
-        if not module_name or mgr.pm.has_plugin(module_name):
+        if not module_name or mgr.has_plugin(module_name) or mgr.is_blocked(module_name):
             continue
         try:
             mgr.register(load_reference(module_name), module_name)
         except Exception as exc:  # noqa: BLE001
             mgr._mark_broken(module_name, f"import failed: {type(exc).__name__}: {exc}")
     mgr.drop_invalid()
-    mgr.configure(effective_configuration())
     return mgr
-
-
-_command: tuple[str, dict[str, Any]] | None = None
-#: CLI parameter names that differ from the API's (the configuration uses the API's names).
-_RENAMED = {"log_url": "log", "as_json": "json", "work_dir": "work_base"}
-
-
-def set_configuration(command: str, options: dict[str, Any]) -> None:
-    """Record the command being run and its options (the CLI calls this before the command runs), for
-    ``effective_configuration``. Values of secret-looking options are never kept."""
-    global _command
-    _command = (command, dict(options))
-
-
-def effective_configuration() -> dict[str, Any]:
-    """What ``blobstate_configure`` receives: ``command`` (e.g. ``"backup"``; ``None`` outside the CLI) and its
-    options under the API's names (``repo``, ``log``, ``job``, ``task``, ``store``, ``ttl`` in ms, ``chunk_size``
-    in bytes, ``retain``, ...), ``storage_options`` and ``log_options`` (merged with ``BLOBSTATE_STORAGE_OPTIONS``;
-    credentials redacted), the resolved ``work_base``, ``retry_attempts``, ``max_concurrency``,
-    ``plugins_autoload``, and every ``BLOBSTATE_*`` variable under its own name (but the storage options one)."""
-    from blobstate.local.workdir import default_base
-    from blobstate.repository.options import ENV_VAR, from_env, merge, parse_options, redact
-    from blobstate.repository.retry import retry_attempts
-
-    config: dict[str, Any] = {k: v for k, v in os.environ.items() if k.startswith("BLOBSTATE_") and k != ENV_VAR}
-    command, options = _command or (None, {})
-    config.update({"command": command, "max_concurrency": 8, "retry_attempts": retry_attempts(),
-                   "plugins_autoload": os.environ.get("BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD", "").lower()
-                   not in ("1", "true", "yes")})
-    for name, value in options.items():
-        if name in ("storage_option", "log_option"):
-            continue
-        config[_RENAMED.get(name, name)] = value
-    try:
-        env_options = from_env()
-    except ConfigurationError:
-        env_options = {}
-    try:
-        explicit = parse_options(options.get("storage_option", ()))
-        log_options = parse_options(options.get("log_option", ()))
-    except ConfigurationError:
-        explicit, log_options = {}, {}
-    config["storage_options"] = redact(merge(env_options, explicit))
-    config["log_options"] = redact(log_options)
-    config["work_base"] = config.get("work_base") or default_base()
-    return config
 
 
 def load_reference(reference: str) -> object:
@@ -397,5 +395,8 @@ def get_plugin_manager() -> BlobstatePluginManager:
 def reset_plugin_manager(manager: BlobstatePluginManager | None = None) -> None:
     """Replace (or drop, to rebuild lazily) the process-wide manager; for tests and embedding."""
     global _manager
+    from blobstate.repository import settings
+
     with _lock:
         _manager = manager
+    settings.reset()

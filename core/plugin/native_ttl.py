@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO
 
 from blobstate.errors import BlobNotFound, StorageError
-from blobstate.plugin.interfaces import PutRequest
-from blobstate.plugin.transfer import ByteBudget, ObstoreTransport, budget_from
+from blobstate.plugin.interfaces import BoundedSink, PutRequest
+from blobstate.plugin.transfer import ByteBudget, ObjectTooLarge, ObstoreTransport, budget_from
 from blobstate.plugins.fsspec_store import REMOTE_READ, FsspecBlobStore, is_lease, lease_id
 
 DAY_MS = 86_400_000  # milliseconds in a day: lifecycle rules count whole days
@@ -109,6 +109,17 @@ class NativeTtlBlobStore(FsspecBlobStore):
             return self.transport.get(self.bucket_key(blob_id)[1], sink)
         except FileNotFoundError:
             raise BlobNotFound(blob_id) from None
+
+    def get_bounded(self, blob_id: str, sink: BoundedSink) -> bytes:
+        if self.transport is None:
+            return super().get_bounded(blob_id, sink)
+        try:
+            self.transport.get(self.bucket_key(blob_id)[1], sink, max_size=sink.limit)
+        except FileNotFoundError:
+            raise BlobNotFound(blob_id) from None
+        except ObjectTooLarge:
+            raise sink.too_large() from None
+        return sink.getvalue()
 
     def get_bytes(self, blob_id: str) -> bytes:
         if self.transport is None:

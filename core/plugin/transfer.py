@@ -19,7 +19,6 @@ Errors: obstore's ``NotFoundError`` -> ``FileNotFoundError``, ``AlreadyExistsErr
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections import deque
@@ -29,7 +28,9 @@ from contextlib import contextmanager
 from typing import Any, BinaryIO, TypeVar
 
 from blobstate.errors import ConfigurationError, StorageError, TransientStorageError
+from blobstate.model.units import parse_size
 from blobstate.plugin.interfaces import FileRange
+from blobstate.repository import settings
 
 T = TypeVar("T")
 
@@ -43,20 +44,22 @@ BUDGET_ENV = "BLOBSTATE_TRANSFER_BUDGET"
 
 def budget_from(options: dict[str, Any]) -> int:
     """The byte budget: the storage option ``transfer_budget`` (popped from ``options``), else the environment
-    variable ``BLOBSTATE_TRANSFER_BUDGET``, else ``DEFAULT_BUDGET``. Raises ``ConfigurationError`` when it is not
-    a positive integer."""
+    variable ``BLOBSTATE_TRANSFER_BUDGET`` (through ``blobstate.repository.settings``), else ``DEFAULT_BUDGET``; a
+    size in bytes or human units (``96MiB``). Raises ``ConfigurationError`` when it is not a size of at least 1 MiB."""
     raw = options.pop("transfer_budget", None)
     if raw is None:
-        raw = os.environ.get(BUDGET_ENV)
-    if raw is None:
-        return DEFAULT_BUDGET
+        return settings.current().transfer_budget
     try:
-        value = int(raw)
-    except (TypeError, ValueError):
-        raise ConfigurationError(f"transfer_budget must be a number of bytes, not {raw!r}") from None
+        value = parse_size(raw)
+    except ConfigurationError:
+        raise ConfigurationError(f"transfer_budget must be a size (96MiB, 1GB, bytes), not {raw!r}") from None
     if value < MiB:
         raise ConfigurationError(f"transfer_budget must be at least {MiB} bytes, not {value}")
     return value
+
+
+class ObjectTooLarge(Exception):
+    """An object larger than the ``max_size`` a read allowed (raised before its body is read)."""
 
 
 class ByteBudget:
@@ -172,14 +175,17 @@ class ObstoreTransport:
         self._call(lambda: obstore.put(self.store, key, data, mode="create", use_multipart=False))
 
     # -- download --------------------------------------------------------------------------------------------
-    def get(self, key: str, sink: BinaryIO) -> int:
+    def get(self, key: str, sink: BinaryIO, *, max_size: int | None = None) -> int:
         """Stream object ``key`` into ``sink`` in order; return the bytes written. ``FileNotFoundError`` if it
-        is missing."""
+        is missing; ``ObjectTooLarge`` before any of its body is read when it is larger than ``max_size`` bytes."""
         import obstore
 
         with self.budget.reserve(MiB), _errors():
             result = obstore.get(self.store, key)
             size = int(result.meta["size"])
+            if max_size is not None and size > max_size:
+                del result  # dropped unread: the response's headers said enough
+                raise ObjectTooLarge(f"{key}: {size} bytes, more than {max_size}")
             if size <= self.single_request_max:
                 written = 0
                 for chunk in result.stream(min_chunk_size=MiB):

@@ -141,11 +141,16 @@ def split_url(url: str) -> tuple[str, dict[str, Any]]:
 
 
 def from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The options in ``BLOBSTATE_STORAGE_OPTIONS`` (a JSON object); {} when unset.
+    """The options in ``BLOBSTATE_STORAGE_OPTIONS`` (a JSON object) of ``environ`` (default: the settings'
+    environment, ``blobstate.repository.settings``); {} when unset.
 
     Raises ``ConfigurationError`` when it is not a JSON object (the message does not echo its content).
     """
-    text = (os.environ if environ is None else environ).get(ENV_VAR, "").strip()
+    if environ is None:
+        from blobstate.repository.settings import current
+
+        environ = current().environ
+    text = environ.get(ENV_VAR, "").strip()
     if not text:
         return {}
     try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,24 +11,15 @@ from blobstate.model.chain import expand_all, valid_snapshots
 from blobstate.model.index import SnapshotIndex
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.model.selection import select_checkpoint
-from blobstate.plugin.interfaces import BlobStore, CheckpointLog
+from blobstate.plugin.interfaces import BlobStore, BoundedSink, CheckpointLog
 from blobstate.repository.backends import normalize_url, open_blob_store, open_checkpoint_log, url_scheme
 from blobstate.repository.marker import RepositoryInfo, ensure_repository
 
 
-class BoundedBuffer(io.BytesIO):
-    """An in-memory sink that refuses to hold more than ``limit`` bytes (``ChecksumMismatch`` with ``what`` in the
-    message): reads of metadata are bounded by the size a trusted record declares, never by what a store serves."""
-
-    def __init__(self, limit: int, what: str) -> None:
-        super().__init__()
-        self.limit = limit
-        self.what = what
-
-    def write(self, data: bytes) -> int:  # type: ignore[override]
-        if self.tell() + len(data) > self.limit:
-            raise ChecksumMismatch(f"{self.what} is larger than the {self.limit} bytes its record declares")
-        return super().write(data)
+def declared(limit: int, what: str) -> BoundedSink:
+    """A sink bounded by the size a trusted record declares (``ChecksumMismatch`` past it): indexes and
+    changelogs are read no further than their records say, never as far as a store serves."""
+    return BoundedSink(limit, what, error=ChecksumMismatch, why="the size its record declares")
 
 
 @dataclass
@@ -78,14 +68,13 @@ class Repository:
         if checkpoint.is_delta or checkpoint.is_group:
             raise ConfigurationError(f"checkpoint {checkpoint.checkpoint_id} is a {checkpoint.kind} record (batch "
                                      f"{checkpoint.batch_id}): it has no snapshot index of its own")
-        sink = BoundedBuffer(checkpoint.index_size, f"snapshot index {checkpoint.index_blob_id} of checkpoint "
-                                                    f"{checkpoint.checkpoint_id}")
+        sink = declared(checkpoint.index_size, f"snapshot index {checkpoint.index_blob_id} of checkpoint "
+                                               f"{checkpoint.checkpoint_id}")
         try:
-            self.store.get(checkpoint.index_blob_id, sink)  # type: ignore[arg-type]
+            data = self.store.get_bounded(checkpoint.index_blob_id, sink)
         except BlobNotFound:
             raise BlobNotFound(checkpoint.index_blob_id,
                                f"snapshot index of checkpoint {checkpoint.checkpoint_id}") from None
-        data = sink.getvalue()
         if len(data) != checkpoint.index_size or crc32c_bytes(data) != checkpoint.index_crc32c:
             raise ChecksumMismatch(
                 f"snapshot index {checkpoint.index_blob_id} of checkpoint {checkpoint.checkpoint_id} does not match "
@@ -102,12 +91,10 @@ class Repository:
 
         Raises ``BlobNotFound`` or ``ChecksumMismatch``."""
         what = f"changelog {checkpoint.changelog_blob_id} of delta {checkpoint.checkpoint_id}"
-        sink = BoundedBuffer(checkpoint.changelog_size, what)
         try:
-            self.store.get(checkpoint.changelog_blob_id, sink)  # type: ignore[arg-type]
+            data = self.store.get_bounded(checkpoint.changelog_blob_id, declared(checkpoint.changelog_size, what))
         except BlobNotFound:
             raise BlobNotFound(checkpoint.changelog_blob_id, what) from None
-        data = sink.getvalue()
         if len(data) != checkpoint.changelog_size or crc32c_bytes(data) != checkpoint.changelog_crc32c:
             raise ChecksumMismatch(f"{what} does not match its record (size {len(data)} vs {checkpoint.changelog_size}"
                                    f", CRC32C {crc32c_bytes(data)} vs {checkpoint.changelog_crc32c})")
@@ -175,5 +162,12 @@ class Repository:
         return refs
 
     def close(self) -> None:
+        """Close the blob store and the checkpoint log (``with Repository.open(...) as repository:`` does it)."""
         self.store.close()
         self.log.close()
+
+    def __enter__(self) -> Repository:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

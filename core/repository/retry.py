@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import errno
 import logging
-import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, BinaryIO, TypeVar
 
 from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from blobstate.errors import BlobstateError, StorageError, TransientStorageError
-from blobstate.plugin.interfaces import BlobInfo, BlobStore, GetRequest, PutRequest
+from blobstate.plugin.interfaces import BlobInfo, BlobStore, BoundedSink, GetRequest, PutRequest
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -50,7 +49,9 @@ def _redacted(exc: BaseException | None) -> str:
 
 def retry_attempts() -> int:
     """Attempts per operation: ``BLOBSTATE_RETRY_ATTEMPTS`` (default 5)."""
-    return max(1, int(os.environ.get("BLOBSTATE_RETRY_ATTEMPTS", "5")))
+    from blobstate.repository.settings import current
+
+    return current().retry_attempts
 
 
 def call_with_retry(fn: Callable[[], T], what: str, *, attempts: int | None = None,
@@ -118,6 +119,14 @@ class RetryingBlobStore(BlobStore):
 
     def get_bytes(self, blob_id: str) -> bytes:
         return call_with_retry(lambda: self.inner.get_bytes(blob_id), f"download of {blob_id}")
+
+    def get_bounded(self, blob_id: str, sink: BoundedSink) -> bytes:
+        def attempt() -> bytes:
+            sink.seek(0)
+            sink.truncate()
+            return self.inner.get_bounded(blob_id, sink)
+
+        return call_with_retry(attempt, f"download of {blob_id}")
 
     def delete(self, blob_id: str) -> None:
         call_with_retry(lambda: self.inner.delete(blob_id), f"delete of {blob_id}")

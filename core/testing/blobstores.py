@@ -1,18 +1,18 @@
 """The ``BlobStore`` conformance suite: run it against your own blob store plugin with pytest.
 
-Subclass ``BlobStoreContract`` in a ``Test*`` class and give it a ``store`` fixture that returns a working store
-(fresh or shared: every test writes under its own random prefix)::
+Subclass ``BlobStoreContract`` in a ``Test*`` class and implement its one abstract factory, ``create_store()``:
+a working store (fresh or shared: every test writes under its own random prefix), closed by the suite after each
+test. Every kit of ``blobstate.testing`` takes this shape (like eventsourcing's ``create_recorder()``); inside the
+factory ``self.tmp_path`` is the test's temporary directory and ``self.request`` pytest's request, for any other
+fixture (``self.request.getfixturevalue("my_server")``; name a parametrized one in ``@pytest.mark.usefixtures`` on
+the class so that pytest parametrizes it)::
 
-    import pytest
     from blobstate.testing.blobstores import BlobStoreContract
 
     class TestMyStore(BlobStoreContract):
-        @pytest.fixture
-        def store(self, tmp_path):
+        def create_store(self):
             from my_pkg.store import MyBlobStore
-            s = MyBlobStore(f"my://{tmp_path}", storage_options={}, ttl_mode="lease", max_concurrency=4)
-            yield s
-            s.close()
+            return MyBlobStore(f"my://{self.tmp_path}", storage_options={}, ttl_mode="lease", max_concurrency=4)
 
 Capabilities a subclass may switch off (each skipped test says why):
 
@@ -35,6 +35,8 @@ import os
 import threading
 import time
 import uuid
+from abc import abstractmethod
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,7 @@ import pytest
 
 from blobstate.errors import BlobNotFound
 from blobstate.plugin.interfaces import BlobStore, FileRange, GetRequest, PutRequest
+from blobstate.testing.kit import ContractKit
 
 TTL_MS = 3_600_000  # one hour: expiry is checked by passing now_ms, never by waiting
 RACERS = 8  # writers racing on one exclusive create
@@ -51,8 +54,21 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class BlobStoreContract:
-    """Mixin of contract tests; the subclass provides the ``store`` fixture (a ``BlobStore``)."""
+class BlobStoreContract(ContractKit):
+    """The contract tests of ``BlobStore``; the subclass implements ``create_store()``."""
+
+
+    @abstractmethod
+    def create_store(self) -> BlobStore:
+        """A working ``BlobStore`` for one test (the suite closes it afterwards)."""
+
+    @pytest.fixture
+    def store(self, _kit: None) -> Iterator[BlobStore]:
+        store = self.create_store()
+        try:
+            yield store
+        finally:
+            store.close()
 
     atomic_conditional_create: bool = True
     sequential_conditional_create: bool = True

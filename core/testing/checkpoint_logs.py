@@ -1,25 +1,23 @@
-"""The ``CheckpointLog`` conformance suite: subclass ``CheckpointLogContract`` in a test module, give it fixtures.
+"""The ``CheckpointLog`` conformance suite: subclass ``CheckpointLogContract`` in a test module and implement its
+abstract factory ``create_log()`` (the shape of every kit in ``blobstate.testing``, like eventsourcing's
+``create_recorder()``) and the two hooks the failure tests need. ``self.tmp_path`` is the test's temporary
+directory and ``self.request`` pytest's request (``self.request.getfixturevalue("my_server")``; name a
+parametrized fixture in ``@pytest.mark.usefixtures`` on the class)::
 
-Example (pytest)::
-
-    import pytest
     from blobstate.testing.checkpoint_logs import CheckpointLogContract, UNREACHABLE_SECRET
 
     class TestMyLog(CheckpointLogContract):
-        @pytest.fixture
-        def open_log(self, tmp_path):
-            # () -> CheckpointLog: a new instance (own connections) on the same backing log, every call
-            return lambda: MyLog(f"my://{tmp_path}/log")
+        def create_log(self):
+            # a new instance (own connections) on the test's backing log: every call in a test reaches one log
+            return MyLog(f"my://{self.tmp_path}/log")
 
-        @pytest.fixture
-        def write_malformed(self):
-            # (log, key, generation, payload bytes) -> None: store a raw record the log cannot trust
-            return lambda log, key, generation, payload: log._raw_write(key, generation, payload)
+        def write_raw_record(self, log, key, generation, payload):
+            # store a raw record (bytes) the log cannot trust, as another client could
+            log._raw_write(key, generation, payload)
 
-        @pytest.fixture
-        def open_unreachable_log(self):
-            # () -> CheckpointLog whose backend cannot be reached; put UNREACHABLE_SECRET in its credentials
-            return lambda: MyLog(f"my://user:{UNREACHABLE_SECRET}@127.0.0.1:1/log")
+        def create_unreachable_log(self):
+            # a log whose backend cannot be reached; put UNREACHABLE_SECRET in its credentials
+            return MyLog(f"my://user:{UNREACHABLE_SECRET}@127.0.0.1:1/log")
 
 What it checks: generations start at 1 and grow by one in ``history`` order; ``append`` returns the record with its
 generation and the record round-trips (every kind: snapshot, delta and group records, with their query id and a
@@ -37,6 +35,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from abc import abstractmethod
 from collections.abc import Callable
 from typing import Any
 
@@ -45,6 +44,7 @@ import pytest
 from blobstate.errors import CorruptIndexError, FencedError, StorageError
 from blobstate.model.records import GROUP, Checkpoint, PartitionEntry, StoreKey
 from blobstate.plugin.interfaces import CheckpointLog
+from blobstate.testing.kit import ContractKit
 
 #: The password an ``open_unreachable_log`` fixture should use; it must never appear in an error.
 UNREACHABLE_SECRET = "s3cr3t-pw-never-printed"
@@ -96,13 +96,37 @@ def same_record(a: Checkpoint, b: Checkpoint) -> bool:
     return a.to_json() == b.to_json()
 
 
-class CheckpointLogContract:
-    """The contract of ``blobstate.plugin.interfaces.CheckpointLog``; subclass it (the class name must start with Test).
-
-    Required fixtures: ``open_log``, ``write_malformed``, ``open_unreachable_log`` (see the module docstring).
+class CheckpointLogContract(ContractKit):
+    """The contract of ``blobstate.plugin.interfaces.CheckpointLog``; subclass it (the class name must start with Test)
+    and implement ``create_log``, ``write_raw_record`` and ``create_unreachable_log`` (see the module docstring).
     """
 
     supports_keys: bool = True
+
+    @abstractmethod
+    def create_log(self) -> CheckpointLog:
+        """A new ``CheckpointLog`` instance (its own connections) on this test's backing log; every call within one
+        test must reach the same log (the suite closes what it opens)."""
+
+    @abstractmethod
+    def write_raw_record(self, log: CheckpointLog, key: StoreKey, generation: int, payload: bytes) -> None:
+        """Store ``payload`` as the record of ``key`` at ``generation``, bypassing every check (another client)."""
+
+    @abstractmethod
+    def create_unreachable_log(self) -> CheckpointLog:
+        """A log whose backend cannot be reached, with ``UNREACHABLE_SECRET`` in its credentials."""
+
+    @pytest.fixture
+    def open_log(self, _kit: None) -> Callable[[], CheckpointLog]:
+        return self.create_log
+
+    @pytest.fixture
+    def write_malformed(self, _kit: None) -> Callable[..., None]:
+        return self.write_raw_record
+
+    @pytest.fixture
+    def open_unreachable_log(self, _kit: None) -> Callable[[], CheckpointLog]:
+        return self.create_unreachable_log
 
     @pytest.fixture
     def log(self, open_log: Callable[[], CheckpointLog]) -> Any:

@@ -2,7 +2,6 @@
 
 Usage (in the plugin's tests; needs pytest, the ``test`` extra)::
 
-    import pytest
     from blobstate.testing.local_stores import LocalStoreContract, StoreHarness
 
     class SqliteHarness(StoreHarness):
@@ -12,9 +11,12 @@ Usage (in the plugin's tests; needs pytest, the ``test`` extra)::
         def read(self, directory): ...          # {key: value} of a copy (checkpoint, restored dir), read-only
 
     class TestSqliteStore(LocalStoreContract):
-        @pytest.fixture
-        def harness(self):
+        def create_harness(self):
             return SqliteHarness()
+
+``create_harness()`` is the kit's one abstract factory (the shape of every kit in ``blobstate.testing``, like
+eventsourcing's ``create_recorder()``); ``self.tmp_path`` and ``self.request`` (pytest's request) are set before it
+is called.
 
 What the suite checks (the contract in ``blobstate.plugin.interfaces.LocalStore``):
 
@@ -43,6 +45,7 @@ import pytest
 
 from blobstate.errors import IntegrityError
 from blobstate.plugin.interfaces import LocalStore
+from blobstate.testing.kit import ContractKit
 
 __all__ = ["LocalStoreContract", "StoreHarness", "file_bytes"]
 
@@ -86,12 +89,18 @@ def _batch(prefix: str, n: int) -> dict[str, str]:
     return {f"{prefix}-{i:04d}": f"value-{prefix}-{i}" * 3 for i in range(n)}
 
 
-class LocalStoreContract:
-    """Subclass as ``Test...`` and override the ``harness`` fixture (and ``local_store`` to pass options)."""
+class LocalStoreContract(ContractKit):
+    """Subclass as ``Test...`` and implement ``create_harness()`` (override the ``local_store`` fixture to pass the
+    store options)."""
+
+
+    @abstractmethod
+    def create_harness(self) -> StoreHarness:
+        """The ``StoreHarness`` that drives your local store type."""
 
     @pytest.fixture
-    def harness(self) -> StoreHarness:
-        raise NotImplementedError("override the `harness` fixture to return your StoreHarness")
+    def harness(self, _kit: None) -> StoreHarness:
+        return self.create_harness()
 
     @pytest.fixture
     def local_store(self, harness: StoreHarness) -> LocalStore:
@@ -233,6 +242,6 @@ class LocalStoreContract:
                 )
 
         older = str(tmp_path / "older")
-        api.restore(older, work_dir=str(tmp_path / "work3"), checkpoint_id=first.checkpoint.checkpoint_id,
+        api.restore(older, work_dir=str(tmp_path / "work3"), checkpoint=first.checkpoint.checkpoint_id,
                     **common)
         assert harness.read(older) == _batch("a", 50)

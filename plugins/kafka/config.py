@@ -78,13 +78,16 @@ def parse_tristate(name: str, value: Any) -> bool | None:
     """``auto``/None -> None; true/false spelled any usual way -> bool. Raises ``ConfigurationError``."""
     if value is None or isinstance(value, bool):
         return value
-    text = str(value).lower()
+    from blobstate.repository.settings import parse_bool
+
+    text = str(value).strip().lower()
     if text == "auto":
         return None
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
+    if text:
+        try:
+            return parse_bool(name, text, False)  # booleans are read one way
+        except ConfigurationError:
+            pass
     raise ConfigurationError(f"kafka option {name} must be auto, true or false, got {value!r}")
 
 

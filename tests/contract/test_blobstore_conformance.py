@@ -12,24 +12,20 @@ from blobstate.testing.blobstores import BlobStoreContract
 
 
 def _open(url: str, options: dict, ttl_mode: str, max_concurrency: int = 4):
-    store = open_blob_store(url, storage_options=options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
-    yield store
-    store.close()
+    return open_blob_store(url, storage_options=options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
 
 
 class TestMemoryStore(BlobStoreContract):
     # fsspec's memory filesystem checks existence, then writes: not atomic under concurrency.
     atomic_conditional_create = False
 
-    @pytest.fixture
-    def store(self):
-        yield from _open(f"memory://conformance-{uuid.uuid4().hex}", {}, "lease")
+    def create_store(self):
+        return _open(f"memory://conformance-{uuid.uuid4().hex}", {}, "lease")
 
 
 class TestFileStore(BlobStoreContract):
-    @pytest.fixture
-    def store(self, tmp_path):
-        yield from _open(str(tmp_path / "repo"), {}, "lease")
+    def create_store(self):
+        return _open(str(self.tmp_path / "repo"), {}, "lease")
 
 
 @pytest.fixture(params=["lease", "native"])
@@ -37,16 +33,26 @@ def ttl_mode(request):
     return request.param
 
 
-class TestS3Store(BlobStoreContract):
-    @pytest.fixture
-    def store(self, s3_target, ttl_mode):
-        yield from _open(s3_target.url, s3_target.storage_options, ttl_mode)
+class CloudStoreContract(BlobStoreContract):
+    """A store on an emulator (fixture ``target``), in each TTL mode (the parametrized fixture ``ttl_mode``)."""
+
+    target = ""
+    max_concurrency = 4
+
+    def create_store(self):
+        target = self.request.getfixturevalue(self.target)
+        return _open(target.url, target.storage_options, self.request.getfixturevalue("ttl_mode"),
+                     max_concurrency=self.max_concurrency)
 
 
-class TestAzureStore(BlobStoreContract):
-    @pytest.fixture
-    def store(self, azure_target, ttl_mode):
-        yield from _open(azure_target.url, azure_target.storage_options, ttl_mode)
+@pytest.mark.usefixtures("ttl_mode")
+class TestS3Store(CloudStoreContract):
+    target = "s3_target"
+
+
+@pytest.mark.usefixtures("ttl_mode")
+class TestAzureStore(CloudStoreContract):
+    target = "azure_target"
 
 
 GCS_EMULATOR_MIXUP = (
@@ -55,16 +61,15 @@ GCS_EMULATOR_MIXUP = (
     "file, moto and azurite, and GCS end to end by tests/e2e/test_cloud_e2e.py")
 
 
-class TestGcsStore(BlobStoreContract):
+@pytest.mark.usefixtures("ttl_mode")
+class TestGcsStore(CloudStoreContract):
     # gcp-storage-emulator ignores ifGenerationMatch=0 (real GCS enforces it): no exclusive create to test.
     atomic_conditional_create = False
     sequential_conditional_create = False
-
-    @pytest.fixture
-    def store(self, gcs_target, ttl_mode):
-        # gcp-storage-emulator stores one upload's body under another's name when uploads overlap (seen with plain
-        # gcsfs too): one transfer at a time against it.
-        yield from _open(gcs_target.url, gcs_target.storage_options, ttl_mode, max_concurrency=1)
+    target = "gcs_target"
+    # gcp-storage-emulator stores one upload's body under another's name when uploads overlap (seen with plain
+    # gcsfs too): one transfer at a time against it.
+    max_concurrency = 1
 
     def test_batches(self, store, prefix):
         pytest.skip(GCS_EMULATOR_MIXUP)

@@ -25,101 +25,85 @@ def closed_port() -> int:
 
 
 # -- file log on local disk ----------------------------------------------------------------------------------
-class TestFileLogLocal(CheckpointLogContract):
-    @pytest.fixture
-    def open_log(self, tmp_path):
-        from blobstate.plugins.file_log import open_file_log
-
-        return lambda: open_file_log(f"file://{tmp_path}/repo")
-
-    @pytest.fixture
-    def write_malformed(self):
+class FileLogContract(CheckpointLogContract):
+    def write_raw_record(self, log, key, generation, payload):
         from blobstate.plugins.file_log import record_id
 
-        return lambda log, key, generation, payload: log.store.put_exclusive(record_id(key, generation), payload)
+        log.store.put_exclusive(record_id(key, generation), payload)
 
-    @pytest.fixture
-    def open_unreachable_log(self, tmp_path):
+
+class TestFileLogLocal(FileLogContract):
+    def create_log(self):
         from blobstate.plugins.file_log import open_file_log
 
-        (tmp_path / "a-file").write_bytes(b"not a directory")
-        return lambda: open_file_log(f"file://{tmp_path}/a-file/repo")
+        return open_file_log(f"file://{self.tmp_path}/repo")
+
+    def create_unreachable_log(self):
+        from blobstate.plugins.file_log import open_file_log
+
+        (self.tmp_path / "a-file").write_bytes(b"not a directory")
+        return open_file_log(f"file://{self.tmp_path}/a-file/repo")
 
 
 # -- file log on moto S3 (conditional create with If-None-Match) ------------------------------------------------
-class TestFileLogS3(CheckpointLogContract):
-    @pytest.fixture
-    def open_log(self, s3_target):
+class TestFileLogS3(FileLogContract):
+    def create_log(self):
         from blobstate.plugins.file_log import open_file_log
 
-        return lambda: open_file_log(s3_target.url, storage_options=s3_target.storage_options)
+        target = self.request.getfixturevalue("s3_target")
+        return open_file_log(target.url, storage_options=target.storage_options)
 
-    @pytest.fixture
-    def write_malformed(self):
-        from blobstate.plugins.file_log import record_id
-
-        return lambda log, key, generation, payload: log.store.put_exclusive(record_id(key, generation), payload)
-
-    @pytest.fixture
-    def open_unreachable_log(self, monkeypatch):
+    def create_unreachable_log(self):
         from blobstate.plugins.file_log import open_file_log
 
-        monkeypatch.setenv("BLOBSTATE_RETRY_ATTEMPTS", "2")
+        self.request.getfixturevalue("monkeypatch").setenv("BLOBSTATE_RETRY_ATTEMPTS", "2")
         options = {"endpoint_url": f"http://127.0.0.1:{closed_port()}", "key": "testing",
                    "secret": UNREACHABLE_SECRET, "config_kwargs": {"retries": {"max_attempts": 1},
                                                                    "connect_timeout": 1}}
-        return lambda: open_file_log("s3://unreachable-bucket/repo", storage_options=options)
+        return open_file_log("s3://unreachable-bucket/repo", storage_options=options)
 
 
 # -- SQLite --------------------------------------------------------------------------------------------------
-def _sql_write_malformed(log, key, generation, payload):
+def sql_write_raw(log, key, generation, payload):
     from sqlalchemy import insert
 
     with log.engine.begin() as conn:
         conn.execute(insert(log.table).values(job=key.job, task=key.task, store=key.store, generation=generation,
-                                              checkpoint_id="x", created_time_ms=0,
-                                              record=payload.decode("latin-1")))
+                                              checkpoint_id="x", created_time_ms=0, record=payload.decode("latin-1")))
 
 
-class TestSqliteLog(CheckpointLogContract):
-    @pytest.fixture
-    def open_log(self, tmp_path):
+class SqlLogContract(CheckpointLogContract):
+    def write_raw_record(self, log, key, generation, payload):
+        sql_write_raw(log, key, generation, payload)
+
+
+class TestSqliteLog(SqlLogContract):
+    def create_log(self):
         from blobstate.plugins.sql_log import open_sql_log
 
-        return lambda: open_sql_log(f"sqlite:///{tmp_path}/log.db")
+        return open_sql_log(f"sqlite:///{self.tmp_path}/log.db")
 
-    @pytest.fixture
-    def write_malformed(self):
-        return _sql_write_malformed
-
-    @pytest.fixture
-    def open_unreachable_log(self, tmp_path):
+    def create_unreachable_log(self):
         from blobstate.plugins.sql_log import open_sql_log
 
-        return lambda: open_sql_log(f"sqlite:///{tmp_path}/missing-dir/log.db")
+        return open_sql_log(f"sqlite:///{self.tmp_path}/missing-dir/log.db")
 
 
 # -- PostgreSQL ----------------------------------------------------------------------------------------------
-class TestPostgresLog(CheckpointLogContract):
+class TestPostgresLog(SqlLogContract):
     @pytest.fixture(scope="class")
     def pg_url(self, pg_server):
         return pg_server.create_database(f"conf_{uuid.uuid4().hex[:8]}")
 
-    @pytest.fixture
-    def open_log(self, pg_url):
+    def create_log(self):
         from blobstate.plugins.sql_log import open_sql_log
 
-        return lambda: open_sql_log(pg_url)
+        return open_sql_log(self.request.getfixturevalue("pg_url"))
 
-    @pytest.fixture
-    def write_malformed(self):
-        return _sql_write_malformed
-
-    @pytest.fixture
-    def open_unreachable_log(self):
+    def create_unreachable_log(self):
         from blobstate.plugins.sql_log import open_sql_log
 
-        return lambda: open_sql_log(f"postgresql://blobstate:{UNREACHABLE_SECRET}@127.0.0.1:{closed_port()}/x")
+        return open_sql_log(f"postgresql://blobstate:{UNREACHABLE_SECRET}@127.0.0.1:{closed_port()}/x")
 
 
 # -- SQL specifics -------------------------------------------------------------------------------------------
@@ -137,7 +121,7 @@ def test_sql_schema_is_created_on_first_use_and_the_database_refuses_duplicates(
         log.append(make_checkpoint(key), 0)
         assert sa.inspect(engine).has_table("my_checkpoints")
         with pytest.raises(sa.exc.IntegrityError):
-            _sql_write_malformed(log, key, 1, make_checkpoint(key).with_generation(1).to_bytes())
+            sql_write_raw(log, key, 1, make_checkpoint(key).with_generation(1).to_bytes())
     finally:
         engine.dispose()
         log.close()

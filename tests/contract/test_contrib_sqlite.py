@@ -50,9 +50,9 @@ def _rows(path: Path) -> dict[str, str]:
 
 
 # -- the conformance suite, run as a plugin author would ------------------------------------------------------
+@pytest.mark.usefixtures("sqlite_dist")
 class TestSqliteConformance(LocalStoreContract):
-    @pytest.fixture
-    def harness(self, sqlite_dist):
+    def create_harness(self):
         from blobstate_sqlite.testing import SqliteHarness
 
         return SqliteHarness()

@@ -52,19 +52,19 @@ def write_raw(broker, topic, key, generation, payload, partitions=KAFKA_PARTITIO
         producer.close()
 
 
+@pytest.mark.usefixtures("kafka_broker", "kafka_topic")  # parametrized: one run of the suite per broker
 class TestKafkaLog(CheckpointLogContract):
-    @pytest.fixture
-    def open_log(self, kafka_broker, kafka_topic):
-        return lambda: open_kafka_log(kafka_broker.url(kafka_topic))
+    def create_log(self):
+        broker = self.request.getfixturevalue("kafka_broker")
+        return open_kafka_log(broker.url(self.request.getfixturevalue("kafka_topic")))
 
-    @pytest.fixture
-    def write_malformed(self, kafka_broker, kafka_topic):
-        return lambda log, key, generation, payload: write_raw(kafka_broker, kafka_topic, key, generation, payload)
+    def write_raw_record(self, log, key, generation, payload):
+        write_raw(self.request.getfixturevalue("kafka_broker"), self.request.getfixturevalue("kafka_topic"), key,
+                  generation, payload)
 
-    @pytest.fixture
-    def open_unreachable_log(self):
-        url = f"kafka://user:{UNREACHABLE_SECRET}@127.0.0.1:{free_port()}/t?api_version=0.9&timeout_ms=1000"
-        return lambda: open_kafka_log(url)
+    def create_unreachable_log(self):
+        return open_kafka_log(f"kafka://user:{UNREACHABLE_SECRET}@127.0.0.1:{free_port()}/t?api_version=0.9"
+                              "&timeout_ms=1000")
 
     def test_appends_take_the_path_the_broker_offers(self, kafka_broker):
         """0.9: the acceptance rule alone (no markers); tansu: one committed transaction (one marker) per append."""

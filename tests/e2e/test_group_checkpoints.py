@@ -118,7 +118,7 @@ def test_group_commits_fencing_gc_verify_and_partition_restore(target, tmp_path,
                                query_id="q", num_partitions=N, partitions=tuple(late)), 2)
 
     future = int(time.time() * 1000) + 10 * DEFAULT_TTL_MS
-    reports = blobstate.gc(repo=target.url, storage_options=target.options, now_ms=future, ttl_ms=TTL,
+    reports = blobstate.gc(repo=target.url, storage_options=target.options, now_ms=future, ttl=TTL,
                            work_base=str(tmp_path / "gc-work"))
     report = next(r for r in reports if r.key == KEY)
     assert retried.blob_id in report.expired_deleted and report.skipped is None
@@ -127,7 +127,8 @@ def test_group_commits_fencing_gc_verify_and_partition_restore(target, tmp_path,
     assert committed <= {i.blob_id for i in repo.store.list(f"{KEY.prefix}/blobs")}
     assert not set(report.orphans_deleted) & committed
 
-    assert all(r.ok for r in blobstate.verify(repo=target.url, storage_options=target.options, key=KEY,
+    assert all(r.ok for r in blobstate.verify(repo=target.url, storage_options=target.options, job=KEY.job,
+                                             task=KEY.task, store=KEY.store,
                                              all_checkpoints=True))
     chain = replay.plan(repo, KEY, partition=2)
     assert [d.batch_id for d in chain.deltas] == [0, 1, 2]
@@ -202,7 +203,7 @@ def test_a_first_group_of_snapshots_killed_before_its_append_is_aborted_beside_s
         assert GroupCommitter(committer, num_partitions=N).commit(_parts(repo, 0, [1, 2, 3, 4]),
                                                                   batch_id=0).generation == 1
     future = int(time.time() * 1000) + 10 * DEFAULT_TTL_MS
-    report = next(r for r in blobstate.gc(repo=target.url, storage_options=target.options, now_ms=future, ttl_ms=TTL,
+    report = next(r for r in blobstate.gc(repo=target.url, storage_options=target.options, now_ms=future, ttl=TTL,
                                           work_base=str(tmp_path / "gc-work")) if r.key == KEY)
     assert set(report.expired_deleted) == {leftover.entry.blob_id, *leftover.new_blob_ids}, report
     assert not report.orphans_deleted and report.skipped is None

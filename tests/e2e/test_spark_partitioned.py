@@ -103,7 +103,8 @@ def test_partitioned_flights_retried_attempt_wiped_local_dir_gc_and_another_n(sp
                   if r.key == KEY)
     assert set(report.expired_deleted) == extra and not report.orphans_deleted and report.skipped is None
     assert {f"{KEY.prefix}/blobs/{n}" for n in os.listdir(blobs_dir)} == committed
-    assert all(r.ok for r in blobstate.verify(repo=paths["repo"], key=KEY, all_checkpoints=True))
+    assert all(r.ok for r in blobstate.verify(repo=paths["repo"], job=KEY.job, task=KEY.task, store=KEY.store,
+                                             all_checkpoints=True))
 
     with pytest.raises(PartitionCountError, match="num_partitions=4"):
         partitioned(spark_session, repo=paths["repo"], checkpoint_location=paths["checkpoint"], job="flights",
@@ -152,7 +153,8 @@ def test_listener_requested_snapshots_off_the_batch_path_retention_skips_and_gc(
     assert [cp.batch_id for cp in history] == [4, 5, 6, 7]  # retention: the groups of batches 0-3 are gone
     snaps = [(cp.batch_id, e.partition, e.batch_id) for cp in history for e in cp.partitions if e.kind == "snapshot"]
     assert snaps == [(4, p, 3) for p in range(N)] + [(6, p, 5) for p in range(N)]
-    assert all(r.ok for r in blobstate.verify(repo=paths["repo"], key=KEY, all_checkpoints=True))
+    assert all(r.ok for r in blobstate.verify(repo=paths["repo"], job=KEY.job, task=KEY.task, store=KEY.store,
+                                             all_checkpoints=True))
     future = int(time.time() * 1000) + 2 * DEFAULT_TTL_MS
     report = next(r for r in blobstate.gc(repo=paths["repo"], now_ms=future, work_base=str(tmp_path / "gcw"))
                   if r.key == KEY)

@@ -287,4 +287,5 @@ def test_a_rescale_killed_around_its_group_append_is_finished_or_redone_by_the_n
     report = next(r for r in blobstate.gc(repo=repo, now_ms=future, work_base=str(tmp_path / "gcw")) if r.key == m3)
     assert {os.path.basename(b) for b in report.expired_deleted} == orphan  # only the earlier run's leftovers
     assert not report.orphans_deleted and report.skipped is None
-    assert all(r.ok for r in blobstate.verify(repo=repo, key=m3, all_checkpoints=True))
+    assert all(r.ok for r in blobstate.verify(repo=repo, job=m3.job, task=m3.task, store=m3.store,
+                                             all_checkpoints=True))

@@ -1,6 +1,8 @@
 """The public API as a type checker and a packager see it: `py.typed` in the wheel, real signatures for the lazy
 `blobstate.backup` & co. (mypy, in a subprocess), no `**kwargs` hiding options, every verb in `dir(blobstate)`,
-one naming scheme with the old keywords still accepted; the LICENSE, classifiers and project URLs in the metadata."""
+one naming scheme (no legacy keyword aliases; ``recover`` names its store like every verb), ``blobstate.__all__``
+matching ``blobstate.api.__all__``, ``Repository`` a context manager; the LICENSE, classifiers and project URLs in
+the metadata."""
 
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ pytestmark = pytest.mark.xdist_group("api-wheel")
 
 ROOT = Path(__file__).resolve().parents[2]
 VERBS = ["backup", "restore", "list_stores", "list_checkpoints", "describe_checkpoints", "ls", "diff", "stats",
-         "verify", "gc", "init", "lifecycle_rule", "journal_events", "unfinished_commits"]
+         "verify", "gc", "init", "lifecycle_rule", "journal_events", "unfinished_commits", "recover", "recover_all",
+         "preview_backup"]
 
 
 @pytest.mark.parametrize("name", VERBS)
@@ -40,23 +43,66 @@ def test_the_verbs_are_in_dir_and_resolve_to_the_api():
         assert getattr(blobstate, name) is getattr(api, name)
 
 
-def test_one_naming_scheme_and_the_old_keywords_still_work(tmp_path, work_base):
+LEGACY = {"backup": ["ttl_ms"], "restore": ["checkpoint_id"], "verify": ["key", "checkpoint_id"], "gc": ["ttl_ms"],
+          "lifecycle_rule": ["ttl_ms"], "recover": ["key"]}
+
+
+def test_one_naming_scheme_and_no_legacy_keywords(tmp_path, work_base):
     store = tmp_path / "counts"
     store.mkdir()
     (store / "a").write_bytes(b"a" * 10)
     repo = str(tmp_path / "repo")
     first = blobstate.backup(str(store), repo=repo, ttl="1d", chunk_size="1MiB", retain=2)
-    second = blobstate.backup(str(store), repo=repo, ttl_ms=3_600_000)  # the older keyword
+    second = blobstate.backup(str(store), repo=repo, ttl=3_600_000)  # an int is milliseconds
     for params in (["job", "task", "store", "checkpoint", "work_base"],):
         assert set(params) <= set(inspect.signature(api.restore).parameters)
     out = tmp_path / "out" / "counts"
     assert blobstate.restore(str(out), repo=repo, checkpoint="1").checkpoint == first.checkpoint
-    assert blobstate.restore(str(out), repo=repo, checkpoint_id=second.checkpoint.checkpoint_id).checkpoint == \
+    assert blobstate.restore(str(out), repo=repo, checkpoint=second.checkpoint.checkpoint_id).checkpoint == \
         second.checkpoint
     by_names = api.list_checkpoints(repo=repo, store="counts")
-    by_key = api.list_checkpoints(repo=repo, key=first.checkpoint.store_key)
-    assert by_names == by_key and len(by_names) == 2
+    assert [cp.checkpoint_id for cp in by_names] == [first.checkpoint.checkpoint_id, second.checkpoint.checkpoint_id]
     assert api.verify(repo=repo)[0].ok
+    for verb, names in LEGACY.items():
+        assert not set(names) & set(inspect.signature(getattr(api, verb)).parameters), verb
+    with pytest.raises(TypeError, match="ttl_ms"):
+        blobstate.backup(str(store), repo=repo, ttl_ms=3_600_000)  # type: ignore[call-arg]
+
+
+def test_the_package_exports_exactly_what_the_api_exports():
+    assert set(api.__all__) <= set(blobstate.__all__), set(api.__all__) - set(blobstate.__all__)
+    assert len(blobstate.__all__) == len(set(blobstate.__all__))
+    assert all(getattr(blobstate, name) is not None for name in blobstate.__all__)
+    for name in api.__all__:
+        assert getattr(blobstate, name) is getattr(api, name), name
+        assert name in dir(blobstate), name
+
+
+def test_recover_names_its_store_like_every_verb(tmp_path, work_base):
+    params = inspect.signature(api.recover).parameters
+    assert {"job", "task", "store"} <= set(params) and "key" not in params
+    store = tmp_path / "counts"
+    store.mkdir()
+    (store / "a").write_bytes(b"a")
+    repo = str(tmp_path / "repo")
+    blobstate.backup(str(store), repo=repo)
+    assert blobstate.recover(repo=repo, job="default", task="0", store="counts") == []  # nothing left open
+    with pytest.raises(TypeError, match="store="):
+        blobstate.recover(repo=repo)
+
+
+def test_a_repository_is_a_context_manager(tmp_path, monkeypatch):
+    repo = str(tmp_path / "repo")
+    blobstate.init(repo=repo)
+    closed = []
+    real_close = api.Repository.close
+    monkeypatch.setattr(api.Repository, "close", lambda self: closed.append(self) or real_close(self))
+    with api.Repository.open(repo) as repository:
+        assert repository.info is not None
+    assert closed == [repository]
+    with pytest.raises(RuntimeError), api.Repository.open(repo) as again:
+        raise RuntimeError("inside")
+    assert closed == [repository, again]
 
 
 @pytest.fixture(scope="module")

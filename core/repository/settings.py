@@ -1,0 +1,243 @@
+"""One settings object: the ``BLOBSTATE_*`` environment, the CLI's options and the API's keywords, read once.
+
+Every module that needs a setting asks ``current()`` (never ``os.environ``): the object is built from the
+environment the first time, and again only when one of the variables it reads (``WATCHED``) has changed since (a
+test's ``monkeypatch``, an embedding program), so a process reads its environment once. The CLI records the command and
+its options with ``set_command`` before the command runs; the API's keywords win over both (``with_options``).
+The plugin manager hands the object to every plugin with the configuration hook (``blobstate_configure``).
+
+Sizes accept human units (``96MiB``, ``1GB``, ``4096``), durations too (``30s``, ``1500ms``; a plain number of
+seconds where the variable's name ends in ``_S``), through ``blobstate.model.units``; booleans are read one way
+(``parse_bool``). A malformed value raises ``ConfigurationError`` (exit code 2) naming the variable.
+
+Variables (the CLI's ``--help`` lists those its options read, such as ``BLOBSTATE_REPO``):
+
+- ``BLOBSTATE_WORK_DIR``: work directory base (journals, local checkpoints); default: the platform's state dir.
+- ``BLOBSTATE_RETRY_ATTEMPTS``: attempts per storage operation (default 5).
+- ``BLOBSTATE_TRANSFER_BUDGET``: bytes in flight per store (a size; default 128 MiB, at least 1 MiB).
+- ``BLOBSTATE_FILE_FSYNC``: ``0`` skips fsync of local files (a benchmark switch; default on).
+- ``BLOBSTATE_APPEND_RESOLVE_S``: how long an unknown append outcome is resolved (seconds, or ``30s``/``500ms``).
+- ``BLOBSTATE_PLUGINS``, ``BLOBSTATE_DISABLE_PLUGINS``: plugin modules to add, plugin names to block (commas).
+- ``BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD``: ignore installed plugins' entry points.
+- ``BLOBSTATE_TRACE_PLUGINS``: trace every hook call on stderr.
+- ``BLOBSTATE_BACKEND_<SCHEME>``: the backend to use for a URL scheme.
+- ``BLOBSTATE_DEBUG``: tracebacks instead of one-line errors.
+- ``BLOBSTATE_STORAGE_OPTIONS``: storage options (JSON), read by ``blobstate.repository.options``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from blobstate.errors import ConfigurationError
+from blobstate.model.units import parse_duration_ms, parse_size
+
+PREFIX = "BLOBSTATE_"
+MiB = 1 << 20
+DEFAULT_RETRY_ATTEMPTS = 5
+DEFAULT_TRANSFER_BUDGET = 128 * MiB
+DEFAULT_APPEND_RESOLVE_S = 30.0
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
+def parse_bool(name: str, value: str | bool | None, default: bool) -> bool:
+    """The one way a boolean setting is read: ``1/true/yes/on`` or ``0/false/no/off`` (any case); ``None`` or an
+    empty value is ``default``. Raises ``ConfigurationError`` naming ``name`` for anything else."""
+    if value is None or isinstance(value, bool):
+        return default if value is None else value
+    text = value.strip().lower()
+    if not text:
+        return default
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ConfigurationError(f"{name}={value!r} is not a boolean (use 1/0, true/false, yes/no)")
+
+
+def _size(name: str, value: str | int) -> int:
+    try:
+        return parse_size(value)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{name}: {exc}") from None
+
+
+def _seconds(name: str, value: str | float) -> float:
+    """Seconds: a plain number is seconds (the variable's unit), anything else a duration (``30s``, ``500ms``)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        pass
+    try:
+        return parse_duration_ms(str(value)) / 1000
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{name}: {exc}") from None
+
+
+def _names(value: str | None) -> tuple[str, ...]:
+    return tuple(n.strip() for n in (value or "").split(",") if n.strip())
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a process runs with. Sizes in bytes, durations in seconds (``append_resolve_s``).
+
+    ``environ`` holds every ``BLOBSTATE_*`` variable as it was read (the storage options one included; use
+    ``blobstate.repository.options`` to read that one), ``command`` the CLI command (``None`` for the API) and
+    ``options`` its options or the API's keywords under the API's names.
+    """
+
+    work_dir: str | None = None
+    retry_attempts: int = DEFAULT_RETRY_ATTEMPTS
+    transfer_budget: int = DEFAULT_TRANSFER_BUDGET
+    file_fsync: bool = True
+    append_resolve_s: float = DEFAULT_APPEND_RESOLVE_S
+    plugins: tuple[str, ...] = ()
+    disabled_plugins: tuple[str, ...] = ()
+    plugins_autoload: bool = True
+    trace_plugins: bool = False
+    debug: bool = False
+    command: str | None = None
+    options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    environ: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Read every ``BLOBSTATE_*`` variable of ``environ`` (default ``os.environ``); raises
+        ``ConfigurationError`` naming the first malformed one."""
+        env = {k: v for k, v in (os.environ if environ is None else environ).items() if k.startswith(PREFIX)}
+        get = env.get
+        budget = _size("BLOBSTATE_TRANSFER_BUDGET", get("BLOBSTATE_TRANSFER_BUDGET") or DEFAULT_TRANSFER_BUDGET)
+        if budget < MiB:
+            raise ConfigurationError(f"BLOBSTATE_TRANSFER_BUDGET must be at least 1 MiB, not {budget} bytes")
+        try:
+            attempts = max(1, int(get("BLOBSTATE_RETRY_ATTEMPTS") or DEFAULT_RETRY_ATTEMPTS))
+        except ValueError:
+            raise ConfigurationError(f"BLOBSTATE_RETRY_ATTEMPTS={get('BLOBSTATE_RETRY_ATTEMPTS')!r} is not a "
+                                     "number") from None
+        return cls(
+            work_dir=get("BLOBSTATE_WORK_DIR") or None,
+            retry_attempts=attempts,
+            transfer_budget=budget,
+            file_fsync=parse_bool("BLOBSTATE_FILE_FSYNC", get("BLOBSTATE_FILE_FSYNC"), True),
+            append_resolve_s=_seconds("BLOBSTATE_APPEND_RESOLVE_S",
+                                      get("BLOBSTATE_APPEND_RESOLVE_S") or DEFAULT_APPEND_RESOLVE_S),
+            plugins=_names(get("BLOBSTATE_PLUGINS")),
+            disabled_plugins=_names(get("BLOBSTATE_DISABLE_PLUGINS")),
+            plugins_autoload=not parse_bool("BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD",
+                                            get("BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD"), False),
+            trace_plugins=parse_bool("BLOBSTATE_TRACE_PLUGINS", get("BLOBSTATE_TRACE_PLUGINS"), False),
+            debug=parse_bool("BLOBSTATE_DEBUG", get("BLOBSTATE_DEBUG"), False),
+            environ=MappingProxyType(env),
+        )
+
+    def with_options(self, command: str | None = None, **options: Any) -> Settings:
+        """These settings with a command's options (or the API's keywords, which win over the environment)."""
+        merged = {**self.options, **options}
+        work_dir = merged.get("work_base") or merged.get("work_dir") or self.work_dir
+        return replace(self, command=command if command is not None else self.command,
+                       options=MappingProxyType(merged), work_dir=work_dir)
+
+    def backend_override(self, key: str) -> tuple[str, str | None]:
+        """``(variable, backend name or None)`` for ``BLOBSTATE_BACKEND_<KEY>`` (``-`` and ``+`` as ``_``), read
+        when a backend is selected (one variable per scheme: not part of the cached object)."""
+        variable = f"{PREFIX}BACKEND_{key.upper().replace('-', '_').replace('+', '_')}"
+        return variable, os.environ.get(variable) or None
+
+
+_lock = threading.Lock()
+_cached: tuple[tuple[str | None, ...], Settings] | None = None
+_command: tuple[str, dict[str, Any]] | None = None
+
+
+#: The variables whose change rebuilds the settings (reading these few is cheap; scanning the whole environment
+#: on every call is not: about 0.2 ms).
+WATCHED = ("BLOBSTATE_WORK_DIR", "BLOBSTATE_RETRY_ATTEMPTS", "BLOBSTATE_TRANSFER_BUDGET", "BLOBSTATE_FILE_FSYNC",
+           "BLOBSTATE_APPEND_RESOLVE_S", "BLOBSTATE_PLUGINS", "BLOBSTATE_DISABLE_PLUGINS",
+           "BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD", "BLOBSTATE_TRACE_PLUGINS", "BLOBSTATE_DEBUG",
+           "BLOBSTATE_STORAGE_OPTIONS")
+
+
+def _fingerprint() -> tuple[str | None, ...]:
+    get = os.environ.get
+    return tuple(get(name) for name in WATCHED)
+
+
+def current() -> Settings:
+    """The process's settings: built from the environment on first use (and when a ``WATCHED`` variable
+    changed since), with the CLI command's options when one is running. Raises ``ConfigurationError`` for a
+    malformed variable."""
+    global _cached
+    fingerprint = _fingerprint()
+    with _lock:
+        if _cached is None or _cached[0] != fingerprint:
+            settings = Settings.from_environ()
+            if _command is not None:
+                settings = settings.with_options(_command[0], **_command[1])
+            _cached = (fingerprint, settings)
+        return _cached[1]
+
+
+def set_command(command: str, options: Mapping[str, Any]) -> None:
+    """Record the CLI command being run and its options (under the API's names); the next ``current()`` has
+    them."""
+    global _command, _cached
+    with _lock:
+        _command = (command, dict(options))
+        _cached = None
+
+
+def reset() -> None:
+    """Forget the command and the cached settings (tests, embedding)."""
+    global _command, _cached
+    with _lock:
+        _command, _cached = None, None
+
+
+#: CLI parameter names that differ from the API's (the configuration uses the API's names).
+_RENAMED = {"log_url": "log", "as_json": "json", "work_dir": "work_base"}
+
+
+def set_configuration(command: str, options: dict[str, Any]) -> None:
+    """Record the command being run and its options under the API's names in the settings (the CLI calls this
+    before the command runs), for ``effective_configuration``."""
+    set_command(command, {_RENAMED.get(name, name): value for name, value in options.items()})
+
+
+def effective_configuration(settings: Settings | None = None) -> dict[str, Any]:
+    """What ``blobstate_configure`` receives as ``config``, from ``settings`` (default: the process's): ``command``
+    (e.g. ``"backup"``; ``None`` outside the CLI) and its options under the API's names (``repo``, ``log``, ``job``,
+    ``task``, ``store``, ``ttl`` in ms, ``chunk_size`` in bytes, ``retain``, ...), ``storage_options`` and
+    ``log_options`` (merged with ``BLOBSTATE_STORAGE_OPTIONS``; credentials redacted), the resolved ``work_base``,
+    ``retry_attempts``, ``max_concurrency``, ``plugins_autoload``, and every ``BLOBSTATE_*`` variable under its own
+    name (but the storage options one)."""
+    from blobstate.local.workdir import default_base
+    from blobstate.repository.options import ENV_VAR, from_env, merge, parse_options, redact
+
+    settings = settings or current()
+    config: dict[str, Any] = {k: v for k, v in settings.environ.items() if k != ENV_VAR}
+    options = dict(settings.options)
+    config.update({"command": settings.command, "max_concurrency": 8, "retry_attempts": settings.retry_attempts,
+                   "plugins_autoload": settings.plugins_autoload})
+    for name, value in options.items():
+        if name not in ("storage_option", "log_option"):
+            config[name] = value
+    try:
+        env_options = from_env(settings.environ)
+    except ConfigurationError:
+        env_options = {}
+    try:
+        explicit = parse_options(options.get("storage_option", ()))
+        log_options = parse_options(options.get("log_option", ()))
+    except ConfigurationError:
+        explicit, log_options = {}, {}
+    config["storage_options"] = redact(merge(env_options, explicit))
+    config["log_options"] = redact(log_options)
+    config["work_base"] = config.get("work_base") or default_base()
+    return config
