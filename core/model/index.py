@@ -39,7 +39,9 @@ INDEX_SCHEMA_VERSION = 2
 SchemaVersion = Literal[1, 2]
 READABLE_SCHEMA_VERSIONS: tuple[int, ...] = get_args(SchemaVersion)
 
-MAX_ENTRIES = 1 << 24  # entries in one list (a directory's files, a file's chunks): 16 Mi, beyond any real store
+# Entries in one list (a directory's files, subdirectories or links, a file's chunks): 4 Mi. Refuses nothing a
+# writer could make: that many real entries (about 250 bytes each) already fill ``records.MAX_INDEX_BYTES``.
+MAX_ENTRIES = 1 << 22
 _I64_MAX = (1 << 63) - 1
 Count = Annotated[int, Meta(ge=0, le=_I64_MAX)]  # bytes, offsets, ms since the epoch, batch ids: 0 .. 2^63-1
 Int64 = Annotated[int, Meta(ge=-(1 << 63), le=_I64_MAX)]  # times that may precede the epoch (mtime, ctime, ns)
