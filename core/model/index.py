@@ -219,11 +219,7 @@ class SnapshotIndex(_Node):
     def from_bytes(cls, data: bytes, *, source: str = "index") -> SnapshotIndex:
         """Decode and validate (see the module docstring); raises ``CorruptIndexError`` naming ``source`` on any
         defect, and nothing else."""
-        # msgspec refuses the escaped lone surrogates a name that is not UTF-8 is written with (``\udcXX``), which
-        # the standard library reads back; so such an index is read by ``json`` and then converted by msgspec.
-        surrogates = isinstance(data, bytes | bytearray) and (b"\\ud" in data or b"\\uD" in data)
-        return _parsed(lambda: (_to_index(json.loads(data, parse_constant=_no_constant)) if surrogates
-                                else _DECODER.decode(data)), source)
+        return _parsed(lambda: _decode(data), source)
 
     @classmethod
     def from_json(cls, doc: Any, *, source: str = "index") -> SnapshotIndex:
@@ -250,6 +246,17 @@ def _sparse(doc: Any) -> Any:
         if key in doc:
             doc[key] = _sparse(doc[key])
     return doc
+
+
+def _decode(data: bytes) -> SnapshotIndex:
+    """The index ``data`` holds, typed but not yet checked by ``_Check``."""
+    if not isinstance(data, bytes):
+        data = data.encode() if isinstance(data, str) else bytes(data)
+    # msgspec refuses the escaped lone surrogates a name that is not UTF-8 is written with (``\udcXX``), which
+    # the standard library reads back: such an index is read by ``json``, then converted by msgspec.
+    if b"\\ud" in data or b"\\uD" in data:
+        return _to_index(json.loads(data, parse_constant=_no_constant))
+    return _DECODER.decode(data)
 
 
 def _to_index(doc: Any) -> SnapshotIndex:
