@@ -1,4 +1,4 @@
-"""Commit events: frozen dataclasses with a type name and a schema version (upcast on read).
+"""Commit events: frozen msgspec Structs with a type name and a schema version (upcast on read).
 
 One commit (identified by its checkpoint id, ``commit_id``) goes through, in order: ``CommitStarted``,
 ``LocalCheckpointCreated``, ``UploadsPlanned``, ``BlobUploaded`` (per blob), ``IndexUploaded``,
