@@ -22,7 +22,7 @@ def blobstate_journal_event(event: Any, store_key: Any) -> None:
     """Log ``event`` of ``store_key``'s commit: its type and its fields (lists as counts)."""
     if not log.isEnabledFor(logging.INFO):
         return
-    from dataclasses import fields
+    from msgspec.structs import fields
 
     parts = []
     for f in fields(event):

@@ -18,8 +18,10 @@ import os
 import stat
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec.structs import replace
 
 from blobstate.errors import UnsafePathError
 from blobstate.local.checksum import ChecksumCache

@@ -10,71 +10,93 @@ Schema version 2 (written now; version 1 stays readable) adds, all optional so a
 - a directory listed in ``subDirectoriesPresent`` is present even when it holds nothing (version 1 left empty
   directories out).
 
-Parsing (``SnapshotIndex.from_bytes``) trusts nothing: any defect is a ``CorruptIndexError`` (exit code 3), never
-another exception. Every name is one valid path component (``blobstate.local.paths.check_name``), a directory holds each
-name once (files, subdirectories and links together), nesting is at most ``paths.MAX_DEPTH`` levels, numbers are
-integers in range (no ``1e999``, no ``NaN``), and every blob id lies under the index's own store key,
+The classes are the schema: msgspec ``Struct`` types (frozen; JSON names in camelCase), decoded by msgspec with the
+types and limits declared on their fields (integers in range, no ``1e999`` or ``NaN``, string and list lengths; see
+``Count``, ``Name``, ``MAX_ENTRIES``). What a type cannot say is checked by one pass after decoding (``_Check``):
+every name is one valid path component (``blobstate.local.paths.check_name``) and every path fits ``PATH_MAX``, a
+directory holds each name once (files, subdirectories and links together), nesting is at most ``paths.MAX_DEPTH``
+levels, chunk offsets ascend from 0, and every blob id lies under the index's own store key,
 ``<job>/<task>/<store>/blobs/<32 hex>`` (``prevSnapshotIndexBlobId`` under its ``indexes/``): an index can never
-make blobstate read or delete another store's objects.
+make blobstate read or delete another store's objects. Parsing (``SnapshotIndex.from_bytes``) trusts nothing: any
+defect is a ``CorruptIndexError`` (exit code 3), never another exception. A field left out takes its default (a
+missing ``schemaVersion`` is the current version, a missing ``filesPresent`` an empty list).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
+
+import msgspec
+from msgspec import Meta, field
 
 from blobstate.errors import ConfigurationError, CorruptIndexError, UnsafePathError
 from blobstate.local.paths import MAX_DEPTH, PATH_MAX, check_name, name_bytes
 from blobstate.model.records import StoreKey
 
 INDEX_SCHEMA_VERSION = 2
-READABLE_SCHEMA_VERSIONS = (1, 2)
+SchemaVersion = Literal[1, 2]
+READABLE_SCHEMA_VERSIONS: tuple[int, ...] = get_args(SchemaVersion)
+
+# Entries in one list (a directory's files, subdirectories or links, a file's chunks): 4 Mi. Refuses nothing a
+# writer could make: that many real entries (about 250 bytes each) already fill ``records.MAX_INDEX_BYTES``.
+MAX_ENTRIES = 1 << 22
+_I64_MAX = (1 << 63) - 1
+Count = Annotated[int, Meta(ge=0, le=_I64_MAX)]  # bytes, offsets, ms since the epoch, batch ids: 0 .. 2^63-1
+Int64 = Annotated[int, Meta(ge=-(1 << 63), le=_I64_MAX)]  # times that may precede the epoch (mtime, ctime, ns)
+Crc32c = Annotated[int, Meta(ge=0, le=0xFFFFFFFF)]  # unsigned
+Mode = Annotated[int, Meta(ge=0, le=0o7777)]  # permission bits
+Name = Annotated[str, Meta(max_length=1000)]  # names and keys (characters; names are checked further)
+CheckpointId = Annotated[str, Meta(pattern=r"\A[A-Za-z0-9][A-Za-z0-9._:=-]{0,127}\Z")]
+ContentHash = Annotated[str, Meta(pattern=r"\Axxh3-128:[0-9a-f]{32}\Z")]
+BlobId = Annotated[str, Meta(max_length=3100, pattern=r"\A[^/]+/[^/]+/[^/]+/blobs/[0-9a-f]{32}\Z")]
+LinkTarget = Annotated[str, Meta(min_length=1, max_length=PATH_MAX)]
+Attribs = Annotated[dict[str, Any], Meta(max_length=1000)]
 
 
-@dataclass(frozen=True)
-class FileBlob:
+class _Node(msgspec.Struct, frozen=True, rename="camel"):
+    """A part of the index: frozen, camelCase on the wire."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document (plain dicts and lists) this part is written as."""
+        return _sparse(msgspec.to_builtins(self))
+
+
+class FileBlob(_Node):
     """One chunk of a file: the blob holding bytes ``[offset, offset + size)`` of the file."""
 
-    blob_id: str
-    offset: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"blobId": self.blob_id, "offset": self.offset}
+    blob_id: BlobId
+    offset: Count
 
 
-@dataclass(frozen=True)
-class FileIndex:
+class FileIndex(_Node):
     """A file of a snapshot: its name (relative to its directory), chunks, size in bytes, CRC32C (unsigned),
-    mtime / ctime (ms), and since version 2 its permission bits, mtime in ns and 128-bit content hash."""
+    mtime / ctime (ms), and since version 2 its permission bits, mtime in ns and 128-bit content hash.
+    ``attribs`` (Samza's free-form attributes) is kept but takes no part in equality or hashing."""
 
-    file_name: str
-    blobs: tuple[FileBlob, ...]
-    size_in_bytes: int
-    crc32c: int
-    mtime: int = 0
-    ctime: int = 0
-    attribs: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
-    mode: int | None = None
-    mtime_ns: int | None = None
-    content_hash: str | None = None
+    file_name: Name
+    blobs: Annotated[tuple[FileBlob, ...], Meta(max_length=MAX_ENTRIES)]
+    size_in_bytes: Count
+    crc32c: Crc32c
+    mtime: Int64 = 0
+    ctime: Int64 = 0
+    attribs: Attribs = {}
+    mode: Mode | None = None
+    mtime_ns: Int64 | None = None
+    content_hash: ContentHash | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {
-            "fileName": self.file_name,
-            "blobs": [b.to_json() for b in self.blobs],
-            "mtime": self.mtime,
-            "ctime": self.ctime,
-            "sizeInBytes": self.size_in_bytes,
-            "crc32c": self.crc32c,
-            "attribs": self.attribs,
-        }
-        for key, value in (("mode", self.mode), ("mtimeNs", self.mtime_ns), ("contentHash", self.content_hash)):
-            if value is not None:
-                doc[key] = value
-        return doc
+    def _compared(self) -> tuple[Any, ...]:
+        return (self.file_name, self.blobs, self.size_in_bytes, self.crc32c, self.mtime, self.ctime, self.mode,
+                self.mtime_ns, self.content_hash)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not FileIndex:
+            return NotImplemented
+        return self._compared() == other._compared()
+
+    def __hash__(self) -> int:
+        return hash(self._compared())
 
     def chunk_ranges(self) -> Iterator[tuple[FileBlob, int]]:
         """Yield ``(blob, length in bytes)`` in file order."""
@@ -89,50 +111,28 @@ class FileIndex:
         return self.size_in_bytes == size and self.crc32c == crc and self.content_hash == content_hash
 
 
-@dataclass(frozen=True)
-class SymlinkIndex:
+class SymlinkIndex(_Node):
     """A symbolic link of a snapshot: its name, its target (as written, never resolved) and its mtime in ns."""
 
-    link_name: str
-    target: str
-    mtime_ns: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {"linkName": self.link_name, "target": self.target}
-        if self.mtime_ns is not None:
-            doc["mtimeNs"] = self.mtime_ns
-        return doc
+    link_name: Name
+    target: LinkTarget
+    mtime_ns: Int64 | None = None
 
 
-@dataclass(frozen=True)
-class DirIndex:
+class DirIndex(_Node):
     """A directory of a snapshot: files, subdirectories and links present, and the files and subdirectories this
     snapshot dropped; since version 2 its permission bits and mtime in ns."""
 
-    dir_name: str
-    files_present: tuple[FileIndex, ...] = ()
-    files_removed: tuple[FileIndex, ...] = ()
-    sub_dirs_present: tuple[DirIndex, ...] = ()
-    sub_dirs_removed: tuple[DirIndex, ...] = ()
-    symlinks_present: tuple[SymlinkIndex, ...] = ()
-    mode: int | None = None
-    mtime_ns: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {
-            "dirName": self.dir_name,
-            "filesPresent": [f.to_json() for f in self.files_present],
-            "filesRemoved": [f.to_json() for f in self.files_removed],
-            "subDirectoriesPresent": [d.to_json() for d in self.sub_dirs_present],
-            "subDirectoriesRemoved": [d.to_json() for d in self.sub_dirs_removed],
-        }
-        if self.symlinks_present:
-            doc["symlinksPresent"] = [s.to_json() for s in self.symlinks_present]
-        if self.mode is not None:
-            doc["mode"] = self.mode
-        if self.mtime_ns is not None:
-            doc["mtimeNs"] = self.mtime_ns
-        return doc
+    dir_name: Name
+    files_present: Annotated[tuple[FileIndex, ...], Meta(max_length=MAX_ENTRIES)] = ()
+    files_removed: Annotated[tuple[FileIndex, ...], Meta(max_length=MAX_ENTRIES)] = ()
+    sub_dirs_present: Annotated[tuple[DirIndex, ...], Meta(max_length=MAX_ENTRIES)] = field(
+        default=(), name="subDirectoriesPresent")
+    sub_dirs_removed: Annotated[tuple[DirIndex, ...], Meta(max_length=MAX_ENTRIES)] = field(
+        default=(), name="subDirectoriesRemoved")
+    symlinks_present: Annotated[tuple[SymlinkIndex, ...], Meta(max_length=MAX_ENTRIES)] = ()
+    mode: Mode | None = None
+    mtime_ns: Int64 | None = None
 
     def walk_present(self, base: str = "") -> Iterator[tuple[str, FileIndex]]:
         """Yield ``(relative path with '/', file)`` for every file present, recursively."""
@@ -162,26 +162,25 @@ class DirIndex:
             yield from d.walk_removed()
 
 
-@dataclass(frozen=True)
-class SnapshotIndex:
+class SnapshotIndex(_Node):
     """A snapshot of one store at one checkpoint (Samza's ``SnapshotIndex``): the tree of files and their blobs.
 
     Beyond Samza's schema: ``batchId`` (the stream batch), ``storeType`` (the local store plugin that made it) and
     ``retainCheckpoints`` (the retention its writer applies, so cleanup elsewhere applies the same).
     """
 
-    checkpoint_id: str
-    created_time_ms: int
-    job_name: str
-    job_instance: str
-    task_name: str
-    store_name: str
+    checkpoint_id: CheckpointId
+    created_time_ms: Count
+    job_name: Name
+    job_instance: Name
+    task_name: Name
+    store_name: Name
     dir_index: DirIndex
-    prev_snapshot_index_blob_id: str | None = None
-    batch_id: int | None = None
-    store_type: str | None = None
-    retain: int | None = None
-    schema_version: int = INDEX_SCHEMA_VERSION
+    prev_snapshot_index_blob_id: Name | None = None
+    batch_id: Count | None = None
+    store_type: Name | None = None
+    retain: Count | None = field(default=None, name="retainCheckpoints")
+    schema_version: SchemaVersion = INDEX_SCHEMA_VERSION
 
     @property
     def store_key(self) -> StoreKey:
@@ -207,24 +206,9 @@ class SnapshotIndex:
         return sum(f.size_in_bytes for _, f in self.dir_index.walk_present())
 
     def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {
-            "schemaVersion": self.schema_version,
-            "checkpointId": self.checkpoint_id,
-            "createdTimeMs": self.created_time_ms,
-            "jobName": self.job_name,
-            "jobInstance": self.job_instance,
-            "taskName": self.task_name,
-            "storeName": self.store_name,
-            "dirIndex": self.dir_index.to_json(),
-            "prevSnapshotIndexBlobId": self.prev_snapshot_index_blob_id,
-        }
-        if self.batch_id is not None:
-            doc["batchId"] = self.batch_id
-        if self.store_type is not None:
-            doc["storeType"] = self.store_type
-        if self.retain is not None:
-            doc["retainCheckpoints"] = self.retain
-        return doc
+        """The JSON document, ``schemaVersion`` first."""
+        doc = super().to_json()
+        return {"schemaVersion": doc.pop("schemaVersion"), **doc}
 
     def to_bytes(self) -> bytes:
         """Canonical JSON (stable key order, no whitespace, ASCII: names that are not UTF-8 keep their
@@ -233,174 +217,141 @@ class SnapshotIndex:
 
     @classmethod
     def from_bytes(cls, data: bytes, *, source: str = "index") -> SnapshotIndex:
-        """Parse and validate (see the module docstring); raises ``CorruptIndexError`` naming ``source`` on any
+        """Decode and validate (see the module docstring); raises ``CorruptIndexError`` naming ``source`` on any
         defect, and nothing else."""
-        try:
-            doc = json.loads(data, parse_constant=_no_constant)
-        except RecursionError:
-            raise CorruptIndexError(f"corrupt snapshot index {source}: nested too deeply") from None
-        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-            raise CorruptIndexError(f"corrupt snapshot index {source}: {exc}"[:2000]) from None
-        return cls.from_json(doc, source=source)
+        return _parsed(lambda: _decode(data), source)
 
     @classmethod
     def from_json(cls, doc: Any, *, source: str = "index") -> SnapshotIndex:
         """Validate a decoded JSON document; raises ``CorruptIndexError`` (see ``from_bytes``)."""
-        try:
-            return _Parser().index(doc)
-        except CorruptIndexError as exc:
-            raise CorruptIndexError(f"corrupt snapshot index {source}: {exc}") from None
-        except UnsafePathError as exc:
-            raise CorruptIndexError(f"corrupt snapshot index {source}: {exc}") from None
-        except RecursionError:
-            raise CorruptIndexError(f"corrupt snapshot index {source}: nested too deeply") from None
-        except (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError) as exc:
-            raise CorruptIndexError(f"corrupt snapshot index {source}: {exc!r}"[:2000]) from None
+        return _parsed(lambda: _to_index(doc), source)
+
+
+_DECODER = msgspec.json.Decoder(SnapshotIndex)
+# Keys a writer leaves out when they are null (or an empty list): the optional fields of schema version 2 and of
+# blobstate's additions; the rest (``prevSnapshotIndexBlobId`` included, as in Samza's schema) are always written.
+_SPARSE_KEYS = frozenset({"mode", "mtimeNs", "contentHash", "symlinksPresent", "batchId", "storeType",
+                          "retainCheckpoints"})
+_CHILD_KEYS = ("dirIndex", "filesPresent", "filesRemoved", "subDirectoriesPresent", "subDirectoriesRemoved",
+               "symlinksPresent")
+
+
+def _sparse(doc: Any) -> Any:
+    """``doc`` (a part of the index as plain JSON) without its null or empty optional keys, at every level."""
+    if isinstance(doc, tuple | list):  # msgspec.to_builtins leaves tuples as they are; JSON writes them as lists
+        return [_sparse(part) for part in doc]
+    for key in [k for k in _SPARSE_KEYS.intersection(doc) if doc[k] is None or k == "symlinksPresent" and not doc[k]]:
+        del doc[key]
+    for key in _CHILD_KEYS:
+        if key in doc:
+            doc[key] = _sparse(doc[key])
+    return doc
+
+
+def _decode(data: bytes) -> SnapshotIndex:
+    """The index ``data`` holds, typed but not yet checked by ``_Check``."""
+    if not isinstance(data, bytes):
+        data = data.encode() if isinstance(data, str) else bytes(data)
+    # msgspec refuses the escaped lone surrogates a name that is not UTF-8 is written with (``\udcXX``), which
+    # the standard library reads back: such an index is read by ``json``, then converted by msgspec.
+    if b"\\ud" in data or b"\\uD" in data:
+        return _to_index(json.loads(data, parse_constant=_no_constant))
+    return _DECODER.decode(data)
+
+
+def _to_index(doc: Any) -> SnapshotIndex:
+    return msgspec.convert(doc, SnapshotIndex)
 
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number")
 
 
-_HEX32 = "[0-9a-f]{32}"
-_CHECKPOINT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:=-]{0,127}")
-_CONTENT_HASH = re.compile(r"xxh3-128:[0-9a-f]{32}")
-_INT64 = (-(1 << 63), (1 << 63) - 1)
+def _parsed(decode: Any, source: str) -> SnapshotIndex:
+    """``decode()``'s index once ``_Check`` passed; every defect is a ``CorruptIndexError`` naming ``source``."""
+    try:
+        index = decode()
+        _Check(index).run()
+        return index
+    except RecursionError:
+        raise CorruptIndexError(f"corrupt snapshot index {source}: nested too deeply") from None
+    except (CorruptIndexError, UnsafePathError, msgspec.MsgspecError, ValueError) as exc:
+        # ValueError: the standard library's JSONDecodeError and UnicodeDecodeError
+        raise CorruptIndexError(f"corrupt snapshot index {source}: {exc}"[:2000]) from None
+    except (KeyError, TypeError, AttributeError, IndexError, OverflowError) as exc:
+        raise CorruptIndexError(f"corrupt snapshot index {source}: {exc!r}"[:2000]) from None
 
 
-def _int(value: Any, low: int = 0, high: int = _INT64[1]) -> int:
-    """``value`` when it is a JSON integer (not a bool) in ``[low, high]``; ``TypeError`` otherwise."""
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise TypeError(f"expected an integer in [{low}, {high}], got {str(value)[:40]}")
-    return value
+class _Check:
+    """The checks a type cannot express, over one decoded index (see the module docstring)."""
 
-
-def _str(value: Any, limit: int = 1000) -> str:
-    if not isinstance(value, str) or len(value) > limit:
-        raise TypeError(f"expected a string of at most {limit} characters, got {type(value).__name__}")
-    return value
-
-
-def _opt(doc: dict[str, Any], key: str, convert: Any) -> Any:
-    value = doc.get(key)
-    return None if value is None else convert(value)
-
-
-class _Parser:
-    """One index's validation: the store key's prefix for blob ids, the depth and path length so far."""
-
-    prefix: str = ""
-
-    def index(self, doc: Any) -> SnapshotIndex:
-        if not isinstance(doc, dict):
-            raise TypeError("an index is a JSON object")
-        version = doc["schemaVersion"]
-        if isinstance(version, bool) or version not in READABLE_SCHEMA_VERSIONS:
-            raise CorruptIndexError(f"unsupported snapshot index schemaVersion {str(version)[:20]}")
+    def __init__(self, index: SnapshotIndex) -> None:
+        self.index = index
         try:
-            key = StoreKey(_str(doc["jobName"]), _str(doc["taskName"]), _str(doc["storeName"]))
+            self.key = index.store_key
         except ConfigurationError as exc:
             raise CorruptIndexError(str(exc)) from None
-        self.prefix = key.prefix
-        checkpoint_id = _str(doc["checkpointId"])
-        if not _CHECKPOINT_ID.fullmatch(checkpoint_id):
-            raise CorruptIndexError(f"invalid checkpointId {checkpoint_id[:40]!r}")
-        prev = doc.get("prevSnapshotIndexBlobId")
-        if prev is not None and not re.fullmatch(f"{re.escape(self.prefix)}/indexes/{_HEX32}\\.json", _str(prev)):
-            raise CorruptIndexError(f"prevSnapshotIndexBlobId {str(prev)[:200]!r} is not an index of {key}")
-        return SnapshotIndex(
-            schema_version=version,
-            checkpoint_id=checkpoint_id,
-            created_time_ms=_int(doc["createdTimeMs"]),
-            job_name=key.job,
-            job_instance=_str(doc["jobInstance"]),
-            task_name=key.task,
-            store_name=key.store,
-            dir_index=self.directory(doc["dirIndex"], depth=0, base=-1),
-            prev_snapshot_index_blob_id=prev,
-            batch_id=_opt(doc, "batchId", _int),
-            store_type=_opt(doc, "storeType", _str),
-            retain=_opt(doc, "retainCheckpoints", _int),
-        )
+        self.blobs = f"{self.key.prefix}/blobs/"
+        self.blob_length = len(self.blobs) + 32
 
-    def blob(self, doc: dict[str, Any]) -> FileBlob:
-        blob_id = _str(doc["blobId"])
-        if not blob_id.startswith(f"{self.prefix}/blobs/") or not re.fullmatch(_HEX32, blob_id[len(self.prefix) + 7:]):
-            raise CorruptIndexError(f"blob id {blob_id[:200]!r} is not a blob of {self.prefix} "
-                                    f"({self.prefix}/blobs/<32 hex>)")
-        return FileBlob(blob_id, _int(doc["offset"]))
+    def run(self) -> None:
+        prev = self.index.prev_snapshot_index_blob_id
+        if prev is not None and not self.key.owns_index(prev):
+            raise CorruptIndexError(f"prevSnapshotIndexBlobId {prev[:200]!r} is not an index of {self.key}")
+        self.directory(self.index.dir_index, depth=0, base=-1, removed=False)
 
-    def file(self, doc: dict[str, Any], base: int = 0) -> FileIndex:
-        size = _int(doc["sizeInBytes"])
-        blobs = tuple(self.blob(b) for b in doc["blobs"])
-        offsets = [b.offset for b in blobs]
-        if offsets != sorted(set(offsets)) or (blobs and offsets[0] != 0) or (offsets and offsets[-1] > size):
-            raise TypeError(f"bad chunk offsets {offsets[:10]} for a file of {size} bytes")
-        if not blobs and size:
-            raise TypeError("a non-empty file without blobs")
-        attribs = doc.get("attribs") or {}
-        if not isinstance(attribs, dict):
-            raise TypeError("attribs must be an object")
-        content_hash = _opt(doc, "contentHash", _str)
-        if content_hash is not None and not _CONTENT_HASH.fullmatch(content_hash):
-            raise CorruptIndexError(f"unsupported contentHash {content_hash[:60]!r}")
-        return FileIndex(
-            file_name=self.name(doc["fileName"], base),
-            blobs=blobs,
-            size_in_bytes=size,
-            crc32c=_int(doc["crc32c"], 0, 0xFFFFFFFF),
-            mtime=_int(doc.get("mtime", 0), *_INT64),
-            ctime=_int(doc.get("ctime", 0), *_INT64),
-            attribs=attribs,
-            mode=_opt(doc, "mode", lambda v: _int(v, 0, 0o7777)),
-            mtime_ns=_opt(doc, "mtimeNs", lambda v: _int(v, *_INT64)),
-            content_hash=content_hash,
-        )
-
-    def symlink(self, doc: dict[str, Any], base: int) -> SymlinkIndex:
-        target = _str(doc["target"], PATH_MAX)
-        if not target or "\x00" in target or len(name_bytes(target)) > PATH_MAX:
-            raise CorruptIndexError(f"invalid symlink target {target[:200]!r}")
-        return SymlinkIndex(self.name(doc["linkName"], base), target,
-                            _opt(doc, "mtimeNs", lambda v: _int(v, *_INT64)))
-
-    def name(self, value: Any, base: int) -> str:
-        """A valid name whose path (``base`` bytes of parent directories before it) fits in ``PATH_MAX``."""
-        name = check_name(_str(value, 1000))
-        if base + 1 + len(name_bytes(name)) > PATH_MAX:
-            raise CorruptIndexError(f"a path longer than {PATH_MAX} bytes ends in {name[:60]!r}")
-        return name
-
-    def directory(self, doc: dict[str, Any], *, depth: int, base: int, removed: bool = False) -> DirIndex:
+    def directory(self, d: DirIndex, *, depth: int, base: int, removed: bool) -> None:
         """A directory ``depth`` levels down whose own path is ``base`` bytes long (-1 for the root)."""
         if depth > MAX_DEPTH:
             raise CorruptIndexError(f"directories nested deeper than {MAX_DEPTH} levels")
-        if not isinstance(doc, dict):
-            raise TypeError("a directory is a JSON object")
-        name = _str(doc["dirName"])
         if base >= 0:
-            self.name(name, base)
-            base += 1 + len(name_bytes(name))
+            base += 1 + self.name(d.dir_name, base)
         else:
             base = 0
-        files = tuple(self.file(f, base) for f in doc["filesPresent"])
-        dirs = tuple(self.directory(d, depth=depth + 1, base=base, removed=removed)
-                     for d in doc.get("subDirectoriesPresent", ()))
-        links = tuple(self.symlink(s, base) for s in doc.get("symlinksPresent", ()))
+        for f in d.files_present:
+            self.file(f, base)
+        for f in d.files_removed:
+            self.file(f, base)
+        for s in d.symlinks_present:
+            self.symlink(s, base)
+        for sub in d.sub_dirs_present:
+            self.directory(sub, depth=depth + 1, base=base, removed=removed)
+        for sub in d.sub_dirs_removed:
+            self.directory(sub, depth=depth + 1, base=base, removed=True)
         if not removed:
             seen: set[str] = set()
-            for entry in [f.file_name for f in files] + [d.dir_name for d in dirs] + [s.link_name for s in links]:
+            for entry in ([f.file_name for f in d.files_present] + [s.dir_name for s in d.sub_dirs_present]
+                          + [s.link_name for s in d.symlinks_present]):
                 if entry in seen:
-                    raise CorruptIndexError(f"the name {entry[:200]!r} appears twice in directory {name[:200]!r}")
+                    raise CorruptIndexError(f"the name {entry[:200]!r} appears twice in directory "
+                                            f"{d.dir_name[:200]!r}")
                 seen.add(entry)
-        return DirIndex(
-            dir_name=name,
-            files_present=files,
-            files_removed=tuple(self.file(f, base) for f in doc.get("filesRemoved", ())),
-            sub_dirs_present=dirs,
-            sub_dirs_removed=tuple(self.directory(d, depth=depth + 1, base=base, removed=True)
-                                   for d in doc.get("subDirectoriesRemoved", ())),
-            symlinks_present=links,
-            mode=_opt(doc, "mode", lambda v: _int(v, 0, 0o7777)),
-            mtime_ns=_opt(doc, "mtimeNs", lambda v: _int(v, *_INT64)),
-        )
+
+    def file(self, f: FileIndex, base: int) -> None:
+        self.name(f.file_name, base)
+        last = -1
+        for blob in f.blobs:  # the schema checked the shape <a>/<b>/<c>/blobs/<32 hex>; here: this store's own
+            if not blob.blob_id.startswith(self.blobs) or len(blob.blob_id) != self.blob_length:
+                raise CorruptIndexError(f"blob id {blob.blob_id[:200]!r} is not a blob of {self.key.prefix} "
+                                        f"({self.key.prefix}/blobs/<32 hex>)")
+            if blob.offset <= last or (last < 0 and blob.offset):
+                raise CorruptIndexError(f"bad chunk offsets {[b.offset for b in f.blobs][:10]} for a file of "
+                                        f"{f.size_in_bytes} bytes")
+            last = blob.offset
+        if last > f.size_in_bytes or (last < 0 and f.size_in_bytes):
+            raise CorruptIndexError(f"bad chunk offsets {[b.offset for b in f.blobs][:10]} for a file of "
+                                    f"{f.size_in_bytes} bytes")
+
+    def symlink(self, s: SymlinkIndex, base: int) -> None:
+        target = s.target
+        if "\x00" in target or len(name_bytes(target)) > PATH_MAX:
+            raise CorruptIndexError(f"invalid symlink target {target[:200]!r}")
+        self.name(s.link_name, base)
+
+    def name(self, name: str, base: int) -> int:
+        """The length in bytes of ``name``, a valid name whose path (``base`` bytes of parent directories before
+        it) fits in ``PATH_MAX``."""
+        size = len(name_bytes(check_name(name)))
+        if base + 1 + size > PATH_MAX:
+            raise CorruptIndexError(f"a path longer than {PATH_MAX} bytes ends in {name[:60]!r}")
+        return size
