@@ -41,8 +41,7 @@ def _quiet_protocol_warnings() -> None:
 
 
 class TestSimBlobStore(BlobStoreContract):
-    @pytest.fixture
-    def store(self) -> SimBlobStore:
+    def create_store(self) -> SimBlobStore:
         return SimBlobStore(World())
 
 
@@ -57,18 +56,17 @@ class _Unreachable(SimCheckpointLog):
 
 
 class TestSimCheckpointLog(CheckpointLogContract):
-    @pytest.fixture
-    def open_log(self):
-        world = World()
-        return lambda: SimCheckpointLog(world)
+    def create_log(self) -> SimCheckpointLog:
+        # every call in a test reaches one log: the test's world, made at its first call
+        if getattr(self.request.node, "_sim_world", None) is None:
+            self.request.node._sim_world = World()
+        return SimCheckpointLog(self.request.node._sim_world)
 
-    @pytest.fixture
-    def write_malformed(self):
-        return lambda log, key, generation, payload: log.raw_write(key, generation, payload)
+    def write_raw_record(self, log, key, generation, payload):
+        log.raw_write(key, generation, payload)
 
-    @pytest.fixture
-    def open_unreachable_log(self):
-        return _Unreachable
+    def create_unreachable_log(self):
+        return _Unreachable()
 
 
 @pytest.mark.parametrize("seed", SAFE_SEEDS)

@@ -160,7 +160,7 @@ class Simulation:
     # -- the run ------------------------------------------------------------------------------------------------
     def run(self, *, check_every_step: bool = True) -> Result:
         manager = get_plugin_manager()
-        if not manager.pm.has_plugin(RELAY_NAME):
+        if not manager.has_plugin(RELAY_NAME):
             manager.register(RELAY, RELAY_NAME)
         RELAY.sim = self
         violation: Violation | None = None
