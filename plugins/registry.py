@@ -13,7 +13,7 @@ Each built-in is a plugin object here, registered through ``blobstate.plugins.BU
 from __future__ import annotations
 
 from blobstate.plugin.hookspecs import hookimpl
-from blobstate.plugin.records import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec
+from blobstate.plugin.records import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec, extra_install_hint
 
 PKG = "blobstate.plugins"
 
@@ -38,7 +38,7 @@ class S3Plugin:
     @hookimpl
     def blobstate_blob_stores(self) -> list[BlobStoreSpec]:
         return [BlobStoreSpec(name="s3", schemes=("s3", "s3a"), factory=f"{PKG}.s3_store:S3BlobStore", priority=10,
-                              install_hint="pip install 'blobstate[s3]'",
+                              install_hint=extra_install_hint("s3"),
                               description="Amazon S3 and S3-compatible stores (s3fs); native TTL: object tag + "
                                           "lifecycle rule")]
 
@@ -49,7 +49,7 @@ class GcsPlugin:
     @hookimpl
     def blobstate_blob_stores(self) -> list[BlobStoreSpec]:
         return [BlobStoreSpec(name="gcs", schemes=("gs", "gcs"), factory=f"{PKG}.gcs_store:GcsBlobStore",
-                              priority=10, install_hint="pip install 'blobstate[gcs]'",
+                              priority=10, install_hint=extra_install_hint("gcs"),
                               description="Google Cloud Storage (gcsfs); native TTL: customTime + "
                                           "daysSinceCustomTime rule")]
 
@@ -61,7 +61,7 @@ class AzurePlugin:
     def blobstate_blob_stores(self) -> list[BlobStoreSpec]:
         return [BlobStoreSpec(name="azure", schemes=("az", "abfs", "abfss"),
                               factory=f"{PKG}.azure_store:AzureBlobStore", priority=10,
-                              install_hint="pip install 'blobstate[azure]'",
+                              install_hint=extra_install_hint("azure"),
                               description="Azure Blob Storage (adlfs); native TTL: blob index tag + lifecycle "
                                           "policy")]
 
@@ -83,7 +83,7 @@ class SqlLogPlugin:
     def blobstate_checkpoint_logs(self) -> list[CheckpointLogSpec]:
         return [CheckpointLogSpec(name="sql", schemes=("sqlite", "postgresql", "postgres"),
                                   factory=f"{PKG}.sql_log:open_sql_log", priority=10,
-                                  install_hint="pip install 'blobstate[sql]'",
+                                  install_hint=extra_install_hint("sql"),
                                   description="SQL table keyed by (job, task, store, generation): SQLite, "
                                               "PostgreSQL")]
 
@@ -94,7 +94,7 @@ class KafkaLogPlugin:
     @hookimpl
     def blobstate_checkpoint_logs(self) -> list[CheckpointLogSpec]:
         return [CheckpointLogSpec(name="kafka", schemes=("kafka",), factory=f"{PKG}.kafka:open_kafka_log",
-                                  priority=10, install_hint="pip install 'blobstate[kafka]'",
+                                  priority=10, install_hint=extra_install_hint("kafka"),
                                   description="compacted Kafka topic keyed by store key; first record per "
                                               "generation wins")]
 

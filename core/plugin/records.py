@@ -35,6 +35,34 @@ def resolve_factory(factory: Factory, *, what: str, install_hint: str = "") -> C
         raise PluginError(f"{what}: {module_name} has no attribute {attr!r}") from None
 
 
+def extra_install_hint(extra: str) -> str:
+    """How to add blobstate's optional ``extra`` (``s3``, ``gcs``, ``demo``, ...) to this installation.
+
+    blobstate is not published on a package index: it is installed from a clone (``pip install -e ".[s3]"`` in
+    the clone) or from a built wheel (``pip install "blobstate[s3] @ file:///path/blobstate-VERSION.whl"``). The
+    hint names this installation's own source where pip recorded it (PEP 610 ``direct_url.json``): the clone's
+    directory for an editable install, the wheel's path for a wheel.
+    """
+    import json
+    from importlib import metadata
+
+    direct: dict[str, Any] = {}
+    for dist in metadata.distributions(name="blobstate"):  # a source tree's egg-info may come first on sys.path
+        try:
+            direct = json.loads(dist.read_text("direct_url.json") or "{}")
+        except ValueError:
+            continue
+        if direct:
+            break
+    url = str(direct.get("url", ""))
+    if url.startswith("file://") and direct.get("dir_info", {}).get("editable"):
+        return f'pip install -e "{url[len("file://"):]}[{extra}]" (blobstate is installed from that clone)'
+    if url.startswith("file://"):
+        return f'pip install "blobstate[{extra}] @ {url}"'
+    return (f'pip install -e ".[{extra}]" in a clone of blobstate, or pip install "blobstate[{extra}] @ '
+            'file:///path/to/blobstate-VERSION-py3-none-any.whl" from a built wheel (blobstate is not on PyPI)')
+
+
 def missing_dependency(what: str, exc: ImportError, install_hint: str) -> MissingDependencyError:
     """The one way a missing optional dependency is reported: what needs it, and the record's install hint."""
     hint = f"; install it with: {install_hint}" if install_hint else ""
