@@ -81,7 +81,7 @@ def missing_bucket(url: str, detail: str = "") -> BucketNotFoundError:
 
 def access_denied(url: str, detail: str = "") -> AccessDeniedError:
     """The error for refused credentials or permissions on ``url``."""
-    code = f" ({detail})" if detail else ""
+    code = f" ({_display(detail)})" if detail else ""
     if not bucket_of(url):
         return AccessDeniedError(f"access denied to {_display(url)}{code}: check the permissions of the directory "
                                  "(blobstate must read, write, list and delete there)")
@@ -94,7 +94,7 @@ def access_denied(url: str, detail: str = "") -> AccessDeniedError:
 
 def wrong_region(url: str, detail: str = "") -> WrongRegionError:
     """The error for a bucket addressed in the wrong region."""
-    code = f" ({detail})" if detail else ""
+    code = f" ({_display(detail)})" if detail else ""
     return WrongRegionError(
         f"{_display(url)} is in another region than the client addressed{code}: set AWS_DEFAULT_REGION (or "
         "--storage-option client_kwargs.region_name=...) to the bucket's region")
@@ -102,7 +102,7 @@ def wrong_region(url: str, detail: str = "") -> WrongRegionError:
 
 def unreachable(url: str, detail: str = "", endpoint: str = "") -> EndpointUnreachableError:
     """The error for a storage endpoint (``endpoint``, when known) that does not answer."""
-    code = f" ({detail})" if detail else ""
+    code = f" ({_display(detail)})" if detail else ""
     where = f" {endpoint}" if endpoint else ""
     return EndpointUnreachableError(
         f"cannot reach the storage endpoint{where} of {_display(url)}{code}: check the endpoint (--storage-option "
@@ -129,7 +129,9 @@ def translate(exc: BaseException, url: str) -> StorageLocationError | None:
     names = {type(e).__name__ for e in chain}
     if (any(isinstance(e, PermissionError) for e in chain) or any(marker in text for marker in _DENIED)
             or names & {"PermissionDeniedError", "NoCredentialsError", "ClientAuthenticationError"}):
-        return access_denied(url, code or next((n for n in sorted(names) if "Credentials" in n), ""))
+        permission = next((e for e in chain if isinstance(e, PermissionError)), None)
+        reason = str(permission).splitlines()[0][:160] if permission is not None and str(permission) else ""
+        return access_denied(url, code or next((n for n in sorted(names) if "Credentials" in n), reason))
     if any(marker in text for marker in _UNREACHABLE) or any(
             isinstance(e, ConnectionRefusedError) for e in chain):
         endpoint = _ENDPOINT.search(text)
