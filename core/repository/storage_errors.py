@@ -32,6 +32,8 @@ _UNREACHABLE = ("EndpointConnectionError", "Could not connect to the endpoint", 
                 "Temporary failure in name resolution", "ServiceRequestError", "Cannot connect to host",
                 "ReadTimeout", "timed out", "TimeoutError", "ServerDisconnectedError", "Connection reset")
 _ENDPOINT = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+")
+#: ``host:port`` as aiohttp and the Azure SDK name it ("Cannot connect to host 127.0.0.1:9000")
+_HOST_PORT = re.compile(r"\b(?:(?:\d{1,3}\.){3}\d{1,3}|localhost|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+):\d{2,5}\b")
 _CREDENTIALS = {
     "s3": "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, ~/.aws/credentials, or the key and secret storage options",
     "gs": "GOOGLE_APPLICATION_CREDENTIALS or the token storage option",
@@ -134,6 +136,6 @@ def translate(exc: BaseException, url: str) -> StorageLocationError | None:
         return access_denied(url, code or next((n for n in sorted(names) if "Credentials" in n), reason))
     if any(marker in text for marker in _UNREACHABLE) or any(
             isinstance(e, ConnectionRefusedError) for e in chain):
-        endpoint = _ENDPOINT.search(text)
+        endpoint = _ENDPOINT.search(text) or _HOST_PORT.search(text)
         return unreachable(url, code or "connection failed", _display(endpoint.group()) if endpoint else "")
     return None
