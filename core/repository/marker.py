@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from blobstate.errors import (
+    AccessDeniedError,
     BlobNotFound,
     ConfigurationError,
     CorruptIndexError,
@@ -160,7 +161,11 @@ def ensure_repository(store: BlobStore, url: str, *, create: bool,
     info = read_marker(store)
     if info is not None:
         return info
-    if store.location_exists() is False:
+    try:
+        exists = store.location_exists()
+    except AccessDeniedError:
+        exists = None  # a credential scoped to a prefix may not read the bucket itself: the calls below tell
+    if exists is False:
         raise missing_bucket(url)
     empty, legacy = scan_location(store)
     if legacy:
