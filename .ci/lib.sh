@@ -30,3 +30,14 @@ ensure_java17() {
         [ -n "$java17" ] && update-alternatives --set java "$java17" >/dev/null
     fi
 }
+
+# ensure_venv PYTHON DIR: make the virtual environment DIR with PYTHON (kept when it exists). Debian and Ubuntu ship
+# the venv module's ensurepip separately (python3-venv): installed here as root, named otherwise.
+ensure_venv() {
+    local python="$1" dir="$2"
+    [ -x "$dir/bin/python" ] && return 0
+    if ! "$python" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+        apt_install python3-venv
+    fi
+    "$python" -m venv "$dir"
+}

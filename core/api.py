@@ -78,12 +78,18 @@ __all__ = [
     "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
 ]
 
-def init(*, repo: str, storage_options: Options = None) -> RepositoryInfo:
-    """Make ``repo`` a blobstate repository (write its marker; optional: the first backup does it too).
+def init(*, repo: str, storage_options: Options = None, log: str | None = None, log_options: Options = None,
+         change_log: bool = False) -> RepositoryInfo:
+    """Make ``repo`` a blobstate repository (write its marker, recording its checkpoint log ``log``, default the
+    file log inside it; optional: the first backup does it too).
 
-    Idempotent on a repository. Raises ``RepositoryNotFound`` (exit 6) for a location that holds other objects.
+    Idempotent on a repository with the same log. ``change_log``: move an existing repository to the log ``log`` on
+    purpose (the checkpoints recorded in the old log are not carried over: back up each store again through the
+    new one). Raises ``RepositoryNotFound`` (exit 6) for a location that holds other objects, ``LogMismatchError``
+    (exit 2) for another log without ``change_log``.
     """
-    with open_repository(repo, None, storage_options, create=True) as repository:
+    with open_repository(repo, log, storage_options, log_options, create=True,
+                         change_log=change_log) as repository:
         assert repository.info is not None
         return repository.info
 
@@ -93,20 +99,24 @@ def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "de
            source: object | None = None, ttl: Duration = DEFAULT_TTL_MS, retain: int = DEFAULT_RETAIN,
            chunk_size: Size = DEFAULT_CHUNK_SIZE, max_concurrency: int = 8, storage_options: Options = None,
            log_options: Options = None, ttl_mode: str | None = None, work_base: str | None = None,
-           work_dir: str | None = None, progress: Progress | None = None,
-           expected_generation: int | None = None) -> BackupResult:
+           work_dir: str | None = None, progress: Progress | None = None, expected_generation: int | None = None,
+           create: bool = True, on_create: Callable[[str], None] | None = None) -> BackupResult:
     """Back up the store at ``source_dir`` (or the live handle ``source``) as a new committed snapshot.
 
     ``ttl``: how long new blobs live unless their commit completes; ``retain``: newest checkpoints kept;
     ``chunk_size``: bytes per blob; ``expected_generation``: fence against it instead of the log's latest. The
     first backup into an empty location creates the repository (``preview_backup`` says what a backup would do,
-    committing nothing). Raises ``FencedError`` (exit 4), ``RepositoryNotFound`` (exit 6, a location holding other
-    objects), ``StorageError``, ``ConfigurationError``.
+    committing nothing); with ``create=False`` a location without a repository is refused (``RepositoryNotFound``)
+    instead, and ``on_create(url)`` (redacted URL) is called when this backup created the repository. Raises
+    ``FencedError`` (exit 4), ``RepositoryNotFound`` (exit 6, a location holding other objects),
+    ``StorageError``, ``ConfigurationError``.
     """
     key = name_store(job, task, store, directory=source_dir)
     store_type = store_type or detect_store_type(source_dir)
-    with open_repository(repo, log, storage_options, log_options, create=True, ttl_mode=ttl_mode,
-                       max_concurrency=max_concurrency) as repository:
+    with open_repository(repo, log, storage_options, log_options, create=create, ttl_mode=ttl_mode,
+                         max_concurrency=max_concurrency) as repository:
+        if on_create is not None and repository.info is not None and repository.info.created:
+            on_create(str(redact(repository.url)))
         with StoreCommitter(key, repository, store_type=store_type,
                             work_dir=work_dir or workdir.store_work_dir(repository.url, key, work_base),
                             ttl_ms=parse_duration_ms(ttl), retain=retain,

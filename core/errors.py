@@ -153,3 +153,45 @@ class RepositoryNotFound(BlobstateError):
     """
 
     exit_code = EXIT_NO_REPOSITORY
+
+
+class StorageLocationError(StorageError):
+    """The repository's storage location cannot be used as it is configured: one line that names the URL and the
+    fix (``blobstate.repository.storage_errors`` writes every one of them). ``reason`` is one of
+    ``missing-bucket``, ``access-denied``, ``wrong-region``, ``unreachable``."""
+
+    reason = ""
+
+
+class BucketNotFoundError(StorageLocationError):
+    """The bucket (S3, GCS) or container (Azure) of the URL does not exist (exit 6, like any location without a
+    repository): blobstate never creates buckets."""
+
+    exit_code = EXIT_NO_REPOSITORY
+    reason = "missing-bucket"
+
+
+class AccessDeniedError(StorageLocationError):
+    """The store refused the credentials (unknown key, bad signature, no credentials) or the permission."""
+
+    reason = "access-denied"
+
+
+class WrongRegionError(StorageLocationError):
+    """The bucket lives in another region than the one the client addressed."""
+
+    reason = "wrong-region"
+
+
+class EndpointUnreachableError(StorageLocationError):
+    """The storage endpoint did not answer (connection refused, DNS, timeout) after the retries."""
+
+    reason = "unreachable"
+
+
+class LogMismatchError(BlobstateError):
+    """The repository records another checkpoint log than the one this command was opened with (exit 2): a
+    repository has exactly one log (its marker records the log's identity); committing or collecting garbage
+    through a second one would fork the store's history. ``blobstate init --change-log`` moves it on purpose."""
+
+    exit_code = EXIT_USAGE

@@ -271,6 +271,19 @@ class FsspecBlobStore(BlobStore):
         tags = self._tags(blob_id)
         return bool(tags) and self.ttl_tag in tags
 
+    def location_exists(self) -> bool | None:
+        """False when the URL's bucket (container) does not exist; None for a local directory. A refused
+        credential raises (``PermissionError``) rather than answer False."""
+        if self.local is not None or not self.root:
+            return None
+        bucket = self.root.split("/", 1)[0]
+        try:
+            self.fs.invalidate_cache(bucket)
+            self.fs.info(bucket)
+        except FileNotFoundError:
+            return False
+        return True
+
     def _check_local_root(self) -> None:
         """A local repository whose path runs through a regular file is unreachable, not empty."""
         path = self.root or "/"

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from blobstate.plugin.hookspecs import hookimpl
-from blobstate.plugin.records import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec, Spec
+from blobstate.plugin.records import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec, Spec, extra_install_hint
 
 PKG = "blobstate.plugins"
 
@@ -28,26 +28,26 @@ KNOWN_IMPLEMENTATIONS: dict[str, tuple[Spec, ...]] = {
                       priority=-100, description="fallback for every other fsspec protocol (lease-mode TTL)"),
     ),
     "s3": (BlobStoreSpec(name="s3", schemes=("s3", "s3a"), factory=f"{PKG}.s3_store:S3BlobStore", priority=10,
-                         install_hint="pip install 'blobstate[s3]'",
+                         install_hint=extra_install_hint("s3"),
                          description="Amazon S3 and S3-compatible stores (s3fs); native TTL: object tag + "
                                      "lifecycle rule"),),
     "gcs": (BlobStoreSpec(name="gcs", schemes=("gs", "gcs"), factory=f"{PKG}.gcs_store:GcsBlobStore", priority=10,
-                          install_hint="pip install 'blobstate[gcs]'",
+                          install_hint=extra_install_hint("gcs"),
                           description="Google Cloud Storage (gcsfs); native TTL: customTime + daysSinceCustomTime "
                                       "rule"),),
     "azure": (BlobStoreSpec(name="azure", schemes=("az", "abfs", "abfss"), factory=f"{PKG}.azure_store:AzureBlobStore",
-                            priority=10, install_hint="pip install 'blobstate[azure]'",
+                            priority=10, install_hint=extra_install_hint("azure"),
                             description="Azure Blob Storage (adlfs); native TTL: blob index tag + lifecycle policy"),),
     "file_log": (CheckpointLogSpec(name="file", schemes=("*",), factory=f"{PKG}.file_log:open_file_log",
                                    priority=-100,
                                    description="one object per generation on any blob store, exclusive create"),),
     "sql_log": (CheckpointLogSpec(name="sql", schemes=("sqlite", "postgresql", "postgres"),
                                   factory=f"{PKG}.sql_log:open_sql_log", priority=10,
-                                  install_hint="pip install 'blobstate[sql]'",
+                                  install_hint=extra_install_hint("sql"),
                                   description="SQL table keyed by (job, task, store, generation): SQLite, "
                                               "PostgreSQL"),),
     "kafka_log": (CheckpointLogSpec(name="kafka", schemes=("kafka",), factory=f"{PKG}.kafka:open_kafka_log",
-                                    priority=10, install_hint="pip install 'blobstate[kafka]'",
+                                    priority=10, install_hint=extra_install_hint("kafka"),
                                     description="compacted Kafka topic keyed by store key; first record per "
                                                 "generation wins"),),
     "rocksdb": (LocalStoreSpec(name="rocksdb", store_type="rocksdb", factory=f"{PKG}.rocksdb_store:RocksDBStore",

@@ -132,6 +132,7 @@ class PartitionedState:
         self.snapshots = SnapshotRequests(self._snapshot_job, ttl_ms=ttl_ms)
         self._listener: Any = None
         self._run_id: str | None = None
+        self._closing = False
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
     def open(self, spark: SparkSession | None = None) -> None:
@@ -187,12 +188,21 @@ class PartitionedState:
         return self._query
 
     def close(self) -> None:
-        """Stop the query if it runs and release the driver's session and repository."""
+        """Stop the query if it runs and release the driver's session and repository. Idempotent.
+
+        In this order, so that a clean shutdown logs no error: the listener is detached first (a late progress event
+        of the stopping query schedules no snapshot job and calls nothing), then the query stops, the listener is
+        removed from the session (before the caller can stop the SparkContext), and a snapshot job already running
+        is waited for (``CLOSE_WAIT_S``). The committed state stays readable: ``blobstate.api.restore`` (one
+        partition with ``partition=``) or ``blobstate restore --partition``."""
+        self._closing = True
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.detach()
         if self._query is not None and self._query.isActive:
             self._query.stop()
-        if self._listener is not None:
-            self.spark.streams.removeListener(self._listener)
-            self._listener = None
+        if listener is not None and self.spark is not None:
+            self.spark.streams.removeListener(listener)
         if not self.snapshots.wait(CLOSE_WAIT_S):
             log.warning("the snapshot job of %s still runs after %s s; its blobs expire by TTL", self.key,
                         CLOSE_WAIT_S)
@@ -293,6 +303,8 @@ class PartitionedState:
         (``snapshot_every``) and this driver committed it; True when the background job started. Classic: the
         listener asks; Spark Connect: the server's worker asks at the start of the next batch."""
         history = self._history
+        if getattr(self, "_closing", False):
+            return False
         if self.snapshot_every <= 0 or batch_id < self._next_snapshot or not history or \
                 history[-1].batch_id is None or history[-1].batch_id < batch_id:
             return False

@@ -135,6 +135,12 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
             if _debug():
                 raise
+            from blobstate.repository.storage_errors import translate
+
+            translated = translate(exc, str(_WATCHED.get("repo") or "the repository"))
+            if translated is not None:  # a storage fault that reached here without the blob store's wrapper
+                err(f"error: {type(translated).__name__}: {translated}")
+                sys.exit(translated.exit_code)
             err(f"error: unexpected {type(exc).__name__}: {exc} (BLOBSTATE_DEBUG=1 for a traceback)")
             sys.exit(EXIT_ERROR)
 

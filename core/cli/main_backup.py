@@ -34,16 +34,21 @@ if TYPE_CHECKING:
               help="Fence against this generation instead of the log's latest (for orchestrators).")
 @click.option("--dry-run", is_flag=True,
               help="Print what would be uploaded and dropped against the latest snapshot; commit nothing.")
+@click.option("--no-create", is_flag=True, envvar="BLOBSTATE_NO_CREATE",
+              help="Refuse a location that is not yet a repository (exit 6) instead of creating one there; "
+                   "`blobstate init` creates a repository on purpose.")
 @common.json_option
 @common.quiet_option
 @common.handle_errors
 def backup(store_dir: str, repo: str, log_url: str | None, storage_option: tuple[str, ...],
            log_option: tuple[str, ...], ttl_mode: str | None, max_concurrency: int, work_dir: str | None, job: str,
            task: str, store: str | None, store_type: str | None, batch_id: int | None, ttl: int, retain: int,
-           chunk_size: int, expected_generation: int | None, dry_run: bool, as_json: bool, quiet: bool) -> None:
+           chunk_size: int, expected_generation: int | None, dry_run: bool, no_create: bool, as_json: bool,
+           quiet: bool) -> None:
     """Back up STORE_DIR as a new committed snapshot; prints the checkpoint id on stdout.
 
-    The first backup into an empty location creates the repository."""
+    The first backup into an empty location creates the repository and says "created repository at URL" on
+    stderr; with --no-create it is refused instead (exit 6)."""
     from blobstate import api
     from blobstate.model.units import format_duration, format_size
 
@@ -58,7 +63,8 @@ def backup(store_dir: str, repo: str, log_url: str | None, storage_option: tuple
     result = api.backup(
         store_dir, job=key.job, task=key.task, store=key.store, store_type=store_type, batch_id=batch_id, ttl=ttl,
         retain=retain, chunk_size=chunk_size, max_concurrency=max_concurrency, ttl_mode=ttl_mode, work_base=work_dir,
-        progress=common.progress(quiet), expected_generation=expected_generation,
+        progress=common.progress(quiet), expected_generation=expected_generation, create=not no_create,
+        on_create=lambda url: common.err(f"created repository at {url}"),
         **common.repository(repo, log_url, storage_option, log_option),
     )
     if not quiet and not as_json:

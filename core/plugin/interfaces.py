@@ -159,6 +159,12 @@ class BlobStore(ABC):
         self.delete_many(ids)
         return ids
 
+    def location_exists(self) -> bool | None:
+        """Whether the bucket (container) the URL names exists: False makes every command say so in one line
+        (``blobstate.repository.storage_errors``) instead of "no repository"; None (default) where the store
+        cannot tell or has no such thing (a local directory is created on the first write)."""
+        return None
+
     def lifecycle_rule(self, ttl_ms: int) -> str | None:
         """The cloud lifecycle rule that expires TTL-tagged blobs, as text for the user (native mode), or None."""
         return None

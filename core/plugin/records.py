@@ -6,6 +6,7 @@ A factory is a callable or a dotted path ``"package.module:attr"`` imported only
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +34,40 @@ def resolve_factory(factory: Factory, *, what: str, install_hint: str = "") -> C
         return getattr(module, attr)
     except AttributeError:
         raise PluginError(f"{what}: {module_name} has no attribute {attr!r}") from None
+
+
+@functools.cache
+def _install_source() -> dict[str, Any]:
+    """pip's record of where this blobstate was installed from (PEP 610 ``direct_url.json``), read once."""
+    import json
+    from importlib import metadata
+
+    for dist in metadata.distributions(name="blobstate"):  # a source tree's egg-info may come first on sys.path
+        try:
+            direct = json.loads(dist.read_text("direct_url.json") or "{}")
+        except ValueError:
+            continue
+        if direct:
+            return direct
+    return {}
+
+
+def extra_install_hint(extra: str) -> str:
+    """How to add blobstate's optional ``extra`` (``s3``, ``gcs``, ``demo``, ...) to this installation.
+
+    blobstate is not published on a package index: it is installed from a clone (``pip install -e ".[s3]"`` in
+    the clone) or from a built wheel (``pip install "blobstate[s3] @ file:///path/blobstate-VERSION.whl"``). The
+    hint names this installation's own source where pip recorded it (PEP 610 ``direct_url.json``): the clone's
+    directory for an editable install, the wheel's path for a wheel.
+    """
+    direct = _install_source()
+    url = str(direct.get("url", ""))
+    if url.startswith("file://") and direct.get("dir_info", {}).get("editable"):
+        return f'pip install -e "{url[len("file://"):]}[{extra}]" (blobstate is installed from that clone)'
+    if url.startswith("file://"):
+        return f'pip install "blobstate[{extra}] @ {url}"'
+    return (f'pip install -e ".[{extra}]" in a clone of blobstate, or pip install "blobstate[{extra}] @ '
+            'file:///path/to/blobstate-VERSION-py3-none-any.whl" from a built wheel (blobstate is not on PyPI)')
 
 
 def missing_dependency(what: str, exc: ImportError, install_hint: str) -> MissingDependencyError:

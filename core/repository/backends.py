@@ -54,9 +54,12 @@ def open_checkpoint_log(url: str, *, storage_options: dict[str, Any] | None = No
 
     ``blob_store``: the repository's store, already open, when ``url`` is the repository's own URL; it is passed
     to the factory (``factory(url, storage_options=..., blob_store=...)``) so that a log living on a blob store
-    (the file log) shares it instead of opening the repository a second time. The log does not close it.
+    (the file log) shares it instead of opening the repository a second time. The log does not close it. A
+    relative SQLite URL (``sqlite:///log.db``) is made absolute against the current directory first.
     """
-    url = normalize_url(url) if "://" not in url else url
+    from blobstate.repository.log_identity import absolute_log_url
+
+    url = normalize_url(url) if "://" not in url else absolute_log_url(url)
     spec = get_plugin_manager().select(CheckpointLogSpec, url_scheme(url)).spec
     extra = {"blob_store": blob_store} if blob_store is not None else {}
     return instantiate(spec, f"checkpoint log {spec.name!r}", url, storage_options=dict(storage_options or {}),

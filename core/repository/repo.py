@@ -13,7 +13,8 @@ from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.model.selection import select_checkpoint
 from blobstate.plugin.interfaces import BlobStore, BoundedSink, CheckpointLog
 from blobstate.repository.backends import normalize_url, open_blob_store, open_checkpoint_log, url_scheme
-from blobstate.repository.marker import RepositoryInfo, ensure_repository
+from blobstate.repository.log_identity import log_identity
+from blobstate.repository.marker import RepositoryInfo, bind_log, ensure_repository
 
 
 def declared(limit: int, what: str) -> BoundedSink:
@@ -34,19 +35,26 @@ class Repository:
     @classmethod
     def open(cls, repo: str, *, log: str | None = None, storage_options: dict[str, Any] | None = None,
              ttl_mode: str | None = None, max_concurrency: int = 8, log_options: dict[str, Any] | None = None,
-             create: bool = True) -> Repository:
+             create: bool = True, change_log: bool = False) -> Repository:
         """Open the repository at ``repo`` and its checkpoint log (``log``, default: the file log inside it).
 
         The repository marker (``blobstate.repository.marker``) is checked: with ``create`` (writers) an empty location
         becomes a repository, without it (readers) a location without one raises ``RepositoryNotFound`` (exit 6).
         ``log_options`` go to the checkpoint log's factory; without them a log on the repository's own URL scheme
         gets ``storage_options`` (same cloud, same credentials) and any other log none.
+
+        A repository has exactly one checkpoint log: its marker records the log's identity
+        (``blobstate.repository.marker.bind_log``), and a repository opened with another log raises
+        ``LogMismatchError`` (exit 2) before anything is read or written through that log; ``change_log`` moves the
+        repository to ``log`` on purpose (``blobstate init --change-log``).
         """
         url = normalize_url(repo)
         store = open_blob_store(url, storage_options=storage_options, ttl_mode=ttl_mode,
                                 max_concurrency=max_concurrency)
         try:
-            info = ensure_repository(store, url, create=create)
+            identity = log_identity(normalize_url(log) if log is not None else None, url, log_options)
+            info = ensure_repository(store, url, create=create, checkpoint_log=identity)
+            info = bind_log(store, info, url, identity, change=change_log, read_only=not create)
             if log is None or normalize_url(log) == url:
                 checkpoint_log = open_checkpoint_log(url, storage_options=storage_options, blob_store=store)
             else:

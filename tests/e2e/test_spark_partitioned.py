@@ -322,9 +322,13 @@ def test_demo_with_partitions_passes_its_check(tmp_path):
     from blobstate.cli.main_demo import demo
 
     result = CliRunner().invoke(demo, ["--days", "5", "--partitions", "4", "--snapshot-every", "2", "--work-dir",
-                                       str(tmp_path / "demo"), "--json"])
+                                       str(tmp_path / "demo"), "--progress-every", "1", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout[result.stdout.index("{"):])
     assert report["check"] == "passed" and report["partitions"] == 4 and report["killedBySignal"] == signal.SIGKILL
     assert report["restart"]["lastCommittedBySpark"] == report["killAt"] - 1
+    # Per-batch figures across the kill (issue 29, case 8): the killed run's batches too, and the lag at the kill.
+    assert report["deltaCommits"] == 5, report  # batches 0..killAt-1 before the kill, killAt..4 after
+    assert report["snapshotLagBatches"]["atKill"] is not None, report
+    assert "run1: batch" in result.stderr and "run2: batch 4 of 5 committed" in result.stderr, result.stderr
     assert report["finalRestore"]["lastBatchId"] == 4 and report["stateKeys"] > 100

@@ -128,7 +128,8 @@ def test_4_recover_against_the_wrong_log_or_repository_is_refused(tmp_path, repo
     assert crashed.returncode == -9
     before = repo_files(repo, "blobs") | repo_files(repo, "indexes")
     forgot = cli("recover", "--repo", repo, "--store", "s", "--log", f"file://{repo}")  # the commit is in SQL
-    assert forgot.returncode == 2 and "is --log right?" in forgot.stderr, forgot.stderr
+    # refused by the repository's recorded log (issue 27, case 3) before the journal's own check ("is --log right?")
+    assert forgot.returncode == 2 and "LogMismatchError" in forgot.stderr, forgot.stderr
     other = tmp_path / "other-repo"
     shutil.copytree(repo, other)
     journal = next(work_base.rglob("journal.log")).parent

@@ -128,8 +128,8 @@ def test_gc_with_the_wrong_checkpoint_log_deletes_nothing(tmp_path, repo, cli):
     blobs = repo_files(repo, "blobs")
     later = int(time.time() * 1000) + 10 * 24 * 3600 * 1000
     r = cli("gc", "--repo", repo, "--now", str(later), "--json")  # forgot --log
-    assert r.returncode == 0
-    assert "nothing deleted" in r.json()[0]["skipped"]
+    # The repository records its log (issue 27, case 3): gc through another one is refused before it reads a log.
+    assert r.returncode == 2 and "LogMismatchError" in r.stderr, r.stderr
     assert repo_files(repo, "blobs") == blobs
     assert cli("restore", tmp_path / "o" / "s", "--repo", repo, "--log", sql, work=tmp_path / "h").returncode == 0
     assert read_all(tmp_path / "o" / "s") == data

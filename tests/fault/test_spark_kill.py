@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 
 import pytest
@@ -110,8 +111,12 @@ def test_demo_command_passes_its_check(tmp_path):
 
     from blobstate.cli.main_demo import demo
 
-    result = CliRunner().invoke(demo, ["--days", "6", "--work-dir", str(tmp_path / "demo"), "--json"])
+    result = CliRunner().invoke(demo, ["--days", "6", "--work-dir", str(tmp_path / "demo"), "--progress-every", "2",
+                                       "--json"])
     assert result.exit_code == 0, result.output
+    # a progress line every 2 batches (issue 29, case 8)
+    assert re.search(r"run1: batch [12] of 6 committed", result.stderr), result.stderr
+    assert re.search(r"run2: batch [45] of 6 committed", result.stderr), result.stderr
     report = json.loads(result.stdout[result.stdout.index("{"):])
     assert report["check"] == "passed"
     assert report["batches"] == 6 and report["killAt"] == 3 and report["killedBySignal"] == signal.SIGKILL

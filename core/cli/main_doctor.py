@@ -1,0 +1,31 @@
+"""``blobstate doctor --repo URL``: the checks an operator runs first (endpoint, bucket, marker and log, clock skew,
+the store's semantics, open commits, what gc would do, checkpoint ages), each a line with ok / warn / fail."""
+
+from __future__ import annotations
+
+import click
+
+from blobstate.cli import common
+from blobstate.model.layout import DEFAULT_TTL_MS
+
+
+@click.command()
+@common.repository_options
+@common.work_dir_option
+@click.option("--ttl", type=common.Duration(), default=DEFAULT_TTL_MS, show_default="1d", envvar="BLOBSTATE_TTL",
+              help="The TTL the writers use: a clock skew beyond a quarter of it fails.")
+@common.json_option
+@common.handle_errors
+def doctor(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...],
+           work_dir: str | None, ttl: int, as_json: bool) -> None:
+    """Check the repository, its checkpoint log and this host: one line per check (ok, warn, fail); exit 1 when a
+    check fails. Writes only a few scratch objects under doctor/ in the repository, and removes them."""
+    from blobstate.maintenance import doctor as checks
+
+    report = checks.run(work_base=work_dir, ttl_ms=ttl, **common.repository(repo, log_url, storage_option,
+                                                                            log_option))
+    width = max(len(c.name) for c in report.checks)
+    text = "\n".join(f"{c.status:<4}  {c.name:<{width}}  {c.detail}" for c in report.checks)
+    common.emit(as_json, report.to_json(), text)
+    if report.failed:
+        raise SystemExit(1)

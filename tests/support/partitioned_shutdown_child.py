@@ -1,0 +1,53 @@
+"""A Spark driver that runs a small partitioned query to its end and shuts down cleanly, for the clean-shutdown test.
+
+``python partitioned_shutdown_child.py BASE``: four small CSV files, one per micro-batch, through a partitioned state
+(2 partitions, a partition snapshot after every batch: the listener is busy to the end), then ``query.stop()``,
+``PartitionedState.close()`` and ``spark.stop()``, the order the README gives. Spark logs at WARN, so that any
+ERROR (or a late snapshot job failing on the stopped SparkContext) reaches stderr. Prints ``CLOSED`` and
+``STOPPED``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def main(base: str) -> int:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    source = os.path.join(base, "input")
+    os.makedirs(source, exist_ok=True)
+    for day in range(4):
+        with open(os.path.join(source, f"d{day}.csv"), "w", encoding="utf-8") as fh:
+            fh.write("k,v\n" + "".join(f"k{j % 7},{day * 100 + j}\n" for j in range(50)))
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2]").appName("clean-shutdown")
+             .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false").config("spark.driver.host", "127.0.0.1")
+             .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+    spark.sparkContext.setLogLevel("WARN")
+    from blobstate.spark import partitioned
+
+    def update(db, rows, ctx):  # noqa: ANN001, ANN202
+        for row in rows:
+            db.put(row["k"].encode(), str(row["v"]).encode())
+
+    state = partitioned(spark, repo=os.path.join(base, "repo"), checkpoint_location=os.path.join(base, "ck"),
+                        job="j", store="s", num_partitions=2, key_cols=["k"], local_dir=os.path.join(base, "local"),
+                        work_dir=os.path.join(base, "work"), snapshot_every=1)
+    stream = (spark.readStream.schema("k string, v int").option("header", True).option("maxFilesPerTrigger", 1)
+              .csv(source))
+    query = state.start(stream.writeStream, update)
+    query.processAllAvailable()
+    query.stop()
+    state.close()
+    print("CLOSED", len(state.batch_stats), flush=True)
+    spark.stop()
+    print("STOPPED", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

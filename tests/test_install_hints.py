@@ -1,0 +1,59 @@
+"""Install hints that work without a package index (issue 29, case 2): blobstate is not on PyPI, so a missing extra
+names this installation's own source (PEP 610 ``direct_url.json``): the clone for an editable install, the wheel
+for a wheel; and the README installs from a clone or a wheel."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from blobstate.plugin.records import extra_install_hint
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class FakeDist:
+    def __init__(self, direct: dict | None) -> None:
+        self.direct = direct
+
+    def read_text(self, name):
+        assert name == "direct_url.json"
+        return None if self.direct is None else json.dumps(self.direct)
+
+
+@pytest.mark.parametrize(("direct", "expected"), [
+    ({"url": "file:///src/blobstate", "dir_info": {"editable": True}}, 'pip install -e "/src/blobstate[s3]"'),
+    ({"url": "file:///w/blobstate-0.1.0-py3-none-any.whl", "archive_info": {}},
+     'pip install "blobstate[s3] @ file:///w/blobstate-0.1.0-py3-none-any.whl"'),
+    (None, 'pip install -e ".[s3]" in a clone of blobstate'),
+])
+def test_the_hint_names_this_installations_source(monkeypatch, direct, expected):
+    import importlib.metadata
+
+    monkeypatch.setattr(importlib.metadata, "distributions", lambda **kw: [FakeDist(direct)])
+    hint = extra_install_hint("s3")
+    assert hint.startswith(expected), hint
+    assert "pip install 'blobstate[s3]'" not in hint and not re.search(r"pip install \"?blobstate\[s3\]\"?$", hint)
+
+
+def test_a_missing_extra_points_at_this_clone(tmp_path):
+    """A real missing dependency (s3fs hidden from the import system) in this editable install."""
+    code = ("import sys; sys.modules['s3fs'] = None\n"
+            "from blobstate.repository.backends import open_blob_store\n"
+            "try:\n    open_blob_store('s3://b/p')\nexcept Exception as e:\n    print(type(e).__name__, e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True)
+    assert out.stdout.startswith("MissingDependencyError"), out.stdout + out.stderr
+    assert f'pip install -e "{ROOT}[s3]"' in out.stdout, out.stdout
+
+
+def test_the_readme_installs_from_a_clone_or_a_wheel_never_from_an_index():
+    text = (ROOT / "README.md").read_text()
+    from_index = re.findall(r'pip install ["\']?blobstate\[\w+\]["\']?(?! @)', text)
+    assert not from_index, f"the README installs from an index: {from_index}"
+    assert 'pip install -e ".[s3]"' in text and 'pip install "blobstate[s3] @ file://' in text
+    assert "not on PyPI" in text

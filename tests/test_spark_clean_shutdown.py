@@ -1,0 +1,26 @@
+"""A clean shutdown of a partitioned query logs no ERROR (issue 29, case 9): ``PartitionedState.close()`` detaches
+its listener before the query stops, so no late progress event schedules a snapshot job, or calls into Python,
+while the SparkContext stops after it. A real local Spark in a child process (its JVM's log on stderr)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+SUPPORT = os.path.join(os.path.dirname(__file__), "support")
+
+
+def test_a_clean_shutdown_of_a_partitioned_query_logs_no_error(tmp_path):
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
+               PYTHONPATH=os.pathsep.join([SUPPORT, os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, os.path.join(SUPPORT, "partitioned_shutdown_child.py"), str(tmp_path)],
+                          env=env, capture_output=True, text=True, timeout=540, start_new_session=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "CLOSED 4" in proc.stdout and "STOPPED" in proc.stdout, (proc.stdout, proc.stderr[-3000:])
+    errors = [line for line in proc.stderr.splitlines() if " ERROR " in line or "Py4JException" in line
+              or "Exception in thread" in line]
+    assert not errors, "\n".join(errors[:20])
+    # No snapshot job may start (or fail on the stopped SparkContext) after close().
+    assert "snapshot job of" not in proc.stderr, proc.stderr[-3000:]
+    assert "stopped SparkContext" not in proc.stderr, proc.stderr[-3000:]
