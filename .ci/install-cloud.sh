@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install what the cloud blob store tests (tests/test_blobstore_conformance.py, test_cloud_ttl.py,
+# Install what the cloud blob store tests (tests/contract/test_blobstore_conformance.py, test_cloud_ttl.py,
 # test_cloud_e2e.py) need on a fresh Debian 12 machine:
 #   - the Python extras s3, gcs, azure (s3fs, boto3, obstore, gcsfs, adlfs, azure-storage-blob) and the emulators
 #     moto[server] (S3) and gcp-storage-emulator (GCS),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install steps for the third-party plugin tests (tests/test_contrib_sqlite.py, tests/test_plugins_cli.py):
+# Install steps for the third-party plugin tests (tests/contract/test_contrib_sqlite.py, tests/contract/test_plugins_cli.py):
 # the tests pip-install contrib/blobstate-sqlite themselves with --no-build-isolation (offline, fast), which needs
 # setuptools >= 64 and wheel in the environment. Idempotent.
 set -euo pipefail

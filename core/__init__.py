@@ -30,7 +30,7 @@ from blobstate.errors import (
 __version__ = "0.1.0"
 
 #: ``blobstate.api.__all__``: every public verb and result type, importable from ``blobstate`` itself (and listed
-#: in ``__all__`` below; ``tests/test_api_typing.py`` checks that the three agree).
+#: in ``__all__`` below; ``tests/project/test_api_typing.py`` checks that the three agree).
 _API_NAMES = (
     "BackupPreview", "BackupResult", "CheckpointSummary", "CommitState", "Duration", "GcReport", "Listing",
     "LocalCheckpoint", "Repository", "RepositoryInfo", "RestoreResult", "Size", "SnapshotDiff", "StoreCommitter",

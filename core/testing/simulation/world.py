@@ -1,7 +1,7 @@
 """The simulated backends: an in-memory blob store and checkpoint log sharing one ``World``.
 
 Both implement ``blobstate.plugin.interfaces`` (and pass the conformance kits in ``blobstate.testing``, see
-``tests/test_simulation.py``). Every call is a scheduling point: before it touches the world it calls
+``tests/fault/test_simulation.py``). Every call is a scheduling point: before it touches the world it calls
 ``World.point(label)``, where the scheduler may switch to another actor, pause or kill this one
 (``blobstate.testing.simulation.scheduler``). Time is read through ``blobstate.model.layout`` (the virtual clock
 while a simulation runs). Faults the world can inject:

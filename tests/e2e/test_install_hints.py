@@ -14,7 +14,7 @@ import pytest
 
 from blobstate.plugin.records import extra_install_hint
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class FakeDist:

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-SUPPORT = os.path.join(os.path.dirname(__file__), "support")
+SUPPORT = os.path.join(os.path.dirname(os.path.dirname(__file__)), "support")
 
 
 def test_a_clean_shutdown_of_a_partitioned_query_logs_no_error(tmp_path):
