@@ -36,7 +36,7 @@ _API_NAMES = (
     "LocalCheckpoint", "Repository", "RepositoryInfo", "RestoreResult", "Size", "SnapshotDiff", "StoreCommitter",
     "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
-    "recover_all", "restore", "stats", "unfinished_commits", "verify",
+    "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
 )
 
 #: Everything but the errors is imported on first use (``import blobstate`` stays light: the CLI starts in well under
@@ -83,6 +83,7 @@ if TYPE_CHECKING:
         raise_for_reports,
         recover,
         recover_all,
+        require_store,
         restore,
         stats,
         unfinished_commits,
@@ -113,7 +114,7 @@ __all__ = [
     "LocalCheckpoint", "Repository", "RepositoryInfo", "RestoreResult", "Size", "SnapshotDiff", "StoreCommitter",
     "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
-    "recover_all", "restore", "stats", "unfinished_commits", "verify",
+    "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
 ]
 
 

@@ -51,7 +51,7 @@ def show(repo: str | None, job: str, task: str, store: str | None, work_dir: str
         else:
             rest = " ".join(f"{k}={v}" for k, v in doc.items() if k not in ("type", "v", "commit_id", "time_ms"))
             click.echo(common.safe(f"{iso_time(event.time_ms)} {event.commit_id} {event.type_name} {rest}"[:300]))
-    if not result.events and journal_dir is None:  # nothing on this host: a store at all? (exit 5 if not)
+    if not result.events and corrupt is None and journal_dir is None:  # nothing here: a store at all? (exit 5)
         api.require_store(repo=repo, key=where["key"])
     states = project(result.events).values()
     for state in states:

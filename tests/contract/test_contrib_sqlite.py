@@ -132,8 +132,8 @@ def test_cli_restore_rejects_a_damaged_database(sqlite_dist, cli, tmp_path):
     # The online backup API refuses to read a corrupt database: the commit aborts, nothing is committed.
     assert backup.returncode == 1, backup.stdout + backup.stderr
     assert "SQLite backup of" in backup.stderr
-    listed = cli("list", "--repo", repo, "--store", "s", "--json")
-    assert listed.returncode == 0 and "broken" not in listed.stdout
+    listed = cli("list", "--repo", repo, "--store", "s", "--json")  # a store without checkpoints: exit 5
+    assert listed.returncode == 5 and "no checkpoint for default/0/s" in listed.stderr, listed.stderr
 
 
 def test_cli_plugins_lists_the_contrib_dist(sqlite_dist, cli):

@@ -94,9 +94,11 @@ def _late_commit(cli, target: Target, tmp_path, work_base, gc_env: dict[str, str
     writer = start_cli("backup", store, *target.args(KEY), "-q", work_base=work_base,
                        env=pause_env("CheckpointAppending", clock))
     wait_stopped(writer)
-    log = ["--log", f"file://{lagging_log}"] if lagging_log is not None else []
-    gc = start_cli("gc", "--repo", target.url, *log, "--now", str(int(time.time() * 1000) + LATE_MS), "--json",
-                   work_base=tmp_path / "gc-host", env={"BLOBSTATE_PLUGINS": "soak_plugin", **gc_env})
+    # the same log (one per repository), read through a replica that lags: tests/support/lagging_log.py
+    lag = ({"BLOBSTATE_PLUGINS": "soak_plugin,lagging_log", "BLOBSTATE_TEST_LAGGING_LOG": str(lagging_log)}
+           if lagging_log is not None else {"BLOBSTATE_PLUGINS": "soak_plugin"})
+    gc = start_cli("gc", "--repo", target.url, "--now", str(int(time.time() * 1000) + LATE_MS), "--json",
+                   work_base=tmp_path / "gc-host", env={**lag, **gc_env})
     wait_stopped(gc)
     send_cont(writer, clock_file=clock, advance_ms=LATE_MS)
     _, err = writer.communicate(timeout=120)
