@@ -53,7 +53,7 @@ from blobstate.maintenance.queries import (  # the read-only verbs, re-exported,
     stats,
     unfinished_commits,
 )
-from blobstate.maintenance.verify import VerifyReport, raise_for_reports, verify_checkpoint
+from blobstate.maintenance.verify import VerifyReport, add_chain_problems, raise_for_reports, verify_checkpoint
 from blobstate.model import layout
 from blobstate.model.layout import DEFAULT_CHUNK_SIZE, DEFAULT_RETAIN, DEFAULT_TTL_MS
 from blobstate.model.progress import Progress
@@ -211,6 +211,7 @@ def verify(*, repo: str, log: str | None = None, job: str | None = None, task: s
         for cp in chosen:
             _logger.info("verifying %s checkpoint %s", cp.store_key, cp.checkpoint_id)
             reports.append(verify_checkpoint(repository, cp))
+        add_chain_problems(repository, reports)  # the chain of each store's latest state, not only its blobs
         if raise_on_error:
             raise_for_reports(reports)
         return reports

@@ -34,7 +34,7 @@ from typing import Any
 from blobstate.errors import CommitInProgressError
 from blobstate.local.checksum import crc32c_bytes
 from blobstate.model import changelog
-from blobstate.model.chain import latest_deltas, plan_chain
+from blobstate.model.chain import current_run, latest_deltas, plan_chain
 from blobstate.model.layout import now_ms
 from blobstate.model.records import Checkpoint, PartitionEntry, StoreKey
 from blobstate.repository.repo import Repository
@@ -247,7 +247,7 @@ class LocalPartition:
                 self._wipe()
                 self._mark(None)
             return fetched
-        deltas = latest_deltas(records)
+        deltas = latest_deltas(current_run(records))
         start = self._reusable(marker, chain, deltas)
         if start is None and not restore:
             return None
