@@ -38,8 +38,10 @@ from blobstate.model.chain import current_run, latest_deltas, plan_chain
 from blobstate.model.layout import now_ms
 from blobstate.model.records import Checkpoint, PartitionEntry, StoreKey
 from blobstate.repository.repo import Repository
+from blobstate.spark.leftovers import sweep
 
 MARKER = "applied.json"
+SNAPSHOT_PREFIX = "snapshot-"  # a snapshot task's local checkpoint in the partition's directory (held while used)
 LOCK_WAIT_S = 60.0  # how long an attempt waits for the previous one on this host to let go of the partition
 
 
@@ -149,6 +151,7 @@ class LocalPartition:
         while True:
             try:
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                sweep(self.path, f"{SNAPSHOT_PREFIX}*")  # local checkpoints of snapshot tasks that died
                 return self
             except BlockingIOError:
                 if time.monotonic() >= deadline:

@@ -161,21 +161,24 @@ def test_records_of_an_abandoned_run_never_chain_onto_the_new_run(tmp_path):
     from blobstate.model.chain import plan_chain, retention
 
     url = f"file://{tmp_path}/repo"
-    _run_records(tmp_path, url, range(4), lineage="a" * 32, snapshot_at=(1,), work="old")
-    _run_records(tmp_path, url, range(3), lineage="b" * 32, snapshot_at=(0, 2), work="new")
+    _run_records(tmp_path, url, range(4), lineage="a" * 32, snapshot_at=(1, 3), work="old")
+    _run_records(tmp_path, url, range(3), lineage="b" * 32, work="new")  # deltas only, so far
     repo = Repository.open(url)
     history = repo.log.history(KEY)
-    repo.close()
-    chain = plan_chain(history)  # the new run's state after its batch 2, never the old run's batch 3
-    assert chain.upto == 2 and {cp.lineage_id for cp in chain.records} == {"b" * 32}
-    assert chain.snapshot is not None and chain.snapshot.batch_id == 2
+    chain = plan_chain(history)  # the new run's state after its batch 2, never the old run's snapshot of batch 3
+    assert chain.upto == 2 and chain.snapshot is None and {cp.lineage_id for cp in chain.records} == {"b" * 32}
     expiring, kept = retention(history, 2)  # the old run expires with the prefix: retention never stalls on it
-    assert {cp.lineage_id for cp in kept} == {"b" * 32} and {cp.lineage_id for cp in expiring} >= {"a" * 32}
-    assert all(r.ok for r in api.verify(repo=url, key=KEY))
+    assert {cp.lineage_id for cp in expiring} == {"a" * 32} and {cp.lineage_id for cp in kept} == {"b" * 32}
     plan = _plan(history, None)  # Spark has no offsets: a new run, the abandoned records named
     assert plan.chain is None and plan.abandoned == len(history) and plan.lineage_id not in ("a" * 32, "b" * 32)
     plan = _plan(history, 1)  # a restart of the new run continues its lineage
-    assert plan.lineage_id == "b" * 32 and [d.batch_id for d in plan.chain.deltas] == [1]
+    assert plan.lineage_id == "b" * 32 and [d.batch_id for d in plan.chain.deltas] == [0, 1]
+    repo.close()
+    _run_records(tmp_path, url, [3], lineage="b" * 32, snapshot_at=(3,), work="new")  # its first snapshot
+    repo = Repository.open(url)
+    assert {cp.lineage_id for cp in repo.log.history(KEY)} == {"b" * 32}  # retention expired the old run
+    repo.close()
+    assert all(r.ok for r in api.verify(repo=url, key=KEY))
 
 
 def test_offsets_ahead_of_commits_restore_the_state_spark_takes_as_done(history):

@@ -21,8 +21,9 @@ Rules:
   offsets log, ``blobstate.spark.alignment``). Only the records of the newest record's run (``current_run``) make
   up a state or count for retention: a run abandoned by a reset of Spark's checkpoint (its offsets gone, batch ids
   starting at 0 again) never lends a delta, or a snapshot, to the new one. The abandoned run's records precede
-  the new run's by generation, so retention expires them with the prefix. Records that name no run (plain
-  backups, records written before runs were recorded) are one run.
+  the new run's by generation, so retention expires them with the prefix, at the latest when the new run has
+  fewer than ``retain`` snapshots (then the new run is kept whole, and only what it abandoned expires). Records
+  that name no run (plain backups, records written before runs were recorded) are one run.
 - A partitioned store's log holds *group* records (``Checkpoint.expand``: one delta or snapshot per partition, all
   at the group's generation). Each partition's records (``partition_history``) follow the rules above on their
   own; retention keeps, of the group records, every one from the first any partition needs.
@@ -168,8 +169,9 @@ def retention(history: Sequence[Checkpoint], retain: int) -> tuple[list[Checkpoi
         return list(history[:-retain]), list(history[-retain:])
     run = current_run(history)
     snaps = valid_snapshots(run)
-    if len(snaps) < retain:
-        return [], list(history)
+    if len(snaps) < retain:  # the current run is kept whole; the runs it abandoned expire (they precede it)
+        start = run[0].generation
+        return [cp for cp in history if cp.generation < start], [cp for cp in history if cp.generation >= start]
     oldest = snaps[-retain]
     assert oldest.batch_id is not None
     first = min([oldest.generation] + [d.generation for d in run
