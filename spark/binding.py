@@ -31,7 +31,7 @@ from blobstate.errors import ConfigurationError
 from blobstate.model.layout import DEFAULT_TTL_MS
 from blobstate.model.records import StoreKey
 from blobstate.model.units import parse_duration_ms
-from blobstate.spark.alignment import AlignmentPlan, plan_alignment
+from blobstate.spark.alignment import AlignmentPlan, plan_alignment, spark_done
 from blobstate.spark.engine import BatchEngine, BatchFunction, BatchStats, EngineConfig, open_repository
 from blobstate.spark.location import CheckpointLocation, is_connect
 from blobstate.spark.scheduler import SnapshotCommitError
@@ -110,7 +110,7 @@ class StateBinding:
         c = self.config
         location = CheckpointLocation(self.spark, c.checkpoint_location)
         query_id, last, planned = location.query_id(), location.last_committed(), location.last_planned()
-        repo = open_repository(c, create=last is None and planned is None, query_id=query_id, last_committed=last)
+        repo = open_repository(c, create=spark_done(last, planned) is None, query_id=query_id, last_committed=last)
         try:
             return plan_alignment(repo.log.history(c.key), c.key, last_committed=last, query_id=query_id,
                                   location=c.checkpoint_location, repo_url=c.repo, last_planned=planned)

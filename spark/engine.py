@@ -41,7 +41,7 @@ from blobstate.repository.backends import open_local_store
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
 from blobstate.restoring import chain as replay
-from blobstate.spark.alignment import AlignmentPlan, SparkAlignmentError, plan_alignment
+from blobstate.spark.alignment import AlignmentPlan, SparkAlignmentError, plan_alignment, spark_done
 from blobstate.spark.location import CheckpointLocation
 from blobstate.spark.scheduler import SnapshotScheduler
 
@@ -171,7 +171,7 @@ class BatchEngine:
         location = CheckpointLocation(spark, c.checkpoint_location)
         self.query_id = location.query_id()
         last, planned = location.last_committed(), location.last_planned()
-        self._repo = open_repository(c, create=last is None and planned is None, query_id=self.query_id,
+        self._repo = open_repository(c, create=spark_done(last, planned) is None, query_id=self.query_id,
                                      last_committed=last)
         try:
             self._committer = StoreCommitter(c.key, self._repo, store_type="rocksdb", work_dir=c.work_dir,

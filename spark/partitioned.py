@@ -51,7 +51,7 @@ from blobstate.model.layout import DEFAULT_TTL_MS
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.model.units import parse_duration_ms
 from blobstate.repository.repo import Repository
-from blobstate.spark.alignment import SparkAlignmentError, plan_alignment
+from blobstate.spark.alignment import SparkAlignmentError, plan_alignment, spark_done
 from blobstate.spark.engine import stamp_records
 from blobstate.spark.location import CheckpointLocation, is_connect
 from blobstate.spark.partition_job import run_tasks
@@ -182,7 +182,7 @@ class PartitionedState:
         planned = location.last_planned()
         try:
             self._repo = Repository.open(self.repo_url, log=self.log_url, storage_options=self.storage_options,
-                                         create=self.last_committed is None and planned is None)
+                                         create=spark_done(self.last_committed, planned) is None)
         except RepositoryNotFound:
             raise SparkAlignmentError(f"Spark committed batch {self.last_committed} in {self.checkpoint_location}, "
                                       f"but {self.repo_url} holds no blobstate repository") from None
