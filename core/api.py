@@ -54,7 +54,13 @@ from blobstate.maintenance.queries import (  # the read-only verbs, re-exported,
     stats,
     unfinished_commits,
 )
-from blobstate.maintenance.verify import VerifyReport, raise_for_reports, verify_checkpoint, verify_partitions
+from blobstate.maintenance.verify import (
+    VerifyReport,
+    add_chain_problems,
+    raise_for_reports,
+    verify_checkpoint,
+    verify_partitions,
+)
 from blobstate.model import layout
 from blobstate.model.layout import DEFAULT_CHUNK_SIZE, DEFAULT_RETAIN, DEFAULT_TTL_MS
 from blobstate.model.progress import Progress
@@ -222,6 +228,7 @@ def verify(*, repo: str, log: str | None = None, job: str | None = None, task: s
         for k in partitioned:
             _logger.info("verifying the latest state of every partition of %s", k)
             reports += verify_partitions(repository, repository.log.history(k))
+        add_chain_problems(repository, reports)  # the chain of each store's latest state, not only its blobs
         if raise_on_error:
             raise_for_reports(reports)
         return reports

@@ -14,17 +14,16 @@ another N, with Spark's own hash), ``alignment`` and ``location`` (what a restar
 location read through Spark's own Hadoop FileSystem), ``listener``, and the ``demo`` subpackage (``blobstate demo``).
 """
 
-from blobstate.spark.alignment import AlignmentPlan, SparkAlignmentError, plan_alignment
+from blobstate.spark.alignment import AlignmentPlan, SparkAlignmentError
 from blobstate.spark.binding import StateBinding, register
-from blobstate.spark.engine import BatchEngine, BatchStats, EngineConfig
 from blobstate.spark.location import CheckpointLocation
-from blobstate.spark.partitioned import GroupBatchStats, PartitionedState, partitioned
+from blobstate.spark.partitioned import GroupBatchStats, PartitionedState, PartitioningError, partitioned
 from blobstate.spark.rescale import RescaleAlreadyCommitted, RescaleRefused, RescaleResult, UnmappableKeyError, rescale
-from blobstate.spark.scheduler import SnapshotCommitError, SnapshotScheduler
+from blobstate.spark.scheduler import SnapshotCommitError
 
+# the public names only: the engine, the scheduler and the planning functions live in their modules
 __all__ = [
-    "AlignmentPlan", "BatchEngine", "BatchStats", "CheckpointLocation", "EngineConfig", "GroupBatchStats",
-    "PartitionedState", "RescaleAlreadyCommitted", "RescaleRefused", "RescaleResult", "SnapshotCommitError",
-    "SnapshotScheduler", "SparkAlignmentError", "StateBinding", "UnmappableKeyError", "partitioned",
-    "plan_alignment", "register", "rescale",
+    "AlignmentPlan", "CheckpointLocation", "GroupBatchStats", "PartitionedState", "PartitioningError",
+    "RescaleAlreadyCommitted", "RescaleRefused", "RescaleResult", "SnapshotCommitError", "SparkAlignmentError",
+    "StateBinding", "UnmappableKeyError", "partitioned", "register", "rescale",
 ]

@@ -13,16 +13,29 @@ Every record names its query (the ``metadata`` id). Refused, with nothing change
   restored into this one;
 - Spark committed batches but the repository holds no record of the store: the state of those batches is gone;
 - a chain that lacks a delta it needs (``BrokenChainError``, retention or a deleted repository object).
+
+Runs. Spark names a query by its ``metadata`` id, kept across restarts and across a partial reset of the checkpoint
+location (``offsets/`` and ``commits/`` deleted, ``metadata`` kept: batch ids start at 0 again). Spark's own
+``runId`` changes at every restart, so it cannot tie a restart to the records it continues. What identifies a run
+of the state is the lineage of the offsets log: it begins when Spark plans a batch with no earlier offsets (a new
+query, or a reset) and continues through every restart that finds offsets. blobstate names that lineage when it
+begins (``lineage_id``, a new random id: nothing in Spark's location survives its purge of old offsets to derive
+one from) and every record of the run carries it; a restart that finds offsets continues the lineage of the
+records its chain is made of. The chain rules (``blobstate.model.chain.current_run``) use the newest run's
+records only, so an abandoned run's deltas never chain onto the new run's state. What Spark re-runs decides the
+state restored: the batch after ``C`` (``commits/``), or, when ``offsets/`` is ahead of ``commits/`` (commits lost),
+the newest planned batch ``O``, with ``O - 1`` taken as done (Spark's ``MicroBatchExecution`` does the same).
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from blobstate.errors import NothingToRestore
-from blobstate.model.chain import Chain, plan_chain
+from blobstate.model.chain import Chain, current_run, plan_chain
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.repository.options import redact
 
@@ -36,12 +49,16 @@ class SparkAlignmentError(NothingToRestore):
 @dataclass(frozen=True)
 class AlignmentPlan:
     """What a (re)start restores: ``chain`` (None: an empty store) for Spark's newest commit ``last_committed``
-    of query ``query_id`` (None: the query never started here)."""
+    of query ``query_id`` (None: the query never started here); ``lineage_id``: the run the records this start
+    writes belong to (see the module docstring); ``abandoned``: records of an abandoned run (a reset) left in the
+    log, which no state of this run uses."""
 
     key: StoreKey
     last_committed: int | None
     query_id: str | None
     chain: Chain | None
+    lineage_id: str = ""
+    abandoned: int = 0
 
     @property
     def restored_batch(self) -> int | None:
@@ -59,13 +76,25 @@ class AlignmentPlan:
 
     def describe(self) -> str:
         what = self.chain.describe() if self.chain is not None else "an empty store"
-        return f"Spark committed batch {self.last_committed}: restoring {what}"
+        reset = (f" (a new run of the query: {self.abandoned} records of its abandoned run are ignored)"
+                 if self.abandoned else "")
+        return f"Spark committed batch {self.last_committed}: restoring {what}{reset}"
+
+
+def spark_done(last_committed: int | None, last_planned: int | None) -> int | None:
+    """The batch Spark's restart takes as done: ``commits/``'s newest, or the one before ``offsets/``'s newest when
+    the offsets are ahead (Spark re-runs that planned batch); None: Spark starts at batch 0."""
+    done = max(-1 if last_committed is None else last_committed, -1 if last_planned is None else last_planned - 1)
+    return None if done < 0 else done
 
 
 def plan_alignment(history: Sequence[Checkpoint], key: StoreKey, *, last_committed: int | None,
-                   query_id: str | None, location: str, repo_url: str) -> AlignmentPlan:
-    """The plan for ``key``'s records ``history`` against Spark's newest commit ``last_committed`` of query
-    ``query_id`` in ``location`` (see the module docstring). Raises ``SparkAlignmentError``."""
+                   query_id: str | None, location: str, repo_url: str,
+                   last_planned: int | None = None) -> AlignmentPlan:
+    """The plan for ``key``'s records ``history`` against Spark's newest commit ``last_committed`` (and newest
+    planned batch ``last_planned``, ``offsets/``) of query ``query_id`` in ``location`` (see the module docstring).
+    Raises ``SparkAlignmentError``."""
+    last_committed = spark_done(last_committed, last_planned)
     where = f"{key} in {redact(repo_url)}"
     foreign = sorted({cp.query_id or "(none: not written by a streaming query)" for cp in history
                       if cp.query_id != query_id})
@@ -76,8 +105,14 @@ def plan_alignment(history: Sequence[Checkpoint], key: StoreKey, *, last_committ
             "restoring it would mix two queries' state, so nothing was changed. Give this query its own store key "
             "(job=/task=/store=) or repository, or restart the query that owns the state with its own checkpoint "
             "location.")
-    if last_committed is None:
-        return AlignmentPlan(key, None, query_id, None)
+    if last_committed is None:  # Spark starts at batch 0: a new lineage of its offsets log, a new run
+        abandoned = len(history)
+        if abandoned:
+            log.warning("%s: Spark's checkpoint %s has no offsets but %d records of query %s are in %s: a reset of "
+                        "Spark's checkpoint. Starting a new run from an empty store; the abandoned run's records "
+                        "are never used again and retention expires them", key, location, abandoned, query_id,
+                        where)
+        return AlignmentPlan(key, None, query_id, None, uuid.uuid4().hex, abandoned)
     if not history:
         raise SparkAlignmentError(
             f"Spark committed batches up to {last_committed} in {location} (query {query_id}), but {where} holds "
@@ -91,4 +126,5 @@ def plan_alignment(history: Sequence[Checkpoint], key: StoreKey, *, last_committ
             f"Spark committed batch {last_committed} in {location}, but {where} cannot restore the state after it: "
             f"{exc}. Nothing was changed; restore the repository's missing objects, or start the query afresh with "
             "a new checkpoint location.") from exc
-    return AlignmentPlan(key, last_committed, query_id, chain)
+    lineage = chain.records[-1].lineage_id if chain.records else current_run(history)[-1].lineage_id
+    return AlignmentPlan(key, last_committed, query_id, chain, lineage)

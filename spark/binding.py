@@ -30,7 +30,8 @@ from blobstate.commit.backup import BackupResult
 from blobstate.errors import ConfigurationError
 from blobstate.model.layout import DEFAULT_TTL_MS
 from blobstate.model.records import StoreKey
-from blobstate.spark.alignment import AlignmentPlan, plan_alignment
+from blobstate.model.units import parse_duration_ms
+from blobstate.spark.alignment import AlignmentPlan, plan_alignment, spark_done
 from blobstate.spark.engine import BatchEngine, BatchFunction, BatchStats, EngineConfig, open_repository
 from blobstate.spark.location import CheckpointLocation, is_connect
 from blobstate.spark.scheduler import SnapshotCommitError
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
     from rocksdict import Rdict
 
+    from blobstate.maintenance.queries import Duration
+
 log = logging.getLogger(__name__)
 
 
@@ -48,16 +51,17 @@ class StateBinding:
 
     ``checkpoint_location``: the query's Spark checkpoint location (as given to Spark: any Hadoop path);
     ``state_dir``: the local RocksDB directory (restored on open); ``key``: the store key (default
-    ``job/task/store``); ``log_url``: a checkpoint log other than the repository's; ``work_dir``: blobstate's journal
+    ``job/task/store``); ``log``: a checkpoint log other than the repository's; ``work_dir``: blobstate's journal
     and local checkpoints (default under ``BLOBSTATE_WORK_DIR``); ``retain``: snapshots kept (>= 2), with the deltas
-    after the oldest of them; ``snapshot_every``: a snapshot every K batches (default 1); ``ttl_ms``: TTL of blobs
-    until their commit completes.
+    after the oldest of them; ``snapshot_every``: a snapshot every K batches (default 1); ``ttl``: TTL of blobs
+    until their commit completes (ms, a ``timedelta`` or a string such as ``"12h"``); ``committer_options``:
+    ``StoreCommitter``'s tuning keywords. Raises ``ConfigurationError`` for a bad value.
     """
 
     def __init__(self, spark: SparkSession, *, repo: str, checkpoint_location: str, state_dir: str,
                  job: str = "default", task: str = "0", store: str = "state", key: StoreKey | None = None,
-                 log_url: str | None = None, work_dir: str | None = None,
-                 storage_options: dict[str, Any] | None = None, retain: int = 3, ttl_ms: int = DEFAULT_TTL_MS,
+                 log: str | None = None, work_dir: str | None = None,
+                 storage_options: dict[str, Any] | None = None, retain: int = 3, ttl: Duration = DEFAULT_TTL_MS,
                  snapshot_every: int = 1, committer_options: dict[str, Any] | None = None) -> None:
         if retain < 2:
             raise ConfigurationError("retain must be >= 2: a restart may need the snapshot before the newest")
@@ -72,8 +76,9 @@ class StateBinding:
 
             work_dir = workdir.store_work_dir(normalize_url(repo), key)
         self.config = EngineConfig(repo=repo, checkpoint_location=checkpoint_location,
-                                   state_dir=os.path.abspath(state_dir), key=key, log_url=log_url,
-                                   work_dir=work_dir, storage_options=storage_options, retain=retain, ttl_ms=ttl_ms,
+                                   state_dir=os.path.abspath(state_dir), key=key, log_url=log,
+                                   work_dir=work_dir, storage_options=storage_options, retain=retain,
+                                   ttl_ms=parse_duration_ms(ttl),
                                    snapshot_every=snapshot_every, committer_options=dict(committer_options or {}))
         self.engine = BatchEngine(self.config)
         self.plan: AlignmentPlan | None = None
@@ -104,11 +109,11 @@ class StateBinding:
     def _check_alignment(self) -> AlignmentPlan:
         c = self.config
         location = CheckpointLocation(self.spark, c.checkpoint_location)
-        query_id, last = location.query_id(), location.last_committed()
-        repo = open_repository(c, create=last is None, query_id=query_id, last_committed=last)
+        query_id, last, planned = location.query_id(), location.last_committed(), location.last_planned()
+        repo = open_repository(c, create=spark_done(last, planned) is None, query_id=query_id, last_committed=last)
         try:
             return plan_alignment(repo.log.history(c.key), c.key, last_committed=last, query_id=query_id,
-                                  location=c.checkpoint_location, repo_url=c.repo)
+                                  location=c.checkpoint_location, repo_url=c.repo, last_planned=planned)
         finally:
             repo.close()
 
@@ -254,8 +259,11 @@ class StateBinding:
         self.close()
 
 
-def register(spark: SparkSession, *, repo: str, checkpoint_location: str, state_dir: str,
-             **options: Any) -> StateBinding:
+def register(spark: SparkSession, *, repo: str, checkpoint_location: str, state_dir: str, job: str = "default",
+             task: str = "0", store: str = "state", key: StoreKey | None = None, log: str | None = None,
+             work_dir: str | None = None, storage_options: dict[str, Any] | None = None, retain: int = 3,
+             ttl: Duration = DEFAULT_TTL_MS, snapshot_every: int = 1,
+             committer_options: dict[str, Any] | None = None) -> StateBinding:
     """Align with Spark's checkpoint, restore the store, and hook blobstate into ``spark``; returns the binding.
 
     Example::
@@ -266,11 +274,13 @@ def register(spark: SparkSession, *, repo: str, checkpoint_location: str, state_
         query.awaitTermination()
         binding.close()                                      # the last snapshot; raises snapshot errors
 
-    ``options`` are ``StateBinding``'s. Raises ``SparkAlignmentError`` when the repository cannot give the state
-    after Spark's newest commit (nothing changed).
+    The keywords are ``StateBinding``'s. Raises ``SparkAlignmentError`` when the repository cannot give the state
+    after Spark's newest commit (nothing changed), ``FencedError`` from a batch when another writer took the key.
     """
-    binding = StateBinding(spark, repo=repo, checkpoint_location=checkpoint_location, state_dir=state_dir,
-                           **options)
+    binding = StateBinding(spark, repo=repo, checkpoint_location=checkpoint_location, state_dir=state_dir, job=job,
+                           task=task, store=store, key=key, log=log, work_dir=work_dir,
+                           storage_options=storage_options, retain=retain, ttl=ttl, snapshot_every=snapshot_every,
+                           committer_options=committer_options)
     try:
         binding.open()
     except BaseException:

@@ -28,7 +28,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from blobstate.commit.backup import BackupResult, StoreCommitter
@@ -41,7 +41,7 @@ from blobstate.repository.backends import open_local_store
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
 from blobstate.restoring import chain as replay
-from blobstate.spark.alignment import AlignmentPlan, SparkAlignmentError, plan_alignment
+from blobstate.spark.alignment import AlignmentPlan, SparkAlignmentError, plan_alignment, spark_done
 from blobstate.spark.location import CheckpointLocation
 from blobstate.spark.scheduler import SnapshotScheduler
 
@@ -74,6 +74,19 @@ class EngineConfig:
     ttl_ms: int = DEFAULT_TTL_MS
     snapshot_every: int = 1
     committer_options: dict[str, Any] = field(default_factory=dict)
+
+
+def stamp_records(committer: StoreCommitter, **fields: Any) -> None:
+    """Every record ``committer`` appends from now on (snapshot, delta or group) carries ``fields`` (the run of the
+    query: ``lineage_id``; a group's ``key_columns``): they are set on the record at the commit point, before
+    ``CheckpointAppending`` journals it, so recovery re-appends the same record."""
+    point = committer.commit_point
+    append = point.append
+
+    def stamped(commit_id: str, record: Any, *, attempt: Any) -> Any:
+        return append(commit_id, replace(record, **fields), attempt=attempt)
+
+    point.append = stamped  # type: ignore[method-assign]
 
 
 def open_repository(config: EngineConfig, *, create: bool, query_id: str | None,
@@ -136,6 +149,11 @@ class BatchEngine:
         self._reset()
 
     @property
+    def broken(self) -> BaseException | None:
+        """The failure that stopped this engine (``FencedError``: another writer took the store key), or None."""
+        return self._broken
+
+    @property
     def is_open(self) -> bool:
         return self._db is not None
 
@@ -152,13 +170,19 @@ class BatchEngine:
         t0 = time.perf_counter()
         location = CheckpointLocation(spark, c.checkpoint_location)
         self.query_id = location.query_id()
-        last = location.last_committed()
-        self._repo = open_repository(c, create=last is None, query_id=self.query_id, last_committed=last)
+        last, planned = location.last_committed(), location.last_planned()
+        self._repo = open_repository(c, create=spark_done(last, planned) is None, query_id=self.query_id,
+                                     last_committed=last)
         try:
             self._committer = StoreCommitter(c.key, self._repo, store_type="rocksdb", work_dir=c.work_dir,
                                              retain=c.retain, ttl_ms=c.ttl_ms, **c.committer_options)
+            # this writer's view, pinned before it reads the records it restores: a later append by another
+            # writer (a second query on the key) fences its first append (issue 27, case 10)
+            self._committer.commit_point.generation()
             plan = plan_alignment(self._repo.log.history(c.key), c.key, last_committed=last,
-                                  query_id=self.query_id, location=c.checkpoint_location, repo_url=c.repo)
+                                  query_id=self.query_id, location=c.checkpoint_location, repo_url=c.repo,
+                                  last_planned=planned)
+            stamp_records(self._committer, lineage_id=plan.lineage_id)
             log.info("%s: %s", c.key, plan.describe())
             if plan.chain is not None:
                 replay.restore_chain(self._repo, plan.chain, c.state_dir, local_store=open_local_store("rocksdb"),

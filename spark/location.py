@@ -101,6 +101,11 @@ class CheckpointLocation:
         committed = self.committed()
         return committed[-1] if committed else None
 
+    def last_planned(self) -> int | None:
+        """The newest batch id in ``offsets/`` (planned by Spark), or None."""
+        planned = self.batches("offsets")
+        return planned[-1] if planned else None
+
     def query_id(self) -> str | None:
         """The query id in ``metadata``, or None when the query never started here. Raises ``StorageError`` for a
         ``metadata`` that does not hold one."""

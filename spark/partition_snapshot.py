@@ -11,7 +11,9 @@ state after ``b``. A background thread on the driver runs one Spark job of N tas
    the changelog of ``b`` it kept when it wrote it): a copy that is missing (the partition ran on another host),
    already past ``b`` or off the chain is skipped, never downloaded: a snapshot is an optimisation, the deltas
    stay restorable;
-3. takes the RocksDB local checkpoint (hard links, milliseconds) and lets go of the lock: the next batch's task can
+3. takes the RocksDB local checkpoint (hard links, milliseconds; a directory held by its own lock until it is
+   removed, ``blobstate.spark.leftovers``: the checkpoint of a task killed with its driver is swept by the next
+   task that opens the partition on that host) and lets go of the partition's lock: the next batch's task can
    run while
 4. the checkpoint's new files and its snapshot index are uploaded with a TTL
    (``blobstate.commit.group.stage_snapshot``, diffed against the partition's newest committed snapshot);
@@ -27,6 +29,7 @@ oldest part). Until committed, a snapshot is referenced by nothing, so a crash a
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -40,7 +43,8 @@ from blobstate.commit.group import StagedSnapshot
 from blobstate.errors import CommitInProgressError
 from blobstate.model.layout import now_ms
 from blobstate.repository.options import redact
-from blobstate.spark.partition_task import BatchPlan, LocalPartition, task_attempt, worker_repository
+from blobstate.spark.leftovers import held_dir
+from blobstate.spark.partition_task import SNAPSHOT_PREFIX, BatchPlan, LocalPartition, task_attempt, worker_repository
 
 log = logging.getLogger(__name__)
 
@@ -70,23 +74,22 @@ def snapshot_partition(plan: BatchPlan, partition: int, rows: Iterable[Any]) -> 
     created, attempt = now_ms(), task_attempt()
     repo = worker_repository(plan.repo, plan.log_url, plan.storage_options)
     local = LocalPartition(plan.local_dir, plan.key, partition, wait_s=SNAPSHOT_LOCK_WAIT_S)
-    target = os.path.join(local.path, f"snapshot-{plan.batch_id}-{attempt}")
-    try:
-        with local:
-            fetched = local.advance_locally(repo, plan.records.get(partition, ()), plan.batch_id)
-            if fetched is None:
-                yield SnapshotResult(partition, plan.batch_id, created, None, "no local copy at this batch")
-                return
-            shutil.rmtree(target, ignore_errors=True)
-            open_local_store("rocksdb").create_checkpoint(local.open_db(), target)
-    except CommitInProgressError:
-        yield SnapshotResult(partition, plan.batch_id, created, None, "the partition stayed busy")
-        return
-    try:
+    target = os.path.join(local.path, f"{SNAPSHOT_PREFIX}{plan.batch_id}-{attempt}")
+    with contextlib.ExitStack() as held:
+        try:
+            with local:  # sweeps the partition's leftovers of snapshot tasks that died
+                fetched = local.advance_locally(repo, plan.records.get(partition, ()), plan.batch_id)
+                if fetched is None:
+                    yield SnapshotResult(partition, plan.batch_id, created, None, "no local copy at this batch")
+                    return
+                held.enter_context(held_dir(target))  # held until it is removed, beyond the partition's lock
+                shutil.rmtree(target, ignore_errors=True)
+                open_local_store("rocksdb").create_checkpoint(local.open_db(), target)
+        except CommitInProgressError:
+            yield SnapshotResult(partition, plan.batch_id, created, None, "the partition stayed busy")
+            return
         staged = stage_snapshot(repo, plan.key, partition=partition, batch_id=plan.batch_id, checkpoint_dir=target,
                                 previous=fetched.snapshot, ttl_ms=plan.ttl_ms, attempt=attempt, base=plan.base)
-    finally:
-        shutil.rmtree(target, ignore_errors=True)
     yield SnapshotResult(partition, plan.batch_id, created, staged)
 
 

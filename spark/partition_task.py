@@ -34,12 +34,14 @@ from typing import Any
 from blobstate.errors import CommitInProgressError
 from blobstate.local.checksum import crc32c_bytes
 from blobstate.model import changelog
-from blobstate.model.chain import latest_deltas, plan_chain
+from blobstate.model.chain import current_run, latest_deltas, plan_chain
 from blobstate.model.layout import now_ms
 from blobstate.model.records import Checkpoint, PartitionEntry, StoreKey
 from blobstate.repository.repo import Repository
+from blobstate.spark.leftovers import sweep
 
 MARKER = "applied.json"
+SNAPSHOT_PREFIX = "snapshot-"  # a snapshot task's local checkpoint in the partition's directory (held while used)
 LOCK_WAIT_S = 60.0  # how long an attempt waits for the previous one on this host to let go of the partition
 
 
@@ -149,6 +151,7 @@ class LocalPartition:
         while True:
             try:
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                sweep(self.path, f"{SNAPSHOT_PREFIX}*")  # local checkpoints of snapshot tasks that died
                 return self
             except BlockingIOError:
                 if time.monotonic() >= deadline:
@@ -247,7 +250,7 @@ class LocalPartition:
                 self._wipe()
                 self._mark(None)
             return fetched
-        deltas = latest_deltas(records)
+        deltas = latest_deltas(current_run(records))
         start = self._reusable(marker, chain, deltas)
         if start is None and not restore:
             return None

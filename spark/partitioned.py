@@ -21,10 +21,13 @@ A restart (after a crash anywhere) recovers the group's journal on the driver (a
 resolved or aborted), checks the records against Spark's checkpoint location (its query id; the state of every
 batch Spark committed is there), and Spark re-runs the batches after its last commit: a group record of a batch
 Spark never committed is superseded by the re-run's (``blobstate.model.chain``: the newest record of a batch wins).
-Opening a group with another N is refused (``PartitionCountError``). Every ``snapshot_every`` batches, once Spark
-reports the batch complete, the listener asks for partition snapshots, taken by a background Spark job off the
-batch's path and committed in the next group record (``blobstate.spark.partition_snapshot``); a partition then
-restores from its newest snapshot and the deltas after it.
+Opening a group with another partitioning is refused: another N (``PartitionCountError``), other key columns or
+other key column types (``PartitioningError``; Spark's hash of a row depends on the columns' order and types, so a
+key would land in a partition whose state does not hold it). Every group record names the partitioning
+(``keyColumns``) and the run of the query (``lineageId``, ``blobstate.spark.alignment``). Every ``snapshot_every``
+batches, once Spark reports the batch complete, the listener asks for partition snapshots, taken by a background
+Spark job off the batch's path and committed in the next group record (``blobstate.spark.partition_snapshot``); a
+partition then restores from its newest snapshot and the deltas after it.
 
 Under Spark Connect the client checks the alignment and N when it opens, and ``foreachBatch`` (this object, pickled
 as configuration) opens the group in the server's Python worker on its first batch and keeps it across batches, as
@@ -46,18 +49,23 @@ from blobstate.errors import ConfigurationError, FencedError, RepositoryNotFound
 from blobstate.model.chain import partition_history
 from blobstate.model.layout import DEFAULT_TTL_MS
 from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.model.units import parse_duration_ms
 from blobstate.repository.repo import Repository
-from blobstate.spark.alignment import SparkAlignmentError, plan_alignment
+from blobstate.spark.alignment import SparkAlignmentError, plan_alignment, spark_done
+from blobstate.spark.engine import stamp_records
 from blobstate.spark.location import CheckpointLocation, is_connect
 from blobstate.spark.partition_job import run_tasks
 from blobstate.spark.partition_snapshot import SnapshotRequests, run_snapshot_job
 from blobstate.spark.partition_task import BatchPlan, PartitionContext, Prepare, Update
+from blobstate.spark.partitioning import PartitioningError, check_partitioning, recorded_partitioning
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+
+    from blobstate.maintenance.queries import Duration
 
 log = logging.getLogger(__name__)
 
@@ -95,10 +103,11 @@ class PartitionedState:
 
     def __init__(self, spark: SparkSession, *, repo: str, checkpoint_location: str, num_partitions: int,
                  key_cols: list[str], local_dir: str, job: str = "default", store: str = "state",
-                 task: str = "group", log_url: str | None = None, work_dir: str | None = None,
-                 storage_options: dict[str, Any] | None = None, retain: int = 3, ttl_ms: int = DEFAULT_TTL_MS,
+                 task: str = "group", log: str | None = None, work_dir: str | None = None,
+                 storage_options: dict[str, Any] | None = None, retain: int = 3, ttl: Duration = DEFAULT_TTL_MS,
                  snapshot_every: int = 10,
                  fault_hook: Callable[[str, PartitionContext], None] | None = None) -> None:
+        ttl_ms = parse_duration_ms(ttl)
         if not key_cols:
             raise ConfigurationError("key_cols must name at least one column")
         check_partition_count([], num_partitions, "")
@@ -113,7 +122,7 @@ class PartitionedState:
             from blobstate.repository.backends import normalize_url
 
             work_dir = workdir.store_work_dir(normalize_url(repo), self.key)
-        self.repo_url, self.log_url, self.storage_options = repo, log_url, storage_options
+        self.repo_url, self.log_url, self.storage_options = repo, log, storage_options
         self.checkpoint_location, self.num_partitions = checkpoint_location, num_partitions
         self.key_cols, self.local_dir = list(key_cols), os.path.abspath(local_dir)
         self.work_dir, self.retain, self.ttl_ms, self.fault_hook = work_dir, retain, ttl_ms, fault_hook
@@ -133,6 +142,8 @@ class PartitionedState:
         self._listener: Any = None
         self._run_id: str | None = None
         self._closing = False
+        self.lineage_id = ""  # the run of the query this driver continues or begins (``open``)
+        self._stamped = False  # this driver's records carry the run and the partitioning (first batch)
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
     def open(self, spark: SparkSession | None = None) -> None:
@@ -142,9 +153,10 @@ class PartitionedState:
         client = self.connect and spark is None
         location = CheckpointLocation(spark or self.spark, self.checkpoint_location)
         self.query_id, self.last_committed = location.query_id(), location.last_committed()
+        planned = location.last_planned()
         try:
             self._repo = Repository.open(self.repo_url, log=self.log_url, storage_options=self.storage_options,
-                                         create=self.last_committed is None)
+                                         create=spark_done(self.last_committed, planned) is None)
         except RepositoryNotFound:
             raise SparkAlignmentError(f"Spark committed batch {self.last_committed} in {self.checkpoint_location}, "
                                       f"but {self.repo_url} holds no blobstate repository") from None
@@ -152,9 +164,12 @@ class PartitionedState:
             history = self._repo.log.history(self.key)
             self._history = list(history)
             check_partition_count(history, self.num_partitions, f"{self.key}")
-            for p in range(self.num_partitions):
-                plan_alignment(partition_history(history, p), self.key, last_committed=self.last_committed,
-                               query_id=self.query_id, location=self.checkpoint_location, repo_url=self.repo_url)
+            check_partitioning(recorded_partitioning(history), self.key_cols, None, f"{self.key}")
+            plans = [plan_alignment(partition_history(history, p), self.key, last_committed=self.last_committed,
+                                    query_id=self.query_id, location=self.checkpoint_location,
+                                    repo_url=self.repo_url, last_planned=planned)
+                     for p in range(self.num_partitions)]
+            self.lineage_id = plans[0].lineage_id
             if client:
                 self.close()
                 return
@@ -214,7 +229,8 @@ class PartitionedState:
             self._repo = None
 
     # live in the process that opened them
-    _HANDLES = ("_repo", "_committer", "_groups", "_query", "_broken", "_session", "_listener", "snapshots")
+    _HANDLES = ("_repo", "_committer", "_groups", "_query", "_broken", "_session", "_listener", "snapshots",
+                "_stamped")
 
     def __getstate__(self) -> dict[str, Any]:
         """Configuration only (Spark Connect pickles ``foreachBatch`` to the server): no session, no handles."""
@@ -253,6 +269,12 @@ class PartitionedState:
         if self.connect:  # no listener reaches the server's worker: Spark completed batch_id - 1 before this one
             self._session = df.sparkSession
             self.request_snapshot(batch_id - 1)
+        if not self._stamped:  # the key columns' Spark types are known from the first batch's schema
+            check_partitioning(recorded_partitioning(self._history), self.key_cols, self._key_types(df),
+                               f"{self.key}")
+            stamp_records(self._groups.committer, lineage_id=self.lineage_id,
+                          key_columns=tuple(zip(self.key_cols, self._key_types(df), strict=True)))
+            self._stamped = True
         commit_point = self._groups.committer.commit_point
         history = self._repo.log.history(self.key)
         base = commit_point.generation()
@@ -285,6 +307,10 @@ class PartitionedState:
             sum(p.bytes_downloaded for p in accepted), sum(p.entry.size for p in accepted), len(snapshots)))
         self._history = [*history, group]
         return group
+
+    def _key_types(self, df: DataFrame) -> list[str]:
+        """The Spark types of the key columns in ``df`` (``simpleString``: ``string``, ``int``, ``struct<...>``)."""
+        return [df.schema[c].dataType.simpleString() for c in self.key_cols]
 
     # -- snapshots (listener target) ---------------------------------------------------------------------------
     def on_batch_committed(self, run_id: str, batch_id: int) -> None:
@@ -346,8 +372,12 @@ def accept(prepares: list[Prepare], plan: BatchPlan) -> list[Prepare]:
 
 
 def partitioned(spark: SparkSession, *, repo: str, checkpoint_location: str, num_partitions: int,
-                key_cols: list[str], local_dir: str, **options: Any) -> PartitionedState:
-    """Open a partitioned state (``PartitionedState``'s options) and check it against Spark's checkpoint.
+                key_cols: list[str], local_dir: str, job: str = "default", store: str = "state",
+                task: str = "group", log: str | None = None, work_dir: str | None = None,
+                storage_options: dict[str, Any] | None = None, retain: int = 3, ttl: Duration = DEFAULT_TTL_MS,
+                snapshot_every: int = 10,
+                fault_hook: Callable[[str, PartitionContext], None] | None = None) -> PartitionedState:
+    """Open a partitioned state (``PartitionedState``'s keywords) and check it against Spark's checkpoint.
 
     Example::
 
@@ -357,12 +387,15 @@ def partitioned(spark: SparkSession, *, repo: str, checkpoint_location: str, num
         def update(db, rows, ctx): ...        # on an executor; db: partition ctx.partition's staged writes
         query = ps.start(stream.writeStream, update)
 
-    Raises ``SparkAlignmentError``, ``PartitionCountError`` (nothing changed).
+    Raises ``SparkAlignmentError``, ``PartitionCountError``, ``PartitioningError`` (nothing changed).
     """
     state = PartitionedState(spark, repo=repo, checkpoint_location=checkpoint_location,
-                             num_partitions=num_partitions, key_cols=key_cols, local_dir=local_dir, **options)
+                             num_partitions=num_partitions, key_cols=key_cols, local_dir=local_dir, job=job,
+                             store=store, task=task, log=log, work_dir=work_dir, storage_options=storage_options,
+                             retain=retain, ttl=ttl, snapshot_every=snapshot_every, fault_hook=fault_hook)
     state.open()
     return state
 
 
-__all__ = ["GroupBatchStats", "PartitionedState", "accept", "partitioned"]
+__all__ = ["GroupBatchStats", "PartitionedState", "PartitioningError", "accept", "check_partitioning", "partitioned",
+           "recorded_partitioning"]

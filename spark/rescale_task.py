@@ -22,8 +22,6 @@ never referenced and expires by its TTL.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +32,7 @@ from blobstate.model.chain import Chain
 from blobstate.model.layout import now_ms
 from blobstate.model.records import StoreKey
 from blobstate.repository.repo import Repository
+from blobstate.spark.leftovers import scratch_dir
 
 WRITE_BATCH_OPS = 10_000  # keys per RocksDB WriteBatch while a new partition is filled
 KeyOf = Callable[[Any], Sequence[Any]]
@@ -130,12 +129,6 @@ def is_error(row: Sequence[Any]) -> bool:
     return row[-1] is not None
 
 
-def _work_dir(local_dir: str | None, prefix: str) -> str:
-    if local_dir is not None:
-        os.makedirs(local_dir, exist_ok=True)
-    return tempfile.mkdtemp(prefix=prefix, dir=local_dir)
-
-
 def read_partitions(plan: ReadPlan, partitions: Iterable[int]) -> Iterator[tuple[Any, ...]]:
     """Job 1 (``mapPartitions`` over the old partition numbers): every key of every partition in ``partitions``, as
     rows ``(*key columns, op, error)``. Raises what the restore raises (``IntegrityError``, ``BrokenChainError``)."""
@@ -147,8 +140,7 @@ def read_partitions(plan: ReadPlan, partitions: Iterable[int]) -> Iterator[tuple
     repo = plan.repo.open()
     try:
         for p in partitions:
-            base = _work_dir(plan.local_dir, f"blobstate-rescale-read-p{p}-")
-            try:
+            with scratch_dir(plan.local_dir, f"blobstate-rescale-read-p{p}-") as base:
                 dest = os.path.join(base, "db")
                 restore_chain(repo, plan.chains[p], dest, local_store=open_local_store("rocksdb"),
                               store_type="rocksdb", work_dir=os.path.join(base, "work"), force=True)
@@ -158,8 +150,6 @@ def read_partitions(plan: ReadPlan, partitions: Iterable[int]) -> Iterator[tuple
                         yield _row(plan, key, value)
                 finally:
                     db.close()
-            finally:
-                shutil.rmtree(base, ignore_errors=True)
     finally:
         repo.close()
 
@@ -197,8 +187,8 @@ def write_partition(plan: WritePlan, partition: int, rows: Iterable[Any]) -> Ite
     from blobstate.repository.backends import open_local_store
     from blobstate.spark.partition_task import task_attempt
 
-    attempt, base = task_attempt(), _work_dir(plan.local_dir, f"blobstate-rescale-write-p{partition}-")
-    try:
+    attempt = task_attempt()
+    with scratch_dir(plan.local_dir, f"blobstate-rescale-write-p{partition}-") as base:
         target = os.path.join(base, "checkpoint")
         db = Rdict(os.path.join(base, "db"))
         try:
@@ -220,5 +210,3 @@ def write_partition(plan: WritePlan, partition: int, rows: Iterable[Any]) -> Ite
         finally:
             repo.close()
         yield Written(partition, attempt, keys, staged, created)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)

@@ -1,7 +1,8 @@
 """``blobstate verify``: every blob a snapshot references is present, and each file's size and CRC32C match
 what its blobs hold (read end to end, streamed, never written to disk); a delta record's changelog is read, its
 size and CRC32C checked and its ops decoded; a group record's partitions, each as its own record; a partitioned
-store's latest state, partition by partition (``verify_partitions``)."""
+store's latest state, partition by partition (``verify_partitions``). For a store with deltas, the chain of its
+latest state is checked too (``chain_problems``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 from blobstate.errors import BlobNotFound, ChecksumMismatch, IntegrityError, NothingToRestore
 from blobstate.local.checksum import Crc32cSink
-from blobstate.model.chain import partition_history, partitions_of, plan_chain
+from blobstate.model.chain import current_run, latest_deltas, partition_history, partitions_of, plan_chain
 from blobstate.model.changelog import decode
 from blobstate.model.records import Checkpoint
 from blobstate.repository.repo import Repository
@@ -116,6 +117,48 @@ def verify_partitions(repo: Repository, history: list[Checkpoint]) -> list[Verif
                                 for f, m in sub.problems]
         reports.append(report)
     return reports
+
+
+def chain_problems(history: list[Checkpoint]) -> list[tuple[str, str]]:
+    """Problems of the chain that makes the latest state of a store with deltas (each partition's, for group
+    records): records missing (``BrokenChainError``), or deltas that cannot follow each other because they were
+    committed in the other order (a delta of batch ``b + 1`` appended before the delta of batch ``b`` it applies
+    on: records of two runs of a query stitched together, which records naming no run cannot tell apart).
+    ``[]`` for a store without deltas. Pure: reads no blob."""
+    if not any(cp.is_delta or cp.is_group for cp in history):
+        return []
+    runs = ([(f"partition {p}: ", partition_history(history, p)) for p in partitions_of(current_run(history))]
+            if any(cp.is_group for cp in history) else [("", list(history))])
+    problems: list[tuple[str, str]] = []
+    for prefix, records in runs:
+        try:
+            chain = plan_chain(records)
+        except NothingToRestore as exc:
+            problems.append((f"{prefix}<chain>", str(exc)))
+            continue
+        deltas = latest_deltas(current_run(records))
+        first = chain.deltas[0].batch_id if chain.deltas else None
+        before = deltas.get(first - 1) if first is not None and chain.snapshot is not None else None
+        steps = ([before] if before is not None else []) + list(chain.deltas)
+        for prev, cur in zip(steps, steps[1:], strict=False):
+            if cur.generation < prev.generation:
+                problems.append((f"{prefix}<chain>", (
+                    f"the delta of batch {cur.batch_id} (generation {cur.generation}) was committed before the delta "
+                    f"of batch {prev.batch_id} (generation {prev.generation}) it applies on: the latest state mixes "
+                    "records of two runs of the query")))
+                break
+    return problems
+
+
+def add_chain_problems(repo: Repository, reports: list[VerifyReport]) -> None:
+    """Add ``chain_problems`` of each store of ``reports`` to that store's last report."""
+    last: dict[Any, VerifyReport] = {}
+    seen: dict[Any, set[str]] = {}  # a partition's broken chain is already reported by verify_partitions
+    for report in reports:
+        last[report.checkpoint.store_key] = report
+        seen.setdefault(report.checkpoint.store_key, set()).update(m for _, m in report.problems)
+    for key, report in last.items():
+        report.problems += [(f, m) for f, m in chain_problems(repo.log.history(key)) if m not in seen[key]]
 
 
 def raise_for_reports(reports: list[VerifyReport]) -> None:

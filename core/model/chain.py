@@ -17,6 +17,13 @@ Rules:
 - Retention keeps the newest ``retain`` valid snapshots and every record from the first one the oldest of them
   needs (itself and the deltas after its batch): a prefix of the log by generation expires, which is what
   ``CheckpointLog.prune`` removes. A log without deltas keeps its newest ``retain`` records, as it always did.
+- Runs: a streaming query's records name its run (``Checkpoint.run``: the query id and the lineage of Spark's
+  offsets log, ``blobstate.spark.alignment``). Only the records of the newest record's run (``current_run``) make
+  up a state or count for retention: a run abandoned by a reset of Spark's checkpoint (its offsets gone, batch ids
+  starting at 0 again) never lends a delta, or a snapshot, to the new one. The abandoned run's records precede
+  the new run's by generation, so retention expires them with the prefix, at the latest when the new run has
+  fewer than ``retain`` snapshots (then the new run is kept whole, and only what it abandoned expires). Records
+  that name no run (plain backups, records written before runs were recorded) are one run.
 - A partitioned store's log holds *group* records (``Checkpoint.expand``: one delta or snapshot per partition, all
   at the group's generation). Each partition's records (``partition_history``) follow the rules above on their
   own; retention keeps, of the group records, every one from the first any partition needs.
@@ -84,6 +91,14 @@ def partition_history(history: Sequence[Checkpoint], partition: int) -> list[Che
             if getattr(part, "partition", None) == partition]
 
 
+def current_run(history: Sequence[Checkpoint]) -> list[Checkpoint]:
+    """The records of ``history`` of the run of its newest record (by generation), in order (see the rules)."""
+    if not history:
+        return []
+    run = max(history, key=lambda cp: cp.generation).run
+    return [cp for cp in history if cp.run == run]
+
+
 def latest_deltas(history: Sequence[Checkpoint]) -> dict[int, Checkpoint]:
     """``{batch id: its delta}``: the newest delta record of each batch."""
     out: dict[int, Checkpoint] = {}
@@ -96,7 +111,9 @@ def latest_deltas(history: Sequence[Checkpoint]) -> dict[int, Checkpoint]:
 
 
 def valid_snapshots(history: Sequence[Checkpoint]) -> list[Checkpoint]:
-    """Snapshot records no later delta of a batch they cover overrides, ordered by (batch id, generation)."""
+    """Snapshot records of the current run (``current_run``) no later delta of a batch they cover overrides,
+    ordered by (batch id, generation)."""
+    history = current_run(history)
     snaps = [cp for cp in history if cp.kind == SNAPSHOT]
     if not has_deltas(history):
         return snaps
@@ -107,7 +124,7 @@ def valid_snapshots(history: Sequence[Checkpoint]) -> list[Checkpoint]:
 
 
 def latest_snapshot(history: Sequence[Checkpoint]) -> Checkpoint | None:
-    """The newest valid snapshot (a log without deltas: its newest record)."""
+    """The newest valid snapshot of the current run (a log without deltas: its newest record)."""
     valid = valid_snapshots(history)
     return valid[-1] if valid else None
 
@@ -117,7 +134,9 @@ def plan_chain(history: Sequence[Checkpoint], upto: int | None = None) -> Chain:
 
     A log without deltas: its newest snapshot (with ``upto``, the newest with ``batch_id <= upto``). Raises
     ``NothingToRestore`` when no record qualifies, ``BrokenChainError`` when a delta the chain needs is missing.
+    Only the current run's records are used (``current_run``).
     """
+    history = current_run(history)
     deltas = latest_deltas(history)
     snaps = valid_snapshots(history)
     if not deltas:
@@ -148,12 +167,14 @@ def retention(history: Sequence[Checkpoint], retain: int) -> tuple[list[Checkpoi
         return _group_retention(history, retain)
     if not has_deltas(history):
         return list(history[:-retain]), list(history[-retain:])
-    snaps = valid_snapshots(history)
-    if len(snaps) < retain:
-        return [], list(history)
+    run = current_run(history)
+    snaps = valid_snapshots(run)
+    if len(snaps) < retain:  # the current run is kept whole; the runs it abandoned expire (they precede it)
+        start = run[0].generation
+        return [cp for cp in history if cp.generation < start], [cp for cp in history if cp.generation >= start]
     oldest = snaps[-retain]
     assert oldest.batch_id is not None
-    first = min([oldest.generation] + [d.generation for d in history
+    first = min([oldest.generation] + [d.generation for d in run
                                        if d.is_delta and d.batch_id is not None and d.batch_id > oldest.batch_id])
     return [cp for cp in history if cp.generation < first], [cp for cp in history if cp.generation >= first]
 
@@ -161,7 +182,7 @@ def retention(history: Sequence[Checkpoint], retain: int) -> tuple[list[Checkpoi
 def _group_retention(history: Sequence[Checkpoint], retain: int) -> tuple[list[Checkpoint], list[Checkpoint]]:
     """Retention of a partitioned store: each partition's own, and the group records from the first any needs."""
     first = None
-    for p in partitions_of(history):
+    for p in partitions_of(current_run(history)):
         _, kept = retention(partition_history(history, p), retain)
         if kept:
             first = kept[0].generation if first is None else min(first, kept[0].generation)

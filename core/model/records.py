@@ -7,7 +7,9 @@ applied in order on top of the newest snapshot below it (``blobstate.model.chain
 checkpoint: the one commit point of a micro-batch across the N partitions of a partitioned store) carries a
 manifest, one ``PartitionEntry`` per partition it commits, each a delta or a snapshot of that partition; it
 ``expand``s into the per-partition records the chain planning works on. All may name the query and the batch they
-belong to.
+belong to, and the run of the query (``lineageId``: one lineage of Spark's offsets log, see
+``blobstate.spark.alignment``); a group record may name its partitioning's key columns and their Spark types
+(``keyColumns``). Both fields are optional: records written before them still parse.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ MAX_PARTITIONS = 200  # partitions of a group: its record (about 250 bytes per e
 MAX_CHANGELOG_BYTES = 1 << 30  # the largest changelog blob a delta record may declare (reads are bounded by it)
 MAX_RECORD_BYTES = 64 << 10  # a checkpoint record is a few hundred bytes; anything larger is not one of ours
 MAX_INDEX_BYTES = 1 << 30  # the largest snapshot index a record may declare (reads are bounded by the declaration)
+MAX_KEY_COLUMNS = 32  # key columns a group record may name
 _CHECKPOINT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
 _KEY_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=-]{0,199}$")
@@ -152,6 +155,13 @@ class Checkpoint:
     query_id: str = ""
     num_partitions: int = 0
     partitions: tuple[PartitionEntry, ...] = ()
+    lineage_id: str = ""
+    key_columns: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def run(self) -> tuple[str, str]:
+        """``(query id, lineage id)``: the run of a query this record belongs to (``("", "")``: none named)."""
+        return self.query_id, self.lineage_id
 
     @property
     def is_delta(self) -> bool:
@@ -170,7 +180,8 @@ class Checkpoint:
         for e in self.partitions:
             common = dict(store_key=self.store_key, checkpoint_id=e.checkpoint_id, generation=self.generation,
                           created_time_ms=self.created_time_ms, batch_id=e.batch_id, writer_id=self.writer_id,
-                          schema_version=self.schema_version, query_id=self.query_id, partition=e.partition)
+                          schema_version=self.schema_version, query_id=self.query_id, partition=e.partition,
+                          lineage_id=self.lineage_id)
             if e.kind == DELTA:
                 out.append(PartitionRecord(index_blob_id="", index_crc32c=0, index_size=0, kind=DELTA,
                                            changelog_blob_id=e.blob_id, changelog_crc32c=e.crc32c,
@@ -206,11 +217,15 @@ class Checkpoint:
         }
         if extended:
             doc.update({"kind": self.kind, "queryId": self.query_id})
+        if self.lineage_id:
+            doc["lineageId"] = self.lineage_id
         if self.is_delta:
             doc.update({"changelogBlobId": self.changelog_blob_id, "changelogCrc32c": self.changelog_crc32c,
                         "changelogSizeInBytes": self.changelog_size})
         if self.is_group:
             doc.update({"numPartitions": self.num_partitions, "partitions": [e.to_json() for e in self.partitions]})
+            if self.key_columns:
+                doc["keyColumns"] = [{"name": n, "type": t} for n, t in self.key_columns]
         return doc
 
     def to_bytes(self) -> bytes:
@@ -263,11 +278,17 @@ class Checkpoint:
                 query_id=json_str(doc.get("queryId", "")),
                 num_partitions=json_int(doc.get("numPartitions", 0)),
                 partitions=tuple(PartitionEntry.from_json(e) for e in _json_list(doc.get("partitions", []))),
+                lineage_id=json_str(doc.get("lineageId", "")),
+                key_columns=_key_columns(doc.get("keyColumns", [])),
             )
             if not _CHECKPOINT_ID.match(record.checkpoint_id):
                 raise ValueError("the checkpoint id is not a printable token")
             _check_kind(record)
-            for name, text in (("writer id", record.writer_id), ("query id", record.query_id)):
+            if record.key_columns and not record.is_group:
+                raise ValueError(f"a {record.kind} record names key columns")
+            texts = [("writer id", record.writer_id), ("query id", record.query_id),
+                     ("lineage id", record.lineage_id)] + [("key column", t) for c in record.key_columns for t in c]
+            for name, text in texts:
                 if len(text) > 200 or not text.isprintable():
                     raise ValueError(f"the {name} is not printable text of at most 200 characters")
             return record
@@ -324,6 +345,19 @@ def _check_group(record: Checkpoint) -> None:
             raise ValueError(f"the checkpoint id of partition {e.partition} is not a printable token")
     for part in record.expand():
         _check_kind(part)
+
+
+def _key_columns(value: Any) -> tuple[tuple[str, str], ...]:
+    """A group record's ``keyColumns``: ``[{"name": ..., "type": ...}]`` in partitioning order."""
+    columns = _json_list(value)
+    if len(columns) > MAX_KEY_COLUMNS:
+        raise ValueError(f"{len(columns)} key columns (at most {MAX_KEY_COLUMNS})")
+    out = []
+    for c in columns:
+        if not isinstance(c, dict):
+            raise TypeError("a key column is not an object")
+        out.append((json_str(c["name"]), json_str(c["type"])))
+    return tuple(out)
 
 
 def _json_list(value: Any) -> list[Any]:

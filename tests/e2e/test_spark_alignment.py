@@ -122,3 +122,69 @@ def test_the_demo_check_allows_only_sparks_own_purge_of_old_batches():
     assert not _kept_by_spark(after_kill, listing(range(82, 365), changed=150))  # a retained entry rewritten
     assert not _kept_by_spark(after_kill, listing([n for n in range(82, 365) if n != 181]))  # one vanished
     assert not _kept_by_spark({"offsets": [["tmp-x", 1, 1]], "commits": []}, listing(range(82, 365)))
+
+
+def _run_records(tmp_path, url, batches, *, lineage="", snapshot_at=(), work="work", retain=10):
+    """Deltas of ``batches`` of query QUERY (value ``run-batch`` under ``k<batch>``), a snapshot after each batch of
+    ``snapshot_at``; the records carry ``lineage`` (none: as written before runs were recorded)."""
+    from blobstate.spark.engine import stamp_records
+
+    db = Rdict(str(tmp_path / f"db-{work}"))
+    with StoreCommitter(KEY, url, work_dir=str(tmp_path / work), retain=retain) as committer:
+        if lineage:
+            stamp_records(committer, lineage_id=lineage)
+        deltas = DeltaCommitter(committer)
+        for batch in batches:
+            view = changelog.StagedWrites(db)
+            view[f"k{batch}"] = f"{work}-{batch}"
+            deltas.commit_changelog(changelog.encode(view.ops()), batch_id=batch, query_id=QUERY)
+            changelog.apply_ops(db, view.ops())
+            if batch in snapshot_at:
+                committer.upload(committer.checkpoint(db, batch_id=batch, query_id=QUERY))
+    db.close()
+
+
+def test_verify_checks_the_chain_of_the_latest_state_not_only_its_blobs(tmp_path):
+    from blobstate import api
+
+    url = f"file://{tmp_path}/repo"
+    _run_records(tmp_path, url, range(4), snapshot_at=(1,), work="old")  # records written before runs existed
+    assert all(r.ok for r in api.verify(repo=url, key=KEY))
+    _run_records(tmp_path, url, [0], snapshot_at=(0,), work="new")  # a reset: the new run's batch 0
+    # the latest state stitches the old run's deltas 1-3 onto the new run's snapshot of batch 0: verify says so
+    reports = api.verify(repo=url, key=KEY, raise_on_error=False)
+    assert [m for r in reports for _, m in r.problems if "two runs" in m and "batch 1" in m]
+
+
+def test_records_of_an_abandoned_run_never_chain_onto_the_new_run(tmp_path):
+    from blobstate import api
+    from blobstate.model.chain import plan_chain, retention
+
+    url = f"file://{tmp_path}/repo"
+    _run_records(tmp_path, url, range(4), lineage="a" * 32, snapshot_at=(1, 3), work="old")
+    _run_records(tmp_path, url, range(3), lineage="b" * 32, work="new")  # deltas only, so far
+    repo = Repository.open(url)
+    history = repo.log.history(KEY)
+    chain = plan_chain(history)  # the new run's state after its batch 2, never the old run's snapshot of batch 3
+    assert chain.upto == 2 and chain.snapshot is None and {cp.lineage_id for cp in chain.records} == {"b" * 32}
+    expiring, kept = retention(history, 2)  # the old run expires with the prefix: retention never stalls on it
+    assert {cp.lineage_id for cp in expiring} == {"a" * 32} and {cp.lineage_id for cp in kept} == {"b" * 32}
+    plan = _plan(history, None)  # Spark has no offsets: a new run, the abandoned records named
+    assert plan.chain is None and plan.abandoned == len(history) and plan.lineage_id not in ("a" * 32, "b" * 32)
+    plan = _plan(history, 1)  # a restart of the new run continues its lineage
+    assert plan.lineage_id == "b" * 32 and [d.batch_id for d in plan.chain.deltas] == [0, 1]
+    repo.close()
+    _run_records(tmp_path, url, [3], lineage="b" * 32, snapshot_at=(3,), work="new")  # its first snapshot
+    repo = Repository.open(url)
+    assert {cp.lineage_id for cp in repo.log.history(KEY)} == {"b" * 32}  # retention expired the old run
+    repo.close()
+    assert all(r.ok for r in api.verify(repo=url, key=KEY))
+
+
+def test_offsets_ahead_of_commits_restore_the_state_spark_takes_as_done(history):
+    plan = plan_alignment(history, KEY, last_committed=None, last_planned=4, query_id=QUERY, location="/ck",
+                          repo_url="file:///r")  # commits/ lost: Spark re-runs batch 4, taking 3 as done
+    assert plan.restored_batch == 3 and plan.snapshot_batch == 3
+    plan = plan_alignment(history, KEY, last_committed=2, last_planned=3, query_id=QUERY, location="/ck",
+                          repo_url="file:///r")  # a crash inside batch 3: the usual case, unchanged
+    assert plan.restored_batch == 2
