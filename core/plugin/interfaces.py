@@ -205,8 +205,10 @@ class CheckpointLog(ABC):
         """
 
     @abstractmethod
-    def prune(self, key: StoreKey, keep: int) -> list[Checkpoint]:
-        """Delete all but the newest ``keep`` (>= 1) records; return the deleted ones. Idempotent."""
+    def prune(self, key: StoreKey, keep: int, *, below: int | None = None) -> list[Checkpoint]:
+        """Delete all but the newest ``keep`` (>= 1) records, and with ``below`` only those of a generation below
+        it (a record appended since the caller read the log is never deleted in its place); return the deleted
+        ones. Idempotent."""
 
     def keys(self) -> list[StoreKey]:
         """Every store key with a checkpoint (for ``blobstate gc`` over a whole repository); [] if unsupported."""
