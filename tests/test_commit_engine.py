@@ -14,8 +14,10 @@ processes (``tests/support/pause_plugin.py`` SIGSTOPs a writer at a journal even
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -27,6 +29,7 @@ from fixtures_core import SUPPORT_DIR, cli_env, write_keys
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.delta import DeltaCommitter
 from blobstate.errors import FencedError
+from blobstate.journal.file import Journal
 from blobstate.model import changelog
 from blobstate.model.records import StoreKey
 from blobstate.repository.repo import Repository
@@ -210,3 +213,57 @@ def test_a_committer_is_fenced_at_its_first_append_when_another_writer_appended_
         with pytest.raises(FencedError):
             DeltaCommitter(committer).commit_changelog(changelog.encode([(changelog.PUT, "k", "v")]), batch_id=2)
     assert [cp.batch_id for cp in _history(target, KEY)] == [0, 1]
+
+
+# -- case 6 ---------------------------------------------------------------------------------------------------------
+@pytest.fixture
+def target(repo_target):
+    return repo_target  # file:// and moto S3 (cloud_servers.repo_target)
+
+
+def test_a_second_interrupt_during_an_abort_leaves_nothing_unsaid(target, cli, tmp_path, work_base):
+    """A backup with uploads in flight (paused by SIGSTOP right after its first chunk landed) gets SIGINT, and a
+    second SIGINT as soon as it runs again, during its abort. In-flight uploads must be waited for before the abort
+    deletes: either nothing is left and the message says so, or the message names the open commit and
+    ``blobstate recover`` removes everything it left."""
+    from fault_harness import send_cont, store_objects
+
+    store = tmp_path / "s"
+    write_keys(store, n=6_000, value_size=10_000, seed=3)  # ~60 MB of incompressible values
+    base = target.args(KEY)
+    clock = tmp_path / "clock"
+    writer = subprocess.Popen([sys.executable, "-m", "blobstate.cli", "backup", str(store), *base, "--chunk-size",
+                               "4MiB", "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**cli_env(work_base), **target.env, **pause_env("BlobUploaded", clock)})
+    wait_stopped(writer)
+    (journal,) = glob.glob(os.path.join(glob.escape(str(work_base)), "**", "journal.log"), recursive=True)
+    assert _uploads(journal) >= 1
+    os.kill(writer.pid, signal.SIGINT)  # pending while stopped
+    send_cont(writer, clock_file=clock, advance_ms=0)
+    deadline = time.monotonic() + 60
+    while _sigint_pending(writer.pid) and writer.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.001)  # until the first SIGINT was delivered (two pending ones would merge into one)
+    os.kill(writer.pid, signal.SIGINT)  # the second one, during the abort
+    _, err = writer.communicate(timeout=300)
+    assert writer.returncode == 130, err
+    if "no commit of j/0/s is left open" not in err:
+        assert "is left open" in err and "blobstate recover" in err, err
+        recovered = cli("recover", *base, "--json", env=target.env)
+        assert recovered.returncode == 0, recovered.stderr
+    assert store_objects(target, KEY) == set(), "blobs left behind that nothing names"
+
+
+def _uploads(journal: str) -> int:
+    """How many ``BlobUploaded`` events the journal holds (read without a lock, as a tail)."""
+    return sum(1 for e in Journal(journal).read(strict=False).events if e.type_name == "BlobUploaded")
+
+
+def _sigint_pending(pid: int) -> bool:
+    """True while a SIGINT is pending for process ``pid`` (its ``/proc`` status, shared or per thread)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            fields = dict(line.split(":", 1) for line in fh if ":" in line)
+    except OSError:
+        return False
+    return any(int(fields.get(name, "0").strip() or "0", 16) & (1 << (signal.SIGINT - 1))
+               for name in ("SigPnd", "ShdPnd"))
