@@ -334,7 +334,8 @@ class StoreCommitter:
             if not isinstance(exc, FencedError):
                 self._prev = None
             raise
-        checkpoint = self.engine.append(record)  # the commit point; aborts or leaves the commit open on failure
+        # the commit point (the budget was checked before the index upload); aborts or leaves the commit open
+        checkpoint = self.engine.append(record, budget_checked=True)
         self._prev = (checkpoint, index)
         upload_ms = (time.perf_counter() - t0) * 1000
         deleted = self.engine.finish_quietly(commit_id, checkpoint, late=landed_late(local.created_ms, self.ttl_ms))

@@ -72,15 +72,17 @@ class CommitEngine:
                             sources=sources)
         return checkpoint
 
-    def append(self, record: Checkpoint) -> Checkpoint:
-        """Check the TTL budget (from ``record.created_time_ms``), then append ``record`` at the commit point.
+    def append(self, record: Checkpoint, *, budget_checked: bool = False) -> Checkpoint:
+        """Check the TTL budget (from ``record.created_time_ms``; not again with ``budget_checked``: a snapshot
+        checks it before it uploads its index), then append ``record`` at the commit point.
 
         Raises ``FencedError`` or ``StorageError`` (aborted: what it staged is deleted), ``AppendOutcomeUnknown``
         or any failure after the append was sent (left open for recovery, ``on_unsettled`` called)."""
         commit_id = record.checkpoint_id
         attempt = AppendAttempt()
         try:
-            check_ttl_budget(commit_id, record.created_time_ms, self.ttl_ms)
+            if not budget_checked:
+                check_ttl_budget(commit_id, record.created_time_ms, self.ttl_ms)
             return self.commit_point.append(commit_id, record, attempt=attempt)
         except BaseException as exc:
             if not attempt.sent or isinstance(exc, FencedError):
@@ -124,25 +126,26 @@ class CommitEngine:
 
 def recover_append(cleanup: CleanupExecutor, state: CommitState, record: Checkpoint) -> str:
     """Recovery of a commit whose append outcome is unknown, as a commit of the engine: a record the log holds is
-    finished with its heal check. One it does not hold is re-appended only inside the TTL budget its commit
-    journaled (``CommitStarted.ttl_ms``; an older journal: the default TTL) and only when every object it references
-    is present or put back from this host; otherwise it is aborted (its uploads expired, and gc may have taken
-    them: appending it would commit a record whose objects are gone). The process that sent the first append is
-    gone (recovery holds the store's lock), so past the budget its append can no longer be waited for. Returns the
-    outcome in words. Raises ``AppendOutcomeUnknown`` (still unknown: nothing deleted), ``StorageError``."""
+    finished with its heal check. One it does not hold is re-appended at once while inside the TTL budget its
+    commit journaled (``CommitStarted.ttl_ms``; an older journal: the default TTL). Past the budget (an outage
+    longer than half the TTL: gc may have taken its expired uploads) it is re-appended only when every object it
+    references is present or put back from this host first (``healing.heal_record``: a snapshot from its local
+    checkpoint and kept index, a delta from its kept changelog; a group's parts live on other hosts), and aborted
+    otherwise: a record whose objects are gone is never committed. Either way the append is healed after it lands
+    (``CleanupExecutor.finish``), as every late commit is. Returns the outcome in words. Raises
+    ``AppendOutcomeUnknown`` (still unknown: nothing deleted), ``StorageError``."""
     repo, key = cleanup.repo, cleanup.key
     landed = next((cp for cp in repo.log.history(key) if cp.checkpoint_id == record.checkpoint_id), None)
     if landed is None:
-        sources = cleanup.journal_sources(state, record)
         try:
             check_ttl_budget(record.checkpoint_id, record.created_time_ms, state.ttl_ms or DEFAULT_TTL_MS)
-        except StorageError as exc:
-            deleted = cleanup.abort(state, f"its append never landed and its TTL budget is spent: {exc}")
-            return f"aborted (not in the log, past half its TTL): {len(deleted)} blobs deleted"
-        missing = heal_record(repo, record, sources)
-        if missing:
-            deleted = cleanup.abort(state, f"its append never landed and {len(missing)} of its objects are gone")
-            return f"aborted (not in the log, {len(missing)} objects gone): {len(deleted)} blobs deleted"
+        except StorageError:
+            missing = heal_record(repo, record, cleanup.journal_sources(state, record))
+            if missing:
+                deleted = cleanup.abort(state, f"its append never landed, its TTL budget is spent and {len(missing)} "
+                                               "of its objects are gone")
+                return (f"aborted (not in the log, past half its TTL, {len(missing)} objects gone): {len(deleted)} "
+                        "blobs deleted")
         try:
             landed = repo.log.append(record, state.expected_generation)
         except FencedError as exc:
