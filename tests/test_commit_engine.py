@@ -267,3 +267,37 @@ def _sigint_pending(pid: int) -> bool:
         return False
     return any(int(fields.get(name, "0").strip() or "0", 16) & (1 << (signal.SIGINT - 1))
                for name in ("SigPnd", "ShdPnd"))
+
+
+# -- rule 7 for partition snapshots ----------------------------------------------------------------------------------
+def test_a_partition_snapshot_uploads_again_a_reused_blob_the_store_lost(file_target, cli, tmp_path):
+    """A partition's second snapshot reuses the blobs of its first; one of them was lost (deleted by hand, lost by
+    the store). Staging the snapshot walks the store's ``blobs/`` and uploads it again under the same id, as every
+    snapshot commit does (rule 7), so both snapshots verify."""
+    from rocksdict import Rdict
+
+    from blobstate.commit.group import GroupCommitter, stage_snapshot
+    from blobstate.model.chain import partition_history
+    from blobstate.repository.backends import open_local_store
+
+    db = Rdict(str(tmp_path / "db"))
+    for i in range(200):
+        db[f"route/{i}"] = "x" * 200
+    db.flush(True)
+    open_local_store("rocksdb").create_checkpoint(db, str(tmp_path / "ck"))
+    db.close()
+    repo = Repository.open(file_target.url, create=True)
+    with StoreCommitter(GROUP_KEY, repo, work_dir=str(tmp_path / "owner")) as committer:
+        groups = GroupCommitter(committer, num_partitions=1)
+        previous = None
+        for batch in (0, 1):
+            staged = stage_snapshot(repo, GROUP_KEY, partition=0, batch_id=batch, checkpoint_dir=str(tmp_path / "ck"),
+                                    previous=previous, ttl_ms=DAY_MS)
+            groups.commit([staged.entry], batch_id=batch, new_blob_ids=staged.new_blob_ids)
+            previous = partition_history(repo.log.history(GROUP_KEY), 0)[-1]
+            if batch == 0:
+                lost = sorted(repo.read_index(previous).referenced_blob_ids())[0]
+                repo.store.delete(lost)
+    repo.close()
+    verified = cli("verify", *file_target.args(GROUP_KEY), "--all")
+    assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -30,7 +30,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from blobstate.commit import planner
+from blobstate.commit import healing, planner
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.delta import DeltaCommitter
 from blobstate.commit.healing import HealSources
@@ -88,7 +88,8 @@ def stage_snapshot(repo: Repository, key: StoreKey, *, partition: int, batch_id:
                    chunk_size: int = DEFAULT_CHUNK_SIZE, writer_id: str = "") -> StagedSnapshot:
     """A partition writer's snapshot: the RocksDB local checkpoint ``checkpoint_dir`` (the state after
     ``batch_id``) diffed against the partition's ``previous`` snapshot record (its unchanged files' blobs reused;
-    None or an unreadable index: everything uploaded), the new blobs and the index put with a TTL of ``ttl_ms``.
+    None or an unreadable index: everything uploaded; a reused blob the store lost uploaded again,
+    ``healing.plan_heal``), the new blobs and the index put with a TTL of ``ttl_ms``.
     Samza's blob-store backup steps 3-5 (``blobstate.commit.backup``) without a journal or an append: the group
     commit is the commit point. Raises ``StorageError``; what it left behind expires by its TTL."""
     local_store = open_local_store("rocksdb")
@@ -101,6 +102,9 @@ def stage_snapshot(repo: Repository, key: StoreKey, *, partition: int, batch_id:
             log.warning("the previous snapshot of partition %s is unreadable (%s): uploading every file", partition,
                         redact(str(exc)))
     plan = planner.diff(scanned, prev_index, key=key, chunk_size=chunk_size, ttl_ms=ttl_ms)
+    if prev_index is not None:  # rule 7, as every snapshot: a reused blob the store lost is uploaded again
+        plan.puts += healing.plan_heal(plan.files, {f.relpath: f.path for f in scanned},
+                                       healing.present_blobs(repo, key), {r.blob_id for r in plan.puts}, ttl_ms)
     repo.store.put_many(plan.puts)
     commit_id, index_id = new_checkpoint_id(), new_index_id(key)
     index = SnapshotIndex(checkpoint_id=commit_id, created_time_ms=now_ms(), job_name=key.job,
