@@ -8,8 +8,9 @@ checkpoint, then REMOVE_TTL and deferred deletes) with the commit point at the c
 3. diff                         ``planner.diff``: unchanged only if name, size and CRC32C match
 4. ``UploadsPlanned``, ``BlobUploaded``  new and mutable files, chunked, in parallel, each with a TTL
 5. ``IndexUploaded``            the snapshot index, with a TTL
-6. ``CheckpointWritten``        ``append(checkpoint, expected_generation)``: the commit point (``CommitPoint``,
-                                shared with the store's delta commits, ``blobstate.commit.delta``)
+6. ``CheckpointWritten``        ``append(checkpoint, expected_generation)``: the commit point, through the one commit
+                                engine of every record kind (``blobstate.commit.engine.CommitEngine``; its
+                                ``CommitPoint`` shared with the store's delta and group commits)
 7. ``TtlRemoved``, ``BlobsDeleted``, ``LocalCheckpointsPruned``, ``CommitCompleted``: ``CleanupExecutor.finish``
 
 A failure before 6 aborts (``CleanupExecutor.abort``: blobs deleted at once); a failure after 6 never loses the

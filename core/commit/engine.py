@@ -17,8 +17,9 @@ how their record names it. From the record on, the engine is the same for all of
    another writer appended leaves retention to that writer (it lost the race for the store).
 
 Recovery's re-append of a commit whose append outcome is unknown (``recover_append``) is a commit like any other:
-a record the log already holds is finished with its heal check; one it does not hold is re-appended only inside
-the TTL budget, otherwise aborted (its parts may be gone: gc deleted them once expired).
+a record the log already holds is finished with its heal check; one it does not hold is re-appended at once inside
+its TTL budget, and past it only when every object it references is present or put back from this host first,
+else aborted (gc may have deleted its expired uploads); either way a landed record is healed.
 """
 
 from __future__ import annotations
