@@ -61,7 +61,9 @@ class CommitStarted(Event):
     """A commit began; ``expected_generation`` is the checkpoint log generation it will append after, ``retain``
     the number of checkpoints its post-commit step keeps. ``repo_url`` and ``log_url`` (without credentials or
     query) name the repository and checkpoint log the commit belongs to: recovery refuses another pair, and
-    ``blobstate recover`` with no options reopens them. ``kind``: ``snapshot`` or ``delta``."""
+    ``blobstate recover`` with no options reopens them. ``kind``: ``snapshot``, ``delta`` or ``group``.
+    ``ttl_ms``: the TTL of its uploads (0: not recorded, an older journal), from which recovery counts its TTL
+    budget."""
 
     store_key: str
     expected_generation: Int64
@@ -70,6 +72,7 @@ class CommitStarted(Event):
     repo_url: str = ""
     log_url: str = ""
     kind: str = "snapshot"
+    ttl_ms: Int64 = 0
 
 
 class LocalCheckpointCreated(Event):

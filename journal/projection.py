@@ -45,7 +45,8 @@ class CommitState:
     ttl_removed: frozenset[str] = frozenset()
     deleted: frozenset[str] = frozenset()
     started_ms: int = 0
-    kind: str = "snapshot"  # or "delta"
+    kind: str = "snapshot"  # or "delta", "group"
+    ttl_ms: int = 0  # the TTL of its uploads (0: not journaled)
     events: tuple[ev.Event, ...] = field(default=(), repr=False)
 
     @property
@@ -69,7 +70,8 @@ def apply(state: CommitState, event: ev.Event) -> CommitState:
     if isinstance(event, ev.CommitStarted):
         return replace(s, store_key=event.store_key, expected_generation=event.expected_generation,
                        batch_id=event.batch_id, retain=event.retain, started_ms=event.time_ms,
-                       repo_url=event.repo_url, log_url=event.log_url, kind=event.kind)
+                       repo_url=event.repo_url, log_url=event.log_url, kind=event.kind,
+                       ttl_ms=event.ttl_ms)
     if isinstance(event, ev.LocalCheckpointCreated):
         return replace(s, phase=max(s.phase, CommitPhase.LOCAL_CHECKPOINT), local_path=event.path)
     if isinstance(event, ev.UploadsPlanned):

@@ -103,11 +103,13 @@ class FileCheckpointLog(CheckpointLog):
                               actual=newer[-1])
         return record
 
-    def prune(self, key: StoreKey, keep: int) -> list[Checkpoint]:
+    def prune(self, key: StoreKey, keep: int, *, below: int | None = None) -> list[Checkpoint]:
         keep = max(1, keep)
         gens = self._generations(key)
         removed = []
         for generation in gens[:-keep]:
+            if below is not None and generation >= below:
+                break
             cp = self._read(key, generation)
             self.store.delete(record_id(key, generation))
             if cp is not None:

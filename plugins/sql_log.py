@@ -220,13 +220,14 @@ class SqlCheckpointLog(CheckpointLog):
         existing = self._parse(key, row)
         return existing if existing.checkpoint_id == record.checkpoint_id else None
 
-    def prune(self, key: StoreKey, keep: int) -> list[Checkpoint]:
+    def prune(self, key: StoreKey, keep: int, *, below: int | None = None) -> list[Checkpoint]:
         from sqlalchemy import delete
 
         keep = max(1, keep)
         self._ensure_schema()
         with self._db_errors(f"pruning {key}"), self.engine.begin() as conn:
-            rows = self._rows(conn, key, newest_first=True)[keep:]
+            rows = [row for row in self._rows(conn, key, newest_first=True)[keep:]
+                    if below is None or row.generation < below]
             removed = [self._parse(key, row) for row in rows]
             if rows:
                 conn.execute(delete(self.table).where(self._where(key))

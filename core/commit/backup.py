@@ -8,8 +8,9 @@ checkpoint, then REMOVE_TTL and deferred deletes) with the commit point at the c
 3. diff                         ``planner.diff``: unchanged only if name, size and CRC32C match
 4. ``UploadsPlanned``, ``BlobUploaded``  new and mutable files, chunked, in parallel, each with a TTL
 5. ``IndexUploaded``            the snapshot index, with a TTL
-6. ``CheckpointWritten``        ``append(checkpoint, expected_generation)``: the commit point (``CommitPoint``,
-                                shared with the store's delta commits, ``blobstate.commit.delta``)
+6. ``CheckpointWritten``        ``append(checkpoint, expected_generation)``: the commit point, through the one commit
+                                engine of every record kind (``blobstate.commit.engine.CommitEngine``; its
+                                ``CommitPoint`` shared with the store's delta and group commits)
 7. ``TtlRemoved``, ``BlobsDeleted``, ``LocalCheckpointsPruned``, ``CommitCompleted``: ``CleanupExecutor.finish``
 
 A failure before 6 aborts (``CleanupExecutor.abort``: blobs deleted at once); a failure after 6 never loses the
@@ -43,7 +44,8 @@ from typing import Any
 
 from blobstate.commit import healing, planner
 from blobstate.commit.cleanup import CleanupExecutor, init_cleanup, last_completed
-from blobstate.commit.point import AppendAttempt, CommitPoint, check_ttl_budget
+from blobstate.commit.engine import CommitEngine, landed_late
+from blobstate.commit.point import CommitPoint, check_ttl_budget
 from blobstate.commit.recover import recover
 from blobstate.commit.session import StoreSession
 from blobstate.errors import FencedError, IntegrityError
@@ -159,17 +161,20 @@ class StoreCommitter:
         self.commit_point = CommitPoint(self.session, self.repo, append_resolve_s=self.append_resolve_s,
                                         generation=expected_generation)
         self.cleanup = CleanupExecutor(self.session, self.repo, retain=retain, commit_point=self.commit_point)
+        self.engine = CommitEngine(self.cleanup, self.commit_point, ttl_ms=ttl_ms,
+                                   on_unsettled=self.mark_needs_recovery)
         self.cache = ChecksumCache(os.path.join(self.work_dir, workdir.CRC_CACHE))
         self._prev: tuple[Checkpoint, SnapshotIndex | None] | None = None
         self._took_over = False
         self.recovered: list[tuple[RecoveryAction, str]] = []
         self._needs_recovery = False  # a cleanup failed or an append was ambiguous: recover before the next commit
-        if recover:
-            try:
+        try:
+            if recover:
                 self.recovered = self.recover()
-            except BaseException:
-                self.close()  # release the lock: a retry in this process must not see "another process"
-                raise
+            self.commit_point.generation()  # this writer's view, pinned: another writer's append after it fences us
+        except BaseException:
+            self.close()  # release the lock: a retry in this process must not see "another process"
+            raise
 
     @property
     def journal(self) -> Journal:
@@ -226,8 +231,8 @@ class StoreCommitter:
         commit_id = new_checkpoint_id()
         record = self.session.record
         record(ev.CommitStarted(commit_id, now_ms(), str(self.key), expected, batch_id, self.retain,
-                                display_url(self.repo.url), display_url(self.repo.log.url or self.repo.url)),
-               sync=True)
+                                display_url(self.repo.url), display_url(self.repo.log.url or self.repo.url),
+                                ttl_ms=self.ttl_ms), sync=True)
         path = os.path.join(workdir.checkpoints_dir(self.work_dir), commit_id)
         try:
             self.local_store.create_checkpoint(source, path)  # its name is the checkpoint id: no marker inside
@@ -289,8 +294,6 @@ class StoreCommitter:
         """
         t0 = time.perf_counter()
         commit_id = local.commit_id
-        committed = False
-        attempt = AppendAttempt()
         try:
             prev = self._previous()
             if prev is not None and prev[0].generation != local.expected_generation and not \
@@ -328,27 +331,16 @@ class StoreCommitter:
             self.session.record(ev.IndexUploaded(commit_id, now_ms(), index_id, crc, len(data)), sync=True)
             record = Checkpoint(self.key, commit_id, 0, index_id, crc, len(data), local.created_ms,
                                 local.batch_id, self.writer_id, query_id=local.query_id)
-            checkpoint = self.commit_point.append(commit_id, record, attempt=attempt)
-            committed = True
         except BaseException as exc:
-            if not committed and (not attempt.sent or isinstance(exc, FencedError)):
-                self._abort_quietly(commit_id, exc)  # certain: this commit is not and never will be in the log
-            else:  # the commit may or may not be in the log: forget what we cached, recover before the next one
+            self.engine.abort(commit_id, exc)  # certain: this commit is not and never will be in the log
+            if not isinstance(exc, FencedError):
                 self._prev = None
-                self._needs_recovery = True
             raise
+        # the commit point (the budget was checked before the index upload); aborts or leaves the commit open
+        checkpoint = self.engine.append(record, budget_checked=True)
         self._prev = (checkpoint, index)
         upload_ms = (time.perf_counter() - t0) * 1000
-        deleted = 0
-        late = now_ms() - local.created_ms > self.ttl_ms // 2  # its protection may have lapsed before it landed
-        try:
-            state = self.session.states().get(commit_id)
-            if state is not None:
-                deleted = self.cleanup.finish(state, checkpoint, heal=late)
-        except Exception as exc:  # noqa: BLE001 - the commit stands; recovery finishes the cleanup
-            self._needs_recovery = True
-            log.warning("commit %s of %s is committed, but its cleanup failed (recovery before the next commit "
-                        "finishes it): %s", commit_id, self.key, redact(str(exc)))
+        deleted = self.engine.finish_quietly(commit_id, checkpoint, late=landed_late(local.created_ms, self.ttl_ms))
         self.cache.retain([f.path for f in planner.scan_directory(local.path, self.cache)])
         self._save_cache()
         return BackupResult(
@@ -380,19 +372,6 @@ class StoreCommitter:
             self.repo.store.map_concurrent(one, sorted(puts, key=lambda r: -r.size))
         finally:
             self.progress.finish()
-
-    def _abort_quietly(self, commit_id: str, exc: BaseException) -> None:
-        try:
-            state = self.session.states().get(commit_id)
-            if state is not None and state.is_open:
-                self.cleanup.abort(state, f"{type(exc).__name__}: {exc}")
-        except Exception as cleanup_exc:  # noqa: BLE001 - the original error matters more
-            self._needs_recovery = True
-            log.warning("abort of commit %s is unfinished (recovery or TTL will finish it): %s", commit_id,
-                        redact(str(cleanup_exc)))
-        if not isinstance(exc, FencedError):
-            self.commit_point.invalidate()  # re-read on the next commit
-            self._prev = None
 
 
 def _source_name(request: PutRequest) -> str:

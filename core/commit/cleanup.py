@@ -2,9 +2,9 @@
 
 One executor serves the three verbs that clean up (Samza's post-commit and restore-time init steps):
 
-- backup, after its commit point: ``finish`` (REMOVE_TTL of the commit's new blobs and index, deferred deletes by
-  retention, pruning of local checkpoints, ``CommitCompleted``); before it: ``abort``; a delta commit (its
-  changelog blob made permanent, nothing else: ``finish_delta``) likewise;
+- a commit of any kind after its commit point (``blobstate.commit.engine``): ``finish`` (REMOVE_TTL of the
+  commit's uploads, the heal check of a late commit, deferred deletes by retention, pruning of local checkpoints,
+  ``CommitCompleted``); before it: ``abort``;
 - recover, replaying the journal: ``finish`` or ``abort`` per open commit;
 - restore's init step on a host without the writer's journal: ``init_cleanup`` from the latest index alone.
 
@@ -16,9 +16,10 @@ to be an object of the store's own prefix (``layout.owned``), and a local path t
 directory: ids and paths read back from a log or a journal are input like any other.
 
 Retention follows ``blobstate.model.chain``: in a log with delta records it keeps the newest valid snapshots and every
-delta after the oldest of them. Deltas land while retention runs, so such a log is pruned only while holding the
-store's ``CommitPoint`` (the writer's own cleanup); without it (gc, a restore on another host) the records stay
-for the writer to prune.
+delta after the oldest of them. It reads the log after the append and prunes by generation (records below the
+oldest one kept), so a record appended meanwhile, by this process or another writer, is never pruned in its place;
+a writer after whose append another writer appended leaves retention to that writer. A log with deltas is pruned
+only by its writer (with the store's ``CommitPoint``); without it (gc, a restore on another host) the records stay.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import os
 import shutil
 from typing import TYPE_CHECKING
 
-from blobstate.commit.healing import drop_index_copy, heal_blob, heal_committed, load_index_copy
+from blobstate.commit.healing import HealSources, drop_index_copy, heal_record, load_index_copy
 from blobstate.commit.session import StoreSession
 from blobstate.errors import BlobstateError, ForeignObjectError, IntegrityError, StorageError
 from blobstate.journal import events as ev
@@ -38,7 +39,7 @@ from blobstate.local import workdir
 from blobstate.model.chain import expand_all, has_deltas, latest_snapshot, retention
 from blobstate.model.index import SnapshotIndex
 from blobstate.model.layout import now_ms, owned
-from blobstate.model.records import GROUP, Checkpoint, StoreKey
+from blobstate.model.records import GROUP, SNAPSHOT, Checkpoint, StoreKey
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
 
@@ -50,16 +51,28 @@ log = logging.getLogger(__name__)
 LAST_COMPLETED = "last-completed.json"  # in a store's work dir: the checkpoint whose TTLs this host last removed
 
 
-def apply_retention(repo: Repository, key: StoreKey, retain: int, *,
-                    commit_point: CommitPoint | None = None) -> tuple[list[str], list[str]]:
-    """Keep the newest ``retain`` (>= 1) checkpoints of ``key`` (with deltas: snapshots, and the deltas they need,
-    ``chain.retention``); delete the blobs only older ones reference, then their records.
+def apply_retention(repo: Repository, key: StoreKey, retain: int, *, commit_point: CommitPoint | None = None,
+                    committed: Checkpoint | None = None) -> tuple[list[str], list[str]]:
+    """Keep the newest ``retain`` (>= 1) checkpoints of ``key`` (with deltas or groups: snapshots, and the deltas
+    they need, ``chain.retention``); delete the blobs only older ones reference, then their records.
 
-    Returns ``(deleted blob ids, pruned checkpoint ids)``. Blobs are deleted before the records, so a crash in
-    between is finished by running it again. A log with deltas is left alone without ``commit_point``.
+    Acts on the log as read here (after the append of ``committed``, the record this process just committed) and
+    prunes by generation (``CheckpointLog.prune(below=...)``), never by a count from a cached generation: a record
+    appended meanwhile is never pruned in its place. When a record that this process did not append
+    (``commit_point.written``) follows ``committed``, another writer took the store over after it: retention is
+    that writer's, and nothing is deleted here. Returns ``(deleted blob ids, pruned checkpoint ids)``. Blobs are
+    deleted before the records, so a crash in between is finished by running it again. A log with deltas is left
+    alone without ``commit_point`` (gc, a restore on another host: the writer prunes it).
     """
     retain = max(1, retain)
     history = repo.log.history(key)
+    if committed is not None and commit_point is not None:
+        others = [cp.generation for cp in history
+                  if cp.generation > committed.generation and cp.generation not in commit_point.written]
+        if others:
+            log.info("another writer appended to %s after checkpoint %s (generation %d; it appended %s): "
+                     "retention is left to it", key, committed.checkpoint_id, committed.generation, others)
+            return [], []
     deltas = has_deltas(history)
     if deltas and commit_point is None:
         return [], []
@@ -72,7 +85,7 @@ def apply_retention(repo: Repository, key: StoreKey, retain: int, *,
         log.warning("a retained snapshot index of %s is unreadable (%s): no blob is deleted by retention now; "
                     "the records leaving retention are pruned and `blobstate gc` reclaims their blobs once every "
                     "retained index reads again", key, redact(str(exc)))
-        return [], _prune(repo, key, retained[0].generation if deltas else None, retain, commit_point)
+        return [], _prune(repo, key, retained[0].generation)
     doomed: set[str] = set()
     for cp in expand_all(expiring):
         if cp.is_delta:
@@ -86,17 +99,13 @@ def apply_retention(repo: Repository, key: StoreKey, retain: int, *,
                         "`blobstate gc` reclaims its blobs", cp.checkpoint_id, redact(str(exc)))
     to_delete = owned(key, sorted(doomed - keep), what="retention")
     repo.store.delete_many(to_delete)
-    return to_delete, _prune(repo, key, retained[0].generation if deltas else None, retain, commit_point)
+    return to_delete, _prune(repo, key, retained[0].generation)
 
 
-def _prune(repo: Repository, key: StoreKey, first_kept: int | None, retain: int,
-           commit_point: CommitPoint | None) -> list[str]:
-    """Prune the records below generation ``first_kept`` (None: all but the newest ``retain``), counting them while
-    no append of this process can land."""
-    if first_kept is None or commit_point is None:
-        return [cp.checkpoint_id for cp in repo.log.prune(key, retain)]
-    with commit_point.held() as generation:
-        return [cp.checkpoint_id for cp in repo.log.prune(key, generation - first_kept + 1)]
+def _prune(repo: Repository, key: StoreKey, first_kept: int) -> list[str]:
+    """Prune the records below generation ``first_kept`` (the oldest one retention keeps), whatever was appended
+    since the history was read."""
+    return [cp.checkpoint_id for cp in repo.log.prune(key, 1, below=first_kept)]
 
 
 def init_cleanup(repo: Repository, key: StoreKey, work_dir: str | None = None, *,
@@ -178,68 +187,72 @@ class CleanupExecutor:
         self.commit_point = commit_point
         self._deltas_since_compact = 0
 
-    def finish(self, state: CommitState, checkpoint: Checkpoint | None = None, *, heal: bool = False) -> int:
-        """The post-commit steps of a committed commit; returns how many blobs retention deleted. Idempotent.
+    def finish(self, state: CommitState, checkpoint: Checkpoint | None = None, *, heal: bool = False,
+               sources: HealSources | None = None) -> int:
+        """The post-commit steps of a committed commit of any kind; returns how many blobs retention deleted.
+        Idempotent.
 
-        With ``heal`` (its blobs may have been lost before the commit point landed: a late append, recovery), the
-        commit's index and every blob it references are checked and a missing one put back from the kept index
-        copy and the local checkpoint (``healing.heal_committed``), right after the TTLs are removed (a gc that
-        decided to delete them re-checks their TTLs before deleting: ``gc.DeleteGuard``). Retention is the
-        one the committed index records (``checkpoint``'s), else the journal's, else the executor's. A delta
-        commit: ``finish_delta``.
+        1. the TTLs of the commit's uploads removed (before the heal check: a gc that decided to delete them
+           re-checks their TTLs before deleting, ``gc.DeleteGuard``);
+        2. with ``heal`` (the commit point landed late, or recovery): every object ``checkpoint`` references
+           checked and a missing one put back (``healing.heal_record``) from ``sources`` and what the work
+           directory keeps (``journal_sources``), for a snapshot, a delta and every part of a group alike;
+        3. a snapshot, or a group that commits snapshots: retention (``apply_retention`` on the log re-read now,
+           pruning by generation), its count the one the committed index records, else the journal's, else the
+           executor's; a snapshot also prunes the older local checkpoints;
+        4. ``CommitCompleted``.
         """
-        if state.is_delta or state.kind == GROUP:
-            return self.finish_delta(state.commit_id, sorted(state.blob_ids - state.ttl_removed), heal=heal,
-                                     checkpoint=checkpoint)
         commit_id = state.commit_id
-        index = self._committed_index(state, checkpoint)
+        snapshot = not state.is_delta and state.kind != GROUP and (checkpoint is None or checkpoint.kind == SNAPSHOT)
+        index = self._committed_index(state, checkpoint) if snapshot else None
         new_ids = owned(self.key, sorted(state.blob_ids - state.ttl_removed), what=f"the journal of {commit_id}")
-        if new_ids:  # before the heal check: a gc re-checking its decision after this spares them (gc.DeleteGuard)
+        if new_ids:
             self.repo.store.remove_ttl_many(new_ids)
-        if heal and index is not None and state.index_blob_id:
-            local = checked_local_path(self.session.work_dir, state.local_path) if state.local_path else None
-            data = load_index_copy(self.session.work_dir, commit_id, state.index_crc32c, state.index_size)
-            unhealed = heal_committed(self.repo, index, state.index_blob_id, data, local)
+        if heal and checkpoint is not None:
+            unhealed = heal_record(self.repo, checkpoint, self.journal_sources(state, checkpoint).merged(sources))
             if unhealed:
-                log.error("committed snapshot %s of %s references %d objects that are lost and could not be "
-                          "put back from this host; the next backup uploads those files again",
-                          commit_id, self.key, len(unhealed))
-        self.session.record(ev.TtlRemoved(commit_id, now_ms(), tuple(new_ids)), sync=True)
-        mark_completed(self.session.work_dir, commit_id)
-        retain = (index.retain if index is not None else None) or state.retain or self.retain
-        deleted, pruned = apply_retention(self.repo, self.key, retain, commit_point=self.commit_point)
-        self.session.record(ev.BlobsDeleted(commit_id, now_ms(), tuple(deleted), tuple(pruned)), sync=True)
-        removed = self.prune_local(keep=state.local_path)
-        self.session.record(ev.LocalCheckpointsPruned(commit_id, now_ms(), tuple(removed)), sync=True)
-        self.session.record(ev.CommitCompleted(commit_id, now_ms()), sync=True)
-        drop_index_copy(self.session.work_dir, commit_id)
-        self.session.compact()
-        return len(deleted)
-
-    def finish_delta(self, commit_id: str, blob_ids: list[str], *, heal: bool = False,
-                     checkpoint: Checkpoint | None = None, data: bytes | None = None) -> int:
-        """The post-commit steps of a committed delta commit: with ``heal``, put its changelog back when it was lost
-        (from ``data`` or the kept copy, checked against ``checkpoint``'s size and CRC32C), then make it permanent
-        and record ``CommitCompleted``. Returns 0 (retention runs with snapshots). Idempotent."""
-        ids = owned(self.key, blob_ids, what=f"the journal of {commit_id}")
-        if ids:  # before the heal check, as ``finish``
-            self.repo.store.remove_ttl_many(ids)
-        if heal and checkpoint is not None and checkpoint.is_delta:
-            kept = data if data is not None else load_index_copy(
-                self.session.work_dir, commit_id, checkpoint.changelog_crc32c, checkpoint.changelog_size,
-                kind="changelog")
-            if not heal_blob(self.repo, self.key, checkpoint.changelog_blob_id, kept):
-                log.error("the changelog %s of committed delta %s of %s is lost and this host has no copy; a restore "
-                          "needs a snapshot after batch %s", checkpoint.changelog_blob_id, commit_id, self.key,
-                          checkpoint.batch_id)
-        self.session.record(ev.TtlRemoved(commit_id, now_ms(), tuple(ids)))
-        self.session.record(ev.CommitCompleted(commit_id, now_ms()))
-        drop_index_copy(self.session.work_dir, commit_id, kind="changelog")
+                log.error("committed %s %s of %s references %d objects that are lost and could not be put back "
+                          "from this host (%s); the next snapshot uploads their files again", checkpoint.kind,
+                          commit_id, self.key, len(unhealed), ", ".join(unhealed[:5]))
+        self.session.record(ev.TtlRemoved(commit_id, now_ms(), tuple(new_ids)), sync=snapshot)
+        if snapshot:
+            mark_completed(self.session.work_dir, commit_id)
+        deleted: list[str] = []
+        if snapshot or (checkpoint is not None and checkpoint.is_group
+                        and any(e.kind == SNAPSHOT for e in checkpoint.partitions)):
+            retain = (index.retain if index is not None else None) or state.retain or self.retain
+            deleted, pruned = apply_retention(self.repo, self.key, retain, commit_point=self.commit_point,
+                                              committed=checkpoint)
+            self.session.record(ev.BlobsDeleted(commit_id, now_ms(), tuple(deleted), tuple(pruned)), sync=True)
+        if snapshot:
+            removed = self.prune_local(keep=state.local_path)
+            self.session.record(ev.LocalCheckpointsPruned(commit_id, now_ms(), tuple(removed)), sync=True)
+        self.session.record(ev.CommitCompleted(commit_id, now_ms()), sync=snapshot)
+        drop_index_copy(self.session.work_dir, commit_id, kind="index" if snapshot else "changelog")
         self._deltas_since_compact += 1
-        if self._deltas_since_compact >= self.DELTA_COMPACT_EVERY:
+        if snapshot or self._deltas_since_compact >= self.DELTA_COMPACT_EVERY:
             self.session.compact()
             self._deltas_since_compact = 0
-        return 0
+        return len(deleted)
+
+    def journal_sources(self, state: CommitState, checkpoint: Checkpoint) -> HealSources:
+        """What this work directory keeps for ``state``'s commit: the copy of its index (or changelog) saved before
+        its upload, and its local checkpoint directory (checked to be one of the work directory's own)."""
+        work_dir = self.session.work_dir
+        blobs: dict[str, bytes] = {}
+        dirs: dict[str, str] = {}
+        if checkpoint.is_delta:
+            data = load_index_copy(work_dir, state.commit_id, checkpoint.changelog_crc32c, checkpoint.changelog_size,
+                                   kind="changelog")
+            if data is not None:
+                blobs[checkpoint.changelog_blob_id] = data
+        elif not checkpoint.is_group:
+            data = load_index_copy(work_dir, state.commit_id, checkpoint.index_crc32c, checkpoint.index_size)
+            if data is not None:
+                blobs[checkpoint.index_blob_id] = data
+            if state.local_path:
+                dirs[checkpoint.index_blob_id] = checked_local_path(work_dir, state.local_path)
+        return HealSources(blobs, dirs)
 
     def _committed_index(self, state: CommitState, checkpoint: Checkpoint | None) -> SnapshotIndex | None:
         """The commit's index: the kept copy when it matches the journal, else the repository's (None when

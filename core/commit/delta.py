@@ -10,10 +10,10 @@ commits, so both kinds are ordered in one generation sequence and obey the same 
 
 1. ``CommitStarted`` (kind ``delta``), ``UploadsPlanned``  the changelog blob id, durable before the upload
 2. the changelog bytes kept in the work directory (healing), the blob put with a TTL, ``BlobUploaded``
-3. the TTL budget, then ``CommitPoint.append`` of the delta record (``CheckpointAppending``, ``CheckpointWritten``):
-   the commit point; an unknown outcome is resolved by re-appending, and otherwise left open for recovery
-4. ``CleanupExecutor.finish_delta``: the blob made permanent (healed first when the commit landed late),
-   ``CommitCompleted``
+3.-4. the commit engine (``blobstate.commit.engine.CommitEngine.commit``, the same for every record kind): the
+   TTL budget, ``CommitPoint.append`` of the delta record (an unknown outcome is resolved by re-appending, and
+   otherwise left open for recovery), then ``CleanupExecutor.finish``: the blob made permanent (healed first when
+   the commit landed late), ``CommitCompleted``
 
 A failure before the append aborts the commit (``CleanupExecutor.abort``: the blob deleted at once); a fenced append
 too. ``stage`` and ``commit`` are separate so that a group of partitions can upload their changelogs in parallel
@@ -29,14 +29,13 @@ from typing import Any
 
 from blobstate.commit import healing
 from blobstate.commit.backup import StoreCommitter
-from blobstate.commit.point import AppendAttempt, check_ttl_budget
-from blobstate.errors import FencedError
+from blobstate.commit.healing import HealSources
 from blobstate.journal import events as ev
 from blobstate.local.checksum import crc32c_bytes
 from blobstate.model.layout import new_blob_id, new_checkpoint_id, now_ms
 from blobstate.model.records import DELTA, Checkpoint
 from blobstate.plugin.interfaces import PutRequest
-from blobstate.repository.options import display_url, redact
+from blobstate.repository.options import display_url
 
 log = logging.getLogger(__name__)
 
@@ -102,14 +101,14 @@ class DeltaCommitter:
         c = self.committer
         record(ev.CommitStarted(commit_id, created, str(self.key), c.commit_point.generation(), batch_id, c.retain,
                                 display_url(self.repo.url), display_url(self.repo.log.url or self.repo.url),
-                                kind=DELTA))
+                                kind=DELTA, ttl_ms=self.ttl_ms))
         record(ev.UploadsPlanned(commit_id, now_ms(), (blob_id,), "", len(data)), sync=True)
         try:
             healing.save_index_copy(c.work_dir, commit_id, data, kind="changelog", sync=False)
             self.repo.store.put(PutRequest(blob_id, data, self.ttl_ms))
             record(ev.BlobUploaded(commit_id, now_ms(), blob_id, len(data)))
         except BaseException as exc:
-            self._abort(commit_id, exc)
+            c.engine.abort(commit_id, exc)
             raise
         return StagedDelta(commit_id, batch_id, query_id, blob_id, crc32c_bytes(data), len(data), created, data)
 
@@ -119,31 +118,7 @@ class DeltaCommitter:
         record = Checkpoint(self.key, staged.commit_id, 0, "", 0, 0, staged.created_ms, staged.batch_id,
                             self.committer.writer_id, kind=DELTA, changelog_blob_id=staged.blob_id,
                             changelog_crc32c=staged.crc32c, changelog_size=staged.size, query_id=staged.query_id)
-        return self._commit_record(record, [staged.blob_id], data=staged.data)
-
-    def _commit_record(self, record: Checkpoint, blob_ids: list[str], *, data: bytes | None = None) -> Checkpoint:
-        """The TTL budget (from ``record.created_time_ms``), the append, then ``finish_delta`` of ``blob_ids``
-        (healed from ``data`` when the commit landed late). Shared with group commits."""
-        c = self.committer
-        commit_id = record.checkpoint_id
-        attempt = AppendAttempt()
-        try:
-            check_ttl_budget(commit_id, record.created_time_ms, self.ttl_ms)
-            checkpoint = c.commit_point.append(commit_id, record, attempt=attempt)
-        except BaseException as exc:
-            if not attempt.sent or isinstance(exc, FencedError):
-                self._abort(commit_id, exc)
-            else:
-                c.mark_needs_recovery()
-            raise
-        late = now_ms() - record.created_time_ms > self.ttl_ms // 2
-        try:
-            c.cleanup.finish_delta(commit_id, blob_ids, heal=late, checkpoint=checkpoint, data=data)
-        except Exception as exc:  # noqa: BLE001 - the record stands; recovery finishes the cleanup
-            c.mark_needs_recovery()
-            log.warning("%s %s of %s is committed, but its cleanup failed (recovery finishes it): %s",
-                        record.kind, commit_id, self.key, redact(str(exc)))
-        return checkpoint
+        return self.committer.engine.commit(record, sources=HealSources({staged.blob_id: staged.data}))
 
     def commit_changelog(self, data: bytes, *, batch_id: int, query_id: str = "") -> DeltaResult:
         """``stage`` then ``commit``; returns what it cost."""
@@ -153,16 +128,3 @@ class DeltaCommitter:
         checkpoint = self.commit(staged)
         t2 = time.perf_counter()
         return DeltaResult(checkpoint, staged.size, (t1 - t0) * 1000, (t2 - t1) * 1000, (t2 - t0) * 1000)
-
-    def _abort(self, commit_id: str, exc: BaseException) -> None:
-        c = self.committer
-        try:
-            state = self.session.states().get(commit_id)
-            if state is not None and state.is_open:
-                c.cleanup.abort(state, f"{type(exc).__name__}: {exc}")
-        except Exception as cleanup_exc:  # noqa: BLE001 - the original error matters more
-            c.mark_needs_recovery()
-            log.warning("abort of delta %s is unfinished (recovery or TTL will finish it): %s", commit_id,
-                        redact(str(cleanup_exc)))
-        if not isinstance(exc, FencedError):
-            c.commit_point.invalidate()

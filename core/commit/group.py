@@ -15,12 +15,13 @@ The steps reuse a delta commit's (``blobstate.commit.delta``), in the group's ow
 
 1. ``CommitStarted`` (kind ``group``), ``UploadsPlanned`` with every part's blob id: from here an abort or recovery
    deletes the parts (never a blob a retained record references);
-2. the TTL budget, counted from the oldest part's upload, then ``CommitPoint.append`` of the group record: the
+2. the TTL budget, counted from the oldest part's upload, then ``CommitEngine.append`` of the group record: the
    commit point (an unknown outcome is resolved by re-appending, else left open for recovery; a second owner of
    the group is fenced, ``FencedError``);
-3. ``CleanupExecutor.finish_delta``: every part's TTL removed, ``CommitCompleted``; after a group that commits
-   snapshots, retention (``blobstate.model.chain``: each partition keeps its newest snapshots and the deltas after
-   them).
+3. ``CleanupExecutor.finish`` (the commit engine's, ``blobstate.commit.engine``, the same for every record kind):
+   every part's TTL removed; a group that landed late has every part checked and a lost one put back from what
+   the owner holds (``sources``); after a group that commits snapshots, retention (``blobstate.model.chain``: each
+   partition keeps its newest snapshots and the deltas after them); ``CommitCompleted``.
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from blobstate.commit import planner
+from blobstate.commit import healing, planner
 from blobstate.commit.backup import StoreCommitter
-from blobstate.commit.cleanup import apply_retention
 from blobstate.commit.delta import DeltaCommitter
+from blobstate.commit.healing import HealSources
 from blobstate.errors import BlobstateError, ConfigurationError, IntegrityError, PartitionCountError
 from blobstate.journal import events as ev
 from blobstate.local.checksum import ChecksumCache, crc32c_bytes
@@ -87,7 +88,8 @@ def stage_snapshot(repo: Repository, key: StoreKey, *, partition: int, batch_id:
                    chunk_size: int = DEFAULT_CHUNK_SIZE, writer_id: str = "") -> StagedSnapshot:
     """A partition writer's snapshot: the RocksDB local checkpoint ``checkpoint_dir`` (the state after
     ``batch_id``) diffed against the partition's ``previous`` snapshot record (its unchanged files' blobs reused;
-    None or an unreadable index: everything uploaded), the new blobs and the index put with a TTL of ``ttl_ms``.
+    None or an unreadable index: everything uploaded; a reused blob the store lost uploaded again,
+    ``healing.plan_heal``), the new blobs and the index put with a TTL of ``ttl_ms``.
     Samza's blob-store backup steps 3-5 (``blobstate.commit.backup``) without a journal or an append: the group
     commit is the commit point. Raises ``StorageError``; what it left behind expires by its TTL."""
     local_store = open_local_store("rocksdb")
@@ -100,6 +102,9 @@ def stage_snapshot(repo: Repository, key: StoreKey, *, partition: int, batch_id:
             log.warning("the previous snapshot of partition %s is unreadable (%s): uploading every file", partition,
                         redact(str(exc)))
     plan = planner.diff(scanned, prev_index, key=key, chunk_size=chunk_size, ttl_ms=ttl_ms)
+    if prev_index is not None:  # rule 7, as every snapshot: a reused blob the store lost is uploaded again
+        plan.puts += healing.plan_heal(plan.files, {f.relpath: f.path for f in scanned},
+                                       healing.present_blobs(repo, key), {r.blob_id for r in plan.puts}, ttl_ms)
     repo.store.put_many(plan.puts)
     commit_id, index_id = new_checkpoint_id(), new_index_id(key)
     index = SnapshotIndex(checkpoint_id=commit_id, created_time_ms=now_ms(), job_name=key.job,
@@ -129,10 +134,12 @@ class GroupCommitter(DeltaCommitter):
         self.num_partitions = num_partitions
 
     def commit(self, entries: Sequence[PartitionEntry], *, batch_id: int,  # type: ignore[override]
-               query_id: str = "", created_ms: int | None = None, new_blob_ids: Sequence[str] = ()) -> Checkpoint:
+               query_id: str = "", created_ms: int | None = None, new_blob_ids: Sequence[str] = (),
+               sources: HealSources | None = None) -> Checkpoint:
         """Commit ``entries`` (at most one delta and one snapshot per partition) as one group record for
         ``batch_id`` of ``query_id``; ``new_blob_ids``: the blobs the snapshot entries uploaded (their TTLs are
-        removed with the entries').
+        removed with the entries'). ``sources``: what this host can put a lost part back from (a part's bytes,
+        a snapshot part's local checkpoint directory), used when the group lands late (``engine.CommitEngine``).
 
         ``created_ms``: when the oldest part was uploaded (the TTL budget counts from it; default now). Raises
         ``ConfigurationError`` for a malformed manifest (nothing written), ``FencedError`` (another owner appended:
@@ -153,13 +160,8 @@ class GroupCommitter(DeltaCommitter):
         session = self.session
         session.record(ev.CommitStarted(commit_id, now_ms(), str(self.key), c.commit_point.generation(), batch_id,
                                         c.retain, display_url(self.repo.url),
-                                        display_url(self.repo.log.url or self.repo.url), kind=GROUP))
+                                        display_url(self.repo.log.url or self.repo.url), kind=GROUP,
+                                        ttl_ms=self.ttl_ms))
         session.record(ev.UploadsPlanned(commit_id, now_ms(), tuple(blob_ids), "",
                                          sum(e.size for e in record.partitions)), sync=True)
-        checkpoint = self._commit_record(record, blob_ids)
-        if any(e.kind == SNAPSHOT for e in record.partitions):
-            try:
-                apply_retention(self.repo, self.key, c.retain, commit_point=c.commit_point)
-            except Exception as exc:  # noqa: BLE001 - the group stands; the next snapshot group retries
-                log.warning("retention of %s after group %s failed: %s", self.key, commit_id, redact(str(exc)))
-        return checkpoint
+        return c.engine.commit(record, sources=sources)

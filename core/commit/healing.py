@@ -23,11 +23,14 @@ import contextlib
 import logging
 import os
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
+from blobstate.errors import BlobstateError
 from blobstate.local.checksum import crc32c_bytes, crc32c_file
 from blobstate.model.index import FileIndex, SnapshotIndex
-from blobstate.model.records import StoreKey
+from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.plugin.interfaces import FileRange, PutRequest
+from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
 
 log = logging.getLogger(__name__)
@@ -152,3 +155,40 @@ def _holds(path: str, f: FileIndex) -> bool:
         return os.path.getsize(path) == f.size_in_bytes and crc32c_file(path) == f.crc32c
     except OSError:
         return False
+
+
+@dataclass(frozen=True)
+class HealSources:
+    """What this host can put a lost committed object back from: ``blobs`` maps a blob id to its bytes (a changelog,
+    a snapshot index), ``dirs`` a snapshot index's blob id to the local checkpoint directory whose files it lists."""
+
+    blobs: Mapping[str, bytes] = field(default_factory=dict)
+    dirs: Mapping[str, str] = field(default_factory=dict)
+
+    def merged(self, other: HealSources | None) -> HealSources:
+        """Both sources (``other``'s entries win)."""
+        if other is None:
+            return self
+        return HealSources({**self.blobs, **other.blobs}, {**self.dirs, **other.dirs})
+
+
+def heal_record(repo: Repository, checkpoint: Checkpoint, sources: HealSources) -> list[str]:
+    """Check every object the record ``checkpoint`` references and put back what is missing from ``sources``, for
+    every record kind: a snapshot's index and blobs (``heal_committed``), a delta's changelog (``heal_blob``), each
+    part of a group record as its own snapshot or delta. Returns the ids still missing (nothing on this host to put
+    them back from: ``verify`` names them, the next snapshot of a file uploads it again)."""
+    if checkpoint.is_group:
+        return [i for part in checkpoint.expand() for i in heal_record(repo, part, sources)]
+    key = checkpoint.store_key
+    if checkpoint.is_delta:
+        blob_id = checkpoint.changelog_blob_id
+        return [] if heal_blob(repo, key, blob_id, sources.blobs.get(blob_id)) else [blob_id]
+    data = sources.blobs.get(checkpoint.index_blob_id)
+    try:
+        index = (SnapshotIndex.from_bytes(data, source=f"the kept copy of {checkpoint.index_blob_id}")
+                 if data is not None else repo.read_index(checkpoint))
+    except BlobstateError as exc:
+        log.error("the index %s of committed checkpoint %s is unreadable and this host has no copy of it (%s)",
+                  checkpoint.index_blob_id, checkpoint.checkpoint_id, redact(str(exc)))
+        return [checkpoint.index_blob_id]
+    return heal_committed(repo, index, checkpoint.index_blob_id, data, sources.dirs.get(checkpoint.index_blob_id))

@@ -13,16 +13,14 @@ late anyway is healed by its cleanup). In order, under the lock:
    with backoff for at most ``append_resolve_s`` seconds;
 3. ``CheckpointWritten``: the commit point.
 
-Retention prunes the log's oldest records while holding the same lock (``held``), so a prune never counts records
-while a delta lands.
+Retention prunes by generation on the log as re-read after the append (``cleanup.apply_retention``), never by a
+count from the generation cached here: ``written`` tells it which later records this process appended.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 from blobstate.commit.session import StoreSession
@@ -85,12 +83,6 @@ class CommitPoint:
     def ours_since(self, expected: int, observed: int) -> bool:
         """True when every generation in ``(expected, observed]`` was appended by this process (no other writer)."""
         return all(g in self.written for g in range(expected + 1, observed + 1))
-
-    @contextmanager
-    def held(self) -> Iterator[int]:
-        """Hold the commit point (no append of this process lands meanwhile); yields the current generation."""
-        with self._lock:
-            yield self.generation()
 
     def append(self, commit_id: str, record: Checkpoint, *, attempt: AppendAttempt) -> Checkpoint:
         """Steps 1-3 of the module docstring for ``record`` of commit ``commit_id``.

@@ -3,7 +3,8 @@
 The pure planner (``blobstate.journal.recovery``) turns the journal's open commits and the checkpoint log's
 history into actions; the cleanup executor carries them out: a commit the log holds is finished (its blobs checked
 and healed, TTL removed, deferred deletes, local pruning), a commit whose append outcome is unknown is resolved by
-re-appending the same record, any other open commit is aborted. All are idempotent, so a crash during recovery is
+the commit engine (``engine.recover_append``: re-appended inside its TTL budget, else aborted), any other open
+commit is aborted. All are idempotent, so a crash during recovery is
 recovered by running it again. Backup runs this before its first commit; restore runs it (and, without a journal,
 Samza's init cleanup from the latest index) after it restored.
 
@@ -23,12 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from blobstate.commit.cleanup import CleanupExecutor, init_cleanup
+from blobstate.commit.engine import recover_append
 from blobstate.commit.session import StoreSession
 from blobstate.errors import (
     AppendOutcomeUnknown,
     CommitInProgressError,
     ConfigurationError,
-    FencedError,
 )
 from blobstate.journal import events as ev
 from blobstate.journal.file import Journal
@@ -122,19 +123,14 @@ def _finish(session: StoreSession, repo: Repository, executor: CleanupExecutor, 
 
 
 def _resolve(session: StoreSession, repo: Repository, executor: CleanupExecutor, state: CommitState) -> str:
-    """Re-append the commit's own record: the log answers for certain whether it landed."""
+    """A commit whose append outcome is unknown: a commit of the engine like any other (``engine.recover_append``:
+    finished when the log holds it, re-appended inside its TTL budget with its objects present, else aborted)."""
     assert state.record is not None
     record = Checkpoint.from_bytes(state.record.encode(), source=f"the journal of {state.commit_id}")
     try:
-        landed = repo.log.append(record, state.expected_generation)
-    except FencedError as exc:
-        deleted = executor.abort(state, f"its append did not land: {exc}")
-        return f"aborted (the log holds another record at generation {state.expected_generation + 1}): " \
-               f"{len(deleted)} blobs deleted"
+        return recover_append(executor, state, record)
     except AppendOutcomeUnknown as exc:
         return f"unresolved: the append's outcome is still unknown ({exc}); nothing deleted, run recover again"
-    session.record(ev.CheckpointWritten(state.commit_id, now_ms(), landed.generation), sync=True)
-    return _finish(session, repo, executor, state.commit_id)
 
 
 def cleanup_after_restore(repo: Repository, key: StoreKey, work_dir: str) -> None:

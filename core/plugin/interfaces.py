@@ -8,14 +8,29 @@ makes a consistent point-in-time copy of a local store (RocksDB's ``Checkpoint``
 from __future__ import annotations
 
 import io
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import BinaryIO, TypeVar
 
 from blobstate.errors import CorruptIndexError, IntegrityError
 from blobstate.model.records import Checkpoint, StoreKey
+
+
+def settle(futures: Iterable[Future]) -> None:
+    """Wait until none of ``futures`` is running (cancel the pending ones first), also through interrupts: a
+    ``KeyboardInterrupt`` while waiting is noted and the wait goes on (the caller re-raises its own)."""
+    running = [f for f in futures if not f.done()]
+    while running:
+        try:
+            wait(running)
+        except KeyboardInterrupt:
+            logging.getLogger(__name__).warning("interrupted again: waiting for %d request(s) in flight to finish "
+                                                "before cleaning up", sum(not f.done() for f in running))
+        running = [f for f in running if not f.done()]
+
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -177,19 +192,25 @@ class BlobStore(ABC):
     def map_concurrent(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         """Run ``fn`` over ``items`` with at most ``max_concurrency`` in flight; results in input order.
 
-        The first exception is raised after the batch has stopped (pending items are cancelled).
+        The first exception (an interrupt included) is raised after the batch has stopped: pending items are
+        cancelled and the running ones are waited for, through any further interrupt (a second Ctrl-C), so nothing
+        is still in flight when the caller cleans up (an abort deleting what a commit uploaded never races an
+        upload that lands after it).
         """
         items = list(items)
         if len(items) <= 1 or self.max_concurrency <= 1:
             return [fn(item) for item in items]
-        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(items))) as pool:
-            futures = [pool.submit(fn, item) for item in items]
-            try:
-                return [f.result() for f in futures]
-            except BaseException:
-                for f in futures:
-                    f.cancel()
-                raise
+        pool = ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(items)))
+        futures = [pool.submit(fn, item) for item in items]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            settle(futures)
+            raise
+        finally:
+            pool.shutdown(wait=False)
 
     def put_many(self, requests: Sequence[PutRequest]) -> None:
         self.map_concurrent(self.put, requests)
@@ -241,8 +262,10 @@ class CheckpointLog(ABC):
         """
 
     @abstractmethod
-    def prune(self, key: StoreKey, keep: int) -> list[Checkpoint]:
-        """Delete all but the newest ``keep`` (>= 1) records; return the deleted ones. Idempotent."""
+    def prune(self, key: StoreKey, keep: int, *, below: int | None = None) -> list[Checkpoint]:
+        """Delete all but the newest ``keep`` (>= 1) records, and with ``below`` only those of a generation below
+        it (a record appended since the caller read the log is never deleted in its place); return the deleted
+        ones. Idempotent."""
 
     def keys(self) -> list[StoreKey]:
         """Every store key with a checkpoint (for ``blobstate gc`` over a whole repository); [] if unsupported."""

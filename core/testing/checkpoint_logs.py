@@ -323,6 +323,20 @@ class CheckpointLogContract(ContractKit):
         assert sorted(c.generation for c in removed) == [4, 5, 6]
         assert [c.generation for c in log.history(key)] == [7]
 
+    def test_prune_below_a_generation_never_deletes_a_newer_record(self, log: CheckpointLog) -> None:
+        """``prune(key, keep, below=g)`` deletes only records below generation ``g``: a record appended after the
+        caller read the log (by another writer) is never deleted in place of an old one (retention by generation,
+        issue 27)."""
+        key = new_key()
+        self._append_n(log, key, 6)
+        removed = log.prune(key, 1, below=3)
+        assert sorted(c.generation for c in removed) == [1, 2]
+        assert [c.generation for c in log.history(key)] == [3, 4, 5, 6]
+        assert log.prune(key, 1, below=3) == []
+        removed = log.prune(key, 2, below=99)
+        assert sorted(c.generation for c in removed) == [3, 4]
+        assert [c.generation for c in log.history(key)] == [5, 6]
+
     def test_zombie_cannot_fill_a_pruned_generation(self, log: CheckpointLog) -> None:
         key = new_key()
         self._append_n(log, key, 4)

@@ -129,13 +129,13 @@ class KafkaCheckpointLog(CheckpointLog):
                               expected=expected, actual=state.last_generation)
         raise StorageError(f"{what} failed: its transaction was aborted ({cause})")
 
-    def prune(self, key: StoreKey, keep: int) -> list[Checkpoint]:
+    def prune(self, key: StoreKey, keep: int, *, below: int | None = None) -> list[Checkpoint]:
         keep = max(1, keep)
         with self._lock:
             partition, view = self._view_for(key)
             state = view.state(key)
             generations = sorted(state.accepted)
-            retired = [state.accepted[g] for g in generations[:-keep]]
+            retired = [state.accepted[g] for g in generations[:-keep] if below is None or g < below]
             live = {rk for rk, _ in state.accepted.values()}
             tombstones = [rk for rk, _ in retired] + sorted(rk for rk in state.rejected if rk not in live)
             if not tombstones:

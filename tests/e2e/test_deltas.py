@@ -184,7 +184,7 @@ def test_a_delta_that_lands_after_its_changelog_was_lost_is_healed(tmp_path, mon
         view["k"] = "v"
         staged = deltas.stage(changelog.encode(view.ops()), batch_id=0, query_id="q")
         committer.repo.store.delete(staged.blob_id)  # gc reclaimed it while the writer was paused
-        import blobstate.commit.delta as delta_module
+        import blobstate.commit.engine as delta_module  # the late check is the engine's
 
         real_now = delta_module.now_ms
         monkeypatch.setattr(delta_module, "now_ms", lambda: real_now() + 40_000)  # landed late: past half the TTL
