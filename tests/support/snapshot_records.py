@@ -35,6 +35,12 @@ def commit_snapshot(repo: Repository, n: int, files: dict[str, str], *, retain: 
                     ttl_ms: int | None = None, batch: int | None = None, key: StoreKey = KEY) -> Checkpoint:
     """Snapshot ``n`` (the n-th record of the log) of ``files`` (relative path -> blob name; a file's content is
     its blob name): upload the blobs it does not share yet and its index, then append its record."""
+    return repo.log.append(stage_snapshot(repo, n, files, retain=retain, ttl_ms=ttl_ms, batch=batch, key=key), n - 1)
+
+
+def stage_snapshot(repo: Repository, n: int, files: dict[str, str], *, retain: int | None = None,
+                   ttl_ms: int | None = None, batch: int | None = None, key: StoreKey = KEY) -> Checkpoint:
+    """``commit_snapshot`` up to its append: the blobs and index uploaded, the record returned (not appended)."""
     have = present(repo, key)
     entries = {}
     for rel, name in files.items():
@@ -46,9 +52,8 @@ def commit_snapshot(repo: Repository, n: int, files: dict[str, str], *, retain: 
                           batch_id=batch, retain=retain, store_type="dir")
     data = index.to_bytes()
     repo.store.put(PutRequest(index_id(n, key), data, ttl_ms))
-    record = Checkpoint(key, f"cp{n}", 0, index_id(n, key), crc32c_bytes(data), len(data), n, batch,
-                        writer_id=f"host{n}:1:x")
-    return repo.log.append(record, n - 1)
+    return Checkpoint(key, f"cp{n}", 0, index_id(n, key), crc32c_bytes(data), len(data), n, batch,
+                      writer_id=f"host{n}:1:x")
 
 
 def commit_delta(repo: Repository, n: int, batch: int, key: StoreKey = KEY) -> Checkpoint:

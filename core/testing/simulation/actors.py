@@ -122,8 +122,8 @@ def writer(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, retain: i
             model.write_dir(live, model.state(name, batch))
             if delta_commits is not None:
                 delta_commits.commit_changelog(model.encoded(name, batch), batch_id=batch, query_id=name)
-            if delta_commits is None or (batch + 1) % snapshot_every == 0:
-                committer.backup(live, batch_id=batch)
+            if delta_commits is None or (batch + 1) % snapshot_every == 0:  # a query's snapshot names its query
+                committer.upload(committer.checkpoint(live, batch_id=batch, query_id=name if deltas else ""))
     except (BlobstateError, OSError):
         return  # the process exits on it (fenced, refused, unknown outcome left for recovery)
     finally:

@@ -191,11 +191,12 @@ class SimCheckpointLog(CheckpointLog):
                                        checkpoint_id=checkpoint.checkpoint_id)
         return result
 
-    def prune(self, key: StoreKey, keep: int) -> list[Checkpoint]:
+    def prune(self, key: StoreKey, keep: int, *, below: int | None = None) -> list[Checkpoint]:
         self.world.point("log prune")
         held = self.records.get(key, [])
         keep = max(1, keep)
-        doomed, self.records[key] = held[:-keep], held[-keep:]
+        doomed = [r for r in held[:-keep] if below is None or r[0] < below]
+        self.records[key] = [r for r in held if r not in doomed]
         return [cp for _, _, cp in doomed]
 
     def keys(self) -> list[StoreKey]:

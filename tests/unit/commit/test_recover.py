@@ -6,14 +6,13 @@ fenced and aborted), any other is aborted; a dry run only plans."""
 from __future__ import annotations
 
 import pytest
-from snapshot_records import KEY, blob, commit_snapshot, index_id, present
+from snapshot_records import KEY, blob, commit_snapshot, index_id, present, stage_snapshot
 
 from blobstate.commit.recover import plan, recover
 from blobstate.commit.session import StoreSession
 from blobstate.errors import ConfigurationError
 from blobstate.journal import events as ev
 from blobstate.journal.recovery import AbortCommit, FinishCommit, ResolveAppend
-from blobstate.model.records import Checkpoint
 from blobstate.plugin.interfaces import PutRequest
 from blobstate.repository.options import display_url
 
@@ -53,9 +52,9 @@ def test_an_empty_log_beside_completed_indexes_is_taken_for_a_wrong_log(session,
 def test_open_commits_are_finished_resolved_or_aborted(session, repository):
     commit_snapshot(repository, 1, {"a": "a1"})  # committed, but its journal stops before CheckpointWritten
     start(session, repository, "cp1", 0, (blob("a1"),))
-    record = Checkpoint(KEY, "cp2", 0, index_id(2), 1, 1, 2)
     start(session, repository, "cp2", 1, (blob("new2"),))
-    repository.store.put(PutRequest(blob("new2"), b"new", 60_000))
+    # past half its TTL (journaled at ms 1): re-appended only because every object it references is present
+    record = stage_snapshot(repository, 2, {"a": "a1", "b": "new2"}, ttl_ms=60_000)
     session.record(ev.CheckpointAppending("cp2", 3, 1, record.with_generation(2).to_bytes().decode()))
 
     planned = plan(session, repository)
@@ -71,9 +70,8 @@ def test_open_commits_are_finished_resolved_or_aborted(session, repository):
 
 def test_a_re_append_that_is_fenced_aborts_the_commit(session, repository):
     commit_snapshot(repository, 1, {"a": "a1"})
-    record = Checkpoint(KEY, "mine", 0, index_id(9), 1, 1, 2)
     start(session, repository, "mine", 0, (blob("mine"),))
-    repository.store.put(PutRequest(blob("mine"), b"mine", 60_000))
+    record = stage_snapshot(repository, 9, {"m": "mine"}, ttl_ms=60_000)  # present: re-appended, and fenced
     session.record(ev.CheckpointAppending("mine", 3, 0, record.with_generation(1).to_bytes().decode()))
     start(session, repository, "plain", 1, (blob("plain"),))
     repository.store.put(PutRequest(blob("plain"), b"plain", 60_000))
