@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from blobstate.errors import CorruptJournalError, JournalWriteError
 from blobstate.journal.events import Event, event_from_dict, event_to_dict
 from blobstate.local.checksum import crc32c_bytes
-from blobstate.local.paths import fsync_dir
+from blobstate.local.files import fsync_dir
 
 log = logging.getLogger(__name__)
 

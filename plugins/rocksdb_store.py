@@ -33,6 +33,7 @@ import re
 import shutil
 
 from blobstate.errors import IntegrityError, LocalStoreError
+from blobstate.local.files import replace_file
 from blobstate.plugin.interfaces import LocalStore
 
 IMMUTABLE_SUFFIXES = (".sst", ".blob")
@@ -70,10 +71,7 @@ def strip_path_options(directory: str) -> None:
             lines = fh.readlines()
         kept = [line for line in lines if not _PATH_OPTION.match(line)]
         if len(kept) != len(lines):
-            tmp = f"{path}.tmp-{os.getpid()}"
-            with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as fh:
-                fh.writelines(kept)
-            os.replace(tmp, path)
+            replace_file(path, "".join(kept))
 
 
 def _wal_dir(directory: str) -> str:

@@ -15,7 +15,6 @@ SIGKILL never leaves a directory held for good.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import fnmatch
 import logging
 import os
@@ -23,21 +22,12 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 
+from blobstate.local.files import try_lock
+
 log = logging.getLogger(__name__)
 
 HELD = ".held"  # the suffix of a held directory's lock file
 MAX_SWEEP = 64  # directories removed per sweep at most (the rest wait for the next one)
-
-
-def _take(lock_path: str) -> int | None:
-    """The lock file ``lock_path`` taken (its fd), or None when a live process holds it."""
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
 
 
 def _release(path: str, fd: int) -> None:
@@ -52,7 +42,7 @@ def _release(path: str, fd: int) -> None:
 def held_dir(path: str) -> Iterator[str]:
     """Hold ``path`` (not created here: a RocksDB checkpoint creates its own directory) while the block runs, then
     remove it. Raises ``OSError`` when the lock file cannot be created, ``BlockingIOError`` when it is held."""
-    fd = _take(path + HELD)
+    fd = try_lock(path + HELD)
     if fd is None:
         raise BlockingIOError(f"{path} is held by another process")
     try:
@@ -90,7 +80,7 @@ def sweep(parent: str, pattern: str, *, limit: int = MAX_SWEEP) -> list[str]:
                 or not os.path.isdir(path):
             continue
         try:
-            fd = _take(path + HELD)
+            fd = try_lock(path + HELD)
         except OSError:
             continue
         if fd is None:

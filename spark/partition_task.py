@@ -22,7 +22,6 @@ key's final value or deletes it), so a crash between applying and writing the ma
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
@@ -33,6 +32,7 @@ from typing import Any
 
 from blobstate.errors import CommitInProgressError
 from blobstate.local.checksum import crc32c_bytes
+from blobstate.local.files import replace_file, try_lock
 from blobstate.model import changelog
 from blobstate.model.chain import current_run, latest_deltas, plan_chain
 from blobstate.model.layout import now_ms
@@ -146,18 +146,14 @@ class LocalPartition:
 
     def __enter__(self) -> LocalPartition:
         os.makedirs(self.pending, exist_ok=True)
-        self._fd = os.open(os.path.join(self.path, "LOCK"), os.O_RDWR | os.O_CREAT, 0o644)
         deadline = time.monotonic() + self.wait_s
-        while True:
-            try:
-                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                sweep(self.path, f"{SNAPSHOT_PREFIX}*")  # local checkpoints of snapshot tasks that died
-                return self
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(self._fd)
-                    raise CommitInProgressError(f"another task holds {self.path}") from None
-                time.sleep(0.05)
+        while (fd := try_lock(os.path.join(self.path, "LOCK"), 0o644)) is None:
+            if time.monotonic() >= deadline:
+                raise CommitInProgressError(f"another task holds {self.path}")
+            time.sleep(0.05)  # another task of this partition finishes first
+        self._fd = fd
+        sweep(self.path, f"{SNAPSHOT_PREFIX}*")  # local checkpoints of snapshot tasks that died
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close_db()
@@ -186,11 +182,8 @@ class LocalPartition:
             return None
 
     def _mark(self, record: Checkpoint | None) -> None:
-        path = os.path.join(self.path, MARKER)
-        with open(f"{path}.tmp", "w", encoding="utf-8") as fh:
-            json.dump({"checkpointId": record.checkpoint_id if record else "",
-                       "batchId": record.batch_id if record else None}, fh)
-        os.replace(f"{path}.tmp", path)
+        replace_file(os.path.join(self.path, MARKER), json.dumps({
+            "checkpointId": record.checkpoint_id if record else "", "batchId": record.batch_id if record else None}))
 
     def keep(self, entry: PartitionEntry, data: bytes) -> None:
         """Keep this task's changelog: the next batch applies it from here when the driver committed it."""

@@ -36,6 +36,7 @@ from blobstate.errors import BlobstateError, ForeignObjectError, IntegrityError,
 from blobstate.journal import events as ev
 from blobstate.journal.projection import CommitState
 from blobstate.local import workdir
+from blobstate.local.files import replace_file
 from blobstate.model.chain import expand_all, has_deltas, latest_snapshot, retention
 from blobstate.model.index import SnapshotIndex
 from blobstate.model.layout import now_ms, owned
@@ -148,11 +149,7 @@ def last_completed(work_dir: str) -> str | None:
 
 def mark_completed(work_dir: str, checkpoint_id: str) -> None:
     """Remember (atomically) that ``checkpoint_id``'s TTLs were removed from this host."""
-    path = os.path.join(work_dir, LAST_COMPLETED)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump({"checkpointId": checkpoint_id}, fh)
-    os.replace(tmp, path)
+    replace_file(os.path.join(work_dir, LAST_COMPLETED), json.dumps({"checkpointId": checkpoint_id}))
 
 
 def checked_local_path(work_dir: str, path: str) -> str:

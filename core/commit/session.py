@@ -10,7 +10,6 @@ recording, reading and compacting the journal are serialized by its lock.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import threading
 
@@ -19,6 +18,7 @@ from blobstate.journal import events as ev
 from blobstate.journal.file import Journal
 from blobstate.journal.projection import CommitState, project
 from blobstate.local import workdir
+from blobstate.local.files import try_lock
 from blobstate.model.records import StoreKey
 from blobstate.plugin.manager import get_plugin_manager
 
@@ -35,13 +35,9 @@ class StoreSession:
         self.work_dir = work_dir
         self._lock = threading.RLock()
         os.makedirs(workdir.checkpoints_dir(work_dir), exist_ok=True)
-        self._lock_fd: int | None = os.open(os.path.join(work_dir, workdir.LOCK), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self._lock_fd)
-            self._lock_fd = None
-            raise CommitInProgressError(f"another process is committing {key} (work dir {work_dir})") from None
+        self._lock_fd: int | None = try_lock(os.path.join(work_dir, workdir.LOCK), 0o644)
+        if self._lock_fd is None:
+            raise CommitInProgressError(f"another process is committing {key} (work dir {work_dir})")
         self.journal = Journal(os.path.join(work_dir, workdir.JOURNAL))
         try:
             self.journal.open()

@@ -25,6 +25,7 @@ import google_crc32c
 import xxhash
 
 from blobstate.errors import ChecksumMismatch
+from blobstate.local.files import replace_file
 
 BUFFER_SIZE = 1 << 20  # 1 MiB reads: streaming, never whole files in memory
 CONTENT_HASH = "xxh3-128"  # the algorithm name recorded in snapshot indexes: ``xxh3-128:<32 hex>``
@@ -248,7 +249,4 @@ class ChecksumCache:
             data = json.dumps(self._entries)
             self._dirty = False
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        tmp = f"{self.path}.tmp-{os.getpid()}-{threading.get_ident()}"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(data)
-        os.replace(tmp, self.path)
+        replace_file(self.path, data)

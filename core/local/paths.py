@@ -74,17 +74,3 @@ def safe_join(root: str, relative: str) -> str:
     if os.path.commonpath([root_real, resolved]) != root_real:
         raise UnsafePathError(f"name in index resolves outside the destination: {relative!r}")
     return candidate
-
-
-def fsync_dir(path: str) -> None:
-    """fsync a directory so that renames and creations in it are durable (no-op where unsupported)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -11,7 +11,6 @@ blobstate's is written inside it, so no name of a user's file is taken.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -19,6 +18,7 @@ from collections.abc import Iterator
 
 import platformdirs
 
+from blobstate.local.files import replace_file, try_lock
 from blobstate.model.records import StoreKey
 
 CHECKPOINTS = "checkpoints"
@@ -93,10 +93,7 @@ def remember_restored(work_dir: str | None, destination: str) -> None:
     doc = _read_restored(work_dir)
     doc[destination] = _identity(destination) or []
     os.makedirs(work_dir, exist_ok=True)
-    tmp = os.path.join(work_dir, f"{RESTORED}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh)
-    os.replace(tmp, os.path.join(work_dir, RESTORED))
+    replace_file(os.path.join(work_dir, RESTORED), json.dumps(doc))
 
 
 @contextlib.contextmanager
@@ -109,12 +106,10 @@ def restore_lock(work_dir: str | None) -> Iterator[None]:
         yield
         return
     os.makedirs(work_dir, exist_ok=True)
-    fd = os.open(os.path.join(work_dir, RESTORE_LOCK), os.O_RDWR | os.O_CREAT, 0o600)
+    fd = try_lock(os.path.join(work_dir, RESTORE_LOCK))
+    if fd is None:
+        raise LocalStoreError(f"another restore with the work directory {work_dir} is running")
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise LocalStoreError(f"another restore with the work directory {work_dir} is running") from None
         yield
     finally:
         os.close(fd)

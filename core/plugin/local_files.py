@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from blobstate.errors import StorageError, UnsafePathError
+from blobstate.local.files import fsync_dir
 
 FSYNC_ENV = "BLOBSTATE_FILE_FSYNC"
 COPY_BUFFER = 1 << 20  # bytes per copy step when the kernel cannot copy for us (1 MiB)
@@ -32,14 +33,6 @@ def fsync_enabled() -> bool:
     from blobstate.repository.settings import current
 
     return current().file_fsync
-
-
-def fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class LocalRepository:
@@ -83,7 +76,7 @@ class LocalRepository:
         if not os.path.isdir(self.root):  # the root and above: ordinary directories (symlinks allowed there)
             os.makedirs(self.root, exist_ok=True)
             if self.sync:
-                fsync_dir(os.path.dirname(self.root))
+                fsync_dir(os.path.dirname(self.root), strict=True)
         missing = []
         current = directory
         while current != self.root and not os.path.isdir(current):
@@ -97,7 +90,7 @@ class LocalRepository:
                     raise UnsafePathError(f"not a directory inside the repository: {d!r}") from None
                 continue
             if self.sync:
-                fsync_dir(os.path.dirname(d))
+                fsync_dir(os.path.dirname(d), strict=True)
 
     def open_write(self, path: str, *, exclusive: bool = False) -> int:
         """A new file descriptor for writing ``path`` (created or truncated; ``exclusive``: must not exist)."""
@@ -118,7 +111,7 @@ class LocalRepository:
         finally:
             os.close(fd)
         if self.sync:
-            fsync_dir(os.path.dirname(path))
+            fsync_dir(os.path.dirname(path), strict=True)
 
     def write_bytes(self, path: str, data: bytes) -> None:
         fd = self.open_write(path)
@@ -152,7 +145,7 @@ class LocalRepository:
         finally:
             os.unlink(tmp)
         if self.sync:
-            fsync_dir(os.path.dirname(path))
+            fsync_dir(os.path.dirname(path), strict=True)
 
     # -- reads, deletes, listing -----------------------------------------------------------------------------
     def open_read(self, path: str) -> Any:

@@ -29,7 +29,7 @@ from typing import Any
 from blobstate.errors import BlobNotFound, ChecksumMismatch, LocalStoreError, RestoreRefused
 from blobstate.local import workdir
 from blobstate.local.checksum import ChecksumCache, Crc32cSink
-from blobstate.local.paths import fsync_dir
+from blobstate.local.files import fsync_dir
 from blobstate.model.index import DirIndex, FileIndex, SnapshotIndex, SymlinkIndex
 from blobstate.model.progress import NoProgress, Progress
 from blobstate.model.records import Checkpoint

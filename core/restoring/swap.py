@@ -26,7 +26,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from blobstate.local.paths import fsync_dir
+from blobstate.local.files import fsync_dir
 
 PREFIX = ".blobstate-restore-"
 SENTINEL = "staging.json"

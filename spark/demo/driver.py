@@ -18,6 +18,8 @@ import sys
 import time
 from typing import Any
 
+from blobstate.local.files import replace_file
+
 
 def _spark_session(app: str) -> Any:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -48,10 +50,7 @@ def spark_listing(location: str) -> dict[str, list[list[Any]]]:
 
 
 def _write_json(path: str, doc: dict[str, Any]) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh)
-    os.replace(tmp, path)
+    replace_file(path, json.dumps(doc))
 
 
 def main(config_path: str) -> int:

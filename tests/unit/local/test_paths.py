@@ -17,7 +17,6 @@ from blobstate.local.paths import (
     PATH_MAX,
     check_name,
     check_relpath,
-    fsync_dir,
     name_bytes,
     safe_join,
 )
@@ -94,7 +93,3 @@ def test_a_join_through_a_link_out_of_the_root_is_refused(tmp_path):
         safe_join(str(root), "out/x")
     assert safe_join(str(root), "ok/x") == os.path.join(os.path.realpath(root), "ok", "x")  # a link inside is fine
 
-
-def test_fsync_dir_of_a_missing_directory_is_a_no_op(tmp_path):
-    fsync_dir(str(tmp_path))
-    fsync_dir(str(tmp_path / "missing"))
