@@ -23,7 +23,10 @@ Rules:
   starting at 0 again) never lends a delta, or a snapshot, to the new one. The abandoned run's records precede
   the new run's by generation, so retention expires them with the prefix, at the latest when the new run has
   fewer than ``retain`` snapshots (then the new run is kept whole, and only what it abandoned expires). Records
-  that name no run (plain backups, records written before runs were recorded) are one run.
+  that name no run (plain backups, records written before runs were recorded) belong to every run: they never
+  decide which run is current and are never left out of it (a `blobstate backup` of a query's store chains with
+  the query's deltas). Records an abandoned run wrote before runs were recorded cannot be told apart: `verify`'s
+  order check (``blobstate.maintenance.verify:chain_problems``) catches a state stitched from them.
 - A partitioned store's log holds *group* records (``Checkpoint.expand``: one delta or snapshot per partition, all
   at the group's generation). Each partition's records (``partition_history``) follow the rules above on their
   own; retention keeps, of the group records, every one from the first any partition needs.
@@ -66,6 +69,9 @@ class Chain:
         return f"{base} + {len(self.deltas)} deltas (batches {self.deltas[0].batch_id}..{self.deltas[-1].batch_id})"
 
 
+NO_RUN = ("", "")  # the run of a record that names none
+
+
 def has_deltas(history: Sequence[Checkpoint]) -> bool:
     """True when ``history`` holds delta records (or group records, which hold deltas)."""
     return any(cp.is_delta or cp.is_group for cp in history)
@@ -92,11 +98,13 @@ def partition_history(history: Sequence[Checkpoint], partition: int) -> list[Che
 
 
 def current_run(history: Sequence[Checkpoint]) -> list[Checkpoint]:
-    """The records of ``history`` of the run of its newest record (by generation), in order (see the rules)."""
-    if not history:
-        return []
-    run = max(history, key=lambda cp: cp.generation).run
-    return [cp for cp in history if cp.run == run]
+    """The records of ``history`` of the run of its newest record that names one (by generation), with the records
+    that name no run, in order (see the rules)."""
+    named = [cp for cp in history if cp.run != NO_RUN]
+    if not named:
+        return list(history)
+    run = max(named, key=lambda cp: cp.generation).run
+    return [cp for cp in history if cp.run in (run, NO_RUN)]
 
 
 def latest_deltas(history: Sequence[Checkpoint]) -> dict[int, Checkpoint]:

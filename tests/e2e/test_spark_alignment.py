@@ -149,10 +149,10 @@ def test_verify_checks_the_chain_of_the_latest_state_not_only_its_blobs(tmp_path
 
     url = f"file://{tmp_path}/repo"
     _run_records(tmp_path, url, range(4), snapshot_at=(1,), work="old")  # records written before runs existed
-    assert all(r.ok for r in api.verify(repo=url, key=KEY))
+    assert all(r.ok for r in api.verify(repo=url, **vars(KEY)))
     _run_records(tmp_path, url, [0], snapshot_at=(0,), work="new")  # a reset: the new run's batch 0
     # the latest state stitches the old run's deltas 1-3 onto the new run's snapshot of batch 0: verify says so
-    reports = api.verify(repo=url, key=KEY, raise_on_error=False)
+    reports = api.verify(repo=url, **vars(KEY), raise_on_error=False)
     assert [m for r in reports for _, m in r.problems if "two runs" in m and "batch 1" in m]
 
 
@@ -178,7 +178,7 @@ def test_records_of_an_abandoned_run_never_chain_onto_the_new_run(tmp_path):
     repo = Repository.open(url)
     assert {cp.lineage_id for cp in repo.log.history(KEY)} == {"b" * 32}  # retention expired the old run
     repo.close()
-    assert all(r.ok for r in api.verify(repo=url, key=KEY))
+    assert all(r.ok for r in api.verify(repo=url, **vars(KEY)))
 
 
 def test_offsets_ahead_of_commits_restore_the_state_spark_takes_as_done(history):

@@ -86,7 +86,7 @@ def test_a_partial_reset_starts_a_new_run_and_retention_keeps_going(spark_sessio
     for p in range(N):
         assert len(_snapshots_of(history, p)) <= 3, [(cp.batch_id, cp.generation) for cp in history]
     assert len({cp.lineage_id for cp in history}) == 1  # the abandoned run expired
-    assert all(r.ok for r in api.verify(repo=paths["repo"], key=KEY, all_checkpoints=True))
+    assert all(r.ok for r in api.verify(repo=paths["repo"], **vars(KEY), all_checkpoints=True))
 
 
 def test_a_restart_with_another_partitioning_is_refused(spark_session, flights_days, tmp_path):

@@ -83,7 +83,7 @@ def test_a_partial_reset_of_sparks_checkpoint_never_chains_the_abandoned_runs_de
     assert restored_state(tmp_path, paths["repo"], KEY) == live  # never the new snapshot + the old run's deltas
     new_run = [cp for cp in history if cp.generation > first[-1].generation]
     assert new_run and {cp.lineage_id for cp in new_run} != {first[-1].lineage_id}
-    assert all(r.ok for r in api.verify(repo=paths["repo"], key=KEY))
+    assert all(r.ok for r in api.verify(repo=paths["repo"], **vars(KEY)))
 
 
 def test_a_second_query_on_the_same_key_is_fenced_at_its_first_append(spark_session, flights_days, tmp_path):
