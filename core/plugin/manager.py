@@ -393,10 +393,12 @@ def get_plugin_manager() -> BlobstatePluginManager:
 
 
 def reset_plugin_manager(manager: BlobstatePluginManager | None = None) -> None:
-    """Replace (or drop, to rebuild lazily) the process-wide manager; for tests and embedding."""
+    """Replace (or drop, to rebuild lazily) the process-wide manager; for tests and embedding. The entry points are
+    read again by the next manager built (a distribution installed since is seen)."""
     global _manager
     from blobstate.repository import settings
 
     with _lock:
         _manager = manager
+        _entry_points.cache_clear()
     settings.reset()
