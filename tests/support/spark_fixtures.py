@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -157,11 +158,24 @@ def run_child(tmp_path, paths, *, kill="", kill_at_event="", connect=False, snap
     try:
         out, err = child.communicate(timeout=timeout)
     finally:
-        try:
-            os.killpg(child.pid, signal.SIGKILL)  # whatever is left of its group
-        except ProcessLookupError:
-            pass
+        _kill_group(child.pid)
     return child.returncode, out, err[-3000:]
+
+
+def _kill_group(pgid: int, deadline_s: float = 60.0) -> None:
+    """SIGKILL whatever is left of the process group ``pgid`` and wait until none of it is left: a Spark Connect
+    server of the group holds port 15002 until its JVM has exited, and the next child binds the same port."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)  # polling the condition (the group is gone), bounded by the deadline
 
 
 def kinds(repo) -> list:
