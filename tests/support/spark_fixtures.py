@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -151,6 +152,8 @@ def run_child(tmp_path, paths, *, kill="", kill_at_event="", connect=False, snap
                                   "partitions": partitions, "partitionSnapshotEvery": partition_snapshot_every}))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([SUPPORT, os.environ.get("PYTHONPATH", "")]),
                SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
+    if connect:
+        _wait_for_free_port(CONNECT_PORT)
     if kill_at_event:
         env.update(BLOBSTATE_PLUGINS="kill_plugin", BLOBSTATE_TEST_KILL_AT=kill_at_event, BLOBSTATE_TEST_KILL_GROUP="1")
     child = subprocess.Popen([sys.executable, os.path.join(SUPPORT, "spark_child.py"), str(config)], env=env,
@@ -160,6 +163,25 @@ def run_child(tmp_path, paths, *, kill="", kill_at_event="", connect=False, snap
     finally:
         _kill_group(child.pid)
     return child.returncode, out, err[-3000:]
+
+
+CONNECT_PORT = 15002  # where a local Spark Connect server listens and its client dials
+
+
+def _wait_for_free_port(port: int, deadline_s: float = 120.0) -> None:
+    """Wait until no server listens on ``port`` (a previous child's Spark Connect server may still be shutting down:
+    it is not always in the child's process group); fail naming the port after ``deadline_s``."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a TIME_WAIT socket is no listener
+            try:
+                probe.bind(("0.0.0.0", port))
+                return
+            except OSError:
+                if time.monotonic() >= deadline:
+                    pytest.fail(f"port {port} is still in use after {deadline_s:.0f} s (a Spark Connect server left?)")
+        time.sleep(0.1)  # polling the condition (the port is free), bounded by the deadline
 
 
 def _kill_group(pgid: int, deadline_s: float = 60.0) -> None:
