@@ -37,7 +37,7 @@ from blobstate.journal import events as ev
 from blobstate.journal.projection import CommitState
 from blobstate.local import workdir
 from blobstate.local.files import replace_file
-from blobstate.model.chain import expand_all, has_deltas, latest_snapshot, retention
+from blobstate.model.chain import has_deltas, latest_snapshot, retention
 from blobstate.model.index import SnapshotIndex
 from blobstate.model.layout import now_ms, owned
 from blobstate.model.records import GROUP, SNAPSHOT, Checkpoint, StoreKey
@@ -87,17 +87,11 @@ def apply_retention(repo: Repository, key: StoreKey, retain: int, *, commit_poin
                     "the records leaving retention are pruned and `blobstate gc` reclaims their blobs once every "
                     "retained index reads again", key, redact(str(exc)))
         return [], _prune(repo, key, retained[0].generation)
-    doomed: set[str] = set()
-    for cp in expand_all(expiring):
-        if cp.is_delta:
-            doomed.add(cp.changelog_blob_id)
-            continue
-        doomed.add(cp.index_blob_id)
-        try:
-            doomed |= repo.read_index(cp).referenced_blob_ids()
-        except BlobstateError as exc:
-            log.warning("checkpoint %s leaves retention with an unreadable index (%s); the orphan sweep of "
-                        "`blobstate gc` reclaims its blobs", cp.checkpoint_id, redact(str(exc)))
+    def unreadable(cp: Checkpoint, exc: BlobstateError) -> None:
+        log.warning("checkpoint %s leaves retention with an unreadable index (%s); the orphan sweep of "
+                    "`blobstate gc` reclaims its blobs", cp.checkpoint_id, redact(str(exc)))
+
+    doomed = repo.retained_references(expiring, on_unreadable=unreadable)
     to_delete = owned(key, sorted(doomed - keep), what="retention")
     repo.store.delete_many(to_delete)
     return to_delete, _prune(repo, key, retained[0].generation)

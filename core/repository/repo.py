@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from blobstate.errors import BlobNotFound, ChecksumMismatch, ConfigurationError, NothingToRestore
+from blobstate.errors import BlobNotFound, BlobstateError, ChecksumMismatch, ConfigurationError, NothingToRestore
 from blobstate.local.checksum import crc32c_bytes
 from blobstate.model.chain import expand_all, valid_snapshots
 from blobstate.model.index import SnapshotIndex
@@ -154,11 +155,14 @@ class Repository:
         return (f"; stores with checkpoints: {listed}. The store name defaults to the directory's name: choose one "
                 "with --store (and --job / --task)")
 
-    def retained_references(self, checkpoints: list[Checkpoint]) -> set[str]:
+    def retained_references(self, checkpoints: list[Checkpoint], *,
+                            on_unreadable: Callable[[Checkpoint, BlobstateError], None] | None = None) -> set[str]:
         """Every blob id (indexes included) the given checkpoints reference.
 
-        Raises when an index cannot be read: deletes must never be decided on incomplete references. A delta
-        record references its changelog blob, a group record what each of its partitions' records references.
+        Raises when an index cannot be read: deletes must never be decided on incomplete references. With
+        ``on_unreadable`` (what leaves retention: an unread index only means fewer deletes) it is called instead
+        and that index's blobs are left out. A delta record references its changelog blob, a group record what
+        each of its partitions' records references.
         """
         refs: set[str] = set()
         for cp in expand_all(checkpoints):
@@ -166,7 +170,12 @@ class Repository:
                 refs.add(cp.changelog_blob_id)
                 continue
             refs.add(cp.index_blob_id)
-            refs |= self.read_index(cp).referenced_blob_ids()
+            try:
+                refs |= self.read_index(cp).referenced_blob_ids()
+            except BlobstateError as exc:
+                if on_unreadable is None:
+                    raise
+                on_unreadable(cp, exc)
         return refs
 
     def close(self) -> None:
