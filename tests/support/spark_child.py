@@ -29,13 +29,34 @@ def session(connect: bool):  # noqa: ANN201
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    if connect:  # a local Connect server in this process group, listening on loopback only
-        builder = SparkSession.builder.remote("local[2]").config("spark.connect.grpc.binding.address", "127.0.0.1")
-    else:
-        builder = SparkSession.builder.master("local[2]")
-    builder = (builder.config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
-               .config("spark.driver.host", "127.0.0.1"))
+    conf = {"spark.master": "local[2]", "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
+            "spark.driver.host": "127.0.0.1"}
+    if connect:
+        return connect_session(conf, int(os.environ["BLOBSTATE_TEST_CONNECT_PORT"]))
+    builder = SparkSession.builder
+    for name, value in conf.items():
+        builder = builder.config(name, value)
     return builder.getOrCreate()
+
+
+def connect_session(conf: dict, port: int):  # noqa: ANN201
+    """A Spark Connect client of a server started in this process's own JVM (as ``remote("local[2]")`` does, so a
+    SIGKILL of this process group takes the server, its JVM and its Python workers with it), but listening on
+    ``port`` on loopback, this child's own: ``remote("local[...]")`` always binds 15002, and two test workers would
+    race for it."""
+    import uuid
+
+    from pyspark import SparkConf, SparkContext
+    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+    os.environ["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = str(uuid.uuid4())  # read by the server's JVM and the client
+    server = {**conf, "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
+              "spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": str(port),
+              "spark.sql.artifact.isolation.enabled": "true",
+              "spark.sql.artifact.isolation.alwaysApplyClassloader": "true"}
+    SparkSession(SparkContext.getOrCreate(SparkConf().setAll(list(server.items()))))
+    return RemoteSparkSession.builder.remote(f"sc://localhost:{port}").getOrCreate()
 
 
 def probe(binding, path: str) -> None:  # noqa: ANN001

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,9 +18,6 @@ from blobstate.model.records import StoreKey
 KEY = StoreKey("flights", "0", "stats")
 ROUTES_KEY = StoreKey("flights", "group", "routes")  # the partitioned flights state (``spark_child`` partitions)
 SUPPORT = os.path.dirname(os.path.abspath(__file__))
-# A local Spark Connect server (``remote("local[2]")``) binds port 15002 and its client dials it there: a test module
-# that starts one sets ``pytestmark = CONNECT_SERVER_GROUP``, so pytest-xdist runs them one at a time on one worker.
-CONNECT_SERVER_GROUP = pytest.mark.xdist_group("spark-connect-port-15002")
 
 
 @pytest.fixture(scope="session")
@@ -152,8 +148,10 @@ def run_child(tmp_path, paths, *, kill="", kill_at_event="", connect=False, snap
                                   "partitions": partitions, "partitionSnapshotEvery": partition_snapshot_every}))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([SUPPORT, os.environ.get("PYTHONPATH", "")]),
                SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
-    if connect:
-        _wait_for_free_port(CONNECT_PORT)
+    if connect:  # the child's own Connect server listens on a free port of its own (spark_child.connect_session)
+        from cloud_servers import free_port
+
+        env["BLOBSTATE_TEST_CONNECT_PORT"] = str(free_port())
     if kill_at_event:
         env.update(BLOBSTATE_PLUGINS="kill_plugin", BLOBSTATE_TEST_KILL_AT=kill_at_event, BLOBSTATE_TEST_KILL_GROUP="1")
     child = subprocess.Popen([sys.executable, os.path.join(SUPPORT, "spark_child.py"), str(config)], env=env,
@@ -165,28 +163,9 @@ def run_child(tmp_path, paths, *, kill="", kill_at_event="", connect=False, snap
     return child.returncode, out, err[-3000:]
 
 
-CONNECT_PORT = 15002  # where a local Spark Connect server listens and its client dials
-
-
-def _wait_for_free_port(port: int, deadline_s: float = 120.0) -> None:
-    """Wait until no server listens on ``port`` (a previous child's Spark Connect server may still be shutting down:
-    it is not always in the child's process group); fail naming the port after ``deadline_s``."""
-    deadline = time.monotonic() + deadline_s
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a TIME_WAIT socket is no listener
-            try:
-                probe.bind(("0.0.0.0", port))
-                return
-            except OSError:
-                if time.monotonic() >= deadline:
-                    pytest.fail(f"port {port} is still in use after {deadline_s:.0f} s (a Spark Connect server left?)")
-        time.sleep(0.1)  # polling the condition (the port is free), bounded by the deadline
-
-
 def _kill_group(pgid: int, deadline_s: float = 60.0) -> None:
-    """SIGKILL whatever is left of the process group ``pgid`` and wait until none of it is left: a Spark Connect
-    server of the group holds port 15002 until its JVM has exited, and the next child binds the same port."""
+    """SIGKILL whatever is left of the process group ``pgid`` and wait until none of it is left (a Spark JVM of the
+    group may outlive its Python parent by a moment and still hold the child's files)."""
     try:
         os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:
