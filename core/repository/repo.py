@@ -8,7 +8,8 @@ from typing import Any
 
 from blobstate.errors import BlobNotFound, BlobstateError, ChecksumMismatch, ConfigurationError, NothingToRestore
 from blobstate.local.checksum import crc32c_bytes
-from blobstate.model.chain import expand_all, valid_snapshots
+from blobstate.model import layout
+from blobstate.model.chain import valid_snapshots
 from blobstate.model.index import SnapshotIndex
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.model.selection import select_checkpoint
@@ -77,6 +78,10 @@ class Repository:
         if checkpoint.is_delta or checkpoint.is_group:
             raise ConfigurationError(f"checkpoint {checkpoint.checkpoint_id} is a {checkpoint.kind} record (batch "
                                      f"{checkpoint.batch_id}): it has no snapshot index of its own")
+        return self._fetch_index(checkpoint)
+
+    def _fetch_index(self, checkpoint: Checkpoint) -> SnapshotIndex:
+        """The index of ``checkpoint``, fetched (bounded by its declared size), checked and parsed."""
         sink = declared(checkpoint.index_size, f"snapshot index {checkpoint.index_blob_id} of checkpoint "
                                                f"{checkpoint.checkpoint_id}")
         try:
@@ -157,26 +162,15 @@ class Repository:
 
     def retained_references(self, checkpoints: list[Checkpoint], *,
                             on_unreadable: Callable[[Checkpoint, BlobstateError], None] | None = None) -> set[str]:
-        """Every blob id (indexes included) the given checkpoints reference.
+        """Every blob id (indexes included) the given checkpoints reference (``blobstate.model.layout.references``,
+        the indexes read with ``read_index``).
 
         Raises when an index cannot be read: deletes must never be decided on incomplete references. With
         ``on_unreadable`` (what leaves retention: an unread index only means fewer deletes) it is called instead
         and that index's blobs are left out. A delta record references its changelog blob, a group record what
         each of its partitions' records references.
         """
-        refs: set[str] = set()
-        for cp in expand_all(checkpoints):
-            if cp.is_delta:
-                refs.add(cp.changelog_blob_id)
-                continue
-            refs.add(cp.index_blob_id)
-            try:
-                refs |= self.read_index(cp).referenced_blob_ids()
-            except BlobstateError as exc:
-                if on_unreadable is None:
-                    raise
-                on_unreadable(cp, exc)
-        return refs
+        return layout.references(checkpoints, self.read_index, on_unreadable=on_unreadable)
 
     def close(self) -> None:
         """Close the blob store and the checkpoint log (``with Repository.open(...) as repository:`` does it)."""
