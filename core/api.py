@@ -162,12 +162,14 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
     never deletes them, ``blobstate.restoring.guard``). With ``dry_run`` the result
     lists the changes and nothing is written (no cleanup either). With ``cleanup`` the init step runs afterwards:
     recovery of this host's journal, then TTL removal and retention from the index alone (Samza's init on a new
-    host). Raises ``RepositoryNotFound`` (exit 6), ``NothingToRestore`` (exit 5), ``IntegrityError`` subclasses
-    (exit 3), ``RestoreRefused`` (exit 2), ``LocalStoreError``: in every case the destination is left as it was.
+    host). Each snapshot index is read once (``Repository.reading_indexes_once``): the store type, the restore and
+    the init cleanup share it. Raises ``RepositoryNotFound`` (exit 6), ``NothingToRestore`` (exit 5),
+    ``IntegrityError`` subclasses (exit 3), ``RestoreRefused`` (exit 2), ``LocalStoreError``: in every case the
+    destination is left as it was.
     """
     key = name_store(job, task, store, directory=dest_dir)
     with open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode,
-                                 max_concurrency=max_concurrency) as repository:
+                         max_concurrency=max_concurrency) as repository, repository.reading_indexes_once():
         chain = replay.plan(repository, key, checkpoint=checkpoint,
                             max_batch_id=max_batch_id, partition=partition)
         _logger.info("restoring %s: %s", key, chain.describe())
