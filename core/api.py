@@ -70,6 +70,7 @@ from blobstate.repository.backends import detect_store_type, open_blob_store, op
 from blobstate.repository.marker import RepositoryInfo
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
+from blobstate.repository.settings import api_verb
 from blobstate.restoring import chain as replay
 from blobstate.restoring import guard
 from blobstate.restoring.snapshot import RestoreResult
@@ -84,6 +85,7 @@ __all__ = [
     "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
 ]
 
+@api_verb
 def init(*, repo: str, storage_options: Options = None, log: str | None = None, log_options: Options = None,
          change_log: bool = False) -> RepositoryInfo:
     """Make ``repo`` a blobstate repository (write its marker, recording its checkpoint log ``log``, default the
@@ -100,6 +102,7 @@ def init(*, repo: str, storage_options: Options = None, log: str | None = None, 
         return repository.info
 
 
+@api_verb
 def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
            store: str | None = None, store_type: str | None = None, batch_id: int | None = None,
            source: object | None = None, ttl: Duration = DEFAULT_TTL_MS, retain: int = DEFAULT_RETAIN,
@@ -131,6 +134,7 @@ def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "de
             return committer.backup(source if source is not None else source_dir, batch_id=batch_id)
 
 
+@api_verb
 def preview_backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
                    store: str | None = None, store_type: str | None = None, source: object | None = None,
                    chunk_size: Size = DEFAULT_CHUNK_SIZE, storage_options: Options = None,
@@ -145,6 +149,7 @@ def preview_backup(source_dir: str, *, repo: str, log: str | None = None, job: s
                            work_dir=work_dir or workdir.store_work_dir(repository.url, key, work_base))
 
 
+@api_verb
 def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
             store: str | None = None, store_type: str | None = None, checkpoint: str | int | None = None,
             max_batch_id: int | None = None, storage_options: Options = None, log_options: Options = None,
@@ -197,6 +202,7 @@ def _recorded_store_type(repository: Repository, checkpoint: Checkpoint) -> str:
     return "rocksdb" if "CURRENT" in index.files() else "dir"
 
 
+@api_verb
 def verify(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
            store: str | None = None, checkpoint: str | int | None = None, all_checkpoints: bool = False,
            storage_options: Options = None, log_options: Options = None, max_concurrency: int = 8,
@@ -236,6 +242,7 @@ def verify(*, repo: str, log: str | None = None, job: str | None = None, task: s
         return reports
 
 
+@api_verb
 def gc(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
        store: str | None = None, dry_run: bool = False, ttl: Duration = DEFAULT_TTL_MS, retain: int | None = None,
        now_ms: int | None = None, storage_options: Options = None, log_options: Options = None,
@@ -258,6 +265,7 @@ def gc(*, repo: str, log: str | None = None, job: str | None = None, task: str |
         return reports
 
 
+@api_verb
 def lifecycle_rule(*, repo: str, ttl: Duration = DEFAULT_TTL_MS, storage_options: Options = None,
                    install: bool = False) -> tuple[str | None, bool]:
     """The cloud lifecycle rule that expires TTL-tagged blobs (native TTL), and whether it was installed.
@@ -280,6 +288,7 @@ def lifecycle_rule(*, repo: str, ttl: Duration = DEFAULT_TTL_MS, storage_options
         blob_store.close()
 
 
+@api_verb
 def recover(*, repo: str, job: str = "default", task: str = "0", store: str | None = None,
             log: str | None = None, work_dir: str | None = None, dry_run: bool = False,
             storage_options: Options = None, report: Report | None = None) -> list[Any]:
@@ -295,6 +304,7 @@ def recover(*, repo: str, job: str = "default", task: str = "0", store: str | No
             return replay_journal(session, repository, dry_run=dry_run, report=report)
 
 
+@api_verb
 def recover_all(*, work_base: str | None = None, repo: str | None = None, log: str | None = None,
                 job: str | None = None, task: str | None = None, store: str | None = None,
                 storage_options: Options = None, dry_run: bool = False,
