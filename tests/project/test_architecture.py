@@ -11,6 +11,7 @@ import re
 import sys
 import threading
 from pathlib import Path
+from typing import Self
 
 import pytest
 from click.testing import CliRunner
@@ -45,7 +46,21 @@ def test_no_module_is_much_over_400_lines():
     assert not long, long
 
 
-class _CallTrace:
+class _Profiler:
+    """Calls itself for every Python call of every thread inside the block (``sys.setprofile``,
+    ``threading.setprofile``)."""
+
+    def __enter__(self) -> Self:
+        sys.setprofile(self)
+        threading.setprofile(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.setprofile(None)
+        threading.setprofile(None)
+
+
+class _CallTrace(_Profiler):
     """Records, for every call into a blobstate module, the chain of distinct blobstate modules on the stack."""
 
     def __init__(self) -> None:
@@ -70,15 +85,6 @@ class _CallTrace:
                     chain.append(m)
                 f = f.f_back
             self.stacks_at["put"] = list(reversed(chain))
-
-    def __enter__(self) -> _CallTrace:
-        sys.setprofile(self)
-        threading.setprofile(self)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        sys.setprofile(None)
-        threading.setprofile(None)
 
 
 @pytest.fixture
@@ -106,17 +112,23 @@ def test_a_backup_goes_cli_api_pipeline_store_without_doubling_back(dir_store, t
     assert len(chain) == len(set(chain)), f"a module appears twice on the way to put: {chain}"
 
 
-def test_a_restore_never_enters_the_backup_module(dir_store, tmp_path, monkeypatch):
+def restored_elsewhere(dir_store, tmp_path, monkeypatch, trace: _Profiler, *options: str) -> None:  # noqa: ANN001
+    """Back ``dir_store`` up, then restore it through the CLI on another host (work directory) under ``trace``."""
     from blobstate.cli import main
 
     monkeypatch.setenv("BLOBSTATE_WORK_DIR", str(tmp_path / "work"))
     repo = str(tmp_path / "repo")
     assert CliRunner().invoke(main, ["backup", str(dir_store), "--repo", repo, "-q"]).exit_code == 0
     monkeypatch.setenv("BLOBSTATE_WORK_DIR", str(tmp_path / "other-host"))
-    with _CallTrace() as trace:
+    with trace:
         result = CliRunner().invoke(main, ["restore", str(tmp_path / "counts-restored"), "--repo", repo,
-                                           "--store", "counts", "-q"])
+                                           "--store", "counts", "-q", *options])
     assert result.exit_code == 0, result.output
+
+
+def test_a_restore_never_enters_the_backup_module(dir_store, tmp_path, monkeypatch):
+    trace = _CallTrace()
+    restored_elsewhere(dir_store, tmp_path, monkeypatch, trace)
     assert "blobstate.restoring.snapshot" in trace.modules_seen
     assert "blobstate.commit.backup" not in trace.modules_seen
     assert not any(m.startswith("blobstate.cli.main_") and m != "blobstate.cli.main_restore"
@@ -168,7 +180,7 @@ def _interface_methods() -> dict[str, list[type]]:
     return out
 
 
-class _Walk:
+class _Walk(_Profiler):
     """Records a run (``sys.setprofile`` and ``threading.setprofile``): the first call of every function (by code
     object), the first call of every abstract interface method on an instance of the interface (a plugin's
     implementation), and the rooms on the stack at every call into a built-in plugin."""
@@ -198,15 +210,6 @@ class _Walk:
             self.plugin_paths.setdefault((room_of(module) or "", code.co_name), set()).add(tuple(rooms))
             if len(rooms) != len(set(rooms)):
                 self.doubled.add(tuple(rooms))
-
-    def __enter__(self) -> _Walk:
-        sys.setprofile(self)
-        threading.setprofile(self)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        sys.setprofile(None)
-        threading.setprofile(None)
 
     def called_at(self, step: str) -> int | None:
         """When the function a walkthrough step names was first called (None: never)."""
@@ -263,16 +266,8 @@ def test_a_backup_follows_its_walkthrough_call_by_call(dir_store, tmp_path, monk
 
 
 def test_a_restore_follows_its_walkthrough_call_by_call(dir_store, tmp_path, monkeypatch):
-    from blobstate.cli import main
-
-    monkeypatch.setenv("BLOBSTATE_WORK_DIR", str(tmp_path / "work"))
-    repo = str(tmp_path / "repo")
-    assert CliRunner().invoke(main, ["backup", str(dir_store), "--repo", repo, "-q"]).exit_code == 0
-    monkeypatch.setenv("BLOBSTATE_WORK_DIR", str(tmp_path / "other-host"))
-    with _Walk() as walk:
-        result = CliRunner().invoke(main, ["restore", str(tmp_path / "out"), "--repo", repo, "--store", "counts",
-                                           "-q", "--max-concurrency", "1"])
-    assert result.exit_code == 0, result.output
+    walk = _Walk()
+    restored_elsewhere(dir_store, tmp_path, monkeypatch, walk, "--max-concurrency", "1")  # one thread: stacks whole
     follows(walk, "A restore, step by step", {
         "blobstate.restoring.swap:recover_interrupted": "only when an earlier restore of the destination was cut off",
         "blobstate.plugin.interfaces:LocalStore.validate": "a RocksDB store's; a directory store has nothing to check",
