@@ -78,11 +78,12 @@ def _summarize_group(repo: Repository, group: Checkpoint) -> CheckpointSummary:
     when it commits deltas only), plus the bytes of its changelogs; ``partitions_committed`` of ``num_partitions``."""
     files: int | None = None
     size, errors = 0, []
-    for part in group.expand():
+    for ref in layout.walk_references([group], repo.read_index):
+        part = ref.record
         if part.is_delta:
             size += part.changelog_size
             continue
-        summary, _ = summarize(repo, part)
+        summary = summary_of(ref)
         if summary.error is not None:
             errors.append(f"partition {getattr(part, 'partition', '?')}: {summary.error}")
             continue
