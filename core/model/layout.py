@@ -97,10 +97,8 @@ def parse(object_id: str) -> ObjectName | None:
     if object_id == MARKER:
         return ObjectName(ObjectKind.MARKER, None, MARKER)
     parts = object_id.split("/")
-    if parts[0] == SCRATCH and len(parts) > 1:
-        return ObjectName(ObjectKind.SCRATCH, None, parts[-1])
-    if len(parts) != 5:
-        return None
+    if len(parts) != 5:  # a store whose job is named like the scratch prefix keeps its objects (five parts)
+        return ObjectName(ObjectKind.SCRATCH, None, parts[-1]) if parts[0] == SCRATCH and len(parts) > 1 else None
     records = parts[0] == RECORDS
     kind = ObjectKind.RECORD if records else _FOLDERS.get(parts[3])
     if kind is None:

@@ -90,6 +90,8 @@ def test_every_object_kind_is_named_and_parsed_back():
         name = layout.parse(object_id)
         assert name is not None and (name.kind, name.key, name.generation) == (kind, key, generation), object_id
     assert layout.record_id(KEY, 42) == "checkpoints/job/0/store/00000000000000000042.json"
+    doctors = StoreKey(layout.SCRATCH, "0", "store")  # a store's job may be named like the scratch prefix
+    assert layout.parse(layout.blob_id(doctors, token)) == layout.ObjectName(layout.ObjectKind.BLOB, doctors, token)
     assert layout.lease_id(layout.index_id(KEY, token)) == f"job/0/store/ttl/{token}.json"
 
 
