@@ -70,6 +70,7 @@ from blobstate.repository.backends import detect_store_type, open_blob_store, op
 from blobstate.repository.marker import RepositoryInfo
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
+from blobstate.repository.settings import api_verb
 from blobstate.restoring import chain as replay
 from blobstate.restoring import guard
 from blobstate.restoring.snapshot import RestoreResult
@@ -84,6 +85,7 @@ __all__ = [
     "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
 ]
 
+@api_verb
 def init(*, repo: str, storage_options: Options = None, log: str | None = None, log_options: Options = None,
          change_log: bool = False) -> RepositoryInfo:
     """Make ``repo`` a blobstate repository (write its marker, recording its checkpoint log ``log``, default the
@@ -100,6 +102,7 @@ def init(*, repo: str, storage_options: Options = None, log: str | None = None, 
         return repository.info
 
 
+@api_verb
 def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
            store: str | None = None, store_type: str | None = None, batch_id: int | None = None,
            source: object | None = None, ttl: Duration = DEFAULT_TTL_MS, retain: int = DEFAULT_RETAIN,
@@ -131,6 +134,7 @@ def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "de
             return committer.backup(source if source is not None else source_dir, batch_id=batch_id)
 
 
+@api_verb
 def preview_backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
                    store: str | None = None, store_type: str | None = None, source: object | None = None,
                    chunk_size: Size = DEFAULT_CHUNK_SIZE, storage_options: Options = None,
@@ -145,6 +149,7 @@ def preview_backup(source_dir: str, *, repo: str, log: str | None = None, job: s
                            work_dir=work_dir or workdir.store_work_dir(repository.url, key, work_base))
 
 
+@api_verb
 def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
             store: str | None = None, store_type: str | None = None, checkpoint: str | int | None = None,
             max_batch_id: int | None = None, storage_options: Options = None, log_options: Options = None,
@@ -162,12 +167,14 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
     never deletes them, ``blobstate.restoring.guard``). With ``dry_run`` the result
     lists the changes and nothing is written (no cleanup either). With ``cleanup`` the init step runs afterwards:
     recovery of this host's journal, then TTL removal and retention from the index alone (Samza's init on a new
-    host). Raises ``RepositoryNotFound`` (exit 6), ``NothingToRestore`` (exit 5), ``IntegrityError`` subclasses
-    (exit 3), ``RestoreRefused`` (exit 2), ``LocalStoreError``: in every case the destination is left as it was.
+    host). Each snapshot index is read once (``Repository.reading_indexes_once``): the store type, the restore and
+    the init cleanup share it. Raises ``RepositoryNotFound`` (exit 6), ``NothingToRestore`` (exit 5),
+    ``IntegrityError`` subclasses (exit 3), ``RestoreRefused`` (exit 2), ``LocalStoreError``: in every case the
+    destination is left as it was.
     """
     key = name_store(job, task, store, directory=dest_dir)
     with open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode,
-                                 max_concurrency=max_concurrency) as repository:
+                         max_concurrency=max_concurrency) as repository, repository.reading_indexes_once():
         chain = replay.plan(repository, key, checkpoint=checkpoint,
                             max_batch_id=max_batch_id, partition=partition)
         _logger.info("restoring %s: %s", key, chain.describe())
@@ -195,6 +202,7 @@ def _recorded_store_type(repository: Repository, checkpoint: Checkpoint) -> str:
     return "rocksdb" if "CURRENT" in index.files() else "dir"
 
 
+@api_verb
 def verify(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
            store: str | None = None, checkpoint: str | int | None = None, all_checkpoints: bool = False,
            storage_options: Options = None, log_options: Options = None, max_concurrency: int = 8,
@@ -234,6 +242,7 @@ def verify(*, repo: str, log: str | None = None, job: str | None = None, task: s
         return reports
 
 
+@api_verb
 def gc(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
        store: str | None = None, dry_run: bool = False, ttl: Duration = DEFAULT_TTL_MS, retain: int | None = None,
        now_ms: int | None = None, storage_options: Options = None, log_options: Options = None,
@@ -256,6 +265,7 @@ def gc(*, repo: str, log: str | None = None, job: str | None = None, task: str |
         return reports
 
 
+@api_verb
 def lifecycle_rule(*, repo: str, ttl: Duration = DEFAULT_TTL_MS, storage_options: Options = None,
                    install: bool = False) -> tuple[str | None, bool]:
     """The cloud lifecycle rule that expires TTL-tagged blobs (native TTL), and whether it was installed.
@@ -278,6 +288,7 @@ def lifecycle_rule(*, repo: str, ttl: Duration = DEFAULT_TTL_MS, storage_options
         blob_store.close()
 
 
+@api_verb
 def recover(*, repo: str, job: str = "default", task: str = "0", store: str | None = None,
             log: str | None = None, work_dir: str | None = None, dry_run: bool = False,
             storage_options: Options = None, report: Report | None = None) -> list[Any]:
@@ -293,6 +304,7 @@ def recover(*, repo: str, job: str = "default", task: str = "0", store: str | No
             return replay_journal(session, repository, dry_run=dry_run, report=report)
 
 
+@api_verb
 def recover_all(*, work_base: str | None = None, repo: str | None = None, log: str | None = None,
                 job: str | None = None, task: str | None = None, store: str | None = None,
                 storage_options: Options = None, dry_run: bool = False,

@@ -1,13 +1,13 @@
 """The fsspec blob store: any filesystem fsspec reaches (``file://``, plain paths, ``memory://``, ...).
 
-TTL in lease mode: a lease object ``<store prefix>/ttl/<blob name>`` holding the expiry (ms since the epoch) is
-written *before* the blob, so a crash mid-upload never leaves a blob without a TTL; ``remove_ttl`` deletes the
-lease; ``expired`` lists leases past their expiry (Samza's TTL, kept as objects so every store supports it).
+TTL in lease mode: a lease object (``blobstate.model.layout.lease_id``: ``<store prefix>/ttl/<blob name>``) holding
+the expiry (ms since the epoch, ``layout.Lease``) is written *before* the blob, so a crash mid-upload never leaves a
+blob without a TTL; ``remove_ttl`` deletes the lease; ``expired`` lists leases past their expiry (Samza's TTL, kept
+as objects so every store supports it).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import posixpath
@@ -20,6 +20,7 @@ from typing import Any, BinaryIO
 import fsspec
 
 from blobstate.errors import BlobNotFound, ConfigurationError, IntegrityError, StorageError
+from blobstate.model.layout import MAX_LEASE_BYTES, Lease, is_lease, lease_id, leased_object
 from blobstate.plugin.interfaces import BlobInfo, BlobStore, BoundedSink, FileRange, PutRequest
 from blobstate.plugin.local_files import LocalRepository
 from blobstate.repository.options import redact, resolve, secret_values
@@ -27,21 +28,8 @@ from blobstate.repository.options import redact, resolve, secret_values
 log = logging.getLogger(__name__)
 COPY_BUFFER = 1 << 20  # bytes per read/write when streaming a local blob (1 MiB: measured fastest, cache-friendly)
 REMOTE_READ = 16 << 20  # bytes per ranged GET when streaming a remote blob (fewer requests, bounded memory)
-TTL_DIR = "ttl"
-MAX_LEASE_BYTES = 4096  # a lease is about 150 bytes; a larger object under ttl/ is not one (refused unread)
 TORN_LEASE_GRACE_MS = 24 * 3600 * 1000  # an unreadable lease counts as expired only once it is this old
 LOCAL_PROTOCOLS = ("file", "local")
-
-
-def lease_id(blob_id: str) -> str:
-    """The lease object of ``blob_id``: ``<prefix>/blobs/<x>`` -> ``<prefix>/ttl/<x>``."""
-    head, name = posixpath.split(blob_id)
-    parent = posixpath.dirname(head)
-    return posixpath.join(parent, TTL_DIR, name) if parent else posixpath.join(TTL_DIR, name)
-
-
-def is_lease(blob_id: str) -> bool:
-    return posixpath.basename(posixpath.dirname(blob_id)) == TTL_DIR
 
 
 def modified_ms(info: dict[str, Any]) -> int | None:
@@ -169,7 +157,7 @@ class FsspecBlobStore(BlobStore):
             lease = self.path(lease_id(blob_id))
             # Written in place under its final name, so an abort or gc always finds it, even torn by a crash; a
             # reader that sees it half-written treats it as unreadable, which expires only once it is old.
-            data = json.dumps({"blobId": blob_id, "expiresAtMs": expires}).encode()
+            data = Lease(blob_id, expires).to_bytes()
             if self.local is not None:
                 self.local.write_bytes(lease, data)
             else:
@@ -334,30 +322,23 @@ class FsspecBlobStore(BlobStore):
         out = []
         for rel, info in leases.items():
             try:
-                doc = json.loads(self.get_bounded(rel, BoundedSink(MAX_LEASE_BYTES, f"lease {rel}")))
-                named = doc["blobId"]
-                if named != _blob_of_lease(rel):
+                lease = Lease.from_bytes(self.get_bounded(rel, BoundedSink(MAX_LEASE_BYTES, f"lease {rel}")))
+                if lease.blob_id != leased_object(rel):
                     self.foreign_leases.append(rel)
                     log.warning("ignored lease %s of %s: it names %s, not its own blob %s", rel,
-                                self.display_url, self.redact(repr(named))[:200], _blob_of_lease(rel))
+                                self.display_url, self.redact(repr(lease.blob_id))[:200], leased_object(rel))
                     continue
-                if int(doc["expiresAtMs"]) <= now_ms:
-                    out.append(named)
+                if lease.expires_at_ms <= now_ms:
+                    out.append(lease.blob_id)
             except (FileNotFoundError, BlobNotFound):
                 continue
-            except (ValueError, KeyError, TypeError, IntegrityError):
+            except (ValueError, IntegrityError):  # msgspec's DecodeError and ValidationError are ValueErrors
                 # An unreadable lease (a torn write, or one being written right now): its blob has the same name
                 # under blobs/ or indexes/, and it expires only once the lease itself is old.
                 written = modified_ms(info)
                 if written is not None and now_ms - written >= TORN_LEASE_GRACE_MS:
-                    out.append(_blob_of_lease(rel))
+                    out.append(leased_object(rel))
         return out
-
-
-def _blob_of_lease(lease: str) -> str:
-    parent, name = posixpath.split(posixpath.dirname(lease))[0], posixpath.basename(lease)
-    sub = "indexes" if name.endswith(".json") else "blobs"
-    return posixpath.join(parent, sub, name) if parent else posixpath.join(sub, name)
 
 
 def _copy(src: Any, sink: BinaryIO, piece: int = COPY_BUFFER) -> int:

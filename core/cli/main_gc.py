@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from blobstate.cli import common
-from blobstate.model.layout import DEFAULT_TTL_MS
+from blobstate.model.layout import DEFAULT_TTL_MS, RECORDS
 
 #: JSON field -> how the text names one entry of it.
 TEXT_LABELS = {"expiredDeleted": "expired", "orphansDeleted": "orphan", "expiredHealed": "healed",
@@ -28,7 +28,7 @@ def render_text(reports: list[dict[str, Any]], dry_run: bool) -> str:
             lines.append(f"{r['store']}: skipped: {r['skipped']}")
             continue
         if r["store"] is None:  # the repository's own leftovers: temp files of interrupted exclusive creates
-            lines.append(f"checkpoints/: {would}delete {len(r['temporariesDeleted'])} temporary files")
+            lines.append(f"{RECORDS}/: {would}delete {len(r['temporariesDeleted'])} temporary files")
             lines += [f"  temporary {entry}" for entry in r["temporariesDeleted"]]
             continue
         lines.append(f"{r['store']}: {would}delete {len(r['expiredDeleted'])} expired and "

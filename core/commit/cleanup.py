@@ -37,6 +37,7 @@ from blobstate.journal import events as ev
 from blobstate.journal.projection import CommitState
 from blobstate.local import workdir
 from blobstate.local.files import replace_file
+from blobstate.model import layout
 from blobstate.model.chain import has_deltas, latest_snapshot, retention
 from blobstate.model.index import SnapshotIndex
 from blobstate.model.layout import now_ms, owned
@@ -121,10 +122,13 @@ def init_cleanup(repo: Repository, key: StoreKey, work_dir: str | None = None, *
         return
     history = repo.log.history(key) if latest.is_delta else [latest]
     snapshot = latest_snapshot(history)
-    ids = {cp.changelog_blob_id for cp in history if cp.is_delta}
-    index = repo.read_index(snapshot) if snapshot is not None else None
-    if snapshot is not None and index is not None:
-        ids |= index.referenced_blob_ids() | {snapshot.index_blob_id}
+    ids: set[str] = set()
+    index = None
+    for ref in layout.walk_references([cp for cp in history if cp.is_delta or cp == snapshot], repo.read_index):
+        if ref.error is not None:
+            raise ref.error
+        ids |= ref.objects
+        index = ref.index or index
     repo.store.remove_ttl_many(owned(key, sorted(ids), what=f"the records of {key}"))
     if index is not None and index.retain is not None:
         apply_retention(repo, key, index.retain, commit_point=commit_point)

@@ -36,6 +36,7 @@ from blobstate.journal.file import Journal
 from blobstate.journal.projection import CommitState, project
 from blobstate.journal.recovery import FinishCommit, RecoveryAction, ResolveAppend, plan_recovery
 from blobstate.local import workdir
+from blobstate.model import layout
 from blobstate.model.layout import DEFAULT_RETAIN, now_ms
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.repository.backends import normalize_url
@@ -73,7 +74,7 @@ def _completed_indexes(repo: Repository, key: StoreKey, open_states: list[Commit
     snapshots) and the TTL-protected leftovers of killed attempts (never referenced) are no such evidence."""
     ours = frozenset().union(*(s.blob_ids for s in open_states))
     return any(i.blob_id not in ours and not repo.store.has_ttl(i.blob_id)
-               for i in repo.store.list(f"{key.prefix}/indexes"))
+               for i in repo.store.list(layout.indexes_prefix(key)))
 
 
 def _check_belongs(state: CommitState, key: StoreKey, repo: Repository) -> None:

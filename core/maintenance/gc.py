@@ -29,7 +29,6 @@ paused writers overlap:
 from __future__ import annotations
 
 import os
-import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +36,7 @@ from blobstate.errors import StorageError
 from blobstate.journal.file import Journal
 from blobstate.journal.projection import project
 from blobstate.local import workdir
+from blobstate.model import layout
 from blobstate.model.chain import has_deltas, latest_snapshot, retention
 from blobstate.model.layout import monotonic
 from blobstate.model.records import Checkpoint, StoreKey
@@ -46,6 +46,8 @@ FAR_FUTURE_MS = 1 << 62  # ``expired(prefix, FAR_FUTURE_MS)`` lists every blob t
 RECHECK_AFTER_S = 5.0  # a decision re-checked longer ago than this (monotonic seconds) is re-checked again
 DELETE_BATCH = 1000  # ids per delete call (S3's DeleteObjects takes at most 1,000)
 MAX_RECHECKS = 5  # re-checks in a row that may each come out stale before gc gives up on the store
+_DATA = (layout.ObjectKind.BLOB, layout.ObjectKind.INDEX)  # what gc deletes
+_STORE_OBJECTS = (*_DATA, layout.ObjectKind.LEASE)  # what makes a prefix a store's
 
 
 @dataclass
@@ -73,12 +75,9 @@ def discover_keys(repo: Repository) -> list[StoreKey]:
     """Store keys with checkpoints in the log, plus any store prefix holding blobs or indexes."""
     keys = set(repo.log.keys())
     for info in repo.store.list(""):
-        parts = info.blob_id.split("/")
-        if len(parts) >= 5 and parts[3] in ("blobs", "indexes", "ttl") and parts[0] != "checkpoints":
-            try:
-                keys.add(StoreKey(parts[0], parts[1], parts[2]))
-            except Exception:  # noqa: BLE001 - not a blobstate object
-                continue
+        name = layout.parse(info.blob_id)
+        if name is not None and name.kind in _STORE_OBJECTS and name.key is not None:
+            keys.add(name.key)
     return sorted(keys)
 
 
@@ -103,7 +102,7 @@ def collect(repo: Repository, key: StoreKey, *, now_ms: int, ttl_ms: int, retain
     listing = list(repo.store.list(key.prefix))
     # 2. Then read what the retained snapshots reference.
     history = repo.log.history(key)
-    if not history and any(posixpath.basename(posixpath.dirname(i.blob_id)) == "indexes" for i in listing):
+    if not history and any(layout.kind_of(i.blob_id) is layout.ObjectKind.INDEX for i in listing):
         report.skipped = (f"the checkpoint log {repo.log.url or repo.url} has no checkpoint of {key}, but the "
                           "repository has snapshot indexes: is --log right? nothing deleted")
         return report
@@ -127,8 +126,7 @@ def collect(repo: Repository, key: StoreKey, *, now_ms: int, ttl_ms: int, retain
         else:
             report.expired_deleted.append(blob_id)
     for info in listing:
-        kind = posixpath.basename(posixpath.dirname(info.blob_id))
-        if kind not in ("blobs", "indexes") or info.blob_id in referenced or info.blob_id in with_ttl:
+        if layout.kind_of(info.blob_id) not in _DATA or info.blob_id in referenced or info.blob_id in with_ttl:
             continue
         if not (key.owns_blob(info.blob_id) or key.owns_index(info.blob_id)):
             report.foreign.append(info.blob_id)
@@ -224,7 +222,7 @@ class DeleteGuard:
 def collect_temporaries(repo: Repository, *, now_ms: int, ttl_ms: int, dry_run: bool = False) -> GcReport:
     """Remove temp files of interrupted exclusive creates under ``checkpoints/`` older than ``ttl_ms``."""
     report = GcReport(None)
-    report.temporaries_deleted = [t.blob_id for t in repo.store.temporaries("checkpoints")
+    report.temporaries_deleted = [t.blob_id for t in repo.store.temporaries(layout.RECORDS)
                                   if t.modified_ms is not None and now_ms - t.modified_ms >= ttl_ms]
     if not dry_run:
         for blob_id in report.temporaries_deleted:

@@ -31,6 +31,7 @@ from blobstate.model.selection import select_checkpoint
 from blobstate.repository.backends import normalize_url
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
+from blobstate.repository.settings import api_verb
 
 __all__ = ["Duration", "Options", "Size", "check_store", "choose_snapshot", "describe_checkpoints", "diff",
            "journal_events", "list_checkpoints", "list_stores", "ls", "require_store", "stats", "unfinished_commits"]
@@ -88,6 +89,7 @@ def select_stores(repository: Repository, job: str | None, task: str | None, sto
     return [k for k in discover_keys(repository) if (job is None or k.job == job) and (task is None or k.task == task)]
 
 
+@api_verb
 def list_stores(*, repo: str, log: str | None = None, storage_options: Options = None,
                 log_options: Options = None) -> list[StoreKey]:
     """Every store key the repository (or its checkpoint log) holds, sorted. Raises ``RepositoryNotFound``."""
@@ -98,6 +100,7 @@ def list_stores(*, repo: str, log: str | None = None, storage_options: Options =
         repository.close()
 
 
+@api_verb
 def list_checkpoints(*, repo: str, log: str | None = None, job: str = "default", task: str = "0",
                      store: str | None = None, storage_options: Options = None, log_options: Options = None,
                      key: StoreKey | None = None) -> list[Checkpoint]:
@@ -111,6 +114,7 @@ def list_checkpoints(*, repo: str, log: str | None = None, job: str = "default",
         repository.close()
 
 
+@api_verb
 def describe_checkpoints(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
                          store: str | None = None, storage_options: Options = None, log_options: Options = None,
                          key: StoreKey | None = None) -> list[CheckpointSummary]:
@@ -152,6 +156,7 @@ def choose_snapshot(repository: Repository, key: StoreKey, checkpoint: str | int
     return chain.snapshot, len(chain.deltas)
 
 
+@api_verb
 def ls(*, repo: str, log: str | None = None, job: str = "default", task: str = "0", store: str | None = None,
        checkpoint: str | int | None = None, prefix: str = "", storage_options: Options = None,
        log_options: Options = None, partition: int | None = None) -> Listing:
@@ -169,6 +174,7 @@ def ls(*, repo: str, log: str | None = None, job: str = "default", task: str = "
         repository.close()
 
 
+@api_verb
 def diff(*, repo: str, base: str | int, target: str | int = "latest", log: str | None = None,
          job: str = "default", task: str = "0", store: str | None = None, storage_options: Options = None,
          log_options: Options = None, partition: int | None = None) -> SnapshotDiff:
@@ -184,6 +190,7 @@ def diff(*, repo: str, base: str | int, target: str | int = "latest", log: str |
         repository.close()
 
 
+@api_verb
 def stats(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
           store: str | None = None, storage_options: Options = None, log_options: Options = None) -> list[StoreStats]:
     """Space use per store (one store, or every store matching ``job``/``task``): retained checkpoints, logical
@@ -195,6 +202,7 @@ def stats(*, repo: str, log: str | None = None, job: str | None = None, task: st
         repository.close()
 
 
+@api_verb
 def require_store(*, repo: str, key: StoreKey, log: str | None = None, storage_options: Options = None,
                   log_options: Options = None) -> Checkpoint:
     """The latest record of ``key`` in the repository at ``repo``; ``NothingToRestore`` (exit 5, naming the stores
@@ -206,6 +214,7 @@ def require_store(*, repo: str, key: StoreKey, log: str | None = None, storage_o
         repository.close()
 
 
+@api_verb
 def journal_events(*, work_dir: str | None = None, repo: str | None = None, key: StoreKey | None = None,
                    work_base: str | None = None, strict: bool = True, job: str = "default", task: str = "0",
                    store: str | None = None) -> JournalRead:
@@ -224,6 +233,7 @@ def journal_events(*, work_dir: str | None = None, repo: str | None = None, key:
     return Journal(os.path.join(work_dir, workdir.JOURNAL)).read(strict=strict)
 
 
+@api_verb
 def unfinished_commits(*, repo: str, job: str = "default", task: str = "0", store: str | None = None,
                        work_base: str | None = None, work_dir: str | None = None,
                        key: StoreKey | None = None) -> list[CommitState]:

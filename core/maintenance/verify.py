@@ -11,6 +11,7 @@ from typing import Any
 
 from blobstate.errors import BlobNotFound, ChecksumMismatch, IntegrityError, NothingToRestore
 from blobstate.local.checksum import Crc32cSink
+from blobstate.model import layout
 from blobstate.model.chain import current_run, latest_deltas, partition_history, partitions_of, plan_chain
 from blobstate.model.changelog import decode
 from blobstate.model.records import Checkpoint
@@ -44,33 +45,40 @@ class VerifyReport:
 
 
 def verify_checkpoint(repo: Repository, checkpoint: Checkpoint) -> VerifyReport:
-    """Read every blob of ``checkpoint``'s snapshot and check each file's size and CRC32C.
+    """Read every blob of ``checkpoint``'s snapshot and check each file's size and CRC32C (a delta: its changelog;
+    a group: each partition's part, its problems named by the partition; ``blobstate.model.layout``'s walk of
+    what records reference).
 
     Never raises for damaged data: problems are collected in the report (an unreadable index is one problem).
     """
     report = VerifyReport(checkpoint)
-    if checkpoint.is_group:  # every partition's record, each problem named by its partition
-        for part in checkpoint.expand():
-            sub = verify_checkpoint(repo, part)
-            report.files += sub.files
-            report.bytes_read += sub.bytes_read
-            report.problems += [(f"partition {getattr(part, 'partition', '?')}: {f}", m) for f, m in sub.problems]
-        return report
-    if checkpoint.is_delta:
+    for ref in layout.walk_references([checkpoint], repo.read_index):
+        label = f"partition {getattr(ref.record, 'partition', '?')}: " if checkpoint.is_group else ""
+        files, nbytes, problems = _verify_reference(repo, ref)
+        report.files += files
+        report.bytes_read += nbytes
+        report.problems += [(f"{label}{f}", m) for f, m in problems]
+    return report
+
+
+def _verify_reference(repo: Repository, ref: layout.Reference) -> tuple[int, int, list[tuple[str, str]]]:
+    """``(files, bytes read, problems)`` of one record: a delta's changelog read and decoded, a snapshot's files
+    read end to end. Raises what is not damage (a ``StorageError``)."""
+    record = ref.record
+    if record.is_delta:
+        files, nbytes = 0, 0
         try:
-            data = repo.read_changelog(checkpoint)
-            report.files, report.bytes_read = 1, len(data)
-            decode(data, source=checkpoint.changelog_blob_id)
+            data = repo.read_changelog(record)
+            files, nbytes = 1, len(data)
+            decode(data, source=record.changelog_blob_id)
         except IntegrityError as exc:
-            report.problems.append(("<changelog>", str(exc)))
-        return report
-    try:
-        index = repo.read_index(checkpoint)
-    except IntegrityError as exc:
-        report.problems.append(("<index>", str(exc)))
-        return report
-    files = sorted(index.files().items())
-    report.files = len(files)
+            return files, nbytes, [("<changelog>", str(exc))]
+        return files, nbytes, []
+    if ref.index is None:
+        if not isinstance(ref.error, IntegrityError):
+            raise ref.error  # type: ignore[misc]
+        return 0, 0, [("<index>", str(ref.error))]
+    files = sorted(ref.index.files().items())
 
     def one(item: tuple[str, Any]) -> tuple[int, str | None]:
         rel, f = item
@@ -89,11 +97,9 @@ def verify_checkpoint(repo: Repository, checkpoint: Checkpoint) -> VerifyReport:
             return sink.size, f"CRC32C {crc:#010x} != recorded {f.crc32c:#010x} (size {sink.size})"
         return sink.size, None
 
-    for (rel, _), (nbytes, problem) in zip(files, repo.store.map_concurrent(one, files), strict=True):
-        report.bytes_read += nbytes
-        if problem:
-            report.problems.append((rel, problem))
-    return report
+    results = repo.store.map_concurrent(one, files)
+    problems = [(rel, problem) for (rel, _), (_, problem) in zip(files, results, strict=True) if problem]
+    return len(files), sum(nbytes for nbytes, _ in results), problems
 
 
 def verify_partitions(repo: Repository, history: list[Checkpoint]) -> list[VerifyReport]:

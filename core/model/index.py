@@ -33,6 +33,7 @@ from msgspec import Meta, field
 
 from blobstate.errors import ConfigurationError, CorruptIndexError, UnsafePathError
 from blobstate.local.paths import MAX_DEPTH, PATH_MAX, check_name, name_bytes
+from blobstate.model import layout
 from blobstate.model.records import StoreKey
 
 INDEX_SCHEMA_VERSION = 2
@@ -50,7 +51,7 @@ Mode = Annotated[int, Meta(ge=0, le=0o7777)]  # permission bits
 Name = Annotated[str, Meta(max_length=1000)]  # names and keys (characters; names are checked further)
 CheckpointId = Annotated[str, Meta(pattern=r"\A[A-Za-z0-9][A-Za-z0-9._:=-]{0,127}\Z")]
 ContentHash = Annotated[str, Meta(pattern=r"\Axxh3-128:[0-9a-f]{32}\Z")]
-BlobId = Annotated[str, Meta(max_length=3100, pattern=r"\A[^/]+/[^/]+/[^/]+/blobs/[0-9a-f]{32}\Z")]
+BlobId = Annotated[str, Meta(max_length=3100, pattern=layout.ANY_BLOB_ID)]
 LinkTarget = Annotated[str, Meta(min_length=1, max_length=PATH_MAX)]
 Attribs = Annotated[dict[str, Any], Meta(max_length=1000)]
 
@@ -291,8 +292,8 @@ class _Check:
             self.key = index.store_key
         except ConfigurationError as exc:
             raise CorruptIndexError(str(exc)) from None
-        self.blobs = f"{self.key.prefix}/blobs/"
-        self.blob_length = len(self.blobs) + 32
+        self.blobs = layout.blobs_prefix(self.key) + "/"
+        self.blob_length = len(layout.blob_id(self.key, "0" * 32))
 
     def run(self) -> None:
         prev = self.index.prev_snapshot_index_blob_id
@@ -333,7 +334,7 @@ class _Check:
         for blob in f.blobs:  # the schema checked the shape <a>/<b>/<c>/blobs/<32 hex>; here: this store's own
             if not blob.blob_id.startswith(self.blobs) or len(blob.blob_id) != self.blob_length:
                 raise CorruptIndexError(f"blob id {blob.blob_id[:200]!r} is not a blob of {self.key.prefix} "
-                                        f"({self.key.prefix}/blobs/<32 hex>)")
+                                        f"({layout.blob_id(self.key, '<32 hex>')})")
             if blob.offset <= last or (last < 0 and blob.offset):
                 raise CorruptIndexError(f"bad chunk offsets {[b.offset for b in f.blobs][:10]} for a file of "
                                         f"{f.size_in_bytes} bytes")

@@ -26,7 +26,10 @@ import json
 import logging
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import UNSET, Meta, UnsetType
 
 from blobstate.errors import (
     AccessDeniedError,
@@ -37,16 +40,44 @@ from blobstate.errors import (
     RepositoryNotFound,
     StorageError,
 )
-from blobstate.model.layout import now_ms
-from blobstate.plugin.interfaces import BlobStore, PutRequest
+from blobstate.model import layout
+from blobstate.model.layout import MARKER, now_ms
+from blobstate.plugin.interfaces import BlobStore, BoundedSink, PutRequest
 
 log = logging.getLogger(__name__)
 
-MARKER_ID = "blobstate-repository.json"
+MARKER_ID = MARKER  # the marker's object id (``blobstate.model.layout.MARKER``)
 FORMAT = "blobstate-repository"
 FORMAT_VERSION = 1
+MAX_MARKER_BYTES = 64 << 10  # a marker is about 200 bytes; a larger object at its name is refused unread
 #: Objects looked at, at most, to tell an empty location, a pre-marker repository and a foreign location apart.
 _SCAN_LIMIT = 10_000
+_Text = Annotated[str, Meta(max_length=4096)]
+
+
+class _MarkerHead(msgspec.Struct, frozen=True, rename="camel"):
+    """What every version of the marker has: read first, so a marker of a newer format is refused as such
+    (``ConfigurationError``) whatever its other fields hold."""
+
+    format: Any = None
+    format_version: int = msgspec.field(default=0)
+    created_by: Any = ""
+
+
+class MarkerDoc(msgspec.Struct, frozen=True, rename="camel"):
+    """The marker as written (format version 1): ``checkpointLog`` only once a log identity is recorded. A later
+    field is added with an ``UNSET`` default, so markers without it still read."""
+
+    format: str
+    format_version: int
+    repository_id: _Text
+    created_time_ms: int | None = None
+    created_by: _Text = ""
+    checkpoint_log: _Text | UnsetType = UNSET
+
+
+_HEAD = msgspec.json.Decoder(_MarkerHead)
+_DOC = msgspec.json.Decoder(MarkerDoc)
 
 
 @dataclass(frozen=True)
@@ -67,40 +98,48 @@ class RepositoryInfo:
     created: bool = field(default=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        doc = {"format": FORMAT, "formatVersion": self.format_version, "repositoryId": self.repository_id,
-               "createdTimeMs": self.created_time_ms, "createdBy": self.created_by}
-        if self.checkpoint_log is not None:
-            doc["checkpointLog"] = self.checkpoint_log
-        return doc
+        """The marker's JSON document (``MarkerDoc``)."""
+        log_id = self.checkpoint_log if self.checkpoint_log is not None else UNSET
+        doc = MarkerDoc(FORMAT, self.format_version, self.repository_id, self.created_time_ms, self.created_by,
+                        log_id)
+        return msgspec.to_builtins(doc)  # type: ignore[no-any-return]
+
+    def to_bytes(self) -> bytes:
+        """The marker as written: compact JSON in ASCII (the bytes every blobstate version wrote)."""
+        return json.dumps(self.to_json(), separators=(",", ":")).encode()
+
+
+def parse_marker(data: bytes) -> RepositoryInfo:
+    """The marker ``data`` holds. Raises ``CorruptIndexError`` (exit 3) for a damaged marker and
+    ``ConfigurationError`` for one written by a newer blobstate (its format version is higher than this one
+    reads)."""
+    try:
+        head = _HEAD.decode(data)
+        if head.format != FORMAT:
+            raise ValueError("not a blobstate repository marker")
+        if head.format_version > FORMAT_VERSION:
+            raise ConfigurationError(f"the repository has format version {head.format_version}, written by a newer "
+                                     f"blobstate ({head.created_by or 'unknown'}); this one reads up to "
+                                     f"{FORMAT_VERSION}")
+        doc = _DOC.decode(data)
+    except (ValueError, msgspec.MsgspecError) as exc:  # msgspec's errors are ValueErrors too
+        raise CorruptIndexError(f"the repository marker {MARKER_ID} is damaged: {exc}"[:2000]) from None
+    return RepositoryInfo(doc.repository_id, doc.format_version, doc.created_time_ms, doc.created_by,
+                          checkpoint_log=None if doc.checkpoint_log is UNSET else doc.checkpoint_log)
 
 
 def read_marker(store: BlobStore) -> RepositoryInfo | None:
-    """The repository's marker, or None when there is none.
+    """The repository's marker, or None when there is none; read no further than ``MAX_MARKER_BYTES``.
 
-    Raises ``CorruptIndexError`` (exit 3) for a damaged marker and ``ConfigurationError`` for one written by a
-    newer blobstate (its format version is higher than this one reads).
+    Raises ``CorruptIndexError`` (exit 3) for a damaged or oversized marker and ``ConfigurationError`` for one
+    written by a newer blobstate (``parse_marker``).
     """
     try:
-        data = store.get_bytes(MARKER_ID)
+        data = store.get_bounded(MARKER_ID, BoundedSink(MAX_MARKER_BYTES, f"the repository marker {MARKER_ID}",
+                                                        why="a marker is a few hundred bytes"))
     except BlobNotFound:
         return None
-    try:
-        doc = json.loads(data)
-        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-            raise ValueError("not a blobstate repository marker")
-        version = doc["formatVersion"]
-        if not isinstance(version, int) or isinstance(version, bool):
-            raise ValueError(f"formatVersion {version!r}")
-        created = doc.get("createdTimeMs")
-        log_id = doc.get("checkpointLog")
-        info = RepositoryInfo(str(doc["repositoryId"]), version, created if isinstance(created, int) else None,
-                              str(doc.get("createdBy", "")), checkpoint_log=log_id if isinstance(log_id, str) else None)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CorruptIndexError(f"the repository marker {MARKER_ID} is damaged: {exc}") from None
-    if info.format_version > FORMAT_VERSION:
-        raise ConfigurationError(f"the repository has format version {info.format_version}, written by a newer "
-                                 f"blobstate ({info.created_by or 'unknown'}); this one reads up to {FORMAT_VERSION}")
-    return info
+    return parse_marker(data)
 
 
 def _version() -> str:
@@ -117,7 +156,7 @@ def write_marker(store: BlobStore, checkpoint_log: str | None = None) -> Reposit
     it first, that one is returned."""
     info = RepositoryInfo(uuid.uuid4().hex, FORMAT_VERSION, now_ms(), _version(), checkpoint_log=checkpoint_log)
     try:
-        store.put_exclusive(MARKER_ID, json.dumps(info.to_json(), separators=(",", ":")).encode())
+        store.put_exclusive(MARKER_ID, info.to_bytes())
     except FileExistsError:
         existing = read_marker(store)
         if existing is None:  # deleted again in between: nothing sensible to agree on
@@ -127,11 +166,13 @@ def write_marker(store: BlobStore, checkpoint_log: str | None = None) -> Reposit
     return replace(info, created=True)
 
 
-def _is_layout_object(blob_id: str) -> bool:
-    parts = blob_id.split("/")
-    if len(parts) != 5:
-        return False
-    return parts[0] == "checkpoints" or parts[3] in ("blobs", "indexes")
+_LAYOUT_KINDS = (layout.ObjectKind.BLOB, layout.ObjectKind.INDEX, layout.ObjectKind.RECORD)
+
+
+def _is_layout_object(object_id: str) -> bool:
+    """A blob, an index or a checkpoint record of some store: what a repository from before the marker holds."""
+    name = layout.parse(object_id)
+    return name is not None and name.kind in _LAYOUT_KINDS
 
 
 def scan_location(store: BlobStore) -> tuple[bool, bool]:
@@ -188,7 +229,7 @@ def ensure_repository(store: BlobStore, url: str, *, create: bool,
 
 
 def _rewrite(store: BlobStore, info: RepositoryInfo) -> None:
-    store.put(PutRequest(MARKER_ID, json.dumps(info.to_json(), separators=(",", ":")).encode()))
+    store.put(PutRequest(MARKER_ID, info.to_bytes()))
 
 
 def bind_log(store: BlobStore, info: RepositoryInfo, url: str, identity: str, *, change: bool = False,

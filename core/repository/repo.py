@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from blobstate.errors import BlobNotFound, BlobstateError, ChecksumMismatch, ConfigurationError, NothingToRestore
 from blobstate.local.checksum import crc32c_bytes
-from blobstate.model.chain import expand_all, valid_snapshots
+from blobstate.model import layout
+from blobstate.model.chain import valid_snapshots
 from blobstate.model.index import SnapshotIndex
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.model.selection import select_checkpoint
@@ -32,6 +34,8 @@ class Repository:
     log: CheckpointLog
     url: str
     info: RepositoryInfo | None = None
+    #: inside ``reading_indexes_once``: the indexes read so far, by (blob id, size, CRC32C) of their records
+    _indexes: dict[tuple[str, int, int], SnapshotIndex] | None = field(default=None, init=False, repr=False)
 
     @classmethod
     def open(cls, repo: str, *, log: str | None = None, storage_options: dict[str, Any] | None = None,
@@ -77,6 +81,33 @@ class Repository:
         if checkpoint.is_delta or checkpoint.is_group:
             raise ConfigurationError(f"checkpoint {checkpoint.checkpoint_id} is a {checkpoint.kind} record (batch "
                                      f"{checkpoint.batch_id}): it has no snapshot index of its own")
+        read = (checkpoint.index_blob_id, checkpoint.index_size, checkpoint.index_crc32c)
+        index = self._indexes.get(read) if self._indexes is not None else None
+        if index is None:
+            index = self._fetch_index(checkpoint)
+            if self._indexes is not None:
+                self._indexes[read] = index
+        if index.checkpoint_id != checkpoint.checkpoint_id or index.store_key != checkpoint.store_key:
+            raise ChecksumMismatch(f"snapshot index {checkpoint.index_blob_id} belongs to another checkpoint")
+        return index
+
+    @contextmanager
+    def reading_indexes_once(self) -> Iterator[Repository]:
+        """Inside the block ``read_index`` fetches and parses each snapshot index once: a second record naming the
+        same index with the same size and CRC32C gets the index already read (an index is never overwritten, and
+        it was checked against those when it was read). A restore reads the index it restores, its init cleanup
+        the latest and the retained ones: each once. Nested blocks share the outer one's indexes."""
+        if self._indexes is not None:
+            yield self
+            return
+        self._indexes = {}
+        try:
+            yield self
+        finally:
+            self._indexes = None
+
+    def _fetch_index(self, checkpoint: Checkpoint) -> SnapshotIndex:
+        """The index of ``checkpoint``, fetched (bounded by its declared size), checked and parsed."""
         sink = declared(checkpoint.index_size, f"snapshot index {checkpoint.index_blob_id} of checkpoint "
                                                f"{checkpoint.checkpoint_id}")
         try:
@@ -90,10 +121,7 @@ class Repository:
                 f"its checkpoint record (size {len(data)} vs {checkpoint.index_size}, CRC32C {crc32c_bytes(data)} vs "
                 f"{checkpoint.index_crc32c})"
             )
-        index = SnapshotIndex.from_bytes(data, source=checkpoint.index_blob_id)
-        if index.checkpoint_id != checkpoint.checkpoint_id or index.store_key != checkpoint.store_key:
-            raise ChecksumMismatch(f"snapshot index {checkpoint.index_blob_id} belongs to another checkpoint")
-        return index
+        return SnapshotIndex.from_bytes(data, source=checkpoint.index_blob_id)
 
     def read_changelog(self, checkpoint: Checkpoint) -> bytes:
         """Fetch a delta record's changelog blob and verify its size and CRC32C (bounded by the declared size).
@@ -157,26 +185,15 @@ class Repository:
 
     def retained_references(self, checkpoints: list[Checkpoint], *,
                             on_unreadable: Callable[[Checkpoint, BlobstateError], None] | None = None) -> set[str]:
-        """Every blob id (indexes included) the given checkpoints reference.
+        """Every blob id (indexes included) the given checkpoints reference (``blobstate.model.layout.references``,
+        the indexes read with ``read_index``).
 
         Raises when an index cannot be read: deletes must never be decided on incomplete references. With
         ``on_unreadable`` (what leaves retention: an unread index only means fewer deletes) it is called instead
         and that index's blobs are left out. A delta record references its changelog blob, a group record what
         each of its partitions' records references.
         """
-        refs: set[str] = set()
-        for cp in expand_all(checkpoints):
-            if cp.is_delta:
-                refs.add(cp.changelog_blob_id)
-                continue
-            refs.add(cp.index_blob_id)
-            try:
-                refs |= self.read_index(cp).referenced_blob_ids()
-            except BlobstateError as exc:
-                if on_unreadable is None:
-                    raise
-                on_unreadable(cp, exc)
-        return refs
+        return layout.references(checkpoints, self.read_index, on_unreadable=on_unreadable)
 
     def close(self) -> None:
         """Close the blob store and the checkpoint log (``with Repository.open(...) as repository:`` does it)."""

@@ -181,18 +181,19 @@ class RetryingBlobStore(BlobStore):
                                attempts=1)
 
     def delete_many(self, blob_ids: Iterable[str]) -> None:
-        if not self._native("delete_many"):
-            return super().delete_many(blob_ids)
-        ids = list(blob_ids)
-        if ids:
-            self._call(lambda: self.inner.delete_many(ids), f"delete of {len(ids)} blobs")
+        self._bulk("delete_many", blob_ids, "delete")
 
     def remove_ttl_many(self, blob_ids: Iterable[str]) -> None:
-        if not self._native("remove_ttl_many"):
-            return super().remove_ttl_many(blob_ids)
+        self._bulk("remove_ttl_many", blob_ids, "TTL removal")
+
+    def _bulk(self, method: str, blob_ids: Iterable[str], what: str) -> None:
+        """The inner store's own bulk ``method`` as one retried call, or the interface's per-blob default."""
+        if not self._native(method):
+            getattr(super(), method)(blob_ids)
+            return
         ids = list(blob_ids)
         if ids:
-            self._call(lambda: self.inner.remove_ttl_many(ids), f"TTL removal of {len(ids)} blobs")
+            self._call(lambda: getattr(self.inner, method)(ids), f"{what} of {len(ids)} blobs")
 
     def lifecycle_rule(self, ttl_ms: int) -> str | None:
         return self.inner.lifecycle_rule(ttl_ms)

@@ -3,8 +3,13 @@
 Every module that needs a setting asks ``current()`` (never ``os.environ``): the object is built from the
 environment the first time, and again only when one of the variables it reads (``WATCHED``) has changed since (a
 test's ``monkeypatch``, an embedding program), so a process reads its environment once. The CLI records the command and
-its options with ``set_command`` before the command runs; the API's keywords win over both (``with_options``).
-The plugin manager hands the object to every plugin with the configuration hook (``blobstate_configure``).
+its options with ``set_command`` before the command runs. Every verb of the public API runs with its keywords in the
+settings (``api_verb``: while the call runs, in its thread, ``current()`` has them; they win over the environment,
+and a running CLI command's own options, what its user typed, win over the keywords the CLI passes on to the
+API). The plugin manager hands the object to every plugin with the
+configuration hook (``blobstate_configure``) when it is built: inside the first CLI command or API call of a process
+that needs a backend, with that command's options or that call's keywords; a plugin reads a later call's keywords
+from ``current()``.
 
 Sizes accept human units (``96MiB``, ``1GB``, ``4096``), durations too (``30s``, ``1500ms``; a plain number of
 seconds where the variable's name ends in ``_S``), through ``blobstate.model.units``; booleans are read one way
@@ -27,12 +32,16 @@ Variables (the CLI's ``--help`` lists those its options read, such as ``BLOBSTAT
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from blobstate.errors import ConfigurationError
 from blobstate.model.units import parse_duration_ms, parse_size
@@ -138,9 +147,10 @@ class Settings:
         )
 
     def with_options(self, command: str | None = None, **options: Any) -> Settings:
-        """These settings with a command's options (or the API's keywords, which win over the environment)."""
+        """These settings with a command's options (or the API's keywords, which win over the environment); the work
+        directory base is ``work_base`` when one is given (``work_dir`` is one store's own directory)."""
         merged = {**self.options, **options}
-        work_dir = merged.get("work_base") or merged.get("work_dir") or self.work_dir
+        work_dir = merged.get("work_base") or self.work_dir
         return replace(self, command=command if command is not None else self.command,
                        options=MappingProxyType(merged), work_dir=work_dir)
 
@@ -171,8 +181,8 @@ def _fingerprint() -> tuple[str | None, ...]:
 
 def current() -> Settings:
     """The process's settings: built from the environment on first use (and when a ``WATCHED`` variable
-    changed since), with the CLI command's options when one is running. Raises ``ConfigurationError`` for a
-    malformed variable."""
+    changed since), with the CLI command's options when one is running, and inside an API call (``api_verb``) that
+    call's keywords. Raises ``ConfigurationError`` for a malformed variable."""
     global _cached
     fingerprint = _fingerprint()
     with _lock:
@@ -181,7 +191,61 @@ def current() -> Settings:
             if _command is not None:
                 settings = settings.with_options(_command[0], **_command[1])
             _cached = (fingerprint, settings)
-        return _cached[1]
+        base = _cached[1]
+    call = _call.get()
+    return base if call is None else call.settings(base)
+
+
+class _Call:
+    """One API call's keywords, and the settings derived from them (once per base settings)."""
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        self.options = options
+        self._derived: tuple[Settings, Settings] | None = None
+
+    def settings(self, base: Settings) -> Settings:
+        """``base`` with these keywords, but for the options a CLI command recorded in it."""
+        if self._derived is None or self._derived[0] is not base:
+            keywords = {name: value for name, value in self.options.items() if name not in base.options}
+            self._derived = (base, base.with_options(**keywords))
+        return self._derived[1]
+
+
+_call: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("blobstate_api_call", default=None)
+#: Keyword values the settings hold (a live handle, a progress object or a callback is not a setting).
+_PLAIN = (str, bytes, int, float, bool, type(None), os.PathLike, timedelta, Mapping, list, tuple)
+
+
+@contextmanager
+def api_call(keywords: Mapping[str, Any]) -> Iterator[Settings]:
+    """Inside the block (one call of an API verb, in this thread or task: a ``contextvars`` context), ``current()``
+    has ``keywords`` among its options, winning over the environment and an enclosing call's (a running CLI
+    command's own options win over them); values that are not plain data (a live store handle, a callback) are
+    left out. Yields the settings."""
+    outer = _call.get()
+    options = {**(outer.options if outer is not None else {}),
+               **{name: value for name, value in keywords.items() if isinstance(value, _PLAIN)}}
+    token = _call.set(_Call(options))
+    try:
+        yield current()
+    finally:
+        _call.reset(token)
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def api_verb(verb: Callable[P, R]) -> Callable[P, R]:
+    """A verb of the public API that runs with its keywords in the settings (``api_call``); its signature is the
+    verb's own."""
+
+    @functools.wraps(verb)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        with api_call(kwargs):
+            return verb(*args, **kwargs)
+
+    return call
 
 
 def set_command(command: str, options: Mapping[str, Any]) -> None:
@@ -232,10 +296,10 @@ def effective_configuration(settings: Settings | None = None) -> dict[str, Any]:
         env_options = from_env(settings.environ)
     except ConfigurationError:
         env_options = {}
-    try:
-        explicit = parse_options(options.get("storage_option", ()))
-        log_options = parse_options(options.get("log_option", ()))
-    except ConfigurationError:
+    try:  # the CLI's ``-o key=value`` options, or the API's dicts
+        explicit = merge(parse_options(options.get("storage_option", ())), dict(options.get("storage_options") or {}))
+        log_options = merge(parse_options(options.get("log_option", ())), dict(options.get("log_options") or {}))
+    except (ConfigurationError, TypeError, ValueError):
         explicit, log_options = {}, {}
     config["storage_options"] = redact(merge(env_options, explicit))
     config["log_options"] = redact(log_options)

@@ -123,3 +123,21 @@ def test_an_oversized_row_of_the_sql_log_is_cut_by_the_database(tmp_path):
         assert peak_python_bytes(lambda: log.latest(KEY)) < 2 * MAX_RECORD_BYTES + MiB
     finally:
         log.close()
+
+
+def test_a_300_mib_object_at_the_markers_name_is_refused_unread(tmp_path, repo, cli, work_base):
+    """Issue 27 case 7, the marker: every command reads it first; an object of 300 MiB at its name is refused after
+    ``MAX_MARKER_BYTES``, never read whole."""
+    from blobstate.plugins.fsspec_store import FsspecBlobStore
+    from blobstate.repository.marker import MARKER_ID, MAX_MARKER_BYTES, read_marker
+
+    assert cli("backup", small_store(tmp_path), "--repo", repo, "-q").returncode == 0
+    with open(repo / MARKER_ID, "r+b") as fh:
+        fh.truncate(300 * MiB)  # sparse: the real marker, then 300 MiB of zeros
+    code, stderr, peak_kib = measured_cli(["restore", tmp_path / "out" / "s", "--repo", repo],
+                                          work_base=tmp_path / "h")
+    assert code == 3, stderr
+    assert "repository marker" in stderr and f"larger than {MAX_MARKER_BYTES} bytes" in stderr, stderr
+    assert peak_kib < 100 * 1024, peak_kib
+    assert not (tmp_path / "out" / "s").exists()
+    assert peak_python_bytes(lambda: read_marker(FsspecBlobStore(f"file://{repo}"))) < 2 * MAX_MARKER_BYTES + MiB
