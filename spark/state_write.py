@@ -140,10 +140,9 @@ class StateWriteResult:
 
 def rows_frame(df: DataFrame, key_cols: tuple[str, ...], key_col: str = "key", value_col: str = "value") -> Any:
     """``df`` as the columns a write reads: the key columns, then ``key``, ``value``, ``key_raw``, ``value_raw``
-    (null binary when ``df`` has none). Raises ``ConfigurationError`` naming a missing column or a type no store
-    holds."""
-    from pyspark.sql import functions as F
-
+    (null binary when ``df`` has none). SQL expressions, not ``pyspark.sql.functions``: those build classic columns
+    in a process that also runs a local Connect server. Raises ``ConfigurationError`` naming a missing column or a
+    type no store holds."""
     fields = {f.name: f.dataType.typeName() for f in df.schema.fields}
     for name in (*key_cols, key_col, value_col):
         if name not in fields:
@@ -158,9 +157,13 @@ def rows_frame(df: DataFrame, key_cols: tuple[str, ...], key_col: str = "key", v
         given = f"{name}_raw" if f"{name}_raw" in fields else None
         if given is not None and fields[given] != "binary":
             raise ConfigurationError(f"column {given!r} must be binary (the stored bytes, as read_state gives them)")
-        raws.append((F.col(given) if given else F.lit(None).cast("binary")).alias(raw))
-    extra = [c for c in key_cols if c not in (key_col, value_col)]
-    return df.select(*extra, F.col(key_col).alias("key"), F.col(value_col).alias("value"), *raws)
+        raws.append(f"{_quoted(given)} AS {raw}" if given else f"CAST(NULL AS BINARY) AS {raw}")
+    extra = [_quoted(c) for c in key_cols if c not in (key_col, value_col)]
+    return df.selectExpr(*extra, f"{_quoted(key_col)} AS key", f"{_quoted(value_col)} AS value", *raws)
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
 def check_destination(committer: StoreCommitter, target: Target, what: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from types import SimpleNamespace
 
 import pytest
 from rocksdict import Rdict
@@ -53,6 +54,16 @@ def _typed(entries) -> dict:
         assert (type(key), key) not in out
         out[(type(key), key)] = value
     return out
+
+
+def cli(*args: str) -> SimpleNamespace:
+    """``blobstate ARGS`` in this process (click's runner): exit code, stdout, stderr."""
+    from click.testing import CliRunner
+
+    from blobstate.cli import main
+
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    return SimpleNamespace(returncode=result.exit_code, stdout=result.stdout, stderr=result.stderr)
 
 
 def _files(root) -> dict[str, bytes]:
@@ -122,7 +133,7 @@ def test_read_state_at_the_newest_and_an_older_batch_and_the_changes_between(dri
     assert _files(tmp_path / "repo") == before  # nothing written to the repository: no journal, no cleanup
 
 
-def test_the_state_verbs(driver_store, cli, tmp_path):
+def test_the_state_verbs(driver_store, tmp_path):
     repo, states = driver_store
     before = _files(tmp_path / "repo")
     dump = cli("state", "dump", "--repo", repo, "--job", "j", "--store", "s")
@@ -156,7 +167,7 @@ def test_the_state_verbs(driver_store, cli, tmp_path):
     assert _files(tmp_path / "repo") == before
 
 
-def test_a_group_of_partitions_read_one_by_one_and_together(tmp_path, cli):
+def test_a_group_of_partitions_read_one_by_one_and_together(tmp_path):
     repo, key = f"file://{tmp_path}/repo", StoreKey("j", "group", "g")
     states = {0: {}, 1: {}}
     per_batch = []
