@@ -91,28 +91,29 @@ class RescaleAlreadyCommitted(RescaleRefused):
 
 @dataclass(frozen=True)
 class RescaleResult:
-    """A committed rescale: ``source``'s state after ``batch_id`` (query ``query_id``, ``from_partitions``
-    partitions) is ``target``'s group record ``checkpoint`` of ``to_partitions`` snapshots; ``keys`` keys
-    (``keys_per_partition``), ``bytes_uploaded``, ``ms`` for the whole rescale."""
+    """A committed rescale: ``source``'s state (``from_partitions`` partitions) is the new store ``written``
+    describes (``StateWriteResult``: its key, batch, query id, partitions, keys, bytes, group record); ``ms`` for
+    the whole rescale. ``target``, ``batch_id``, ``query_id``, ``to_partitions``, ``keys``,
+    ``keys_per_partition``, ``bytes_uploaded`` and ``checkpoint`` are ``written``'s."""
 
     source: StoreKey
-    target: StoreKey
-    batch_id: int
-    query_id: str
     from_partitions: int
-    to_partitions: int
-    keys: int
-    keys_per_partition: tuple[int, ...]
-    bytes_uploaded: int
-    checkpoint: Checkpoint
+    written: StateWriteResult
     ms: float
 
+    target = property(lambda self: self.written.key)
+    batch_id = property(lambda self: self.written.batch_id)
+    query_id = property(lambda self: self.written.query_id)
+    to_partitions = property(lambda self: self.written.num_partitions)
+    keys = property(lambda self: self.written.keys)
+    keys_per_partition = property(lambda self: self.written.keys_per_partition)
+    bytes_uploaded = property(lambda self: self.written.bytes_uploaded)
+    checkpoint = property(lambda self: self.written.checkpoint)
+
     def to_json(self) -> dict[str, Any]:
-        return {"source": str(self.source), "target": str(self.target), "batchId": self.batch_id,
-                "queryId": self.query_id, "fromPartitions": self.from_partitions,
-                "toPartitions": self.to_partitions, "keys": self.keys,
-                "keysPerPartition": list(self.keys_per_partition), "bytesUploaded": self.bytes_uploaded,
-                "checkpoint": self.checkpoint.summary_json(), "durationMs": round(self.ms, 1)}
+        doc = self.written.to_json()
+        return {"source": str(self.source), "target": doc.pop("store"), "fromPartitions": self.from_partitions,
+                "toPartitions": doc.pop("partitions"), **doc, "durationMs": round(self.ms, 1)}
 
 
 def key_fields(spark: SparkSession, key_schema: str, key_cols: list[str] | None) -> tuple[Any, list[str]]:
@@ -238,9 +239,7 @@ def rescale(spark: SparkSession, *, repo: str, job: str, store: str, to_store: s
         raise RescaleRefused(str(exc)) from None
     log.info("rescaled %s (%s partitions) to %s (%s partitions) at batch %s: %s keys", source, len(chains),
              target_key, num_partitions, record.batch_id, result.keys)
-    return RescaleResult(source, target_key, record.batch_id, record.query_id, len(chains), num_partitions,
-                         result.keys, result.keys_per_partition, result.bytes_uploaded, result.checkpoint,
-                         (time.perf_counter() - t0) * 1000)
+    return RescaleResult(source, len(chains), result, (time.perf_counter() - t0) * 1000)
 
 
 def _copy(spark: SparkSession, committer: StoreCommitter, target: Target, read: ReadPlan, schema: Any,

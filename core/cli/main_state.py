@@ -24,7 +24,10 @@ import click
 
 from blobstate.cli import common
 
-FORMATS = click.Choice(["jsonl", "csv"])
+
+def _format_option(fields: str) -> Any:
+    return click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl", show_default=True,
+                        help=f"JSON lines ({{{fields}}}) or CSV with type columns.")
 
 
 @click.group()
@@ -160,8 +163,7 @@ def _key(text: str, key_type: str) -> Any:
 @state.command()
 @_store_options
 @_at_options
-@click.option("--format", "fmt", type=FORMATS, default="jsonl", show_default=True,
-              help="JSON lines ({partition, key, value}) or CSV with type columns.")
+@_format_option("partition, key, value")
 @common.handle_errors
 def dump(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...], job: str,
          task: str, store: str | None, partition: int | None, batch_id: int | None, checkpoint: str | None,
@@ -188,8 +190,7 @@ def dump(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_op
               help="The first batch whose writes to print (default: the oldest retained).")
 @click.option("--to", "to_batch", type=click.IntRange(0), default=None,
               help="The last batch whose writes to print (default: the newest).")
-@click.option("--format", "fmt", type=FORMATS, default="jsonl", show_default=True,
-              help="JSON lines ({batchId, partition, op, key, value}) or CSV with type columns.")
+@_format_option("batchId, partition, op, key, value")
 @common.handle_errors
 def changes(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...], job: str,
             task: str, store: str | None, partition: int | None, from_batch: int | None, to_batch: int | None,
