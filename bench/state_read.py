@@ -13,11 +13,13 @@ cache dropped before each operation when this user may (else warm, and the repor
 
 - **read_state count**: ``read_state(spark, ...).count()``: one Spark task per partition restores its chain into
   its scratch directory and streams the entries out as Arrow batches; Spark counts them;
-- **read_state full scan**: the same DataFrame, ``count(key), sum(length(value))``: every key and value through;
+- **read_state full scan**: the same DataFrame, ``count(key), sum(octet_length(value))``: every key and value
+  through Spark's rows (``octet_length``, the stored size, as the local scan's ``len``: ``length`` would add a
+  character count of every value in the JVM, about 10 s per GiB on this machine, which the local scan does not do);
 - **restore + local scan**: ``blobstate restore DIR --task group --partition P`` for each partition, one after the
   other (fresh CLI processes, as a shell loop runs them), then every restored RocksDB opened read-only with
-  rocksdict in this process and every entry read (count and total value length): what reading the state took
-  before ``read_state`` existed.
+  rocksdict in this process and every entry read (count and total value length, ``len`` of each ASCII value):
+  what reading the state took before ``read_state`` existed.
 
 Both sides must agree on the number of entries and the total value length (checked). The target (issue 32): the
 DataFrame's full scan is not slower than the restore plus the local scan.
@@ -107,7 +109,7 @@ def read_with_spark(spark: Any, repo_url: str, scratch: str, *, scan: bool) -> t
     t0 = time.perf_counter()
     df = read_state(spark, repo=repo_url, job=JOB, task=TASK, store=STORE, local_dir=scratch)
     if scan:
-        row = df.selectExpr("count(key) AS n", "sum(length(value)) AS total").collect()[0]
+        row = df.selectExpr("count(key) AS n", "sum(octet_length(value)) AS total").collect()[0]
         found = (int(row["n"]), int(row["total"] or 0))
     else:
         found = (df.count(), -1)

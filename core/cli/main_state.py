@@ -6,7 +6,9 @@ the repository or to a directory of yours. Keys and values print as the binding 
 ``blobstate.restoring.entries``): in JSON lines a ``str``, ``int``, ``bool`` or finite ``float`` is itself, ``bytes``
 is ``{"bytes": BASE64}``, a non-finite float ``{"float": "nan"}``, anything else (never unpickled)
 ``{"raw": BASE64}`` of the stored bytes; in CSV each key and value has a type column (``str``, ``bytes``, ``int``,
-``float``, ``bool``, ``raw``) and bytes are base64. A wrong ``--store`` is exit 5 naming the stores there are; a
+``float``, ``bool``, ``raw``) and bytes are base64. JSON escapes every non-ASCII character, and CSV on a terminal
+shows control characters escaped (``blobstate.cli.common.safe``), so no key read from a repository sends escape
+sequences to a terminal. A wrong ``--store`` is exit 5 naming the stores there are; a
 batch retention no longer keeps is exit 5 naming the oldest readable batch.
 """
 
@@ -94,10 +96,11 @@ def _write(rows: Iterable[dict[str, Any]], fmt: str, columns: list[str]) -> int:
     count = 0
     if fmt == "jsonl":
         for row in rows:
-            click.echo(json.dumps({k: _jsonable(v) for k, v in row.items()}, ensure_ascii=False))
+            click.echo(json.dumps({k: _jsonable(v) for k, v in row.items()}))  # \uXXXX: no control characters
             count += 1
         return count
     out = csv.writer(sys.stdout, lineterminator="\n")
+    shown = common.safe if sys.stdout.isatty() else str  # a terminal never gets the data's escape sequences
     header = [c for name in columns for c in ((f"{name}_type", name) if name in ("key", "value") else (name,))]
     out.writerow(header)
     for row in rows:
@@ -105,7 +108,7 @@ def _write(rows: Iterable[dict[str, Any]], fmt: str, columns: list[str]) -> int:
         for name in columns:
             value = row[name]
             if name in ("key", "value"):
-                cells += ["" if value is None else type_name(value), "" if value is None else _text(value)]
+                cells += ["" if value is None else type_name(value), "" if value is None else shown(_text(value))]
             else:
                 cells.append("" if value is None else value)
         out.writerow(cells)
