@@ -158,7 +158,12 @@ def rows_frame(df: DataFrame, key_cols: tuple[str, ...], key_col: str = "key", v
         if given is not None and fields[given] != "binary":
             raise ConfigurationError(f"column {given!r} must be binary (the stored bytes, as read_state gives them)")
         raws.append(f"{_quoted(given)} AS {raw}" if given else f"CAST(NULL AS BINARY) AS {raw}")
-    extra = [_quoted(c) for c in key_cols if c not in (key_col, value_col)]
+    outputs = {"key": key_col, "value": value_col, "key_raw": None, "value_raw": None}
+    clash = [c for c in key_cols if c in outputs and outputs[c] != c]
+    if clash:
+        raise ConfigurationError(f"the key column {clash[0]!r} has the name of a column the write makes from "
+                                 f"another one (key_col={key_col!r}, value_col={value_col!r}): rename it")
+    extra = [_quoted(c) for c in key_cols if c not in outputs]
     return df.selectExpr(*extra, f"{_quoted(key_col)} AS key", f"{_quoted(value_col)} AS value", *raws)
 
 

@@ -20,7 +20,7 @@ def test_state_read_benchmark_runs_end_to_end(spark_session, tmp_path, capsys):
     from bench import state_read
 
     out = tmp_path / "state-read.json"
-    assert state_read.main(["--size", "2MiB", "--partitions", "4", "--runs", "1", "--warm", "--work",
+    assert state_read.main(["--size", "2MiB", "--partitions", "2", "--runs", "1", "--warm", "--work",
                             str(tmp_path / "work"), "--out", str(out)], spark=spark_session) == 0
     report = json.loads(out.read_text())
     assert set(report["seconds"]) == {"read_state count", "read_state full scan", "restore + local scan"}
