@@ -5,6 +5,7 @@ Public API::
     import blobstate
     result = blobstate.backup("/data/mystore", repo="file:///backups")      # -> BackupResult
     blobstate.restore("/data/mystore", repo="file:///backups")                # -> RestoreResult
+    for key, value in blobstate.read_state(repo="file:///backups", store="mystore"): ...   # the state as data
 """
 
 from typing import TYPE_CHECKING
@@ -37,6 +38,7 @@ _API_NAMES = (
     "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
     "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
+    "Change", "Undecoded", "read_changes", "read_state",
 )
 
 #: Everything but the errors is imported on first use (``import blobstate`` stays light: the CLI starts in well under
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
     from blobstate.api import (
         BackupPreview,
         BackupResult,
+        Change,
         CheckpointSummary,
         CommitState,
         Duration,
@@ -68,6 +71,7 @@ if TYPE_CHECKING:
         SnapshotDiff,
         StoreCommitter,
         StoreStats,
+        Undecoded,
         VerifyReport,
         backup,
         describe_checkpoints,
@@ -81,6 +85,8 @@ if TYPE_CHECKING:
         ls,
         preview_backup,
         raise_for_reports,
+        read_changes,
+        read_state,
         recover,
         recover_all,
         require_store,
@@ -115,6 +121,7 @@ __all__ = [
     "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
     "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
+    "Change", "Undecoded", "read_changes", "read_state",
 ]
 
 

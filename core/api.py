@@ -2,8 +2,9 @@
 
 ``init``, ``backup``, ``restore``, ``list_stores``, ``list_checkpoints``, ``describe_checkpoints``, ``ls``,
 ``diff``, ``stats``, ``verify``, ``gc``, ``recover``, ``journal_events``, ``unfinished_commits``,
-``lifecycle_rule``. ``StoreCommitter`` (``blobstate.commit.backup``) is the long-lived form for a job that
-commits repeatedly (Spark). The CLI calls only these functions.
+``lifecycle_rule``, ``read_state`` and ``read_changes`` (a store's keys and values as data). ``StoreCommitter``
+(``blobstate.commit.backup``) is the long-lived form for a job that commits repeatedly (Spark). The CLI calls only
+these functions.
 
 One naming scheme across the API, the CLI and JSON: a store is named by ``job``, ``task``, ``store`` (``--job``,
 ``--task``, ``--store``; JSON ``store: "job/task/store"``); a checkpoint by ``checkpoint`` (``--checkpoint``:
@@ -17,7 +18,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from blobstate.commit.backup import BackupResult, LocalCheckpoint, StoreCommitter
@@ -41,6 +43,7 @@ from blobstate.maintenance.queries import (  # the read-only verbs, re-exported,
     Duration,
     Options,
     Size,
+    check_store,
     describe_checkpoints,
     diff,
     journal_events,
@@ -73,7 +76,10 @@ from blobstate.repository.repo import Repository
 from blobstate.repository.settings import api_verb
 from blobstate.restoring import chain as replay
 from blobstate.restoring import guard
+from blobstate.restoring import state as state_reader
+from blobstate.restoring.entries import Undecoded, Value, open_entries
 from blobstate.restoring.snapshot import RestoreResult
+from blobstate.restoring.state import Change
 
 _logger = logging.getLogger(__name__)
 
@@ -83,6 +89,7 @@ __all__ = [
     "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
     "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
+    "Change", "Undecoded", "read_changes", "read_state",
 ]
 
 @api_verb
@@ -192,6 +199,68 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
             _logger.info("init cleanup of %s (journal recovery, TTL removal, retention)", key)
             cleanup_after_restore(repository, key, wd)
         return result
+
+
+def read_state(*, repo: str, log: str | None = None, job: str = "default", task: str = "0", store: str | None = None,
+               partition: int | None = None, batch_id: int | None = None, checkpoint: str | int | None = None,
+               storage_options: Options = None, log_options: Options = None,
+               scratch_dir: str | None = None) -> Iterator[tuple[Value, Value]]:
+    """The ``(key, value)`` entries of a store exactly as after batch ``batch_id`` (or after the batch of the record
+    ``checkpoint`` names; default: the newest state), in the store's key order: of a driver store, of partition
+    ``partition`` of a partitioned store, or of every partition in turn (``partition`` None).
+
+    Keys and values come back as the binding wrote them (``str``, ``bytes``, ``int``, ``float``, ``bool``;
+    ``Undecoded`` bytes for anything else, never unpickled: ``blobstate.restoring.entries``). Read only: each chain
+    (snapshot, then deltas) is restored into a private temporary directory under ``scratch_dir`` (default: the
+    system's), removed once read; nothing is written to the repository (no journal, no cleanup). The store and the
+    batch are checked at once, the entries read as the iterator is consumed. Raises ``RepositoryNotFound`` (exit 6),
+    ``NothingToRestore`` (exit 5, naming the stores there are), ``BatchNotRetained`` (exit 5, naming the oldest
+    readable batch), ``IntegrityError`` (exit 3), ``ConfigurationError`` (a partition outside the group, a store of
+    files).
+    """
+    key = name_store(job, task, store)
+    with open_repository(repo, log, storage_options, log_options) as repository:
+        check_store(repository, key)
+        plan = state_reader.plan_state(repository, key, partitions=None if partition is None else [partition],
+                                       batch_id=batch_id, checkpoint=checkpoint)
+    return _state_entries(plan, (repo, log, storage_options, log_options), scratch_dir)
+
+
+def _state_entries(plan: state_reader.StatePlan, where: tuple[Any, ...],
+                   scratch_dir: str | None) -> Iterator[tuple[Value, Value]]:
+    with open_repository(*where) as repository:
+        for chain in plan.chains.values():
+            with tempfile.TemporaryDirectory(prefix="blobstate-state-", dir=scratch_dir) as base:
+                path = state_reader.restore_into(repository, chain, base)
+                if path is not None:
+                    with open_entries(path) as entries:
+                        yield from entries
+
+
+def read_changes(*, repo: str, log: str | None = None, job: str = "default", task: str = "0",
+                 store: str | None = None, from_batch: int | None = None, to_batch: int | None = None,
+                 partition: int | None = None, storage_options: Options = None,
+                 log_options: Options = None) -> Iterator[Change]:
+    """The writes of batches ``from_batch..to_batch`` (both included; default: every batch whose delta is retained)
+    as ``Change(batch_id, partition, op, key, value)`` rows, from the delta changelogs in the repository: batch by
+    batch, each in its writes' order, partition by partition (of a partitioned store: every partition, or
+    ``partition``). Applied in order to the state after ``from_batch - 1`` they give the state after ``to_batch``.
+    Read only. Raises what ``read_state`` raises; ``BatchNotRetained`` names the oldest batch whose changes are
+    still held.
+    """
+    key = name_store(job, task, store)
+    with open_repository(repo, log, storage_options, log_options) as repository:
+        check_store(repository, key)
+        plans = state_reader.change_plans(repository, key, from_batch=from_batch, to_batch=to_batch,
+                                          partitions=None if partition is None else [partition])
+    return _changes(plans, (repo, log, storage_options, log_options))
+
+
+def _changes(plans: dict[int | None, list[Checkpoint]], where: tuple[Any, ...]) -> Iterator[Change]:
+    with open_repository(*where) as repository:
+        for batch in sorted({r.batch_id for records in plans.values() for r in records if r.batch_id is not None}):
+            for p, records in plans.items():
+                yield from state_reader.read_changes(repository, [r for r in records if r.batch_id == batch], p)
 
 
 def _recorded_store_type(repository: Repository, checkpoint: Checkpoint) -> str:

@@ -40,6 +40,7 @@ COMMANDS = {
     "plugins": "blobstate.cli.main_plugins:plugins",
     "demo": "blobstate.cli.main_demo:demo",
     "spark": "blobstate.cli.main_spark:spark",
+    "state": "blobstate.cli.main_state:state",
 }
 
 #: The variables every command reads besides its options' own (shown in each command's --help).
