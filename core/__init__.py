@@ -37,6 +37,7 @@ _API_NAMES = (
     "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
     "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
+    "DataSubset", "RetentionPolicy",
 )
 
 #: Everything but the errors is imported on first use (``import blobstate`` stays light: the CLI starts in well under
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
         BackupResult,
         CheckpointSummary,
         CommitState,
+        DataSubset,
         Duration,
         GcReport,
         Listing,
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
         Repository,
         RepositoryInfo,
         RestoreResult,
+        RetentionPolicy,
         Size,
         SnapshotDiff,
         StoreCommitter,
@@ -115,6 +118,7 @@ __all__ = [
     "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
     "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
+    "DataSubset", "RetentionPolicy",
 ]
 
 
