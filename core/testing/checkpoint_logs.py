@@ -339,25 +339,16 @@ class CheckpointLogContract(ContractKit):
         assert [c.generation for c in log.history(key)] == [5, 6]
 
     def test_forget_deletes_exactly_the_records_named_never_the_newest(self, log: CheckpointLog) -> None:
-        """``forget`` (optional: a log that cannot drop a record inside itself raises ``NotImplementedError``)
-        deletes the records named by generation and checkpoint id, and nothing else; a zombie is still fenced."""
-        key = new_key()
-        written = self._append_n(log, key, 5)
-        try:
-            removed = log.forget(key, [written[1], written[3]])
-        except NotImplementedError:
+        """Optional ``forget`` (else ``NotImplementedError``): only the records named, by generation and id."""
+        if not log.can_forget:
             pytest.skip(f"{type(log).__name__} keeps records inside the log (forget is optional)")
-        assert sorted(c.generation for c in removed) == [2, 4]
+        written = self._append_n(log, key := new_key(), 5)
+        assert sorted(c.generation for c in log.forget(key, [written[1], written[3]])) == [2, 4]
+        assert log.forget(key, [written[1], replace(written[2], checkpoint_id="other")]) == []  # idempotent, by id
         assert [c.generation for c in log.history(key)] == [1, 3, 5]
-        assert log.forget(key, [written[1]]) == []  # idempotent
-        stale = written[2].with_generation(3)
-        assert log.forget(key, [replace(stale, checkpoint_id="another-one")]) == []  # matched by id too
         with pytest.raises(ValueError):
             log.forget(key, [written[4]])
-        for expected in (1, 3):
-            with pytest.raises(FencedError):
-                log.append(make_checkpoint(key, writer="zombie"), expected)
-        assert log.append(make_checkpoint(key), 5).generation == 6
+        assert log.append(make_checkpoint(key), 5).generation == 6  # the generation goes on past the gaps
 
     def test_zombie_cannot_fill_a_pruned_generation(self, log: CheckpointLog) -> None:
         key = new_key()
