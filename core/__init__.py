@@ -37,7 +37,7 @@ _API_NAMES = (
     "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
     "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
-    "DataSubset", "RetentionPolicy",
+    "CopyReport", "DataSubset", "RetentionPolicy", "copy",
 )
 
 #: Everything but the errors is imported on first use (``import blobstate`` stays light: the CLI starts in well under
@@ -58,6 +58,7 @@ if TYPE_CHECKING:
         BackupResult,
         CheckpointSummary,
         CommitState,
+        CopyReport,
         DataSubset,
         Duration,
         GcReport,
@@ -73,6 +74,7 @@ if TYPE_CHECKING:
         StoreStats,
         VerifyReport,
         backup,
+        copy,
         describe_checkpoints,
         diff,
         gc,
@@ -118,7 +120,7 @@ __all__ = [
     "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
     "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
-    "DataSubset", "RetentionPolicy",
+    "CopyReport", "DataSubset", "RetentionPolicy", "copy",
 ]
 
 

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from blobstate.commit.backup import BackupResult, LocalCheckpoint, StoreCommitter
+from blobstate.commit.copy import CopyReport, StoreCopier, to_copy
 from blobstate.commit.preview import BackupPreview
 from blobstate.commit.preview import preview_backup as run_preview
 from blobstate.commit.recover import Report, cleanup_after_restore, recover_work_base
@@ -85,7 +86,7 @@ __all__ = [
     "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
     "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
-    "DataSubset", "RetentionPolicy",  # issue 33: sampled verify, retention policies
+    "CopyReport", "DataSubset", "RetentionPolicy", "copy",  # issue 33: copy, sampled verify, retention policies
 ]
 
 def init(*, repo: str, storage_options: Options = None, log: str | None = None, log_options: Options = None,
@@ -279,6 +280,49 @@ def gc(*, repo: str, log: str | None = None, job: str | None = None, task: str |
             temporaries = collect_temporaries(repository, now_ms=now, ttl_ms=ttl_value, dry_run=dry_run)
             if temporaries.temporaries_deleted:
                 reports.append(temporaries)
+        return reports
+
+
+def copy(*, source: str, target: str, source_log: str | None = None, target_log: str | None = None,
+         job: str | None = None, task: str | None = None, store: str | None = None,
+         checkpoint: str | int | None = None, source_options: Options = None, target_options: Options = None,
+         source_log_options: Options = None, target_log_options: Options = None, ttl: Duration = DEFAULT_TTL_MS,
+         ttl_mode: str | None = None, max_concurrency: int = 8, work_base: str | None = None,
+         append_only: bool | None = None, limit_upload: Size | None = None,
+         limit_download: Size | None = None) -> list[CopyReport]:
+    """Replicate the checkpoints of every store of ``source`` (or those ``job``/``task``/``store`` name; with
+    ``checkpoint``, one store's records up to and including that one) into the repository ``target`` (created if
+    empty, with its own marker and log), uploading only the objects the target lacks, each verified against its
+    record's or index's CRC32C; records keep their checkpoint and batch ids (``blobstate.commit.copy``). Resumable
+    and idempotent: a rerun after a kill finishes the job, a rerun with nothing new uploads nothing.
+
+    ``ttl``: the TTL of the uploads until each record lands; ``append_only``, ``limit_upload``,
+    ``limit_download``: as in ``backup``. Raises ``NothingToRestore`` (exit 5) for a ``store`` without
+    checkpoints, ``IntegrityError`` (exit 3) for a source object that does not match its record (that record is
+    not copied; those before it are), ``FencedError`` (exit 4) when another writer appends at the target.
+    """
+    with overriding(append_only=append_only, limit_upload=limit_upload, limit_download=limit_download), \
+            open_repository(source, source_log, source_options, source_log_options,
+                            max_concurrency=max_concurrency) as src, \
+            open_repository(target, target_log, target_options, target_log_options, create=True,
+                            ttl_mode=ttl_mode, max_concurrency=max_concurrency) as dst:
+        reports = []
+        for key in select_stores(src, job, task, store, require=store is not None):
+            history = src.log.history(key)
+            upto = src.choose(key, checkpoint=checkpoint) if checkpoint not in (None, "latest") else None
+            records, present, skipped = to_copy(history, dst.log.history(key), upto)
+            report = CopyReport(key, present=[cp.checkpoint_id for cp in present],
+                                skipped=[cp.checkpoint_id for cp in skipped])
+            reports.append(report)
+            if not records:
+                continue
+            _logger.info("copying %d checkpoint(s) of %s to %s", len(records), key, redact(dst.url))
+            copier = StoreCopier(key, src, dst, work_dir=workdir.store_work_dir(dst.url, key, work_base),
+                                 ttl_ms=parse_duration_ms(ttl), max_concurrency=max_concurrency)
+            try:
+                copier.copy(records, report)
+            finally:
+                copier.close()
         return reports
 
 
