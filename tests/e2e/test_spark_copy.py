@@ -1,0 +1,68 @@
+"""A Spark query restarts exactly from a copied repository (``blobstate copy``): the flights query runs six
+micro-batches against one repository (snapshots held after batch 2, so its state is a snapshot plus deltas), its
+host's state and work dirs are lost, the repository is copied into another one, and the query restarts on the
+copy with its own Spark checkpoint location: blobstate restores the snapshot and the deltas up to batch 5 from the
+copy (the copied records keep their query, lineage and batch ids), Spark goes on with batch 6, and the final
+state equals the reference computed from the flights themselves. One real local Spark session."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from spark_fixtures import restored_state  # noqa: E402
+
+from blobstate import api  # noqa: E402
+from blobstate.model.records import StoreKey  # noqa: E402
+from blobstate.spark import register  # noqa: E402
+from blobstate.spark.demo.flights import flights_schema, reference_state, update_state  # noqa: E402
+
+KEY = StoreKey("flights", "0", "stats")
+
+
+def _stream(spark, directory):
+    return (spark.readStream.schema(flights_schema()).option("header", True).option("maxFilesPerTrigger", 1)
+            .csv(directory))
+
+
+def test_a_spark_query_restarts_exactly_from_a_copied_repository(spark_session, flights_days, tmp_path):
+    directory, frame = flights_days
+    source, copy = f"file://{tmp_path}/repo", f"file://{tmp_path}/copy"
+    paths = {"checkpoint_location": str(tmp_path / "spark-ck"), "state_dir": str(tmp_path / "state"),
+             "work_dir": str(tmp_path / "work")}
+    partial = str(tmp_path / "partial")
+    os.makedirs(partial)
+    for name in sorted(os.listdir(directory))[:6]:
+        shutil.copy2(os.path.join(directory, name), partial)
+    binding = register(spark_session, key=KEY, repo=source, **paths)
+
+    def update(df, batch_id, state):
+        if batch_id == 3:
+            binding.pause_snapshots()
+        update_state(df, batch_id, state)
+
+    binding.start(_stream(spark_session, partial).writeStream, update).processAllAvailable()
+    binding.abandon()
+    shutil.rmtree(paths["state_dir"])
+    shutil.rmtree(paths["work_dir"])
+
+    (report,) = api.copy(source=source, target=copy, work_base=str(tmp_path / "copy-work"))
+    copied = api.list_checkpoints(repo=copy, key=KEY)
+    original = api.list_checkpoints(repo=source, key=KEY)
+    assert [(c.checkpoint_id, c.batch_id, c.kind, c.query_id, c.lineage_id) for c in copied] == \
+        [(c.checkpoint_id, c.batch_id, c.kind, c.query_id, c.lineage_id) for c in original]
+    assert report.copied and any(c.is_delta for c in copied)
+
+    for name in sorted(os.listdir(directory))[6:]:
+        shutil.copy2(os.path.join(directory, name), partial)
+    second = register(spark_session, key=KEY, repo=copy, **paths)
+    second.start(_stream(spark_session, partial).writeStream, update_state).processAllAvailable()
+    second.close()
+    assert second.plan.last_committed == 5 and second.plan.restored_batch == 5
+    assert second.plan.snapshot_batch <= 2 and second.plan.deltas == 5 - second.plan.snapshot_batch
+    assert [s.batch_id for s in second.batch_stats] == [6, 7]
+    assert restored_state(tmp_path, copy, KEY) == reference_state(frame)
