@@ -163,6 +163,11 @@ def log_options(values: tuple[str, ...]) -> dict[str, Any] | None:
     return storage_options(values) if values else None
 
 
+def stack(*decorators: Decorator) -> Decorator:
+    """One decorator applying ``decorators`` in the order written (options listed in that order in ``--help``)."""
+    return _stack(*decorators)
+
+
 def _stack(*decorators: Decorator) -> Decorator:
     def apply(fn: Callable[..., Any]) -> Callable[..., Any]:
         for decorator in reversed(decorators):

@@ -9,19 +9,20 @@ from blobstate.cli import common
 from blobstate.model.layout import DEFAULT_TTL_MS
 
 
+def _side(flag: str, name: str, note: str = "") -> common.Decorator:
+    """``--FLAG URL``, ``--FLAG-log URL`` and ``--FLAG-option KEY=VALUE`` of one side (``name``) of the copy."""
+    env = f"BLOBSTATE_COPY_{flag.upper()}"
+    return common.stack(
+        click.option(f"--{flag}", name, required=True, envvar=env, help=f"The {name} repository's URL or path{note}."),
+        click.option(f"--{flag}-log", f"{name}_log", default=None, envvar=f"{env}_LOG",
+                     help=f"The {name}'s checkpoint log URL (default: the file log inside it)."),
+        click.option(f"--{flag}-option", f"{name}_option", multiple=True, metavar="KEY=VALUE",
+                     help=f"fsspec storage option for the {name} (repeatable; default: BLOBSTATE_STORAGE_OPTIONS)."))
+
+
 @click.command()
-@click.option("--from", "source", required=True, envvar="BLOBSTATE_COPY_FROM",
-              help="Source repository URL or path.")
-@click.option("--to", "target", required=True, envvar="BLOBSTATE_COPY_TO",
-              help="Target repository URL or path (made a repository when empty).")
-@click.option("--from-log", "source_log", default=None, envvar="BLOBSTATE_COPY_FROM_LOG",
-              help="The source's checkpoint log URL (default: the file log inside it).")
-@click.option("--to-log", "target_log", default=None, envvar="BLOBSTATE_COPY_TO_LOG",
-              help="The target's checkpoint log URL (default: the file log inside it).")
-@click.option("--from-option", "source_option", multiple=True, metavar="KEY=VALUE",
-              help="fsspec storage option for the source (repeatable; default: BLOBSTATE_STORAGE_OPTIONS).")
-@click.option("--to-option", "target_option", multiple=True, metavar="KEY=VALUE",
-              help="fsspec storage option for the target (repeatable; default: BLOBSTATE_STORAGE_OPTIONS).")
+@_side("from", "source")
+@_side("to", "target", " (made a repository when empty)")
 @common.ttl_mode_option
 @common.concurrency_option
 @common.work_dir_option
@@ -36,7 +37,7 @@ from blobstate.model.layout import DEFAULT_TTL_MS
 @common.limit_download_option
 @common.json_option
 @common.handle_errors
-def copy(source: str, target: str, source_log: str | None, target_log: str | None, source_option: tuple[str, ...],
+def copy(source: str, source_log: str | None, source_option: tuple[str, ...], target: str, target_log: str | None,
          target_option: tuple[str, ...], ttl_mode: str | None, max_concurrency: int, work_dir: str | None,
          job: str | None, task: str | None, store: str | None, checkpoint: str | None, ttl: int,
          append_only: bool | None, limit_upload: int | None, limit_download: int | None, as_json: bool) -> None:

@@ -7,14 +7,11 @@ state equals the reference computed from the flights themselves. One real local 
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
 
 pytest.importorskip("pyspark")
 
-from spark_fixtures import restored_state  # noqa: E402
+from spark_fixtures import restored_state, run_first_days_then_lose_the_host  # noqa: E402
 
 from blobstate import api  # noqa: E402
 from blobstate.model.records import StoreKey  # noqa: E402
@@ -34,21 +31,9 @@ def test_a_spark_query_restarts_exactly_from_a_copied_repository(spark_session, 
     source, copy = f"file://{tmp_path}/repo", f"file://{tmp_path}/copy"
     paths = {"checkpoint_location": str(tmp_path / "spark-ck"), "state_dir": str(tmp_path / "state"),
              "work_dir": str(tmp_path / "work")}
-    partial = str(tmp_path / "partial")
-    os.makedirs(partial)
-    for name in sorted(os.listdir(directory))[:6]:
-        shutil.copy2(os.path.join(directory, name), partial)
     binding = register(spark_session, key=KEY, repo=source, **paths)
-
-    def update(df, batch_id, state):
-        if batch_id == 3:
-            binding.pause_snapshots()
-        update_state(df, batch_id, state)
-
-    binding.start(_stream(spark_session, partial).writeStream, update).processAllAvailable()
-    binding.abandon()
-    shutil.rmtree(paths["state_dir"])
-    shutil.rmtree(paths["work_dir"])
+    partial = str(tmp_path / "partial")
+    run_first_days_then_lose_the_host(spark_session, binding, directory, partial, paths)
 
     (report,) = api.copy(source=source, target=copy, work_base=str(tmp_path / "copy-work"))
     copied = api.list_checkpoints(repo=copy, key=KEY)
@@ -57,8 +42,6 @@ def test_a_spark_query_restarts_exactly_from_a_copied_repository(spark_session, 
         [(c.checkpoint_id, c.batch_id, c.kind, c.query_id, c.lineage_id) for c in original]
     assert report.copied and any(c.is_delta for c in copied)
 
-    for name in sorted(os.listdir(directory))[6:]:
-        shutil.copy2(os.path.join(directory, name), partial)
     second = register(spark_session, key=KEY, repo=copy, **paths)
     second.start(_stream(spark_session, partial).writeStream, update_state).processAllAvailable()
     second.close()
