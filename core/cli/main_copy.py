@@ -9,20 +9,20 @@ from blobstate.cli import common
 from blobstate.model.layout import DEFAULT_TTL_MS
 
 
-def _side(flag: str, name: str, note: str = "") -> common.Decorator:
-    """``--FLAG URL``, ``--FLAG-log URL`` and ``--FLAG-option KEY=VALUE`` of one side (``name``) of the copy."""
-    env = f"BLOBSTATE_COPY_{flag.upper()}"
+def _side(flag: str, name: str, env: str, note: str = "") -> common.Decorator:
+    """``--FLAG URL``, ``--FLAG-log URL`` and ``--FLAG-option KEY=VALUE`` of one side (``name``) of the copy; their
+    variables ``env`` and ``env``-with-``LOG``."""
     return common.stack(
         click.option(f"--{flag}", name, required=True, envvar=env, help=f"The {name} repository's URL or path{note}."),
-        click.option(f"--{flag}-log", f"{name}_log", default=None, envvar=f"{env}_LOG",
+        click.option(f"--{flag}-log", f"{name}_log", default=None, envvar=env.replace("REPO", "LOG"),
                      help=f"The {name}'s checkpoint log URL (default: the file log inside it)."),
         click.option(f"--{flag}-option", f"{name}_option", multiple=True, metavar="KEY=VALUE",
                      help=f"fsspec storage option for the {name} (repeatable; default: BLOBSTATE_STORAGE_OPTIONS)."))
 
 
 @click.command()
-@_side("from", "source")
-@_side("to", "target", " (made a repository when empty)")
+@_side("from", "source", "BLOBSTATE_REPO")  # the repository the other commands work on is the one copied
+@_side("to", "target", "BLOBSTATE_COPY_TO_REPO", " (made a repository when empty)")
 @common.ttl_mode_option
 @common.concurrency_option
 @common.work_dir_option

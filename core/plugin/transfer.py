@@ -24,6 +24,7 @@ Errors: obstore's ``NotFoundError`` -> ``FileNotFoundError``, ``AlreadyExistsErr
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections import deque
@@ -161,7 +162,12 @@ def limiter(direction: str) -> RateLimiter | None:
     if rate is None:
         return None
     with _limiters_lock:
-        return _limiters.setdefault((direction, rate), RateLimiter(rate))
+        bucket = _limiters.get((direction, rate))
+        if bucket is None:
+            bucket = _limiters[(direction, rate)] = RateLimiter(rate)
+            logging.getLogger(__name__).info("%ss limited to %d bytes/s (every transfer of this process)",
+                                             direction, rate)
+        return bucket
 
 
 def throttle(direction: str, nbytes: int) -> None:

@@ -9,7 +9,7 @@ import os
 
 import pytest
 from counting_proxy import CountingProxy
-from fixtures_core import run_cli, tree_digest
+from fixtures_core import read_all, run_cli, tree_digest
 
 from blobstate import api
 from blobstate.repository.repo import Repository
@@ -81,3 +81,50 @@ def test_a_copy_killed_midway_and_rerun_gives_a_target_that_restores_every_check
     _check_target(tmp_path, target, states)
     leftovers = {p.name for p in (tmp_path / "copy").rglob("*") if p.is_file() and "/ttl/" in str(p)}
     assert not leftovers, leftovers  # every copied object made permanent, the killed attempt's cleaned up
+
+
+def test_a_partitioned_store_is_copied_group_by_group_and_every_partition_restores(tmp_path, work_base):
+    """Group records (a partitioned store's): every part of each group (changelogs, a partition's snapshot index
+    and its blobs) is at the target before the group record lands, and each partition restores the same state."""
+    from rocksdict import Rdict
+
+    from blobstate.commit.backup import StoreCommitter
+    from blobstate.commit.group import GroupCommitter, stage_changelog, stage_snapshot
+    from blobstate.model import changelog
+    from blobstate.model.records import StoreKey
+    from blobstate.repository.backends import open_local_store
+    from blobstate.restoring import chain as replay
+
+    key, n, ttl = StoreKey("flights", "group", "routes"), 2, 60_000
+    url, target = f"file://{tmp_path}/repo", f"file://{tmp_path}/copy"
+    repo = Repository.open(url, create=True)
+    db = Rdict(str(tmp_path / "p0-db"))
+    db["route/JFK-LAX"] = b"7"
+    db.flush(True)
+    open_local_store("rocksdb").create_checkpoint(db, str(tmp_path / "p0-ck"))
+    db.close()
+    with StoreCommitter(key, repo, work_dir=str(tmp_path / "driver"), ttl_ms=ttl) as committer:
+        groups = GroupCommitter(committer, num_partitions=n)
+        for batch in range(3):
+            parts = [stage_changelog(repo, key, partition=p, batch_id=batch, ttl_ms=ttl, base=batch, attempt=0,
+                                     data=changelog.encode([(changelog.PUT, f"k{p}", f"{batch}".encode())]))
+                     for p in range(n)]
+            snap = [] if batch != 1 else [stage_snapshot(repo, key, partition=0, batch_id=0, previous=None,
+                                                         ttl_ms=ttl, checkpoint_dir=str(tmp_path / "p0-ck"))]
+            groups.commit(parts + [s.entry for s in snap], batch_id=batch, query_id="q",
+                          new_blob_ids=[b for s in snap for b in s.new_blob_ids])
+    (report,) = api.copy(source=url, target=target)
+    assert len(report.copied) == 3 and report.blobs_uploaded >= 3 * n + 2
+    with Repository.open(target, create=False) as copy:
+        assert [cp.checkpoint_id for cp in copy.log.history(key)] == [cp.checkpoint_id for cp in
+                                                                       repo.log.history(key)]
+        for p in range(n):
+            restored = []
+            for source in (repo, copy):
+                dest = str(tmp_path / f"p{p}-{len(restored)}")
+                replay.restore_chain(source, replay.plan(source, key, partition=p), dest,
+                                     local_store=open_local_store("rocksdb"), store_type="rocksdb", force=True)
+                restored.append(read_all(dest))
+            assert restored[0] == restored[1] and restored[0]
+    api.verify(repo=target, job=key.job, task=key.task, store=key.store)
+    repo.close()
