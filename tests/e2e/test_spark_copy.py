@@ -1,8 +1,8 @@
-"""A Spark query restarts exactly from a copied repository (``blobstate copy``): the flights query runs six
-micro-batches against one repository (snapshots held after batch 2, so its state is a snapshot plus deltas), its
+"""A Spark query restarts exactly from a copied repository (``blobstate copy``): the flights query runs four
+micro-batches against one repository (snapshots held after batch 1, so its state is a snapshot plus deltas), its
 host's state and work dirs are lost, the repository is copied into another one, and the query restarts on the
-copy with its own Spark checkpoint location: blobstate restores the snapshot and the deltas up to batch 5 from the
-copy (the copied records keep their query, lineage and batch ids), Spark goes on with batch 6, and the final
+copy with its own Spark checkpoint location: blobstate restores the snapshot and the deltas up to batch 3 from the
+copy (the copied records keep their query, lineage and batch ids), Spark goes on with batch 4, and the final
 state equals the reference computed from the flights themselves. One real local Spark session."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from spark_fixtures import restored_state, run_first_days_then_lose_the_host  # noqa: E402
+from spark_fixtures import first_days, restored_state, run_first_days_then_lose_the_host  # noqa: E402
 
 from blobstate import api  # noqa: E402
 from blobstate.model.records import StoreKey  # noqa: E402
@@ -33,7 +33,8 @@ def test_a_spark_query_restarts_exactly_from_a_copied_repository(spark_session, 
              "work_dir": str(tmp_path / "work")}
     binding = register(spark_session, key=KEY, repo=source, **paths)
     partial = str(tmp_path / "partial")
-    run_first_days_then_lose_the_host(spark_session, binding, directory, partial, paths)
+    run_first_days_then_lose_the_host(spark_session, binding, directory, partial, paths, days=4, pause_at=2,
+                                      total=5)
 
     (report,) = api.copy(source=source, target=copy, work_base=str(tmp_path / "copy-work"))
     copied = api.list_checkpoints(repo=copy, key=KEY)
@@ -45,7 +46,7 @@ def test_a_spark_query_restarts_exactly_from_a_copied_repository(spark_session, 
     second = register(spark_session, key=KEY, repo=copy, **paths)
     second.start(_stream(spark_session, partial).writeStream, update_state).processAllAvailable()
     second.close()
-    assert second.plan.last_committed == 5 and second.plan.restored_batch == 5
-    assert second.plan.snapshot_batch <= 2 and second.plan.deltas == 5 - second.plan.snapshot_batch
-    assert [s.batch_id for s in second.batch_stats] == [6, 7]
-    assert restored_state(tmp_path, copy, KEY) == reference_state(frame)
+    assert second.plan.last_committed == 3 and second.plan.restored_batch == 3
+    assert second.plan.snapshot_batch <= 1 and second.plan.deltas == 3 - second.plan.snapshot_batch
+    assert [s.batch_id for s in second.batch_stats] == [4]
+    assert restored_state(tmp_path, copy, KEY) == reference_state(first_days(directory, frame, 5))
