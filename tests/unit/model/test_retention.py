@@ -172,3 +172,13 @@ def test_what_a_policy_keeps_restores_exactly_what_the_full_log_restored(history
         assert s.checkpoint_id in valid
         assert ids(chain.plan_chain(plan.retained, s.batch_id).records) == \
             ids(chain.plan_chain(history, s.batch_id).records)
+
+
+def test_a_log_that_cannot_forget_keeps_the_records_inside_it_with_their_reasons():
+    history = [snap(g, None, t=g * DAY) for g in range(1, 7)]
+    plan = plan_retention(history, RetentionPolicy(daily=1, yearly=2))
+    assert ids(plan.retained) == ["s1", "s6"]  # the newest, and the oldest (a yearly count is left)
+    expiring, retained = plan.carried_out(can_forget=False)
+    assert ids(expiring) == [] and ids(retained) == ids(history)
+    assert plan.why(history[2]) == ("kept: the checkpoint log cannot drop a record inside it",)
+    assert plan_retention(history, RetentionPolicy(daily=1, yearly=2)).carried_out(True)[0] == history[1:5]
