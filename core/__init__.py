@@ -39,6 +39,7 @@ _API_NAMES = (
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
     "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
     "Change", "Undecoded", "read_changes", "read_state",
+    "CopyReport", "DataSubset", "RetentionPolicy", "copy",
 )
 
 #: Everything but the errors is imported on first use (``import blobstate`` stays light: the CLI starts in well under
@@ -60,6 +61,8 @@ if TYPE_CHECKING:
         Change,
         CheckpointSummary,
         CommitState,
+        CopyReport,
+        DataSubset,
         Duration,
         GcReport,
         Listing,
@@ -67,6 +70,7 @@ if TYPE_CHECKING:
         Repository,
         RepositoryInfo,
         RestoreResult,
+        RetentionPolicy,
         Size,
         SnapshotDiff,
         StoreCommitter,
@@ -74,6 +78,7 @@ if TYPE_CHECKING:
         Undecoded,
         VerifyReport,
         backup,
+        copy,
         describe_checkpoints,
         diff,
         gc,
@@ -122,6 +127,7 @@ __all__ = [
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
     "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
     "Change", "Undecoded", "read_changes", "read_state",
+    "CopyReport", "DataSubset", "RetentionPolicy", "copy",
 ]
 
 

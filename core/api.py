@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from blobstate.commit.backup import BackupResult, LocalCheckpoint, StoreCommitter
+from blobstate.commit.copy import CopyReport, copy_stores
 from blobstate.commit.preview import BackupPreview
 from blobstate.commit.preview import preview_backup as run_preview
 from blobstate.commit.recover import Report, cleanup_after_restore, recover_work_base
@@ -43,7 +43,6 @@ from blobstate.maintenance.queries import (  # the read-only verbs, re-exported,
     Duration,
     Options,
     Size,
-    check_store,
     describe_checkpoints,
     diff,
     journal_events,
@@ -52,12 +51,15 @@ from blobstate.maintenance.queries import (  # the read-only verbs, re-exported,
     ls,
     name_store,
     open_repository,
+    read_changes,
+    read_state,
     require_store,
     select_stores,
     stats,
     unfinished_commits,
 )
 from blobstate.maintenance.verify import (
+    DataSubset,
     VerifyReport,
     add_chain_problems,
     raise_for_reports,
@@ -68,16 +70,16 @@ from blobstate.model import layout
 from blobstate.model.layout import DEFAULT_CHUNK_SIZE, DEFAULT_RETAIN, DEFAULT_TTL_MS
 from blobstate.model.progress import Progress
 from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.model.retention import RetentionPolicy
 from blobstate.model.units import parse_duration_ms, parse_size
 from blobstate.repository.backends import detect_store_type, open_blob_store, open_local_store
 from blobstate.repository.marker import RepositoryInfo
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
-from blobstate.repository.settings import api_verb
+from blobstate.repository.settings import api_verb, overriding
 from blobstate.restoring import chain as replay
 from blobstate.restoring import guard
-from blobstate.restoring import state as state_reader
-from blobstate.restoring.entries import Undecoded, Value, open_entries
+from blobstate.restoring.entries import Undecoded
 from blobstate.restoring.snapshot import RestoreResult
 from blobstate.restoring.state import Change
 
@@ -90,6 +92,7 @@ __all__ = [
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
     "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
     "Change", "Undecoded", "read_changes", "read_state",
+    "CopyReport", "DataSubset", "RetentionPolicy", "copy",  # issue 33: copy, sampled verify, retention policies
 ]
 
 @api_verb
@@ -112,14 +115,20 @@ def init(*, repo: str, storage_options: Options = None, log: str | None = None, 
 @api_verb
 def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
            store: str | None = None, store_type: str | None = None, batch_id: int | None = None,
-           source: object | None = None, ttl: Duration = DEFAULT_TTL_MS, retain: int = DEFAULT_RETAIN,
-           chunk_size: Size = DEFAULT_CHUNK_SIZE, max_concurrency: int = 8, storage_options: Options = None,
-           log_options: Options = None, ttl_mode: str | None = None, work_base: str | None = None,
-           work_dir: str | None = None, progress: Progress | None = None, expected_generation: int | None = None,
-           create: bool = True, on_create: Callable[[str], None] | None = None) -> BackupResult:
+           source: object | None = None, ttl: Duration = DEFAULT_TTL_MS, retain: int | None = None,
+           retention: RetentionPolicy | str | None = None, chunk_size: Size = DEFAULT_CHUNK_SIZE,
+           max_concurrency: int = 8, storage_options: Options = None, log_options: Options = None,
+           ttl_mode: str | None = None, work_base: str | None = None, work_dir: str | None = None,
+           progress: Progress | None = None, expected_generation: int | None = None, create: bool = True,
+           on_create: Callable[[str], None] | None = None, append_only: bool | None = None,
+           limit_upload: Size | None = None, limit_download: Size | None = None) -> BackupResult:
     """Back up the store at ``source_dir`` (or the live handle ``source``) as a new committed snapshot.
 
-    ``ttl``: how long new blobs live unless their commit completes; ``retain``: newest checkpoints kept;
+    ``ttl``: how long new blobs live unless their commit completes; ``retain``: newest checkpoints kept, or
+    ``retention``: a ``RetentionPolicy`` (restic's ``forget`` rules, or their text ``"last=3,daily=7"``); neither:
+    the policy the store's latest snapshot records (default: the newest ``DEFAULT_RETAIN``). ``append_only``: delete
+    nothing (retention and aborts are left to ``gc``); ``limit_upload``/``limit_download``: bytes per second
+    (``10MiB``), for the process while the call runs (``blobstate.repository.settings.overriding``).
     ``chunk_size``: bytes per blob; ``expected_generation``: fence against it instead of the log's latest. The
     first backup into an empty location creates the repository (``preview_backup`` says what a backup would do,
     committing nothing); with ``create=False`` a location without a repository is refused (``RepositoryNotFound``)
@@ -129,15 +138,20 @@ def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "de
     """
     key = name_store(job, task, store, directory=source_dir)
     store_type = store_type or detect_store_type(source_dir)
-    with open_repository(repo, log, storage_options, log_options, create=create, ttl_mode=ttl_mode,
-                         max_concurrency=max_concurrency) as repository:
+    policy = RetentionPolicy.of(retention) if retention is not None else (
+        RetentionPolicy(last=retain) if retain is not None else None)
+    with overriding(append_only=append_only, limit_upload=limit_upload, limit_download=limit_download), \
+            open_repository(repo, log, storage_options, log_options, create=create, ttl_mode=ttl_mode,
+                            max_concurrency=max_concurrency) as repository:
         if on_create is not None and repository.info is not None and repository.info.created:
             on_create(str(redact(repository.url)))
         with StoreCommitter(key, repository, store_type=store_type,
                             work_dir=work_dir or workdir.store_work_dir(repository.url, key, work_base),
-                            ttl_ms=parse_duration_ms(ttl), retain=retain,
+                            ttl_ms=parse_duration_ms(ttl), retention=policy or RetentionPolicy(last=DEFAULT_RETAIN),
                             chunk_size=parse_size(chunk_size), max_concurrency=max_concurrency, progress=progress,
                             expected_generation=expected_generation) as committer:
+            if policy is None:
+                committer.use_recorded_retention()
             return committer.backup(source if source is not None else source_dir, batch_id=batch_id)
 
 
@@ -163,7 +177,8 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
             ttl_mode: str | None = None, max_concurrency: int = 8, work_base: str | None = None,
             work_dir: str | None = None, progress: Progress | None = None, cleanup: bool = True,
             validate: bool = True, force: bool = False, dry_run: bool = False,
-            partition: int | None = None) -> RestoreResult:
+            partition: int | None = None, append_only: bool | None = None, limit_download: Size | None = None,
+            limit_upload: Size | None = None) -> RestoreResult:
     """Restore the latest state (or ``checkpoint``: ``latest``, an id, a unique prefix or a generation; or the
     state after batch ``max_batch_id``) into ``dest_dir``, downloading only what is missing or different; a store
     with delta records gets its snapshot, then the deltas after it (``blobstate.restoring.chain``).
@@ -174,14 +189,16 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
     never deletes them, ``blobstate.restoring.guard``). With ``dry_run`` the result
     lists the changes and nothing is written (no cleanup either). With ``cleanup`` the init step runs afterwards:
     recovery of this host's journal, then TTL removal and retention from the index alone (Samza's init on a new
-    host). Each snapshot index is read once (``Repository.reading_indexes_once``): the store type, the restore and
-    the init cleanup share it. Raises ``RepositoryNotFound`` (exit 6), ``NothingToRestore`` (exit 5),
-    ``IntegrityError`` subclasses (exit 3), ``RestoreRefused`` (exit 2), ``LocalStoreError``: in every case the
-    destination is left as it was.
+    host; with ``append_only`` it deletes nothing). Each snapshot index is read once
+    (``Repository.reading_indexes_once``): the store type, the restore and the init cleanup share it.
+    ``limit_download``/``limit_upload``: bytes per second, as in ``backup``. Raises ``RepositoryNotFound`` (exit 6),
+    ``NothingToRestore`` (exit 5), ``IntegrityError`` subclasses (exit 3), ``RestoreRefused`` (exit 2),
+    ``LocalStoreError``: in every case the destination is left as it was.
     """
     key = name_store(job, task, store, directory=dest_dir)
-    with open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode,
-                         max_concurrency=max_concurrency) as repository, repository.reading_indexes_once():
+    with overriding(append_only=append_only, limit_upload=limit_upload, limit_download=limit_download), \
+            open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode,
+                            max_concurrency=max_concurrency) as repository, repository.reading_indexes_once():
         chain = replay.plan(repository, key, checkpoint=checkpoint,
                             max_batch_id=max_batch_id, partition=partition)
         _logger.info("restoring %s: %s", key, chain.describe())
@@ -201,68 +218,6 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
         return result
 
 
-def read_state(*, repo: str, log: str | None = None, job: str = "default", task: str = "0", store: str | None = None,
-               partition: int | None = None, batch_id: int | None = None, checkpoint: str | int | None = None,
-               storage_options: Options = None, log_options: Options = None,
-               scratch_dir: str | None = None) -> Iterator[tuple[Value, Value]]:
-    """The ``(key, value)`` entries of a store exactly as after batch ``batch_id`` (or after the batch of the record
-    ``checkpoint`` names; default: the newest state), in the store's key order: of a driver store, of partition
-    ``partition`` of a partitioned store, or of every partition in turn (``partition`` None).
-
-    Keys and values come back as the binding wrote them (``str``, ``bytes``, ``int``, ``float``, ``bool``;
-    ``Undecoded`` bytes for anything else, never unpickled: ``blobstate.restoring.entries``). Read only: each chain
-    (snapshot, then deltas) is restored into a private temporary directory under ``scratch_dir`` (default: the
-    system's), removed once read; nothing is written to the repository (no journal, no cleanup). The store and the
-    batch are checked at once, the entries read as the iterator is consumed. Raises ``RepositoryNotFound`` (exit 6),
-    ``NothingToRestore`` (exit 5, naming the stores there are), ``BatchNotRetained`` (exit 5, naming the oldest
-    readable batch), ``IntegrityError`` (exit 3), ``ConfigurationError`` (a partition outside the group, a store of
-    files).
-    """
-    key = name_store(job, task, store)
-    with open_repository(repo, log, storage_options, log_options) as repository:
-        check_store(repository, key)
-        plan = state_reader.plan_state(repository, key, partitions=None if partition is None else [partition],
-                                       batch_id=batch_id, checkpoint=checkpoint)
-    return _state_entries(plan, (repo, log, storage_options, log_options), scratch_dir)
-
-
-def _state_entries(plan: state_reader.StatePlan, where: tuple[Any, ...],
-                   scratch_dir: str | None) -> Iterator[tuple[Value, Value]]:
-    with open_repository(*where) as repository:
-        for chain in plan.chains.values():
-            with tempfile.TemporaryDirectory(prefix="blobstate-state-", dir=scratch_dir) as base:
-                path = state_reader.restore_into(repository, chain, base)
-                if path is not None:
-                    with open_entries(path) as entries:
-                        yield from entries
-
-
-def read_changes(*, repo: str, log: str | None = None, job: str = "default", task: str = "0",
-                 store: str | None = None, from_batch: int | None = None, to_batch: int | None = None,
-                 partition: int | None = None, storage_options: Options = None,
-                 log_options: Options = None) -> Iterator[Change]:
-    """The writes of batches ``from_batch..to_batch`` (both included; default: every batch whose delta is retained)
-    as ``Change(batch_id, partition, op, key, value)`` rows, from the delta changelogs in the repository: batch by
-    batch, each in its writes' order, partition by partition (of a partitioned store: every partition, or
-    ``partition``). Applied in order to the state after ``from_batch - 1`` they give the state after ``to_batch``.
-    Read only. Raises what ``read_state`` raises; ``BatchNotRetained`` names the oldest batch whose changes are
-    still held.
-    """
-    key = name_store(job, task, store)
-    with open_repository(repo, log, storage_options, log_options) as repository:
-        check_store(repository, key)
-        plans = state_reader.change_plans(repository, key, from_batch=from_batch, to_batch=to_batch,
-                                          partitions=None if partition is None else [partition])
-    return _changes(plans, (repo, log, storage_options, log_options))
-
-
-def _changes(plans: dict[int | None, list[Checkpoint]], where: tuple[Any, ...]) -> Iterator[Change]:
-    with open_repository(*where) as repository:
-        for batch in sorted({r.batch_id for records in plans.values() for r in records if r.batch_id is not None}):
-            for p, records in plans.items():
-                yield from state_reader.read_changes(repository, [r for r in records if r.batch_id == batch], p)
-
-
 def _recorded_store_type(repository: Repository, checkpoint: Checkpoint) -> str:
     """The store type the snapshot records (older snapshots: ``rocksdb`` if it has a ``CURRENT`` file)."""
     index = repository.read_index(checkpoint)
@@ -275,16 +230,21 @@ def _recorded_store_type(repository: Repository, checkpoint: Checkpoint) -> str:
 def verify(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
            store: str | None = None, checkpoint: str | int | None = None, all_checkpoints: bool = False,
            storage_options: Options = None, log_options: Options = None, max_concurrency: int = 8,
-           raise_on_error: bool = True) -> list[VerifyReport]:
+           raise_on_error: bool = True, read_data_subset: str | DataSubset | None = None,
+           seed: int | None = None, limit_download: Size | None = None) -> list[VerifyReport]:
     """Read every blob of the chosen checkpoint(s) and check sizes and CRC32C: of one store (``store``), or of every
     store of the repository matching ``job``/``task`` (the latest checkpoint of each, or all with
     ``all_checkpoints``). The latest of a partitioned store is every partition's latest state (its snapshot and
-    the deltas after it), one report per partition.
+    the deltas after it), one report per partition. ``read_data_subset`` (``1/7``, ``5%``, a ``DataSubset``;
+    ``seed`` fixes a random sample) reads only part of the data, restic's way; metadata is always checked.
 
     Raises ``ChecksumMismatch`` (exit 3) naming each damaged file when ``raise_on_error``, ``NothingToRestore``
     (exit 5) when there is no checkpoint to verify.
     """
-    with open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency) as repository:
+    subset = (read_data_subset if isinstance(read_data_subset, DataSubset) or read_data_subset is None
+              else DataSubset.parse(read_data_subset, seed=seed))
+    with overriding(limit_download=limit_download), \
+            open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency) as repository:
         keys = select_stores(repository, job, task, store, require=True)
         chosen: list[Checkpoint] = []
         partitioned: list[StoreKey] = []  # latest state of a partitioned store: every partition's chain
@@ -301,10 +261,10 @@ def verify(*, repo: str, log: str | None = None, job: str | None = None, task: s
         reports = []
         for cp in chosen:
             _logger.info("verifying %s checkpoint %s", cp.store_key, cp.checkpoint_id)
-            reports.append(verify_checkpoint(repository, cp))
+            reports.append(verify_checkpoint(repository, cp, subset))
         for k in partitioned:
             _logger.info("verifying the latest state of every partition of %s", k)
-            reports += verify_partitions(repository, repository.log.history(k))
+            reports += verify_partitions(repository, repository.log.history(k), subset)
         add_chain_problems(repository, reports)  # the chain of each store's latest state, not only its blobs
         if raise_on_error:
             raise_for_reports(reports)
@@ -314,24 +274,55 @@ def verify(*, repo: str, log: str | None = None, job: str | None = None, task: s
 @api_verb
 def gc(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
        store: str | None = None, dry_run: bool = False, ttl: Duration = DEFAULT_TTL_MS, retain: int | None = None,
-       now_ms: int | None = None, storage_options: Options = None, log_options: Options = None,
-       ttl_mode: str | None = None, work_base: str | None = None,
+       retention: RetentionPolicy | str | None = None, now_ms: int | None = None, storage_options: Options = None,
+       log_options: Options = None, ttl_mode: str | None = None, work_base: str | None = None,
        keys: list[StoreKey] | None = None) -> list[GcReport]:
-    """Delete expired and orphaned blobs of every store (or the one ``store``, or those matching ``job``/``task``).
+    """Delete expired and orphaned blobs of every store (or the one ``store``, or those matching ``job``/``task``),
+    and prune the checkpoints retention drops; each report lists the checkpoints kept and the rule keeping each.
 
-    ``retain`` defaults to each store's recorded retention (see ``blobstate.maintenance.gc.collect``); ``now_ms``
-    (ms since the epoch) is for tests.
+    ``retain`` (a count) or ``retention`` (a ``RetentionPolicy`` or its text) default to each store's recorded
+    retention (see ``blobstate.maintenance.gc.collect``); ``now_ms`` (ms since the epoch) is for tests.
     """
+    policy = RetentionPolicy.of(retention) if retention is not None else retain
     with open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode) as repository:
         now = now_ms if now_ms is not None else layout.now_ms()
         ttl_value = parse_duration_ms(ttl)
-        reports = [collect(repository, k, now_ms=now, ttl_ms=ttl_value, retain=retain, dry_run=dry_run,
+        reports = [collect(repository, k, now_ms=now, ttl_ms=ttl_value, retain=policy, dry_run=dry_run,
                            work_base=work_base) for k in (keys or select_stores(repository, job, task, store))]
         if keys is None and store is None:  # the whole repository: the file log's temporaries too
             temporaries = collect_temporaries(repository, now_ms=now, ttl_ms=ttl_value, dry_run=dry_run)
             if temporaries.temporaries_deleted:
                 reports.append(temporaries)
         return reports
+
+
+@api_verb
+def copy(*, source: str, target: str, source_log: str | None = None, target_log: str | None = None,
+         job: str | None = None, task: str | None = None, store: str | None = None,
+         checkpoint: str | int | None = None, source_options: Options = None, target_options: Options = None,
+         source_log_options: Options = None, target_log_options: Options = None, ttl: Duration = DEFAULT_TTL_MS,
+         ttl_mode: str | None = None, max_concurrency: int = 8, work_base: str | None = None,
+         append_only: bool | None = None, limit_upload: Size | None = None,
+         limit_download: Size | None = None) -> list[CopyReport]:
+    """Replicate the checkpoints of every store of ``source`` (or those ``job``/``task``/``store`` name; with
+    ``checkpoint``, one store's records up to and including that one) into the repository ``target`` (created if
+    empty, with its own marker and log), uploading only the objects the target lacks, each verified against its
+    record's or index's CRC32C; records keep their checkpoint and batch ids (``blobstate.commit.copy``). Resumable
+    and idempotent: a rerun after a kill finishes the job, a rerun with nothing new uploads nothing.
+
+    ``ttl``: the TTL of the uploads until each record lands; ``append_only``, ``limit_upload``,
+    ``limit_download``: as in ``backup``. Raises ``NothingToRestore`` (exit 5) for a ``store`` without
+    checkpoints, ``IntegrityError`` (exit 3) for a source object that does not match its record (that record is
+    not copied; those before it are), ``FencedError`` (exit 4) when another writer appends at the target.
+    """
+    with overriding(append_only=append_only, limit_upload=limit_upload, limit_download=limit_download), \
+            open_repository(source, source_log, source_options, source_log_options,
+                            max_concurrency=max_concurrency) as src, \
+            open_repository(target, target_log, target_options, target_log_options, create=True,
+                            ttl_mode=ttl_mode, max_concurrency=max_concurrency) as dst:
+        keys = select_stores(src, job, task, store, require=store is not None)
+        return copy_stores(src, dst, keys, checkpoint=checkpoint, ttl_ms=parse_duration_ms(ttl),
+                           max_concurrency=max_concurrency, work_base=work_base)
 
 
 @api_verb

@@ -28,6 +28,7 @@ COMMANDS = {
     "init": "blobstate.cli.main_init:init",
     "backup": "blobstate.cli.main_backup:backup",
     "restore": "blobstate.cli.main_restore:restore",
+    "copy": "blobstate.cli.main_copy:copy",
     "list": "blobstate.cli.main_list:list_checkpoints",
     "ls": "blobstate.cli.main_ls:ls",
     "diff": "blobstate.cli.main_diff:diff",

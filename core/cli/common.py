@@ -163,6 +163,11 @@ def log_options(values: tuple[str, ...]) -> dict[str, Any] | None:
     return storage_options(values) if values else None
 
 
+def stack(*decorators: Decorator) -> Decorator:
+    """One decorator applying ``decorators`` in the order written (options listed in that order in ``--help``)."""
+    return _stack(*decorators)
+
+
 def _stack(*decorators: Decorator) -> Decorator:
     def apply(fn: Callable[..., Any]) -> Callable[..., Any]:
         for decorator in reversed(decorators):
@@ -260,6 +265,75 @@ checkpoint_option = click.option(
     "--checkpoint", default=None, envvar="BLOBSTATE_CHECKPOINT", metavar="CHECKPOINT",
     help="latest (default), a checkpoint id, a unique prefix of one, or a generation number.")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+
+
+class KeepCount(click.ParamType):
+    """A ``--keep-*`` count: a number >= 1, or ``all`` (-1: every bucket, restic's ``unlimited``)."""
+
+    name = "count"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        if str(value).strip().lower() in ("all", "unlimited", "-1"):
+            return -1
+        try:
+            count = int(value)
+        except ValueError:
+            self.fail(f"{value!r} is not a count (a number >= 1, or 'all')", param, ctx)
+        if count < 1:
+            self.fail(f"{value!r} is not a count (a number >= 1, or 'all')", param, ctx)
+        return count
+
+
+#: ``--keep-last/-within/-hourly/-daily/-weekly/-monthly/-yearly``: restic's ``forget`` rules
+#: (``blobstate.model.retention``); ``retention_policy`` turns them (and ``--retain``) into the API's ``retention``.
+KEEP_RULES = {"last": "", "hourly": "hours", "daily": "days", "weekly": "ISO weeks", "monthly": "months",
+              "yearly": "years"}
+keep_options = _stack(
+    click.option("--keep-within", "keep_within", default=None, envvar="BLOBSTATE_KEEP_WITHIN", metavar="DURATION",
+                 help="Keep every checkpoint made within DURATION of the newest (2d, 12h, 90min, 2w, 6mo, 1y)."),
+    *(click.option(f"--keep-{rule}", f"keep_{rule}", type=KeepCount(), default=None,
+                   envvar=f"BLOBSTATE_KEEP_{rule.upper()}", metavar="N",
+                   help=("Keep the N newest checkpoints (the same as --retain)." if rule == "last" else
+                         f"Keep the newest checkpoint of each of the last N {unit} (UTC; 'all' for every one).")
+                   ) for rule, unit in KEEP_RULES.items()),
+)
+
+
+append_only_option = click.option(
+    "--append-only", "append_only", is_flag=True, default=None, envvar="BLOBSTATE_APPEND_ONLY",
+    help="Delete nothing (restic's append-only mode): retention, aborts and restore's init cleanup leave deletes to "
+         "`blobstate gc`, so this writer's credentials can be write-only (README: S3 policies per role).")
+limit_upload_option = click.option(
+    "--limit-upload", "limit_upload", type=ByteSize(), default=None, envvar="BLOBSTATE_LIMIT_UPLOAD", metavar="RATE",
+    help="Upload at most RATE bytes per second, all transfers together (10MiB, 500KiB; a number is bytes).")
+limit_download_option = click.option(
+    "--limit-download", "limit_download", type=ByteSize(), default=None, envvar="BLOBSTATE_LIMIT_DOWNLOAD",
+    metavar="RATE", help="Download at most RATE bytes per second, all transfers together (10MiB, 500KiB).")
+
+
+def retention_policy() -> Any:
+    """The ``RetentionPolicy`` that the running command's ``--retain`` and ``--keep-*`` options name, or None when
+    none is given (the store's recorded policy then applies). ``--retain N`` is ``--keep-last N``; both at once must
+    agree."""
+    from blobstate.errors import ConfigurationError
+    from blobstate.model.retention import RetentionPolicy
+
+    params = click.get_current_context().params
+    retain = params.get("retain")
+    rules = {name.removeprefix("keep_"): value for name, value in params.items()
+             if name.startswith("keep_") and value is not None}
+    if retain is not None:
+        if rules.get("last", retain) != retain:
+            raise click.UsageError(f"--retain {retain} and --keep-last {rules['last']} disagree: give one")
+        rules["last"] = retain
+    if not rules:
+        return None
+    try:
+        return RetentionPolicy(**rules)
+    except ConfigurationError as exc:
+        raise click.BadParameter(str(exc)) from None
 quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress bars or summary on stderr.")
 
 

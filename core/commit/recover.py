@@ -39,6 +39,7 @@ from blobstate.local import workdir
 from blobstate.model import layout
 from blobstate.model.layout import DEFAULT_RETAIN, now_ms
 from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.model.retention import RetentionPolicy
 from blobstate.repository.backends import normalize_url
 from blobstate.repository.options import display_url
 from blobstate.repository.repo import Repository
@@ -90,8 +91,8 @@ def _check_belongs(state: CommitState, key: StoreKey, repo: Repository) -> None:
                                  f"{state.log_url}, not {log_url} (is --log right?): recovery changed nothing")
 
 
-def recover(session: StoreSession, repo: Repository, *, retain: int = DEFAULT_RETAIN, dry_run: bool = False,
-            report: Report | None = None) -> list[tuple[RecoveryAction, str]]:
+def recover(session: StoreSession, repo: Repository, *, retain: int | RetentionPolicy = DEFAULT_RETAIN,
+            dry_run: bool = False, report: Report | None = None) -> list[tuple[RecoveryAction, str]]:
     """Plan and (unless ``dry_run``) carry out recovery; returns ``(action, outcome)`` pairs in journal order.
 
     A commit whose append outcome stays unknown is left open (outcome ``unresolved``; nothing it wrote deleted).

@@ -14,8 +14,10 @@ paused writers overlap:
   whose indexes exist (the wrong ``--log``), makes gc skip the store and say why.
 - Every id is checked to be an object of the store's own prefix before it is deleted; a lease that names another
   store's object is reported (``foreign``), never acted on.
-- Retention follows ``blobstate.model.chain`` (snapshots and the deltas they need); the records of a store with delta
-  records are never pruned here (deltas land meanwhile: the writer prunes them, ``cleanup.apply_retention``).
+- Retention follows ``blobstate.model.retention`` (a count or restic's rules; snapshots and the deltas they need,
+  ``blobstate.model.chain``): explicit, or the policy the store's latest snapshot records (its writer's). The
+  records of a store with delta records are never pruned here (deltas land meanwhile: the writer prunes them,
+  ``cleanup.apply_retention``). Each report lists the checkpoints kept and the rule that keeps each.
 - A decision is re-checked right before it is acted on (``DeleteGuard``): gc re-reads the log (the references of
   every record that landed since it decided, snapshot and delta kinds) and the TTLs, and deletes only what is
   still unreferenced and still expired (an orphan: still without TTL). A decision older than ``RECHECK_AFTER_S``
@@ -37,9 +39,10 @@ from blobstate.journal.file import Journal
 from blobstate.journal.projection import project
 from blobstate.local import workdir
 from blobstate.model import layout
-from blobstate.model.chain import has_deltas, latest_snapshot, retention
+from blobstate.model.chain import has_deltas, latest_snapshot
 from blobstate.model.layout import monotonic
 from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.model.retention import RetentionPolicy, plan_retention, recorded_policy
 from blobstate.repository.repo import Repository
 
 FAR_FUTURE_MS = 1 << 62  # ``expired(prefix, FAR_FUTURE_MS)`` lists every blob that carries a TTL
@@ -62,13 +65,16 @@ class GcReport:
     temporaries_deleted: list[str] = field(default_factory=list)
     foreign: list[str] = field(default_factory=list)
     spared: list[str] = field(default_factory=list)
+    kept: list[dict[str, Any]] = field(default_factory=list)  # RetentionPlan.to_json: each kept record and why
+    policy: str | None = None  # the retention applied (RetentionPolicy.describe), None: everything kept
     skipped: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"store": str(self.key) if self.key else None, "expiredDeleted": self.expired_deleted,
                 "expiredHealed": self.expired_healed, "orphansDeleted": self.orphans_deleted,
                 "checkpointsPruned": self.checkpoints_pruned, "temporariesDeleted": self.temporaries_deleted,
-                "foreign": self.foreign, "spared": self.spared, "skipped": self.skipped}
+                "foreign": self.foreign, "spared": self.spared, "checkpointsKept": self.kept,
+                "retention": self.policy, "skipped": self.skipped}
 
 
 def discover_keys(repo: Repository) -> list[StoreKey]:
@@ -88,12 +94,13 @@ def in_flight_ids(work_base: str | None, repo_url: str, key: StoreKey) -> set[st
     return {b for s in states.values() if s.is_open for b in s.blob_ids}
 
 
-def collect(repo: Repository, key: StoreKey, *, now_ms: int, ttl_ms: int, retain: int | None = None,
-            dry_run: bool = False, work_base: str | None = None) -> GcReport:
+def collect(repo: Repository, key: StoreKey, *, now_ms: int, ttl_ms: int,
+            retain: int | RetentionPolicy | None = None, dry_run: bool = False,
+            work_base: str | None = None) -> GcReport:
     """Garbage-collect one store key (see the module docstring). ``now_ms``, ``ttl_ms`` in milliseconds.
 
-    ``retain``: checkpoints kept; default: the retention the latest snapshot's writer recorded (every checkpoint
-    when it recorded none).
+    ``retain``: checkpoints kept (a count or a ``RetentionPolicy``); default: the retention the latest snapshot's
+    writer recorded (every checkpoint when it recorded none).
     """
     report = GcReport(key)
     # 1. List first: anything committed before this point is in the log read below.
@@ -109,9 +116,13 @@ def collect(repo: Repository, key: StoreKey, *, now_ms: int, ttl_ms: int, retain
     deltas = has_deltas(history)
     try:
         newest = latest_snapshot(history)
-        if retain is None and newest is not None:
-            retain = repo.read_index(newest).retain
-        expiring, retained = retention(history, retain) if retain else ([], history)
+        policy = RetentionPolicy.of(retain) if retain is not None else None
+        if policy is None and newest is not None:
+            policy = recorded_policy(repo.read_index(newest))
+        plan = plan_retention(history, policy, now_ms=now_ms) if policy is not None else None
+        expiring, retained = plan.carried_out(repo.log.can_forget) if plan is not None else ([], history)
+        report.kept = plan.to_json() if plan is not None else []
+        report.policy = policy.describe() if policy is not None else None
         referenced = repo.retained_references(retained)
     except Exception as exc:  # noqa: BLE001 - never delete on incomplete knowledge
         report.skipped = f"a retained snapshot index is unreadable, nothing deleted: {exc}"
@@ -132,13 +143,14 @@ def collect(repo: Repository, key: StoreKey, *, now_ms: int, ttl_ms: int, retain
             report.foreign.append(info.blob_id)
         elif info.modified_ms is not None and now_ms - info.modified_ms >= ttl_ms:
             report.orphans_deleted.append(info.blob_id)
-    if retain and expiring and not deltas:
+    if expiring and not deltas:
         report.checkpoints_pruned = [cp.checkpoint_id for cp in expiring]
     if not dry_run:
         repo.store.remove_ttl_many(report.expired_healed)
         guard = DeleteGuard(repo, key, history, now_ms=now_ms, work_base=work_base)
-        if guard.delete(report) and report.checkpoints_pruned and retain:
-            repo.log.prune(key, retain)  # their blobs become orphans, reclaimed once older than the TTL
+        if guard.delete(report) and report.checkpoints_pruned:
+            # their blobs become orphans, reclaimed once older than the TTL
+            repo.log.drop(key, expiring, first_kept=retained[0].generation)
     return report
 
 

@@ -167,7 +167,9 @@ class SnapshotIndex(_Node):
     """A snapshot of one store at one checkpoint (Samza's ``SnapshotIndex``): the tree of files and their blobs.
 
     Beyond Samza's schema: ``batchId`` (the stream batch), ``storeType`` (the local store plugin that made it) and
-    ``retainCheckpoints`` (the retention its writer applies, so cleanup elsewhere applies the same).
+    ``retainCheckpoints`` (the retention its writer applies, so cleanup elsewhere applies the same) or, for a
+    retention policy beyond a count, ``retentionPolicy`` (``blobstate.model.retention.RetentionPolicy.text``; then
+    ``retainCheckpoints`` is left out, so an older reader keeps everything rather than a count).
     """
 
     checkpoint_id: CheckpointId
@@ -182,6 +184,7 @@ class SnapshotIndex(_Node):
     store_type: Name | None = None
     retain: Count | None = field(default=None, name="retainCheckpoints")
     schema_version: SchemaVersion = INDEX_SCHEMA_VERSION
+    retention_policy: Name | None = field(default=None, name="retentionPolicy")
 
     @property
     def store_key(self) -> StoreKey:
@@ -232,7 +235,7 @@ _DECODER = msgspec.json.Decoder(SnapshotIndex)
 # Keys a writer leaves out when they are null (or an empty list): the optional fields of schema version 2 and of
 # blobstate's additions; the rest (``prevSnapshotIndexBlobId`` included, as in Samza's schema) are always written.
 _SPARSE_KEYS = frozenset({"mode", "mtimeNs", "contentHash", "symlinksPresent", "batchId", "storeType",
-                          "retainCheckpoints"})
+                          "retainCheckpoints", "retentionPolicy"})
 _CHILD_KEYS = ("dirIndex", "filesPresent", "filesRemoved", "subDirectoriesPresent", "subDirectoriesRemoved",
                "symlinksPresent")
 

@@ -48,6 +48,7 @@ _I64_MAX = (1 << 63) - 1
 Count = Annotated[int, Meta(ge=0, le=_I64_MAX)]  # batch ids, partitions, ms since the epoch, attempts
 Crc32c = Annotated[int, Meta(ge=0, le=0xFFFFFFFF)]  # unsigned
 CheckpointId = Annotated[str, Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")]  # a token
+_ID_PATTERN_ERROR = re.compile(r"Expected `str` matching regex '[^']*'")  # msgspec's words for a bad token
 Text = Annotated[str, Meta(max_length=MAX_TEXT)]  # printable: ``_check``
 ObjectId = Annotated[str, Meta(max_length=4096)]  # an object of the record's own store: ``_check``
 Size = Annotated[int, Meta(ge=0, le=max(MAX_INDEX_BYTES, MAX_CHANGELOG_BYTES))]  # bytes of an index or changelog
@@ -294,8 +295,9 @@ class Checkpoint:
             _check(record)
             return record
         except (ValueError, TypeError, RecursionError, msgspec.MsgspecError, ConfigurationError) as exc:
-            # msgspec's DecodeError and ValidationError are ValueErrors too
-            raise CorruptIndexError(f"corrupt checkpoint record {source}: {exc}"[:2000]) from None
+            # msgspec's DecodeError and ValidationError are ValueErrors too; an id's pattern is said in words
+            reason = _ID_PATTERN_ERROR.sub("not a printable token", str(exc))
+            raise CorruptIndexError(f"corrupt checkpoint record {source}: {reason}"[:2000]) from None
 
 
 def _check(record: Checkpoint) -> None:

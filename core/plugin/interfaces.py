@@ -267,6 +267,29 @@ class CheckpointLog(ABC):
         it (a record appended since the caller read the log is never deleted in its place); return the deleted
         ones. Idempotent."""
 
+    def forget(self, key: StoreKey, records: Sequence[Checkpoint]) -> list[Checkpoint]:
+        """Delete exactly ``records`` of ``key`` from inside the log (a retention policy's interior records: a
+        daily snapshot kept, the ones around it not), each matched by generation *and* checkpoint id (a record
+        appended since the caller read the log is never deleted in its place); the newest record is never deleted
+        (``ValueError``). Returns the deleted ones; idempotent.
+
+        Optional: a log whose format cannot drop a record in the middle (the Kafka log: its acceptance rule reads
+        a gap as a zombie's record) leaves this default, which raises ``NotImplementedError``; retention then keeps
+        those records and every blob they reference (``prune`` still removes the oldest)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps records inside the log: prune removes the oldest")
+
+    @property
+    def can_forget(self) -> bool:
+        """True when this log implements ``forget`` (records dropped from inside the log)."""
+        return type(self).forget is not CheckpointLog.forget
+
+    def drop(self, key: StoreKey, expiring: Sequence[Checkpoint], *, first_kept: int) -> list[Checkpoint]:
+        """Retention's removal of ``expiring`` records: ``prune`` below ``first_kept`` (the oldest generation
+        kept), then ``forget`` the expiring ones above it (none unless ``can_forget``). Returns what was deleted."""
+        removed = self.prune(key, 1, below=first_kept)
+        interior = [cp for cp in expiring if cp.generation > first_kept]
+        return removed + (self.forget(key, interior) if interior and self.can_forget else [])
+
     def keys(self) -> list[StoreKey]:
         """Every store key with a checkpoint (for ``blobstate gc`` over a whole repository); [] if unsupported."""
         return []

@@ -152,7 +152,11 @@ def test_gc_dry_run_text_lists_what_its_json_lists(cli, history):
     merged: dict[str, set[str]] = {}
     for label, values in expected.items():
         merged.setdefault(label, set()).update(values)
-    assert _text_entries(text) == merged
+    entries = _text_entries(text)
+    assert {v.split()[0] for v in entries.pop("keep")} == {k["checkpointId"] for r in as_json
+                                                          for k in r["checkpointsKept"]}
+    assert entries.pop("retention:") == {r["retention"] for r in as_json if r["retention"]}
+    assert entries == merged
     assert "would prune 2 checkpoint(s)" in text
     assert orphan.exists() and len(cli("list", "--repo", repo, "--json").json()) == 4  # a dry run
 
