@@ -11,7 +11,8 @@ paused writers overlap:
 - An orphan (no TTL, no retained index references it, no open commit in this host's journal planned it) is
   deleted only once it is older than ``ttl_ms`` (staged cleanup).
 - Nothing is deleted on incomplete knowledge: an unreadable retained index, or a log with no checkpoint of a store
-  whose indexes exist (the wrong ``--log``), makes gc skip the store and say why.
+  whose indexes exist (the wrong ``--log``), makes gc skip the store and say why (but for the missing index of a
+  snapshot part a later delta overrides, which nothing needs: ``blobstate.commit.parts.references_of``).
 - Every id is checked to be an object of the store's own prefix before it is deleted; a lease that names another
   store's object is reported (``foreign``), never acted on.
 - Retention follows ``blobstate.model.chain`` (snapshots and the deltas they need); the records of a store with delta
@@ -33,6 +34,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
+from blobstate.commit.parts import references_of
 from blobstate.errors import StorageError
 from blobstate.journal.file import Journal
 from blobstate.journal.projection import project
@@ -113,7 +115,7 @@ def collect(repo: Repository, key: StoreKey, *, now_ms: int, ttl_ms: int, retain
         if retain is None and newest is not None:
             retain = repo.read_index(newest).retain
         expiring, retained = retention(history, retain) if retain else ([], history)
-        referenced = repo.retained_references(retained)
+        referenced = references_of(repo, retained, history)
     except Exception as exc:  # noqa: BLE001 - never delete on incomplete knowledge
         report.skipped = f"a retained snapshot index is unreadable, nothing deleted: {exc}"
         return report
@@ -213,8 +215,9 @@ class DeleteGuard:
         with_ttl = set(self.repo.store.expired(self.key.prefix, FAR_FUTURE_MS))
         still_expired = set(self.repo.store.expired(self.key.prefix, self.now_ms))
         started = monotonic()
-        new = [cp for cp in self.repo.log.history(self.key) if (cp.checkpoint_id, cp.generation) not in self.seen]
-        referenced = self.repo.retained_references(new) | in_flight_ids(self.work_base, self.repo.url, self.key)
+        history = self.repo.log.history(self.key)
+        new = [cp for cp in history if (cp.checkpoint_id, cp.generation) not in self.seen]
+        referenced = references_of(self.repo, new, history) | in_flight_ids(self.work_base, self.repo.url, self.key)
         self.seen |= {(cp.checkpoint_id, cp.generation) for cp in new}
         self.checked_at = started
         keep = {b for b in expired if b in still_expired} | {b for b in orphans if b not in with_ttl}

@@ -8,10 +8,16 @@
 - ``group_owner``: the owner of a partitioned store (``GroupCommitter``): per batch each partition's task stages
   its changelog (``stage_changelog``; every ``snapshot_every`` batches a snapshot too, ``stage_snapshot``), some
   attempts fail and are retried, some run twice speculatively; one part per partition is committed as one group.
+  Each partition's executor host (``_Executor``) keeps the changelogs its tasks staged until the next batch, whose
+  task first puts back the committed ones gc took (issue 27 case 2, ``blobstate.commit.parts``).
 - ``gc``: ``blobstate.maintenance.gc.collect`` over every store of its log, ``runs`` times.
 - ``restorer``: the real restore of the latest state of every store (every partition), checked against the model,
   then restore's init cleanup (``cleanup_after_restore``).
 - ``recoverer``: ``blobstate.commit.recover.recover`` on the work directory every killed actor left.
+
+Every actor opens its repository the way ``Repository.open`` does (``Simulation.open_repo``: the marker is read and
+the log's identity checked against the one it records, ``blobstate.repository.marker``), so an actor opened with
+a second checkpoint log on the same blob store is refused (issue 27 case 3) and exits.
 
 A program ends quietly on the errors a process would exit on (fenced, a commit refused, an integrity error); the
 invariants judge what it left. A restore that gives another state than the model's raises ``Violation``.
@@ -27,13 +33,15 @@ from typing import TYPE_CHECKING
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.delta import DeltaCommitter
 from blobstate.commit.group import GroupCommitter, stage_changelog, stage_snapshot
+from blobstate.commit.parts import heal_parts
 from blobstate.commit.recover import cleanup_after_restore, recover
 from blobstate.commit.session import StoreSession
 from blobstate.errors import BlobstateError, IntegrityError, NothingToRestore
+from blobstate.local.checksum import crc32c_bytes
 from blobstate.maintenance.gc import collect
 from blobstate.model import chain as chains
 from blobstate.model import layout
-from blobstate.model.records import StoreKey
+from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.plugins.dir_store import DirStore
 from blobstate.repository.repo import Repository
 from blobstate.restoring import chain as replay
@@ -109,7 +117,9 @@ def _committer(sim: Simulation, actor: Actor, key: StoreKey, repo: Repository, r
 def writer(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, retain: int, batches: int,
            deltas: bool, snapshot_every: int = 3, log: str = "log", from_model: bool = False,
            interval_ms: int = 0, pin: bool = True) -> None:
-    repo = sim.repos[log]
+    repo = sim.open_repo(log)
+    if repo is None:
+        return  # refused: the repository's one checkpoint log is another (the process exits 2)
     live = sim.local_dir(actor, "live")
     opened = repo.log.latest(key) if pin else None  # the view the writer opens on (issue 27: pinned at open)
     committer = _committer(sim, actor, key, repo, retain, (opened.generation if opened else 0) if pin else None)
@@ -133,7 +143,9 @@ def writer(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, retain: i
 def group_owner(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, partitions: int, retain: int,
                 batches: int, snapshot_every: int = 3, log: str = "log", from_model: bool = False,
                 interval_ms: int = 0, pin: bool = True) -> None:
-    repo = sim.repos[log]
+    repo = sim.open_repo(log)
+    if repo is None:
+        return
     rng = random.Random(f"{sim.seed}/{actor.name}")
     opened = repo.log.latest(key) if pin else None
     committer = _committer(sim, actor, key, repo, retain, (opened.generation if opened else 0) if pin else None)
@@ -146,16 +158,21 @@ def group_owner(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, part
             if batch > start and interval_ms:
                 layout.sleep(interval_ms / 1000)
             snapshot = (batch + 1) % snapshot_every == 0
-            history = repo.log.history(key) if snapshot else []
+            history = repo.log.history(key)
             entries, new_ids, oldest = [], [], layout.now_ms()
             for p in range(partitions):
                 pname = f"{name}/p{p}"
+                executor = _Executor(sim, key, p)  # the partition's task: its host keeps what it staged
+                heal_parts(repo, chains.partition_history(history, p), executor.kept, ttl_ms=sim.ttl_ms)
+                executor.clear()
                 model.write_dir(lives[p], model.state(pname, batch))
                 tries = 1 + (rng.random() < 0.3) + (rng.random() < 0.2)  # a failed attempt; a speculative one
                 chosen = rng.randrange(tries)
                 for attempt in range(tries):
-                    entry = stage_changelog(repo, key, partition=p, batch_id=batch, data=model.encoded(pname, batch),
-                                            ttl_ms=sim.ttl_ms, attempt=attempt)
+                    data = model.encoded(pname, batch)
+                    entry = stage_changelog(repo, key, partition=p, batch_id=batch, data=data, ttl_ms=sim.ttl_ms,
+                                            attempt=attempt)
+                    executor.keep(entry.checkpoint_id, data)
                     if attempt == chosen:
                         entries.append(entry)
                 if snapshot:
@@ -174,8 +191,38 @@ def group_owner(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, part
         committer.close()
 
 
+class _Executor:
+    """Partition ``partition``'s executor host of a partitioned store (``spark/partition_task.py``'s
+    ``LocalPartition``): it outlives every group owner (a driver killed or paused leaves its executors' disks) and
+    keeps the changelogs its tasks staged (``pending/``) until the next batch's task, which heals the committed ones
+    gc took (``blobstate.commit.parts.heal_parts``) and then drops them all."""
+
+    def __init__(self, sim: Simulation, key: StoreKey, partition: int) -> None:
+        self.pending = os.path.join(sim.base, "executors", key.store, f"p{partition}", "pending")
+        os.makedirs(self.pending, exist_ok=True)
+
+    def keep(self, part_id: str, data: bytes) -> None:
+        with open(os.path.join(self.pending, part_id), "wb") as fh:
+            fh.write(data)
+
+    def kept(self, record: Checkpoint) -> bytes | None:
+        try:
+            with open(os.path.join(self.pending, record.checkpoint_id), "rb") as fh:
+                data = fh.read()
+        except OSError:
+            return None
+        ok = len(data) == record.changelog_size and crc32c_bytes(data) == record.changelog_crc32c
+        return data if ok else None
+
+    def clear(self) -> None:
+        for name in os.listdir(self.pending):
+            os.remove(os.path.join(self.pending, name))
+
+
 def gc(sim: Simulation, actor: Actor, *, runs: int, gap_ms: int, log: str = "log") -> None:
-    repo = sim.repos[log]
+    repo = sim.open_repo(log)
+    if repo is None:
+        return
     base = sim.local_dir(actor, "work-base")
     for run in range(runs):
         if run:
@@ -188,7 +235,9 @@ def gc(sim: Simulation, actor: Actor, *, runs: int, gap_ms: int, log: str = "log
 
 
 def restorer(sim: Simulation, actor: Actor, *, cleanup: bool, log: str = "log") -> None:
-    repo = sim.repos[log]
+    repo = sim.open_repo(log)
+    if repo is None:
+        return
     for key, info in sorted(sim.stores.items()):
         for p in range(info.partitions) if info.partitions else [None]:
             dest = sim.local_dir(actor, f"{key.store}-{p}", create=False)
@@ -204,7 +253,9 @@ def restorer(sim: Simulation, actor: Actor, *, cleanup: bool, log: str = "log") 
 
 
 def recoverer(sim: Simulation, actor: Actor, *, log: str = "log") -> None:
-    repo = sim.repos[log]
+    repo = sim.open_repo(log)
+    if repo is None:
+        return
     for key, wd, retain in sim.orphaned_work_dirs():
         try:
             with StoreSession(key, wd) as session:

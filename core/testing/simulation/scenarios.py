@@ -9,8 +9,8 @@ Profiles:
   skew below TTL/4.
 - ``full``: the same with a second writer on the delta store and long pauses (zombies) for every writer, where
   issue 27's cases 1 and 2 live.
-- ``two-logs``: ``full`` plus a writer of the snapshot store through a second checkpoint log on the same blob
-  store (issue 27's case 3).
+- ``two-logs``: ``full`` plus a writer of the snapshot store opened with a second checkpoint log on the same blob
+  store (issue 27's case 3): it opens through the repository marker like every actor and must be refused.
 - ``unpinned``: ``full`` with the delta store's second writer taking its expected generation at its first append
   instead of when it opens (today's driver binding: issue 27's case 10).
 
