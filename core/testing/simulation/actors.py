@@ -4,7 +4,9 @@
   snapshot every ``snapshot_every`` batches, Spark's changelog checkpointing); it first restores the latest state
   with the real restore (``blobstate.restoring``) and checks it against the model, like a restarted query. A
   second writer on the same key, a zombie (a writer paused past its TTL), a writer through a second checkpoint log
-  on the same blob store are all this program with other parameters and faults.
+  on the same blob store are all this program with other parameters and faults; so are a reset of the engine's
+  checkpoint (``run``: a new run of the query, its records stamped with a new lineage, from batch 0 on, computing
+  another state, ``model.run_name``) and a second query on the same key (``query``: another query id, a new run).
 - ``group_owner``: the owner of a partitioned store (``GroupCommitter``): per batch each partition's task stages
   its changelog (``stage_changelog``; every ``snapshot_every`` batches a snapshot too, ``stage_snapshot``), some
   attempts fail and are retried, some run twice speculatively; one part per partition is committed as one group.
@@ -77,21 +79,11 @@ def restore_latest(sim: Simulation, repo: Repository, key: StoreKey, name: str, 
     model.write_dir(dest, values)
     upto = chain.upto if chain.upto is not None else (chain.snapshot.batch_id if chain.snapshot else -1)
     assert upto is not None
-    expected = model.state(name, upto)
+    expected = model.state(model.chain_name(name, chain.records), upto)
     if values != expected:
         raise Violation("wrong", f"a restore of {key} (batch {upto}, {chain.describe()}) gave {values}, expected "
                                  f"{expected}")
     return upto
-
-
-def latest_batch(repo: Repository, key: StoreKey, *, partition: int | None = None) -> int:
-    """The batch id of the latest state (-1: none), from the records alone (no object is read)."""
-    try:
-        chain = replay.plan(repo, key, partition=partition)
-    except NothingToRestore:
-        return -1
-    upto = chain.upto if chain.upto is not None else (chain.snapshot.batch_id if chain.snapshot else -1)
-    return -1 if upto is None else upto
 
 
 def _start(sim: Simulation, repo: Repository, key: StoreKey, name: str, dest: str, partition: int | None,
@@ -100,8 +92,14 @@ def _start(sim: Simulation, repo: Repository, key: StoreKey, name: str, dest: st
     instead, the way a live application holds it); returns its batch id."""
     if not from_model:
         return restore_latest(sim, repo, key, name, dest, partition=partition)
-    upto = latest_batch(repo, key, partition=partition)
-    model.write_dir(dest, model.state(name, upto))
+    try:
+        chain = replay.plan(repo, key, partition=partition)
+    except NothingToRestore:
+        model.write_dir(dest, {})
+        return -1
+    upto = chain.upto if chain.upto is not None else (chain.snapshot.batch_id if chain.snapshot else -1)
+    upto = -1 if upto is None else upto
+    model.write_dir(dest, model.state(model.chain_name(name, chain.records), upto))
     return upto
 
 
@@ -116,24 +114,29 @@ def _committer(sim: Simulation, actor: Actor, key: StoreKey, repo: Repository, r
 
 def writer(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, retain: int, batches: int,
            deltas: bool, snapshot_every: int = 3, log: str = "log", from_model: bool = False,
-           interval_ms: int = 0, pin: bool = True) -> None:
+           interval_ms: int = 0, pin: bool = True, run: str = "", query: str = "") -> None:
     repo = sim.open_repo(log)
     if repo is None:
         return  # refused: the repository's one checkpoint log is another (the process exits 2)
     live = sim.local_dir(actor, "live")
-    opened = repo.log.latest(key) if pin else None  # the view the writer opens on (issue 27: pinned at open)
+    opened = repo.log.latest(key)  # the view the writer opens on (issue 27: pinned at open)
     committer = _committer(sim, actor, key, repo, retain, (opened.generation if opened else 0) if pin else None)
+    lineage = run or (opened.lineage_id if opened is not None else "")  # a new run, or the one it continues
+    query = query or (opened.query_id if opened is not None and opened.query_id else name)
+    committer.commit_point.fields = {"lineage_id": lineage} if lineage else {}
+    state = model.run_name(name, lineage)
     try:
-        start = _start(sim, repo, key, name, live, None, from_model) + 1
+        # a new run (the engine's checkpoint was reset) starts from nothing; any other writer from the latest state
+        start = 0 if run else _start(sim, repo, key, name, live, None, from_model) + 1
         delta_commits = DeltaCommitter(committer) if deltas else None
         for batch in range(start, start + batches):
             if batch > start and interval_ms:
                 layout.sleep(interval_ms / 1000)  # the trigger interval between micro-batches
-            model.write_dir(live, model.state(name, batch))
+            model.write_dir(live, model.state(state, batch))
             if delta_commits is not None:
-                delta_commits.commit_changelog(model.encoded(name, batch), batch_id=batch, query_id=name)
+                delta_commits.commit_changelog(model.encoded(state, batch), batch_id=batch, query_id=query)
             if delta_commits is None or (batch + 1) % snapshot_every == 0:  # a query's snapshot names its query
-                committer.upload(committer.checkpoint(live, batch_id=batch, query_id=name if deltas else ""))
+                committer.upload(committer.checkpoint(live, batch_id=batch, query_id=query if deltas else ""))
     except (BlobstateError, OSError):
         return  # the process exits on it (fenced, refused, unknown outcome left for recovery)
     finally:

@@ -150,7 +150,7 @@ class Checker:
             raise Violation("lost", f"{where}: the chain up to batch {upto} does not restore: {exc}") from None
         if upto is None:
             return
-        expected = model.state(name, upto)
+        expected = model.state(model.chain_name(name, chain.records), upto)
         if values != expected:
             raise Violation("wrong", f"{where}: the state of batch {upto} restores as {values}, expected {expected} "
                                      f"(chain {chain.describe()})")
