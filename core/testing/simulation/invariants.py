@@ -7,8 +7,9 @@ For every checkpoint log of the repository and every store key in it, with the s
   delta's changelog, a group's parts). A record that is still landing (appended, its commit not completed: a
   late commit heals its blobs right after the append) is given until its commit completes, or until the final
   check after every open commit was recovered; a group record's changelogs, which its partitions' executors put
-  back, until a group of a later batch of the store completed. A snapshot part a later delta of its batch
-  overrides (a lost one the owner voided) is needed by nothing and not checked.
+  back, until a group of a later batch of the store completed (at the end: until the final commit's tasks ran).
+  A snapshot part a later delta of its batch overrides (a lost one the owner voided) is needed by nothing and not
+  checked.
 - ``broken``: the latest state is restorable (``plan_chain`` finds every record it needs) and every retained
   snapshot too (no store is wedged on a pruned chain).
 - ``wrong``: the latest state, and every retained snapshot, restores to exactly the state of its batch
@@ -70,14 +71,17 @@ class Checker:
     completed: set[str] = field(default_factory=set)
     _refs: dict[tuple[str, str, int], frozenset[str]] = field(default_factory=dict)
     _good: set[tuple] = field(default_factory=set)
+    _pending: bool = False
 
     def __post_init__(self) -> None:
         quiet = _Quiet(self.world)
         self.repos = {name: Repository(quiet, SimCheckpointLog(quiet.world, name), "sim://repo")
                       for name in self.log_names}
 
-    def check(self, *, final: bool = False) -> None:
-        """Raise ``Violation`` for the first invariant that does not hold."""
+    def check(self, *, final: bool = False, next_batch_pending: bool = False) -> None:
+        """Raise ``Violation`` for the first invariant that does not hold. ``next_batch_pending`` (at the end, before
+        the final commit): a group's lost changelogs are still the executors' to put back at that next batch."""
+        self._pending = next_batch_pending
         for log_name, repo in self.repos.items():
             for key, info in self.stores.items():
                 history = history_now(self.world, log_name, key)
@@ -92,7 +96,7 @@ class Checker:
         for cp in retained:
             missing = sorted(b for b in self._references(repo, log_name, cp, overridden) if b not in self.world.blobs
                              and b not in self.world.damaged)
-            if missing and (final or (cp.checkpoint_id in self.completed and not self._executors_heal(cp, history))):
+            if missing and not self._executors_heal(cp, history) and (final or cp.checkpoint_id in self.completed):
                 raise Violation("lost", f"{where}: generation {cp.generation} ({cp.kind} of batch {cp.batch_id}, "
                                         f"writer {cp.writer_id}) references {missing[0]}, which was deleted")
         if info.partitions:
@@ -107,9 +111,13 @@ class Checker:
         """True while a group record's lost changelogs may still be put back by its partitions' executors: until
         a group of a later batch of the store completed (its tasks heal first, ``blobstate.commit.parts.heal_parts``;
         a void of the same batch is no such group)."""
-        return cp.is_group and not any(later.is_group and later.generation > cp.generation
-                                       and (later.batch_id or 0) > (cp.batch_id or 0)
-                                       and later.checkpoint_id in self.completed for later in history)
+        if not cp.is_group:
+            return False
+        if self._pending:
+            return True
+        return not any(later.is_group and later.generation > cp.generation
+                       and (later.batch_id or 0) > (cp.batch_id or 0) and later.checkpoint_id in self.completed
+                       for later in history)
 
     def _references(self, repo: Repository, log_name: str, cp: Checkpoint,
                     overridden: set[str] | frozenset[str] = frozenset()) -> frozenset[str]:
@@ -167,8 +175,11 @@ class Checker:
                     pass
             if ids & self.world.damaged:
                 return True
-            if not final and cp.checkpoint_id not in self.completed and any(b not in self.world.blobs for b in ids):
+            gone = any(b not in self.world.blobs for b in ids)
+            if gone and not final and cp.checkpoint_id not in self.completed:
                 return True
+            if gone and self._pending and getattr(cp, "partition", None) is not None:
+                return True  # a group's part: its executor puts it back at the next batch
         return False
 
     @staticmethod

@@ -221,7 +221,7 @@ class Simulation:
                     if os.path.isdir(wd):
                         with StoreSession(key, wd) as session:
                             recover(session, repo, retain=retain)
-            self.checker.check(final=True)
+            self.checker.check(final=True, next_batch_pending=True)
             final = Actor("final", lambda a: None)
             for key, info in sorted(self.stores.items()):
                 self._next_commit(final, key, info)
