@@ -7,7 +7,7 @@ their bytes, as a Spark driver).
 "partitions", "batch", "local_dir", "work_dir"}``: one micro-batch, as Spark runs it: every partition's task of
 batch ``batch`` on the committed records (each partition writes ``p<partition>-b<batch>``; the executors' disks
 under ``local_dir``), then the driver's one group commit of their parts (its work directory ``work_dir``); prints
-``{"generation"}``.
+``{"generation"}``. A negative ``batch``: only the driver's recovery of its work directory.
 """
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ from blobstate.spark.partition_task import BatchPlan, run_partition
 
 def micro_batch(config: dict, key: StoreKey) -> None:
     repo = Repository.open(config["url"], storage_options=config.get("options") or {}, create=True)
+    if config["batch"] < 0:  # recovery of the driver's work directory only (what its next start runs first)
+        StoreCommitter(key, repo, work_dir=config["work_dir"], ttl_ms=config["ttl_ms"]).close()
+        repo.close()
+        return
     history = repo.log.history(key)
     batch, n = config["batch"], config["partitions"]
     plan = BatchPlan(repo=config["url"], key=key, local_dir=config["local_dir"], num_partitions=n, batch_id=batch,
