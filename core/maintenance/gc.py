@@ -42,7 +42,9 @@ from blobstate.local import workdir
 from blobstate.model.chain import has_deltas, latest_snapshot, retention
 from blobstate.model.layout import monotonic
 from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.plugin.interfaces import expired_delete
 from blobstate.repository.repo import Repository
+from blobstate.repository.retry import call_with_retry
 
 FAR_FUTURE_MS = 1 << 62  # ``expired(prefix, FAR_FUTURE_MS)`` lists every blob that carries a TTL
 RECHECK_AFTER_S = 5.0  # a decision re-checked longer ago than this (monotonic seconds) is re-checked again
@@ -190,12 +192,24 @@ class DeleteGuard:
                 break
             report.spared += [b for b in batch if b not in expired and b not in orphans]
             batch = [b for b in batch if b in expired or b in orphans]
-            self.repo.store.delete_many(batch)
-            done += batch
+            refused = self.send(batch, expired)
+            report.spared += refused
+            done += [b for b in batch if b not in refused]
         deleted = set(done)
         report.expired_deleted = [b for b in report.expired_deleted if b in deleted]
         report.orphans_deleted = [b for b in report.orphans_deleted if b in deleted]
         return report.skipped is None
+
+    def send(self, batch: list[str], expired: set[str]) -> list[str]:
+        """Delete ``batch``; returns the ids the store refused. Its expired blobs go through the store's conditional
+        delete where it offers one (``interfaces.expired_delete``: deleted only while their TTL mark is still
+        expired, atomically, which closes rule 13's window for them), everything else through ``delete_many``."""
+        conditional = expired_delete(self.repo.store)
+        marked = [b for b in batch if b in expired]
+        refused = call_with_retry(lambda: conditional(marked, self.now_ms), f"conditional delete of {len(marked)} "
+                                  "blobs") if conditional is not None and marked else None
+        self.repo.store.delete_many([b for b in batch if refused is None or b not in marked])
+        return refused or []
 
     def fresh(self, expired: set[str], orphans: set[str]) -> tuple[set[str], set[str]]:
         """``expired`` and ``orphans`` as of a re-check whose log read began at most ``RECHECK_AFTER_S`` ago,

@@ -88,6 +88,21 @@ class BoundedSink(io.BytesIO):
         return super().write(data)
 
 
+def expired_delete(store: object) -> Callable[[Sequence[str], int], list[str] | None] | None:
+    """The optional capability ``delete_if_expired(blob_ids, now_ms) -> refused ids | None`` of ``store`` (through
+    any wrapper that forwards attributes, ``RetryingBlobStore``), or None when its class does not offer it.
+
+    A store offers it when it can condition a delete, in the same request, on the TTL mark being still expired at
+    ``now_ms`` (Azure's ``x-ms-if-tags`` on Delete Blob: the expiry tag ``<= now``): each blob is deleted only while
+    its mark says expired; the ids the store refused (its mark was removed or moved since gc read it: 412) are
+    returned, a missing blob counts as deleted. It returns None when it cannot condition in its present mode (lease
+    mode: the mark is another object). gc deletes expired blobs through it (``blobstate.maintenance.gc``), which
+    closes Safety rule 13's residual window for them: a committer removes its TTL marks before its heal check, so
+    gc's delete either lands before the removal (the heal check puts the blob back) or is refused."""
+    fn = getattr(store, "delete_if_expired", None)
+    return fn if callable(fn) else None
+
+
 class BlobStore(ABC):
     """A blob store (Samza's ``BlobStoreManager``) rooted at a repository URL.
 
