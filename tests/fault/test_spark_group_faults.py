@@ -48,6 +48,17 @@ with Repository.open(c["repo"]) as repo, StoreSession(StoreKey("flights", "group
 """
 
 
+def _paths(tmp_path, directory, frame, days: int = 5):
+    """The paths of one kill case (``kill_paths``) with only the first ``days`` day files as input, and the frame
+    of those days (the state the end must hold)."""
+    paths = {**kill_paths(tmp_path, directory), "local": str(tmp_path / "local")}
+    names = sorted(os.listdir(paths["input"]))
+    for name in names[days:]:
+        os.remove(os.path.join(paths["input"], name))
+    kept = {(int(n[5:7]), int(n[8:10])) for n in names[:days]}
+    return paths, frame[[(m, d) in kept for m, d in zip(frame["month"], frame["day"], strict=True)]]
+
+
 def _restart(spark, paths) -> None:
     """The query again on the same checkpoint location and work dir, to the end of its input."""
     ps = partitioned(spark, repo=paths["repo"], checkpoint_location=paths["checkpoint"], job="flights",
@@ -70,8 +81,7 @@ def _ends_exact(tmp_path, paths, frame) -> list:
 
 def test_recovery_after_an_outage_longer_than_the_ttl_aborts_a_snapshot_group_and_the_restart_ends_exact(
         spark_session, flights_days, tmp_path, monkeypatch):
-    directory, frame = flights_days
-    paths = {**kill_paths(tmp_path, directory), "local": str(tmp_path / "local")}
+    paths, frame = _paths(tmp_path, *flights_days)
     monkeypatch.setenv("BLOBSTATE_TEST_KILL_IF_RECORD", '"kind":"snapshot"')
     code, out, err = run_child(tmp_path, paths, kill_at_event="CheckpointAppending:1:group", partitions=N,
                                partition_snapshot_every=2)
@@ -96,8 +106,7 @@ def test_recovery_after_an_outage_longer_than_the_ttl_aborts_a_snapshot_group_an
 
 def test_a_snapshot_task_killed_with_its_driver_leaves_a_checkpoint_the_next_open_sweeps(
         spark_session, flights_days, tmp_path, monkeypatch):
-    directory, frame = flights_days
-    paths = {**kill_paths(tmp_path, directory), "local": str(tmp_path / "local")}
+    paths, frame = _paths(tmp_path, *flights_days)
     monkeypatch.setenv("BLOBSTATE_PLUGINS", "snapshot_task_killer")
     code, out, err = run_child(tmp_path, paths, partitions=N, partition_snapshot_every=2)
     assert code == -signal.SIGKILL, (code, out, err)
