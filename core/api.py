@@ -67,6 +67,7 @@ from blobstate.maintenance.verify import (
     verify_partitions,
 )
 from blobstate.model import layout
+from blobstate.model.chain import overridden_parts
 from blobstate.model.layout import DEFAULT_CHUNK_SIZE, DEFAULT_RETAIN, DEFAULT_TTL_MS
 from blobstate.model.progress import Progress
 from blobstate.model.records import Checkpoint, StoreKey
@@ -259,9 +260,11 @@ def verify(*, repo: str, log: str | None = None, job: str | None = None, task: s
         if not chosen and not partitioned:
             raise NothingToRestore(f"no checkpoint to verify in {redact(repository.url)}")
         reports = []
+        groups = {cp.store_key for cp in chosen if cp.is_group}
+        voided = {k: overridden_parts(repository.log.history(k)) for k in groups}
         for cp in chosen:
             _logger.info("verifying %s checkpoint %s", cp.store_key, cp.checkpoint_id)
-            reports.append(verify_checkpoint(repository, cp, subset))
+            reports.append(verify_checkpoint(repository, cp, subset, overridden=voided.get(cp.store_key, set())))
         for k in partitioned:
             _logger.info("verifying the latest state of every partition of %s", k)
             reports += verify_partitions(repository, repository.log.history(k), subset)

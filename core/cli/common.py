@@ -57,9 +57,29 @@ def redact(text: str) -> str:
     return str(redact_value(text, secrets=[*_SECRETS, *environment_secrets()]))
 
 
-def watch_store(repo: str | None, job: str, task: str, store: str | None, work_base: str | None) -> None:
-    """Remember the store this command works on: an interrupt then reports its unfinished commits."""
-    _WATCHED.update(repo=repo, job=job, task=task, store=store, work_base=work_base)
+def watch_store(repo: str | None, job: str, task: str, store: str | None, work_base: str | None,
+                options: dict[str, Any] | None = None) -> None:
+    """Remember the store this command works on (``options``: its storage options): an interrupt then reports its
+    unfinished commits and the objects they left."""
+    _WATCHED.update(repo=repo, job=job, task=task, store=store, work_base=work_base, options=options)
+
+
+def _objects_left(state: Any) -> list[str] | None:
+    """The objects open commit ``state`` left in the watched repository (``recover.objects_left``); None when the
+    store does not answer (the message then gives the journal's count)."""
+    try:
+        from blobstate.commit.recover import objects_left
+        from blobstate.model.records import StoreKey
+        from blobstate.repository.backends import open_blob_store
+
+        blob_store = open_blob_store(str(_WATCHED["repo"]), storage_options=_WATCHED.get("options"))
+        try:
+            key = StoreKey(_WATCHED["job"], _WATCHED["task"], _WATCHED["store"])
+            return objects_left(blob_store, key, state)
+        finally:
+            blob_store.close()
+    except (KeyboardInterrupt, Exception):  # noqa: BLE001 - the report must not hide the interrupt
+        return None
 
 
 def _report_interrupt() -> int:
@@ -76,16 +96,23 @@ def _report_interrupt() -> int:
 
         open_commits = api.unfinished_commits(repo=repo, job=_WATCHED["job"], task=_WATCHED["task"], store=store,
                                               work_base=_WATCHED.get("work_base"))
-    except (KeyboardInterrupt, Exception):  # noqa: BLE001 - the report must not hide the interrupt
-        open_commits = []
+    except (KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - the report must not hide the interrupt
+        open_commits = None
+        unread = f"{type(exc).__name__}: {exc}"
     again = " again during cleanup" if len(INTERRUPTS) > 1 else ""
-    if not open_commits:
+    if open_commits == []:
         err(f"{name}{again}: no commit of {_WATCHED['job']}/{_WATCHED['task']}/{store} is left open")
         return code
-    for state in open_commits:
-        left = len(state.blob_ids - state.deleted)
+    if open_commits is None:
+        err(f"{name}{again}: the journal of {_WATCHED['job']}/{_WATCHED['task']}/{store} could not be read ({unread}); "
+            "a commit may be left open")
+    for state in open_commits or []:
+        left = _objects_left(state)
+        what = (f"{len(left)} blob(s) in the repository" + (f": {', '.join(left[:10])}" if left else "") +
+                (f" and {len(left) - 10} more" if len(left) > 10 else "")) if left is not None else \
+            f"up to {len(state.blob_ids - state.deleted)} blob(s) in the repository (the store did not answer)"
         err(f"{name}{again}: commit {state.commit_id} of {state.store_key or store} is left open at "
-            f"{state.phase.name} with {left} blob(s) in the repository; they expire with their TTL (`blobstate gc`)")
+            f"{state.phase.name} with {what}; they expire with their TTL (`blobstate gc`)")
     job, task = _WATCHED["job"], _WATCHED["task"]
     err(f"to finish or abort it now: blobstate recover --repo {repo} --job {job} --task {task} --store {store} "
         "(the next backup of this store does the same)")

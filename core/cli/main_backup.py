@@ -63,7 +63,7 @@ def backup(store_dir: str, repo: str, log_url: str | None, storage_option: tuple
 
     key = common.store_key(job, task, store, store_dir)
     policy = common.retention_policy()
-    common.watch_store(repo, key.job, key.task, key.store, work_dir)
+    common.watch_store(repo, key.job, key.task, key.store, work_dir, common.storage_options(storage_option))
     if dry_run:
         preview = api.preview_backup(store_dir, job=key.job, task=key.task, store=key.store, store_type=store_type,
                                      chunk_size=chunk_size, work_base=work_dir,

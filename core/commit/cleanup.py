@@ -31,6 +31,7 @@ import shutil
 from typing import TYPE_CHECKING
 
 from blobstate.commit.healing import HealSources, drop_index_copy, heal_record, load_index_copy
+from blobstate.commit.parts import heal_group, void_lost_snapshots
 from blobstate.commit.session import StoreSession
 from blobstate.errors import BlobstateError, ForeignObjectError, IntegrityError, StorageError
 from blobstate.journal import events as ev
@@ -92,7 +93,7 @@ def apply_retention(repo: Repository, key: StoreKey, retain: int | RetentionPoli
     if not expiring:
         return [], []
     try:
-        keep = repo.retained_references(retained)
+        keep = repo.retained_references(retained, history=history)
     except BlobstateError as exc:  # never delete on incomplete knowledge, never block a commit either
         log.warning("a retained snapshot index of %s is unreadable (%s): no blob is deleted by retention now; "
                     "the records leaving retention are pruned and `blobstate gc` reclaims their blobs once every "
@@ -216,11 +217,19 @@ class CleanupExecutor:
         if new_ids:
             self.repo.store.remove_ttl_many(new_ids)
         if heal and checkpoint is not None:
-            unhealed = heal_record(self.repo, checkpoint, self.journal_sources(state, checkpoint).merged(sources))
+            kept = self.journal_sources(state, checkpoint).merged(sources)
+            if checkpoint.is_group:  # parts only executors hold: ``blobstate.commit.parts``
+                unhealed, lost = heal_group(self.repo, checkpoint, kept)
+                if lost:
+                    void_lost_snapshots(self.session, self.repo, checkpoint, lost, commit_point=self.commit_point,
+                                        ttl_ms=state.ttl_ms)
+            else:
+                unhealed = heal_record(self.repo, checkpoint, kept)
             if unhealed:
                 log.error("committed %s %s of %s references %d objects that are lost and could not be put back "
-                          "from this host (%s); the next snapshot uploads their files again", checkpoint.kind,
-                          commit_id, self.key, len(unhealed), ", ".join(unhealed[:5]))
+                          "from this host (%s); the next snapshot uploads their files again (a group's changelogs: "
+                          "the executors that wrote them, at the next batch)", checkpoint.kind, commit_id, self.key,
+                          len(unhealed), ", ".join(unhealed[:5]))
         self.session.record(ev.TtlRemoved(commit_id, now_ms(), tuple(new_ids)), sync=snapshot)
         if snapshot:
             mark_completed(self.session.work_dir, commit_id)

@@ -40,6 +40,7 @@ from blobstate.model import layout
 from blobstate.model.layout import DEFAULT_RETAIN, now_ms
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.model.retention import RetentionPolicy
+from blobstate.plugin.interfaces import BlobStore
 from blobstate.repository.backends import normalize_url
 from blobstate.repository.options import display_url
 from blobstate.repository.repo import Repository
@@ -206,3 +207,11 @@ def recover_work_base(work_base: str, *, repo: str | None = None, log: str | Non
             repository.close()
         done.append(journal)
     return done
+
+
+def objects_left(store: BlobStore, key: StoreKey, state: CommitState) -> list[str]:
+    """The objects that open commit ``state`` of ``key`` may have created (planned, uploaded, its index) and that
+    ``store`` holds now, sorted: exactly what an interrupted commit or abort leaves in the repository (issue 27
+    case 6), from one listing of ``key``'s prefix. Raises ``StorageError`` when the store does not answer."""
+    present = {info.blob_id for info in store.list(key.prefix)}
+    return sorted(state.blob_ids & present)

@@ -11,7 +11,9 @@ paused writers overlap:
 - An orphan (no TTL, no retained index references it, no open commit in this host's journal planned it) is
   deleted only once it is older than ``ttl_ms`` (staged cleanup).
 - Nothing is deleted on incomplete knowledge: an unreadable retained index, or a log with no checkpoint of a store
-  whose indexes exist (the wrong ``--log``), makes gc skip the store and say why.
+  whose indexes exist (the wrong ``--log``), makes gc skip the store and say why (but for the missing index of a
+  snapshot part a later delta overrides, which nothing needs: ``Repository.retained_references`` with the
+  history).
 - Every id is checked to be an object of the store's own prefix before it is deleted; a lease that names another
   store's object is reported (``foreign``), never acted on.
 - Retention follows ``blobstate.model.retention`` (a count or restic's rules; snapshots and the deltas they need,
@@ -43,7 +45,9 @@ from blobstate.model.chain import has_deltas, latest_snapshot
 from blobstate.model.layout import monotonic
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.model.retention import RetentionPolicy, plan_retention, recorded_policy
+from blobstate.plugin.interfaces import expired_delete
 from blobstate.repository.repo import Repository
+from blobstate.repository.retry import call_with_retry
 
 FAR_FUTURE_MS = 1 << 62  # ``expired(prefix, FAR_FUTURE_MS)`` lists every blob that carries a TTL
 RECHECK_AFTER_S = 5.0  # a decision re-checked longer ago than this (monotonic seconds) is re-checked again
@@ -123,7 +127,7 @@ def collect(repo: Repository, key: StoreKey, *, now_ms: int, ttl_ms: int,
         expiring, retained = plan.carried_out(repo.log.can_forget) if plan is not None else ([], history)
         report.kept = plan.to_json() if plan is not None else []
         report.policy = policy.describe() if policy is not None else None
-        referenced = repo.retained_references(retained)
+        referenced = repo.retained_references(retained, history=history)
     except Exception as exc:  # noqa: BLE001 - never delete on incomplete knowledge
         report.skipped = f"a retained snapshot index is unreadable, nothing deleted: {exc}"
         return report
@@ -198,12 +202,24 @@ class DeleteGuard:
                 break
             report.spared += [b for b in batch if b not in expired and b not in orphans]
             batch = [b for b in batch if b in expired or b in orphans]
-            self.repo.store.delete_many(batch)
-            done += batch
+            refused = self.send(batch, expired)
+            report.spared += refused
+            done += [b for b in batch if b not in refused]
         deleted = set(done)
         report.expired_deleted = [b for b in report.expired_deleted if b in deleted]
         report.orphans_deleted = [b for b in report.orphans_deleted if b in deleted]
         return report.skipped is None
+
+    def send(self, batch: list[str], expired: set[str]) -> list[str]:
+        """Delete ``batch``; returns the ids the store refused. Its expired blobs go through the store's conditional
+        delete where it offers one (``interfaces.expired_delete``: deleted only while their TTL mark is still
+        expired, atomically, which closes rule 13's window for them), everything else through ``delete_many``."""
+        conditional = expired_delete(self.repo.store)
+        marked = [b for b in batch if b in expired]
+        refused = call_with_retry(lambda: conditional(marked, self.now_ms), f"conditional delete of {len(marked)} "
+                                  "blobs") if conditional is not None and marked else None
+        self.repo.store.delete_many([b for b in batch if refused is None or b not in marked])
+        return refused or []
 
     def fresh(self, expired: set[str], orphans: set[str]) -> tuple[set[str], set[str]]:
         """``expired`` and ``orphans`` as of a re-check whose log read began at most ``RECHECK_AFTER_S`` ago,
@@ -223,8 +239,10 @@ class DeleteGuard:
         with_ttl = set(self.repo.store.expired(self.key.prefix, FAR_FUTURE_MS))
         still_expired = set(self.repo.store.expired(self.key.prefix, self.now_ms))
         started = monotonic()
-        new = [cp for cp in self.repo.log.history(self.key) if (cp.checkpoint_id, cp.generation) not in self.seen]
-        referenced = self.repo.retained_references(new) | in_flight_ids(self.work_base, self.repo.url, self.key)
+        history = self.repo.log.history(self.key)
+        new = [cp for cp in history if (cp.checkpoint_id, cp.generation) not in self.seen]
+        referenced = (self.repo.retained_references(new, history=history)
+                      | in_flight_ids(self.work_base, self.repo.url, self.key))
         self.seen |= {(cp.checkpoint_id, cp.generation) for cp in new}
         self.checked_at = started
         keep = {b for b in expired if b in still_expired} | {b for b in orphans if b not in with_ttl}

@@ -208,3 +208,14 @@ def _ranges(batches: list[int]) -> str:
         else:
             parts.append(str(b))
     return ", ".join(parts[:20]) + (", ..." if len(parts) > 20 else "")
+
+
+def overridden_parts(history: Sequence[Checkpoint]) -> set[str]:
+    """The ids of the snapshot parts of a partitioned store's ``history`` that a later delta of a batch they cover
+    overrides (``valid_snapshots``, per partition): no restore and no retention uses them."""
+    out: set[str] = set()
+    for p in partitions_of(history):
+        part = partition_history(history, p)
+        valid = {s.checkpoint_id for s in valid_snapshots(part)}
+        out |= {r.checkpoint_id for r in part if not r.is_delta and r.checkpoint_id not in valid}
+    return out

@@ -8,29 +8,14 @@ makes a consistent point-in-time copy of a local store (RocksDB's ``Checkpoint``
 from __future__ import annotations
 
 import io
-import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import BinaryIO, TypeVar
 
 from blobstate.errors import CorruptIndexError, IntegrityError
 from blobstate.model.records import Checkpoint, StoreKey
-
-
-def settle(futures: Iterable[Future]) -> None:
-    """Wait until none of ``futures`` is running (cancel the pending ones first), also through interrupts: a
-    ``KeyboardInterrupt`` while waiting is noted and the wait goes on (the caller re-raises its own)."""
-    running = [f for f in futures if not f.done()]
-    while running:
-        try:
-            wait(running)
-        except KeyboardInterrupt:
-            logging.getLogger(__name__).warning("interrupted again: waiting for %d request(s) in flight to finish "
-                                                "before cleaning up", sum(not f.done() for f in running))
-        running = [f for f in running if not f.done()]
-
+from blobstate.plugin.inflight import run_settled
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -101,6 +86,21 @@ class BoundedSink(io.BytesIO):
         if self.tell() + len(data) > self.limit:
             raise self.too_large()
         return super().write(data)
+
+
+def expired_delete(store: object) -> Callable[[Sequence[str], int], list[str] | None] | None:
+    """The optional capability ``delete_if_expired(blob_ids, now_ms) -> refused ids | None`` of ``store`` (through
+    any wrapper that forwards attributes, ``RetryingBlobStore``), or None when its class does not offer it.
+
+    A store offers it when it can condition a delete, in the same request, on the TTL mark being still expired at
+    ``now_ms`` (Azure's ``x-ms-if-tags`` on Delete Blob: the expiry tag ``<= now``): each blob is deleted only while
+    its mark says expired; the ids the store refused (its mark was removed or moved since gc read it: 412) are
+    returned, a missing blob counts as deleted. It returns None when it cannot condition in its present mode (lease
+    mode: the mark is another object). gc deletes expired blobs through it (``blobstate.maintenance.gc``), which
+    closes Safety rule 13's residual window for them: a committer removes its TTL marks before its heal check, so
+    gc's delete either lands before the removal (the heal check puts the blob back) or is refused."""
+    fn = getattr(store, "delete_if_expired", None)
+    return fn if callable(fn) else None
 
 
 class BlobStore(ABC):
@@ -200,17 +200,7 @@ class BlobStore(ABC):
         items = list(items)
         if len(items) <= 1 or self.max_concurrency <= 1:
             return [fn(item) for item in items]
-        pool = ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(items)))
-        futures = [pool.submit(fn, item) for item in items]
-        try:
-            return [f.result() for f in futures]
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            settle(futures)
-            raise
-        finally:
-            pool.shutdown(wait=False)
+        return run_settled(fn, items, min(self.max_concurrency, len(items)))
 
     def put_many(self, requests: Sequence[PutRequest]) -> None:
         self.map_concurrent(self.put, requests)

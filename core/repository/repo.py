@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,7 +10,7 @@ from typing import Any
 from blobstate.errors import BlobNotFound, BlobstateError, ChecksumMismatch, ConfigurationError, NothingToRestore
 from blobstate.local.checksum import crc32c_bytes
 from blobstate.model import layout
-from blobstate.model.chain import valid_snapshots
+from blobstate.model.chain import overridden_parts, valid_snapshots
 from blobstate.model.index import SnapshotIndex
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.model.selection import select_checkpoint
@@ -183,7 +183,7 @@ class Repository:
         return (f"; stores with checkpoints: {listed}. The store name defaults to the directory's name: choose one "
                 "with --store (and --job / --task)")
 
-    def retained_references(self, checkpoints: list[Checkpoint], *,
+    def retained_references(self, checkpoints: list[Checkpoint], *, history: Sequence[Checkpoint] | None = None,
                             on_unreadable: Callable[[Checkpoint, BlobstateError], None] | None = None) -> set[str]:
         """Every blob id (indexes included) the given checkpoints reference (``blobstate.model.layout.references``,
         the indexes read with ``read_index``).
@@ -191,8 +191,21 @@ class Repository:
         Raises when an index cannot be read: deletes must never be decided on incomplete references. With
         ``on_unreadable`` (what leaves retention: an unread index only means fewer deletes) it is called instead
         and that index's blobs are left out. A delta record references its changelog blob, a group record what
-        each of its partitions' records references.
+        each of its partitions' records references. With ``history`` (the log the checkpoints belong to), the missing
+        index of a snapshot part a later delta overrides (``model.chain.overridden_parts``: a void, issue 27 case 2)
+        counts as referencing nothing; any other unreadable index is handled as above.
         """
+        overridden = overridden_parts(history) if history and any(cp.is_group for cp in checkpoints) else set()
+        if overridden:
+            outer = on_unreadable
+
+            def on_unreadable(cp: Checkpoint, exc: BlobstateError) -> None:
+                if cp.checkpoint_id in overridden and isinstance(exc, BlobNotFound):
+                    return
+                if outer is None:
+                    raise exc
+                outer(cp, exc)
+
         return layout.references(checkpoints, self.read_index, on_unreadable=on_unreadable)
 
     def close(self) -> None:

@@ -7,7 +7,7 @@
 - the same seed gives the same schedule and the same result, and a pinned schedule replays exactly;
 - SELF-CHECK: with a deliberately broken store (``remove_ttl`` drops the blob it should keep) the simulator
   reports the loss and shrinks the run, so these tests cannot pass on a simulator that checks nothing;
-- issue 27's cases 1, 2 and 3 are found at the seeds the long run found them (XFAIL while the bugs are in).
+- the seeds at which the long run found issue 27's cases 1, 2 and 3 on the code before their fixes hold now.
 
 The long run (1,000,000 steps) is ``python -m bench.simulate``.
 """
@@ -26,7 +26,7 @@ from blobstate.errors import StorageError
 from blobstate.testing.blobstores import BlobStoreContract
 from blobstate.testing.checkpoint_logs import CheckpointLogContract
 from blobstate.testing.simulation import run, run_seed, scenario
-from blobstate.testing.simulation.shrink import _pinned, classify, describe, shrink
+from blobstate.testing.simulation.shrink import _pinned, describe, shrink
 from blobstate.testing.simulation.world import SimBlobStore, SimCheckpointLog, World
 
 SAFE_SEEDS = range(12)
@@ -136,14 +136,13 @@ def test_self_check_shrinking_keeps_the_failure(monkeypatch: pytest.MonkeyPatch)
 
 @pytest.mark.parametrize(("case", "seed", "profile"), [("case 1", 350, "full"), ("case 2", 0, "full"),
                                                       ("case 3", 1, "two-logs")])
-def test_finds_issue_27_cases_on_todays_code(case: str, seed: int, profile: str) -> None:
-    """Issue 27's cases, each found by the simulator on its own (``python -m bench.simulate``: case 1 after 351
-    seeds of profile ``full``, case 2 after 1, case 3 after 2 of profile ``two-logs``): case 1, a paused writer's
-    retention prunes the live writer's chain (it counts from its cached generation); case 2, a group commit that
-    lands after gc deleted its expired parts is never healed; case 3, gc through one checkpoint log deletes what a
-    second log on the same repository references. XFAIL while the bug is in the code; once it is fixed the seed
-    holds and the test passes."""
+def test_the_seeds_that_found_issue_27_cases_hold(case: str, seed: int, profile: str) -> None:
+    """The seeds at which the simulator found issue 27's cases on its own, on the code before their fixes
+    (``python -m bench.simulate``; bench/README.md gives how many seeds each took with its fix reverted): case 1,
+    a paused writer's retention pruned the live writer's chain (it counted from its cached generation); case 2, a
+    group commit that landed after gc deleted its expired parts, which only executors held, was never healed
+    (now: the next batch's tasks put the changelogs back, the owner voids a lost snapshot part); case 3, gc through
+    one checkpoint log deleted what a second log on the same repository referenced (now: the actor opened with the
+    second log is refused by the repository marker). Each seed holds every invariant now."""
     result = run_seed(seed, profile)
-    if result.failed:
-        assert classify(result) == case, describe(result)
-        pytest.xfail(f"issue 27 {case}, found by the simulator: {result.violation}")
+    assert not result.failed, f"{case}: {describe(result)}"
