@@ -170,6 +170,8 @@ class FsspecBlobStore(BlobStore):
             # Written in place under its final name, so an abort or gc always finds it, even torn by a crash; a
             # reader that sees it half-written treats it as unreadable, which expires only once it is old.
             data = json.dumps({"blobId": blob_id, "expiresAtMs": expires}).encode()
+            if self.metadata_seal is not None:  # an encrypted repository: the core's seal, opaque to this store
+                data = self.metadata_seal.seal(lease_id(blob_id), data)
             if self.local is not None:
                 self.local.write_bytes(lease, data)
             else:
@@ -334,7 +336,8 @@ class FsspecBlobStore(BlobStore):
         out = []
         for rel, info in leases.items():
             try:
-                doc = json.loads(self.get_bounded(rel, BoundedSink(MAX_LEASE_BYTES, f"lease {rel}")))
+                body = self.get_bounded(rel, BoundedSink(MAX_LEASE_BYTES, f"lease {rel}"))
+                doc = json.loads(body if self.metadata_seal is None else self.metadata_seal.open(rel, body))
                 named = doc["blobId"]
                 if named != _blob_of_lease(rel):
                     self.foreign_leases.append(rel)

@@ -218,7 +218,31 @@ def require_store(store: str | None) -> str:
     return store
 
 
-#: ``--repo``, ``--log`` and ``--storage-option``.
+def _use_key_file(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """``--key-file FILE`` is ``BLOBSTATE_KEY_FILE=FILE`` for this command (and every process it starts), so the
+    repository opens with it wherever the command opens one; the variable is put back when the command ends."""
+    variable = "BLOBSTATE_KEY_FILE"
+    if not value or os.environ.get(variable) == value:
+        return
+    previous = os.environ.get(variable)
+    os.environ[variable] = os.path.abspath(os.path.expanduser(value))
+
+    def put_back() -> None:
+        if previous is None:
+            os.environ.pop(variable, None)
+        else:
+            os.environ[variable] = previous
+
+    ctx.call_on_close(put_back)
+
+
+#: ``--key-file``: the key file of an encrypted repository (a new repository is created encrypted with it).
+key_file_option = click.option(
+    "--key-file", envvar="BLOBSTATE_KEY_FILE", metavar="FILE", expose_value=False, callback=_use_key_file,
+    help="Key file of an encrypted repository (a repository created with a key is encrypted; see `blobstate init "
+         "--encrypt`).")
+
+#: ``--repo``, ``--log``, ``--storage-option`` and ``--key-file``.
 repo_options = _stack(
     click.option("--repo", required=True, envvar="BLOBSTATE_REPO",
                  help="Repository URL or path (file://, s3://, gs://, az://, ...)."),
@@ -226,6 +250,7 @@ repo_options = _stack(
                  help="Checkpoint log URL (default: the file log inside the repository)."),
     click.option("--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE",
                  help="fsspec storage option for the repository (repeatable; also BLOBSTATE_STORAGE_OPTIONS as JSON)."),
+    key_file_option,
 )
 log_option = click.option(
     "--log-option", "log_option", multiple=True, metavar="KEY=VALUE",

@@ -253,6 +253,10 @@ class Checkpoint:
             if len(data) > MAX_RECORD_BYTES:
                 raise ValueError(f"{len(data)} bytes: larger than any checkpoint record")
             doc = json.loads(data)
+            if isinstance(doc, dict) and doc.get("kind") == "sealed":  # an encrypted repository's (issue 33)
+                from blobstate.model.sealed import SealedRecord
+
+                return SealedRecord.from_doc(doc)
             version = doc["schemaVersion"]
             if not isinstance(version, int) or version > CHECKPOINT_SCHEMA_VERSION:
                 raise ValueError(f"unsupported schemaVersion {version!r}")

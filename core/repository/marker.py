@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -44,7 +45,9 @@ log = logging.getLogger(__name__)
 
 MARKER_ID = "blobstate-repository.json"
 FORMAT = "blobstate-repository"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # the newest this blobstate reads
+PLAIN_FORMAT_VERSION = 1  # what an unencrypted repository's marker is written as (readable by every blobstate)
+ENCRYPTED_FORMAT_VERSION = 2  # a marker with ``encryption`` (issue 33): older blobstates refuse it
 #: Objects looked at, at most, to tell an empty location, a pre-marker repository and a foreign location apart.
 _SCAN_LIMIT = 10_000
 
@@ -65,12 +68,16 @@ class RepositoryInfo:
     checkpoint_log: str | None = None
     #: true only in the process (and the call) that wrote the marker: the CLI says "created repository at URL"
     created: bool = field(default=False, compare=False)
+    #: an encrypted repository's key data (``blobstate.codec.keys.EncryptionInfo``: the wrapped key, never the key)
+    encryption: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         doc = {"format": FORMAT, "formatVersion": self.format_version, "repositoryId": self.repository_id,
                "createdTimeMs": self.created_time_ms, "createdBy": self.created_by}
         if self.checkpoint_log is not None:
             doc["checkpointLog"] = self.checkpoint_log
+        if self.encryption is not None:
+            doc["encryption"] = self.encryption
         return doc
 
 
@@ -93,8 +100,12 @@ def read_marker(store: BlobStore) -> RepositoryInfo | None:
             raise ValueError(f"formatVersion {version!r}")
         created = doc.get("createdTimeMs")
         log_id = doc.get("checkpointLog")
+        encryption = doc.get("encryption")
+        if encryption is not None and not isinstance(encryption, dict):
+            raise ValueError("encryption is not an object")
         info = RepositoryInfo(str(doc["repositoryId"]), version, created if isinstance(created, int) else None,
-                              str(doc.get("createdBy", "")), checkpoint_log=log_id if isinstance(log_id, str) else None)
+                              str(doc.get("createdBy", "")), checkpoint_log=log_id if isinstance(log_id, str) else None,
+                              encryption=encryption)
     except (ValueError, KeyError, TypeError) as exc:
         raise CorruptIndexError(f"the repository marker {MARKER_ID} is damaged: {exc}") from None
     if info.format_version > FORMAT_VERSION:
@@ -112,10 +123,13 @@ def _version() -> str:
         return "blobstate"
 
 
-def write_marker(store: BlobStore, checkpoint_log: str | None = None) -> RepositoryInfo:
-    """Create the marker exclusively (recording ``checkpoint_log``, the log's identity); when another writer created
-    it first, that one is returned."""
-    info = RepositoryInfo(uuid.uuid4().hex, FORMAT_VERSION, now_ms(), _version(), checkpoint_log=checkpoint_log)
+def write_marker(store: BlobStore, checkpoint_log: str | None = None, *,
+                 encryption: Callable[[str], dict[str, Any]] | None = None) -> RepositoryInfo:
+    """Create the marker exclusively (recording ``checkpoint_log``, the log's identity, and with ``encryption`` the
+    key data it makes for the new repository id); when another writer created it first, that one is returned."""
+    info = RepositoryInfo(uuid.uuid4().hex, PLAIN_FORMAT_VERSION, now_ms(), _version(), checkpoint_log=checkpoint_log)
+    if encryption is not None:
+        info = replace(info, format_version=ENCRYPTED_FORMAT_VERSION, encryption=encryption(info.repository_id))
     try:
         store.put_exclusive(MARKER_ID, json.dumps(info.to_json(), separators=(",", ":")).encode())
     except FileExistsError:
@@ -146,14 +160,15 @@ def scan_location(store: BlobStore) -> tuple[bool, bool]:
     return empty, False
 
 
-def ensure_repository(store: BlobStore, url: str, *, create: bool,
-                      checkpoint_log: str | None = None) -> RepositoryInfo:
+def ensure_repository(store: BlobStore, url: str, *, create: bool, checkpoint_log: str | None = None,
+                      encryption: Callable[[str], dict[str, Any]] | None = None) -> RepositoryInfo:
     """Check that ``store`` (opened on ``url``) holds a blobstate repository; with ``create``, make one in an empty
     location (or mark a repository from before the marker).
 
     Raises ``RepositoryNotFound`` (exit 6) when there is none and ``create`` is false, or when ``create`` is true
     but the location holds other objects (a repository is never created over foreign data). A marker written here
-    records ``checkpoint_log`` (the identity of the log it is opened with).
+    records ``checkpoint_log`` (the identity of the log it is opened with) and, in an empty location, the key data
+    ``encryption`` makes (a repository from before the marker holds plaintext: it is never marked encrypted).
     """
     from blobstate.repository.options import redact
     from blobstate.repository.storage_errors import missing_bucket
@@ -172,7 +187,7 @@ def ensure_repository(store: BlobStore, url: str, *, create: bool,
         if create:
             # also the loser of a race between two first backups: it gets the winner's
             return write_marker(store, checkpoint_log)
-        return RepositoryInfo("", FORMAT_VERSION, None, "", legacy=True)
+        return RepositoryInfo("", PLAIN_FORMAT_VERSION, None, "", legacy=True)
     if not create:
         raise RepositoryNotFound(
             f"no blobstate repository at {redact(url)}: check --repo (the first `blobstate backup` into an empty "
@@ -184,7 +199,7 @@ def ensure_repository(store: BlobStore, url: str, *, create: bool,
         raise RepositoryNotFound(
             f"no blobstate repository at {redact(url)}, and the location is not empty: a repository is created only "
             "in an empty location (choose a new folder or prefix)")
-    return write_marker(store, checkpoint_log)
+    return write_marker(store, checkpoint_log, encryption=encryption)
 
 
 def _rewrite(store: BlobStore, info: RepositoryInfo) -> None:
@@ -230,3 +245,15 @@ def bind_log(store: BlobStore, info: RepositoryInfo, url: str, identity: str, *,
     else:
         log.warning("moved the repository from the checkpoint log %s to %s", describe(previous), describe(identity))
     return replace(again, created=info.created)
+
+
+# --- encryption (issue 33): key rotation rewrites the marker's ``encryption`` only -----------------------------
+def record_encryption(store: BlobStore, info: RepositoryInfo, encryption: dict[str, Any]) -> RepositoryInfo:
+    """Rewrite the marker with ``encryption`` (a re-wrapped data key) and read it back. Raises ``StorageError``
+    when the marker cannot be written, ``ConfigurationError`` when another write replaced it in between."""
+    updated = replace(info, encryption=encryption, created=False)
+    _rewrite(store, updated)
+    again = read_marker(store)
+    if again is None or again.encryption != encryption:
+        raise ConfigurationError("the repository marker changed while its key was rotated: run the rotation again")
+    return again

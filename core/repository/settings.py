@@ -23,6 +23,10 @@ Variables (the CLI's ``--help`` lists those its options read, such as ``BLOBSTAT
 - ``BLOBSTATE_BACKEND_<SCHEME>``: the backend to use for a URL scheme.
 - ``BLOBSTATE_DEBUG``: tracebacks instead of one-line errors.
 - ``BLOBSTATE_STORAGE_OPTIONS``: storage options (JSON), read by ``blobstate.repository.options``.
+- ``BLOBSTATE_COMPRESSION``: ``auto`` (default: indexes and changelogs always, data blobs where a sample says it
+  pays) or ``off`` (nothing is compressed from now on; what is compressed stays readable).
+- ``BLOBSTATE_KEY_FILE``: the key file of an encrypted repository (``--key-file``); ``BLOBSTATE_KEY_PROVIDER``: the
+  key provider a new encrypted repository uses (default ``file``; ``blobstate.codec.keys``).
 """
 
 from __future__ import annotations
@@ -84,6 +88,13 @@ def _names(value: str | None) -> tuple[str, ...]:
     return tuple(n.strip() for n in (value or "").split(",") if n.strip())
 
 
+def _compression(value: str | None) -> str:
+    mode = (value or "auto").strip().lower()
+    if mode not in ("auto", "off"):
+        raise ConfigurationError(f"BLOBSTATE_COMPRESSION={value!r}: use auto or off")
+    return mode
+
+
 @dataclass(frozen=True)
 class Settings:
     """What a process runs with. Sizes in bytes, durations in seconds (``append_resolve_s``).
@@ -103,6 +114,9 @@ class Settings:
     plugins_autoload: bool = True
     trace_plugins: bool = False
     debug: bool = False
+    compression: str = "auto"
+    key_file: str | None = None
+    key_provider: str | None = None
     command: str | None = None
     options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     environ: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -134,6 +148,9 @@ class Settings:
                                             get("BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD"), False),
             trace_plugins=parse_bool("BLOBSTATE_TRACE_PLUGINS", get("BLOBSTATE_TRACE_PLUGINS"), False),
             debug=parse_bool("BLOBSTATE_DEBUG", get("BLOBSTATE_DEBUG"), False),
+            compression=_compression(get("BLOBSTATE_COMPRESSION")),
+            key_file=get("BLOBSTATE_KEY_FILE") or None,
+            key_provider=get("BLOBSTATE_KEY_PROVIDER") or None,
             environ=MappingProxyType(env),
         )
 
@@ -161,7 +178,7 @@ _command: tuple[str, dict[str, Any]] | None = None
 WATCHED = ("BLOBSTATE_WORK_DIR", "BLOBSTATE_RETRY_ATTEMPTS", "BLOBSTATE_TRANSFER_BUDGET", "BLOBSTATE_FILE_FSYNC",
            "BLOBSTATE_APPEND_RESOLVE_S", "BLOBSTATE_PLUGINS", "BLOBSTATE_DISABLE_PLUGINS",
            "BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD", "BLOBSTATE_TRACE_PLUGINS", "BLOBSTATE_DEBUG",
-           "BLOBSTATE_STORAGE_OPTIONS")
+           "BLOBSTATE_STORAGE_OPTIONS", "BLOBSTATE_COMPRESSION", "BLOBSTATE_KEY_FILE", "BLOBSTATE_KEY_PROVIDER")
 
 
 def _fingerprint() -> tuple[str | None, ...]:
