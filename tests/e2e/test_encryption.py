@@ -314,3 +314,24 @@ def test_swapped_encrypted_objects_are_refused_before_they_are_parsed(tmp_path, 
     assert old.exit_code == 3 and "does not authenticate" in old.stderr and first.name in old.stderr
     new = _cli("restore", tmp_path / "d2", "--repo", repo, "--store", "notes", "--key-file", k, work=host)
     assert new.exit_code == 0, new.output
+
+
+def test_record_bodies_are_sealed_in_a_sql_log_too(tmp_path, key_files):
+    import sqlite3
+
+    k, _ = key_files
+    repo, notes, db = tmp_path / "repo", tmp_path / "notes", tmp_path / "log.db"
+    notes.mkdir()
+    (notes / FILE_NAME).write_bytes(DIR_VALUE)
+    log = f"sqlite:///{db}"
+    backup = _cli("backup", notes, "--repo", repo, "--log", log, "--key-file", k, work=tmp_path / "work")
+    assert backup.exit_code == 0, backup.output
+    rows = sqlite3.connect(db).execute("SELECT job, generation, checkpoint_id, record FROM blobstate_checkpoints")
+    (job, generation, checkpoint_id, record), = rows.fetchall()
+    doc = json.loads(record)
+    assert (job, generation, doc["kind"]) == ("default", 1, "sealed") and checkpoint_id == backup.stdout.strip()
+    assert "indexBlobId" not in record and "notes/indexes" not in record
+    restored = _cli("restore", tmp_path / "out", "--repo", repo, "--log", log, "--store", "notes", "--key-file", k,
+                    work=tmp_path / "host2")
+    assert restored.exit_code == 0, restored.output
+    assert (tmp_path / "out" / FILE_NAME).read_bytes() == DIR_VALUE
