@@ -112,7 +112,8 @@ def compare_backup_restore(name: str, make: Callable[[str], None], store_type: s
     shutil.rmtree(src, ignore_errors=True)
     make(src)
     out: dict[str, Any] = {"state_bytes": tree_bytes(src)}
-    times: dict[str, dict[str, list[float]]] = {v: {"backup_s": [], "restore_s": []} for v in VARIANTS}
+    times: dict[str, dict[str, list[float]]] = {v: {"backup_s": [], "restore_s": [], "backup_cpu_s": [],
+                                                    "restore_cpu_s": []} for v in VARIANTS}
     for run in range(runs):
         for variant in VARIANTS:
             base = os.path.join(work, f"{name}-{variant}-{run}")
@@ -120,14 +121,16 @@ def compare_backup_restore(name: str, make: Callable[[str], None], store_type: s
             repo = os.path.join(base, "repo")
             os.environ["BLOBSTATE_COMPRESSION"] = variant
             try:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 blobstate.backup(src, repo=repo, store="s", store_type=store_type, work_dir=os.path.join(base, "w1"))
                 times[variant]["backup_s"].append(time.perf_counter() - t0)
+                times[variant]["backup_cpu_s"].append(time.process_time() - c0)
                 out.setdefault(variant, {})["stored_bytes"] = stored_bytes(repo)
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 blobstate.restore(os.path.join(base, "restored"), repo=repo, store="s",
                                   work_base=os.path.join(base, "w2"))
                 times[variant]["restore_s"].append(time.perf_counter() - t0)
+                times[variant]["restore_cpu_s"].append(time.process_time() - c0)
             finally:
                 os.environ.pop("BLOBSTATE_COMPRESSION", None)
             shutil.rmtree(base, ignore_errors=True)
@@ -205,8 +208,23 @@ def one_core_throughput(size: int = 64 << 20) -> dict[str, float]:
     return out
 
 
-def encryption_cost(size: int, keys: int, work: str, runs: int, cold: bool) -> dict[str, Any]:
-    """Median wall seconds and peak RSS of a full backup and a restore, plain and encrypted, through the CLI."""
+def encryption_cost(size: int, keys: int, work: str, runs: int, cold: bool, backend: str = "file") -> dict[str, Any]:
+    """Median wall and CPU seconds and peak RSS of a full backup and a restore, plain and encrypted, through the CLI,
+    into a ``backend`` repository (``file`` or ``s3``: the benchmark's counting moto server)."""
+    s3 = None
+    if backend == "s3":
+        from bench.s3server import S3Server
+
+        s3 = S3Server(os.path.join(work, "moto.log"))
+        s3.fs().mkdir("codec")
+    try:
+        return _encryption_cost(size, keys, work, runs, cold, s3)
+    finally:
+        if s3 is not None:
+            s3.stop()
+
+
+def _encryption_cost(size: int, keys: int, work: str, runs: int, cold: bool, s3: Any) -> dict[str, Any]:
     src = os.path.join(work, "enc-src")
     shutil.rmtree(src, ignore_errors=True)
     state.generate(src, size_bytes=size, keys=keys)
@@ -225,25 +243,36 @@ def encryption_cost(size: int, keys: int, work: str, runs: int, cold: bool) -> d
             repo, dest = os.path.join(base, "repo"), os.path.join(base, "restored")
             env = {k: v for k, v in os.environ.items() if k != "BLOBSTATE_KEY_FILE"}
             env.update(BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD="1")
+            if s3 is not None:
+                from bench.s3server import client_env
+
+                repo = f"s3://codec/enc-{variant}-{run}"
+                env.update(client_env(), BLOBSTATE_STORAGE_OPTIONS=json.dumps({"endpoint_url": s3.endpoint}))
             if variant == "encrypted":
                 env["BLOBSTATE_KEY_FILE"] = key_file
-            for op, argv, sync in (("backup", ["backup", src, "--repo", repo, "--store", "s", "-q"], repo),
+            for op, argv, sync in (("backup", ["backup", src, "--repo", repo, "--store", "s", "-q"], src),
                                    ("restore", ["restore", dest, "--repo", repo, "--store", "s", "-q"], dest)):
                 env["BLOBSTATE_WORK_DIR"] = os.path.join(base, f"work-{op}")  # the restore on another host
                 if cold:
                     measure.drop_caches()
+                else:  # both variants read what they read from the page cache (file:// backups copy in the kernel)
+                    measure.warm([src] if op == "backup" else [] if s3 is not None else [repo])
                 sample, _ = measure.run_measured([*cli, *argv], env=env, sync_path=sync)
                 samples[variant][op].append(sample)
-            stored[variant] = stored_bytes(repo)
+            stored[variant] = (sum(s3.fs().du(repo[len("s3://"):], total=False).values()) if s3 is not None
+                               else stored_bytes(repo))
             shutil.rmtree(base, ignore_errors=True)
     shutil.rmtree(src, ignore_errors=True)
-    out: dict[str, Any] = {"size_bytes": size, "cache": "cold" if cold else "warm", "stored_bytes": stored}
+    out: dict[str, Any] = {"size_bytes": size, "cache": "cold" if cold else "warm", "stored_bytes": stored,
+                           "backend": "s3 (moto)" if s3 is not None else "file"}
     for variant, ops in samples.items():
         out[variant] = {op: {"wall_s": statistics.median(s.wall_s for s in ss),
+                             "cpu_s": statistics.median(s.cpu_s or 0.0 for s in ss),
                              "peak_rss_mib": max(s.peak_rss_mib for s in ss),
                              "walls_s": [round(s.wall_s, 3) for s in ss]} for op, ss in ops.items()}
     for op in ("backup", "restore"):
         out[f"{op}_ratio"] = out["encrypted"][op]["wall_s"] / out["plain"][op]["wall_s"]
+        out[f"{op}_cpu_ratio"] = out["encrypted"][op]["cpu_s"] / max(1e-9, out["plain"][op]["cpu_s"])
     return out
 
 
@@ -257,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cold", action="store_true", help="drop the page cache before every encryption operation")
     p.add_argument("--skip-flights", action="store_true", help="leave out the flights cases (needs the demo extra)")
     p.add_argument("--skip-encryption", action="store_true")
+    p.add_argument("--skip-compression", action="store_true")
+    p.add_argument("--backend", choices=["file", "s3"], default="file",
+                   help="repository of the encryption benchmark: file:// or the counting moto S3 server")
     p.add_argument("--throughput-size", default="64MiB", help="bytes of the one-core throughput samples")
     args = p.parse_args(argv)
     size, csize = parse_size(args.size), parse_size(args.compress_size)
@@ -272,17 +304,18 @@ def main(argv: list[str] | None = None) -> int:
             ("rocksdb, JSON values, LZ4 block compression", lambda d: compressible_db(d, csize, "lz4"), "rocksdb"),
             ("rocksdb, JSON values, no block compression", lambda d: compressible_db(d, csize, "none"), "rocksdb"),
         ]
-        if not args.skip_flights:
+        if not args.skip_flights and not args.skip_compression:
             from blobstate.spark.demo.flights import load_flights, write_day_files
 
             frame = load_flights()
             cases += [("flights state (the demo's RocksDB)", lambda d: flights_db(d, frame), "rocksdb"),
                       ("flights input (365 day files, dir store)", lambda d: write_day_files(frame, d), "dir")]
             report["flights_changelogs"] = flights_changelogs(frame)
-        for number, (name, make, store_type) in enumerate(cases):
+        for number, (name, make, store_type) in enumerate([] if args.skip_compression else cases):
             report["compression"][name] = compare_backup_restore(f"case{number}", make, store_type, work, args.runs)
         if not args.skip_encryption:
-            report["encryption"] = encryption_cost(size, max(1, size // 1024), work, args.runs, args.cold)
+            report["encryption"] = encryption_cost(size, max(1, size // 1024), work, args.runs, args.cold,
+                                                   args.backend)
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -299,14 +332,15 @@ def markdown(report: dict[str, Any]) -> str:
     t = report["throughput_mb_s"]
     lines = [f"medians of {report['runs']}; load average at the start {report['load'][0]:.2f} (2 cores)", "",
              "| one core | MB/s |", "| --- | ---: |"] + [f"| {k} | {v:,.0f} |" for k, v in t.items()]
-    lines += ["", "| state (file://) | size (MiB) | stored off / auto (MiB) | ratio | backup off / auto (s) | "
-                  "restore off / auto (s) |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines += ["", "| state (file://) | size (MiB) | stored off / auto (MiB) | ratio | backup off / auto: wall, CPU (s) "
+                  "| restore off / auto: wall, CPU (s) |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for name, r in report["compression"].items():
         off, auto = r["off"], r["auto"]
         lines.append(f"| {name} | {_mib(r['state_bytes'])} | {_mib(off['stored_bytes'])} / "
                      f"{_mib(auto['stored_bytes'])} | {off['stored_bytes'] / auto['stored_bytes']:.2f}x | "
-                     f"{off['backup_s']:.2f} / {auto['backup_s']:.2f} | {off['restore_s']:.2f} / "
-                     f"{auto['restore_s']:.2f} |")
+                     f"{off['backup_s']:.2f} / {auto['backup_s']:.2f}, {off.get('backup_cpu_s', 0):.2f} / "
+                     f"{auto.get('backup_cpu_s', 0):.2f} | {off['restore_s']:.2f} / {auto['restore_s']:.2f}, "
+                     f"{off.get('restore_cpu_s', 0):.2f} / {auto.get('restore_cpu_s', 0):.2f} |")
     if "flights_changelogs" in report:
         c = report["flights_changelogs"]
         lines += ["", f"flights changelogs: {c['batches']} batches, {c['plain_bytes']:,} bytes plain, "
@@ -315,15 +349,17 @@ def markdown(report: dict[str, Any]) -> str:
                       f"{c['decompress_mb_s']:,.0f} MB/s out"]
     if "encryption" in report:
         e = report["encryption"]
-        lines += ["", f"encryption, {_mib(e['size_bytes'])} MiB RocksDB of incompressible values, file://, page "
+        lines += ["", f"encryption, {_mib(e['size_bytes'])} MiB RocksDB of incompressible values, "
+                      f"{e.get('backend', 'file')}, page "
                       f"cache {e['cache']}; stored {_mib(e['stored_bytes']['plain'])} / "
                       f"{_mib(e['stored_bytes']['encrypted'])} MiB", "",
-                  "| | plain (s) | encrypted (s) | ratio | peak RSS plain / encrypted (MiB) |",
-                  "| --- | ---: | ---: | ---: | ---: |"]
+                  "| | wall plain / encrypted (s) | ratio | CPU plain / encrypted (s) | ratio | peak RSS plain / "
+                  "encrypted (MiB) |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
         for op in ("backup", "restore"):
-            lines.append(f"| {op} | {e['plain'][op]['wall_s']:.2f} | {e['encrypted'][op]['wall_s']:.2f} | "
-                         f"{e[f'{op}_ratio']:.2f}x | {e['plain'][op]['peak_rss_mib']:.0f} / "
-                         f"{e['encrypted'][op]['peak_rss_mib']:.0f} |")
+            p, c = e["plain"][op], e["encrypted"][op]
+            lines.append(f"| {op} | {p['wall_s']:.2f} / {c['wall_s']:.2f} | {e[f'{op}_ratio']:.2f}x | "
+                         f"{p['cpu_s']:.2f} / {c['cpu_s']:.2f} | {e.get(f'{op}_cpu_ratio', 0):.2f}x | "
+                         f"{p['peak_rss_mib']:.0f} / {c['peak_rss_mib']:.0f} |")
     return "\n".join(lines)
 
 
