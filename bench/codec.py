@@ -224,6 +224,24 @@ def encryption_cost(size: int, keys: int, work: str, runs: int, cold: bool, back
             s3.stop()
 
 
+def _setup(work: str, variant: str, run: int, key_file: str, s3: Any) -> tuple[str, str, str, dict[str, str]]:
+    """``(scratch dir, repository URL, restore destination, environment)`` of one variant's run."""
+    base = os.path.join(work, f"enc-{variant}-{run}")
+    shutil.rmtree(base, ignore_errors=True)
+    os.makedirs(base)
+    repo, dest = os.path.join(base, "repo"), os.path.join(base, "restored")
+    env = {k: v for k, v in os.environ.items() if k != "BLOBSTATE_KEY_FILE"}
+    env.update(BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD="1")
+    if s3 is not None:
+        from bench.s3server import client_env
+
+        repo = f"s3://codec/enc-{variant}-{run}"
+        env.update(client_env(), BLOBSTATE_STORAGE_OPTIONS=json.dumps({"endpoint_url": s3.endpoint}))
+    if variant == "encrypted":
+        env["BLOBSTATE_KEY_FILE"] = key_file
+    return base, repo, dest, env
+
+
 def _encryption_cost(size: int, keys: int, work: str, runs: int, cold: bool, s3: Any) -> dict[str, Any]:
     src = os.path.join(work, "enc-src")
     shutil.rmtree(src, ignore_errors=True)
@@ -236,29 +254,24 @@ def _encryption_cost(size: int, keys: int, work: str, runs: int, cold: bool, s3:
     samples: dict[str, dict[str, list[Any]]] = {v: {"backup": [], "restore": []} for v in ("plain", "encrypted")}
     stored: dict[str, int] = {}
     for run in range(runs):
-        for variant in ("plain", "encrypted"):
-            base = os.path.join(work, f"enc-{variant}-{run}")
-            shutil.rmtree(base, ignore_errors=True)
-            os.makedirs(base)
-            repo, dest = os.path.join(base, "repo"), os.path.join(base, "restored")
-            env = {k: v for k, v in os.environ.items() if k != "BLOBSTATE_KEY_FILE"}
-            env.update(BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD="1")
-            if s3 is not None:
-                from bench.s3server import client_env
-
-                repo = f"s3://codec/enc-{variant}-{run}"
-                env.update(client_env(), BLOBSTATE_STORAGE_OPTIONS=json.dumps({"endpoint_url": s3.endpoint}))
-            if variant == "encrypted":
-                env["BLOBSTATE_KEY_FILE"] = key_file
-            for op, argv, sync in (("backup", ["backup", src, "--repo", repo, "--store", "s", "-q"], src),
-                                   ("restore", ["restore", dest, "--repo", repo, "--store", "s", "-q"], dest)):
+        # both backups, then both restores; the order of the variants alternates run by run, and every operation
+        # starts with nothing dirty (a syncfs first), so neither inherits the other's writeback or deletes
+        order = ("plain", "encrypted") if run % 2 == 0 else ("encrypted", "plain")
+        setups = {variant: _setup(work, variant, run, key_file, s3) for variant in order}
+        for op in ("backup", "restore"):
+            for variant in order:
+                base, repo, dest, env = setups[variant]
+                argv = (["backup", src, "--repo", repo, "--store", "s", "-q"] if op == "backup" else
+                        ["restore", dest, "--repo", repo, "--store", "s", "-q"])
                 env["BLOBSTATE_WORK_DIR"] = os.path.join(base, f"work-{op}")  # the restore on another host
+                measure.syncfs(work)
                 if cold:
                     measure.drop_caches()
                 else:  # both variants read what they read from the page cache (file:// backups copy in the kernel)
                     measure.warm([src] if op == "backup" else [] if s3 is not None else [repo])
-                sample, _ = measure.run_measured([*cli, *argv], env=env, sync_path=sync)
+                sample, _ = measure.run_measured([*cli, *argv], env=env, sync_path=src if op == "backup" else dest)
                 samples[variant][op].append(sample)
+        for variant, (base, repo, _, _) in setups.items():
             stored[variant] = (sum(s3.fs().du(repo[len("s3://"):], total=False).values()) if s3 is not None
                                else stored_bytes(repo))
             shutil.rmtree(base, ignore_errors=True)
@@ -324,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _mib(n: float) -> str:
-    return f"{n / 2**20:,.1f}"
+    return f"{n / 2**20:,.1f} MiB" if n >= 1 << 20 else f"{n / 1024:,.1f} KiB"
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -332,8 +345,9 @@ def markdown(report: dict[str, Any]) -> str:
     t = report["throughput_mb_s"]
     lines = [f"medians of {report['runs']}; load average at the start {report['load'][0]:.2f} (2 cores)", "",
              "| one core | MB/s |", "| --- | ---: |"] + [f"| {k} | {v:,.0f} |" for k, v in t.items()]
-    lines += ["", "| state (file://) | size (MiB) | stored off / auto (MiB) | ratio | backup off / auto: wall, CPU (s) "
-                  "| restore off / auto: wall, CPU (s) |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    if report["compression"]:
+        lines += ["", "| state (file://) | size | stored off / auto | ratio | backup off / auto: wall, CPU (s) "
+                      "| restore off / auto: wall, CPU (s) |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for name, r in report["compression"].items():
         off, auto = r["off"], r["auto"]
         lines.append(f"| {name} | {_mib(r['state_bytes'])} | {_mib(off['stored_bytes'])} / "
@@ -349,10 +363,9 @@ def markdown(report: dict[str, Any]) -> str:
                       f"{c['decompress_mb_s']:,.0f} MB/s out"]
     if "encryption" in report:
         e = report["encryption"]
-        lines += ["", f"encryption, {_mib(e['size_bytes'])} MiB RocksDB of incompressible values, "
-                      f"{e.get('backend', 'file')}, page "
-                      f"cache {e['cache']}; stored {_mib(e['stored_bytes']['plain'])} / "
-                      f"{_mib(e['stored_bytes']['encrypted'])} MiB", "",
+        lines += ["", f"encryption, {_mib(e['size_bytes'])} RocksDB of incompressible values, "
+                      f"{e.get('backend', 'file')}, page cache {e['cache']}; stored {_mib(e['stored_bytes']['plain'])}"
+                      f" / {_mib(e['stored_bytes']['encrypted'])}", "",
                   "| | wall plain / encrypted (s) | ratio | CPU plain / encrypted (s) | ratio | peak RSS plain / "
                   "encrypted (MiB) |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
         for op in ("backup", "restore"):

@@ -42,7 +42,8 @@ def test_every_form_round_trips_streamed_and_whole(compress, cipher, data):
     stored = frame.encode(NAME, data, compress=compress, cipher=cipher)
     assert len(stored) <= frame.stored_bound(len(data))
     if cipher is not None:
-        assert stored[:4] == frame.MAGIC and data[:64] not in stored[frame.PREFIX_BYTES:] or not data
+        assert stored[:4] == frame.MAGIC
+        assert len(data) < 16 or data[:64] not in stored  # no plaintext (a byte or two may recur by chance)
     for seed in range(3):
         assert stream(stored, cipher=cipher, compressed=compress if cipher is None else None, seed=seed) == data
     out = io.BytesIO()
