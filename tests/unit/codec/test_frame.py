@@ -9,7 +9,6 @@ import os
 import random
 
 import pytest
-import zstandard
 
 from blobstate.codec import frame
 from blobstate.codec.cipher import ObjectCipher, new_key
