@@ -41,7 +41,9 @@ from blobstate.repository import settings
 T = TypeVar("T")
 
 MiB = 1 << 20
-SINGLE_REQUEST_MAX = 64 * MiB  # blobs up to this size move in one PUT / one streamed GET (the default chunk size)
+# Blobs up to this size move in one PUT / one streamed GET: the default chunk size, and room for what the core's codec
+# adds to a chunk (an encrypted chunk is 33 bytes larger: blobstate.codec.frame.OVERHEAD).
+SINGLE_REQUEST_MAX = 64 * MiB + 4096
 DEFAULT_PART_SIZE = 16 * MiB  # bytes per multipart part and per ranged GET above it
 DEFAULT_PART_CONCURRENCY = 4  # parts of one blob in flight at once
 DEFAULT_BUDGET = 128 * MiB  # bytes in flight per store, all transfers together

@@ -24,12 +24,14 @@ integrity error, never to give a wrong state, and is not held against the protoc
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, field
 
 from blobstate.errors import BlobstateError, ChecksumMismatch, IntegrityError, NothingToRestore
 from blobstate.local.checksum import crc32c_bytes
 from blobstate.model import chain as chains
 from blobstate.model.chain import overridden_parts
+from blobstate.model.index import FileBlob
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.repository.repo import Repository
 from blobstate.testing.simulation import model
@@ -189,7 +191,7 @@ class Checker:
         if chain.snapshot is not None:
             index = repo.read_index(chain.snapshot)
             for rel, f in index.dir_index.walk_present():
-                data = b"".join(repo.store.get_bytes(b.blob_id) for b in f.blobs)
+                data = b"".join(_read(repo, b) for b in f.blobs)
                 if len(data) != f.size_in_bytes or crc32c_bytes(data) != f.crc32c:
                     raise ChecksumMismatch(f"{rel} of {chain.snapshot.checkpoint_id} does not match its index")
                 values[rel] = data.decode("utf-8", "replace")
@@ -213,3 +215,9 @@ class Checker:
                 if blob_id.startswith(key.prefix + "/") and blob_id not in referenced:
                     raise Violation("orphan", f"{blob_id} is left after the final gc; no retained record names it")
 
+
+def _read(repo: Repository, blob: FileBlob) -> bytes:
+    """A data blob's plain bytes, decoded as its index entry says (``Repository.read_blob``)."""
+    buf = io.BytesIO()
+    repo.read_blob(blob, buf)
+    return buf.getvalue()
