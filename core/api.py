@@ -331,7 +331,8 @@ def copy(*, source: str, target: str, source_log: str | None = None, target_log:
          source_log_options: Options = None, target_log_options: Options = None, ttl: Duration = DEFAULT_TTL_MS,
          ttl_mode: str | None = None, max_concurrency: int = 8, work_base: str | None = None,
          append_only: bool | None = None, limit_upload: Size | None = None,
-         limit_download: Size | None = None) -> list[CopyReport]:
+         limit_download: Size | None = None, source_key_file: str | None = None,
+         target_key_file: str | None = None) -> list[CopyReport]:
     """Replicate the checkpoints of every store of ``source`` (or those ``job``/``task``/``store`` name; with
     ``checkpoint``, one store's records up to and including that one) into the repository ``target`` (created if
     empty, with its own marker and log), uploading only the objects the target lacks, each verified against its
@@ -339,15 +340,19 @@ def copy(*, source: str, target: str, source_log: str | None = None, target_log:
     and idempotent: a rerun after a kill finishes the job, a rerun with nothing new uploads nothing.
 
     ``ttl``: the TTL of the uploads until each record lands; ``append_only``, ``limit_upload``,
-    ``limit_download``: as in ``backup``. Raises ``NothingToRestore`` (exit 5) for a ``store`` without
-    checkpoints, ``IntegrityError`` (exit 3) for a source object that does not match its record (that record is
-    not copied; those before it are), ``FencedError`` (exit 4) when another writer appends at the target.
+    ``limit_download``: as in ``backup``. ``source_key_file``, ``target_key_file``: each side's key file when it is
+    encrypted (default for both: ``BLOBSTATE_KEY_FILE``): every object is opened with the source's key and sealed
+    with the target's (an empty target is created encrypted when it has a key). Raises ``NothingToRestore`` (exit
+    5) for a ``store`` without checkpoints, ``IntegrityError`` (exit 3) for a source object that does not match its
+    record (that record is not copied; those before it are), ``FencedError`` (exit 4) when another writer appends
+    at the target, ``EncryptionKeyError`` (exit 3) for a key that does not open its side.
     """
     with overriding(append_only=append_only, limit_upload=limit_upload, limit_download=limit_download), \
-            open_repository(source, source_log, source_options, source_log_options,
-                            max_concurrency=max_concurrency) as src, \
+            open_repository(source, source_log, source_options, source_log_options, max_concurrency=max_concurrency,
+                            key_config=KeyConfig.current(key_file=source_key_file)) as src, \
             open_repository(target, target_log, target_options, target_log_options, create=True,
-                            ttl_mode=ttl_mode, max_concurrency=max_concurrency) as dst:
+                            ttl_mode=ttl_mode, max_concurrency=max_concurrency,
+                            key_config=KeyConfig.current(key_file=target_key_file)) as dst:
         keys = select_stores(src, job, task, store, require=store is not None)
         return copy_stores(src, dst, keys, checkpoint=checkpoint, ttl_ms=parse_duration_ms(ttl),
                            max_concurrency=max_concurrency, work_base=work_base)
