@@ -12,6 +12,7 @@ sealed, so a group record of ``MAX_PARTITIONS`` partitions still fits ``MAX_RECO
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import zstandard
@@ -83,13 +84,27 @@ class SealedCheckpointLog(CheckpointLog):
         return self.open(self.inner.append(self.seal(checkpoint, expected_generation + 1), expected_generation))
 
     def prune(self, key: StoreKey, keep: int, *, below: int | None = None) -> list[Checkpoint]:
+        return self._removed(self.inner.prune(key, keep, below=below))
+
+    def forget(self, key: StoreKey, records: Sequence[Checkpoint]) -> list[Checkpoint]:
+        """``inner``'s ``forget``: it matches each record by its clear generation and checkpoint id. Raises
+        ``NotImplementedError`` when ``inner`` keeps records inside it (``can_forget`` says so first)."""
+        return self._removed(self.inner.forget(key, records))
+
+    @property
+    def can_forget(self) -> bool:
+        """As ``inner`` (the file and SQL logs forget, the Kafka log does not)."""
+        return self.inner.can_forget
+
+    def _removed(self, stored: list[Checkpoint]) -> list[Checkpoint]:
+        """The records ``inner`` deleted, opened where they open."""
         removed = []
-        for stored in self.inner.prune(key, keep, below=below):
+        for record in stored:
             try:
-                removed.append(self.open(stored))
+                removed.append(self.open(record))
             except CorruptIndexError as exc:  # deleted already: its clear fields are all a caller uses
-                log.warning("pruned a record that does not open: %s", exc)
-                removed.append(stored)
+                log.warning("removed a record that does not open: %s", exc)
+                removed.append(record)
         return removed
 
     def keys(self) -> list[StoreKey]:
