@@ -27,6 +27,8 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass, field
 
+from blobstate.codec.cipher import ObjectCipher
+from blobstate.codec.log import SealedCheckpointLog
 from blobstate.errors import BlobstateError, ChecksumMismatch, IntegrityError, NothingToRestore
 from blobstate.local.checksum import crc32c_bytes
 from blobstate.model import chain as chains
@@ -35,7 +37,7 @@ from blobstate.model.index import FileBlob
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.repository.repo import Repository
 from blobstate.testing.simulation import model
-from blobstate.testing.simulation.world import SimBlobStore, SimCheckpointLog, World, history_now
+from blobstate.testing.simulation.world import SimBlobStore, World, history_now, sim_repository
 
 
 class Violation(Exception):
@@ -71,14 +73,15 @@ class Checker:
     stores: dict[StoreKey, StoreInfo]
     log_names: list[str]
     completed: set[str] = field(default_factory=set)
+    cipher: ObjectCipher | None = None  # an encrypted repository's (``Scenario.cipher``)
     _refs: dict[tuple[str, str, int], frozenset[str]] = field(default_factory=dict)
     _good: set[tuple] = field(default_factory=set)
     _pending: bool = False
+    _opened: dict[tuple[str, int, str], Checkpoint] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         quiet = _Quiet(self.world)
-        self.repos = {name: Repository(quiet, SimCheckpointLog(quiet.world, name), "sim://repo")
-                      for name in self.log_names}
+        self.repos = {name: sim_repository(quiet, name, self.cipher) for name in self.log_names}
 
     def check(self, *, final: bool = False, next_batch_pending: bool = False) -> None:
         """Raise ``Violation`` for the first invariant that does not hold. ``next_batch_pending`` (at the end, before
@@ -86,9 +89,22 @@ class Checker:
         self._pending = next_batch_pending
         for log_name, repo in self.repos.items():
             for key, info in self.stores.items():
-                history = history_now(self.world, log_name, key)
+                history = self._history(repo, log_name, key)
                 if history:
                     self._check_store(repo, log_name, key, info, history, final)
+
+    def _history(self, repo: Repository, log_name: str, key: StoreKey) -> list[Checkpoint]:
+        """``key``'s records in log ``log_name`` as they are (``history_now``), opened where the log seals them."""
+        history = history_now(self.world, log_name, key)
+        if not isinstance(repo.log, SealedCheckpointLog):
+            return history
+        opened = []
+        for cp in history:  # each sealed record opened once per run (its body is unique: a fresh nonce)
+            memo = (log_name, cp.generation, getattr(cp, "sealed", ""))
+            if memo not in self._opened:
+                self._opened[memo] = repo.log.open(cp)
+            opened.append(self._opened[memo])
+        return opened
 
     def _check_store(self, repo: Repository, log_name: str, key: StoreKey, info: StoreInfo,
                      history: list[Checkpoint], final: bool) -> None:
@@ -205,7 +221,7 @@ class Checker:
         referenced: set[str] = set()
         for log_name, repo in self.repos.items():
             for key in self.stores:
-                history = history_now(self.world, log_name, key)
+                history = self._history(repo, log_name, key)
                 for cp in history:
                     referenced |= self._references(repo, log_name, cp)
         for key in self.stores:
