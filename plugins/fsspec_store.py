@@ -146,16 +146,10 @@ class FsspecBlobStore(BlobStore):
         kwargs = self._put_kwargs(request)
         if self.write_block_size:
             kwargs["block_size"] = self.write_block_size
-        with open(source.path, "rb") as src, self.fs.open(path, "wb", **kwargs) as dst:
-            src.seek(source.offset)
-            remaining = source.length
-            while remaining:
-                data = src.read(min(COPY_BUFFER, remaining))
-                if not data:
-                    raise StorageError(f"{source.path} shrank while it was uploaded")
+        with self.fs.open(path, "wb", **kwargs) as dst:
+            for data in source.pieces(COPY_BUFFER):
                 throttle("upload", len(data))
                 dst.write(data)
-                remaining -= len(data)
 
     def _put_kwargs(self, request: PutRequest) -> dict[str, Any]:
         """Extra keyword arguments for the filesystem's write calls (native TTL tags in cloud subclasses)."""

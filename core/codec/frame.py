@@ -35,7 +35,7 @@ from typing import Any, BinaryIO
 import zstandard
 
 from blobstate.codec.cipher import NONCE_BYTES, TAG_BYTES, ObjectCipher, not_authentic
-from blobstate.errors import ChecksumMismatch, IntegrityError, StorageError
+from blobstate.errors import ChecksumMismatch, IntegrityError
 from blobstate.plugin.interfaces import FileRange
 
 MAGIC = b"BSE\x01"  # blobstate encrypted object, version 1
@@ -87,15 +87,7 @@ def pieces(source: FileRange | bytes) -> Iterator[bytes]:
         for start in range(0, len(source), PIECE):
             yield source[start:start + PIECE]
         return
-    with open(source.path, "rb") as fh:
-        fh.seek(source.offset)
-        left = source.length
-        while left:
-            data = fh.read(min(PIECE, left))
-            if not data:
-                raise StorageError(f"{source.path} shrank while it was uploaded")
-            left -= len(data)
-            yield data
+    yield from source.pieces(PIECE)
 
 
 def encode(name: str, source: FileRange | bytes, *, compress: bool, cipher: ObjectCipher | None) -> bytes:

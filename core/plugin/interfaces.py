@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol, TypeVar
 
-from blobstate.errors import CorruptIndexError, IntegrityError
+from blobstate.errors import CorruptIndexError, IntegrityError, StorageError
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.plugin.inflight import run_settled
 
@@ -31,6 +31,19 @@ class FileRange:
     path: str
     offset: int
     length: int
+
+    def pieces(self, size: int) -> Iterator[bytes]:
+        """The range's bytes, read as they are consumed, in pieces of at most ``size`` bytes. Raises
+        ``StorageError`` when the file ends before the range does (it shrank while it was uploaded)."""
+        with open(self.path, "rb") as fh:
+            fh.seek(self.offset)
+            left = self.length
+            while left:
+                data = fh.read(min(size, left))
+                if not data:
+                    raise StorageError(f"{self.path} shrank while it was uploaded")
+                left -= len(data)
+                yield data
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Streaming blob transfers through obstore (Rust ``object_store``) with a fixed budget of bytes in flight.
 
-A blob up to ``SINGLE_REQUEST_MAX`` (64 MiB, the core's default chunk size) is one PUT (held in memory while it
+A blob up to ``SINGLE_REQUEST_MAX`` (64 MiB and 4 KiB: the core's default chunk size, encrypted) is one PUT (held in memory while it
 is sent, within the budget) and one GET streamed to the sink in 1 MiB pieces: on the benchmark's moto server a
 multipart upload of the same bytes took twice as long (the server assembles the parts), and fewer requests
 per commit. A larger blob never sits in memory whole: it goes up as a multipart upload whose parts are read from
