@@ -1,10 +1,10 @@
 """Streaming blob transfers through obstore (Rust ``object_store``) with a fixed budget of bytes in flight.
 
-A blob up to ``SINGLE_REQUEST_MAX`` (64 MiB and 4 KiB: the core's default chunk size, encrypted) is one PUT (held in memory while it
-is sent, within the budget) and one GET streamed to the sink in 1 MiB pieces: on the benchmark's moto server a
-multipart upload of the same bytes took twice as long (the server assembles the parts), and fewer requests
-per commit. A larger blob never sits in memory whole: it goes up as a multipart upload whose parts are read from
-the file one at a time as the transport asks for them, at most ``part_concurrency`` parts in flight (rclone's
+A blob up to ``SINGLE_REQUEST_MAX`` (64 MiB and 4 KiB: the core's default chunk size, encrypted) is one PUT (held in
+memory while it is sent, within the budget) and one GET streamed to the sink in 1 MiB pieces: on the benchmark's
+moto server a multipart upload of the same bytes took twice as long (the server assembles the parts), and fewer
+requests per commit. A larger blob never sits in memory whole: it goes up as a multipart upload whose parts are read
+from the file one at a time as the transport asks for them, at most ``part_concurrency`` parts in flight (rclone's
 ``--s3-upload-concurrency``), and comes down as ranged GETs run ``part_concurrency`` at a time and written to the
 sink in order as they arrive (rclone's multi-thread streams), so the sink (a CRC32C checker on the restore path)
 sees the bytes once, in order.
