@@ -139,7 +139,7 @@ class RetryingBlobStore(BlobStore):
             sink.truncate()
             return self.inner.get_bounded(blob_id, sink)
 
-        return call_with_retry(attempt, f"download of {blob_id}")
+        return self._call(attempt, f"download of {blob_id}")
 
     def delete(self, blob_id: str) -> None:
         self._call(lambda: self.inner.delete(blob_id), f"delete of {blob_id}")
