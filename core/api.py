@@ -78,7 +78,7 @@ from blobstate.repository.backends import detect_store_type, open_blob_store, op
 from blobstate.repository.marker import RepositoryInfo, rotate_data_key
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
-from blobstate.repository.settings import api_verb, overriding
+from blobstate.repository.settings import api_verb
 from blobstate.restoring import chain as replay
 from blobstate.restoring import guard
 from blobstate.restoring.entries import Undecoded
@@ -154,7 +154,7 @@ def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "de
     ``retention``: a ``RetentionPolicy`` (restic's ``forget`` rules, or their text ``"last=3,daily=7"``); neither:
     the policy the store's latest snapshot records (default: the newest ``DEFAULT_RETAIN``). ``append_only``: delete
     nothing (retention and aborts are left to ``gc``); ``limit_upload``/``limit_download``: bytes per second
-    (``10MiB``), for the process while the call runs (``blobstate.repository.settings.overriding``).
+    (``10MiB``), for every transfer of the call (``blobstate.repository.settings.api_verb``).
     ``chunk_size``: bytes per blob; ``expected_generation``: fence against it instead of the log's latest. The
     first backup into an empty location creates the repository (``preview_backup`` says what a backup would do,
     committing nothing); with ``create=False`` a location without a repository is refused (``RepositoryNotFound``)
@@ -166,8 +166,7 @@ def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "de
     store_type = store_type or detect_store_type(source_dir)
     policy = RetentionPolicy.of(retention) if retention is not None else (
         RetentionPolicy(last=retain) if retain is not None else None)
-    with overriding(append_only=append_only, limit_upload=limit_upload, limit_download=limit_download), \
-            open_repository(repo, log, storage_options, log_options, create=create, ttl_mode=ttl_mode,
+    with open_repository(repo, log, storage_options, log_options, create=create, ttl_mode=ttl_mode,
                             max_concurrency=max_concurrency) as repository:
         if on_create is not None and repository.info is not None and repository.info.created:
             on_create(str(redact(repository.url)))
@@ -222,8 +221,7 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
     ``LocalStoreError``: in every case the destination is left as it was.
     """
     key = name_store(job, task, store, directory=dest_dir)
-    with overriding(append_only=append_only, limit_upload=limit_upload, limit_download=limit_download), \
-            open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode,
+    with open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode,
                             max_concurrency=max_concurrency) as repository, repository.reading_indexes_once():
         chain = replay.plan(repository, key, checkpoint=checkpoint,
                             max_batch_id=max_batch_id, partition=partition)
@@ -269,8 +267,7 @@ def verify(*, repo: str, log: str | None = None, job: str | None = None, task: s
     """
     subset = (read_data_subset if isinstance(read_data_subset, DataSubset) or read_data_subset is None
               else DataSubset.parse(read_data_subset, seed=seed))
-    with overriding(limit_download=limit_download), \
-            open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency) as repository:
+    with open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency) as repository:
         keys = select_stores(repository, job, task, store, require=True)
         chosen: list[Checkpoint] = []
         partitioned: list[StoreKey] = []  # latest state of a partitioned store: every partition's chain
@@ -347,8 +344,7 @@ def copy(*, source: str, target: str, source_log: str | None = None, target_log:
     record (that record is not copied; those before it are), ``FencedError`` (exit 4) when another writer appends
     at the target, ``EncryptionKeyError`` (exit 3) for a key that does not open its side.
     """
-    with overriding(append_only=append_only, limit_upload=limit_upload, limit_download=limit_download), \
-            open_repository(source, source_log, source_options, source_log_options, max_concurrency=max_concurrency,
+    with open_repository(source, source_log, source_options, source_log_options, max_concurrency=max_concurrency,
                             key_config=KeyConfig.current(key_file=source_key_file)) as src, \
             open_repository(target, target_log, target_options, target_log_options, create=True,
                             ttl_mode=ttl_mode, max_concurrency=max_concurrency,
