@@ -2,7 +2,10 @@
 
 ``python -m bench.s3server PORT`` serves moto on 127.0.0.1:PORT. ``GET /__bench__/counts`` returns the counts
 since the last ``POST /__bench__/reset`` as JSON (``{"GET": n, "PUT": n, "LIST": n, "HEAD": n, "DELETE": n,
-"POST": n, "total": n}``). ``S3Server`` starts it from the harness, waits until it answers, and stops it by PID.
+"POST": n, "total": n}``); ``GET /__bench__/log`` returns every request since then, in arrival order, as
+``[kind, method, path, query, start_s, end_s]`` (the server's monotonic clock: when the request arrived and when
+its response was written), for ``bench.requests``' critical-path depth. ``S3Server`` starts it from the harness,
+waits until it answers, and stops it by PID.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import threading
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 ADMIN = "/__bench__/"
@@ -35,11 +38,12 @@ def _kind(environ: dict[str, Any]) -> str:
 
 
 class CountingApp:
-    """WSGI middleware: count each request by kind, answer the admin paths, pass the rest to moto."""
+    """WSGI middleware: count and log each request by kind, answer the admin paths, pass the rest to moto."""
 
     def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
         self.app = app
         self.counts: Counter[str] = Counter()
+        self.log: list[list[Any]] = []  # [kind, method, path, query, start_s, end_s or None]
         self.lock = threading.Lock()
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -48,12 +52,36 @@ class CountingApp:
             with self.lock:
                 if path.endswith("reset"):
                     self.counts.clear()
-                body = json.dumps({**self.counts, "total": sum(self.counts.values())}).encode()
+                    self.log.clear()
+                answer = self.log if path.endswith("log") else {**self.counts, "total": sum(self.counts.values())}
+                body = json.dumps(answer).encode()
             start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
             return [body]
+        entry = [_kind(environ), environ.get("REQUEST_METHOD", "GET"), path, environ.get("QUERY_STRING", ""),
+                 time.monotonic(), None]
         with self.lock:
-            self.counts[_kind(environ)] += 1
-        return self.app(environ, start_response)
+            self.counts[entry[0]] += 1
+            self.log.append(entry)
+        return _Timed(self.app(environ, start_response), entry)
+
+
+class _Timed:
+    """A WSGI response that notes in ``entry`` when the server closed it (its last byte written)."""
+
+    def __init__(self, body: Iterable[bytes], entry: list[Any]) -> None:
+        self.body = body
+        self.entry = entry
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.body)
+
+    def close(self) -> None:
+        try:
+            close = getattr(self.body, "close", None)
+            if close is not None:
+                close()
+        finally:
+            self.entry[5] = time.monotonic()
 
 
 def serve(port: int) -> None:
@@ -102,6 +130,11 @@ class S3Server:
         req = urllib.request.Request(self.endpoint + ADMIN + ("reset" if reset else "counts"),
                                      method="POST" if reset else "GET")
         with urllib.request.urlopen(req, timeout=5) as resp:
+            return json.loads(resp.read())
+
+    def log(self) -> list[list[Any]]:
+        """Every request answered since the last reset: ``[kind, method, path, query, start_s, end_s]``."""
+        with urllib.request.urlopen(self.endpoint + ADMIN + "log", timeout=5) as resp:
             return json.loads(resp.read())
 
     def fs(self) -> Any:
