@@ -7,16 +7,20 @@ server's times of arrival and answer) and measures, in TTL mode ``native`` (S3 o
 lease object per blob), with the file checkpoint log in the bucket:
 
 - **snapshot**: a 1% incremental backup of a RocksDB store, the whole in-process verb (``blobstate.api.backup``:
-  the repository opened, the journal recovered, the commit), after a full backup of the same store;
-- **snapshot-open**: the same 1% commit by a committer that is already open (a driver's background snapshot);
+  the repository opened, the journal recovered, the commit), after a full backup and 3 incrementals of the same
+  store (retention, keeping 3, drops one snapshot: the steady state);
+- **snapshot-open**: the same 1% commit by a committer that is already open and committed 3 before (a driver's
+  background snapshot);
 - **delta**: one delta commit (``DeltaCommitter.commit_changelog``) of a committer that committed one before;
 - **group**: the driver's commit of one group of N=4 changelog parts (``GroupCommitter.commit``) after one group
   before it; the parts' uploads, which executors make, are counted apart (``staging``).
 
 Per commit it reports the requests, their kinds, and the **critical-path depth**: the longest chain of requests
 each of which began after the one before it ended (``depth``): what the commit costs in round trips when every
-request takes the same time. Requests a client sent at once but that did not overlap at the server count as a
-chain: the depth measured is an upper bound of the depth the code allows.
+request takes the same time. The server adds ``--latency-ms`` (default 20) to every request, so that requests a
+client sends at once overlap there as on a real service; a chain of requests that did not overlap could still be
+requests sent at once that the client's own threads serialized: the depth measured is an upper bound of the depth
+the code allows, and the wall time (ms) is about depth x latency.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from typing import Any
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results", "requests.json")
 PARTITIONS = 4
+LATENCY_MS = 20.0  # the emulated round trip of every request (the issue saw ~30 ms a request on the local server)
+WARM_COMMITS = 3  # commits before the one measured (the default retention keeps 3 snapshots)
 MODES = ("native", "lease")
 
 
@@ -154,6 +160,9 @@ def measure_snapshot(counting: Counting, url: str, options: dict[str, Any], mode
     common = {"repo": url, "storage_options": options, "ttl_mode": mode, "work_base": os.path.join(work, "wd"),
               "store": "counts", "store_type": "rocksdb"}
     api.backup(db, **common)
+    for seed in range(WARM_COMMITS):  # retention (3 kept) has a snapshot to drop from here on: the steady state
+        change_state(db, keys=keys, size=size, seed=10 + seed)
+        api.backup(db, **common)
     change_state(db, keys=keys, size=size)
     _, reqs, wall = counting.measure(lambda: api.backup(db, **common))
     root = url.split("://", 1)[1]
@@ -165,7 +174,9 @@ def measure_snapshot(counting: Counting, url: str, options: dict[str, Any], mode
     with Repository.open(url, storage_options=options, ttl_mode=mode) as repository, \
             StoreCommitter(key, repository, store_type="rocksdb",
                            work_dir=workdir.store_work_dir(repository.url, key, os.path.join(work, "wd"))) as c:
-        c.backup(db)  # warm: the committer's view of the store is its own from here
+        for seed in range(WARM_COMMITS):  # warm: the committer's view of the store, and what retention drops, its own
+            change_state(db, keys=keys, size=size, seed=20 + seed)
+            c.backup(db)
         change_state(db, keys=keys, size=size, seed=3)
         _, reqs, wall = counting.measure(lambda: c.backup(db))
     out.append(Measured("snapshot-open", mode, uploads(reqs, root), reqs, wall,
@@ -277,10 +288,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--keys", type=int, default=20_000)
     parser.add_argument("--size", default="16MiB")
     parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--latency-ms", type=float, default=LATENCY_MS,
+                        help="an emulated round trip the server adds to every request")
     args = parser.parse_args(argv)
     os.environ.update(client_env())
     work = tempfile.mkdtemp(prefix="bench-requests-")
-    server = S3Server(os.path.join(work, "moto.log"))
+    server = S3Server(os.path.join(work, "moto.log"), latency_ms=args.latency_ms)
     try:
         measured = run(server, keys=args.keys, size=parse_size(args.size), modes=args.modes.split(","))
     finally:
@@ -288,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         shutil.rmtree(work, ignore_errors=True)
     rows = [m.to_json() for m in measured]
     result = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "host": platform.node(), "load": os.getloadavg(),
-              "keys": args.keys, "size": args.size, "rows": rows}
+              "keys": args.keys, "size": args.size, "latencyMs": args.latency_ms, "rows": rows}
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as fh:
         json.dump(result, fh, indent=1)

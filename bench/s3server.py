@@ -4,8 +4,10 @@
 since the last ``POST /__bench__/reset`` as JSON (``{"GET": n, "PUT": n, "LIST": n, "HEAD": n, "DELETE": n,
 "POST": n, "total": n}``); ``GET /__bench__/log`` returns every request since then, in arrival order, as
 ``[kind, method, path, query, start_s, end_s]`` (the server's monotonic clock: when the request arrived and when
-its response was written), for ``bench.requests``' critical-path depth. ``S3Server`` starts it from the harness,
-waits until it answers, and stops it by PID.
+its answer was ready, before it was sent), for ``bench.requests``' critical-path depth; ``PORT LATENCY_MS``
+answers every request LATENCY_MS later (an emulated round trip, so that requests a client sends at once overlap at
+the server as they would on a real service). ``S3Server`` starts it from the harness, waits until it answers, and
+stops it by PID.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import threading
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 ADMIN = "/__bench__/"
@@ -40,8 +42,9 @@ def _kind(environ: dict[str, Any]) -> str:
 class CountingApp:
     """WSGI middleware: count and log each request by kind, answer the admin paths, pass the rest to moto."""
 
-    def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
+    def __init__(self, app: Callable[..., Iterable[bytes]], latency_s: float = 0.0) -> None:
         self.app = app
+        self.latency_s = latency_s
         self.counts: Counter[str] = Counter()
         self.log: list[list[Any]] = []  # [kind, method, path, query, start_s, end_s or None]
         self.lock = threading.Lock()
@@ -62,33 +65,19 @@ class CountingApp:
         with self.lock:
             self.counts[entry[0]] += 1
             self.log.append(entry)
-        return _Timed(self.app(environ, start_response), entry)
-
-
-class _Timed:
-    """A WSGI response that notes in ``entry`` when the server closed it (its last byte written)."""
-
-    def __init__(self, body: Iterable[bytes], entry: list[Any]) -> None:
-        self.body = body
-        self.entry = entry
-
-    def __iter__(self) -> Iterator[bytes]:
-        return iter(self.body)
-
-    def close(self) -> None:
         try:
-            close = getattr(self.body, "close", None)
-            if close is not None:
-                close()
+            if self.latency_s:
+                time.sleep(self.latency_s)  # an emulated round trip: what a request costs on a real service
+            return self.app(environ, start_response)
         finally:
-            self.entry[5] = time.monotonic()
+            entry[5] = time.monotonic()  # moto has the whole answer now: a client's next request comes after it
 
 
-def serve(port: int) -> None:
+def serve(port: int, latency_ms: float = 0.0) -> None:
     from moto.server import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import make_server
 
-    app = CountingApp(DomainDispatcherApplication(create_backend_app))
+    app = CountingApp(DomainDispatcherApplication(create_backend_app), latency_ms / 1000)
     make_server("127.0.0.1", port, app, threaded=True).serve_forever()
 
 
@@ -107,13 +96,13 @@ def client_env() -> dict[str, str]:
 class S3Server:
     """The counting moto server as a child process on a free port; ``stop()`` ends it by its PID."""
 
-    def __init__(self, log_path: str, startup_timeout_s: float = 30.0) -> None:
+    def __init__(self, log_path: str, startup_timeout_s: float = 30.0, latency_ms: float = 0.0) -> None:
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self._log = open(log_path, "ab")
         env = {**os.environ, **client_env()}
-        self.proc = subprocess.Popen([sys.executable, "-m", "bench.s3server", str(self.port)], stdout=self._log,
-                                     stderr=subprocess.STDOUT, env=env)
+        self.proc = subprocess.Popen([sys.executable, "-m", "bench.s3server", str(self.port), str(latency_ms)],
+                                     stdout=self._log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + startup_timeout_s
         while True:
             try:
@@ -156,4 +145,4 @@ class S3Server:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]))
+    serve(int(sys.argv[1]), float(sys.argv[2]) if len(sys.argv) > 2 else 0.0)
