@@ -79,3 +79,30 @@ def test_a_backup_verb_reads_the_log_once_and_walks_beside_the_index_read(measur
     assert len(walks) == 1, "a fresh committer walks blobs/ once (rule 7)"
     record_lists = [r for r in m.requests if r.kind == "LIST" and "checkpoints" in r.query]
     assert len(record_lists) == 3, "the log listed at open, after the create, for retention"
+
+
+def test_the_file_log_reads_a_record_again_once_its_bytes_changed_and_drops_exactly_what_expires(s3_target):
+    """The file log's record cache (by the MD5 S3 lists as the ETag) on a real moto server: a record replaced in
+    place (damage, a hand edit) is read again, never served from memory; ``drop`` removes exactly the expiring
+    records it is given, never one appended after them."""
+    import boto3
+
+    from blobstate.model import layout
+    from blobstate.plugins.file_log import FileCheckpointLog
+    from blobstate.repository.backends import open_blob_store
+    from blobstate.testing.checkpoint_logs import make_checkpoint, new_key
+
+    log = FileCheckpointLog(open_blob_store(s3_target.url, storage_options=s3_target.storage_options))
+    key = new_key()
+    written = [log.append(make_checkpoint(key), g) for g in range(4)]
+    assert [cp.checkpoint_id for cp in log.history(key)] == [cp.checkpoint_id for cp in written]
+    other = make_checkpoint(key).with_generation(2)  # the same generation, another record
+    client = boto3.client("s3", endpoint_url=s3_target.storage_options["endpoint_url"], region_name="us-east-1",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+    client.put_object(Bucket=s3_target.bucket, Key=f"repo/{layout.record_id(key, 2)}", Body=other.to_bytes())
+    assert log.history(key)[1].checkpoint_id == other.checkpoint_id
+    newer = log.append(make_checkpoint(key), 4)
+    dropped = log.drop(key, [written[0], written[2]], first_kept=2)
+    assert sorted(cp.generation for cp in dropped) == [1, 3]
+    assert [cp.generation for cp in log.history(key)] == [2, 4, 5] and log.latest(key) == newer
+    log.close()
