@@ -331,7 +331,7 @@ class StoreCommitter:
                     f"{local.expected_generation}", expected=local.expected_generation, actual=prev[0].generation)
             scanned = planner.scan_directory(local.path, self.cache, is_mutable=self.local_store.is_mutable)
             plan = planner.diff(scanned, prev[1] if prev else None, key=self.key, chunk_size=self.chunk_size,
-                                ttl_ms=self.ttl_ms)
+                                ttl_ms=self.ttl_ms, codec_of=self.repo.choose_codec)
             heal, walked = self.walks.plan(prev[0].checkpoint_id if prev else None, plan.files,
                                            {f.relpath: f.path for f in scanned}, {r.blob_id for r in plan.puts},
                                            self.ttl_ms)

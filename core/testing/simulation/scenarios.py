@@ -14,6 +14,8 @@ Profiles:
   store (issue 27's case 3): it opens through the repository marker like every actor and must be refused.
 - ``unpinned``: ``full`` with the delta store's second writer taking its expected generation at its first append
   instead of when it opens (today's driver binding: issue 27's case 10).
+- ``encrypted``: ``full`` on an encrypted repository (issue 33): every object compressed and encrypted by the
+  repository's codec, every record sealed; a damaged object fails authentication.
 
 Every writer of the other profiles pins the generation it opened on (``StoreCommitter(expected_generation=)``,
 as the partitioned driver does and as issue 27 asks of every writer).
@@ -29,7 +31,7 @@ from blobstate.testing.simulation.runner import ActorSpec, Scenario
 from blobstate.testing.simulation.scheduler import Fault
 
 TTL_MS = 60_000
-PROFILES = ("safe", "full", "two-logs", "unpinned")
+PROFILES = ("safe", "full", "two-logs", "unpinned", "encrypted")
 
 SNAP = StoreKey("sim", "0", "snap")
 CHG = StoreKey("sim", "0", "chg")
@@ -105,7 +107,7 @@ def scenario(seed: int, profile: str = "full") -> Scenario:
     if rng.random() < 0.15:
         faults.append(Fault(rng.choice(["lose", "damage"]), "", rng.randint(50, 800)))
     return Scenario(seed, ttl, stores, specs, _dedupe(faults), logs=("log", "log2") if profile == "two-logs"
-                    else ("log",), damage_targets=seed)
+                    else ("log",), damage_targets=seed, encrypted=profile == "encrypted")
 
 
 #: The protocol steps a pause or kill may be tied to (the k-th such journal event of the actor), besides a plain
