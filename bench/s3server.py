@@ -2,7 +2,12 @@
 
 ``python -m bench.s3server PORT`` serves moto on 127.0.0.1:PORT. ``GET /__bench__/counts`` returns the counts
 since the last ``POST /__bench__/reset`` as JSON (``{"GET": n, "PUT": n, "LIST": n, "HEAD": n, "DELETE": n,
-"POST": n, "total": n}``). ``S3Server`` starts it from the harness, waits until it answers, and stops it by PID.
+"POST": n, "total": n}``); ``GET /__bench__/log`` returns every request since then, in arrival order, as
+``[kind, method, path, query, start_s, end_s]`` (the server's monotonic clock: when the request arrived and when
+its answer was ready, before it was sent), for ``bench.requests``' critical-path depth; ``PORT LATENCY_MS``
+answers every request LATENCY_MS later (an emulated round trip, so that requests a client sends at once overlap at
+the server as they would on a real service). ``S3Server`` starts it from the harness, waits until it answers, and
+stops it by PID.
 """
 
 from __future__ import annotations
@@ -35,11 +40,13 @@ def _kind(environ: dict[str, Any]) -> str:
 
 
 class CountingApp:
-    """WSGI middleware: count each request by kind, answer the admin paths, pass the rest to moto."""
+    """WSGI middleware: count and log each request by kind, answer the admin paths, pass the rest to moto."""
 
-    def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
+    def __init__(self, app: Callable[..., Iterable[bytes]], latency_s: float = 0.0) -> None:
         self.app = app
+        self.latency_s = latency_s
         self.counts: Counter[str] = Counter()
+        self.log: list[list[Any]] = []  # [kind, method, path, query, start_s, end_s or None]
         self.lock = threading.Lock()
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -48,19 +55,29 @@ class CountingApp:
             with self.lock:
                 if path.endswith("reset"):
                     self.counts.clear()
-                body = json.dumps({**self.counts, "total": sum(self.counts.values())}).encode()
+                    self.log.clear()
+                answer = self.log if path.endswith("log") else {**self.counts, "total": sum(self.counts.values())}
+                body = json.dumps(answer).encode()
             start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
             return [body]
+        entry = [_kind(environ), environ.get("REQUEST_METHOD", "GET"), path, environ.get("QUERY_STRING", ""),
+                 time.monotonic(), None]
         with self.lock:
-            self.counts[_kind(environ)] += 1
-        return self.app(environ, start_response)
+            self.counts[entry[0]] += 1
+            self.log.append(entry)
+        try:
+            if self.latency_s:
+                time.sleep(self.latency_s)  # an emulated round trip: what a request costs on a real service
+            return self.app(environ, start_response)
+        finally:
+            entry[5] = time.monotonic()  # moto has the whole answer now: a client's next request comes after it
 
 
-def serve(port: int) -> None:
+def serve(port: int, latency_ms: float = 0.0) -> None:
     from moto.server import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import make_server
 
-    app = CountingApp(DomainDispatcherApplication(create_backend_app))
+    app = CountingApp(DomainDispatcherApplication(create_backend_app), latency_ms / 1000)
     make_server("127.0.0.1", port, app, threaded=True).serve_forever()
 
 
@@ -79,13 +96,13 @@ def client_env() -> dict[str, str]:
 class S3Server:
     """The counting moto server as a child process on a free port; ``stop()`` ends it by its PID."""
 
-    def __init__(self, log_path: str, startup_timeout_s: float = 30.0) -> None:
+    def __init__(self, log_path: str, startup_timeout_s: float = 30.0, latency_ms: float = 0.0) -> None:
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self._log = open(log_path, "ab")
         env = {**os.environ, **client_env()}
-        self.proc = subprocess.Popen([sys.executable, "-m", "bench.s3server", str(self.port)], stdout=self._log,
-                                     stderr=subprocess.STDOUT, env=env)
+        self.proc = subprocess.Popen([sys.executable, "-m", "bench.s3server", str(self.port), str(latency_ms)],
+                                     stdout=self._log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + startup_timeout_s
         while True:
             try:
@@ -102,6 +119,11 @@ class S3Server:
         req = urllib.request.Request(self.endpoint + ADMIN + ("reset" if reset else "counts"),
                                      method="POST" if reset else "GET")
         with urllib.request.urlopen(req, timeout=5) as resp:
+            return json.loads(resp.read())
+
+    def log(self) -> list[list[Any]]:
+        """Every request answered since the last reset: ``[kind, method, path, query, start_s, end_s]``."""
+        with urllib.request.urlopen(self.endpoint + ADMIN + "log", timeout=5) as resp:
             return json.loads(resp.read())
 
     def fs(self) -> Any:
@@ -123,4 +145,4 @@ class S3Server:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]))
+    serve(int(sys.argv[1]), float(sys.argv[2]) if len(sys.argv) > 2 else 0.0)

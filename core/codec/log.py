@@ -91,6 +91,13 @@ class SealedCheckpointLog(CheckpointLog):
         ``NotImplementedError`` when ``inner`` keeps records inside it (``can_forget`` says so first)."""
         return self._removed(self.inner.forget(key, records))
 
+    def drop(self, key: StoreKey, expiring: Sequence[Checkpoint], *, first_kept: int) -> list[Checkpoint]:
+        """``inner``'s ``drop`` (the file log's: one bulk delete of exactly the records the caller read), on the
+        clear generations; a removed record the caller gave (opened) is returned as given, any other opened."""
+        given = {(cp.generation, cp.checkpoint_id): cp for cp in expiring}
+        removed = self.inner.drop(key, expiring, first_kept=first_kept)
+        return [given.get((cp.generation, cp.checkpoint_id)) or self._removed([cp])[0] for cp in removed]
+
     @property
     def can_forget(self) -> bool:
         """As ``inner`` (the file and SQL logs forget, the Kafka log does not)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -47,8 +48,11 @@ class Repository:
     info: RepositoryInfo | None = None
     cipher: ObjectCipher | None = None
     codec: CodecBlobStore = field(init=False, repr=False)
-    #: inside ``reading_indexes_once``: the indexes read so far, by (blob id, size, CRC32C) of their records
+    #: inside ``reading_indexes_once``: the indexes read so far, by (blob id, size, CRC32C) of their records, the
+    #: most recently used last; at most ``_indexes_limit`` of them (None: no limit)
     _indexes: dict[tuple[str, int, int], SnapshotIndex] | None = field(default=None, init=False, repr=False)
+    _indexes_limit: int | None = field(default=None, init=False, repr=False)
+    _indexes_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
         # --- codec (issue 33): the one place every object passes through ---
@@ -134,29 +138,72 @@ class Repository:
             raise ConfigurationError(f"checkpoint {checkpoint.checkpoint_id} is a {checkpoint.kind} record (batch "
                                      f"{checkpoint.batch_id}): it has no snapshot index of its own")
         read = (checkpoint.index_blob_id, checkpoint.index_size, checkpoint.index_crc32c)
-        index = self._indexes.get(read) if self._indexes is not None else None
+        with self._indexes_lock:
+            cache = self._indexes
+            index = cache.pop(read, None) if cache is not None else None
         if index is None:
             index = self._fetch_index(checkpoint)
-            if self._indexes is not None:
-                self._indexes[read] = index
+        self._keep_index(read, index)
         if index.checkpoint_id != checkpoint.checkpoint_id or index.store_key != checkpoint.store_key:
             raise ChecksumMismatch(f"snapshot index {checkpoint.index_blob_id} belongs to another checkpoint")
         return index
 
+    def _keep_index(self, read: tuple[str, int, int], index: SnapshotIndex) -> None:
+        """Inside ``reading_indexes_once``: keep ``index`` as the most recently used, within the limit."""
+        with self._indexes_lock:
+            cache = self._indexes
+            if cache is None:
+                return
+            cache[read] = index
+            while self._indexes_limit is not None and len(cache) > self._indexes_limit:
+                del cache[next(iter(cache))]
+
     @contextmanager
-    def reading_indexes_once(self) -> Iterator[Repository]:
+    def reading_indexes_once(self, *, limit: int | None = None) -> Iterator[Repository]:
         """Inside the block ``read_index`` fetches and parses each snapshot index once: a second record naming the
         same index with the same size and CRC32C gets the index already read (an index is never overwritten, and
         it was checked against those when it was read). A restore reads the index it restores, its init cleanup
-        the latest and the retained ones: each once. Nested blocks share the outer one's indexes."""
+        the latest and the retained ones: each once; a committer (``blobstate.commit.backup``) holds a block open
+        while it lives, with a ``limit`` of indexes kept (the least recently used go first), so that retention
+        reads no index again that it read or wrote before. Nested blocks share the outer one's indexes."""
         if self._indexes is not None:
             yield self
             return
-        self._indexes = {}
+        self._indexes, self._indexes_limit = {}, limit
         try:
             yield self
         finally:
-            self._indexes = None
+            self._indexes, self._indexes_limit = None, None
+
+    def remember_index(self, checkpoint: Checkpoint, index: SnapshotIndex, data: bytes) -> None:
+        """Inside ``reading_indexes_once``: ``index`` (serialized as ``data``) is ``checkpoint``'s, written by this
+        process; ``read_index`` of a record naming it with ``data``'s size and CRC32C returns it unread."""
+        if len(data) == checkpoint.index_size and crc32c_bytes(data) == checkpoint.index_crc32c:
+            self._keep_index((checkpoint.index_blob_id, checkpoint.index_size, checkpoint.index_crc32c), index)
+
+    def prefetch_indexes(self, checkpoints: Sequence[Checkpoint]) -> None:
+        """Inside ``reading_indexes_once``: fetch the indexes of ``checkpoints``' snapshots (a group's parts
+        included) that are not read yet, concurrently (``BlobStore.map_concurrent``), so that the walk that needs
+        them one after another finds them read. A failing read is left to that walk (it fails there again, with its
+        own handling)."""
+        if self._indexes is None:
+            return
+        wanted: dict[tuple[str, int, int], Checkpoint] = {}
+        for cp in checkpoints:
+            for part in cp.expand():
+                read = (part.index_blob_id, part.index_size, part.index_crc32c)
+                if not part.is_delta and not part.is_group and read not in self._indexes:
+                    wanted.setdefault(read, part)
+        if len(wanted) < 2:
+            return  # one read gains nothing from going first
+
+        def fetch(cp: Checkpoint) -> None:
+            try:
+                self.read_index(cp)
+            except BlobstateError:
+                pass
+
+        self.store.map_concurrent(fetch, list(wanted.values()))
 
     def _fetch_index(self, checkpoint: Checkpoint) -> SnapshotIndex:
         """The index of ``checkpoint``, fetched (bounded by its declared size), checked and parsed."""
