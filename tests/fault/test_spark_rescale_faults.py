@@ -4,11 +4,11 @@ leaves none of them behind once the next run completed (``blobstate.spark.leftov
 - with real processes and no Spark: a process SIGKILLed inside a held scratch directory of one kind (a driver
   store's write) leaves it; the next scratch directory of *another* kind taken in the same place (a read task's)
   sweeps it, and leaves alone the one a live process holds;
-- with a real local Spark: ``blobstate spark rescale`` (its own driver: Python, JVM, Python workers) is SIGKILLed
-  while the write task of new partition 2 stages its snapshot from its scratch RocksDB copy in ``--local-dir``;
-  the operator reruns it with 2 partitions instead of 3 (the killed run never appended: the destination is
-  empty), which runs no task of partition 2; nothing of the killed run is left in ``--local-dir`` and the copy
-  is exact.
+- with a real local Spark: ``blobstate spark rescale`` into 2 partitions (its own driver: Python, JVM, Python
+  workers) is SIGKILLed while the write task of new partition 1 stages its snapshot from its scratch RocksDB copy
+  in ``--local-dir``; the operator reruns it into 1 partition (the killed run never appended: the destination is
+  empty), which runs no task of partition 1; nothing of the killed run is left in ``--local-dir`` and the copy is
+  exact.
 """
 
 from __future__ import annotations
@@ -91,19 +91,20 @@ def test_a_rescale_killed_while_a_task_holds_its_scratch_copy_leaves_nothing_aft
         return ["spark", "rescale", "--repo", repo, "--job", "flights", "--store", "routes", "--to-store",
                 "routes-new", "--partitions", str(m), "--key-schema", "origin string, dest string", "--key-of",
                 "blobstate.spark.demo.flights:route_of", "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-                "--local-dir", str(scratch), "--work-dir", str(tmp_path / "work-rescale"), "--json"]
+                "--conf", "spark.sql.shuffle.partitions=2", "--local-dir", str(scratch), "--work-dir",
+                str(tmp_path / "work-rescale"), "--json"]
 
-    env = child_env(BLOBSTATE_PLUGINS="snapshot_task_killer", BLOBSTATE_TEST_KILL_TASK_PARTITION="2")
-    code, _, err = run_in_group([sys.executable, "-m", "blobstate.cli", *args(3)], env)
+    env = child_env(BLOBSTATE_PLUGINS="snapshot_task_killer", BLOBSTATE_TEST_KILL_TASK_PARTITION="1")
+    code, _, err = run_in_group([sys.executable, "-m", "blobstate.cli", *args(2)], env)
     assert code == -signal.SIGKILL, err
-    left = sorted(n for n in os.listdir(scratch) if n.startswith("blobstate-rescale-write-p2-")
+    left = sorted(n for n in os.listdir(scratch) if n.startswith("blobstate-rescale-write-p1-")
                   and not n.endswith(HELD))
     assert left and os.path.isfile(scratch / left[0] / "checkpoint" / "CURRENT"), os.listdir(scratch)
 
-    again = CliRunner().invoke(main, args(2))  # the rerun, on this process's Spark session: no task of partition 2
+    again = CliRunner().invoke(main, args(1))  # the rerun, on this process's Spark session: no task of partition 1
     assert again.exit_code == 0, again.output
     report = json.loads(again.stdout)
-    assert (report["batchId"], report["keys"], report["toPartitions"]) == (0, len(old), 2)
+    assert (report["batchId"], report["keys"], report["toPartitions"]) == (0, len(old), 1)
     assert sorted(os.listdir(scratch)) == []  # no scratch copy (nor lock file) of either run is left
     new = StoreKey("flights", "group", "routes-new")
-    assert merged(restored_partitions(tmp_path / "new", repo, key=new, partitions=2)[0]) == old
+    assert merged(restored_partitions(tmp_path / "new", repo, key=new, partitions=1)[0]) == old

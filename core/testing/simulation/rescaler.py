@@ -20,7 +20,7 @@ The actor runs the rest as the driver and its tasks would, with the simulated st
 5. ``blobstate.spark.state_write.commit_written``: the answers checked, then one group record of the new
    partitions' snapshots committed through the one commit engine.
 
-The outcome of every run is kept (``Simulation.rescales``); the run's end reruns the command once more, as an
+The outcome of every run is kept (``Simulation.rescale_outcomes``); the run's end reruns the command once more, as an
 operator would, and the invariants judge it (``blobstate.testing.simulation.runner``).
 """
 
@@ -62,7 +62,7 @@ def rescaler(sim: Simulation, actor: Actor, *, source: StoreKey, target: StoreKe
              host: str | None = None, log: str = "log") -> None:
     """One run of the rescale of ``source`` into ``target`` (``partitions`` new partitions, ``retain``) on
     ``host`` (its work directory: the host of an earlier run, or its own); its outcome is appended to
-    ``sim.rescales``."""
+    ``sim.rescale_outcomes``."""
     repo = sim.open_repo(log)
     if repo is None:
         return
@@ -94,8 +94,9 @@ def rescale_once(sim: Simulation, actor: Actor, repo: Repository, *, source: Sto
         problems: list[list[str]] = [[] for _ in range(partitions)]
         read = 0
         for p, chain in sorted(chains.items()):
-            values = restore_into(repo, chain, sim.local_dir(actor, f"read-{target.store}-p{p}", create=False))
-            shutil.rmtree(sim.local_dir(actor, f"read-{target.store}-p{p}", create=False), ignore_errors=True)
+            scratch = sim.local_dir(actor, f"read-{target.store}-p{p}", create=False)  # read_state's task's
+            values = restore_into(repo, chain, scratch)
+            shutil.rmtree(scratch, ignore_errors=True)
             for key, value in values.items():
                 read += 1
                 q = new_partition(key, partitions)
