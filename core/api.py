@@ -21,6 +21,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from blobstate.codec.keys import KeyConfig
 from blobstate.commit.backup import BackupResult, LocalCheckpoint, StoreCommitter
 from blobstate.commit.copy import CopyReport, copy_stores
 from blobstate.commit.preview import BackupPreview
@@ -74,7 +75,7 @@ from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.model.retention import RetentionPolicy
 from blobstate.model.units import parse_duration_ms, parse_size
 from blobstate.repository.backends import detect_store_type, open_blob_store, open_local_store
-from blobstate.repository.marker import RepositoryInfo
+from blobstate.repository.marker import RepositoryInfo, rotate_data_key
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
 from blobstate.repository.settings import api_verb, overriding
@@ -91,26 +92,50 @@ __all__ = [
     "LocalCheckpoint", "Repository", "RepositoryInfo", "RestoreResult", "Size", "SnapshotDiff", "StoreCommitter",
     "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
-    "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
+    "recover_all", "require_store", "restore", "rotate_key", "stats", "unfinished_commits", "verify",
     "Change", "Undecoded", "read_changes", "read_state",
     "CopyReport", "DataSubset", "RetentionPolicy", "copy",  # issue 33: copy, sampled verify, retention policies
 ]
 
 @api_verb
 def init(*, repo: str, storage_options: Options = None, log: str | None = None, log_options: Options = None,
-         change_log: bool = False) -> RepositoryInfo:
+         change_log: bool = False, encrypt: bool = False, key_file: str | None = None,
+         key_provider: str | None = None, key_id: str | None = None) -> RepositoryInfo:
     """Make ``repo`` a blobstate repository (write its marker, recording its checkpoint log ``log``, default the
     file log inside it; optional: the first backup does it too).
 
     Idempotent on a repository with the same log. ``change_log``: move an existing repository to the log ``log`` on
     purpose (the checkpoints recorded in the old log are not carried over: back up each store again through the
-    new one). Raises ``RepositoryNotFound`` (exit 6) for a location that holds other objects, ``LogMismatchError``
-    (exit 2) for another log without ``change_log``.
+    new one). A repository is created encrypted when a key is configured (``key_file`` or ``BLOBSTATE_KEY_FILE``;
+    ``key_provider`` and ``key_id`` for a KMS plugin); ``encrypt`` makes a missing key an error instead of a
+    plaintext repository. Raises ``RepositoryNotFound`` (exit 6) for a location that holds other objects,
+    ``LogMismatchError`` (exit 2) for another log without ``change_log``, ``EncryptionKeyError`` (exit 3) for
+    ``encrypt`` without a key, a wrong key, or a key for an existing repository that is not encrypted.
     """
-    with open_repository(repo, log, storage_options, log_options, create=True,
-                         change_log=change_log) as repository:
+    keys = KeyConfig.current(key_file=key_file, provider=key_provider, key_id=key_id).required(encrypt)
+    with open_repository(repo, log, storage_options, log_options, create=True, change_log=change_log,
+                         key_config=keys) as repository:
         assert repository.info is not None
         return repository.info
+
+
+@api_verb
+def rotate_key(*, repo: str, storage_options: Options = None, key_file: str | None = None,
+               new_key_file: str | None = None, new_key_provider: str | None = None,
+               new_key_id: str | None = None) -> RepositoryInfo:
+    """Re-wrap an encrypted repository's data key with a new key (``new_key_file``, or ``new_key_provider`` and
+    ``new_key_id`` for a KMS plugin): only the marker is rewritten, no data; the old key (``key_file`` or
+    ``BLOBSTATE_KEY_FILE``) must unwrap it first. The data key itself stays: whoever kept it (or the old key and
+    an old copy of the marker) can still read the repository. Raises ``EncryptionKeyError`` (exit 3) when the old
+    key does not unwrap it, ``RepositoryNotFound`` (exit 6), ``ConfigurationError`` (exit 2) for a repository that
+    is not encrypted or no new key.
+    """
+    store = open_blob_store(repo, storage_options=storage_options)
+    try:
+        return rotate_data_key(store, repo, KeyConfig.current(key_file=key_file),
+                               KeyConfig(new_key_file, new_key_provider, new_key_id))
+    finally:
+        store.close()
 
 
 @api_verb
@@ -306,7 +331,8 @@ def copy(*, source: str, target: str, source_log: str | None = None, target_log:
          source_log_options: Options = None, target_log_options: Options = None, ttl: Duration = DEFAULT_TTL_MS,
          ttl_mode: str | None = None, max_concurrency: int = 8, work_base: str | None = None,
          append_only: bool | None = None, limit_upload: Size | None = None,
-         limit_download: Size | None = None) -> list[CopyReport]:
+         limit_download: Size | None = None, source_key_file: str | None = None,
+         target_key_file: str | None = None) -> list[CopyReport]:
     """Replicate the checkpoints of every store of ``source`` (or those ``job``/``task``/``store`` name; with
     ``checkpoint``, one store's records up to and including that one) into the repository ``target`` (created if
     empty, with its own marker and log), uploading only the objects the target lacks, each verified against its
@@ -314,15 +340,19 @@ def copy(*, source: str, target: str, source_log: str | None = None, target_log:
     and idempotent: a rerun after a kill finishes the job, a rerun with nothing new uploads nothing.
 
     ``ttl``: the TTL of the uploads until each record lands; ``append_only``, ``limit_upload``,
-    ``limit_download``: as in ``backup``. Raises ``NothingToRestore`` (exit 5) for a ``store`` without
-    checkpoints, ``IntegrityError`` (exit 3) for a source object that does not match its record (that record is
-    not copied; those before it are), ``FencedError`` (exit 4) when another writer appends at the target.
+    ``limit_download``: as in ``backup``. ``source_key_file``, ``target_key_file``: each side's key file when it is
+    encrypted (default for both: ``BLOBSTATE_KEY_FILE``): every object is opened with the source's key and sealed
+    with the target's (an empty target is created encrypted when it has a key). Raises ``NothingToRestore`` (exit
+    5) for a ``store`` without checkpoints, ``IntegrityError`` (exit 3) for a source object that does not match its
+    record (that record is not copied; those before it are), ``FencedError`` (exit 4) when another writer appends
+    at the target, ``EncryptionKeyError`` (exit 3) for a key that does not open its side.
     """
     with overriding(append_only=append_only, limit_upload=limit_upload, limit_download=limit_download), \
-            open_repository(source, source_log, source_options, source_log_options,
-                            max_concurrency=max_concurrency) as src, \
+            open_repository(source, source_log, source_options, source_log_options, max_concurrency=max_concurrency,
+                            key_config=KeyConfig.current(key_file=source_key_file)) as src, \
             open_repository(target, target_log, target_options, target_log_options, create=True,
-                            ttl_mode=ttl_mode, max_concurrency=max_concurrency) as dst:
+                            ttl_mode=ttl_mode, max_concurrency=max_concurrency,
+                            key_config=KeyConfig.current(key_file=target_key_file)) as dst:
         keys = select_stores(src, job, task, store, require=store is not None)
         return copy_stores(src, dst, keys, checkpoint=checkpoint, ttl_ms=parse_duration_ms(ttl),
                            max_concurrency=max_concurrency, work_base=work_base)

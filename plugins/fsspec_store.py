@@ -146,16 +146,10 @@ class FsspecBlobStore(BlobStore):
         kwargs = self._put_kwargs(request)
         if self.write_block_size:
             kwargs["block_size"] = self.write_block_size
-        with open(source.path, "rb") as src, self.fs.open(path, "wb", **kwargs) as dst:
-            src.seek(source.offset)
-            remaining = source.length
-            while remaining:
-                data = src.read(min(COPY_BUFFER, remaining))
-                if not data:
-                    raise StorageError(f"{source.path} shrank while it was uploaded")
+        with self.fs.open(path, "wb", **kwargs) as dst:
+            for data in source.pieces(COPY_BUFFER):
                 throttle("upload", len(data))
                 dst.write(data)
-                remaining -= len(data)
 
     def _put_kwargs(self, request: PutRequest) -> dict[str, Any]:
         """Extra keyword arguments for the filesystem's write calls (native TTL tags in cloud subclasses)."""
@@ -168,6 +162,8 @@ class FsspecBlobStore(BlobStore):
             # Written in place under its final name, so an abort or gc always finds it, even torn by a crash; a
             # reader that sees it half-written treats it as unreadable, which expires only once it is old.
             data = Lease(blob_id, expires).to_bytes()
+            if self.metadata_seal is not None:  # an encrypted repository: the core's seal, opaque to this store
+                data = self.metadata_seal.seal(lease_id(blob_id), data)
             if self.local is not None:
                 self.local.write_bytes(lease, data)
             else:
@@ -335,7 +331,8 @@ class FsspecBlobStore(BlobStore):
         out = []
         for rel, info in leases.items():
             try:
-                lease = Lease.from_bytes(self.get_bounded(rel, BoundedSink(MAX_LEASE_BYTES, f"lease {rel}")))
+                body = self.get_bounded(rel, BoundedSink(MAX_LEASE_BYTES, f"lease {rel}"))
+                lease = Lease.from_bytes(body if self.metadata_seal is None else self.metadata_seal.open(rel, body))
                 if lease.blob_id != leased_object(rel):
                     self.foreign_leases.append(rel)
                     log.warning("ignored lease %s of %s: it names %s, not its own blob %s", rel,

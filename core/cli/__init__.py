@@ -37,6 +37,7 @@ COMMANDS = {
     "gc": "blobstate.cli.main_gc:gc",
     "recover": "blobstate.cli.main_recover:recover",
     "journal": "blobstate.cli.main_journal:journal",
+    "key": "blobstate.cli.main_key:key",
     "doctor": "blobstate.cli.main_doctor:doctor",
     "plugins": "blobstate.cli.main_plugins:plugins",
     "demo": "blobstate.cli.main_demo:demo",

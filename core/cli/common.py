@@ -250,7 +250,26 @@ def require_store(store: str | None) -> str:
     return store
 
 
-#: ``--repo``, ``--log`` and ``--storage-option``.
+_KEY_FILE = "BLOBSTATE_KEY_FILE"
+
+
+def _use_key_file(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """``--key-file FILE`` is ``BLOBSTATE_KEY_FILE=FILE`` for this command (and every process it starts), so the
+    repository opens with it wherever the command opens one; the variable is put back when the command ends."""
+    if value and os.environ.get(_KEY_FILE) != value:
+        previous = os.environ.get(_KEY_FILE)
+        os.environ[_KEY_FILE] = os.path.abspath(os.path.expanduser(value))
+        ctx.call_on_close(lambda: os.environ.update({_KEY_FILE: previous}) if previous is not None
+                          else os.environ.pop(_KEY_FILE, None))
+
+
+#: ``--key-file``: the key file of an encrypted repository (a new repository is created encrypted with it).
+key_file_option = click.option(
+    "--key-file", envvar=_KEY_FILE, metavar="FILE", expose_value=False, callback=_use_key_file,
+    help="Key file of an encrypted repository (a repository created with a key is encrypted; see `blobstate init "
+         "--encrypt`).")
+
+#: ``--repo``, ``--log``, ``--storage-option`` and ``--key-file``.
 repo_options = _stack(
     click.option("--repo", required=True, envvar="BLOBSTATE_REPO",
                  help="Repository URL or path (file://, s3://, gs://, az://, ...)."),
@@ -258,6 +277,7 @@ repo_options = _stack(
                  help="Checkpoint log URL (default: the file log inside the repository)."),
     click.option("--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE",
                  help="fsspec storage option for the repository (repeatable; also BLOBSTATE_STORAGE_OPTIONS as JSON)."),
+    key_file_option,
 )
 log_option = click.option(
     "--log-option", "log_option", multiple=True, metavar="KEY=VALUE",

@@ -3,6 +3,8 @@ uploading only what the target lacks, verified; resumable and idempotent."""
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from blobstate.cli import common
@@ -10,14 +12,21 @@ from blobstate.model.layout import DEFAULT_TTL_MS
 
 
 def _side(flag: str, name: str, env: str, note: str = "") -> common.Decorator:
-    """``--FLAG URL``, ``--FLAG-log URL`` and ``--FLAG-option KEY=VALUE`` of one side (``name``) of the copy; their
-    variables ``env`` and ``env``-with-``LOG``."""
+    """``--FLAG URL``, ``--FLAG-log URL``, ``--FLAG-option KEY=VALUE`` and ``--FLAG-key-file FILE`` of one side
+    (``name``) of the copy; the variables of the first two ``env`` and ``env``-with-``LOG``."""
     return common.stack(
         click.option(f"--{flag}", name, required=True, envvar=env, help=f"The {name} repository's URL or path{note}."),
         click.option(f"--{flag}-log", f"{name}_log", default=None, envvar=env.replace("REPO", "LOG"),
                      help=f"The {name}'s checkpoint log URL (default: the file log inside it)."),
         click.option(f"--{flag}-option", f"{name}_option", multiple=True, metavar="KEY=VALUE",
-                     help=f"fsspec storage option for the {name} (repeatable; default: BLOBSTATE_STORAGE_OPTIONS)."))
+                     help=f"fsspec storage option for the {name} (repeatable; default: BLOBSTATE_STORAGE_OPTIONS)."),
+        click.option(f"--{flag}-key-file", f"{name}_key_file", default=None, metavar="FILE",
+                     help=f"Key file of the {name} when it is encrypted (default: BLOBSTATE_KEY_FILE)."))
+
+
+def _path(key_file: str | None) -> str | None:
+    """A key file's absolute path (None: none given)."""
+    return os.path.abspath(os.path.expanduser(key_file)) if key_file else None
 
 
 @click.command()
@@ -37,8 +46,9 @@ def _side(flag: str, name: str, env: str, note: str = "") -> common.Decorator:
 @common.limit_download_option
 @common.json_option
 @common.handle_errors
-def copy(source: str, source_log: str | None, source_option: tuple[str, ...], target: str, target_log: str | None,
-         target_option: tuple[str, ...], ttl_mode: str | None, max_concurrency: int, work_dir: str | None,
+def copy(source: str, source_log: str | None, source_option: tuple[str, ...], source_key_file: str | None,
+         target: str, target_log: str | None, target_option: tuple[str, ...], target_key_file: str | None,
+         ttl_mode: str | None, max_concurrency: int, work_dir: str | None,
          job: str | None, task: str | None, store: str | None, checkpoint: str | None, ttl: int,
          append_only: bool | None, limit_upload: int | None, limit_download: int | None, as_json: bool) -> None:
     """Copy checkpoints from the repository --from into the repository --to: every store (or --job/--task/--store),
@@ -56,7 +66,8 @@ def copy(source: str, source_log: str | None, source_option: tuple[str, ...], ta
                        source_options=common.storage_options(source_option) or None,
                        target_options=common.storage_options(target_option) or None, ttl=ttl, ttl_mode=ttl_mode,
                        max_concurrency=max_concurrency, work_base=work_dir, append_only=append_only,
-                       limit_upload=limit_upload, limit_download=limit_download)
+                       limit_upload=limit_upload, limit_download=limit_download,
+                       source_key_file=_path(source_key_file), target_key_file=_path(target_key_file))
     lines = [f"{r.key}: copied {len(r.copied)} checkpoint(s) ({r.blobs_uploaded} blobs, "
              f"{format_size(r.bytes_uploaded)} uploaded; {r.blobs_present} already there), {len(r.present)} held "
              f"already, {len(r.skipped)} skipped" for r in reports]

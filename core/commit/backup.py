@@ -319,7 +319,7 @@ class StoreCommitter:
                     f"{local.expected_generation}", expected=local.expected_generation, actual=prev[0].generation)
             scanned = planner.scan_directory(local.path, self.cache, is_mutable=self.local_store.is_mutable)
             plan = planner.diff(scanned, prev[1] if prev else None, key=self.key, chunk_size=self.chunk_size,
-                                ttl_ms=self.ttl_ms)
+                                ttl_ms=self.ttl_ms, codec_of=self.repo.choose_codec)
             heal = healing.plan_heal(plan.files, {f.relpath: f.path for f in scanned},
                                      healing.present_blobs(self.repo, self.key), {r.blob_id for r in plan.puts},
                                      self.ttl_ms)

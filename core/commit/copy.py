@@ -10,7 +10,9 @@ commit room's):
 2. each object read from the source and written to the target with a TTL, verified on the way: an index or a
    changelog against the size and CRC32C its record declares, a file's data blobs against the size and CRC32C
    the index records for the file (all its chunks are read when one is missing); a mismatch aborts the commit
-   (``IntegrityError``, exit 3): nothing unverified is ever referenced at the target;
+   (``IntegrityError``, exit 3): nothing unverified is ever referenced at the target. Objects move as plain bytes
+   through both repositories' codecs (``blobstate.codec``): read with the source's key, written with the target's,
+   and a data blob stored as its index entry records it (``codec``), since the index is copied as it is;
 3. the TTL budget (counted from when this copy commit began), then ``CommitEngine.append`` of the record, unchanged
    but for its generation (the target log's next): checkpoint id, batch id, query id, lineage, time and writer
    stay the source's, so a Spark query restarts from the copy as from the source (``blobstate.spark.alignment``
@@ -43,8 +45,9 @@ from blobstate.errors import ChecksumMismatch
 from blobstate.journal import events as ev
 from blobstate.local import workdir
 from blobstate.local.checksum import Crc32cSink, crc32c_bytes
-from blobstate.model.index import SnapshotIndex
-from blobstate.model.layout import DEFAULT_TTL_MS, now_ms
+from blobstate.model import layout
+from blobstate.model.index import FileBlob, SnapshotIndex
+from blobstate.model.layout import DEFAULT_TTL_MS, ObjectKind, now_ms
 from blobstate.model.records import DELTA, GROUP, Checkpoint, StoreKey
 from blobstate.model.retention import KEEP_ALL, RetentionPolicy
 from blobstate.plugin.interfaces import FileRange, PutRequest
@@ -177,7 +180,7 @@ class StoreCopier:
             if p.is_delta and p.changelog_blob_id in todo:
                 small[p.changelog_blob_id] = self._metadata(p.changelog_blob_id, p.changelog_size,
                                                             p.changelog_crc32c, "changelog")
-        jobs: list[Callable[[], None]] = [lambda b=b, d=d: self._put(commit_id, b, d, report)
+        jobs: list[Callable[[], None]] = [lambda b=b, d=d: self._put(commit_id, b, d, report, self._codec_of(b))
                                           for b, d in small.items()]
         seen: set[str] = set()
         for f, _ in files:  # a file with a missing chunk: every chunk read (the CRC32C covers them all)
@@ -187,8 +190,16 @@ class StoreCopier:
                 jobs.append(lambda f=f: self._copy_file(commit_id, f, todo, report))
         self.target.store.map_concurrent(lambda job: job(), jobs)
 
-    def _put(self, commit_id: str, blob_id: str, source: bytes | FileRange, report: CopyReport) -> None:
-        request = PutRequest(blob_id, source, self.ttl_ms)
+    def _codec_of(self, blob_id: str) -> str | None:
+        """How the target stores an index or changelog: a changelog as the target's writers do
+        (``Repository.metadata_codec``), an index as the target's codec does by itself."""
+        return None if layout.kind_of(blob_id) is ObjectKind.INDEX else self.target.metadata_codec
+
+    def _put(self, commit_id: str, blob_id: str, source: bytes | FileRange, report: CopyReport,
+             codec: str | None) -> None:
+        """Put one object at the target with the copy's TTL, stored as ``codec`` says (a data blob: as its index
+        entry records, since the index is copied as it is), and journal it."""
+        request = PutRequest(blob_id, source, self.ttl_ms, codec)
         self.target.store.put(request)
         self.committer.session.record(ev.BlobUploaded(commit_id, now_ms(), blob_id, request.size))
         with self._lock:
@@ -200,15 +211,15 @@ class StoreCopier:
         """Stream each chunk of file ``f`` from the source into a temp file (a retried read rewrites its range),
         check the file's size and CRC32C across its chunks, and put the chunks the target lacks."""
         crc = Crc32cSink()  # the whole file's, fed from the staged chunks in order
-        staged: list[tuple[str, str, int]] = []
+        staged: list[tuple[FileBlob, str, int]] = []
         try:
             for blob, length in f.chunk_ranges():
                 fd, path = tempfile.mkstemp(prefix="copy-", dir=self.committer.work_dir)
-                staged.append((blob.blob_id, path, length))
+                staged.append((blob, path, length))
                 with os.fdopen(fd, "w+b") as fh:
                     sink = Crc32cSink(fh)
                     sink.mark(length)  # a blob larger than its index says stops at once
-                    self.source.store.get(blob.blob_id, sink)  # type: ignore[arg-type]
+                    self.source.read_blob(blob, sink)  # type: ignore[arg-type]  # decoded as its entry says
                     if sink.size != length:
                         raise ChecksumMismatch(f"blob {blob.blob_id} at the source holds {sink.size} bytes, its "
                                                f"index says {length}: not copied")
@@ -218,9 +229,9 @@ class StoreCopier:
             if crc.size != f.size_in_bytes or crc.crc32c != f.crc32c:
                 raise ChecksumMismatch(f"file {f.file_name} at the source does not match its index (CRC32C "
                                        f"{crc.crc32c:#010x} vs {f.crc32c:#010x}): not copied")
-            for blob_id, path, size in staged:
-                if blob_id in todo:
-                    self._put(commit_id, blob_id, FileRange(path, 0, size), report)
+            for blob, path, size in staged:
+                if blob.blob_id in todo:
+                    self._put(commit_id, blob.blob_id, FileRange(path, 0, size), report, blob.codec)
         finally:
             for _, path, _ in staged:
                 os.unlink(path)

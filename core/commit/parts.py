@@ -76,7 +76,7 @@ def heal_parts(repo: Repository, records: Sequence[Checkpoint], kept: Callable[[
             log.warning("the committed changelog %s of %s partition %s (batch %s) was lost (its group landed after "
                         "gc took it); putting it back from this executor's copy", record.changelog_blob_id,
                         record.store_key, getattr(record, "partition", "?"), record.batch_id)
-            repo.store.put(PutRequest(record.changelog_blob_id, data))
+            repo.store.put(PutRequest(record.changelog_blob_id, data, codec=repo.metadata_codec))
             healed.append(record.changelog_blob_id)
     return healed
 

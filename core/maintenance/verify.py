@@ -160,9 +160,11 @@ def _verify_reference(repo: Repository, ref: layout.Reference,
             sink.mark()
             before = sink.size
             try:
-                repo.store.get(blob.blob_id, sink)  # type: ignore[arg-type]
+                repo.read_blob(blob, sink)  # type: ignore[arg-type]
             except BlobNotFound:
                 return sink.size, f"missing blob {blob.blob_id} (chunk at offset {blob.offset})"
+            except ChecksumMismatch as exc:  # a stored form that does not decode (damaged, not authentic)
+                return sink.size, f"blob {blob.blob_id} (chunk at offset {blob.offset}): {exc}"
             if sink.size - before != length:
                 return sink.size, f"blob {blob.blob_id} holds {sink.size - before} bytes, expected {length}"
         crc = sink.crc32c

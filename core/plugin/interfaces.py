@@ -11,9 +11,9 @@ import io
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import BinaryIO, TypeVar
+from typing import BinaryIO, Protocol, TypeVar
 
-from blobstate.errors import CorruptIndexError, IntegrityError
+from blobstate.errors import CorruptIndexError, IntegrityError, StorageError
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.plugin.inflight import run_settled
 
@@ -32,17 +32,33 @@ class FileRange:
     offset: int
     length: int
 
+    def pieces(self, size: int) -> Iterator[bytes]:
+        """The range's bytes, read as they are consumed, in pieces of at most ``size`` bytes. Raises
+        ``StorageError`` when the file ends before the range does (it shrank while it was uploaded)."""
+        with open(self.path, "rb") as fh:
+            fh.seek(self.offset)
+            left = self.length
+            while left:
+                data = fh.read(min(size, left))
+                if not data:
+                    raise StorageError(f"{self.path} shrank while it was uploaded")
+                left -= len(data)
+                yield data
+
 
 @dataclass(frozen=True)
 class PutRequest:
     """Write ``source`` as blob ``blob_id`` (a path relative to the repository root, chosen by the core).
 
     With ``ttl_ms`` the blob expires that many milliseconds from now unless ``remove_ttl`` is called first.
+    ``codec`` (``"zstd"`` or None) is how the core stores a data blob (``blobstate.codec``, recorded in the
+    index entry of the blob); a plugin never sees it set: it is handed the stored bytes.
     """
 
     blob_id: str
     source: FileRange | bytes
     ttl_ms: int | None = None
+    codec: str | None = None
 
     @property
     def size(self) -> int:
@@ -103,6 +119,17 @@ def expired_delete(store: object) -> Callable[[Sequence[str], int], list[str] | 
     return fn if callable(fn) else None
 
 
+class MetadataSeal(Protocol):
+    """Seals the bodies of the objects a blob store writes for itself (its TTL leases) in an encrypted repository
+    (``blobstate.codec``): ``seal(name, body)`` gives the bytes to store under ``name`` (relative to the
+    repository root), ``open(name, stored)`` the body back (``IntegrityError`` when it does not authenticate). A
+    plugin passes such bodies through it when one is set, and never needs to know what it does."""
+
+    def seal(self, name: str, body: bytes) -> bytes: ...
+
+    def open(self, name: str, stored: bytes) -> bytes: ...
+
+
 class BlobStore(ABC):
     """A blob store (Samza's ``BlobStoreManager``) rooted at a repository URL.
 
@@ -116,6 +143,8 @@ class BlobStore(ABC):
     url: str = ""
     max_concurrency: int = 8
     ttl_mode: str = "lease"
+    #: set by the core on an encrypted repository (``seal_metadata_with``): seals the store's own bodies (leases)
+    metadata_seal: MetadataSeal | None = None
 
     @abstractmethod
     def put(self, request: PutRequest) -> None:
@@ -187,6 +216,11 @@ class BlobStore(ABC):
     def install_lifecycle(self, ttl_ms: int) -> bool:
         """Install the lifecycle rule where the API allows it; return False when the user must do it."""
         return False
+
+    def seal_metadata_with(self, seal: MetadataSeal | None) -> None:
+        """Seal the bodies of the objects this store writes for itself (its leases) with ``seal`` from now on
+        (None: store them as they are). The core calls it when it opens an encrypted repository."""
+        self.metadata_seal = seal
 
     # -- batches ---------------------------------------------------------------------------------------------
     def map_concurrent(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
@@ -312,3 +346,33 @@ class LocalStore(ABC):
         """Refuse a restore into ``directory`` while the store there is in use (RocksDB: its ``LOCK`` held by a live
         process): raise ``LocalStoreError``. Called before anything is downloaded, and again just before the
         destination changes."""
+
+
+class KeyProvider(ABC):
+    """Wraps and unwraps a repository's data key with a key the operator holds (envelope encryption, as a KMS
+    does it): the built-in ``file`` provider with a key file, a KMS plugin with a key in the KMS. The data key
+    (32 random bytes, ``blobstate.codec``) encrypts every object; the provider only ever sees it to wrap or
+    unwrap it. Registered through ``blobstate_key_providers`` (``KeyProviderSpec``); the repository marker records
+    the provider's name, ``key_id()`` and the wrapped key, never the key.
+
+    ``key_id()`` names the key that wraps (a KMS key id or ARN; the file provider's is derived one-way from the
+    key file), and must never reveal key material: it is stored in the marker and printed. ``wrap`` returns the
+    wrapped data key; ``unwrap`` returns the data key or raises ``EncryptionKeyError`` (exit 3) when this key
+    cannot unwrap it (another key, or a wrapped key that does not authenticate). Both are bound to ``context``
+    (the repository id: a KMS's encryption context, the AEAD's associated data).
+    """
+
+    name: str = ""
+
+    @abstractmethod
+    def key_id(self) -> str:
+        """The id of the key this provider wraps with (recorded in the marker; never key material)."""
+
+    @abstractmethod
+    def wrap(self, data_key: bytes, context: bytes) -> bytes:
+        """The data key, wrapped (encrypted and authenticated) by this provider's key."""
+
+    @abstractmethod
+    def unwrap(self, wrapped: bytes, key_id: str, context: bytes) -> bytes:
+        """The data key from ``wrap``'s output (``key_id``: the id recorded with it); ``EncryptionKeyError`` when
+        this provider's key cannot unwrap it."""

@@ -1,10 +1,10 @@
 """Streaming blob transfers through obstore (Rust ``object_store``) with a fixed budget of bytes in flight.
 
-A blob up to ``SINGLE_REQUEST_MAX`` (64 MiB, the core's default chunk size) is one PUT (held in memory while it
-is sent, within the budget) and one GET streamed to the sink in 1 MiB pieces: on the benchmark's moto server a
-multipart upload of the same bytes took twice as long (the server assembles the parts), and fewer requests
-per commit. A larger blob never sits in memory whole: it goes up as a multipart upload whose parts are read from
-the file one at a time as the transport asks for them, at most ``part_concurrency`` parts in flight (rclone's
+A blob up to ``SINGLE_REQUEST_MAX`` (64 MiB and 4 KiB: the core's default chunk size, encrypted) is one PUT (held in
+memory while it is sent, within the budget) and one GET streamed to the sink in 1 MiB pieces: on the benchmark's
+moto server a multipart upload of the same bytes took twice as long (the server assembles the parts), and fewer
+requests per commit. A larger blob never sits in memory whole: it goes up as a multipart upload whose parts are read
+from the file one at a time as the transport asks for them, at most ``part_concurrency`` parts in flight (rclone's
 ``--s3-upload-concurrency``), and comes down as ranged GETs run ``part_concurrency`` at a time and written to the
 sink in order as they arrive (rclone's multi-thread streams), so the sink (a CRC32C checker on the restore path)
 sees the bytes once, in order.
@@ -41,7 +41,9 @@ from blobstate.repository import settings
 T = TypeVar("T")
 
 MiB = 1 << 20
-SINGLE_REQUEST_MAX = 64 * MiB  # blobs up to this size move in one PUT / one streamed GET (the default chunk size)
+# Blobs up to this size move in one PUT / one streamed GET: the default chunk size, and room for what the core's codec
+# adds to a chunk (an encrypted chunk is 33 bytes larger: blobstate.codec.frame.OVERHEAD).
+SINGLE_REQUEST_MAX = 64 * MiB + 4096
 DEFAULT_PART_SIZE = 16 * MiB  # bytes per multipart part and per ranged GET above it
 DEFAULT_PART_CONCURRENCY = 4  # parts of one blob in flight at once
 DEFAULT_BUDGET = 128 * MiB  # bytes in flight per store, all transfers together

@@ -32,6 +32,10 @@ Variables (the CLI's ``--help`` lists those its options read, such as ``BLOBSTAT
   aborts and restore's init cleanup leave deletes to ``blobstate gc`` (``--append-only``).
 - ``BLOBSTATE_LIMIT_UPLOAD``, ``BLOBSTATE_LIMIT_DOWNLOAD``: bytes per second this process sends to and reads
   from blob stores, all transfers together (a size: ``10MiB``; ``--limit-upload``/``--limit-download``).
+- ``BLOBSTATE_COMPRESSION``: ``auto`` (default: indexes and changelogs always, data blobs where a sample says it
+  pays) or ``off`` (nothing is compressed from now on; what is compressed stays readable).
+- ``BLOBSTATE_KEY_FILE``: the key file of an encrypted repository (``--key-file``); ``BLOBSTATE_KEY_PROVIDER``: the
+  key provider a new encrypted repository uses (default ``file``; ``blobstate.codec.keys``).
 
 The API's keywords reach the same fields through ``overriding`` (for the length of one call).
 """
@@ -110,6 +114,13 @@ def _names(value: str | None) -> tuple[str, ...]:
     return tuple(n.strip() for n in (value or "").split(",") if n.strip())
 
 
+def _compression(value: str | None) -> str:
+    mode = (value or "auto").strip().lower()
+    if mode not in ("auto", "off"):
+        raise ConfigurationError(f"BLOBSTATE_COMPRESSION={value!r}: use auto or off")
+    return mode
+
+
 @dataclass(frozen=True)
 class Settings:
     """What a process runs with. Sizes in bytes, durations in seconds (``append_resolve_s``).
@@ -132,6 +143,9 @@ class Settings:
     append_only: bool = False
     limit_upload: int | None = None
     limit_download: int | None = None
+    compression: str = "auto"
+    key_file: str | None = None
+    key_provider: str | None = None
     command: str | None = None
     options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     environ: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -166,6 +180,9 @@ class Settings:
             append_only=parse_bool("BLOBSTATE_APPEND_ONLY", get("BLOBSTATE_APPEND_ONLY"), False),
             limit_upload=_rate("BLOBSTATE_LIMIT_UPLOAD", get("BLOBSTATE_LIMIT_UPLOAD")),
             limit_download=_rate("BLOBSTATE_LIMIT_DOWNLOAD", get("BLOBSTATE_LIMIT_DOWNLOAD")),
+            compression=_compression(get("BLOBSTATE_COMPRESSION")),
+            key_file=get("BLOBSTATE_KEY_FILE") or None,
+            key_provider=get("BLOBSTATE_KEY_PROVIDER") or None,
             environ=MappingProxyType(env),
         )
 
@@ -202,7 +219,8 @@ _overrides: dict[str, Any] = {}  # the API keywords of the call running now (``o
 WATCHED = ("BLOBSTATE_WORK_DIR", "BLOBSTATE_RETRY_ATTEMPTS", "BLOBSTATE_TRANSFER_BUDGET", "BLOBSTATE_FILE_FSYNC",
            "BLOBSTATE_APPEND_RESOLVE_S", "BLOBSTATE_PLUGINS", "BLOBSTATE_DISABLE_PLUGINS",
            "BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD", "BLOBSTATE_TRACE_PLUGINS", "BLOBSTATE_DEBUG",
-           "BLOBSTATE_STORAGE_OPTIONS", "BLOBSTATE_APPEND_ONLY", "BLOBSTATE_LIMIT_UPLOAD", "BLOBSTATE_LIMIT_DOWNLOAD")
+           "BLOBSTATE_STORAGE_OPTIONS", "BLOBSTATE_APPEND_ONLY", "BLOBSTATE_LIMIT_UPLOAD", "BLOBSTATE_LIMIT_DOWNLOAD",
+           "BLOBSTATE_COMPRESSION", "BLOBSTATE_KEY_FILE", "BLOBSTATE_KEY_PROVIDER")
 
 
 def _fingerprint() -> tuple[str | None, ...]:

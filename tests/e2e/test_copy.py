@@ -128,3 +128,49 @@ def test_a_partitioned_store_is_copied_group_by_group_and_every_partition_restor
             assert restored[0] == restored[1] and restored[0]
     api.verify(repo=target, job=key.job, task=key.task, store=key.store)
     repo.close()
+
+
+@pytest.mark.parametrize("encrypted", [False, True], ids=["compressed", "encrypted-two-keys"])
+def test_a_copy_stores_every_blob_as_its_index_says_and_under_the_targets_key(tmp_path, work_base, monkeypatch,
+                                                                              encrypted):
+    """Data blobs stored compressed (index entries ``codec: zstd``) beside plain ones are copied as the copied
+    index records them; between two encrypted repositories with different keys (``--from-key-file``,
+    ``--to-key-file``) every object is opened with the source's key and sealed with the target's: the target
+    verifies, restores byte-equal, opens with its own key only, and holds no plaintext."""
+    from blobstate.codec.keys import KeyConfig
+    from blobstate.errors import EncryptionKeyError
+
+    url, target = f"file://{tmp_path}/repo", f"file://{tmp_path}/copy"
+    keys = {side: tmp_path / f"{side}.key" for side in ("source", "target")}
+    for path in keys.values():
+        path.write_bytes(os.urandom(32))
+        path.chmod(0o600)
+    if encrypted:  # the first backup with a key creates the source encrypted
+        monkeypatch.setenv("BLOBSTATE_KEY_FILE", str(keys["source"]))
+    src = tmp_path / "counts"
+    src.mkdir()
+    states = {}
+    for i in range(2):
+        (src / f"log-{i}").write_bytes(b"".join(b"route-%06d=%d\n" % (n, i) for n in range(3000)))  # compresses
+        (src / f"random-{i}").write_bytes(os.urandom(3000))
+        result = api.backup(str(src), repo=url, store_type="dir", retain=10, chunk_size=16384, batch_id=10 + i)
+        states[result.checkpoint.checkpoint_id] = tree_digest(src)
+    with Repository.open(url, create=False) as repo:
+        index = repo.read_index(repo.log.latest(repo.log.keys()[0]))
+    assert {b.codec for f in index.files().values() for b in f.blobs} == {"zstd", None}
+    if encrypted:
+        monkeypatch.delenv("BLOBSTATE_KEY_FILE")
+        copied = run_cli("copy", "--from", url, "--to", target, "--from-key-file", keys["source"],
+                         "--to-key-file", keys["target"], "--json", work_base=work_base)
+        assert copied.returncode == 0, copied.stderr
+        assert copied.json()[0]["copied"] == list(states)
+        monkeypatch.setenv("BLOBSTATE_KEY_FILE", str(keys["target"]))
+    else:
+        (report,) = api.copy(source=url, target=target)
+        assert report.copied == list(states)
+    _check_target(tmp_path, target, states)
+    if encrypted:
+        with pytest.raises(EncryptionKeyError):
+            Repository.open(target, create=False, key_config=KeyConfig(key_file=str(keys["source"])))
+        stored = [p.read_bytes() for p in (tmp_path / "copy").rglob("*") if p.is_file()]
+        assert stored and not [data for data in stored if b"route-000001" in data]

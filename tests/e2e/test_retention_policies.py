@@ -5,8 +5,10 @@ blobs only they referenced; ``gc --dry-run`` naming the rule that keeps each che
 from __future__ import annotations
 
 import json
+import os
 import time
 
+import pytest
 from fixtures_core import repo_files, tree_digest
 
 from blobstate import api
@@ -97,3 +99,24 @@ def test_gc_with_a_policy_prunes_inside_the_log_and_says_why(tmp_path, work_base
         dest = tmp_path / f"restore-{cid}"
         api.restore(str(dest), repo=url, store="s", checkpoint=cid, store_type="dir", cleanup=False)
         assert tree_digest(dest) == states[cid]
+
+
+@pytest.mark.parametrize("log", ["file", "sqlite"])
+def test_an_encrypted_repository_forgets_records_inside_its_log(tmp_path, work_base, monkeypatch, log):
+    """A sealed log (``blobstate.codec.log.SealedCheckpointLog``) forgets interior records as the log inside it
+    does: the file and SQL logs both drop them, and only the kept ones restore."""
+    key = tmp_path / "state.key"
+    key.write_bytes(os.urandom(32))
+    monkeypatch.setenv("BLOBSTATE_KEY_FILE", str(key))  # the first backup creates the repository encrypted
+    url = f"file://{tmp_path}/repo"
+    log_url = f"sqlite:///{tmp_path / 'log.db'}" if log == "sqlite" else None
+    states = _backups(tmp_path, url, [(3, 9), (3, 15), (2, 9), (2, 15), (1, 9), (1, 15)], retention="daily=2",
+                      log=log_url)
+    ids = list(states)
+    with Repository.open(url, log=log_url, create=False) as repo:
+        kept = repo.log.history(repo.log.keys()[0])
+        assert [(cp.checkpoint_id, cp.generation) for cp in kept] == [(ids[3], 4), (ids[5], 6)]  # ids[2] forgotten
+        assert repo.cipher is not None and repo.log.can_forget
+    dest = tmp_path / "restored"
+    api.restore(str(dest), repo=url, log=log_url, store="s", checkpoint=ids[3], store_type="dir", cleanup=False)
+    assert tree_digest(dest) == states[ids[3]]

@@ -30,16 +30,20 @@ integrity error, never to give a wrong state, and is not held against the protoc
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, field
 
+from blobstate.codec.cipher import ObjectCipher
+from blobstate.codec.log import SealedCheckpointLog
 from blobstate.errors import BlobstateError, ChecksumMismatch, IntegrityError, NothingToRestore
 from blobstate.local.checksum import crc32c_bytes
 from blobstate.model import chain as chains
 from blobstate.model.chain import overridden_parts
+from blobstate.model.index import FileBlob
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.repository.repo import Repository
 from blobstate.testing.simulation import model
-from blobstate.testing.simulation.world import SimBlobStore, SimCheckpointLog, World, history_now
+from blobstate.testing.simulation.world import SimBlobStore, World, history_now, sim_repository
 
 
 class Violation(Exception):
@@ -76,15 +80,16 @@ class Checker:
     stores: dict[StoreKey, StoreInfo]
     log_names: list[str]
     completed: set[str] = field(default_factory=set)
+    cipher: ObjectCipher | None = None  # an encrypted repository's (``Scenario.cipher``)
     _refs: dict[tuple[str, str, int], frozenset[str]] = field(default_factory=dict)
     _good: set[tuple] = field(default_factory=set)
     _pending: bool = False
     tampered: list[str] = field(default_factory=list)  # changes a rescale made to its source
+    _opened: dict[tuple[str, int, str], Checkpoint] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         quiet = _Quiet(self.world)
-        self.repos = {name: Repository(quiet, SimCheckpointLog(quiet.world, name), "sim://repo")
-                      for name in self.log_names}
+        self.repos = {name: sim_repository(quiet, name, self.cipher) for name in self.log_names}
 
     def check(self, *, final: bool = False, next_batch_pending: bool = False) -> None:
         """Raise ``Violation`` for the first invariant that does not hold. ``next_batch_pending`` (at the end, before
@@ -94,9 +99,22 @@ class Checker:
             raise Violation("source", self.tampered[0])
         for log_name, repo in self.repos.items():
             for key, info in self.stores.items():
-                history = history_now(self.world, log_name, key)
+                history = self._history(repo, log_name, key)
                 if history:
                     self._check_store(repo, log_name, key, info, history, final)
+
+    def _history(self, repo: Repository, log_name: str, key: StoreKey) -> list[Checkpoint]:
+        """``key``'s records in log ``log_name`` as they are (``history_now``), opened where the log seals them."""
+        history = history_now(self.world, log_name, key)
+        if not isinstance(repo.log, SealedCheckpointLog):
+            return history
+        opened = []
+        for cp in history:  # each sealed record opened once per run (its body is unique: a fresh nonce)
+            memo = (log_name, cp.generation, getattr(cp, "sealed", ""))
+            if memo not in self._opened:
+                self._opened[memo] = repo.log.open(cp)
+            opened.append(self._opened[memo])
+        return opened
 
     def _check_store(self, repo: Repository, log_name: str, key: StoreKey, info: StoreInfo,
                      history: list[Checkpoint], final: bool) -> None:
@@ -200,7 +218,7 @@ class Checker:
         if chain.snapshot is not None:
             index = repo.read_index(chain.snapshot)
             for rel, f in index.dir_index.walk_present():
-                data = b"".join(repo.store.get_bytes(b.blob_id) for b in f.blobs)
+                data = b"".join(_read(repo, b) for b in f.blobs)
                 if len(data) != f.size_in_bytes or crc32c_bytes(data) != f.crc32c:
                     raise ChecksumMismatch(f"{rel} of {chain.snapshot.checkpoint_id} does not match its index")
                 values[rel] = data.decode("utf-8", "replace")
@@ -214,7 +232,7 @@ class Checker:
         referenced: set[str] = set()
         for log_name, repo in self.repos.items():
             for key in self.stores:
-                history = history_now(self.world, log_name, key)
+                history = self._history(repo, log_name, key)
                 for cp in history:
                     referenced |= self.references(repo, log_name, cp)
         for key in self.stores:
@@ -224,3 +242,9 @@ class Checker:
                 if blob_id.startswith(key.prefix + "/") and blob_id not in referenced:
                     raise Violation("orphan", f"{blob_id} is left after the final gc; no retained record names it")
 
+
+def _read(repo: Repository, blob: FileBlob) -> bytes:
+    """A data blob's plain bytes, decoded as its index entry says (``Repository.read_blob``)."""
+    buf = io.BytesIO()
+    repo.read_blob(blob, buf)
+    return buf.getvalue()

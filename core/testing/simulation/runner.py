@@ -11,6 +11,7 @@ says the first violation (if any), the interleaving and the faults that fired: w
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
+from blobstate.codec.cipher import ObjectCipher
 from blobstate.commit.recover import recover
 from blobstate.commit.session import StoreSession
 from blobstate.errors import BlobstateError, IntegrityError, LogMismatchError
@@ -33,7 +35,7 @@ from blobstate.repository.repo import Repository
 from blobstate.testing.simulation import actors, rescaler
 from blobstate.testing.simulation.invariants import Checker, StoreInfo, Violation
 from blobstate.testing.simulation.scheduler import Actor, Fault, Killed, Scheduler
-from blobstate.testing.simulation.world import SimBlobStore, SimCheckpointLog, World
+from blobstate.testing.simulation.world import SimBlobStore, World, sim_repository
 
 START_MS = 1_800_000_000_000  # the virtual epoch (ms)
 MAX_STEPS = 200_000  # a run that takes longer is reported as a livelock
@@ -67,6 +69,13 @@ class Scenario:
     logs: tuple[str, ...] = ("log",)
     choices: list[str] | None = None
     damage_targets: int = 0  # seed of the choice of the object a lose/damage fault hits
+    encrypted: bool = False  # every object encrypted, every record sealed (a data key drawn from the seed)
+
+    def cipher(self) -> ObjectCipher | None:
+        """The encrypted repository's cipher (None: not encrypted): the same seed, the same key."""
+        if not self.encrypted:
+            return None
+        return ObjectCipher(hashlib.sha256(f"blobstate-simulation/{self.seed}".encode()).digest(), "simulation")
 
 
 @dataclass
@@ -118,9 +127,8 @@ class Simulation:
         self.base = base
         self.world = World()
         self.store = SimBlobStore(self.world)
-        self.repos = {name: Repository(self.store, SimCheckpointLog(self.world, name), SIM_URL)
-                      for name in scenario.logs}
-        self.checker = Checker(self.world, scenario.stores, list(scenario.logs))
+        self.repos = {name: sim_repository(self.store, name, scenario.cipher()) for name in scenario.logs}
+        self.checker = Checker(self.world, scenario.stores, list(scenario.logs), cipher=scenario.cipher())
         self.work_dirs: dict[str, list[tuple[StoreKey, str, int]]] = {}
         self.killed: list[tuple[Actor, bool]] = []
         self.rescale_sources: dict[str, StoreKey] = {}  # a rescale actor -> its source, which it never changes

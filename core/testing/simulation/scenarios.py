@@ -18,6 +18,8 @@ Profiles:
   partitions (``blobstate.testing.simulation.rescaler``), run twice (the second run on the first one's host, or on
   another), interleaved with everything else; either run may be killed (work directory kept or lost) or paused
   past its TTL (a zombie). The run's end reruns the command once more (``runner.Simulation._rescale_again``).
+- ``encrypted``: ``full`` on an encrypted repository (issue 33): every object compressed and encrypted by the
+  repository's codec, every record sealed; a damaged object fails authentication.
 
 Every writer of the other profiles pins the generation it opened on (``StoreCommitter(expected_generation=)``,
 as the partitioned driver does and as issue 27 asks of every writer).
@@ -34,7 +36,7 @@ from blobstate.testing.simulation.runner import ActorSpec, Scenario
 from blobstate.testing.simulation.scheduler import Fault
 
 TTL_MS = 60_000
-PROFILES = ("safe", "full", "two-logs", "unpinned", "rescale")
+PROFILES = ("safe", "full", "two-logs", "unpinned", "rescale", "encrypted")
 
 SNAP = StoreKey("sim", "0", "snap")
 CHG = StoreKey("sim", "0", "chg")
@@ -127,7 +129,7 @@ def scenario(seed: int, profile: str = "full") -> Scenario:
             elif rng.random() < 0.5:
                 faults.append(Fault("pause", who, at, ms=rng.randint(ttl, 3 * ttl), label=label))
     return Scenario(seed, ttl, stores, specs, _dedupe(faults), logs=("log", "log2") if profile == "two-logs"
-                    else ("log",), damage_targets=seed)
+                    else ("log",), damage_targets=seed, encrypted=profile == "encrypted")
 
 
 #: The protocol steps a pause or kill may be tied to (the k-th such journal event of the actor), besides a plain

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from blobstate.codec import frame
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.group import GroupCommitter, stage_changelog, stage_snapshot
 from blobstate.commit.parts import heal_group, heal_parts, void_lost_snapshots
@@ -47,6 +48,7 @@ def test_an_executor_puts_back_only_a_lost_changelog_it_kept_of_an_old_group(rep
         entry = stage_changelog(repo, KEY, partition=0, batch_id=0, data=_data(0), ttl_ms=TTL)
         GroupCommitter(committer, num_partitions=1).commit([entry], batch_id=0)
     (part,) = partition_history(repo.log.history(KEY), 0)
+    written = repo.codec.inner.get_bytes(part.changelog_blob_id)  # as its task stored it: compressed
     repo.store.delete(part.changelog_blob_id)  # gc took it before the group's append landed
 
     assert heal_parts(repo, [part], lambda r: _data(0), ttl_ms=TTL) == []  # a young group: not even checked
@@ -54,6 +56,7 @@ def test_an_executor_puts_back_only_a_lost_changelog_it_kept_of_an_old_group(rep
     assert heal_parts(repo, [old], lambda r: None, ttl_ms=TTL) == []  # nothing kept on this host
     assert heal_parts(repo, [old], lambda r: _data(0), ttl_ms=TTL) == [part.changelog_blob_id]
     assert repo.read_changelog(part) == _data(0)
+    assert written[:4] == frame.ZSTD_MAGIC == repo.codec.inner.get_bytes(part.changelog_blob_id)[:4]  # the same form
     assert not repo.store.has_ttl(part.changelog_blob_id)  # committed: permanent
     assert heal_parts(repo, [old], lambda r: _data(0), ttl_ms=TTL) == []  # present now: nothing to do
 
