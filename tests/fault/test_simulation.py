@@ -181,8 +181,9 @@ def test_the_seeds_that_found_issue_27_cases_hold(case: str, seed: int, profile:
 
 #: profile ``rescale`` seeds: rs1 killed after its append (the rerun finds it committed), killed at its
 #: ``CommitStarted`` (rs2 redoes it), paused at its append until rs2 committed (fenced), both runs killed (the
-#: end's rerun redoes it)
-RESCALE_SEEDS = (4, 14, 15, 21)
+#: end's rerun redoes it), rs1 killed while its committer reads the generation it pins (its lock, taken just
+#: before, released as a dead process's is: the end's rerun on its host is not wedged)
+RESCALE_SEEDS = (4, 14, 15, 21, 662)
 
 
 @pytest.mark.parametrize("seed", RESCALE_SEEDS)

@@ -114,13 +114,18 @@ def committer_of(sim: Simulation, actor: Actor, key: StoreKey, repo: Repository,
                  expected: int | None = None, *, host: str | None = None) -> StoreCommitter:
     """``actor``'s committer of ``key`` in the work directory of ``host`` (default: its own), its journal
     recovered as ``StoreCommitter`` does when it opens. Its session is released like a dead process's lock when
-    the actor is killed, during that recovery too (so it is registered before the recovery runs)."""
+    the actor is killed, during that recovery too (so it is registered before the recovery runs). Constructed with a
+    placeholder generation, so that nothing in the constructor reaches a scheduling point (a kill there would leave
+    its lock held by no one the kill can release); unpinned (``expected`` None), it is forgotten again and read after
+    the recovery."""
     wd = sim.work_dir(actor, key, retain, host=host)
     committer = StoreCommitter(key, repo, store_type="dir", work_dir=wd, ttl_ms=sim.ttl_ms, retain=retain,
-                               writer_id=actor.name, append_resolve_s=APPEND_RESOLVE_S, expected_generation=expected,
-                               recover=False)
+                               writer_id=actor.name, append_resolve_s=APPEND_RESOLVE_S,
+                               expected_generation=0 if expected is None else expected, recover=False)
     actor.resources.append(committer.session)
     try:
+        if expected is None:
+            committer.commit_point.invalidate()
         committer.recovered = committer.recover()
         committer.commit_point.generation()  # pinned after recovery, as ``StoreCommitter.__init__`` pins it
     except BaseException:
