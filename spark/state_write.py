@@ -37,7 +37,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -51,7 +50,7 @@ from blobstate.model.records import SNAPSHOT, Checkpoint, StoreKey
 from blobstate.model.units import parse_duration_ms
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
-from blobstate.spark.engine import stamp_records
+from blobstate.spark.leftovers import scratch_dir, sweep_scratch
 from blobstate.spark.state_task import RepositoryRef, WritePlan, Written, entry, fill, write_task
 
 if TYPE_CHECKING:
@@ -197,19 +196,30 @@ def check_destination(committer: StoreCommitter, target: Target, what: str) -> N
 @contextlib.contextmanager
 def destination(target: Target, what: str) -> Iterator[StoreCommitter]:
     """Step 1: the destination's committer, its journal recovered and its store checked empty
-    (``check_destination``), its generation pinned (a later append by another writer fences this one); held
-    while the block runs. Raises ``StateAlreadyWritten``, ``DestinationNotEmpty``, ``CommitInProgressError``."""
+    (``open_destination``); held while the block runs. First the scratch directories a killed earlier run left in
+    ``target.local_dir`` on this host are swept (``blobstate.spark.leftovers.sweep_scratch``: also when this run
+    then runs no task, or others). Raises ``StateAlreadyWritten``, ``DestinationNotEmpty``,
+    ``CommitInProgressError``."""
+    sweep_scratch(target.local_dir)  # what a killed earlier run left on this host, whatever its tasks
     repository = target.repo.open()
     try:
         # Opening the committer recovers a write into the key killed earlier from this work dir: one killed before
         # its append is aborted (its parts deleted), one killed after it is finished (its TTLs removed).
         with StoreCommitter(target.key, repository, store_type="rocksdb", work_dir=target.work_dir,
                             retain=target.retain, ttl_ms=target.ttl_ms) as committer:
-            check_destination(committer, target, what)
-            committer.commit_point.generation()
+            open_destination(committer, target, what)
             yield committer
     finally:
         repository.close()
+
+
+def open_destination(committer: StoreCommitter, target: Target, what: str) -> None:
+    """Step 1 on an open ``committer`` of the destination (its journal recovered when it opened): the store checked
+    empty (``check_destination``), then the committer's generation pinned (a later append by another writer
+    fences this one). Spark-free: the deterministic simulator's rescale runs it too. Raises
+    ``StateAlreadyWritten``, ``DestinationNotEmpty``."""
+    check_destination(committer, target, what)
+    committer.commit_point.generation()
 
 
 def commit_rows(committer: StoreCommitter, rows: Any, target: Target, *, what: str = "state write",
@@ -224,21 +234,34 @@ def commit_rows(committer: StoreCommitter, rows: Any, target: Target, *, what: s
     else:
         from blobstate.spark.partition_job import OUTPUT_SCHEMA, collect_pickled
 
-        groups = GroupCommitter(committer, num_partitions=target.num_partitions)
-        stamp_records(committer, key_columns=target.key_columns)
         plan = WritePlan(target.repo, target.key, target.batch_id, target.ttl_ms, target.local_dir, target.scratch)
         written = collect_pickled(rows.repartition(target.num_partitions, *target.key_cols)
                                   .select("key", "value", "key_raw", "value_raw")
                                   .mapInArrow(functools.partial(write_task, plan), OUTPUT_SCHEMA))
-        staged = _check(committer.repo, written, target, what, expect_keys)
-        checkpoint = groups.commit([s.entry for s in staged], batch_id=target.batch_id, query_id=target.query_id,
-                                   created_ms=min(w.created_ms for w in written),
-                                   new_blob_ids=[b for s in staged for b in s.new_blob_ids])
-        per_partition = tuple(w.keys for w in sorted(written, key=lambda w: w.partition))
-        keys, uploaded = sum(per_partition), sum(s.bytes_uploaded for s in staged)
+        checkpoint, per_partition, uploaded = commit_written(committer, written, target, what=what,
+                                                             expect_keys=expect_keys)
+        keys = sum(per_partition)
     log.info("wrote %s (%s) at batch %s: %s keys", target.key, what, target.batch_id, keys)
     return StateWriteResult(target.key, target.batch_id, target.query_id, target.num_partitions or 0, keys,
                             per_partition, uploaded, checkpoint, (time.perf_counter() - t0) * 1000)
+
+
+def commit_written(committer: StoreCommitter, written: list[Written], target: Target, *, what: str,
+                   expect_keys: int | None = None) -> tuple[Checkpoint, tuple[int, ...], int]:
+    """The end of step 2, Spark-free (the deterministic simulator's rescale runs it too): the write tasks' answers
+    ``written`` checked (every partition once, no problem, ``expect_keys`` keys; else the staged blobs are
+    deleted and ``UnwritableRows``/``StateWriteRefused`` raised), then **one** group record of their snapshots
+    committed with the partitioning (``target.key_columns``, carried at the commit point:
+    ``CommitPoint.fields``). Returns ``(record, keys per partition, bytes uploaded)``. Raises ``FencedError``,
+    ``StorageError``."""
+    assert target.num_partitions is not None
+    staged = _check(committer.repo, written, target, what, expect_keys)
+    committer.commit_point.fields["key_columns"] = target.key_columns
+    checkpoint = GroupCommitter(committer, num_partitions=target.num_partitions).commit(
+        [s.entry for s in staged], batch_id=target.batch_id, query_id=target.query_id,
+        created_ms=min(w.created_ms for w in written), new_blob_ids=[b for s in staged for b in s.new_blob_ids])
+    per_partition = tuple(w.keys for w in sorted(written, key=lambda w: w.partition))
+    return checkpoint, per_partition, sum(s.bytes_uploaded for s in staged)
 
 
 def _refuse(target: Target, what: str, problems: list[str], duplicates: bool) -> UnwritableRows:
@@ -251,7 +274,7 @@ def _write_driver_store(committer: StoreCommitter, rows: Any, target: Target, wh
     """Step 3: the rows into a RocksDB on the driver, committed as one snapshot record."""
     from rocksdict import Rdict
 
-    with tempfile.TemporaryDirectory(prefix="blobstate-write-", dir=target.local_dir) as base:
+    with scratch_dir(target.local_dir, f"{target.scratch}-driver-") as base:  # held: swept if this process dies
         db = Rdict(f"{base}/db")
         try:
             local = (entry(r["key"], r["value"], r["key_raw"], r["value_raw"]) for r in
@@ -364,4 +387,5 @@ def _batch_of(df: DataFrame, location: str | None, batch_id: int | None, query_i
 
 
 __all__ = ["DestinationNotEmpty", "StateAlreadyWritten", "StateWriteRefused", "StateWriteResult", "Target",
-           "UnwritableRows", "commit_rows", "destination", "rows_frame", "write_state"]
+           "UnwritableRows", "commit_rows", "commit_written", "destination", "open_destination", "rows_frame",
+           "write_state"]
