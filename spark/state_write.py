@@ -341,6 +341,9 @@ def write_state(df: DataFrame, *, repo: str, job: str, store: str, num_partition
     ``DestinationNotEmpty``, ``StateAlreadyWritten``, ``UnwritableRows`` (exit 2, nothing committed),
     ``ConfigurationError`` (a bad column or option), ``FencedError``, ``StorageError``, ``RepositoryNotFound``.
     """
+    if initial_state and (checkpoint_location is not None or batch_id is not None or query_id):
+        raise ConfigurationError("initial_state=True writes the state before a new query's batch 0, of no query "
+                                 "yet: pass no checkpoint_location, batch_id or query_id with it")
     if num_partitions is None:
         if key_cols:
             raise ConfigurationError("key_cols partition a partitioned store: pass num_partitions=N with them, or "
@@ -352,9 +355,6 @@ def write_state(df: DataFrame, *, repo: str, job: str, store: str, num_partition
     cols = tuple(key_cols or ())
     rows = rows_frame(df, cols, key_col, value_col)
     key = StoreKey(job, task or ("0" if num_partitions is None else "group"), store)
-    if initial_state and (checkpoint_location is not None or batch_id is not None or query_id):
-        raise ConfigurationError("initial_state=True writes the state before a new query's batch 0, of no query "
-                                 "yet: pass no checkpoint_location, batch_id or query_id with it")
     batch, query = (INITIAL_BATCH, "") if initial_state else _batch_of(df, checkpoint_location, batch_id, query_id)
     if work_dir is None:
         from blobstate.local import workdir
