@@ -207,8 +207,9 @@ def check_destination(committer: StoreCommitter, target: Target, what: str) -> N
 def destination(target: Target, what: str) -> Iterator[StoreCommitter]:
     """Step 1: the destination's committer, its journal recovered and its store checked empty
     (``check_destination``), its generation pinned (a later append by another writer fences this one); held
-    while the block runs. Raises ``StateAlreadyWritten``, ``DestinationNotEmpty``, ``CommitInProgressError``."""
-    repository = target.repo.open()
+    while the block runs; an initial state (``target.lineage_id``) may create the repository, as a new query's first
+    batch does. Raises ``StateAlreadyWritten``, ``DestinationNotEmpty``, ``CommitInProgressError``."""
+    repository = target.repo.open(create=bool(target.lineage_id))
     try:
         # Opening the committer recovers a write into the key killed earlier from this work dir: one killed before
         # its append is aborted (its parts deleted), one killed after it is finished (its TTLs removed).
