@@ -22,6 +22,7 @@ pytest.importorskip("pyarrow")
 from spark_fixtures import KEY, ROUTES_KEY, first_days, restored_routes, restored_state, run_child  # noqa: E402
 
 import blobstate  # noqa: E402
+from blobstate.errors import FencedError  # noqa: E402
 from blobstate.model.chain import INITIAL_BATCH  # noqa: E402
 from blobstate.spark import SparkAlignmentError, partitioned, read_state, register, write_state  # noqa: E402
 from blobstate.spark.demo.flights import (  # noqa: E402
@@ -90,10 +91,23 @@ def test_a_driver_store_from_a_batch_job_is_adopted_by_a_new_query_killed_and_re
     assert {r.key: r.value for r in read_state(spark_session, repo=paths["repo"], job="flights",
                                                store="stats").collect()} == state
 
+    # a second new query opened before the first one commits restores the initial state too ...
+    early = register(spark_session, repo=paths["repo"], checkpoint_location=str(tmp_path / "ck-early"),
+                     state_dir=str(tmp_path / "state-early"), work_dir=str(tmp_path / "work-early"), key=KEY)
+    assert early.plan.adopted and early.plan.restored_batch == INITIAL_BATCH
+    early_batch = early.foreach_batch(update_state)
+
     code, out, err = run_child(tmp_path, paths, kill="fn:1")  # SIGKILL inside the new query's batch 1
     assert code == -signal.SIGKILL, (code, out, err)
     query = _query_id(paths)
-    _adopted(blobstate.list_checkpoints(repo=paths["repo"], key=KEY), query)
+    records = blobstate.list_checkpoints(repo=paths["repo"], key=KEY)
+    _adopted(records, query)
+    # ... but the first query committed first: the second one's batch 0 is fenced, and appends nothing
+    day = spark_session.read.schema(flights_schema()).option("header", True).csv(paths["input"])
+    with pytest.raises(FencedError):
+        early_batch(day, 0)
+    early.abandon()
+    assert blobstate.list_checkpoints(repo=paths["repo"], key=KEY) == records
     with pytest.raises(SparkAlignmentError, match=query):  # the store is that query's now
         register(spark_session, repo=paths["repo"], checkpoint_location=str(tmp_path / "ck-other"),
                  state_dir=str(tmp_path / "state-other"), work_dir=str(tmp_path / "work-other"), key=KEY)
