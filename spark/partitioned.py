@@ -143,6 +143,7 @@ class PartitionedState:
         self._run_id: str | None = None
         self._closing = False
         self.lineage_id = ""  # the run of the query this driver continues or begins (``open``)
+        self.before_first: int | None = None  # the batch batch 0 runs after: an adopted initial state's (``open``)
         self._stamped = False  # this driver's records carry the run and the partitioning (first batch)
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
@@ -170,6 +171,7 @@ class PartitionedState:
                                     repo_url=self.repo_url, last_planned=planned)
                      for p in range(self.num_partitions)]
             self.lineage_id = plans[0].lineage_id
+            self.before_first = plans[0].restored_batch if plans[0].adopted else None  # an initial state: -1
             if client:
                 self.close()
                 return
@@ -283,7 +285,7 @@ class PartitionedState:
             raise FencedError(f"fenced: {self.key} is at generation {latest}, this driver expected {base}: another "
                               "driver commits this group", expected=base, actual=latest)
         plan = BatchPlan(self.repo_url, self.key, self.local_dir, self.num_partitions, batch_id, base,
-                         batch_id - 1 if batch_id > 0 else None,
+                         batch_id - 1 if batch_id > 0 else self.before_first,
                          {p: tuple(partition_history(history, p)) for p in range(self.num_partitions)},
                          self.query_id or "", self.log_url, self.storage_options, self.ttl_ms, self.fault_hook)
         t0 = time.perf_counter()
