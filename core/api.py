@@ -18,32 +18,13 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from blobstate.commit.backup import BackupResult, LocalCheckpoint, StoreCommitter
-from blobstate.commit.preview import BackupPreview
-from blobstate.commit.preview import preview_backup as run_preview
-from blobstate.commit.recover import Report, cleanup_after_restore, recover_work_base
-from blobstate.commit.recover import recover as replay_journal
-from blobstate.commit.session import StoreSession
-from blobstate.errors import NothingToRestore
-from blobstate.journal.projection import CommitState
-from blobstate.local import workdir
-from blobstate.local.checksum import ChecksumCache
-from blobstate.maintenance.catalog import (
-    CheckpointSummary,
-    Listing,
-    SnapshotDiff,
-    StoreStats,
-)
-from blobstate.maintenance.gc import GcReport, collect, collect_temporaries
 from blobstate.maintenance.queries import (  # the read-only verbs, re-exported, and the helpers every verb shares
     Duration,
     Options,
     Size,
-    check_store,
     describe_checkpoints,
     diff,
     journal_events,
@@ -53,33 +34,30 @@ from blobstate.maintenance.queries import (  # the read-only verbs, re-exported,
     name_store,
     open_repository,
     require_store,
-    select_stores,
     stats,
     unfinished_commits,
 )
-from blobstate.maintenance.verify import (
-    VerifyReport,
-    add_chain_problems,
-    raise_for_reports,
-    verify_checkpoint,
-    verify_partitions,
-)
-from blobstate.model import layout
 from blobstate.model.layout import DEFAULT_CHUNK_SIZE, DEFAULT_RETAIN, DEFAULT_TTL_MS
-from blobstate.model.progress import Progress
-from blobstate.model.records import Checkpoint, StoreKey
-from blobstate.model.units import parse_duration_ms, parse_size
-from blobstate.repository.backends import detect_store_type, open_blob_store, open_local_store
-from blobstate.repository.marker import RepositoryInfo
-from blobstate.repository.options import redact
-from blobstate.repository.repo import Repository
 from blobstate.repository.settings import api_verb
-from blobstate.restoring import chain as replay
-from blobstate.restoring import guard
-from blobstate.restoring import state as state_reader
-from blobstate.restoring.entries import Undecoded, Value, open_entries
-from blobstate.restoring.snapshot import RestoreResult
-from blobstate.restoring.state import Change
+
+# Each verb imports the rooms it needs when it runs (``blobstate backup`` never imports restore, maintenance or
+# rich: ``python -X importtime -m blobstate.cli backup ...``); the names re-exported here resolve on first use
+# (``__getattr__`` below, PEP 562), and type checkers see them through these imports.
+if TYPE_CHECKING:
+    from blobstate.commit.backup import BackupResult, LocalCheckpoint, StoreCommitter
+    from blobstate.commit.preview import BackupPreview
+    from blobstate.commit.recover import Report
+    from blobstate.journal.projection import CommitState
+    from blobstate.maintenance.catalog import CheckpointSummary, Listing, SnapshotDiff, StoreStats
+    from blobstate.maintenance.gc import GcReport
+    from blobstate.maintenance.verify import VerifyReport, raise_for_reports
+    from blobstate.model.progress import Progress
+    from blobstate.model.records import StoreKey
+    from blobstate.repository.marker import RepositoryInfo
+    from blobstate.repository.repo import Repository
+    from blobstate.restoring.entries import Undecoded, Value
+    from blobstate.restoring.snapshot import RestoreResult
+    from blobstate.restoring.state import Change
 
 _logger = logging.getLogger(__name__)
 
@@ -91,6 +69,37 @@ __all__ = [
     "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
     "Change", "Undecoded", "read_changes", "read_state",
 ]
+
+#: The names this module re-exports, by the module that defines them (imported on first use).
+_REEXPORTED: dict[str, str] = {
+    **dict.fromkeys(("BackupResult", "LocalCheckpoint", "StoreCommitter"), "blobstate.commit.backup"),
+    "BackupPreview": "blobstate.commit.preview",
+    "CommitState": "blobstate.journal.projection",
+    **dict.fromkeys(("CheckpointSummary", "Listing", "SnapshotDiff", "StoreStats"), "blobstate.maintenance.catalog"),
+    "GcReport": "blobstate.maintenance.gc",
+    **dict.fromkeys(("VerifyReport", "raise_for_reports"), "blobstate.maintenance.verify"),
+    "RepositoryInfo": "blobstate.repository.marker",
+    "Repository": "blobstate.repository.repo",
+    "RestoreResult": "blobstate.restoring.snapshot",
+    "Change": "blobstate.restoring.state",
+    "Undecoded": "blobstate.restoring.entries",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _REEXPORTED.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_REEXPORTED))
+
 
 @api_verb
 def init(*, repo: str, storage_options: Options = None, log: str | None = None, log_options: Options = None,
@@ -127,6 +136,12 @@ def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "de
     ``FencedError`` (exit 4), ``RepositoryNotFound`` (exit 6, a location holding other objects),
     ``StorageError``, ``ConfigurationError``.
     """
+    from blobstate.commit.backup import StoreCommitter
+    from blobstate.local import workdir
+    from blobstate.model.units import parse_duration_ms, parse_size
+    from blobstate.repository.backends import detect_store_type
+    from blobstate.repository.options import redact
+
     key = name_store(job, task, store, directory=source_dir)
     store_type = store_type or detect_store_type(source_dir)
     with open_repository(repo, log, storage_options, log_options, create=create, ttl_mode=ttl_mode,
@@ -149,6 +164,11 @@ def preview_backup(source_dir: str, *, repo: str, log: str | None = None, job: s
                    work_dir: str | None = None) -> BackupPreview:
     """``backup --dry-run``: what a backup of ``source_dir`` would upload and drop against the latest snapshot,
     committing nothing (no lock, no journal, nothing written to the repository). Raises ``RepositoryNotFound``."""
+    from blobstate.commit.preview import preview_backup as run_preview
+    from blobstate.local import workdir
+    from blobstate.model.units import parse_size
+    from blobstate.repository.backends import detect_store_type
+
     key = name_store(job, task, store, directory=source_dir)
     with open_repository(repo, log, storage_options, log_options) as repository:
         return run_preview(repository, source if source is not None else source_dir, key=key,
@@ -179,6 +199,14 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
     ``IntegrityError`` subclasses (exit 3), ``RestoreRefused`` (exit 2), ``LocalStoreError``: in every case the
     destination is left as it was.
     """
+    from blobstate.commit.recover import cleanup_after_restore
+    from blobstate.local import workdir
+    from blobstate.local.checksum import ChecksumCache
+    from blobstate.repository.backends import open_local_store
+    from blobstate.restoring import chain as replay
+    from blobstate.restoring import guard
+    from blobstate.restoring.snapshot import recorded_store_type
+
     key = name_store(job, task, store, directory=dest_dir)
     with open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode,
                          max_concurrency=max_concurrency) as repository, repository.reading_indexes_once():
@@ -190,7 +218,7 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
                                            ("checkpoint log", guard.local_path(log), True),
                                            ("work directory", wd, True),
                                            ("work directory", work_base or workdir.default_base(), False)])
-        index_type = store_type or (_recorded_store_type(repository, chain.snapshot) if chain.snapshot else "rocksdb")
+        index_type = store_type or (recorded_store_type(repository, chain.snapshot) if chain.snapshot else "rocksdb")
         result = replay.restore_chain(repository, chain, dest_dir, local_store=open_local_store(index_type),
                                       store_type=index_type, work_dir=wd, progress=progress, validate=validate,
                                       cache=ChecksumCache(os.path.join(wd, workdir.CRC_CACHE)), force=force,
@@ -218,23 +246,15 @@ def read_state(*, repo: str, log: str | None = None, job: str = "default", task:
     readable batch), ``IntegrityError`` (exit 3), ``ConfigurationError`` (a partition outside the group, a store of
     files).
     """
+    from blobstate.maintenance.queries import check_store
+    from blobstate.restoring import state as state_reader
+
     key = name_store(job, task, store)
     with open_repository(repo, log, storage_options, log_options) as repository:
         check_store(repository, key)
         plan = state_reader.plan_state(repository, key, partitions=None if partition is None else [partition],
                                        batch_id=batch_id, checkpoint=checkpoint)
-    return _state_entries(plan, (repo, log, storage_options, log_options), scratch_dir)
-
-
-def _state_entries(plan: state_reader.StatePlan, where: tuple[Any, ...],
-                   scratch_dir: str | None) -> Iterator[tuple[Value, Value]]:
-    with open_repository(*where) as repository:
-        for chain in plan.chains.values():
-            with tempfile.TemporaryDirectory(prefix="blobstate-state-", dir=scratch_dir) as base:
-                path = state_reader.restore_into(repository, chain, base)
-                if path is not None:
-                    with open_entries(path) as entries:
-                        yield from entries
+    return state_reader.entries(plan, lambda: open_repository(repo, log, storage_options, log_options), scratch_dir)
 
 
 def read_changes(*, repo: str, log: str | None = None, job: str = "default", task: str = "0",
@@ -248,27 +268,15 @@ def read_changes(*, repo: str, log: str | None = None, job: str = "default", tas
     Read only. Raises what ``read_state`` raises; ``BatchNotRetained`` names the oldest batch whose changes are
     still held.
     """
+    from blobstate.maintenance.queries import check_store
+    from blobstate.restoring import state as state_reader
+
     key = name_store(job, task, store)
     with open_repository(repo, log, storage_options, log_options) as repository:
         check_store(repository, key)
         plans = state_reader.change_plans(repository, key, from_batch=from_batch, to_batch=to_batch,
                                           partitions=None if partition is None else [partition])
-    return _changes(plans, (repo, log, storage_options, log_options))
-
-
-def _changes(plans: dict[int | None, list[Checkpoint]], where: tuple[Any, ...]) -> Iterator[Change]:
-    with open_repository(*where) as repository:
-        for batch in sorted({r.batch_id for records in plans.values() for r in records if r.batch_id is not None}):
-            for p, records in plans.items():
-                yield from state_reader.read_changes(repository, [r for r in records if r.batch_id == batch], p)
-
-
-def _recorded_store_type(repository: Repository, checkpoint: Checkpoint) -> str:
-    """The store type the snapshot records (older snapshots: ``rocksdb`` if it has a ``CURRENT`` file)."""
-    index = repository.read_index(checkpoint)
-    if index.store_type:
-        return index.store_type
-    return "rocksdb" if "CURRENT" in index.files() else "dir"
+    return state_reader.changes(plans, lambda: open_repository(repo, log, storage_options, log_options))
 
 
 @api_verb
@@ -284,28 +292,21 @@ def verify(*, repo: str, log: str | None = None, job: str | None = None, task: s
     Raises ``ChecksumMismatch`` (exit 3) naming each damaged file when ``raise_on_error``, ``NothingToRestore``
     (exit 5) when there is no checkpoint to verify.
     """
-    with open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency) as repository:
-        keys = select_stores(repository, job, task, store, require=True)
-        chosen: list[Checkpoint] = []
-        partitioned: list[StoreKey] = []  # latest state of a partitioned store: every partition's chain
-        for k in keys:
-            latest = repository.log.latest(k)
-            if all_checkpoints:
-                chosen += repository.log.history(k)
-            elif latest is not None and latest.is_group and checkpoint in (None, "latest"):
-                partitioned.append(k)
-            elif len(keys) == 1 or latest is not None:
-                chosen.append(repository.choose(k, checkpoint=checkpoint))
-        if not chosen and not partitioned:
-            raise NothingToRestore(f"no checkpoint to verify in {redact(repository.url)}")
-        reports = []
-        for cp in chosen:
-            _logger.info("verifying %s checkpoint %s", cp.store_key, cp.checkpoint_id)
-            reports.append(verify_checkpoint(repository, cp))
-        for k in partitioned:
-            _logger.info("verifying the latest state of every partition of %s", k)
-            reports += verify_partitions(repository, repository.log.history(k))
-        add_chain_problems(repository, reports)  # the chain of each store's latest state, not only its blobs
+    import time
+
+    from blobstate.maintenance.queries import check_store
+    from blobstate.maintenance.stores import calls_summary, verify_repository
+    from blobstate.maintenance.verify import raise_for_reports
+
+    started = time.perf_counter()
+    with open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency,
+                         count_calls=True) as repository:
+        keys = None if store is None else [name_store(job, task, store)]
+        for key in keys or ():
+            check_store(repository, key)
+        reports = verify_repository(repository, keys=keys, job=job, task=task, checkpoint=checkpoint,
+                                    all_checkpoints=all_checkpoints)
+        calls_summary("verify", repository, len({r.checkpoint.store_key for r in reports}), started)
         if raise_on_error:
             raise_for_reports(reports)
         return reports
@@ -316,21 +317,26 @@ def gc(*, repo: str, log: str | None = None, job: str | None = None, task: str |
        store: str | None = None, dry_run: bool = False, ttl: Duration = DEFAULT_TTL_MS, retain: int | None = None,
        now_ms: int | None = None, storage_options: Options = None, log_options: Options = None,
        ttl_mode: str | None = None, work_base: str | None = None,
-       keys: list[StoreKey] | None = None) -> list[GcReport]:
-    """Delete expired and orphaned blobs of every store (or the one ``store``, or those matching ``job``/``task``).
+       keys: list[StoreKey] | None = None, max_concurrency: int = 8) -> list[GcReport]:
+    """Delete expired and orphaned blobs of every store (or the one ``store``, or those matching ``job``/``task``),
+    ``max_concurrency`` stores at a time; the whole repository is listed once (``blobstate.maintenance.stores``).
 
     ``retain`` defaults to each store's recorded retention (see ``blobstate.maintenance.gc.collect``); ``now_ms``
     (ms since the epoch) is for tests.
     """
-    with open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode) as repository:
-        now = now_ms if now_ms is not None else layout.now_ms()
-        ttl_value = parse_duration_ms(ttl)
-        reports = [collect(repository, k, now_ms=now, ttl_ms=ttl_value, retain=retain, dry_run=dry_run,
-                           work_base=work_base) for k in (keys or select_stores(repository, job, task, store))]
-        if keys is None and store is None:  # the whole repository: the file log's temporaries too
-            temporaries = collect_temporaries(repository, now_ms=now, ttl_ms=ttl_value, dry_run=dry_run)
-            if temporaries.temporaries_deleted:
-                reports.append(temporaries)
+    import time
+
+    from blobstate.maintenance.stores import calls_summary, gc_repository
+    from blobstate.model import layout
+    from blobstate.model.units import parse_duration_ms
+
+    started = time.perf_counter()
+    with open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency,
+                         count_calls=True) as repository:
+        reports = gc_repository(repository, keys=keys or (None if store is None else [name_store(job, task, store)]),
+                                job=job, task=task, now_ms=now_ms if now_ms is not None else layout.now_ms(),
+                                ttl_ms=parse_duration_ms(ttl), retain=retain, dry_run=dry_run, work_base=work_base)
+        calls_summary("gc", repository, len(reports), started)
         return reports
 
 
@@ -344,6 +350,8 @@ def lifecycle_rule(*, repo: str, ttl: Duration = DEFAULT_TTL_MS, storage_options
     it needs no repository marker (it may come before the first backup).
     """
     from blobstate.errors import ConfigurationError
+    from blobstate.model.units import parse_duration_ms
+    from blobstate.repository.backends import open_blob_store
 
     try:
         blob_store = open_blob_store(repo, storage_options=storage_options, ttl_mode="native")
@@ -367,6 +375,11 @@ def recover(*, repo: str, job: str = "default", task: str = "0", store: str | No
     Returns ``(action, outcome)`` pairs; ``report`` is called with each as it completes. Raises ``TypeError``
     without ``store``, ``RepositoryNotFound`` (exit 6).
     """
+    from blobstate.commit.recover import recover as replay_journal
+    from blobstate.commit.session import StoreSession
+    from blobstate.local import workdir
+    from blobstate.repository.repo import Repository
+
     key = name_store(job, task, store)
     with Repository.open(repo, log=log, storage_options=storage_options, create=False) as repository:
         with StoreSession(key, work_dir or workdir.store_work_dir(repository.url, key)) as session:
@@ -382,6 +395,9 @@ def recover_all(*, work_base: str | None = None, repo: str | None = None, log: s
     ``BLOBSTATE_WORK_DIR`` or the platform's) with an open commit, each against the repository and log its journal
     records; ``repo``, ``job``/``task``/``store`` narrow it. Returns the store keys recovered; ``report(key, action,
     outcome)`` is called as each action completes."""
+    from blobstate.commit.recover import recover_work_base
+    from blobstate.local import workdir
+
     def matches(key: StoreKey) -> bool:
         wanted = ((job, key.job), (task, key.task), (store, key.store))
         return all(want is None or want == have for want, have in wanted)

@@ -289,8 +289,24 @@ def emit(as_json: bool, payload: Any, text: str) -> None:
     click.echo(json.dumps(payload, indent=2) if as_json else safe(text, lines=True))
 
 
+#: Variables with which rich draws on a stderr that is not a terminal (rich's ``Console``: FORCE_COLOR, ...).
+_RICH_FORCING = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
+
+
 def progress(quiet: bool) -> Any:
-    """Rich progress bars on stderr (silent with ``quiet`` or when stderr is not a terminal)."""
+    """Rich progress bars on stderr (silent with ``quiet`` or when stderr is not a terminal). rich is imported only
+    when it may draw: a quiet or scripted command does not pay for it."""
+    if quiet or not (_isatty(sys.stderr) or any(os.environ.get(v) for v in _RICH_FORCING)):
+        from blobstate.model.progress import NoProgress
+
+        return NoProgress()
     from blobstate.cli.progress import RichProgress
 
-    return RichProgress(enabled=not quiet)
+    return RichProgress(enabled=True)
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        return False

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,6 +20,29 @@ from blobstate.plugin.interfaces import BlobStore, BoundedSink, CheckpointLog
 from blobstate.repository.backends import normalize_url, open_blob_store, open_checkpoint_log, url_scheme
 from blobstate.repository.log_identity import log_identity
 from blobstate.repository.marker import RepositoryInfo, bind_log, ensure_repository
+
+
+class CallCounter:
+    """A blob store seen through a counter of the calls made on it, by method (``list``, ``get_bounded``, ...):
+    what a repository-wide verb reports with ``-v`` (its requests, as the core issues them; a listing of many pages
+    or a batch call counts once). Everything else passes through to the store."""
+
+    def __init__(self, inner: BlobStore) -> None:
+        self._inner = inner
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if name.startswith("_") or not callable(attr):
+            return attr
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                self.counts[name] += 1
+            return attr(*args, **kwargs)
+
+        return counted
 
 
 def declared(limit: int, what: str) -> BoundedSink:
@@ -40,7 +65,7 @@ class Repository:
     @classmethod
     def open(cls, repo: str, *, log: str | None = None, storage_options: dict[str, Any] | None = None,
              ttl_mode: str | None = None, max_concurrency: int = 8, log_options: dict[str, Any] | None = None,
-             create: bool = True, change_log: bool = False) -> Repository:
+             create: bool = True, change_log: bool = False, count_calls: bool = False) -> Repository:
         """Open the repository at ``repo`` and its checkpoint log (``log``, default: the file log inside it).
 
         The repository marker (``blobstate.repository.marker``) is checked: with ``create`` (writers) an empty location
@@ -51,11 +76,14 @@ class Repository:
         A repository has exactly one checkpoint log: its marker records the log's identity
         (``blobstate.repository.marker.bind_log``), and a repository opened with another log raises
         ``LogMismatchError`` (exit 2) before anything is read or written through that log; ``change_log`` moves the
-        repository to ``log`` on purpose (``blobstate init --change-log``).
+        repository to ``log`` on purpose (``blobstate init --change-log``). ``count_calls``: the store (and a log
+        on it) is used through a ``CallCounter`` (``Repository.calls``).
         """
         url = normalize_url(repo)
         store = open_blob_store(url, storage_options=storage_options, ttl_mode=ttl_mode,
                                 max_concurrency=max_concurrency)
+        if count_calls:
+            store = CallCounter(store)  # type: ignore[assignment]
         try:
             identity = log_identity(normalize_url(log) if log is not None else None, url, log_options)
             info = ensure_repository(store, url, create=create, checkpoint_log=identity)
@@ -70,6 +98,11 @@ class Repository:
             store.close()
             raise
         return cls(store, checkpoint_log, url, info)
+
+    @property
+    def calls(self) -> Counter[str] | None:
+        """The calls made on the blob store so far, by method, when opened with ``count_calls``; else None."""
+        return self.store.counts if isinstance(self.store, CallCounter) else None
 
     def read_index(self, checkpoint: Checkpoint) -> SnapshotIndex:
         """Fetch the checkpoint's index and verify its size and CRC32C before parsing it.
@@ -138,17 +171,19 @@ class Repository:
         return data
 
     def choose(self, key: StoreKey, *, checkpoint: str | int | None = None, max_batch_id: int | None = None,
-               checkpoint_id: str | None = None) -> Checkpoint:
+               checkpoint_id: str | None = None, history: list[Checkpoint] | None = None) -> Checkpoint:
         """The latest checkpoint, the one ``checkpoint`` names (``latest``, a checkpoint id, a unique prefix of one,
         or a generation number: ``blobstate.model.selection.select_checkpoint``), or the newest with
         ``batch_id <= max_batch_id``. ``checkpoint_id`` is the older name of ``checkpoint``. Latest and
         ``max_batch_id`` choose among snapshots (``chain.valid_snapshots``): delta records are not states.
 
+        ``history``: the store's records as already read (a repository-wide verb's), instead of reading the log.
+
         Raises ``NothingToRestore`` when none qualifies, ``ConfigurationError`` for an ambiguous prefix.
         """
         checkpoint = checkpoint if checkpoint is not None else checkpoint_id
         if (checkpoint is None or checkpoint == "latest") and max_batch_id is None:
-            latest = self.log.latest(key)
+            latest = (history[-1] if history else None) if history is not None else self.log.latest(key)
             if latest is None:
                 raise NothingToRestore(f"no checkpoint for {key} in {self.log.url or self.url}{self._others(key)}")
             if latest.is_group:
@@ -156,7 +191,7 @@ class Repository:
                                        "partitions): restore one partition of it (partition=)")
             if not latest.is_delta:
                 return latest
-        history = self.log.history(key)
+        history = history if history is not None else self.log.history(key)
         if checkpoint is not None and checkpoint != "latest":
             return select_checkpoint(history, checkpoint, key)
         snapshots = valid_snapshots(history)

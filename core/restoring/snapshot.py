@@ -93,6 +93,14 @@ class RestoreResult:
         return doc
 
 
+def recorded_store_type(repo: Repository, checkpoint: Checkpoint) -> str:
+    """The store type the snapshot records (older snapshots: ``rocksdb`` if it has a ``CURRENT`` file)."""
+    index = repo.read_index(checkpoint)
+    if index.store_type:
+        return index.store_type
+    return "rocksdb" if "CURRENT" in index.files() else "dir"
+
+
 def _join(root: str, rel: str) -> str:
     return os.path.join(root, *rel.split("/"))
 
