@@ -183,7 +183,7 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
             ttl_mode: str | None = None, max_concurrency: int = 8, work_base: str | None = None,
             work_dir: str | None = None, progress: Progress | None = None, cleanup: bool = True,
             validate: bool = True, force: bool = False, dry_run: bool = False,
-            partition: int | None = None) -> RestoreResult:
+            partition: int | None = None, verify_kept: str = "cache") -> RestoreResult:
     """Restore the latest state (or ``checkpoint``: ``latest``, an id, a unique prefix or a generation; or the
     state after batch ``max_batch_id``) into ``dest_dir``, downloading only what is missing or different; a store
     with delta records gets its snapshot, then the deltas after it (``blobstate.restoring.chain``).
@@ -197,7 +197,9 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
     host). Each snapshot index is read once (``Repository.reading_indexes_once``): the store type, the restore and
     the init cleanup share it. Raises ``RepositoryNotFound`` (exit 6), ``NothingToRestore`` (exit 5),
     ``IntegrityError`` subclasses (exit 3), ``RestoreRefused`` (exit 2), ``LocalStoreError``: in every case the
-    destination is left as it was.
+    destination is left as it was. ``verify_kept``: how a file already in ``dest`` is known to be the snapshot's:
+    ``cache`` (read unless this host's checksums, keyed with ctime, vouch for it), ``identity`` (an immutable file
+    by its size and nanosecond mtime, unread) or ``full`` (read; ``blobstate.restoring.plan``).
     """
     from blobstate.commit.recover import cleanup_after_restore
     from blobstate.local import workdir
@@ -222,7 +224,7 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
         result = replay.restore_chain(repository, chain, dest_dir, local_store=open_local_store(index_type),
                                       store_type=index_type, work_dir=wd, progress=progress, validate=validate,
                                       cache=ChecksumCache(os.path.join(wd, workdir.CRC_CACHE)), force=force,
-                                      dry_run=dry_run)
+                                      dry_run=dry_run, verify_kept=verify_kept)
         if cleanup and not dry_run:
             _logger.info("init cleanup of %s (journal recovery, TTL removal, retention)", key)
             cleanup_after_restore(repository, key, wd)

@@ -13,6 +13,10 @@ import click
 
 from blobstate.cli import common
 
+#: ``--verify-kept`` modes, the default first (``blobstate.restoring.plan.VERIFY_KEPT``; named here so that
+#: ``--help`` imports no restore code).
+VERIFY_KEPT = ("cache", "identity", "full")
+
 
 @click.command()
 @click.argument("dest_dir", type=click.Path(file_okay=False))
@@ -32,13 +36,20 @@ from blobstate.cli import common
               help="Restore into a non-empty directory no restore made, deleting what the snapshot lacks.")
 @click.option("--dry-run", is_flag=True, help="Print what would change; change nothing.")
 @click.option("--no-cleanup", is_flag=True, help="Skip the init cleanup (TTL removal, retention).")
+@click.option("--verify-kept", type=click.Choice(VERIFY_KEPT), default=VERIFY_KEPT[0], show_default=True,
+              envvar="BLOBSTATE_VERIFY_KEPT",
+              help="How a file already in DEST_DIR is known to be the snapshot's: cache (read, unless this "
+                   "host's checksum cache, keyed with ctime, vouches for it), identity (a RocksDB SST by its name, "
+                   "size and mtime, unread: faster, blind to a data block changed with the mtime put back), full "
+                   "(every kept file read, no cache). Files that change in place are always read.")
 @common.json_option
 @common.quiet_option
 @common.handle_errors
 def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple[str, ...],
             log_option: tuple[str, ...], ttl_mode: str | None, max_concurrency: int, work_dir: str | None, job: str,
             task: str, store: str | None, checkpoint: str | None, max_batch_id: int | None, partition: int | None,
-            store_type: str | None, no_cleanup: bool, force: bool, dry_run: bool, as_json: bool, quiet: bool) -> None:
+            store_type: str | None, no_cleanup: bool, verify_kept: str, force: bool, dry_run: bool, as_json: bool,
+            quiet: bool) -> None:
     """Restore a checkpoint (default: the latest) into DEST_DIR, downloading only what is missing or different."""
     from blobstate import api
     from blobstate.model.units import format_duration, format_size
@@ -51,7 +62,7 @@ def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple
         **common.repository(repo, log_url, storage_option, log_option),
         ttl_mode=ttl_mode, max_concurrency=max_concurrency,
         work_base=work_dir, progress=common.progress(quiet or dry_run), cleanup=not no_cleanup, force=force,
-        dry_run=dry_run,
+        dry_run=dry_run, verify_kept=verify_kept,
     )
     if as_json:
         common.emit(True, result.to_json(), "")
