@@ -38,7 +38,7 @@ _API_NAMES = (
     "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
     "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
-    "Change", "Undecoded", "read_changes", "read_state",
+    "Change", "Undecoded", "read_changes", "read_state", "GroupRestoreResult", "restore_partitions",
 )
 
 #: Everything but the errors is imported on first use (``import blobstate`` stays light: the CLI starts in well under
@@ -62,6 +62,7 @@ if TYPE_CHECKING:
         CommitState,
         Duration,
         GcReport,
+        GroupRestoreResult,
         Listing,
         LocalCheckpoint,
         Repository,
@@ -91,6 +92,7 @@ if TYPE_CHECKING:
         recover_all,
         require_store,
         restore,
+        restore_partitions,
         stats,
         unfinished_commits,
         verify,
@@ -121,7 +123,7 @@ __all__ = [
     "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
     "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
-    "Change", "Undecoded", "read_changes", "read_state",
+    "Change", "Undecoded", "read_changes", "read_state", "GroupRestoreResult", "restore_partitions",
 ]
 
 

@@ -1,10 +1,8 @@
 """The public Python API: one function per verb, each opening the repository from URLs, doing one job, closing it.
 
-``init``, ``backup``, ``restore``, ``list_stores``, ``list_checkpoints``, ``describe_checkpoints``, ``ls``,
-``diff``, ``stats``, ``verify``, ``gc``, ``recover``, ``journal_events``, ``unfinished_commits``,
-``lifecycle_rule``, ``read_state`` and ``read_changes`` (a store's keys and values as data). ``StoreCommitter``
-(``blobstate.commit.backup``) is the long-lived form for a job that commits repeatedly (Spark). The CLI calls only
-these functions.
+The verbs are ``__all__``'s functions (``read_state`` and ``read_changes``: a store's keys and values as data);
+``StoreCommitter`` (``blobstate.commit.backup``) is the long-lived form for a job that commits repeatedly (Spark).
+The CLI calls only these functions.
 
 One naming scheme across the API, the CLI and JSON: a store is named by ``job``, ``task``, ``store`` (``--job``,
 ``--task``, ``--store``; JSON ``store: "job/task/store"``); a checkpoint by ``checkpoint`` (``--checkpoint``:
@@ -56,6 +54,7 @@ if TYPE_CHECKING:
     from blobstate.repository.marker import RepositoryInfo
     from blobstate.repository.repo import Repository
     from blobstate.restoring.entries import Undecoded, Value
+    from blobstate.restoring.group import GroupRestoreResult
     from blobstate.restoring.snapshot import RestoreResult
     from blobstate.restoring.state import Change
 
@@ -67,23 +66,17 @@ __all__ = [
     "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
     "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
-    "Change", "Undecoded", "read_changes", "read_state",
+    "Change", "Undecoded", "read_changes", "read_state", "GroupRestoreResult", "restore_partitions",
 ]
 
 #: The names this module re-exports, by the module that defines them (imported on first use).
-_REEXPORTED: dict[str, str] = {
-    **dict.fromkeys(("BackupResult", "LocalCheckpoint", "StoreCommitter"), "blobstate.commit.backup"),
-    "BackupPreview": "blobstate.commit.preview",
-    "CommitState": "blobstate.journal.projection",
-    **dict.fromkeys(("CheckpointSummary", "Listing", "SnapshotDiff", "StoreStats"), "blobstate.maintenance.catalog"),
-    "GcReport": "blobstate.maintenance.gc",
-    **dict.fromkeys(("VerifyReport", "raise_for_reports"), "blobstate.maintenance.verify"),
-    "RepositoryInfo": "blobstate.repository.marker",
-    "Repository": "blobstate.repository.repo",
-    "RestoreResult": "blobstate.restoring.snapshot",
-    "Change": "blobstate.restoring.state",
-    "Undecoded": "blobstate.restoring.entries",
-}
+_REEXPORTED: dict[str, str] = {name: f"blobstate.{module}" for module, names in (
+    ("commit.backup", "BackupResult LocalCheckpoint StoreCommitter"), ("commit.preview", "BackupPreview"),
+    ("journal.projection", "CommitState"), ("maintenance.catalog", "CheckpointSummary Listing SnapshotDiff StoreStats"),
+    ("maintenance.gc", "GcReport"), ("maintenance.verify", "VerifyReport raise_for_reports"),
+    ("repository.marker", "RepositoryInfo"), ("repository.repo", "Repository"), ("restoring.snapshot", "RestoreResult"),
+    ("restoring.group", "GroupRestoreResult"), ("restoring.state", "Change"), ("restoring.entries", "Undecoded"),
+) for name in names.split()}
 
 
 def __getattr__(name: str) -> Any:
@@ -216,10 +209,8 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
                             max_batch_id=max_batch_id, partition=partition)
         _logger.info("restoring %s: %s", key, chain.describe())
         wd = work_dir or workdir.store_work_dir(repository.url, key, work_base)
-        guard.check_destination(dest_dir, [("repository", guard.local_path(repository.url), True),
-                                           ("checkpoint log", guard.local_path(log), True),
-                                           ("work directory", wd, True),
-                                           ("work directory", work_base or workdir.default_base(), False)])
+        guard.check_restore_destination(dest_dir, repo_url=repository.url, log_url=log, work_dir=wd,
+                                        work_base=work_base or workdir.default_base())
         index_type = store_type or (recorded_store_type(repository, chain.snapshot) if chain.snapshot else "rocksdb")
         result = replay.restore_chain(repository, chain, dest_dir, local_store=open_local_store(index_type),
                                       store_type=index_type, work_dir=wd, progress=progress, validate=validate,
@@ -227,6 +218,35 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
                                       dry_run=dry_run, verify_kept=verify_kept)
         if cleanup and not dry_run:
             _logger.info("init cleanup of %s (journal recovery, TTL removal, retention)", key)
+            cleanup_after_restore(repository, key, wd)
+        return result
+
+
+@api_verb
+def restore_partitions(dest_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
+                       store: str, partitions: list[int] | None = None, max_batch_id: int | None = None,
+                       storage_options: Options = None, log_options: Options = None, max_concurrency: int = 8,
+                       work_base: str | None = None, cleanup: bool = True, force: bool = False, dry_run: bool = False,
+                       verify_kept: str = "cache") -> GroupRestoreResult:
+    """Restore every partition of a partitioned store (or ``partitions``) into ``dest_dir/<p>/`` in this process,
+    ``max_concurrency`` partitions at a time (``blobstate.restoring.group``); each partition as ``restore(...,
+    partition=p)`` restores it. The result has each partition's and the group's throughput. Raises what
+    ``restore`` raises, ``NothingToRestore`` for a store that is not partitioned."""
+    from blobstate.commit.recover import cleanup_after_restore
+    from blobstate.local import workdir
+    from blobstate.repository.backends import open_local_store
+    from blobstate.restoring import guard
+    from blobstate.restoring.group import restore_partitions as restore_group
+
+    key = name_store(job, task, store)
+    with open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency) as repository:
+        wd = workdir.store_work_dir(repository.url, key, work_base)
+        guard.check_restore_destination(dest_dir, repo_url=repository.url, log_url=log, work_dir=wd,
+                                        work_base=work_base or workdir.default_base())
+        result = restore_group(repository, key, dest_dir, local_store=open_local_store("rocksdb"),
+                               partitions=partitions, max_batch_id=max_batch_id, work_dir=wd,
+                               max_concurrency=max_concurrency, force=force, dry_run=dry_run, verify_kept=verify_kept)
+        if cleanup and not dry_run:
             cleanup_after_restore(repository, key, wd)
         return result
 
@@ -294,21 +314,13 @@ def verify(*, repo: str, log: str | None = None, job: str | None = None, task: s
     Raises ``ChecksumMismatch`` (exit 3) naming each damaged file when ``raise_on_error``, ``NothingToRestore``
     (exit 5) when there is no checkpoint to verify.
     """
-    import time
-
-    from blobstate.maintenance.queries import check_store
-    from blobstate.maintenance.stores import calls_summary, verify_repository
+    from blobstate.maintenance.stores import verify_repository
     from blobstate.maintenance.verify import raise_for_reports
 
-    started = time.perf_counter()
     with open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency,
                          count_calls=True) as repository:
-        keys = None if store is None else [name_store(job, task, store)]
-        for key in keys or ():
-            check_store(repository, key)
-        reports = verify_repository(repository, keys=keys, job=job, task=task, checkpoint=checkpoint,
-                                    all_checkpoints=all_checkpoints)
-        calls_summary("verify", repository, len({r.checkpoint.store_key for r in reports}), started)
+        reports = verify_repository(repository, keys=None if store is None else [name_store(job, task, store)],
+                                    job=job, task=task, checkpoint=checkpoint, all_checkpoints=all_checkpoints)
         if raise_on_error:
             raise_for_reports(reports)
         return reports
@@ -326,20 +338,15 @@ def gc(*, repo: str, log: str | None = None, job: str | None = None, task: str |
     ``retain`` defaults to each store's recorded retention (see ``blobstate.maintenance.gc.collect``); ``now_ms``
     (ms since the epoch) is for tests.
     """
-    import time
-
-    from blobstate.maintenance.stores import calls_summary, gc_repository
+    from blobstate.maintenance.stores import gc_repository
     from blobstate.model import layout
     from blobstate.model.units import parse_duration_ms
 
-    started = time.perf_counter()
     with open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency,
                          count_calls=True) as repository:
-        reports = gc_repository(repository, keys=keys or (None if store is None else [name_store(job, task, store)]),
-                                job=job, task=task, now_ms=now_ms if now_ms is not None else layout.now_ms(),
-                                ttl_ms=parse_duration_ms(ttl), retain=retain, dry_run=dry_run, work_base=work_base)
-        calls_summary("gc", repository, len(reports), started)
-        return reports
+        return gc_repository(repository, keys=keys or (None if store is None else [name_store(job, task, store)]),
+                             job=job, task=task, now_ms=now_ms if now_ms is not None else layout.now_ms(),
+                             ttl_ms=parse_duration_ms(ttl), retain=retain, dry_run=dry_run, work_base=work_base)
 
 
 @api_verb

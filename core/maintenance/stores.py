@@ -156,6 +156,8 @@ def gc_repository(repo: Repository, *, keys: list[StoreKey] | None, job: str | N
     repository); stores collected concurrently (``blobstate.maintenance.gc.collect``)."""
     from blobstate.maintenance.gc import collect, collect_temporaries
 
+    started = time.perf_counter()
+
     def one(key: StoreKey, view: RepositoryView | None = None) -> GcReport:
         own = own_indexes(repo)
         with own.reading_indexes_once():
@@ -163,13 +165,15 @@ def gc_repository(repo: Repository, *, keys: list[StoreKey] | None, job: str | N
                            work_base=work_base, view=view)
 
     if keys is not None:
-        return for_each_store(repo, one, keys)
-    view = RepositoryView.take(repo, objects=True, ttl=True, match=matching(job, task), now_ms=now_ms)
-    reports = for_each_store(repo, lambda k: one(k, view), view.keys)
-    if job is None and task is None:
-        temporaries = collect_temporaries(repo, now_ms=now_ms, ttl_ms=ttl_ms, dry_run=dry_run)
-        if temporaries.temporaries_deleted:
-            reports.append(temporaries)
+        reports = for_each_store(repo, one, keys)
+    else:
+        view = RepositoryView.take(repo, objects=True, ttl=True, match=matching(job, task), now_ms=now_ms)
+        reports = for_each_store(repo, lambda k: one(k, view), view.keys)
+        if job is None and task is None:
+            temporaries = collect_temporaries(repo, now_ms=now_ms, ttl_ms=ttl_ms, dry_run=dry_run)
+            if temporaries.temporaries_deleted:
+                reports.append(temporaries)
+    calls_summary("gc", repo, len(reports), started)
     return reports
 
 
@@ -177,12 +181,16 @@ def verify_repository(repo: Repository, *, keys: list[StoreKey] | None, job: str
                       checkpoint: str | int | None, all_checkpoints: bool) -> list[VerifyReport]:
     """``blobstate verify``: the latest checkpoint (or ``checkpoint``, or with ``all_checkpoints`` every retained
     one) of the stores ``keys`` names, or of every store matching ``job``/``task``, stores verified concurrently;
-    a partitioned store's latest state partition by partition. Raises ``NothingToRestore`` when there is nothing
-    to verify."""
+    a partitioned store's latest state partition by partition. Raises ``NothingToRestore`` when a store ``keys``
+    names has no checkpoint, or there is nothing to verify."""
     from blobstate.errors import NothingToRestore
+    from blobstate.maintenance.queries import check_store
     from blobstate.maintenance.verify import add_chain_problems, verify_checkpoint, verify_partitions
     from blobstate.repository.options import redact
 
+    started = time.perf_counter()
+    for key in keys or ():
+        check_store(repo, key)
     view = RepositoryView.take(repo, keys=keys, match=matching(job, task))
 
     def one(key: StoreKey) -> list[VerifyReport]:
@@ -205,4 +213,5 @@ def verify_repository(repo: Repository, *, keys: list[StoreKey] | None, job: str
     if not reports:
         raise NothingToRestore(f"no checkpoint to verify in {redact(repo.url)}")
     add_chain_problems(repo, reports, history=view.history)  # each store's latest chain, not only its blobs
+    calls_summary("verify", repo, len(view.keys), started)
     return reports
