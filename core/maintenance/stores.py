@@ -110,7 +110,7 @@ class RepositoryView:
 
     def with_ttl(self, key: StoreKey) -> set[str]:
         """The store's blobs that carried a TTL when the view was taken."""
-        assert self.ttl is not None, "a view taken without objects"
+        assert self.ttl is not None, "a view taken without ttl"
         return set(self.ttl.get(key, set()))
 
     def expired(self, key: StoreKey) -> set[str]:

@@ -21,11 +21,15 @@ from blobstate.repository.backends import normalize_url, open_blob_store, open_c
 from blobstate.repository.log_identity import log_identity
 from blobstate.repository.marker import RepositoryInfo, bind_log, ensure_repository
 
+#: The ``BlobStore`` calls that reach the store (a listing of many pages, or a batch, counts once).
+STORE_CALLS = frozenset({"put", "put_exclusive", "get", "get_bytes", "get_bounded", "delete", "remove_ttl", "has_ttl",
+                         "list", "expired", "sweep_expired", "temporaries", "put_many", "get_many", "delete_many",
+                         "remove_ttl_many", "location_exists", "install_lifecycle"})
+
 
 class CallCounter:
-    """A blob store seen through a counter of the calls made on it, by method (``list``, ``get_bounded``, ...):
-    what a repository-wide verb reports with ``-v`` (its requests, as the core issues them; a listing of many pages
-    or a batch call counts once). Everything else passes through to the store."""
+    """A blob store seen through a counter of the calls made on it that reach the store (``STORE_CALLS``), by
+    method: what a repository-wide verb reports with ``-v``. Everything passes through to the store."""
 
     def __init__(self, inner: BlobStore) -> None:
         self._inner = inner
@@ -34,7 +38,7 @@ class CallCounter:
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)
-        if name.startswith("_") or not callable(attr):
+        if name not in STORE_CALLS:
             return attr
 
         def counted(*args: Any, **kwargs: Any) -> Any:
