@@ -18,6 +18,7 @@ from blobstate.errors import (
     ConfigurationError,
     CorruptIndexError,
     CorruptJournalError,
+    EncryptionKeyError,
     FencedError,
     IntegrityError,
     NothingToRestore,
@@ -37,8 +38,9 @@ _API_NAMES = (
     "LocalCheckpoint", "Repository", "RepositoryInfo", "RestoreResult", "Size", "SnapshotDiff", "StoreCommitter",
     "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
-    "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
+    "recover_all", "require_store", "restore", "rotate_key", "stats", "unfinished_commits", "verify",
     "Change", "Undecoded", "read_changes", "read_state", "GroupRestoreResult", "restore_partitions",
+    "CopyReport", "DataSubset", "RetentionPolicy", "copy",
 )
 
 #: Everything but the errors is imported on first use (``import blobstate`` stays light: the CLI starts in well under
@@ -46,10 +48,11 @@ _API_NAMES = (
 _LAZY: dict[str, str] = {
     **dict.fromkeys(("hookimpl", "hookspec"), "blobstate.plugin.hookspecs"),
     **dict.fromkeys(("DirIndex", "FileBlob", "FileIndex", "SnapshotIndex"), "blobstate.model.index"),
-    **dict.fromkeys(("BlobInfo", "BlobStore", "CheckpointLog", "FileRange", "GetRequest", "LocalStore", "PutRequest"),
-                    "blobstate.plugin.interfaces"),
+    **dict.fromkeys(("BlobInfo", "BlobStore", "CheckpointLog", "FileRange", "GetRequest", "KeyProvider", "LocalStore",
+                     "PutRequest"), "blobstate.plugin.interfaces"),
     **dict.fromkeys(("Checkpoint", "StoreKey"), "blobstate.model.records"),
-    **dict.fromkeys(("BlobStoreSpec", "CheckpointLogSpec", "LocalStoreSpec"), "blobstate.plugin.records"),
+    **dict.fromkeys(("BlobStoreSpec", "CheckpointLogSpec", "KeyProviderSpec", "LocalStoreSpec"),
+                    "blobstate.plugin.records"),
     **dict.fromkeys(_API_NAMES, "blobstate.api"),
 }
 
@@ -60,6 +63,8 @@ if TYPE_CHECKING:
         Change,
         CheckpointSummary,
         CommitState,
+        CopyReport,
+        DataSubset,
         Duration,
         GcReport,
         GroupRestoreResult,
@@ -68,6 +73,7 @@ if TYPE_CHECKING:
         Repository,
         RepositoryInfo,
         RestoreResult,
+        RetentionPolicy,
         Size,
         SnapshotDiff,
         StoreCommitter,
@@ -75,6 +81,7 @@ if TYPE_CHECKING:
         Undecoded,
         VerifyReport,
         backup,
+        copy,
         describe_checkpoints,
         diff,
         gc,
@@ -93,6 +100,7 @@ if TYPE_CHECKING:
         require_store,
         restore,
         restore_partitions,
+        rotate_key,
         stats,
         unfinished_commits,
         verify,
@@ -106,24 +114,27 @@ if TYPE_CHECKING:
         CheckpointLog,
         FileRange,
         GetRequest,
+        KeyProvider,
         LocalStore,
         PutRequest,
     )
-    from blobstate.plugin.records import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec
+    from blobstate.plugin.records import BlobStoreSpec, CheckpointLogSpec, KeyProviderSpec, LocalStoreSpec
 
 __all__ = [
     "AppendOutcomeUnknown", "BlobInfo", "BlobNotFound", "BlobStore", "BlobStoreSpec", "BlobstateError", "Checkpoint",
     "CheckpointLog", "CheckpointLogSpec", "ChecksumMismatch", "ConfigurationError", "CorruptIndexError",
-    "CorruptJournalError", "DirIndex", "FencedError", "FileBlob", "FileIndex", "FileRange", "GetRequest",
-    "IntegrityError", "LocalStore", "LocalStoreSpec", "NothingToRestore", "PluginError", "PutRequest",
-    "RepositoryNotFound", "SnapshotIndex", "StorageError", "StoreKey", "TransientStorageError", "UnsafePathError",
+    "CorruptJournalError", "DirIndex", "EncryptionKeyError", "FencedError", "FileBlob", "FileIndex", "FileRange",
+    "GetRequest", "IntegrityError", "KeyProvider", "KeyProviderSpec", "LocalStore", "LocalStoreSpec",
+    "NothingToRestore", "PluginError", "PutRequest", "RepositoryNotFound", "SnapshotIndex", "StorageError",
+    "StoreKey", "TransientStorageError", "UnsafePathError",
     "hookimpl", "hookspec",
     "BackupPreview", "BackupResult", "CheckpointSummary", "CommitState", "Duration", "GcReport", "Listing",
     "LocalCheckpoint", "Repository", "RepositoryInfo", "RestoreResult", "Size", "SnapshotDiff", "StoreCommitter",
     "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
-    "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
+    "recover_all", "require_store", "restore", "rotate_key", "stats", "unfinished_commits", "verify",
     "Change", "Undecoded", "read_changes", "read_state", "GroupRestoreResult", "restore_partitions",
+    "CopyReport", "DataSubset", "RetentionPolicy", "copy",
 ]
 
 

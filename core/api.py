@@ -1,6 +1,7 @@
 """The public Python API: one function per verb, each opening the repository from URLs, doing one job, closing it.
 
-The verbs are ``__all__``'s functions (``read_state`` and ``read_changes``: a store's keys and values as data);
+The verbs are ``__all__``'s functions (``read_state`` and ``read_changes``: a store's keys and values as data;
+``copy``: replicate a repository; ``rotate_key``: re-wrap an encrypted repository's data key);
 ``StoreCommitter`` (``blobstate.commit.backup``) is the long-lived form for a job that commits repeatedly (Spark).
 The CLI calls only these functions.
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from blobstate.maintenance.queries import (  # the read-only verbs, re-exported, and the helpers every verb shares
@@ -31,29 +32,33 @@ from blobstate.maintenance.queries import (  # the read-only verbs, re-exported,
     ls,
     name_store,
     open_repository,
+    read_changes,
+    read_state,
     require_store,
     stats,
     unfinished_commits,
 )
 from blobstate.model.layout import DEFAULT_CHUNK_SIZE, DEFAULT_RETAIN, DEFAULT_TTL_MS
-from blobstate.repository.settings import api_verb
+from blobstate.repository.settings import api_verb, overriding
 
 # Each verb imports the rooms it needs when it runs (``blobstate backup`` never imports restore, maintenance or
 # rich: ``python -X importtime -m blobstate.cli backup ...``); the names re-exported here resolve on first use
 # (``__getattr__`` below, PEP 562), and type checkers see them through these imports.
 if TYPE_CHECKING:
     from blobstate.commit.backup import BackupResult, LocalCheckpoint, StoreCommitter
+    from blobstate.commit.copy import CopyReport
     from blobstate.commit.preview import BackupPreview
     from blobstate.commit.recover import Report
     from blobstate.journal.projection import CommitState
     from blobstate.maintenance.catalog import CheckpointSummary, Listing, SnapshotDiff, StoreStats
     from blobstate.maintenance.gc import GcReport
-    from blobstate.maintenance.verify import VerifyReport, raise_for_reports
+    from blobstate.maintenance.verify import DataSubset, VerifyReport, raise_for_reports
     from blobstate.model.progress import Progress
     from blobstate.model.records import StoreKey
+    from blobstate.model.retention import RetentionPolicy
     from blobstate.repository.marker import RepositoryInfo
     from blobstate.repository.repo import Repository
-    from blobstate.restoring.entries import Undecoded, Value
+    from blobstate.restoring.entries import Undecoded
     from blobstate.restoring.group import GroupRestoreResult
     from blobstate.restoring.snapshot import RestoreResult
     from blobstate.restoring.state import Change
@@ -65,15 +70,17 @@ __all__ = [
     "LocalCheckpoint", "Repository", "RepositoryInfo", "RestoreResult", "Size", "SnapshotDiff", "StoreCommitter",
     "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
-    "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
+    "recover_all", "require_store", "restore", "rotate_key", "stats", "unfinished_commits", "verify",
     "Change", "Undecoded", "read_changes", "read_state", "GroupRestoreResult", "restore_partitions",
+    "CopyReport", "DataSubset", "RetentionPolicy", "copy",  # issue 33: copy, sampled verify, retention policies
 ]
 
 #: The names this module re-exports, by the module that defines them (imported on first use).
 _REEXPORTED: dict[str, str] = {name: f"blobstate.{module}" for module, names in (
     ("commit.backup", "BackupResult LocalCheckpoint StoreCommitter"), ("commit.preview", "BackupPreview"),
     ("journal.projection", "CommitState"), ("maintenance.catalog", "CheckpointSummary Listing SnapshotDiff StoreStats"),
-    ("maintenance.gc", "GcReport"), ("maintenance.verify", "VerifyReport raise_for_reports"),
+    ("maintenance.gc", "GcReport"), ("maintenance.verify", "DataSubset VerifyReport raise_for_reports"),
+    ("commit.copy", "CopyReport"), ("model.retention", "RetentionPolicy"),
     ("repository.marker", "RepositoryInfo"), ("repository.repo", "Repository"), ("restoring.snapshot", "RestoreResult"),
     ("restoring.group", "GroupRestoreResult"), ("restoring.state", "Change"), ("restoring.entries", "Undecoded"),
 ) for name in names.split()}
@@ -96,32 +103,68 @@ def __dir__() -> list[str]:
 
 @api_verb
 def init(*, repo: str, storage_options: Options = None, log: str | None = None, log_options: Options = None,
-         change_log: bool = False) -> RepositoryInfo:
+         change_log: bool = False, encrypt: bool = False, key_file: str | None = None,
+         key_provider: str | None = None, key_id: str | None = None) -> RepositoryInfo:
     """Make ``repo`` a blobstate repository (write its marker, recording its checkpoint log ``log``, default the
     file log inside it; optional: the first backup does it too).
 
     Idempotent on a repository with the same log. ``change_log``: move an existing repository to the log ``log`` on
     purpose (the checkpoints recorded in the old log are not carried over: back up each store again through the
-    new one). Raises ``RepositoryNotFound`` (exit 6) for a location that holds other objects, ``LogMismatchError``
-    (exit 2) for another log without ``change_log``.
+    new one). A repository is created encrypted when a key is configured (``key_file`` or ``BLOBSTATE_KEY_FILE``;
+    ``key_provider`` and ``key_id`` for a KMS plugin); ``encrypt`` makes a missing key an error instead of a
+    plaintext repository. Raises ``RepositoryNotFound`` (exit 6) for a location that holds other objects,
+    ``LogMismatchError`` (exit 2) for another log without ``change_log``, ``EncryptionKeyError`` (exit 3) for
+    ``encrypt`` without a key, a wrong key, or a key for an existing repository that is not encrypted.
     """
-    with open_repository(repo, log, storage_options, log_options, create=True,
-                         change_log=change_log) as repository:
+    from blobstate.codec.keys import KeyConfig
+
+    keys = KeyConfig.current(key_file=key_file, provider=key_provider, key_id=key_id).required(encrypt)
+    with open_repository(repo, log, storage_options, log_options, create=True, change_log=change_log,
+                         key_config=keys) as repository:
         assert repository.info is not None
         return repository.info
 
 
 @api_verb
+def rotate_key(*, repo: str, storage_options: Options = None, key_file: str | None = None,
+               new_key_file: str | None = None, new_key_provider: str | None = None,
+               new_key_id: str | None = None) -> RepositoryInfo:
+    """Re-wrap an encrypted repository's data key with a new key (``new_key_file``, or ``new_key_provider`` and
+    ``new_key_id`` for a KMS plugin): only the marker is rewritten, no data; the old key (``key_file`` or
+    ``BLOBSTATE_KEY_FILE``) must unwrap it first. The data key itself stays: whoever kept it (or the old key and
+    an old copy of the marker) can still read the repository. Raises ``EncryptionKeyError`` (exit 3) when the old
+    key does not unwrap it, ``RepositoryNotFound`` (exit 6), ``ConfigurationError`` (exit 2) for a repository that
+    is not encrypted or no new key.
+    """
+    from blobstate.codec.keys import KeyConfig
+    from blobstate.repository.backends import open_blob_store
+    from blobstate.repository.marker import rotate_data_key
+
+    store = open_blob_store(repo, storage_options=storage_options)
+    try:
+        return rotate_data_key(store, repo, KeyConfig.current(key_file=key_file),
+                               KeyConfig(new_key_file, new_key_provider, new_key_id))
+    finally:
+        store.close()
+
+
+@api_verb
 def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
            store: str | None = None, store_type: str | None = None, batch_id: int | None = None,
-           source: object | None = None, ttl: Duration = DEFAULT_TTL_MS, retain: int = DEFAULT_RETAIN,
-           chunk_size: Size = DEFAULT_CHUNK_SIZE, max_concurrency: int = 8, storage_options: Options = None,
-           log_options: Options = None, ttl_mode: str | None = None, work_base: str | None = None,
-           work_dir: str | None = None, progress: Progress | None = None, expected_generation: int | None = None,
-           create: bool = True, on_create: Callable[[str], None] | None = None) -> BackupResult:
+           source: object | None = None, ttl: Duration = DEFAULT_TTL_MS, retain: int | None = None,
+           retention: RetentionPolicy | str | None = None, chunk_size: Size = DEFAULT_CHUNK_SIZE,
+           max_concurrency: int = 8, storage_options: Options = None, log_options: Options = None,
+           ttl_mode: str | None = None, work_base: str | None = None, work_dir: str | None = None,
+           progress: Progress | None = None, expected_generation: int | None = None, create: bool = True,
+           on_create: Callable[[str], None] | None = None, append_only: bool | None = None,
+           limit_upload: Size | None = None, limit_download: Size | None = None) -> BackupResult:
     """Back up the store at ``source_dir`` (or the live handle ``source``) as a new committed snapshot.
 
-    ``ttl``: how long new blobs live unless their commit completes; ``retain``: newest checkpoints kept;
+    ``ttl``: how long new blobs live unless their commit completes; ``retain``: newest checkpoints kept, or
+    ``retention``: a ``RetentionPolicy`` (restic's ``forget`` rules, or their text ``"last=3,daily=7"``); neither:
+    the policy the store's latest snapshot records (default: the newest ``DEFAULT_RETAIN``). ``append_only``: delete
+    nothing (retention and aborts are left to ``gc``); ``limit_upload``/``limit_download``: bytes per second
+    (``10MiB``), for the process while the call runs (``blobstate.repository.settings.overriding``).
     ``chunk_size``: bytes per blob; ``expected_generation``: fence against it instead of the log's latest. The
     first backup into an empty location creates the repository (``preview_backup`` says what a backup would do,
     committing nothing); with ``create=False`` a location without a repository is refused (``RepositoryNotFound``)
@@ -131,21 +174,27 @@ def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "de
     """
     from blobstate.commit.backup import StoreCommitter
     from blobstate.local import workdir
+    from blobstate.model.retention import RetentionPolicy
     from blobstate.model.units import parse_duration_ms, parse_size
     from blobstate.repository.backends import detect_store_type
     from blobstate.repository.options import redact
 
     key = name_store(job, task, store, directory=source_dir)
     store_type = store_type or detect_store_type(source_dir)
-    with open_repository(repo, log, storage_options, log_options, create=create, ttl_mode=ttl_mode,
-                         max_concurrency=max_concurrency) as repository:
+    policy = RetentionPolicy.of(retention) if retention is not None else (
+        RetentionPolicy(last=retain) if retain is not None else None)
+    with overriding(append_only=append_only, limit_upload=limit_upload, limit_download=limit_download), \
+            open_repository(repo, log, storage_options, log_options, create=create, ttl_mode=ttl_mode,
+                            max_concurrency=max_concurrency) as repository:
         if on_create is not None and repository.info is not None and repository.info.created:
             on_create(str(redact(repository.url)))
         with StoreCommitter(key, repository, store_type=store_type,
                             work_dir=work_dir or workdir.store_work_dir(repository.url, key, work_base),
-                            ttl_ms=parse_duration_ms(ttl), retain=retain,
+                            ttl_ms=parse_duration_ms(ttl), retention=policy or RetentionPolicy(last=DEFAULT_RETAIN),
                             chunk_size=parse_size(chunk_size), max_concurrency=max_concurrency, progress=progress,
                             expected_generation=expected_generation) as committer:
+            if policy is None:
+                committer.use_recorded_retention()
             return committer.backup(source if source is not None else source_dir, batch_id=batch_id)
 
 
@@ -176,7 +225,8 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
             ttl_mode: str | None = None, max_concurrency: int = 8, work_base: str | None = None,
             work_dir: str | None = None, progress: Progress | None = None, cleanup: bool = True,
             validate: bool = True, force: bool = False, dry_run: bool = False,
-            partition: int | None = None, verify_kept: str = "cache") -> RestoreResult:
+            partition: int | None = None, verify_kept: str = "cache", append_only: bool | None = None,
+            limit_download: Size | None = None, limit_upload: Size | None = None) -> RestoreResult:
     """Restore the latest state (or ``checkpoint``: ``latest``, an id, a unique prefix or a generation; or the
     state after batch ``max_batch_id``) into ``dest_dir``, downloading only what is missing or different; a store
     with delta records gets its snapshot, then the deltas after it (``blobstate.restoring.chain``).
@@ -187,12 +237,14 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
     never deletes them, ``blobstate.restoring.guard``). With ``dry_run`` the result
     lists the changes and nothing is written (no cleanup either). With ``cleanup`` the init step runs afterwards:
     recovery of this host's journal, then TTL removal and retention from the index alone (Samza's init on a new
-    host). Each snapshot index is read once (``Repository.reading_indexes_once``): the store type, the restore and
-    the init cleanup share it. Raises ``RepositoryNotFound`` (exit 6), ``NothingToRestore`` (exit 5),
+    host; with ``append_only`` it deletes nothing). Each snapshot index is read once
+    (``Repository.reading_indexes_once``): the store type, the restore and the init cleanup share it.
+    ``verify_kept``: how a file already in ``dest`` is known to be the snapshot's: ``cache`` (read unless this
+    host's checksums, keyed with ctime, vouch for it), ``identity`` (an immutable file by its size and nanosecond
+    mtime, unread) or ``full`` (read; ``blobstate.restoring.plan``). ``limit_download``/``limit_upload``: bytes
+    per second, as in ``backup``. Raises ``RepositoryNotFound`` (exit 6), ``NothingToRestore`` (exit 5),
     ``IntegrityError`` subclasses (exit 3), ``RestoreRefused`` (exit 2), ``LocalStoreError``: in every case the
-    destination is left as it was. ``verify_kept``: how a file already in ``dest`` is known to be the snapshot's:
-    ``cache`` (read unless this host's checksums, keyed with ctime, vouch for it), ``identity`` (an immutable file
-    by its size and nanosecond mtime, unread) or ``full`` (read; ``blobstate.restoring.plan``).
+    destination is left as it was.
     """
     from blobstate.commit.recover import cleanup_after_restore
     from blobstate.local import workdir
@@ -203,8 +255,9 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
     from blobstate.restoring.snapshot import recorded_store_type
 
     key = name_store(job, task, store, directory=dest_dir)
-    with open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode,
-                         max_concurrency=max_concurrency) as repository, repository.reading_indexes_once():
+    with overriding(append_only=append_only, limit_upload=limit_upload, limit_download=limit_download), \
+            open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode,
+                            max_concurrency=max_concurrency) as repository, repository.reading_indexes_once():
         chain = replay.plan(repository, key, checkpoint=checkpoint,
                             max_batch_id=max_batch_id, partition=partition)
         _logger.info("restoring %s: %s", key, chain.describe())
@@ -227,11 +280,13 @@ def restore_partitions(dest_dir: str, *, repo: str, log: str | None = None, job:
                        store: str, partitions: list[int] | None = None, max_batch_id: int | None = None,
                        storage_options: Options = None, log_options: Options = None, max_concurrency: int = 8,
                        work_base: str | None = None, cleanup: bool = True, force: bool = False, dry_run: bool = False,
-                       verify_kept: str = "cache") -> GroupRestoreResult:
+                       verify_kept: str = "cache", append_only: bool | None = None,
+                       limit_download: Size | None = None, limit_upload: Size | None = None) -> GroupRestoreResult:
     """Restore every partition of a partitioned store (or ``partitions``) into ``dest_dir/<p>/`` in this process,
     ``max_concurrency`` partitions at a time (``blobstate.restoring.group``); each partition as ``restore(...,
-    partition=p)`` restores it. The result has each partition's and the group's throughput. Raises what
-    ``restore`` raises, ``NothingToRestore`` for a store that is not partitioned."""
+    partition=p)`` restores it (``append_only``, ``limit_download``, ``limit_upload`` too). The result has each
+    partition's and the group's throughput. Raises what ``restore`` raises, ``NothingToRestore`` for a store that
+    is not partitioned."""
     from blobstate.commit.recover import cleanup_after_restore
     from blobstate.local import workdir
     from blobstate.repository.backends import open_local_store
@@ -239,7 +294,8 @@ def restore_partitions(dest_dir: str, *, repo: str, log: str | None = None, job:
     from blobstate.restoring.group import restore_partitions as restore_group
 
     key = name_store(job, task, store)
-    with open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency) as repository:
+    with overriding(append_only=append_only, limit_upload=limit_upload, limit_download=limit_download), \
+            open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency) as repository:
         wd = workdir.store_work_dir(repository.url, key, work_base)
         guard.check_restore_destination(dest_dir, repo_url=repository.url, log_url=log, work_dir=wd,
                                         work_base=work_base or workdir.default_base())
@@ -251,76 +307,33 @@ def restore_partitions(dest_dir: str, *, repo: str, log: str | None = None, job:
         return result
 
 
-def read_state(*, repo: str, log: str | None = None, job: str = "default", task: str = "0", store: str | None = None,
-               partition: int | None = None, batch_id: int | None = None, checkpoint: str | int | None = None,
-               storage_options: Options = None, log_options: Options = None,
-               scratch_dir: str | None = None) -> Iterator[tuple[Value, Value]]:
-    """The ``(key, value)`` entries of a store exactly as after batch ``batch_id`` (or after the batch of the record
-    ``checkpoint`` names; default: the newest state), in the store's key order: of a driver store, of partition
-    ``partition`` of a partitioned store, or of every partition in turn (``partition`` None).
-
-    Keys and values come back as the binding wrote them (``str``, ``bytes``, ``int``, ``float``, ``bool``;
-    ``Undecoded`` bytes for anything else, never unpickled: ``blobstate.restoring.entries``). Read only: each chain
-    (snapshot, then deltas) is restored into a private temporary directory under ``scratch_dir`` (default: the
-    system's), removed once read; nothing is written to the repository (no journal, no cleanup). The store and the
-    batch are checked at once, the entries read as the iterator is consumed. Raises ``RepositoryNotFound`` (exit 6),
-    ``NothingToRestore`` (exit 5, naming the stores there are), ``BatchNotRetained`` (exit 5, naming the oldest
-    readable batch), ``IntegrityError`` (exit 3), ``ConfigurationError`` (a partition outside the group, a store of
-    files).
-    """
-    from blobstate.maintenance.queries import check_store
-    from blobstate.restoring import state as state_reader
-
-    key = name_store(job, task, store)
-    with open_repository(repo, log, storage_options, log_options) as repository:
-        check_store(repository, key)
-        plan = state_reader.plan_state(repository, key, partitions=None if partition is None else [partition],
-                                       batch_id=batch_id, checkpoint=checkpoint)
-    return state_reader.entries(plan, lambda: open_repository(repo, log, storage_options, log_options), scratch_dir)
-
-
-def read_changes(*, repo: str, log: str | None = None, job: str = "default", task: str = "0",
-                 store: str | None = None, from_batch: int | None = None, to_batch: int | None = None,
-                 partition: int | None = None, storage_options: Options = None,
-                 log_options: Options = None) -> Iterator[Change]:
-    """The writes of batches ``from_batch..to_batch`` (both included; default: every batch whose delta is retained)
-    as ``Change(batch_id, partition, op, key, value)`` rows, from the delta changelogs in the repository: batch by
-    batch, each in its writes' order, partition by partition (of a partitioned store: every partition, or
-    ``partition``). Applied in order to the state after ``from_batch - 1`` they give the state after ``to_batch``.
-    Read only. Raises what ``read_state`` raises; ``BatchNotRetained`` names the oldest batch whose changes are
-    still held.
-    """
-    from blobstate.maintenance.queries import check_store
-    from blobstate.restoring import state as state_reader
-
-    key = name_store(job, task, store)
-    with open_repository(repo, log, storage_options, log_options) as repository:
-        check_store(repository, key)
-        plans = state_reader.change_plans(repository, key, from_batch=from_batch, to_batch=to_batch,
-                                          partitions=None if partition is None else [partition])
-    return state_reader.changes(plans, lambda: open_repository(repo, log, storage_options, log_options))
-
-
 @api_verb
 def verify(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
            store: str | None = None, checkpoint: str | int | None = None, all_checkpoints: bool = False,
            storage_options: Options = None, log_options: Options = None, max_concurrency: int = 8,
-           raise_on_error: bool = True) -> list[VerifyReport]:
+           raise_on_error: bool = True, read_data_subset: str | DataSubset | None = None,
+           seed: int | None = None, limit_download: Size | None = None) -> list[VerifyReport]:
     """Read every blob of the chosen checkpoint(s) and check sizes and CRC32C: of one store (``store``), or of every
     store of the repository matching ``job``/``task`` (the latest checkpoint of each, or all with
-    ``all_checkpoints``). The latest of a partitioned store is every partition's latest state (its snapshot and
-    the deltas after it), one report per partition.
+    ``all_checkpoints``), ``max_concurrency`` stores at a time (``blobstate.maintenance.stores``). The latest of a
+    partitioned store is every partition's latest state (its snapshot and the deltas after it), one report per
+    partition. ``read_data_subset`` (``1/7``, ``5%``, a ``DataSubset``; ``seed`` fixes a random sample) reads only
+    part of the data, restic's way; metadata is always checked.
 
     Raises ``ChecksumMismatch`` (exit 3) naming each damaged file when ``raise_on_error``, ``NothingToRestore``
     (exit 5) when there is no checkpoint to verify.
     """
     from blobstate.maintenance.stores import verify_repository
-    from blobstate.maintenance.verify import raise_for_reports
+    from blobstate.maintenance.verify import DataSubset, raise_for_reports
 
-    with open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency,
-                         count_calls=True) as repository:
+    subset = (read_data_subset if isinstance(read_data_subset, DataSubset) or read_data_subset is None
+              else DataSubset.parse(read_data_subset, seed=seed))
+    with overriding(limit_download=limit_download), \
+            open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency,
+                            count_calls=True) as repository:
         reports = verify_repository(repository, keys=None if store is None else [name_store(job, task, store)],
-                                    job=job, task=task, checkpoint=checkpoint, all_checkpoints=all_checkpoints)
+                                    job=job, task=task, checkpoint=checkpoint, all_checkpoints=all_checkpoints,
+                                    subset=subset)
         if raise_on_error:
             raise_for_reports(reports)
         return reports
@@ -329,24 +342,66 @@ def verify(*, repo: str, log: str | None = None, job: str | None = None, task: s
 @api_verb
 def gc(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
        store: str | None = None, dry_run: bool = False, ttl: Duration = DEFAULT_TTL_MS, retain: int | None = None,
-       now_ms: int | None = None, storage_options: Options = None, log_options: Options = None,
-       ttl_mode: str | None = None, work_base: str | None = None,
+       retention: RetentionPolicy | str | None = None, now_ms: int | None = None, storage_options: Options = None,
+       log_options: Options = None, ttl_mode: str | None = None, work_base: str | None = None,
        keys: list[StoreKey] | None = None, max_concurrency: int = 8) -> list[GcReport]:
     """Delete expired and orphaned blobs of every store (or the one ``store``, or those matching ``job``/``task``),
+    and prune the checkpoints retention drops; each report lists the checkpoints kept and the rule keeping each.
     ``max_concurrency`` stores at a time; the whole repository is listed once (``blobstate.maintenance.stores``).
 
-    ``retain`` defaults to each store's recorded retention (see ``blobstate.maintenance.gc.collect``); ``now_ms``
-    (ms since the epoch) is for tests.
+    ``retain`` (a count) or ``retention`` (a ``RetentionPolicy`` or its text) default to each store's recorded
+    retention (see ``blobstate.maintenance.gc.collect``); ``now_ms`` (ms since the epoch) is for tests.
     """
     from blobstate.maintenance.stores import gc_repository
     from blobstate.model import layout
+    from blobstate.model.retention import RetentionPolicy
     from blobstate.model.units import parse_duration_ms
 
+    policy = RetentionPolicy.of(retention) if retention is not None else retain
     with open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency,
                          count_calls=True) as repository:
         return gc_repository(repository, keys=keys or (None if store is None else [name_store(job, task, store)]),
                              job=job, task=task, now_ms=now_ms if now_ms is not None else layout.now_ms(),
-                             ttl_ms=parse_duration_ms(ttl), retain=retain, dry_run=dry_run, work_base=work_base)
+                             ttl_ms=parse_duration_ms(ttl), retain=policy, dry_run=dry_run, work_base=work_base)
+
+
+@api_verb
+def copy(*, source: str, target: str, source_log: str | None = None, target_log: str | None = None,
+         job: str | None = None, task: str | None = None, store: str | None = None,
+         checkpoint: str | int | None = None, source_options: Options = None, target_options: Options = None,
+         source_log_options: Options = None, target_log_options: Options = None, ttl: Duration = DEFAULT_TTL_MS,
+         ttl_mode: str | None = None, max_concurrency: int = 8, work_base: str | None = None,
+         append_only: bool | None = None, limit_upload: Size | None = None,
+         limit_download: Size | None = None, source_key_file: str | None = None,
+         target_key_file: str | None = None) -> list[CopyReport]:
+    """Replicate the checkpoints of every store of ``source`` (or those ``job``/``task``/``store`` name; with
+    ``checkpoint``, one store's records up to and including that one) into the repository ``target`` (created if
+    empty, with its own marker and log), uploading only the objects the target lacks, each verified against its
+    record's or index's CRC32C; records keep their checkpoint and batch ids (``blobstate.commit.copy``). Resumable
+    and idempotent: a rerun after a kill finishes the job, a rerun with nothing new uploads nothing.
+
+    ``ttl``: the TTL of the uploads until each record lands; ``append_only``, ``limit_upload``,
+    ``limit_download``: as in ``backup``. ``source_key_file``, ``target_key_file``: each side's key file when it is
+    encrypted (default for both: ``BLOBSTATE_KEY_FILE``): every object is opened with the source's key and sealed
+    with the target's (an empty target is created encrypted when it has a key). Raises ``NothingToRestore`` (exit
+    5) for a ``store`` without checkpoints, ``IntegrityError`` (exit 3) for a source object that does not match its
+    record (that record is not copied; those before it are), ``FencedError`` (exit 4) when another writer appends
+    at the target, ``EncryptionKeyError`` (exit 3) for a key that does not open its side.
+    """
+    from blobstate.codec.keys import KeyConfig
+    from blobstate.commit.copy import copy_stores
+    from blobstate.maintenance.queries import select_stores
+    from blobstate.model.units import parse_duration_ms
+
+    with overriding(append_only=append_only, limit_upload=limit_upload, limit_download=limit_download), \
+            open_repository(source, source_log, source_options, source_log_options, max_concurrency=max_concurrency,
+                            key_config=KeyConfig.current(key_file=source_key_file)) as src, \
+            open_repository(target, target_log, target_options, target_log_options, create=True,
+                            ttl_mode=ttl_mode, max_concurrency=max_concurrency,
+                            key_config=KeyConfig.current(key_file=target_key_file)) as dst:
+        keys = select_stores(src, job, task, store, require=store is not None)
+        return copy_stores(src, dst, keys, checkpoint=checkpoint, ttl_ms=parse_duration_ms(ttl),
+                           max_concurrency=max_concurrency, work_base=work_base)
 
 
 @api_verb

@@ -8,7 +8,7 @@ create succeeds.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from blobstate.errors import AppendOutcomeUnknown, BlobNotFound, CorruptIndexError, FencedError, StorageError
@@ -109,6 +109,18 @@ class FileCheckpointLog(CheckpointLog):
             self.store.delete(record_id(key, generation))
             if cp is not None:
                 removed.append(cp)
+        return removed
+
+    def forget(self, key: StoreKey, records: Sequence[Checkpoint]) -> list[Checkpoint]:
+        gens = self._generations(key)
+        removed = []
+        for record in records:
+            if gens and record.generation >= gens[-1]:
+                raise ValueError(f"refusing to forget generation {record.generation} of {key}: the newest record")
+            held = self._read(key, record.generation) if record.generation in gens else None
+            if held is not None and held.checkpoint_id == record.checkpoint_id:
+                self.store.delete(record_id(key, record.generation))
+                removed.append(held)
         return removed
 
     def keys(self) -> list[StoreKey]:

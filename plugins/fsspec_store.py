@@ -1,5 +1,9 @@
 """The fsspec blob store: any filesystem fsspec reaches (``file://``, plain paths, ``memory://``, ...).
 
+Bandwidth: every blob's bytes are taken from the process's upload or download limiter
+(``blobstate.plugin.transfer.throttle``) as they move: a range written from a file and a remote read piece by
+piece, a whole blob in one call before it.
+
 TTL in lease mode: a lease object (``blobstate.model.layout.lease_id``: ``<store prefix>/ttl/<blob name>``) holding
 the expiry (ms since the epoch, ``layout.Lease``) is written *before* the blob, so a crash mid-upload never leaves a
 blob without a TTL; ``remove_ttl`` deletes the lease; ``expired`` lists leases past their expiry (Samza's TTL, kept
@@ -23,6 +27,7 @@ from blobstate.errors import BlobNotFound, ConfigurationError, IntegrityError, S
 from blobstate.model.layout import MAX_LEASE_BYTES, Lease, is_lease, lease_id, leased_object
 from blobstate.plugin.interfaces import BlobInfo, BlobStore, BoundedSink, FileRange, PutRequest
 from blobstate.plugin.local_files import LocalRepository
+from blobstate.plugin.transfer import ThrottledSink, throttle
 from blobstate.repository.options import redact, resolve, secret_values
 
 log = logging.getLogger(__name__)
@@ -112,6 +117,10 @@ class FsspecBlobStore(BlobStore):
             self._set_ttl_before_put(request.blob_id, request.ttl_ms)
         path = self.path(request.blob_id)
         source = request.source
+        whole_file = isinstance(source, FileRange) and source.offset == 0 and self.local is None \
+            and os.path.getsize(source.path) == source.length
+        if self.local is not None or isinstance(source, bytes) or whole_file:
+            throttle("upload", request.size)  # sent in one call (a streamed range takes its pieces one by one)
         try:
             if self.local is not None:
                 if isinstance(source, bytes):
@@ -120,7 +129,7 @@ class FsspecBlobStore(BlobStore):
                     self.local.write_range(path, source.path, source.offset, source.length)
             elif isinstance(source, bytes):
                 self._write_bytes(path, source, request)
-            elif source.offset == 0 and os.path.getsize(source.path) == source.length:
+            elif whole_file:
                 self.fs.put_file(source.path, path, **self._put_kwargs(request))
             else:
                 self._write_range(path, source, request)
@@ -137,15 +146,10 @@ class FsspecBlobStore(BlobStore):
         kwargs = self._put_kwargs(request)
         if self.write_block_size:
             kwargs["block_size"] = self.write_block_size
-        with open(source.path, "rb") as src, self.fs.open(path, "wb", **kwargs) as dst:
-            src.seek(source.offset)
-            remaining = source.length
-            while remaining:
-                data = src.read(min(COPY_BUFFER, remaining))
-                if not data:
-                    raise StorageError(f"{source.path} shrank while it was uploaded")
+        with self.fs.open(path, "wb", **kwargs) as dst:
+            for data in source.pieces(COPY_BUFFER):
+                throttle("upload", len(data))
                 dst.write(data)
-                remaining -= len(data)
 
     def _put_kwargs(self, request: PutRequest) -> dict[str, Any]:
         """Extra keyword arguments for the filesystem's write calls (native TTL tags in cloud subclasses)."""
@@ -158,6 +162,8 @@ class FsspecBlobStore(BlobStore):
             # Written in place under its final name, so an abort or gc always finds it, even torn by a crash; a
             # reader that sees it half-written treats it as unreadable, which expires only once it is old.
             data = Lease(blob_id, expires).to_bytes()
+            if self.metadata_seal is not None:  # an encrypted repository: the core's seal, opaque to this store
+                data = self.metadata_seal.seal(lease_id(blob_id), data)
             if self.local is not None:
                 self.local.write_bytes(lease, data)
             else:
@@ -186,17 +192,19 @@ class FsspecBlobStore(BlobStore):
         try:
             if self.local is not None:
                 with self.local.open_read(path) as src:
-                    return _copy(src, sink)
+                    return _copy(src, ThrottledSink(sink))  # type: ignore[arg-type]
             with self.fs.open(path, "rb", block_size=REMOTE_READ, cache_type="none") as src:
-                return _copy(src, sink, REMOTE_READ)
+                return _copy(src, ThrottledSink(sink), REMOTE_READ)  # type: ignore[arg-type]
         except FileNotFoundError:
             raise BlobNotFound(blob_id) from None
 
     def get_bytes(self, blob_id: str) -> bytes:
         try:
-            return self._cat(self.path(blob_id))
+            data = self._cat(self.path(blob_id))
         except FileNotFoundError:
             raise BlobNotFound(blob_id) from None
+        throttle("download", len(data))
+        return data
 
     def _cat(self, path: str) -> bytes:
         return self.local.read_bytes(path) if self.local is not None else self.fs.cat_file(path)
@@ -209,6 +217,7 @@ class FsspecBlobStore(BlobStore):
             raise BlobNotFound(blob_id) from None
         if len(head) > sink.limit:
             raise sink.too_large()
+        throttle("download", len(head))
         sink.write(head)
         return head
 
@@ -322,7 +331,8 @@ class FsspecBlobStore(BlobStore):
         out = []
         for rel, info in leases.items():
             try:
-                lease = Lease.from_bytes(self.get_bounded(rel, BoundedSink(MAX_LEASE_BYTES, f"lease {rel}")))
+                body = self.get_bounded(rel, BoundedSink(MAX_LEASE_BYTES, f"lease {rel}"))
+                lease = Lease.from_bytes(body if self.metadata_seal is None else self.metadata_seal.open(rel, body))
                 if lease.blob_id != leased_object(rel):
                     self.foreign_leases.append(rel)
                     log.warning("ignored lease %s of %s: it names %s, not its own blob %s", rel,

@@ -45,13 +45,17 @@ VERIFY_KEPT = ("cache", "identity", "full")
                    "host's checksum cache, keyed with ctime, vouches for it), identity (a RocksDB SST by its name, "
                    "size and mtime, unread: faster, blind to a data block changed with the mtime put back), full "
                    "(every kept file read, no cache). Files that change in place are always read.")
+@common.append_only_option
+@common.limit_download_option
+@common.limit_upload_option
 @common.json_option
 @common.quiet_option
 @common.handle_errors
 def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple[str, ...],
             log_option: tuple[str, ...], ttl_mode: str | None, max_concurrency: int, work_dir: str | None, job: str,
             task: str, store: str | None, checkpoint: str | None, max_batch_id: int | None, partition: int | None,
-            store_type: str | None, no_cleanup: bool, verify_kept: str, force: bool, dry_run: bool, as_json: bool,
+            store_type: str | None, no_cleanup: bool, verify_kept: str, append_only: bool | None,
+            limit_download: int | None, limit_upload: int | None, force: bool, dry_run: bool, as_json: bool,
             quiet: bool, all_partitions: bool) -> None:
     """Restore a checkpoint (default: the latest) into DEST_DIR, downloading only what is missing or different."""
     from blobstate import api
@@ -65,6 +69,7 @@ def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple
                             log_url=log_url, storage_option=storage_option, log_option=log_option,
                             max_concurrency=max_concurrency, work_dir=work_dir, max_batch_id=max_batch_id,
                             cleanup=not no_cleanup, force=force, dry_run=dry_run, verify_kept=verify_kept,
+                            append_only=append_only, limit_download=limit_download, limit_upload=limit_upload,
                             as_json=as_json, quiet=quiet)
         return
     key = common.store_key(job, task, store, dest_dir)
@@ -75,7 +80,8 @@ def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple
         **common.repository(repo, log_url, storage_option, log_option),
         ttl_mode=ttl_mode, max_concurrency=max_concurrency,
         work_base=work_dir, progress=common.progress(quiet or dry_run), cleanup=not no_cleanup, force=force,
-        dry_run=dry_run, verify_kept=verify_kept,
+        dry_run=dry_run, verify_kept=verify_kept, append_only=append_only, limit_download=limit_download,
+        limit_upload=limit_upload,
     )
     if as_json:
         common.emit(True, result.to_json(), "")

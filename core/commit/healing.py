@@ -43,9 +43,9 @@ def present_blobs(repo: Repository, key: StoreKey) -> set[str]:
 
 def chunk_puts(f: FileIndex, path: str, wanted: Iterable[str], ttl_ms: int | None) -> list[PutRequest]:
     """Put requests for the chunks of ``f`` whose blob ids are in ``wanted``, read from the local file ``path``
-    (which must hold ``f``'s content), under their recorded blob ids and offsets."""
+    (which must hold ``f``'s content), under their recorded blob ids and offsets, stored as recorded (``codec``)."""
     wanted = set(wanted)
-    return [PutRequest(blob.blob_id, FileRange(path, blob.offset, length), ttl_ms)
+    return [PutRequest(blob.blob_id, FileRange(path, blob.offset, length), ttl_ms, blob.codec)
             for blob, length in f.chunk_ranges() if blob.blob_id in wanted]
 
 
@@ -108,7 +108,7 @@ def heal_blob(repo: Repository, key: StoreKey, blob_id: str, data: bytes | None)
     if data is None:
         return False
     log.warning("the committed changelog %s of %s was lost; putting it back", blob_id, key)
-    repo.store.put(PutRequest(blob_id, data))
+    repo.store.put(PutRequest(blob_id, data, codec=repo.metadata_codec))
     return True
 
 

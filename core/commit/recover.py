@@ -39,6 +39,8 @@ from blobstate.local import workdir
 from blobstate.model import layout
 from blobstate.model.layout import DEFAULT_RETAIN, now_ms
 from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.model.retention import RetentionPolicy
+from blobstate.plugin.interfaces import BlobStore
 from blobstate.repository.backends import normalize_url
 from blobstate.repository.options import display_url
 from blobstate.repository.repo import Repository
@@ -90,8 +92,8 @@ def _check_belongs(state: CommitState, key: StoreKey, repo: Repository) -> None:
                                  f"{state.log_url}, not {log_url} (is --log right?): recovery changed nothing")
 
 
-def recover(session: StoreSession, repo: Repository, *, retain: int = DEFAULT_RETAIN, dry_run: bool = False,
-            report: Report | None = None) -> list[tuple[RecoveryAction, str]]:
+def recover(session: StoreSession, repo: Repository, *, retain: int | RetentionPolicy = DEFAULT_RETAIN,
+            dry_run: bool = False, report: Report | None = None) -> list[tuple[RecoveryAction, str]]:
     """Plan and (unless ``dry_run``) carry out recovery; returns ``(action, outcome)`` pairs in journal order.
 
     A commit whose append outcome stays unknown is left open (outcome ``unresolved``; nothing it wrote deleted).
@@ -205,3 +207,11 @@ def recover_work_base(work_base: str, *, repo: str | None = None, log: str | Non
             repository.close()
         done.append(journal)
     return done
+
+
+def objects_left(store: BlobStore, key: StoreKey, state: CommitState) -> list[str]:
+    """The objects that open commit ``state`` of ``key`` may have created (planned, uploaded, its index) and that
+    ``store`` holds now, sorted: exactly what an interrupted commit or abort leaves in the repository (issue 27
+    case 6), from one listing of ``key``'s prefix. Raises ``StorageError`` when the store does not answer."""
+    present = {info.blob_id for info in store.list(key.prefix)}
+    return sorted(state.blob_ids & present)

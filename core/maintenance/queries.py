@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -23,8 +25,11 @@ from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
 from blobstate.repository.settings import api_verb
 
-if TYPE_CHECKING:  # the catalog and gc are imported by the verbs that use them: a backup opens none of them
+if TYPE_CHECKING:  # the catalog, gc and the state reader are imported by the verbs that use them: a backup opens
+    # none of them
     from blobstate.maintenance.catalog import CheckpointSummary, Listing, SnapshotDiff, StoreStats
+    from blobstate.restoring.entries import Value
+    from blobstate.restoring.state import Change, StatePlan
 
 __all__ = ["Duration", "Options", "Size", "check_store", "choose_snapshot", "describe_checkpoints", "diff",
            "journal_events", "list_checkpoints", "list_stores", "ls", "require_store", "stats", "unfinished_commits"]
@@ -274,3 +279,75 @@ def unfinished_commits(*, repo: str, job: str = "default", task: str = "0", stor
     events = journal_events(work_dir=work_dir, repo=repo, key=name_store(job, task, store, key), work_base=work_base,
                             strict=False).events
     return [state for state in project(events).values() if state.is_open]
+
+
+@api_verb
+def read_state(*, repo: str, log: str | None = None, job: str = "default", task: str = "0", store: str | None = None,
+               partition: int | None = None, batch_id: int | None = None, checkpoint: str | int | None = None,
+               storage_options: Options = None, log_options: Options = None,
+               scratch_dir: str | None = None) -> Iterator[tuple[Value, Value]]:
+    """The ``(key, value)`` entries of a store exactly as after batch ``batch_id`` (or after the batch of the record
+    ``checkpoint`` names; default: the newest state), in the store's key order: of a driver store, of partition
+    ``partition`` of a partitioned store, or of every partition in turn (``partition`` None).
+
+    Keys and values come back as the binding wrote them (``str``, ``bytes``, ``int``, ``float``, ``bool``;
+    ``Undecoded`` bytes for anything else, never unpickled: ``blobstate.restoring.entries``). Read only: each chain
+    (snapshot, then deltas) is restored into a private temporary directory under ``scratch_dir`` (default: the
+    system's), removed once read; nothing is written to the repository (no journal, no cleanup). The store and the
+    batch are checked at once, the entries read as the iterator is consumed. Raises ``RepositoryNotFound`` (exit 6),
+    ``NothingToRestore`` (exit 5, naming the stores there are), ``BatchNotRetained`` (exit 5, naming the oldest
+    readable batch), ``IntegrityError`` (exit 3), ``ConfigurationError`` (a partition outside the group, a store of
+    files).
+    """
+    from blobstate.restoring import state as state_reader
+
+    key = name_store(job, task, store)
+    with open_repository(repo, log, storage_options, log_options) as repository:
+        check_store(repository, key)
+        plan = state_reader.plan_state(repository, key, partitions=None if partition is None else [partition],
+                                       batch_id=batch_id, checkpoint=checkpoint)
+    return _state_entries(plan, (repo, log, storage_options, log_options), scratch_dir)
+
+
+def _state_entries(plan: StatePlan, where: tuple[Any, ...], scratch_dir: str | None) -> Iterator[tuple[Value, Value]]:
+    from blobstate.restoring import state as state_reader
+    from blobstate.restoring.entries import open_entries
+
+    with open_repository(*where) as repository:
+        for chain in plan.chains.values():
+            with tempfile.TemporaryDirectory(prefix="blobstate-state-", dir=scratch_dir) as base:
+                path = state_reader.restore_into(repository, chain, base)
+                if path is not None:
+                    with open_entries(path) as entries:
+                        yield from entries
+
+
+@api_verb
+def read_changes(*, repo: str, log: str | None = None, job: str = "default", task: str = "0",
+                 store: str | None = None, from_batch: int | None = None, to_batch: int | None = None,
+                 partition: int | None = None, storage_options: Options = None,
+                 log_options: Options = None) -> Iterator[Change]:
+    """The writes of batches ``from_batch..to_batch`` (both included; default: every batch whose delta is retained)
+    as ``Change(batch_id, partition, op, key, value)`` rows, from the delta changelogs in the repository: batch by
+    batch, each in its writes' order, partition by partition (of a partitioned store: every partition, or
+    ``partition``). Applied in order to the state after ``from_batch - 1`` they give the state after ``to_batch``.
+    Read only. Raises what ``read_state`` raises; ``BatchNotRetained`` names the oldest batch whose changes are
+    still held.
+    """
+    from blobstate.restoring import state as state_reader
+
+    key = name_store(job, task, store)
+    with open_repository(repo, log, storage_options, log_options) as repository:
+        check_store(repository, key)
+        plans = state_reader.change_plans(repository, key, from_batch=from_batch, to_batch=to_batch,
+                                          partitions=None if partition is None else [partition])
+    return _changes(plans, (repo, log, storage_options, log_options))
+
+
+def _changes(plans: dict[int | None, list[Checkpoint]], where: tuple[Any, ...]) -> Iterator[Change]:
+    from blobstate.restoring import state as state_reader
+
+    with open_repository(*where) as repository:
+        for batch in sorted({r.batch_id for records in plans.values() for r in records if r.batch_id is not None}):
+            for p, records in plans.items():
+                yield from state_reader.read_changes(repository, [r for r in records if r.batch_id == batch], p)

@@ -33,7 +33,8 @@ from blobstate.repository.repo import Repository
 
 if TYPE_CHECKING:
     from blobstate.maintenance.gc import GcReport
-    from blobstate.maintenance.verify import VerifyReport
+    from blobstate.maintenance.verify import DataSubset, VerifyReport
+    from blobstate.model.retention import RetentionPolicy
 
 R = TypeVar("R")
 FAR_FUTURE_MS = 1 << 62  # ``expired(prefix, FAR_FUTURE_MS)`` lists every blob that carries a TTL
@@ -149,7 +150,7 @@ def calls_summary(verb: str, repo: Repository, stores: int, started: float) -> N
 
 
 def gc_repository(repo: Repository, *, keys: list[StoreKey] | None, job: str | None, task: str | None,
-                  now_ms: int, ttl_ms: int, retain: int | None, dry_run: bool,
+                  now_ms: int, ttl_ms: int, retain: int | RetentionPolicy | None, dry_run: bool,
                   work_base: str | None) -> list[GcReport]:
     """``blobstate gc``: the stores ``keys`` names (each listed on its own), or every store matching
     ``job``/``task`` from one ``RepositoryView`` (then the file log's temporaries too, for the whole
@@ -178,14 +179,17 @@ def gc_repository(repo: Repository, *, keys: list[StoreKey] | None, job: str | N
 
 
 def verify_repository(repo: Repository, *, keys: list[StoreKey] | None, job: str | None, task: str | None,
-                      checkpoint: str | int | None, all_checkpoints: bool) -> list[VerifyReport]:
+                      checkpoint: str | int | None, all_checkpoints: bool,
+                      subset: DataSubset | None = None) -> list[VerifyReport]:
     """``blobstate verify``: the latest checkpoint (or ``checkpoint``, or with ``all_checkpoints`` every retained
     one) of the stores ``keys`` names, or of every store matching ``job``/``task``, stores verified concurrently;
-    a partitioned store's latest state partition by partition. Raises ``NothingToRestore`` when a store ``keys``
-    names has no checkpoint, or there is nothing to verify."""
+    a partitioned store's latest state partition by partition; with ``subset``, only the data of the files it
+    picks (``blobstate.maintenance.verify.DataSubset``). Raises ``NothingToRestore`` when a store ``keys`` names
+    has no checkpoint, or there is nothing to verify."""
     from blobstate.errors import NothingToRestore
     from blobstate.maintenance.queries import check_store
     from blobstate.maintenance.verify import add_chain_problems, verify_checkpoint, verify_partitions
+    from blobstate.model.chain import overridden_parts
     from blobstate.repository.options import redact
 
     started = time.perf_counter()
@@ -199,15 +203,17 @@ def verify_repository(repo: Repository, *, keys: list[StoreKey] | None, job: str
             chosen = history
         elif latest is not None and latest.is_group and checkpoint in (None, "latest"):
             _logger.info("verifying the latest state of every partition of %s", key)
-            return verify_partitions(own, history)
+            return verify_partitions(own, history, subset)
         elif len(view.keys) == 1 or latest is not None:
             chosen = [own.choose(key, checkpoint=checkpoint, history=history)]
         else:
             return []
+        # a group's snapshot part a later delta of its batch voids may be gone: nothing restores it
+        voided = overridden_parts(history) if any(cp.is_group for cp in chosen) else set()
         with own.reading_indexes_once():
             for cp in chosen:
                 _logger.info("verifying %s checkpoint %s", cp.store_key, cp.checkpoint_id)
-            return [verify_checkpoint(own, cp) for cp in chosen]
+            return [verify_checkpoint(own, cp, subset, overridden=voided) for cp in chosen]
 
     reports = [r for found in for_each_store(repo, one, view.keys) for r in found]
     if not reports:

@@ -147,6 +147,20 @@ def is_index_of(key: StoreKey, object_id: str) -> bool:
     return re.fullmatch(re.escape(indexes_prefix(key)) + f"/{_TOKEN}" + re.escape(INDEX_SUFFIX), object_id) is not None
 
 
+def store_object_kind(object_id: str) -> ObjectKind | None:
+    """``ObjectKind.BLOB`` or ``ObjectKind.INDEX`` for a blob or snapshot index of some store, by the strict names
+    ``is_blob_of`` and ``is_index_of`` accept (what the repository's codec encodes, ``blobstate.codec.store``); None
+    for anything else (the marker, a lease, a checkpoint record, a scratch object, a foreign name)."""
+    name = parse(object_id)
+    if name is None or name.key is None:
+        return None
+    if name.kind is ObjectKind.BLOB and is_blob_of(name.key, object_id):
+        return ObjectKind.BLOB
+    if name.kind is ObjectKind.INDEX and is_index_of(name.key, object_id):
+        return ObjectKind.INDEX
+    return None
+
+
 def new_blob_id(key: StoreKey) -> str:
     """A fresh blob id under ``key``'s ``blobs/`` folder."""
     return blob_id(key, _clock.token())

@@ -36,6 +36,7 @@ CHECKPOINT_SCHEMA_VERSION = 3  # 2: ``kind``, the changelog fields and ``queryId
 SNAPSHOT = "snapshot"
 DELTA = "delta"
 GROUP = "group"
+SEALED = "sealed"  # a record of an encrypted repository's log, its body sealed (``blobstate.model.sealed``)
 MAX_PARTITIONS = 200  # partitions of a group: its record (about 250 bytes per entry) stays under MAX_RECORD_BYTES
 MAX_CHANGELOG_BYTES = 1 << 30  # the largest changelog blob a delta record may declare (reads are bounded by it)
 MAX_RECORD_BYTES = 64 << 10  # a checkpoint record is a few hundred bytes; anything larger is not one of ours
@@ -48,9 +49,11 @@ _I64_MAX = (1 << 63) - 1
 Count = Annotated[int, Meta(ge=0, le=_I64_MAX)]  # batch ids, partitions, ms since the epoch, attempts
 Crc32c = Annotated[int, Meta(ge=0, le=0xFFFFFFFF)]  # unsigned
 CheckpointId = Annotated[str, Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")]  # a token
+_ID_PATTERN_ERROR = re.compile(r"Expected `str` matching regex '[^']*'")  # msgspec's words for a bad token
 Text = Annotated[str, Meta(max_length=MAX_TEXT)]  # printable: ``_check``
 ObjectId = Annotated[str, Meta(max_length=4096)]  # an object of the record's own store: ``_check``
 Size = Annotated[int, Meta(ge=0, le=max(MAX_INDEX_BYTES, MAX_CHANGELOG_BYTES))]  # bytes of an index or changelog
+Generation = Annotated[int, Meta(ge=1, le=_I64_MAX)]  # a record's place in its store's log: 1, 2, ...
 
 
 @dataclass(frozen=True, order=True)
@@ -137,7 +140,7 @@ class RecordDoc(msgspec.Struct, frozen=True, rename="camel"):
 
     schema_version: Annotated[int, Meta(le=CHECKPOINT_SCHEMA_VERSION)]
     checkpoint_id: CheckpointId
-    generation: Annotated[int, Meta(ge=1, le=_I64_MAX)]
+    generation: Generation
     job_name: Text
     task_name: Text
     store_name: Text
@@ -158,7 +161,14 @@ class RecordDoc(msgspec.Struct, frozen=True, rename="camel"):
     key_columns: Annotated[tuple[KeyColumn, ...], Meta(max_length=MAX_KEY_COLUMNS)] | UnsetType = UNSET
 
 
+class _Kind(msgspec.Struct, frozen=True):
+    """A record's ``kind`` alone (every other field skipped, and any value taken): which schema decodes it."""
+
+    kind: Any = None
+
+
 _DECODER = msgspec.json.Decoder(RecordDoc)
+_KIND = msgspec.json.Decoder(_Kind)
 
 
 def _given(value: Any, default: Any) -> Any:
@@ -280,6 +290,10 @@ class Checkpoint:
         try:
             if len(data) > MAX_RECORD_BYTES:
                 raise ValueError(f"{len(data)} bytes: larger than any checkpoint record")
+            if _KIND.decode(data).kind == SEALED:  # an encrypted repository's (issue 33): blobstate.model.sealed
+                from blobstate.model.sealed import SealedRecord
+
+                return SealedRecord.decode(data)
             doc = _DECODER.decode(data)
             record = cls(
                 store_key=StoreKey(doc.job_name, doc.task_name, doc.store_name), checkpoint_id=doc.checkpoint_id,
@@ -294,8 +308,9 @@ class Checkpoint:
             _check(record)
             return record
         except (ValueError, TypeError, RecursionError, msgspec.MsgspecError, ConfigurationError) as exc:
-            # msgspec's DecodeError and ValidationError are ValueErrors too
-            raise CorruptIndexError(f"corrupt checkpoint record {source}: {exc}"[:2000]) from None
+            # msgspec's DecodeError and ValidationError are ValueErrors too; an id's pattern is said in words
+            reason = _ID_PATTERN_ERROR.sub("not a printable token", str(exc))
+            raise CorruptIndexError(f"corrupt checkpoint record {source}: {reason}"[:2000]) from None
 
 
 def _check(record: Checkpoint) -> None:

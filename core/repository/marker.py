@@ -18,6 +18,11 @@ log on purpose. The marker is created exclusively, so two first backups agree on
 into an older marker (and ``--change-log``) rewrites it and reads it back: a first use that reads another log back
 is refused, but two first uses with different logs racing within one write-and-read-back can both go on (the
 window exists only once per pre-field repository; the next command of the loser is refused).
+
+An encrypted repository's marker (format version 2, so a blobstate that reads up to 1 refuses it rather than write
+plaintext into it) adds ``"encryption": {"algorithm", "keyProvider", "keyId", "wrappedKey"}`` (``EncryptionDoc``:
+the data key wrapped by the operator's key, never the key; ``blobstate.codec.keys``); an unencrypted repository's
+stays format version 1, byte for byte as before. The marker is read bounded (``MAX_MARKER_BYTES``) whatever it holds.
 """
 
 from __future__ import annotations
@@ -25,8 +30,9 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
@@ -44,12 +50,17 @@ from blobstate.model import layout
 from blobstate.model.layout import MARKER, now_ms
 from blobstate.plugin.interfaces import BlobStore, BoundedSink, PutRequest
 
+if TYPE_CHECKING:
+    from blobstate.codec.keys import KeyConfig
+
 log = logging.getLogger(__name__)
 
 MARKER_ID = MARKER  # the marker's object id (``blobstate.model.layout.MARKER``)
 FORMAT = "blobstate-repository"
-FORMAT_VERSION = 1
-MAX_MARKER_BYTES = 64 << 10  # a marker is about 200 bytes; a larger object at its name is refused unread
+FORMAT_VERSION = 2  # the newest this blobstate reads
+PLAIN_FORMAT_VERSION = 1  # what an unencrypted repository's marker is written as (readable by every blobstate)
+ENCRYPTED_FORMAT_VERSION = 2  # a marker with ``encryption`` (issue 33): older blobstates refuse it
+MAX_MARKER_BYTES = 64 << 10  # a marker is about 200 bytes (500 encrypted); a larger object is refused unread
 #: Objects looked at, at most, to tell an empty location, a pre-marker repository and a foreign location apart.
 _SCAN_LIMIT = 10_000
 _Text = Annotated[str, Meta(max_length=4096)]
@@ -64,9 +75,21 @@ class _MarkerHead(msgspec.Struct, frozen=True, rename="camel"):
     created_by: Any = ""
 
 
+class EncryptionDoc(msgspec.Struct, frozen=True, rename="camel"):
+    """The marker's ``encryption`` object (format version 2; ``blobstate.codec.keys.EncryptionInfo`` reads its
+    values): the algorithm, the key provider's name, the id of the key that wraps the data key, and the wrapped data
+    key (base64). Never the key."""
+
+    algorithm: _Text
+    key_provider: _Text
+    key_id: _Text
+    wrapped_key: _Text
+
+
 class MarkerDoc(msgspec.Struct, frozen=True, rename="camel"):
-    """The marker as written (format version 1): ``checkpointLog`` only once a log identity is recorded. A later
-    field is added with an ``UNSET`` default, so markers without it still read."""
+    """The marker as written (format version 1; 2 with ``encryption``): ``checkpointLog`` only once a log identity
+    is recorded, ``encryption`` only in an encrypted repository's. A later field is added with an ``UNSET``
+    default, so markers without it still read."""
 
     format: str
     format_version: int
@@ -74,6 +97,7 @@ class MarkerDoc(msgspec.Struct, frozen=True, rename="camel"):
     created_time_ms: int | None = None
     created_by: _Text = ""
     checkpoint_log: _Text | UnsetType = UNSET
+    encryption: EncryptionDoc | UnsetType = UNSET
 
 
 _HEAD = msgspec.json.Decoder(_MarkerHead)
@@ -96,12 +120,15 @@ class RepositoryInfo:
     checkpoint_log: str | None = None
     #: true only in the process (and the call) that wrote the marker: the CLI says "created repository at URL"
     created: bool = field(default=False, compare=False)
+    #: an encrypted repository's key data (``blobstate.codec.keys.EncryptionInfo``: the wrapped key, never the key)
+    encryption: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The marker's JSON document (``MarkerDoc``)."""
         log_id = self.checkpoint_log if self.checkpoint_log is not None else UNSET
+        encryption = UNSET if self.encryption is None else msgspec.convert(self.encryption, EncryptionDoc)
         doc = MarkerDoc(FORMAT, self.format_version, self.repository_id, self.created_time_ms, self.created_by,
-                        log_id)
+                        log_id, encryption)
         return msgspec.to_builtins(doc)  # type: ignore[no-any-return]
 
     def to_bytes(self) -> bytes:
@@ -125,7 +152,8 @@ def parse_marker(data: bytes) -> RepositoryInfo:
     except (ValueError, msgspec.MsgspecError) as exc:  # msgspec's errors are ValueErrors too
         raise CorruptIndexError(f"the repository marker {MARKER_ID} is damaged: {exc}"[:2000]) from None
     return RepositoryInfo(doc.repository_id, doc.format_version, doc.created_time_ms, doc.created_by,
-                          checkpoint_log=None if doc.checkpoint_log is UNSET else doc.checkpoint_log)
+                          checkpoint_log=None if doc.checkpoint_log is UNSET else doc.checkpoint_log,
+                          encryption=None if doc.encryption is UNSET else msgspec.to_builtins(doc.encryption))
 
 
 def read_marker(store: BlobStore) -> RepositoryInfo | None:
@@ -151,10 +179,13 @@ def _version() -> str:
         return "blobstate"
 
 
-def write_marker(store: BlobStore, checkpoint_log: str | None = None) -> RepositoryInfo:
-    """Create the marker exclusively (recording ``checkpoint_log``, the log's identity); when another writer created
-    it first, that one is returned."""
-    info = RepositoryInfo(uuid.uuid4().hex, FORMAT_VERSION, now_ms(), _version(), checkpoint_log=checkpoint_log)
+def write_marker(store: BlobStore, checkpoint_log: str | None = None, *,
+                 encryption: Callable[[str], dict[str, Any]] | None = None) -> RepositoryInfo:
+    """Create the marker exclusively (recording ``checkpoint_log``, the log's identity, and with ``encryption`` the
+    key data it makes for the new repository id); when another writer created it first, that one is returned."""
+    info = RepositoryInfo(uuid.uuid4().hex, PLAIN_FORMAT_VERSION, now_ms(), _version(), checkpoint_log=checkpoint_log)
+    if encryption is not None:
+        info = replace(info, format_version=ENCRYPTED_FORMAT_VERSION, encryption=encryption(info.repository_id))
     try:
         store.put_exclusive(MARKER_ID, info.to_bytes())
     except FileExistsError:
@@ -187,14 +218,15 @@ def scan_location(store: BlobStore) -> tuple[bool, bool]:
     return empty, False
 
 
-def ensure_repository(store: BlobStore, url: str, *, create: bool,
-                      checkpoint_log: str | None = None) -> RepositoryInfo:
+def ensure_repository(store: BlobStore, url: str, *, create: bool, checkpoint_log: str | None = None,
+                      encryption: Callable[[str], dict[str, Any]] | None = None) -> RepositoryInfo:
     """Check that ``store`` (opened on ``url``) holds a blobstate repository; with ``create``, make one in an empty
     location (or mark a repository from before the marker).
 
     Raises ``RepositoryNotFound`` (exit 6) when there is none and ``create`` is false, or when ``create`` is true
     but the location holds other objects (a repository is never created over foreign data). A marker written here
-    records ``checkpoint_log`` (the identity of the log it is opened with).
+    records ``checkpoint_log`` (the identity of the log it is opened with) and, in an empty location, the key data
+    ``encryption`` makes (a repository from before the marker holds plaintext: it is never marked encrypted).
     """
     from blobstate.repository.options import redact
     from blobstate.repository.storage_errors import missing_bucket
@@ -213,7 +245,7 @@ def ensure_repository(store: BlobStore, url: str, *, create: bool,
         if create:
             # also the loser of a race between two first backups: it gets the winner's
             return write_marker(store, checkpoint_log)
-        return RepositoryInfo("", FORMAT_VERSION, None, "", legacy=True)
+        return RepositoryInfo("", PLAIN_FORMAT_VERSION, None, "", legacy=True)
     if not create:
         raise RepositoryNotFound(
             f"no blobstate repository at {redact(url)}: check --repo (the first `blobstate backup` into an empty "
@@ -225,7 +257,7 @@ def ensure_repository(store: BlobStore, url: str, *, create: bool,
         raise RepositoryNotFound(
             f"no blobstate repository at {redact(url)}, and the location is not empty: a repository is created only "
             "in an empty location (choose a new folder or prefix)")
-    return write_marker(store, checkpoint_log)
+    return write_marker(store, checkpoint_log, encryption=encryption)
 
 
 def _rewrite(store: BlobStore, info: RepositoryInfo) -> None:
@@ -271,3 +303,33 @@ def bind_log(store: BlobStore, info: RepositoryInfo, url: str, identity: str, *,
     else:
         log.warning("moved the repository from the checkpoint log %s to %s", describe(previous), describe(identity))
     return replace(again, created=info.created)
+
+
+# --- encryption (issue 33): key rotation rewrites the marker's ``encryption`` only -----------------------------
+def record_encryption(store: BlobStore, info: RepositoryInfo, encryption: dict[str, Any]) -> RepositoryInfo:
+    """Rewrite the marker with ``encryption`` (a re-wrapped data key) and read it back. Raises ``StorageError``
+    when the marker cannot be written, ``ConfigurationError`` when another write replaced it in between."""
+    updated = replace(info, encryption=encryption, created=False)
+    _rewrite(store, updated)
+    again = read_marker(store)
+    if again is None or again.encryption != encryption:
+        raise ConfigurationError("the repository marker changed while its key was rotated: run the rotation again")
+    return again
+
+
+def rotate_data_key(store: BlobStore, url: str, old: KeyConfig, new: KeyConfig) -> RepositoryInfo:
+    """Re-wrap the data key of the encrypted repository in ``store`` (at ``url``): unwrapped by ``old``, wrapped by
+    ``new`` (``blobstate.codec.keys.rewrap``), the marker rewritten (``record_encryption``); nothing else changes.
+    Raises ``ConfigurationError`` (exit 2) without a new key or for a repository that is not encrypted,
+    ``RepositoryNotFound`` (exit 6), ``EncryptionKeyError`` (exit 3) when ``old`` does not unwrap the data key."""
+    from blobstate.codec.keys import rewrap
+    from blobstate.repository.options import redact
+
+    if not new.given:
+        raise ConfigurationError("name the new key (--new-key-file FILE, or --new-key-provider NAME --new-key-id ID)")
+    info = read_marker(store)
+    if info is None:
+        raise RepositoryNotFound(f"no blobstate repository at {redact(url)}")
+    if info.encryption is None:
+        raise ConfigurationError(f"the repository at {redact(url)} is not encrypted: it has no key to rotate")
+    return record_encryption(store, info, rewrap(info.encryption, info.repository_id, old, new).to_json())

@@ -15,7 +15,7 @@ from typing import Any, BinaryIO, TypeVar
 from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from blobstate.errors import BlobstateError, StorageError, TransientStorageError
-from blobstate.plugin.interfaces import BlobInfo, BlobStore, BoundedSink, GetRequest, PutRequest
+from blobstate.plugin.interfaces import BlobInfo, BlobStore, BoundedSink, GetRequest, MetadataSeal, PutRequest
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -139,7 +139,7 @@ class RetryingBlobStore(BlobStore):
             sink.truncate()
             return self.inner.get_bounded(blob_id, sink)
 
-        return call_with_retry(attempt, f"download of {blob_id}")
+        return self._call(attempt, f"download of {blob_id}")
 
     def delete(self, blob_id: str) -> None:
         self._call(lambda: self.inner.delete(blob_id), f"delete of {blob_id}")
@@ -203,6 +203,9 @@ class RetryingBlobStore(BlobStore):
 
     def install_lifecycle(self, ttl_ms: int) -> bool:
         return self._call(lambda: self.inner.install_lifecycle(ttl_ms), "lifecycle rule installation")
+
+    def seal_metadata_with(self, seal: MetadataSeal | None) -> None:
+        self.inner.seal_metadata_with(seal)
 
     def close(self) -> None:
         self.inner.close()

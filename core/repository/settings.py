@@ -28,6 +28,16 @@ Variables (the CLI's ``--help`` lists those its options read, such as ``BLOBSTAT
 - ``BLOBSTATE_BACKEND_<SCHEME>``: the backend to use for a URL scheme.
 - ``BLOBSTATE_DEBUG``: tracebacks instead of one-line errors.
 - ``BLOBSTATE_STORAGE_OPTIONS``: storage options (JSON), read by ``blobstate.repository.options``.
+- ``BLOBSTATE_APPEND_ONLY``: a writer that never deletes (restic's append-only mode): post-commit retention,
+  aborts and restore's init cleanup leave deletes to ``blobstate gc`` (``--append-only``).
+- ``BLOBSTATE_LIMIT_UPLOAD``, ``BLOBSTATE_LIMIT_DOWNLOAD``: bytes per second this process sends to and reads
+  from blob stores, all transfers together (a size: ``10MiB``; ``--limit-upload``/``--limit-download``).
+- ``BLOBSTATE_COMPRESSION``: ``auto`` (default: indexes and changelogs always, data blobs where a sample says it
+  pays) or ``off`` (nothing is compressed from now on; what is compressed stays readable).
+- ``BLOBSTATE_KEY_FILE``: the key file of an encrypted repository (``--key-file``); ``BLOBSTATE_KEY_PROVIDER``: the
+  key provider a new encrypted repository uses (default ``file``; ``blobstate.codec.keys``).
+
+The API's keywords reach the same fields through ``overriding`` (for the length of one call).
 """
 
 from __future__ import annotations
@@ -89,8 +99,26 @@ def _seconds(name: str, value: str | float) -> float:
         raise ConfigurationError(f"{name}: {exc}") from None
 
 
+def _rate(name: str, value: str | int | None) -> int | None:
+    """A rate limit in bytes per second (a size: ``10MiB``), None when unset; ``ConfigurationError`` below 1 KiB/s
+    (a limit that low is a typo, and a token bucket that small would move a 1 MiB piece once a quarter hour)."""
+    if value is None or value == "":
+        return None
+    rate = _size(name, value)
+    if rate < 1024:
+        raise ConfigurationError(f"{name} must be at least 1KiB (bytes per second), not {value!r}")
+    return rate
+
+
 def _names(value: str | None) -> tuple[str, ...]:
     return tuple(n.strip() for n in (value or "").split(",") if n.strip())
+
+
+def _compression(value: str | None) -> str:
+    mode = (value or "auto").strip().lower()
+    if mode not in ("auto", "off"):
+        raise ConfigurationError(f"BLOBSTATE_COMPRESSION={value!r}: use auto or off")
+    return mode
 
 
 @dataclass(frozen=True)
@@ -112,6 +140,12 @@ class Settings:
     plugins_autoload: bool = True
     trace_plugins: bool = False
     debug: bool = False
+    append_only: bool = False
+    limit_upload: int | None = None
+    limit_download: int | None = None
+    compression: str = "auto"
+    key_file: str | None = None
+    key_provider: str | None = None
     command: str | None = None
     options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     environ: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -143,6 +177,12 @@ class Settings:
                                             get("BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD"), False),
             trace_plugins=parse_bool("BLOBSTATE_TRACE_PLUGINS", get("BLOBSTATE_TRACE_PLUGINS"), False),
             debug=parse_bool("BLOBSTATE_DEBUG", get("BLOBSTATE_DEBUG"), False),
+            append_only=parse_bool("BLOBSTATE_APPEND_ONLY", get("BLOBSTATE_APPEND_ONLY"), False),
+            limit_upload=_rate("BLOBSTATE_LIMIT_UPLOAD", get("BLOBSTATE_LIMIT_UPLOAD")),
+            limit_download=_rate("BLOBSTATE_LIMIT_DOWNLOAD", get("BLOBSTATE_LIMIT_DOWNLOAD")),
+            compression=_compression(get("BLOBSTATE_COMPRESSION")),
+            key_file=get("BLOBSTATE_KEY_FILE") or None,
+            key_provider=get("BLOBSTATE_KEY_PROVIDER") or None,
             environ=MappingProxyType(env),
         )
 
@@ -151,8 +191,15 @@ class Settings:
         directory base is ``work_base`` when one is given (``work_dir`` is one store's own directory)."""
         merged = {**self.options, **options}
         work_dir = merged.get("work_base") or self.work_dir
+        given = {name: options[name] for name in ("append_only", "limit_upload", "limit_download")
+                 if options.get(name) is not None}
+        if "append_only" in given:
+            given["append_only"] = parse_bool("append_only", given["append_only"], False)
+        for name in ("limit_upload", "limit_download"):
+            if name in given:
+                given[name] = _rate(name, given[name])
         return replace(self, command=command if command is not None else self.command,
-                       options=MappingProxyType(merged), work_dir=work_dir)
+                       options=MappingProxyType(merged), work_dir=work_dir, **given)
 
     def backend_override(self, key: str) -> tuple[str, str | None]:
         """``(variable, backend name or None)`` for ``BLOBSTATE_BACKEND_<KEY>`` (``-`` and ``+`` as ``_``), read
@@ -164,6 +211,7 @@ class Settings:
 _lock = threading.Lock()
 _cached: tuple[tuple[str | None, ...], Settings] | None = None
 _command: tuple[str, dict[str, Any]] | None = None
+_overrides: dict[str, Any] = {}  # the API keywords of the call running now (``overriding``)
 
 
 #: The variables whose change rebuilds the settings (reading these few is cheap; scanning the whole environment
@@ -171,7 +219,8 @@ _command: tuple[str, dict[str, Any]] | None = None
 WATCHED = ("BLOBSTATE_WORK_DIR", "BLOBSTATE_RETRY_ATTEMPTS", "BLOBSTATE_TRANSFER_BUDGET", "BLOBSTATE_FILE_FSYNC",
            "BLOBSTATE_APPEND_RESOLVE_S", "BLOBSTATE_PLUGINS", "BLOBSTATE_DISABLE_PLUGINS",
            "BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD", "BLOBSTATE_TRACE_PLUGINS", "BLOBSTATE_DEBUG",
-           "BLOBSTATE_STORAGE_OPTIONS")
+           "BLOBSTATE_STORAGE_OPTIONS", "BLOBSTATE_APPEND_ONLY", "BLOBSTATE_LIMIT_UPLOAD", "BLOBSTATE_LIMIT_DOWNLOAD",
+           "BLOBSTATE_COMPRESSION", "BLOBSTATE_KEY_FILE", "BLOBSTATE_KEY_PROVIDER")
 
 
 def _fingerprint() -> tuple[str | None, ...]:
@@ -190,6 +239,8 @@ def current() -> Settings:
             settings = Settings.from_environ()
             if _command is not None:
                 settings = settings.with_options(_command[0], **_command[1])
+            if _overrides:
+                settings = settings.with_options(**_overrides)
             _cached = (fingerprint, settings)
         base = _cached[1]
     call = _call.get()
@@ -255,6 +306,31 @@ def set_command(command: str, options: Mapping[str, Any]) -> None:
     with _lock:
         _command = (command, dict(options))
         _cached = None
+
+
+@contextmanager
+def overriding(**options: Any) -> Iterator[Settings]:
+    """The API's keywords (``append_only``, ``limit_upload``, ``limit_download``; None: not given) over the
+    environment and the CLI's options, for the block: ``current()`` has them in every thread of the process (the
+    transfers run in thread pools). Process-wide, as restic's limits are: concurrent calls in one process with
+    different values share the last one. Raises ``ConfigurationError`` for a malformed value."""
+    global _cached
+    given = {k: v for k, v in options.items() if v is not None}
+    if not given:
+        yield current()
+        return
+    Settings().with_options(**given)  # validate before anything changes
+    with _lock:
+        previous = dict(_overrides)
+        _overrides.update(given)
+        _cached = None
+    try:
+        yield current()
+    finally:
+        with _lock:
+            _overrides.clear()
+            _overrides.update(previous)
+            _cached = None
 
 
 def reset() -> None:

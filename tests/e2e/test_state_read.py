@@ -18,7 +18,7 @@ from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.delta import DeltaCommitter
 from blobstate.commit.group import GroupCommitter, stage_changelog
 from blobstate.model import changelog
-from blobstate.model.layout import DEFAULT_TTL_MS
+from blobstate.model.layout import DEFAULT_TTL_MS, MARKER
 from blobstate.model.records import StoreKey
 from blobstate.restoring.entries import Undecoded
 from blobstate.restoring.state import BatchNotRetained
@@ -71,12 +71,16 @@ def _files(root) -> dict[str, bytes]:
             for f in names}
 
 
-@pytest.fixture
-def driver_store(tmp_path):
+@pytest.fixture(params=["plain", "encrypted"])
+def driver_store(tmp_path, monkeypatch, request):
     """A driver store as the binding commits it: deltas of batches 0-5, a snapshot of batch 3 (retain 1: the deltas
-    of batches 0-3 are pruned), a pickled value some other program wrote in the snapshot. Returns the repository
-    URL and the state after each batch."""
+    of batches 0-3 are pruned), a pickled value some other program wrote in the snapshot; in a plain repository
+    (compressed) and in an encrypted one (``BLOBSTATE_KEY_FILE`` for the writer and every reader after it). Returns
+    the repository URL and the state after each batch."""
     repo, key = f"file://{tmp_path}/repo", StoreKey("j", "0", "s")
+    if request.param == "encrypted":
+        (tmp_path / "state.key").write_bytes(os.urandom(32))
+        monkeypatch.setenv("BLOBSTATE_KEY_FILE", str(tmp_path / "state.key"))
     db = Rdict(str(tmp_path / "live"))
     states, state = {}, {}
     with StoreCommitter(key, repo, work_dir=str(tmp_path / "writer-work"), retain=1) as committer:
@@ -94,6 +98,8 @@ def driver_store(tmp_path):
                 committer.backup(db, batch_id=3)
             states[batch] = dict(state)
     db.close()
+    marker = json.loads((tmp_path / "repo" / MARKER).read_bytes())
+    assert ("encryption" in marker) == (request.param == "encrypted")
     return repo, states
 
 

@@ -248,20 +248,26 @@ NOT_IN_A_FIRST_BACKUP = {
     "blobstate.plugins.s3_store:S3BlobStore.put": "the walkthrough's repository is on S3; here file://",
     "blobstate.model.layout:references": "retention's, once a record leaves it (a first backup has none)",
 }
+NOT_IN_A_PLAIN_REPOSITORY = {"blobstate.codec.log:SealedCheckpointLog": "an encrypted repository's log only"}
 
 
-def test_a_backup_follows_its_walkthrough_call_by_call(dir_store, tmp_path, monkeypatch):
+@pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "encrypted"])
+def test_a_backup_follows_its_walkthrough_call_by_call(dir_store, tmp_path, monkeypatch, encrypted):
     from blobstate.cli import main
 
     monkeypatch.setenv("BLOBSTATE_WORK_DIR", str(tmp_path / "work"))
+    if encrypted:  # the first backup with a key creates the repository encrypted
+        (tmp_path / "state.key").write_bytes(os.urandom(32))
+        monkeypatch.setenv("BLOBSTATE_KEY_FILE", str(tmp_path / "state.key"))
     with _Walk() as walk:
         result = CliRunner().invoke(main, ["backup", str(dir_store), "--repo", str(tmp_path / "repo"), "-q",
                                            "--max-concurrency", "1"])  # one thread: every stack whole
     assert result.exit_code == 0, result.output
-    follows(walk, "A backup, step by step", NOT_IN_A_FIRST_BACKUP)
-    assert walk.plugin_paths[("plugins.fsspec_store", "put")] == {  # blobs and the index
-        ("cli", "api", "commit", "repository.retry", "plugins.fsspec_store")}
-    assert ("cli", "api", "commit", "plugins.file_log", "repository.retry", "plugins.fsspec_store") in \
+    follows(walk, "A backup, step by step", NOT_IN_A_FIRST_BACKUP | ({} if encrypted else NOT_IN_A_PLAIN_REPOSITORY))
+    assert walk.plugin_paths[("plugins.fsspec_store", "put")] == {  # blobs and the index, through their codec
+        ("cli", "api", "commit", "codec", "repository.retry", "plugins.fsspec_store")}
+    log_path = ("codec", "plugins.file_log") if encrypted else ("plugins.file_log",)  # the record sealed, or not
+    assert ("cli", "api", "commit", *log_path, "repository.retry", "plugins.fsspec_store") in \
         walk.plugin_paths[("plugins.fsspec_store", "put_exclusive")]  # the record (the other: the marker)
 
 
@@ -272,8 +278,8 @@ def test_a_restore_follows_its_walkthrough_call_by_call(dir_store, tmp_path, mon
         "blobstate.restoring.swap:recover_interrupted": "only when an earlier restore of the destination was cut off",
         "blobstate.plugin.interfaces:LocalStore.validate": "a RocksDB store's; a directory store has nothing to check",
     })
-    assert walk.plugin_paths[("plugins.fsspec_store", "get")] == {
-        ("cli", "api", "restoring", "repository.retry", "plugins.fsspec_store")}
+    assert walk.plugin_paths[("plugins.fsspec_store", "get")] == {  # data blobs, decoded as their index entry says
+        ("cli", "api", "restoring", "repository", "codec", "repository.retry", "plugins.fsspec_store")}
     assert not any(code.co_filename.endswith(os.path.join("commit", "backup.py")) for code in walk.first)
 
 
@@ -310,8 +316,8 @@ def test_a_partitioned_batch_follows_its_walkthrough_call_by_call(tmp_path):
         "blobstate.spark.partitioned:PartitionedState.request_snapshot": "the listener's, once Spark completed a batch",
         "blobstate.commit.group:stage_snapshot": "a snapshot job's, after the listener asked",
     })
-    assert walk.plugin_paths[("plugins.fsspec_store", "put")] == {  # the tasks' changelogs
-        ("spark", "commit", "repository.retry", "plugins.fsspec_store")}
+    assert walk.plugin_paths[("plugins.fsspec_store", "put")] == {  # the tasks' changelogs, compressed
+        ("spark", "commit", "codec", "repository.retry", "plugins.fsspec_store")}
     assert ("commit", "plugins.file_log", "repository.retry", "plugins.fsspec_store") in \
         walk.plugin_paths[("plugins.fsspec_store", "put_exclusive")]  # the group record (the other: the marker)
 

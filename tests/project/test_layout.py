@@ -18,6 +18,7 @@ ALLOWED = {
     ("core/cli/__init__.py", "doctor"): "the command's name",
     ("core/cli/main_recover.py", "blobs"): "a JSON field",
     ("core/maintenance/catalog.py", "blobs"): "a JSON field",
+    ("core/model/index.py", "blobs"): "a JSON field (a file's chunks)",
     ("core/maintenance/catalog.py", "checkpoints"): "a JSON field",
     ("core/maintenance/doctor.py", "checkpoints"): "the name of a check, and a JSON field",
     ("core/local/workdir.py", "checkpoints"): "the work directory's folder of local checkpoints",

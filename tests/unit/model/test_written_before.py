@@ -1,7 +1,8 @@
 """What blobstate wrote before records, leases and the marker became schemas (issue 28) stays readable, and is
 written again byte for byte: ``written_before/`` holds objects captured from blobstate at 4594519 (a real backup's
 record, records of every kind and schema version, markers with and without a log identity, leases of a blob and of
-an index)."""
+an index), and what issue 33's branch wrote before the merge made its formats schemas too (an encrypted repository's
+marker, a sealed record)."""
 
 from __future__ import annotations
 
@@ -77,3 +78,72 @@ def test_leases_read_and_are_written_again_byte_for_byte(tmp_path, name, leased)
     store = FsspecBlobStore(f"file://{tmp_path}")
     assert store.expired(KEY.prefix, lease.expires_at_ms - 1) == []
     assert store.expired(KEY.prefix, lease.expires_at_ms) == [leased]
+
+
+# -- what issue 33's branch (h33a) wrote before its formats became schemas in the merge ---------------------------
+#: The file key ``marker-v2-encrypted.json``'s data key is wrapped with (32 bytes 0..31: a test key, nothing else).
+H33A_KEY = bytes(range(32))
+
+
+def test_an_encrypted_marker_reads_and_is_written_again_byte_for_byte(tmp_path):
+    info = parse_marker(old("marker-v2-encrypted.json"))
+    assert (info.format_version, info.checkpoint_log, sorted(info.encryption)) == (
+        2, "repository", ["algorithm", "keyId", "keyProvider", "wrappedKey"])
+    assert info.to_bytes() == old("marker-v2-encrypted.json")
+
+
+def test_a_sealed_record_reads_is_written_again_byte_for_byte_and_opens_with_its_key(tmp_path):
+    from blobstate.codec.keys import KeyConfig, open_cipher
+    from blobstate.codec.log import SealedCheckpointLog
+    from blobstate.model.sealed import SealedRecord
+
+    sealed = Checkpoint.from_bytes(old("record-sealed-v3.json"))
+    assert isinstance(sealed, SealedRecord) and (sealed.store_key, sealed.generation) == (KEY, 1)
+    assert sealed.to_bytes() == old("record-sealed-v3.json")
+    key = tmp_path / "k.key"
+    key.write_bytes(H33A_KEY)
+    key.chmod(0o600)
+    info = parse_marker(old("marker-v2-encrypted.json"))
+    cipher = open_cipher(info.encryption, info.repository_id, KeyConfig(key_file=str(key)), url="file:///r",
+                         writing=False)
+    store = FsspecBlobStore(f"file://{tmp_path}/log")
+    record = SealedCheckpointLog(FileCheckpointLog(store), cipher).open(sealed)
+    assert (record.index_size, record.index_crc32c, record.batch_id, record.writer_id) == (456, 123, 7, "host:1:ab")
+
+
+@pytest.mark.parametrize("change, why", [
+    (lambda d: {**d, "sealed": "not base64!"}, "base64"),
+    (lambda d: {**d, "sealed": "A" * (64 << 10)}, "larger than any checkpoint record"),
+    (lambda d: {**d, "generation": 0}, ">= 1"),
+    (lambda d: {**d, "generation": True}, "int"),
+    (lambda d: {k: v for k, v in d.items() if k != "storeName"}, "storeName"),
+    (lambda d: {**d, "jobName": "a/b"}, "store key"),
+    (lambda d: {**d, "schemaVersion": 4}, "<= 3"),
+])
+def test_a_damaged_sealed_record_is_a_corrupt_record(change, why):
+    import json
+
+    from blobstate.errors import CorruptIndexError
+
+    doc = json.loads(old("record-sealed-v3.json"))
+    with pytest.raises(CorruptIndexError, match="corrupt checkpoint record") as info:
+        Checkpoint.from_bytes(json.dumps(change(doc)).encode())
+    assert why in str(info.value)
+
+
+@pytest.mark.parametrize("change, why", [
+    (lambda e: "not an object", "object"),
+    (lambda e: {k: v for k, v in e.items() if k != "wrappedKey"}, "wrappedKey"),
+    (lambda e: {**e, "keyId": 7}, "str"),
+    (lambda e: {**e, "keyId": "k" * 5000}, "length"),
+])
+def test_a_damaged_encryption_object_is_a_damaged_marker(change, why):
+    import json
+
+    from blobstate.errors import CorruptIndexError
+
+    doc = json.loads(old("marker-v2-encrypted.json"))
+    doc["encryption"] = change(doc["encryption"])
+    with pytest.raises(CorruptIndexError, match="marker") as info:
+        parse_marker(json.dumps(doc).encode())
+    assert why in str(info.value)
