@@ -10,7 +10,6 @@ import os
 import tempfile
 import time
 from collections.abc import Iterator
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from blobstate.errors import NothingToRestore
@@ -20,6 +19,7 @@ from blobstate.local import workdir
 from blobstate.model.chain import partition_history, plan_chain
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.model.selection import select_checkpoint
+from blobstate.model.units import Duration, Options, Size  # the API's argument types, re-exported
 from blobstate.repository.backends import normalize_url
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
@@ -35,12 +35,6 @@ __all__ = ["Duration", "Options", "Size", "check_store", "choose_snapshot", "des
            "journal_events", "list_checkpoints", "list_stores", "ls", "require_store", "stats", "unfinished_commits"]
 
 _logger = logging.getLogger("blobstate.api")  # one logger for the whole public API
-
-#: A duration: an int (milliseconds), a ``timedelta``, or text such as ``"1d"``, ``"90s"`` (``blobstate.model.units``).
-Duration = int | str | timedelta
-#: A size: an int (bytes) or text such as ``"64MiB"``, ``"500MB"``.
-Size = int | str
-Options = dict[str, Any] | None
 
 
 def name_store(job: str | None, task: str | None, store: str | None, key: StoreKey | None = None,
