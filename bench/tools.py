@@ -8,6 +8,7 @@ default, except where noted in ``NOTES`` (said in the output too).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import posixpath
@@ -241,9 +242,16 @@ class BlobstateNoFsync(Blobstate):
 def blob_lists(fs: Any, repo: str) -> dict[str, list[str]]:
     """The blobs of blobstate's latest snapshot (``"empty"``: all; ``"prev"``: those of files that differ from the
     snapshot before it), as bucket keys, read from the checkpoint records and indexes in the repository."""
+    from blobstate.codec import frame
+
+    def plain(name: str) -> bytes:  # an index is stored zstd-compressed (blobstate.codec; unencrypted here)
+        sink = io.BytesIO()
+        frame.decode(name, fs.cat_file(f"{repo}/{name}"), sink, cipher=None)
+        return sink.getvalue()
+
     records = sorted(fs.find(f"{repo}/checkpoints/default/0/{STORE}"))
     docs = [json.loads(fs.cat_file(r)) for r in records[-2:]]
-    indexes = [json.loads(fs.cat_file(f"{repo}/{d['indexBlobId']}")) for d in docs]
+    indexes = [json.loads(plain(d["indexBlobId"])) for d in docs]
 
     def files(index: dict[str, Any]) -> dict[str, dict[str, Any]]:
         return {f["fileName"]: f for f in index["dirIndex"]["filesPresent"]}
