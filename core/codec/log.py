@@ -12,7 +12,7 @@ sealed, so a group record of ``MAX_PARTITIONS`` partitions still fits ``MAX_RECO
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import zstandard
@@ -78,6 +78,10 @@ class SealedCheckpointLog(CheckpointLog):
 
     def history(self, key: StoreKey) -> list[Checkpoint]:
         return [self.open(stored) for stored in self.inner.history(key)]
+
+    def histories(self, keys: Iterable[StoreKey] | None = None) -> dict[StoreKey, list[Checkpoint]]:
+        """``inner``'s ``histories`` (the file log: one listing for every store), each record opened."""
+        return {key: [self.open(stored) for stored in records] for key, records in self.inner.histories(keys).items()}
 
     def append(self, checkpoint: Checkpoint, expected_generation: int) -> Checkpoint:
         """Seal at ``expected_generation + 1`` and append; a re-append that finds the record landed returns it."""

@@ -328,6 +328,13 @@ class CheckpointLog(ABC):
         """Every store key with a checkpoint (for ``blobstate gc`` over a whole repository); [] if unsupported."""
         return []
 
+    def histories(self, keys: Iterable[StoreKey] | None = None) -> dict[StoreKey, list[Checkpoint]]:
+        """``history`` of each of ``keys`` (default: every key of ``keys()``), for a verb over many stores at once
+        (``list``, ``gc``, ``stats``, ``verify`` of a whole repository). A log that can read many stores in one go
+        overrides it (the file log: one listing of every record, the records read concurrently); this default
+        reads them store by store."""
+        return {key: self.history(key) for key in (self.keys() if keys is None else keys)}
+
     def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release connections."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,6 +25,33 @@ from blobstate.plugin.interfaces import BlobStore, BoundedSink, CheckpointLog
 from blobstate.repository.backends import normalize_url, open_blob_store, open_checkpoint_log, url_scheme
 from blobstate.repository.log_identity import log_identity
 from blobstate.repository.marker import RepositoryInfo, bind_log, ensure_repository
+
+#: The ``BlobStore`` calls that reach the store (a listing of many pages, or a batch, counts once).
+STORE_CALLS = frozenset({"put", "put_exclusive", "get", "get_bytes", "get_bounded", "delete", "remove_ttl", "has_ttl",
+                         "list", "expired", "sweep_expired", "temporaries", "put_many", "get_many", "delete_many",
+                         "remove_ttl_many", "location_exists", "install_lifecycle"})
+
+
+class CallCounter:
+    """A blob store seen through a counter of the calls made on it that reach the store (``STORE_CALLS``), by
+    method: what a repository-wide verb reports with ``-v``. Everything passes through to the store."""
+
+    def __init__(self, inner: BlobStore) -> None:
+        self._inner = inner
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if name not in STORE_CALLS:
+            return attr
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                self.counts[name] += 1
+            return attr(*args, **kwargs)
+
+        return counted
 
 
 def declared(limit: int, what: str) -> BoundedSink:
@@ -85,7 +113,8 @@ class Repository:
     @classmethod
     def open(cls, repo: str, *, log: str | None = None, storage_options: dict[str, Any] | None = None,
              ttl_mode: str | None = None, max_concurrency: int = 8, log_options: dict[str, Any] | None = None,
-             create: bool = True, change_log: bool = False, key_config: KeyConfig | None = None) -> Repository:
+             create: bool = True, change_log: bool = False, key_config: KeyConfig | None = None,
+             count_calls: bool = False) -> Repository:
         """Open the repository at ``repo`` and its checkpoint log (``log``, default: the file log inside it).
 
         The repository marker (``blobstate.repository.marker``) is checked: with ``create`` (writers) an empty location
@@ -96,7 +125,8 @@ class Repository:
         A repository has exactly one checkpoint log: its marker records the log's identity
         (``blobstate.repository.marker.bind_log``), and a repository opened with another log raises
         ``LogMismatchError`` (exit 2) before anything is read or written through that log; ``change_log`` moves the
-        repository to ``log`` on purpose (``blobstate init --change-log``).
+        repository to ``log`` on purpose (``blobstate init --change-log``). ``count_calls``: the store (and a log
+        on it) is used through a ``CallCounter`` (``Repository.calls``), below the codec: what reaches the store.
 
         An encrypted repository (its marker records the wrapped data key) is opened with ``key_config`` (default: the
         key the settings name, ``BLOBSTATE_KEY_FILE``); a wrong key or none raises ``EncryptionKeyError`` (exit 3)
@@ -106,6 +136,8 @@ class Repository:
         url = normalize_url(repo)
         store = open_blob_store(url, storage_options=storage_options, ttl_mode=ttl_mode,
                                 max_concurrency=max_concurrency)
+        if count_calls:
+            store = CallCounter(store)  # type: ignore[assignment]
         keys = key_config or KeyConfig.current()
         try:
             identity = log_identity(normalize_url(log) if log is not None else None, url, log_options)
@@ -126,6 +158,12 @@ class Repository:
             store.close()
             raise
         return cls(store, checkpoint_log, url, info, cipher=cipher)
+
+    @property
+    def calls(self) -> Counter[str] | None:
+        """The calls made on the blob store so far, by method, when opened with ``count_calls``; else None."""
+        inner = self.codec.inner
+        return inner.counts if isinstance(inner, CallCounter) else None
 
     def read_index(self, checkpoint: Checkpoint) -> SnapshotIndex:
         """Fetch the checkpoint's index and verify its size and CRC32C before parsing it.
@@ -237,17 +275,19 @@ class Repository:
         return data
 
     def choose(self, key: StoreKey, *, checkpoint: str | int | None = None, max_batch_id: int | None = None,
-               checkpoint_id: str | None = None) -> Checkpoint:
+               checkpoint_id: str | None = None, history: list[Checkpoint] | None = None) -> Checkpoint:
         """The latest checkpoint, the one ``checkpoint`` names (``latest``, a checkpoint id, a unique prefix of one,
         or a generation number: ``blobstate.model.selection.select_checkpoint``), or the newest with
         ``batch_id <= max_batch_id``. ``checkpoint_id`` is the older name of ``checkpoint``. Latest and
         ``max_batch_id`` choose among snapshots (``chain.valid_snapshots``): delta records are not states.
 
+        ``history``: the store's records as already read (a repository-wide verb's), instead of reading the log.
+
         Raises ``NothingToRestore`` when none qualifies, ``ConfigurationError`` for an ambiguous prefix.
         """
         checkpoint = checkpoint if checkpoint is not None else checkpoint_id
         if (checkpoint is None or checkpoint == "latest") and max_batch_id is None:
-            latest = self.log.latest(key)
+            latest = (history[-1] if history else None) if history is not None else self.log.latest(key)
             if latest is None:
                 raise NothingToRestore(f"no checkpoint for {key} in {self.log.url or self.url}{self._others(key)}")
             if latest.is_group:
@@ -255,7 +295,7 @@ class Repository:
                                        "partitions): restore one partition of it (partition=)")
             if not latest.is_delta:
                 return latest
-        history = self.log.history(key)
+        history = history if history is not None else self.log.history(key)
         if checkpoint is not None and checkpoint != "latest":
             return select_checkpoint(history, checkpoint, key)
         snapshots = valid_snapshots(history)
