@@ -14,7 +14,8 @@ execution), runs ``blobstate.spark.partition_task.run_partition`` once per parti
 - the RDD path (classic): ``repartition(N, *key_cols).rdd.mapPartitionsWithIndex``, with the number of partitions
   Spark planned checked against N (free there: the RDD is planned once). On classic it costs about 50 ms less per
   batch than the DataFrame path (Spark's Arrow runner per task; ``python -m bench.partition_job``), and needs no
-  pyarrow.
+  pyarrow. The shuffled rows are wrapped by ``place`` (``blobstate.spark.placement.SparkPlacement.place``) so that
+  task ``p`` runs on the executor holding partition ``p``'s copy.
 
 A partition with no rows still runs its task (its state moves to the batch, with an empty changelog); a task whose
 output never reaches ``collect`` (a failed, retried or speculative attempt) leaves nothing to accept: the driver's
@@ -25,8 +26,11 @@ Spark for the planned count would plan the job a second time, about 50 ms).
 from __future__ import annotations
 
 import functools
+import logging
 import pickle
-from collections.abc import Iterable, Iterator
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from blobstate.errors import ConfigurationError
@@ -37,14 +41,16 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
+log = logging.getLogger(__name__)
+
 OUTPUT_SCHEMA = "prepare binary"  # one row per task: the pickled ``Prepare``
 
 
 def run_tasks(df: DataFrame, plan: BatchPlan, update: Update, key_cols: list[str], *,
-              arrow: bool | None = None) -> list[Prepare]:
+              arrow: bool | None = None, place: Callable[[Any], Any] | None = None) -> list[Prepare]:
     """Run batch ``plan.batch_id``'s one Spark job over ``df`` and return the tasks' prepares, in the order
     ``collect`` gives them (one per successful task; ``accept`` checks them). ``arrow``: the DataFrame path (default:
-    under Spark Connect only).
+    under Spark Connect only); ``place(rdd) -> rdd``: the RDD path's shuffled rows with preferred locations.
 
     Raises what Spark raises once a task failed after its retries (the task's error in Spark's message), and
     ``ConfigurationError`` when the RDD path's Spark planned another number of partitions than N.
@@ -54,8 +60,50 @@ def run_tasks(df: DataFrame, plan: BatchPlan, update: Update, key_cols: list[str
         rdd = shuffled.rdd
         if rdd.getNumPartitions() != plan.num_partitions:
             raise ConfigurationError(f"Spark planned {rdd.getNumPartitions()} partitions, not {plan.num_partitions}")
+        if place is not None:
+            rdd = place(rdd)
         return rdd.mapPartitionsWithIndex(functools.partial(run_partition, plan, update)).collect()
     return collect_pickled(shuffled.mapInArrow(functools.partial(_task, plan, update), OUTPUT_SCHEMA))
+
+
+def run_release_job(sc: Any, plan: BatchPlan, place: Callable[[Any], Any] | None, timeout_s: float) -> int | None:
+    """One task per partition (``place``: on the executor holding it) closing the database its host keeps open
+    (``blobstate.spark.partition_task.release_partition``); returns how many hosts had a copy, or None when it did
+    not finish within ``timeout_s`` (cancelled: those partitions close once idle) or failed (logged). Classic
+    PySpark, a running SparkContext."""
+    group = f"blobstate-release-{plan.key}-{uuid.uuid4().hex[:8]}"
+    done: list[int] = []
+
+    def job() -> None:
+        sc.setJobGroup(group, f"blobstate: close the open partitions of {plan.key}", interruptOnCancel=True)
+        rdd = sc.parallelize(range(plan.num_partitions), plan.num_partitions)
+        if place is not None:
+            rdd = place(rdd)
+        done.append(sum(rdd.mapPartitionsWithIndex(functools.partial(_release_task, plan)).collect()))
+
+    thread = threading.Thread(target=_logged, args=(job, plan), name=group, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        log.info("the executors did not close the open partitions of %s within %s s; they close once idle",
+                 plan.key, timeout_s)
+        sc.cancelJobGroup(group)
+        thread.join(timeout_s)
+        return None
+    return done[0] if done else None
+
+
+def _logged(job: Callable[[], None], plan: BatchPlan) -> None:
+    try:
+        job()
+    except Exception as exc:  # noqa: BLE001 - the partitions close once idle: nothing is lost
+        log.info("closing the open partitions of %s failed (they close once idle): %s", plan.key, exc)
+
+
+def _release_task(plan: BatchPlan, partition: int, rows: Iterable[Any]) -> Iterator[bool]:
+    from blobstate.spark.partition_task import release_partition
+
+    yield release_partition(plan.local_dir, plan.key, partition)
 
 
 def collect_pickled(out: DataFrame) -> list[Any]:
@@ -111,4 +159,5 @@ def _converter() -> Any:
     return ArrowTableToRowsConversion.convert
 
 
-__all__ = ["OUTPUT_SCHEMA", "arrow_rows", "collect_pickled", "pickled_batch", "run_tasks", "task_partition"]
+__all__ = ["OUTPUT_SCHEMA", "arrow_rows", "collect_pickled", "pickled_batch", "run_release_job", "run_tasks",
+           "task_partition"]

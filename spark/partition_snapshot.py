@@ -35,6 +35,7 @@ import logging
 import os
 import shutil
 import threading
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -44,7 +45,8 @@ from blobstate.errors import CommitInProgressError
 from blobstate.model.layout import now_ms
 from blobstate.repository.options import redact
 from blobstate.spark.leftovers import held_dir
-from blobstate.spark.partition_task import SNAPSHOT_PREFIX, BatchPlan, LocalPartition, task_attempt, worker_repository
+from blobstate.spark.partition_task import SNAPSHOT_PREFIX, BatchPlan, LocalPartition, worker_repository
+from blobstate.spark.placement import task_identity
 
 log = logging.getLogger(__name__)
 
@@ -54,13 +56,15 @@ SNAPSHOT_LOCK_WAIT_S = 30.0  # how long a snapshot task waits for the batch task
 @dataclass(frozen=True)
 class SnapshotResult:
     """A snapshot task's answer: partition ``partition``'s ``staged`` snapshot of batch ``batch_id`` uploaded from
-    ``created_ms`` on (epoch ms), or None and the ``skipped`` reason."""
+    ``created_ms`` on (epoch ms), or None and the ``skipped`` reason; ``executor``: where the task ran (``""``:
+    unknown)."""
 
     partition: int
     batch_id: int
     created_ms: int
     staged: StagedSnapshot | None
     skipped: str = ""
+    executor: str = ""
 
 
 def snapshot_partition(plan: BatchPlan, partition: int, rows: Iterable[Any]) -> Iterator[SnapshotResult]:
@@ -71,26 +75,28 @@ def snapshot_partition(plan: BatchPlan, partition: int, rows: Iterable[Any]) -> 
     from blobstate.commit.group import stage_snapshot
     from blobstate.repository.backends import open_local_store
 
-    created, attempt = now_ms(), task_attempt()
+    created, task = now_ms(), task_identity()
     repo = worker_repository(plan.repo, plan.log_url, plan.storage_options)
     local = LocalPartition(plan.local_dir, plan.key, partition, wait_s=SNAPSHOT_LOCK_WAIT_S)
-    target = os.path.join(local.path, f"{SNAPSHOT_PREFIX}{plan.batch_id}-{attempt}")
+    target = os.path.join(local.path, f"{SNAPSHOT_PREFIX}{plan.batch_id}-{task.task_attempt_id}")
     with contextlib.ExitStack() as held:
         try:
             with local:  # sweeps the partition's leftovers of snapshot tasks that died
                 fetched = local.advance_locally(repo, plan.records.get(partition, ()), plan.batch_id)
                 if fetched is None:
-                    yield SnapshotResult(partition, plan.batch_id, created, None, "no local copy at this batch")
+                    yield SnapshotResult(partition, plan.batch_id, created, None, "no local copy at this batch",
+                                         task.executor)
                     return
                 held.enter_context(held_dir(target))  # held until it is removed, beyond the partition's lock
                 shutil.rmtree(target, ignore_errors=True)
                 open_local_store("rocksdb").create_checkpoint(local.open_db(), target)
         except CommitInProgressError:
-            yield SnapshotResult(partition, plan.batch_id, created, None, "the partition stayed busy")
+            yield SnapshotResult(partition, plan.batch_id, created, None, "the partition stayed busy", task.executor)
             return
         staged = stage_snapshot(repo, plan.key, partition=partition, batch_id=plan.batch_id, checkpoint_dir=target,
-                                previous=fetched.snapshot, ttl_ms=plan.ttl_ms, attempt=attempt, base=plan.base)
-    yield SnapshotResult(partition, plan.batch_id, created, staged)
+                                previous=fetched.snapshot, ttl_ms=plan.ttl_ms, attempt=task.task_attempt_id,
+                                base=plan.base)
+    yield SnapshotResult(partition, plan.batch_id, created, staged, executor=task.executor)
 
 
 class SnapshotRequests:
@@ -108,6 +114,7 @@ class SnapshotRequests:
         self._ready: dict[int, SnapshotResult] = {}
         self.requested: list[int] = []
         self.skipped: dict[int, int] = {}  # partitions skipped per requested batch
+        self.skips: deque[SnapshotResult] = deque(maxlen=1000)  # the newest skipped tasks' answers
         self.failures: list[BaseException] = []
 
     @property
@@ -139,6 +146,7 @@ class SnapshotRequests:
                     log.info("partition %s of %s skipped the snapshot of batch %s: %s", result.partition, plan.key,
                              plan.batch_id, result.skipped)
                     self.skipped[plan.batch_id] = self.skipped.get(plan.batch_id, 0) + 1
+                    self.skips.append(result)
                 elif result.batch_id == plan.batch_id:
                     self._ready[result.partition] = result  # a newer one replaces an older: its blobs expire
 
@@ -163,10 +171,12 @@ class SnapshotRequests:
         return not self.running
 
 
-def run_snapshot_job(spark: Any, plan: BatchPlan, *, arrow: bool | None = None) -> list[SnapshotResult]:
+def run_snapshot_job(spark: Any, plan: BatchPlan, *, arrow: bool | None = None,
+                     place: Any = None) -> list[SnapshotResult]:
     """The Spark job of ``plan``: N tasks, task ``p`` runs ``snapshot_partition`` for partition ``p``. ``arrow``:
     through the DataFrame API (``range(N)`` in N partitions, ``mapInArrow``; default: under Spark Connect only,
-    where there is no ``sparkContext``), else the RDD API."""
+    where there is no ``sparkContext``), else the RDD API, its RDD wrapped by ``place(rdd) -> rdd`` (task ``p`` on
+    the executor holding partition ``p``'s copy: ``blobstate.spark.placement``)."""
     from blobstate.spark.location import is_connect
     from blobstate.spark.partition_job import OUTPUT_SCHEMA, collect_pickled
 
@@ -176,6 +186,8 @@ def run_snapshot_job(spark: Any, plan: BatchPlan, *, arrow: bool | None = None) 
     sc = spark.sparkContext
     sc.setJobDescription(f"blobstate snapshot of {plan.key} batch {plan.batch_id}")
     rdd = sc.parallelize(range(plan.num_partitions), plan.num_partitions)
+    if place is not None:
+        rdd = place(rdd)
     return rdd.mapPartitionsWithIndex(functools.partial(snapshot_partition, plan)).collect()
 
 
