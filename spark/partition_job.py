@@ -76,7 +76,7 @@ def run_release_job(sc: Any, plan: BatchPlan, place: Callable[[Any], Any] | None
 
     def job() -> None:
         sc.setJobGroup(group, f"blobstate: close the open partitions of {plan.key}", interruptOnCancel=True)
-        rdd = sc.parallelize(range(plan.num_partitions), plan.num_partitions)
+        rdd = sc.parallelize(list(range(plan.num_partitions)), plan.num_partitions)  # a list: no Python stage
         if place is not None:
             rdd = place(rdd)
         done.append(sum(rdd.mapPartitionsWithIndex(functools.partial(_release_task, plan)).collect()))
@@ -103,6 +103,8 @@ def _logged(job: Callable[[], None], plan: BatchPlan) -> None:
 def _release_task(plan: BatchPlan, partition: int, rows: Iterable[Any]) -> Iterator[bool]:
     from blobstate.spark.partition_task import release_partition
 
+    for _ in rows:  # read to the end: Spark reuses only a Python worker that read its input
+        pass
     yield release_partition(plan.local_dir, plan.key, partition)
 
 

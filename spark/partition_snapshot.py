@@ -35,6 +35,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -57,7 +58,7 @@ SNAPSHOT_LOCK_WAIT_S = 30.0  # how long a snapshot task waits for the batch task
 class SnapshotResult:
     """A snapshot task's answer: partition ``partition``'s ``staged`` snapshot of batch ``batch_id`` uploaded from
     ``created_ms`` on (epoch ms), or None and the ``skipped`` reason; ``executor``: where the task ran (``""``:
-    unknown)."""
+    unknown), ``ms``: how long (the partition held ``held_ms`` of it)."""
 
     partition: int
     batch_id: int
@@ -65,38 +66,49 @@ class SnapshotResult:
     staged: StagedSnapshot | None
     skipped: str = ""
     executor: str = ""
+    ms: float = 0.0
+    held_ms: float = 0.0
 
 
 def snapshot_partition(plan: BatchPlan, partition: int, rows: Iterable[Any]) -> Iterator[SnapshotResult]:
-    """Steps 1-5 of the module docstring for ``partition`` (``mapPartitionsWithIndex``; ``rows`` unused): the
+    """Steps 1-5 of the module docstring for ``partition`` (``mapPartitionsWithIndex``; ``rows`` read to the end,
+    unused: a Python worker whose input was not read is not reused by Spark): the
     snapshot of the state after ``plan.batch_id`` (``plan.upto`` is that batch too; ``plan.base``: the generation
     the snapshot was asked at). Yields one ``SnapshotResult``. Raises ``StorageError`` from the upload (Spark
     retries the task)."""
     from blobstate.commit.group import stage_snapshot
     from blobstate.repository.backends import open_local_store
 
-    created, task = now_ms(), task_identity()
+    t0, created, task = time.perf_counter(), now_ms(), task_identity()
+    for _ in rows:
+        pass
     repo = worker_repository(plan.repo, plan.log_url, plan.storage_options)
     local = LocalPartition(plan.local_dir, plan.key, partition, wait_s=SNAPSHOT_LOCK_WAIT_S)
     target = os.path.join(local.path, f"{SNAPSHOT_PREFIX}{plan.batch_id}-{task.task_attempt_id}")
+
+    def result(staged: StagedSnapshot | None, skipped: str = "", held_ms: float = 0.0) -> SnapshotResult:
+        return SnapshotResult(partition, plan.batch_id, created, staged, skipped, task.executor,
+                              (time.perf_counter() - t0) * 1000, held_ms)
+
     with contextlib.ExitStack() as held:
         try:
             with local:  # sweeps the partition's leftovers of snapshot tasks that died
+                t1 = time.perf_counter()
                 fetched = local.advance_locally(repo, plan.records.get(partition, ()), plan.batch_id)
                 if fetched is None:
-                    yield SnapshotResult(partition, plan.batch_id, created, None, "no local copy at this batch",
-                                         task.executor)
+                    yield result(None, "no local copy at this batch")
                     return
                 held.enter_context(held_dir(target))  # held until it is removed, beyond the partition's lock
                 shutil.rmtree(target, ignore_errors=True)
                 open_local_store("rocksdb").create_checkpoint(local.open_db(), target)
+                held_ms = (time.perf_counter() - t1) * 1000
         except CommitInProgressError:
-            yield SnapshotResult(partition, plan.batch_id, created, None, "the partition stayed busy", task.executor)
+            yield result(None, "the partition stayed busy")
             return
         staged = stage_snapshot(repo, plan.key, partition=partition, batch_id=plan.batch_id, checkpoint_dir=target,
                                 previous=fetched.snapshot, ttl_ms=plan.ttl_ms, attempt=task.task_attempt_id,
                                 base=plan.base)
-    yield SnapshotResult(partition, plan.batch_id, created, staged, executor=task.executor)
+    yield result(staged, held_ms=held_ms)
 
 
 class SnapshotRequests:
@@ -115,6 +127,7 @@ class SnapshotRequests:
         self.requested: list[int] = []
         self.skipped: dict[int, int] = {}  # partitions skipped per requested batch
         self.skips: deque[SnapshotResult] = deque(maxlen=1000)  # the newest skipped tasks' answers
+        self.results: deque[SnapshotResult] = deque(maxlen=1000)  # every task's answer, newest last
         self.failures: list[BaseException] = []
 
     @property
@@ -141,6 +154,7 @@ class SnapshotRequests:
                 self.failures.append(exc)
             return
         with self._lock:
+            self.results.extend(results)
             for result in results:
                 if result.staged is None:
                     log.info("partition %s of %s skipped the snapshot of batch %s: %s", result.partition, plan.key,
@@ -185,7 +199,7 @@ def run_snapshot_job(spark: Any, plan: BatchPlan, *, arrow: bool | None = None,
         return collect_pickled(out.mapInArrow(functools.partial(_arrow_task, plan), OUTPUT_SCHEMA))
     sc = spark.sparkContext
     sc.setJobDescription(f"blobstate snapshot of {plan.key} batch {plan.batch_id}")
-    rdd = sc.parallelize(range(plan.num_partitions), plan.num_partitions)
+    rdd = sc.parallelize(list(range(plan.num_partitions)), plan.num_partitions)  # a list: no Python stage
     if place is not None:
         rdd = place(rdd)
     return rdd.mapPartitionsWithIndex(functools.partial(snapshot_partition, plan)).collect()

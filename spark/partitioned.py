@@ -86,7 +86,7 @@ class GroupBatchStats:
     snapshots the group record committed (``snapshots``; taken earlier, off the batch's path). Where the tasks ran:
     ``partitions_local`` found the copy on their host current (nothing downloaded), ``partitions_placed`` ran on the
     executor the driver preferred (``blobstate.spark.placement``), ``executors[p]`` is where partition ``p``'s
-    committed part was written (``""``: unknown)."""
+    committed part was written (``""``: unknown), in ``task_ms[p]`` ms."""
 
     batch_id: int
     job_ms: float
@@ -100,6 +100,7 @@ class GroupBatchStats:
     partitions_local: int = 0
     partitions_placed: int = 0
     executors: tuple[str, ...] = ()
+    task_ms: tuple[float, ...] = ()
 
 
 class PartitionedState:
@@ -335,7 +336,8 @@ class PartitionedState:
             sum(p.restored for p in accepted), sum(p.files_downloaded for p in accepted),
             sum(p.bytes_downloaded for p in accepted), sum(p.entry.size for p in accepted), len(snapshots),
             sum(p.local for p in accepted),
-            sum(bool(want) and want == e for want, e in zip(locations, executors, strict=False)), executors))
+            sum(bool(want) and want == e for want, e in zip(locations, executors, strict=False)), executors,
+            tuple(round(p.ms, 1) for p in accepted)))
         self._history = [*history, group]
         return group
 

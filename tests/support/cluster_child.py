@@ -3,7 +3,8 @@
 ``python cluster_child.py CONFIG.json``. CONFIG: ``conf`` (the driver's Spark conf: ``SparkCluster.driver_conf``),
 ``executors`` (wait for that many), ``repo``, ``checkpoint``, ``local`` (the workers' local dir), ``work``,
 ``input`` (day files), ``partitions``, ``snapshotEvery``, ``out`` (the result JSON). Prints ``READY`` once the
-executors registered and ``BATCH <b>`` as batches commit (the test kills a worker from there), runs the stream to
+executors registered and ``BATCH <b> <executor of each partition's part>`` as batches commit (the test kills a
+worker from there), runs the stream to
 its end, waits for the last snapshot job, stops the query, closes the state (in the order the README gives) and
 writes ``out``: every ``GroupBatchStats``, the snapshot requests and every skipped snapshot task (partition,
 batch, reason, executor), and the executors alive at the end.
@@ -48,7 +49,7 @@ def main(path: str) -> int:
         while not stop.is_set():
             stats = list(ps.stats)
             for s in stats[seen:]:
-                print(f"BATCH {s.batch_id}", flush=True)
+                print(f"BATCH {s.batch_id} {','.join(s.executors)}", flush=True)
             seen = len(stats)
             stop.wait(0.05)
 
