@@ -66,46 +66,53 @@ def run_tasks(df: DataFrame, plan: BatchPlan, update: Update, key_cols: list[str
     return collect_pickled(shuffled.mapInArrow(functools.partial(_task, plan, update), OUTPUT_SCHEMA))
 
 
-def run_release_job(sc: Any, plan: BatchPlan, place: Callable[[Any], Any] | None, timeout_s: float) -> int | None:
-    """One task per partition (``place``: on the executor holding it) closing the database its host keeps open
-    (``blobstate.spark.partition_task.release_partition``); returns how many hosts had a copy, or None when it did
-    not finish within ``timeout_s`` (cancelled: those partitions close once idle) or failed (logged). Classic
-    PySpark, a running SparkContext."""
-    group = f"blobstate-release-{plan.key}-{uuid.uuid4().hex[:8]}"
-    done: list[int] = []
+def run_bounded_job(sc: Any, what: str, tasks: int, place: Callable[[Any], Any] | None,
+                    task: Callable[[int, Iterable[Any]], Iterator[Any]], timeout_s: float) -> list[Any] | None:
+    """A small job of ``tasks`` tasks (``place``: where each runs) running ``task(index, rows)``, waited for at most
+    ``timeout_s``: its results, or None when it did not finish in time (cancelled) or failed (logged at INFO:
+    these jobs are optimisations). Classic PySpark, a running SparkContext."""
+    group = f"blobstate-{uuid.uuid4().hex[:12]}"
+    done: list[list[Any]] = []
 
     def job() -> None:
-        sc.setJobGroup(group, f"blobstate: close the open partitions of {plan.key}", interruptOnCancel=True)
-        rdd = sc.parallelize(list(range(plan.num_partitions)), plan.num_partitions)  # a list: no Python stage
-        if place is not None:
-            rdd = place(rdd)
-        done.append(sum(rdd.mapPartitionsWithIndex(functools.partial(_release_task, plan)).collect()))
+        try:
+            sc.setJobGroup(group, f"blobstate: {what}", interruptOnCancel=True)
+            rdd = sc.parallelize(list(range(tasks)), tasks)  # a list: no Python stage before the task's
+            if place is not None:
+                rdd = place(rdd)
+            done.append(rdd.mapPartitionsWithIndex(task).collect())
+        except Exception as exc:  # noqa: BLE001 - an optimisation: the caller goes on without it
+            log.info("could not %s: %s", what, exc)
 
-    thread = threading.Thread(target=_logged, args=(job, plan), name=group, daemon=True)
+    thread = threading.Thread(target=job, name=group, daemon=True)
     thread.start()
     thread.join(timeout_s)
     if thread.is_alive():
-        log.info("the executors did not close the open partitions of %s within %s s; they close once idle",
-                 plan.key, timeout_s)
+        log.info("could not %s within %s s", what, timeout_s)
         sc.cancelJobGroup(group)
         thread.join(timeout_s)
         return None
     return done[0] if done else None
 
 
-def _logged(job: Callable[[], None], plan: BatchPlan) -> None:
-    try:
-        job()
-    except Exception as exc:  # noqa: BLE001 - the partitions close once idle: nothing is lost
-        log.info("closing the open partitions of %s failed (they close once idle): %s", plan.key, exc)
-
-
-def _release_task(plan: BatchPlan, partition: int, rows: Iterable[Any]) -> Iterator[bool]:
+def release_task(plan: BatchPlan, partition: int, rows: Iterable[Any]) -> Iterator[bool]:
+    """Task ``partition`` of the release job: its host closes the partition's open database (``close``)."""
     from blobstate.spark.partition_task import release_partition
 
     for _ in rows:  # read to the end: Spark reuses only a Python worker that read its input
         pass
     yield release_partition(plan.local_dir, plan.key, partition)
+
+
+def locate_task(plan: BatchPlan, index: int, rows: Iterable[Any]) -> Iterator[tuple[str, dict[int, str]]]:
+    """A task of the locate job: (its executor, ``{partition: the record its host's copy is at}``), from the
+    markers on this host (``blobstate.spark.placement.Placement.adopt``)."""
+    from blobstate.spark.partition_task import local_markers
+    from blobstate.spark.placement import task_identity
+
+    for _ in rows:
+        pass
+    yield task_identity().executor, local_markers(plan.local_dir, plan.key, plan.num_partitions)
 
 
 def collect_pickled(out: DataFrame) -> list[Any]:
@@ -161,5 +168,5 @@ def _converter() -> Any:
     return ArrowTableToRowsConversion.convert
 
 
-__all__ = ["OUTPUT_SCHEMA", "arrow_rows", "collect_pickled", "pickled_batch", "run_release_job", "run_tasks",
-           "task_partition"]
+__all__ = ["OUTPUT_SCHEMA", "arrow_rows", "collect_pickled", "locate_task", "pickled_batch", "release_task",
+           "run_bounded_job", "run_tasks", "task_partition"]

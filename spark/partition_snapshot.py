@@ -111,6 +111,17 @@ def snapshot_partition(plan: BatchPlan, partition: int, rows: Iterable[Any]) -> 
     yield result(staged, held_ms=held_ms)
 
 
+def query_active(query: object) -> bool:
+    """False once ``query`` (a ``StreamingQuery``; None: not started yet, True) stopped or its session went away: a
+    late progress event of a stopped query asks for nothing."""
+    if query is None:
+        return True
+    try:
+        return bool(query.isActive)  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - the session is going away
+        return False
+
+
 class SnapshotRequests:
     """The driver's side: one background snapshot job at a time, its staged snapshots kept until a group record
     commits them. Thread-safe (the listener thread requests, the ``foreachBatch`` thread takes).

@@ -358,6 +358,21 @@ def run_partition(plan: BatchPlan, update: Update, partition: int, rows: Iterabl
                   fetched.restored, fetched.files, fetched.bytes, (time.perf_counter() - t0) * 1000, task)
 
 
+def local_markers(local_dir: str, key: StoreKey, num_partitions: int) -> dict[int, str]:
+    """``{partition: checkpoint id}`` of the copies on this host whose marker names a record (read without the
+    partition's lock: a marker is replaced whole)."""
+    out = {}
+    for p in range(num_partitions):
+        try:
+            with open(os.path.join(partition_dir(local_dir, key, p), open_partitions.MARKER), encoding="utf-8") as fh:
+                doc = json.load(fh)
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("checkpointId"), str) and doc["checkpointId"]:
+            out[p] = doc["checkpointId"]
+    return out
+
+
 def release_partition(local_dir: str, key: StoreKey, partition: int) -> bool:
     """Close partition ``partition``'s database on this host, wherever a process of it keeps it open (its owner is
     asked to let go, then this one closes it); False when the host has no copy. Raises ``CommitInProgressError``."""

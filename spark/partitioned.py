@@ -44,7 +44,6 @@ import logging
 import os
 import time
 from collections import deque
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from blobstate.commit.backup import StoreCommitter
@@ -58,8 +57,9 @@ from blobstate.repository.repo import Repository
 from blobstate.spark.alignment import SparkAlignmentError, plan_alignment, spark_done
 from blobstate.spark.engine import stamp_records
 from blobstate.spark.location import CheckpointLocation, is_connect
-from blobstate.spark.partition_job import run_release_job, run_tasks
-from blobstate.spark.partition_snapshot import SnapshotRequests, run_snapshot_job
+from blobstate.spark.partition_job import run_tasks
+from blobstate.spark.partition_snapshot import SnapshotRequests, query_active, run_snapshot_job
+from blobstate.spark.partition_stats import GroupBatchStats, batch_stats
 from blobstate.spark.partition_task import BatchPlan, PartitionContext, Prepare, Update
 from blobstate.spark.partitioning import PartitioningError, check_partitioning, recorded_partitioning
 from blobstate.spark.placement import SparkPlacement
@@ -77,30 +77,7 @@ log = logging.getLogger(__name__)
 KEEP_STATS = 10_000
 CLOSE_WAIT_S = 120.0  # how long ``close`` waits for a running snapshot job
 RELEASE_WAIT_S = 30.0  # how long ``close`` waits for the executors to close the partitions they keep open
-
-
-@dataclass(frozen=True)
-class GroupBatchStats:
-    """Per committed batch: the Spark job (ms), the group commit (ms), the group's generation, partitions restored
-    from the repository, files and bytes downloaded by the tasks, changelog bytes uploaded, and the partition
-    snapshots the group record committed (``snapshots``; taken earlier, off the batch's path). Where the tasks ran:
-    ``partitions_local`` found the copy on their host current (nothing downloaded), ``partitions_placed`` ran on the
-    executor the driver preferred (``blobstate.spark.placement``), ``executors[p]`` is where partition ``p``'s
-    committed part was written (``""``: unknown), in ``task_ms[p]`` ms."""
-
-    batch_id: int
-    job_ms: float
-    commit_ms: float
-    generation: int
-    partitions_restored: int
-    files_downloaded: int
-    bytes_downloaded: int
-    bytes_uploaded: int
-    snapshots: int = 0
-    partitions_local: int = 0
-    partitions_placed: int = 0
-    executors: tuple[str, ...] = ()
-    task_ms: tuple[float, ...] = ()
+LOCATE_WAIT_S = 30.0  # how long a restarted driver's first batch waits for the executors' report of their copies
 
 
 class PartitionedState:
@@ -244,9 +221,7 @@ class PartitionedState:
                         CLOSE_WAIT_S)
         placer, self._placer = self._placer, None
         if placer is not None and self._history and placer.sc._jsc is not None:
-            plan = self._plan(self._history, self._history[-1].generation, None)
-            run_release_job(placer.sc, plan, functools.partial(placer.place, locations=placer.choose()),
-                            RELEASE_WAIT_S)
+            placer.release(self._plan(self._history, self._history[-1].generation, None), RELEASE_WAIT_S)
         if self._committer is not None:
             self._committer.close()
             self._committer = None
@@ -310,6 +285,8 @@ class PartitionedState:
                               "driver commits this group", expected=base, actual=latest)
         plan = self._plan(history, base, batch_id, batch_id - 1 if batch_id > 0 else None, self.fault_hook)
         placer = self._placer
+        if placer is not None and not placer.placement.holders and history:
+            placer.locate(plan, LOCATE_WAIT_S)  # a restarted driver: where the executors' hosts have copies
         locations = placer.choose() if placer is not None else []
         place = functools.partial(placer.place, locations=locations) if placer is not None else None
         t0 = time.perf_counter()
@@ -327,17 +304,11 @@ class PartitionedState:
         except BaseException as exc:
             self._broken = exc  # the group's outcome may be unknown: only a restart (recovery) is right now
             raise
-        executors = tuple(p.task.executor for p in accepted)
         if placer is not None:
             for p in accepted:
                 placer.placement.record(p.partition, p.task.executor)
-        self.stats.append(GroupBatchStats(
-            batch_id, (t1 - t0) * 1000, (time.perf_counter() - t1) * 1000, group.generation,
-            sum(p.restored for p in accepted), sum(p.files_downloaded for p in accepted),
-            sum(p.bytes_downloaded for p in accepted), sum(p.entry.size for p in accepted), len(snapshots),
-            sum(p.local for p in accepted),
-            sum(bool(want) and want == e for want, e in zip(locations, executors, strict=False)), executors,
-            tuple(round(p.ms, 1) for p in accepted)))
+        self.stats.append(batch_stats(group, accepted, snapshots, locations, job_ms=(t1 - t0) * 1000,
+                                      commit_ms=(time.perf_counter() - t1) * 1000))
         self._history = [*history, group]
         return group
 
@@ -372,7 +343,7 @@ class PartitionedState:
         (``snapshot_every``) and this driver committed it; True when the background job started. Classic: the
         listener asks; Spark Connect: the server's worker asks at the start of the next batch."""
         history = self._history
-        if getattr(self, "_closing", False) or not self._query_active():
+        if getattr(self, "_closing", False) or not (self.connect or query_active(self._query)):
             return False
         if self.snapshot_every <= 0 or batch_id < self._next_snapshot or not history or \
                 history[-1].batch_id is None or history[-1].batch_id < batch_id:
@@ -382,16 +353,6 @@ class PartitionedState:
             return False
         self._next_snapshot = batch_id + self.snapshot_every
         return True
-
-    def _query_active(self) -> bool:
-        """False once this driver's query stopped (a late progress event of a stopped query asks for nothing)."""
-        query = self._query
-        if query is None or self.connect:
-            return True
-        try:
-            return bool(query.isActive)
-        except Exception:  # noqa: BLE001 - the session is going away: ask for nothing
-            return False
 
     @property
     def batch_stats(self) -> list[GroupBatchStats]:

@@ -14,8 +14,13 @@ Here the same, with what PySpark allows:
   ``blobstate.spark.PlacedRDD`` in the task's local properties); the driver records, per partition, the executor of
   the prepare it committed (``Placement.record``): that copy is the one at the newest state.
 - **The choice** (``Placement.choose``, each batch and each snapshot job): a partition whose holder is alive goes
-  there; the others (the first batch, a holder lost with its executor) go to the live executor holding the fewest
-  partitions, so the group spreads over the cluster instead of following the map output.
+  there; one whose holder is gone but whose host has a live executor goes to that executor (the copy is on the
+  host's disk); the others (the first batch, a host lost) go to the live executor holding the fewest partitions, so
+  the group spreads over the cluster instead of following the map output.
+- **After a driver restart** the record is empty and the executors are new: before its first batch the driver runs
+  one small task on each live executor reporting the copies its host has (their markers), and adopts, per
+  partition, the executor whose copy is at the newest committed record (``Placement.adopt``), as Spark's executors
+  report the stores they load to a new ``StateStoreCoordinator``.
 - **The mechanism** (``SparkPlacement.place``): the batch's shuffled rows (or a snapshot job's ``parallelize``) are
   wrapped one to one in ``PlacedRDD`` (``blobstate.spark.helper_jar``), whose ``getPreferredLocations`` returns the
   choice. PySpark has no way to set a Python RDD's preferred locations (``SparkContext.makeRDD`` with locations
@@ -29,6 +34,7 @@ Here the same, with what PySpark allows:
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -83,24 +89,55 @@ class Placement:
             self.holders = {**self.holders, partition: executor}
 
     def choose(self, live: list[str]) -> list[str]:
-        """One location per partition: its holder when in ``live`` (the executors' locations), else the live
-        executor holding the fewest partitions (ties: the first in ``live``); ``""`` for all when ``live`` is
-        empty. A choice is not recorded: the task that runs reports where it ran."""
+        """One location per partition: its holder when in ``live`` (the executors' locations), else a live executor
+        of the holder's host, else the live executor holding the fewest partitions (ties: the first in ``live``);
+        ``""`` for all when ``live`` is empty. A choice is not recorded: the task that runs reports where it ran."""
         if not live:
             return [""] * self.num_partitions
-        holders = self.holders
-        load = {e: 0 for e in live}
-        for executor in holders.values():
-            if executor in load:
+        by_host = {}
+        for e in reversed(live):
+            by_host[host_of(e)] = e
+        load = dict.fromkeys(live, 0)
+        wanted = {}
+        for p, executor in self.holders.items():
+            if executor not in load:
+                executor = by_host.get(host_of(executor), "")
+            if executor:
+                wanted[p] = executor
                 load[executor] += 1
         out = []
         for p in range(self.num_partitions):
-            executor = holders.get(p, "")
-            if executor not in load:
+            executor = wanted.get(p, "")
+            if not executor:
                 executor = min(live, key=lambda e: load[e])
                 load[executor] += 1
             out.append(executor)
         return out
+
+    def adopt(self, reports: list[tuple[str, dict[int, str]]], records: dict[int, tuple[Any, ...]]) -> int:
+        """Take the holders from what executors report of their hosts' copies (``(executor, {partition:
+        checkpoint id of the copy's marker})``): per partition without a holder, the executor whose copy is at the
+        committed record (of ``records[p]``, ``Checkpoint``s) of the highest batch. Returns how many it adopted."""
+        adopted = 0
+        holders = dict(self.holders)
+        for p in range(self.num_partitions):
+            if p in holders:
+                continue
+            batch_of = {r.checkpoint_id: r.batch_id for r in records.get(p, ()) if r.batch_id is not None}
+            found = [(batch_of[cid], executor) for executor, markers in reports if executor
+                     for q, cid in markers.items() if q == p and cid in batch_of]
+            if found:
+                holders[p] = max(found)[1]
+                adopted += 1
+        self.holders = holders
+        return adopted
+
+
+def host_of(executor: str) -> str:
+    """The host of a location ``executor_<host>_<id>`` (the location itself when it names a host)."""
+    if executor.startswith("executor_"):
+        return executor[len("executor_"):].rsplit("_", 1)[0]
+    return executor
 
 
 class SparkPlacement:
@@ -130,6 +167,29 @@ class SparkPlacement:
 
     def choose(self) -> list[str]:
         return self.placement.choose(self.live_executors())
+
+    def locate(self, plan: Any, timeout_s: float) -> int:
+        """Before the first batch of this driver: one task on each live executor reports the copies of ``plan``'s
+        partitions its host has; ``Placement.adopt`` takes the newest. Returns how many partitions it placed (0:
+        one executor or none, or the job did not finish within ``timeout_s``)."""
+        from blobstate.spark.partition_job import locate_task, run_bounded_job
+
+        live = self.live_executors()
+        if len(live) < 2:
+            return 0
+        reports = run_bounded_job(self.sc, f"locate the copies of {plan.key}", len(live),
+                                  functools.partial(self.place, locations=live),
+                                  functools.partial(locate_task, plan), timeout_s)
+        return self.placement.adopt(reports or [], plan.records)
+
+    def release(self, plan: Any, timeout_s: float) -> None:
+        """The executors holding ``plan``'s partitions close their databases (bounded by ``timeout_s``, else
+        they close once idle)."""
+        from blobstate.spark.partition_job import release_task, run_bounded_job
+
+        run_bounded_job(self.sc, f"close the open partitions of {plan.key}", plan.num_partitions,
+                        functools.partial(self.place, locations=self.choose()),
+                        functools.partial(release_task, plan), timeout_s)
 
     def place(self, rdd: Any, locations: list[str]) -> Any:
         """``rdd`` (a PySpark RDD of N partitions) with partition ``p`` preferring ``locations[p]``; the same
