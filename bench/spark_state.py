@@ -84,6 +84,18 @@ def generate(folder: str, *, keys: int, load_rows: int, batches: int, rows: int,
     return paths[-extra:]
 
 
+def log_files(path: str, *, namespace_pid: int | None = None) -> int:
+    """The most RocksDB info LOG files (``LOG``, ``LOG.old.*``) any one database under ``path`` has."""
+    cmd = ["find", path, "-name", "LOG*"]
+    if namespace_pid is not None:
+        cmd = ["nsenter", "-t", str(namespace_pid), "-m", *cmd]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.split()
+    per_db: dict[str, int] = {}
+    for name in out:
+        per_db[os.path.dirname(name)] = per_db.get(os.path.dirname(name), 0) + 1
+    return max(per_db.values(), default=0)
+
+
 def du(path: str, *, namespace_pid: int | None = None) -> int:
     """Bytes under ``path`` (``du -sb``), seen from the mount namespace of ``namespace_pid`` when given."""
     cmd = ["du", "-sb", path]
@@ -119,6 +131,11 @@ class Env:
                 os.path.join(run_dir, "local")
         return self.cluster.driver_conf(executor_memory="2g"), len(self.cluster.workers), \
             os.path.join(self.cluster.local_dir, os.path.basename(run_dir))
+
+    def log_files(self, run_dir: str, local: str) -> int:
+        if self.cluster is None:
+            return log_files(local)
+        return max(log_files(local, namespace_pid=w.pid) for w in self.cluster.workers)
 
     def local_bytes(self, run_dir: str, local: str) -> int:
         if self.cluster is None:
@@ -159,9 +176,9 @@ def kill_group(proc: subprocess.Popen) -> None:
 
 
 def run_mode(env: Env, mode: str, partitions: int, data: str, extra: list[str], work: str,
-             expected: int) -> dict[str, Any]:
+             expected: int, round_: int = 0) -> dict[str, Any]:
     """One mode: the full run (SIGKILLed after its last batch), then the restart on one more file."""
-    run_dir = os.path.join(work, f"{env.name}-{mode}-{partitions}")
+    run_dir = os.path.join(work, f"{env.name}-{mode}-{partitions}-{round_}")
     shutil.rmtree(run_dir, ignore_errors=True)
     os.makedirs(run_dir)
     input_dir = os.path.join(run_dir, "input")
@@ -182,6 +199,8 @@ def run_mode(env: Env, mode: str, partitions: int, data: str, extra: list[str], 
     sizes = {"local_bytes": env.local_bytes(run_dir, local),
              "remote_bytes": du(os.path.join(run_dir, "ck", "state")) if mode == "native"
              else du(os.path.join(run_dir, "repo"))}
+    if mode != "native":
+        sizes["log_files_per_partition"] = env.log_files(run_dir, local)
     for path in extra:
         os.link(path, os.path.join(input_dir, os.path.basename(path)))
     after = os.path.join(run_dir, "restart.jsonl")
@@ -228,12 +247,14 @@ def main(argv: list[str] | None = None) -> int:
     for env_name in args.env.split(","):
         env = Env(env_name, args.work)
         try:
-            for spec in args.modes.split(","):
+            seen: dict[str, int] = {}
+            for spec in args.modes.split(","):  # a spec listed twice runs twice (ABBA against the load)
                 mode, n = spec.rsplit("-", 1)
-                result = run_mode(env, mode, int(n), data, extra, args.work, expected)
+                seen[spec] = seen.get(spec, 0) + 1
+                result = run_mode(env, mode, int(n), data, extra, args.work, expected, seen[spec] - 1)
                 summary = {**summarize(result["batches"], load_batches),
                            **{k: v for k, v in result.items() if k != "batches"}, "loadavg": os.getloadavg()}
-                report["results"][f"{env_name}/{spec}"] = summary
+                report["results"].setdefault(f"{env_name}/{spec}", []).append(summary)
                 print(f"{env_name}/{spec}: {json.dumps(summary)}", flush=True)
         finally:
             env.close()

@@ -6,7 +6,8 @@ the ``noop`` sink; ``blobstate``: ``blobstate.spark.partitioned`` with the same 
 ``k``), ``partitions`` (N: Spark's shuffle partitions for both), ``conf`` (the session's Spark conf), ``executors``
 (wait for that many), ``input`` (Parquet files, one per batch), ``checkpoint``, ``repo``, ``local`` (blobstate's
 local dir), ``work``, ``progress`` (a JSON-lines file: one line per completed batch, with the wall clock),
-``stopAfter`` (stop once that many batches completed in this run; 0: when the input is drained).
+``stopAfter`` (stop once that many batches completed in this run; 0: when the input is drained), ``stats`` (blobstate:
+where to write ``ps.batch_stats`` as JSON after a clean stop).
 
 Prints ``READY`` when the executors registered and ``DONE`` after a clean stop (``query.stop()``, ``ps.close()``).
 The parent SIGKILLs the process group to measure a restart.
@@ -137,6 +138,11 @@ def main(path: str) -> int:
     query.stop()
     if ps is not None:
         ps.close()
+        if cfg.get("stats"):
+            import dataclasses
+
+            with open(cfg["stats"], "w", encoding="utf-8") as fh:
+                json.dump([dataclasses.asdict(s) for s in ps.batch_stats], fh)
     spark.stop()
     print("DONE", flush=True)
     return 0
