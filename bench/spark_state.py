@@ -96,16 +96,16 @@ def log_files(path: str, *, namespace_pid: int | None = None) -> int:
     return max(per_db.values(), default=0)
 
 
-def du(path: str, *, namespace_pid: int | None = None) -> int:
-    """Bytes under ``path`` (``du -sb``), seen from the mount namespace of ``namespace_pid`` when given."""
-    cmd = ["du", "-sb", path]
+def du(path: str, *, namespace_pid: int | None = None, name: str | None = None) -> int:
+    """Bytes under ``path`` (``du -sb``; with ``name``, only under its directories of that name pattern: Spark's
+    state store directories ``StateStoreId*`` among its shuffle files), seen from the mount namespace of
+    ``namespace_pid`` when given."""
+    cmd = ["du", "-sbc", path] if name is None else \
+        ["find", path, "-type", "d", "-name", name, "-prune", "-exec", "du", "-sbc", "{}", "+"]
     if namespace_pid is not None:
         cmd = ["nsenter", "-t", str(namespace_pid), "-m", *cmd]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    try:
-        return int(proc.stdout.split()[0])
-    except (IndexError, ValueError):
-        return 0
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.splitlines()
+    return sum(int(line.split()[0]) for line in out if line.endswith("\ttotal"))
 
 
 class Env:
@@ -137,11 +137,13 @@ class Env:
             return log_files(local)
         return max(log_files(local, namespace_pid=w.pid) for w in self.cluster.workers)
 
-    def local_bytes(self, run_dir: str, local: str) -> int:
-        if self.cluster is None:
-            return du(os.path.join(run_dir, "spark-local")) + du(local)
-        return sum(du(local, namespace_pid=w.pid) + du(os.path.join(self.cluster.local_dir, "spark"),
-                                                       namespace_pid=w.pid) for w in self.cluster.workers)
+    def local_bytes(self, run_dir: str, local: str, mode: str) -> int:
+        """The state's bytes on the executors' disks: Spark's state store directories, or blobstate's local dir."""
+        spark_dir = os.path.join(run_dir, "spark-local") if self.cluster is None else self.cluster.spark_dir
+        pids = [None] if self.cluster is None else [w.pid for w in self.cluster.workers]
+        if mode == "native":
+            return sum(du(spark_dir, namespace_pid=pid, name="StateStoreId*") for pid in pids)
+        return sum(du(local, namespace_pid=pid) for pid in pids)
 
     def close(self) -> None:
         if self.cluster is not None:
@@ -196,7 +198,7 @@ def run_mode(env: Env, mode: str, partitions: int, data: str, extra: list[str], 
     kill_group(proc)  # a crash between batches: no clean stop
     if len(done) < expected:
         raise RuntimeError(f"{mode}: {len(done)} of {expected} batches; see {run_dir}/run.log")
-    sizes = {"local_bytes": env.local_bytes(run_dir, local),
+    sizes = {"local_bytes": env.local_bytes(run_dir, local, mode),
              "remote_bytes": du(os.path.join(run_dir, "ck", "state")) if mode == "native"
              else du(os.path.join(run_dir, "repo"))}
     if mode != "native":
@@ -223,6 +225,15 @@ def summarize(done: list[dict[str, Any]], load_batches: int) -> dict[str, Any]:
     for field in ("trigger_ms", "add_ms"):
         values = [float(b[field]) for b in steady]
         out[field] = {"p50": round(quantile(values, 0.5), 1), "p99": round(quantile(values, 0.99), 1)}
+    stats = [b["blobstate"] for b in steady if b.get("blobstate")]
+    if stats:  # where the time of a blobstate batch goes, and where its tasks ran
+        for field in ("job_ms", "commit_ms"):
+            out[field] = {"p50": round(quantile([s[field] for s in stats], 0.5), 1)}
+        out["task_ms_p50"] = round(quantile([t for s in stats for t in s["task_ms"]], 0.5), 1)
+        tasks = sum(len(s["executors"]) for s in stats)
+        out["tasks_local"] = round(sum(s["partitions_local"] for s in stats) / tasks, 4)
+        out["tasks_placed"] = round(sum(s["partitions_placed"] for s in stats) / tasks, 4)
+        out["restored"] = sum(s["partitions_restored"] for s in stats)
     return out
 
 

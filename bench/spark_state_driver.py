@@ -6,8 +6,8 @@ the ``noop`` sink; ``blobstate``: ``blobstate.spark.partitioned`` with the same 
 ``k``), ``partitions`` (N: Spark's shuffle partitions for both), ``conf`` (the session's Spark conf), ``executors``
 (wait for that many), ``input`` (Parquet files, one per batch), ``checkpoint``, ``repo``, ``local`` (blobstate's
 local dir), ``work``, ``progress`` (a JSON-lines file: one line per completed batch, with the wall clock),
-``stopAfter`` (stop once that many batches completed in this run; 0: when the input is drained), ``stats`` (blobstate:
-where to write ``ps.batch_stats`` as JSON after a clean stop).
+``stopAfter`` (stop once that many batches completed in this run; 0: when the input is drained). A blobstate line
+also carries the batch's ``GroupBatchStats``.
 
 Prints ``READY`` when the executors registered and ``DONE`` after a clean stop (``query.stop()``, ``ps.close()``).
 The parent SIGKILLs the process group to measure a restart.
@@ -73,6 +73,7 @@ class Progress:
         from pyspark.sql.streaming import StreamingQueryListener
 
         self.path, self.count, self.done = path, 0, threading.Condition()
+        self.ps: Any = None  # blobstate: each line also carries the batch's GroupBatchStats
         outer = self
 
         class Listener(StreamingQueryListener):
@@ -86,6 +87,11 @@ class Progress:
                 line = {"t": time.time(), "batch": p.batchId, "rows": p.numInputRows,
                         "trigger_ms": p.durationMs.get("triggerExecution"), "add_ms": p.durationMs.get("addBatch"),
                         "state_rows": sum(o.numRowsTotal for o in p.stateOperators)}
+                if outer.ps is not None:
+                    import dataclasses
+
+                    stats = next((s for s in reversed(outer.ps.stats) if s.batch_id == p.batchId), None)
+                    line["blobstate"] = dataclasses.asdict(stats) if stats else None
                 with open(outer.path, "a", encoding="utf-8") as fh:
                     fh.write(json.dumps(line) + "\n")
                 with outer.done:
@@ -129,6 +135,7 @@ def main(path: str) -> int:
         ps = partitioned(spark, repo=cfg["repo"], checkpoint_location=cfg["checkpoint"], job="bench",
                          store="agg", num_partitions=cfg["partitions"], key_cols=["k"], local_dir=cfg["local"],
                          work_dir=cfg["work"], snapshot_every=cfg.get("snapshotEvery", 10))
+        progress.ps = ps
         query = ps.start(stream.writeStream, fold)
     print(f"STARTED {time.time() - t0:.3f}", flush=True)
     if cfg.get("stopAfter"):
@@ -138,11 +145,7 @@ def main(path: str) -> int:
     query.stop()
     if ps is not None:
         ps.close()
-        if cfg.get("stats"):
-            import dataclasses
 
-            with open(cfg["stats"], "w", encoding="utf-8") as fh:
-                json.dump([dataclasses.asdict(s) for s in ps.batch_stats], fh)
     spark.stop()
     print("DONE", flush=True)
     return 0

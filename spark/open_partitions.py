@@ -101,6 +101,7 @@ class OpenPartition:
         self.db: Any = None
         self._db_fd: int | None = None
         self.marker: dict[str, Any] | None = None
+        self._staged: tuple[str, list[Any]] | None = None  # (checkpoint id, ops) of this process's last part
         self.in_use = False
         self.last_used = time.monotonic()
 
@@ -172,6 +173,16 @@ class OpenPartition:
                 if self._db_fd is not None:
                     os.close(self._db_fd)
                     self._db_fd = None
+
+    def stage(self, checkpoint_id: str, ops: list[Any]) -> None:
+        """Keep the ops of the part this process just uploaded as ``checkpoint_id`` (exactly what it encoded): if
+        the driver commits that part, the next task here applies them without reading and decoding the changelog."""
+        self._staged = (checkpoint_id, ops)
+
+    def staged_ops(self, checkpoint_id: str) -> list[Any] | None:
+        """The ops kept for ``checkpoint_id`` by ``stage``, or None."""
+        staged = self._staged
+        return staged[1] if staged is not None and staged[0] == checkpoint_id else None
 
     # -- the marker --------------------------------------------------------------------------------------------
     def read_marker(self) -> dict[str, Any] | None:

@@ -275,12 +275,16 @@ class LocalPartition:
             self._restore(repo, chain, fetched)
         else:
             todo = [deltas[b] for b in range(start, (chain.upto or 0) + 1)]
-            if not restore and not all(self._kept(record) for record in todo):
+            if not restore and not all(self.owned.staged_ops(r.checkpoint_id) or self._kept(r) for r in todo):
                 return None
             if todo:
                 db = self.open_db()
                 for record in todo:
-                    changelog.replay(db, self._changelog(repo, record, fetched), source=record.changelog_blob_id)
+                    ops = self.owned.staged_ops(record.checkpoint_id)  # this process staged it: no read, no decode
+                    if ops is not None:
+                        changelog.apply_ops(db, ops)
+                    else:
+                        changelog.replay(db, self._changelog(repo, record, fetched), source=record.changelog_blob_id)
                     fetched.applied.append(record.checkpoint_id)
                 db.flush_wal(True)  # the database stays open: its WAL makes the writes durable before the marker
                 self._mark(todo[-1])
@@ -348,10 +352,12 @@ def run_partition(plan: BatchPlan, update: Update, partition: int, rows: Iterabl
         fetched = local.ensure_at(repo, plan.records.get(partition, ()), plan.upto)
         view = changelog.StagedWrites(local.open_db())
         update(view, rows, ctx)
-        data = changelog.encode(view.ops())
+        ops = view.ops()
+        data = changelog.encode(ops)
         entry = stage_changelog(repo, plan.key, partition=partition, batch_id=plan.batch_id, data=data,
                                 ttl_ms=plan.ttl_ms, attempt=task.task_attempt_id, base=plan.base)
         local.keep(entry, data)
+        local.owned.stage(entry.checkpoint_id, ops)
     if plan.fault_hook is not None:
         plan.fault_hook("uploaded", ctx)
     yield Prepare(partition, plan.batch_id, ctx.attempt, plan.base, entry, created, fetched.record,

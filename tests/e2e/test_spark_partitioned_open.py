@@ -63,6 +63,45 @@ def test_a_partition_another_process_keeps_open_is_handed_over_on_request(reuse,
         owner.wait()
 
 
+ORPHAN = textwrap.dedent("""
+    import os, subprocess, sys
+    if sys.argv[2] == "parent":  # starts the owner, then dies: the owner's parent (its executor) is gone
+        child = subprocess.Popen([sys.executable, "-c", sys.argv[3], sys.argv[1], "owner", sys.argv[3]],
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                                 text=True)
+        print(child.stdout.readline().strip(), child.pid, flush=True)
+        os._exit(0)
+    from blobstate.model.records import StoreKey
+    from blobstate.spark import open_partitions
+    from blobstate.spark.partition_task import LocalPartition
+    with LocalPartition(sys.argv[1], StoreKey("j", "group", "s"), 0) as local:
+        local.open_db()[b"k"] = b"v"
+    print("HELD", flush=True)
+    import time
+    time.sleep(120)  # idle, open, until killed: only the keeper can let go
+""")
+
+
+def test_a_partition_is_closed_when_its_process_loses_its_parent(tmp_path):
+    parent = subprocess.run([sys.executable, "-c", ORPHAN, str(tmp_path), "parent", ORPHAN], capture_output=True,
+                            text=True, timeout=60, env=dict(os.environ, SPARK_REUSE_WORKER="1"))
+    said, pid = parent.stdout.split()
+    assert said == "HELD"
+    from blobstate.local.files import try_lock
+
+    path = os.path.join(partition_dir(str(tmp_path), KEY, 0), open_partitions.OPEN)
+    try:
+        deadline, fd = time.monotonic() + 30, None
+        while fd is None and time.monotonic() < deadline:  # nobody asks (no RELEASE): the keeper sees the orphan
+            fd = try_lock(path)
+            time.sleep(0.05)  # polling the orphan's keeper, bounded by the deadline
+        assert fd is not None
+        os.close(fd)
+        assert not os.path.exists(os.path.join(os.path.dirname(path), open_partitions.RELEASE))
+    finally:
+        os.kill(int(pid), 9)
+
+
 def test_an_idle_partition_is_closed_and_its_lock_let_go(reuse, tmp_path, monkeypatch):
     monkeypatch.setattr(open_partitions, "IDLE_CLOSE_S", 0.3)
     with LocalPartition(str(tmp_path), KEY, 0) as local:

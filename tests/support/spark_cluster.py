@@ -5,7 +5,8 @@ REST server off) and ``workers`` workers, each in its own UTS and mount namespac
 hostname (``worker0``, ...), its own tmpfs mounted at the same ``local_dir`` path (its own disk: what one host
 writes there the others never see; the tmpfs goes away with the namespace) and its own loopback address
 (127.0.0.2, .3, ...: with one address Spark takes two workers for one host and reads the other's shuffle files from
-its own disk). Executors run as children of their worker's JVM, so in its namespaces. Everything is started and
+its own disk). Executors run as children of their worker's JVM, so in its namespaces, and keep Spark's own files
+(``SPARK_LOCAL_DIRS``: shuffle files, Spark's state store) on that tmpfs too. Everything is started and
 stopped by PID: ``kill_worker`` SIGKILLs a worker's JVM and its executors' JVMs (a lost host), ``stop`` all of
 them and the master. Needs root (mount namespaces and tmpfs mounts): ``unavailable()`` says why not, for a skip.
 
@@ -97,6 +98,11 @@ class SparkCluster:
         self.workers: list[Worker] = []
 
     @property
+    def spark_dir(self) -> str:
+        """Where each worker's executors keep Spark's own files (shuffle, Spark's state store): on its tmpfs."""
+        return os.path.join(self.local_dir, "spark")
+
+    @property
     def url(self) -> str:
         return f"spark://127.0.0.1:{self.port}"
 
@@ -147,7 +153,8 @@ class SparkCluster:
         script = (f"hostname {name} && mount -t tmpfs -o size={self.tmpfs_size} tmpfs {self.local_dir} && "
                   f"exec {home}/bin/spark-class org.apache.spark.deploy.worker.Worker {self.url} "
                   f"--cores {self.cores} --memory {self.memory} --host {address} --webui-port 0 --work-dir {work}")
-        env = dict(os.environ, SPARK_HOME=home, SPARK_LOCAL_IP=address, SPARK_NO_DAEMONIZE="1")
+        env = dict(os.environ, SPARK_HOME=home, SPARK_LOCAL_IP=address, SPARK_NO_DAEMONIZE="1",
+                   SPARK_LOCAL_DIRS=self.spark_dir)
         log_path = os.path.join(self.base, f"{name}.log")
         with open(log_path, "wb") as out:
             proc = subprocess.Popen(["unshare", "-m", "-u", "--propagation", "private", "bash", "-c", script],
