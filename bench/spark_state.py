@@ -1,7 +1,7 @@
 """blobstate's partitioned state against Spark's own RocksDB state store, at a state that matters (issue 30).
 
-``python -m bench.spark_state [--keys 1000000] [--modes native,blobstate-4,blobstate-8] [--env local,cluster]
-[--batches 100] [--rows 20000] [--work DIR] [--out FILE]``
+``python -m bench.spark_state [--keys 1000000] [--partitions 4,8] [--env local,cluster] [--batches 100]
+[--rows 20000] [--load-rows 200000] [--work DIR] [--out FILE]``
 
 The same stateful aggregation, per key ``k``: ``(count, sum(v))``, over the same synthetic input (deterministic:
 ``numpy`` with a fixed seed; one Parquet file per batch, read one file per trigger):
@@ -11,19 +11,22 @@ The same stateful aggregation, per key ``k``: ``(count, sum(v))``, over the same
   keys, read-modify-write in the state).
 
 Modes: ``native`` (Spark's ``RocksDBStateStoreProvider`` with changelog checkpointing: ``groupBy(k).agg(count,
-sum(v))`` in update mode into the ``noop`` sink) and ``blobstate-N`` (``blobstate.spark.partitioned`` with N
+sum(v))`` in update mode into the ``noop`` sink) and ``blobstate`` (``blobstate.spark.partitioned`` with N
 partitions, the same fold in Python: ``bench.spark_state_driver.fold``, snapshots every 10 batches); Spark's shuffle
-partitions are N for both (``native`` runs with the N of the blobstate mode it is compared with: ``native-N``).
-Environments: ``local`` (``local[2]``) and ``cluster`` (the namespace cluster of ``tests/support/spark_cluster.py``:
-a master and two one-core workers, each its own host with its own tmpfs).
+partitions are N for both. Environments: ``local`` (``local[2]``) and ``cluster`` (the namespace cluster of
+``tests/support/spark_cluster.py``: a master and two one-core workers, each its own host with its own tmpfs).
 
-Per mode and environment, one driver process (``bench.spark_state_driver``) runs load and steady batches; then it is
-SIGKILLed between batches, one more input file is added, and a new driver's time from its start to its first
-completed batch is the restart (both pay a JVM start; the native store reloads its state from the checkpoint
-location, blobstate reuses the copies on the executors' disks or restores them). Reported: per-batch p50/p99 of
-``triggerExecution`` and ``addBatch`` over the steady batches (Spark's ``StreamingQueryProgress``), the load time, the
-restart, and the state's bytes on the executors' disks (``local``) and in the checkpoint location or repository
-(``remote``).
+Paired, because this machine's load moves by a factor of several within minutes: for each N one driver process
+(``bench.spark_state_driver``) runs both queries in one SparkSession and feeds them the same files one batch at a
+time in turn (native, blobstate, blobstate, native, ...), so batch ``b`` of each runs under the same load. It is
+SIGKILLed after the last batch (a crash between batches); then each mode restarts twice, in turn, each time in a new
+driver on one more file, SIGKILLed again after it: the restart is the time from the driver's start to its first
+completed batch (both pay a JVM start; the native store reloads its state from the checkpoint location, blobstate
+reuses the copies on the executors' disks or restores them). Reported per mode: per-batch p50/p99 of
+``triggerExecution`` and ``addBatch`` over the steady batches (Spark's ``StreamingQueryProgress``), the load time,
+the restarts, the state's bytes on the executors' disks (``local``: Spark's state store directories, blobstate's
+local dir) and in the checkpoint location or repository (``remote``), and for blobstate where its time goes and
+where its tasks ran (``GroupBatchStats``) and the most RocksDB info LOG files of any partition.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ if __package__ in (None, ""):
 from bench.partition_job import quantile  # noqa: E402
 
 SEED = 30
+MODES = ("native", "blobstate")
 LOCAL_CONF = {"spark.master": "local[2]", "spark.ui.enabled": "false", "spark.driver.host": "127.0.0.1",
               "spark.driver.bindAddress": "127.0.0.1", "spark.ui.showConsoleProgress": "false",
               "spark.driver.memory": "2g"}
@@ -150,15 +154,14 @@ class Env:
             self.cluster.__exit__(None, None, None)
 
 
-def start_driver(cfg: dict[str, Any], run_dir: str, name: str) -> tuple[subprocess.Popen, str]:
+def start_driver(cfg: dict[str, Any], run_dir: str, name: str) -> subprocess.Popen:
     path = os.path.join(run_dir, f"{name}.json")
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(cfg, fh)
     log = open(os.path.join(run_dir, f"{name}.log"), "wb")  # noqa: SIM115 - closed with the process
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen([sys.executable, "-m", "bench.spark_state_driver", path], stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "bench.spark_state_driver", path], stdout=subprocess.PIPE,
                             stderr=log, text=True, env=env, start_new_session=True, cwd=os.path.dirname(HERE))
-    return proc, path
 
 
 def lines(path: str) -> list[dict[str, Any]]:
@@ -169,59 +172,68 @@ def lines(path: str) -> list[dict[str, Any]]:
         return []
 
 
-def kill_group(proc: subprocess.Popen) -> None:
+def run_until_fed(proc: subprocess.Popen, what: str, log: str) -> None:
+    """Wait for the driver's ``FED``, then SIGKILL its process group (a crash between batches)."""
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
+        for line in proc.stdout:
+            if line.startswith("FED"):
+                return
+        raise RuntimeError(f"{what}: the driver ended before its batches; see {log}")
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
 
 
-def run_mode(env: Env, mode: str, partitions: int, data: str, extra: list[str], work: str,
-             expected: int, round_: int = 0) -> dict[str, Any]:
-    """One mode: the full run (SIGKILLed after its last batch), then the restart on one more file."""
-    run_dir = os.path.join(work, f"{env.name}-{mode}-{partitions}-{round_}")
+def run_pair(env: Env, partitions: int, data: str, extra: list[str], work: str) -> dict[str, Any]:
+    """The native store and blobstate with N partitions, one driver, batch by batch in turn (ABBA) over every input
+    file, SIGKILLed after the last; then each restarts twice after a SIGKILL, in turn, on one more file each."""
+    run_dir = os.path.join(work, f"{env.name}-{partitions}")
     shutil.rmtree(run_dir, ignore_errors=True)
     os.makedirs(run_dir)
-    input_dir = os.path.join(run_dir, "input")
-    shutil.copytree(os.path.join(data, "input"), input_dir, copy_function=os.link)
     conf, executors, local = env.conf(run_dir)
-    base = {"mode": mode, "partitions": partitions, "conf": conf, "executors": executors, "input": input_dir,
-            "checkpoint": os.path.join(run_dir, "ck"), "repo": f"file://{run_dir}/repo", "local": local,
-            "work": os.path.join(run_dir, "work")}
+    dirs = {mode: {"input": os.path.join(run_dir, f"input-{mode}"), "checkpoint": os.path.join(run_dir, f"ck-{mode}"),
+                   "repo": f"file://{run_dir}/repo", "local": local, "work": os.path.join(run_dir, "work")}
+            for mode in MODES}
+    for d in dirs.values():
+        os.makedirs(d["input"])
+    files = sorted(os.path.join(data, "input", n) for n in os.listdir(os.path.join(data, "input")))
+    base = {"partitions": partitions, "conf": conf, "executors": executors, "dirs": dirs, "hold": True}
     progress = os.path.join(run_dir, "progress.jsonl")
-    proc, _ = start_driver({**base, "progress": progress, "stopAfter": expected}, run_dir, "run")
-    deadline = time.monotonic() + 6 * 3600
-    while len(lines(progress)) < expected and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.5)  # polling the driver's progress file, bounded
+    proc = start_driver({**base, "modes": list(MODES), "feed": files, "progress": progress}, run_dir, "run")
+    run_until_fed(proc, "the paired run", os.path.join(run_dir, "run.log"))
     done = lines(progress)
-    kill_group(proc)  # a crash between batches: no clean stop
-    if len(done) < expected:
-        raise RuntimeError(f"{mode}: {len(done)} of {expected} batches; see {run_dir}/run.log")
-    sizes = {"local_bytes": env.local_bytes(run_dir, local, mode),
-             "remote_bytes": du(os.path.join(run_dir, "ck", "state")) if mode == "native"
-             else du(os.path.join(run_dir, "repo"))}
-    if mode != "native":
-        sizes["log_files_per_partition"] = env.log_files(run_dir, local)
-    for path in extra:
-        os.link(path, os.path.join(input_dir, os.path.basename(path)))
-    after = os.path.join(run_dir, "restart.jsonl")
-    t0 = time.time()
-    proc, _ = start_driver({**base, "progress": after, "stopAfter": 1}, run_dir, "restart")
-    try:
-        proc.wait(timeout=3600)
-    finally:
-        kill_group(proc)
-    first = lines(after)
-    if not first:
-        raise RuntimeError(f"{mode}: no batch after the restart; see {run_dir}/restart.log")
-    return {"batches": done, "restart_s": round(first[0]["t"] - t0, 2), "restart_batch": first[0], **sizes}
+    out: dict[str, Any] = {mode: {"batches": [b for b in done if b["mode"] == mode], "restarts": []}
+                           for mode in MODES}
+    out["native"]["local_bytes"] = env.local_bytes(run_dir, local, "native")
+    out["native"]["remote_bytes"] = du(os.path.join(dirs["native"]["checkpoint"], "state"))
+    out["blobstate"]["local_bytes"] = env.local_bytes(run_dir, local, "blobstate")
+    out["blobstate"]["remote_bytes"] = du(os.path.join(run_dir, "repo"))
+    out["blobstate"]["log_files_per_partition"] = env.log_files(run_dir, local)
+    for i, path in enumerate(extra):
+        for mode in MODES if i % 2 == 0 else tuple(reversed(MODES)):
+            target = os.path.join(dirs[mode]["input"], os.path.basename(path))
+            os.link(path, target)
+            os.utime(target, (1_700_000_000 + i, 1_700_000_000 + i))
+            after = os.path.join(run_dir, f"restart-{mode}-{i}.jsonl")
+            t0 = time.time()
+            proc = start_driver({**base, "modes": [mode], "stopAfter": 1, "progress": after}, run_dir,
+                                f"restart-{mode}-{i}")
+            run_until_fed(proc, f"the restart of {mode}", os.path.join(run_dir, f"restart-{mode}-{i}.log"))
+            first = lines(after)[0]
+            out[mode]["restarts"].append({"s": round(first["t"] - t0, 2), "trigger_ms": first["trigger_ms"],
+                                          **({"restored": first["blobstate"]["partitions_restored"],
+                                              "local": first["blobstate"]["partitions_local"]}
+                                             if first.get("blobstate") else {})})
+    return out
 
 
 def summarize(done: list[dict[str, Any]], load_batches: int) -> dict[str, Any]:
     steady = [b for b in done if b["batch"] >= load_batches + 2]  # the first two steady batches warm up
     out: dict[str, Any] = {"load_s": round(sum(b["trigger_ms"] for b in done[:load_batches]) / 1000, 1),
-                           "steady_batches": len(steady), "state_rows": done[-1]["state_rows"]}
+                           "steady_batches": len(steady)}
     for field in ("trigger_ms", "add_ms"):
         values = [float(b[field]) for b in steady]
         out[field] = {"p50": round(quantile(values, 0.5), 1), "p99": round(quantile(values, 0.99), 1)}
@@ -243,30 +255,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load-rows", type=int, default=200_000)
     parser.add_argument("--batches", type=int, default=100)
     parser.add_argument("--rows", type=int, default=20_000)
-    parser.add_argument("--modes", default="native-4,blobstate-4,native-8,blobstate-8")
+    parser.add_argument("--partitions", default="4,8", help="N: a paired run (native and blobstate) for each")
     parser.add_argument("--env", default="local")
     parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "blobstate-bench-spark-state"))
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     data = os.path.join(args.work, f"data-{args.keys}-{args.load_rows}-{args.batches}-{args.rows}")
-    extra = generate(data, keys=args.keys, load_rows=args.load_rows, batches=args.batches, rows=args.rows)
+    extra = generate(data, keys=args.keys, load_rows=args.load_rows, batches=args.batches, rows=args.rows, extra=2)
     load_batches = -(-args.keys // args.load_rows)
-    expected = load_batches + args.batches
     report: dict[str, Any] = {"keys": args.keys, "load_rows": args.load_rows, "batches": args.batches,
                               "rows": args.rows, "load_batches": load_batches, "cpus": os.cpu_count(),
                               "loadavg_start": os.getloadavg(), "results": {}}
     for env_name in args.env.split(","):
         env = Env(env_name, args.work)
         try:
-            seen: dict[str, int] = {}
-            for spec in args.modes.split(","):  # a spec listed twice runs twice (ABBA against the load)
-                mode, n = spec.rsplit("-", 1)
-                seen[spec] = seen.get(spec, 0) + 1
-                result = run_mode(env, mode, int(n), data, extra, args.work, expected, seen[spec] - 1)
-                summary = {**summarize(result["batches"], load_batches),
-                           **{k: v for k, v in result.items() if k != "batches"}, "loadavg": os.getloadavg()}
-                report["results"].setdefault(f"{env_name}/{spec}", []).append(summary)
-                print(f"{env_name}/{spec}: {json.dumps(summary)}", flush=True)
+            for n in args.partitions.split(","):
+                result = run_pair(env, int(n), data, extra, args.work)
+                for mode in MODES:
+                    r = result[mode]
+                    summary = {**summarize(r["batches"], load_batches), "restart_s": [x["s"] for x in r["restarts"]],
+                               "restarts": r["restarts"], **{k: v for k, v in r.items()
+                                                             if k not in ("batches", "restarts")},
+                               "loadavg": os.getloadavg()}
+                    report["results"][f"{env_name}/{mode}-{n}"] = summary
+                    print(f"{env_name}/{mode}-{n}: {json.dumps(summary)}", flush=True)
         finally:
             env.close()
     if args.out:

@@ -1,16 +1,19 @@
-"""The Spark driver of ``bench/spark_state.py``: one stateful aggregation query, native state store or blobstate.
+"""The Spark driver of ``bench/spark_state.py``: the stateful aggregation, native state store and blobstate, paired.
 
-``python -m bench.spark_state_driver CONFIG.json``. CONFIG: ``mode`` (``native``: Spark's own
+``python -m bench.spark_state_driver CONFIG.json``. CONFIG: ``modes`` (one or more of ``native``: Spark's own
 ``RocksDBStateStoreProvider`` with changelog checkpointing, ``groupBy(k).agg(count, sum(v))`` in update mode into
 the ``noop`` sink; ``blobstate``: ``blobstate.spark.partitioned`` with the same fold in Python, one RocksDB key per
-``k``), ``partitions`` (N: Spark's shuffle partitions for both), ``conf`` (the session's Spark conf), ``executors``
-(wait for that many), ``input`` (Parquet files, one per batch), ``checkpoint``, ``repo``, ``local`` (blobstate's
-local dir), ``work``, ``progress`` (a JSON-lines file: one line per completed batch, with the wall clock),
-``stopAfter`` (stop once that many batches completed in this run; 0: when the input is drained). A blobstate line
-also carries the batch's ``GroupBatchStats``.
+``k``), ``partitions`` (N: Spark's shuffle partitions, for both), ``conf`` (the session's Spark conf),
+``executors`` (wait for that many), ``dirs`` (per mode: ``input``, ``checkpoint``, and for blobstate ``repo``,
+``local``, ``work``), ``progress`` (a JSON-lines file: one line per completed batch and mode, with the wall clock and,
+for blobstate, its ``GroupBatchStats``), ``feed`` (input files: the driver hard-links file ``i`` into each mode's
+input, one mode at a time, and waits for that mode's batch before the next: the queries alternate, ABBA, so both see
+the same machine load batch by batch; a native batch also waits for blobstate's background snapshot job, which would
+otherwise take its cores), or ``stopAfter`` (no feeding: run until that many batches completed, the input already
+there); ``hold``: once done, print ``FED`` and wait to be SIGKILLed instead of stopping.
 
-Prints ``READY`` when the executors registered and ``DONE`` after a clean stop (``query.stop()``, ``ps.close()``).
-The parent SIGKILLs the process group to measure a restart.
+Both queries run in one SparkSession (one driver JVM, the same executors). Prints ``READY`` when the executors
+registered and ``DONE`` after a clean stop. The parent SIGKILLs the process group to measure a restart.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ NATIVE_CONF = {
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
 }
+BATCH_TIMEOUT_S = 1800
 
 
 def fold(db: Any, rows: Any, ctx: Any) -> None:
@@ -51,9 +55,8 @@ def session(cfg: dict[str, Any]) -> Any:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(f"blobstate-bench-{cfg['mode']}")
-    conf = {**cfg["conf"], "spark.sql.shuffle.partitions": str(cfg["partitions"]),
-            **(NATIVE_CONF if cfg["mode"] == "native" else {})}
+    builder = SparkSession.builder.appName("blobstate-bench-state")
+    conf = {**cfg["conf"], "spark.sql.shuffle.partitions": str(cfg["partitions"]), **NATIVE_CONF}
     for name, value in conf.items():
         builder = builder.config(name, value)
     spark = builder.getOrCreate()
@@ -67,13 +70,15 @@ def session(cfg: dict[str, Any]) -> Any:
 
 
 class Progress:
-    """Writes one JSON line per completed batch of the run (a ``StreamingQueryListener`` on the driver)."""
+    """One JSON line per completed batch (a ``StreamingQueryListener`` on the driver); counts batches per query."""
 
     def __init__(self, path: str) -> None:
         from pyspark.sql.streaming import StreamingQueryListener
 
-        self.path, self.count, self.done = path, 0, threading.Condition()
-        self.ps: Any = None  # blobstate: each line also carries the batch's GroupBatchStats
+        self.path, self.done = path, threading.Condition()
+        self.counts: dict[str, int] = {}
+        self.names: dict[str, str] = {}  # query id -> mode
+        self.ps: Any = None
         outer = self
 
         class Listener(StreamingQueryListener):
@@ -81,22 +86,7 @@ class Progress:
                 pass
 
             def onQueryProgress(self, event: Any) -> None:  # noqa: N802
-                p = event.progress
-                if p.numInputRows == 0:
-                    return
-                line = {"t": time.time(), "batch": p.batchId, "rows": p.numInputRows,
-                        "trigger_ms": p.durationMs.get("triggerExecution"), "add_ms": p.durationMs.get("addBatch"),
-                        "state_rows": sum(o.numRowsTotal for o in p.stateOperators)}
-                if outer.ps is not None:
-                    import dataclasses
-
-                    stats = next((s for s in reversed(outer.ps.stats) if s.batch_id == p.batchId), None)
-                    line["blobstate"] = dataclasses.asdict(stats) if stats else None
-                with open(outer.path, "a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(line) + "\n")
-                with outer.done:
-                    outer.count += 1
-                    outer.done.notify_all()
+                outer.record(event.progress)
 
             def onQueryIdle(self, event: Any) -> None:  # noqa: N802
                 pass
@@ -106,46 +96,89 @@ class Progress:
 
         self.listener = Listener()
 
-    def wait_for(self, count: int, query: Any, timeout_s: float) -> None:
+    def record(self, p: Any) -> None:
+        if p.numInputRows == 0:
+            return
+        mode = p.name
+        line = {"t": time.time(), "mode": mode, "batch": p.batchId, "rows": p.numInputRows,
+                "trigger_ms": p.durationMs.get("triggerExecution"), "add_ms": p.durationMs.get("addBatch")}
+        if mode == "blobstate" and self.ps is not None:
+            import dataclasses
+
+            stats = next((s for s in reversed(self.ps.stats) if s.batch_id == p.batchId), None)
+            line["blobstate"] = dataclasses.asdict(stats) if stats else None
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line) + "\n")
+        with self.done:
+            self.counts[mode] = self.counts.get(mode, 0) + 1
+            self.done.notify_all()
+
+    def wait_for(self, mode: str, count: int, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         with self.done:
-            while self.count < count and query.isActive and time.monotonic() < deadline:
+            while self.counts.get(mode, 0) < count:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{mode}: batch {count} did not complete")
                 self.done.wait(1)
+
+
+def start(spark: Any, mode: str, cfg: dict[str, Any], progress: Progress) -> tuple[Any, Any]:
+    """Start ``mode``'s query; returns (query, PartitionedState or None)."""
+    d = cfg["dirs"][mode]
+    stream = spark.readStream.schema("k long, v long").option("maxFilesPerTrigger", 1).parquet(d["input"])
+    if mode == "native":
+        from pyspark.sql import functions as F
+
+        agg = stream.groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("s"))
+        query = (agg.writeStream.queryName(mode).outputMode("update").format("noop")
+                 .option("checkpointLocation", d["checkpoint"]).start())
+        return query, None
+    from blobstate.spark import partitioned
+
+    ps = partitioned(spark, repo=d["repo"], checkpoint_location=d["checkpoint"], job="bench", store="agg",
+                     num_partitions=cfg["partitions"], key_cols=["k"], local_dir=d["local"], work_dir=d["work"],
+                     snapshot_every=cfg.get("snapshotEvery", 10))
+    progress.ps = ps
+    return ps.start(stream.writeStream, fold, query_name=mode), ps
+
+
+def feed(cfg: dict[str, Any], progress: Progress, ps: Any) -> None:
+    """Hard-link each input file into every mode's input in turn (ABBA), waiting for each mode's batch."""
+    modes = cfg["modes"]
+    for i, path in enumerate(cfg["feed"]):
+        for mode in modes if i % 2 == 0 else list(reversed(modes)):
+            if mode == "native" and ps is not None:
+                ps.snapshots.wait(BATCH_TIMEOUT_S)  # blobstate's background snapshot would take native's cores
+            target = os.path.join(cfg["dirs"][mode]["input"], os.path.basename(path))
+            os.link(path, target)
+            os.utime(target, (1_600_000_000 + i, 1_600_000_000 + i))
+            progress.wait_for(mode, progress.counts.get(mode, 0) + 1, BATCH_TIMEOUT_S)
 
 
 def main(path: str) -> int:
     with open(path, encoding="utf-8") as fh:
         cfg = json.load(fh)
-    t0 = time.time()
     spark = session(cfg)
     print("READY", flush=True)
     progress = Progress(cfg["progress"])
     spark.streams.addListener(progress.listener)
-    stream = spark.readStream.schema("k long, v long").option("maxFilesPerTrigger", 1).parquet(cfg["input"])
-    ps = None
-    if cfg["mode"] == "native":
-        from pyspark.sql import functions as F
-
-        agg = stream.groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("s"))
-        query = (agg.writeStream.outputMode("update").format("noop").option("checkpointLocation", cfg["checkpoint"])
-                 .start())
+    queries, ps = [], None
+    for mode in cfg["modes"]:
+        query, state = start(spark, mode, cfg, progress)
+        queries.append(query)
+        ps = state or ps
+    if cfg.get("feed"):
+        feed(cfg, progress, ps)
     else:
-        from blobstate.spark import partitioned
-
-        ps = partitioned(spark, repo=cfg["repo"], checkpoint_location=cfg["checkpoint"], job="bench",
-                         store="agg", num_partitions=cfg["partitions"], key_cols=["k"], local_dir=cfg["local"],
-                         work_dir=cfg["work"], snapshot_every=cfg.get("snapshotEvery", 10))
-        progress.ps = ps
-        query = ps.start(stream.writeStream, fold)
-    print(f"STARTED {time.time() - t0:.3f}", flush=True)
-    if cfg.get("stopAfter"):
-        progress.wait_for(cfg["stopAfter"], query, 3600)
-    else:
-        query.processAllAvailable()
-    query.stop()
+        for mode in cfg["modes"]:
+            progress.wait_for(mode, cfg.get("stopAfter", 1), BATCH_TIMEOUT_S)
+    if cfg.get("hold"):  # the parent SIGKILLs this process group now: a crash between batches
+        print("FED", flush=True)
+        threading.Event().wait()
+    for query in queries:
+        query.stop()
     if ps is not None:
         ps.close()
-
     spark.stop()
     print("DONE", flush=True)
     return 0
