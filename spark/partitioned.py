@@ -4,8 +4,9 @@
 key_cols=[...], local_dir=...)`` returns a ``PartitionedState``; ``ps.start(writer, update)`` runs, per
 micro-batch ``b`` (``foreachBatch``, on the driver):
 
-1. the group's records are read once (``CheckpointLog.history``); a driver whose generation is no longer the log's
-   latest is fenced (``FencedError``) before any task runs;
+1. the group's records are read (``CheckpointLog.history``; after a batch whose group ran no retention, the records
+   this driver knows plus its own append, and only the log's newest is read); a driver whose generation is no
+   longer the log's latest is fenced (``FencedError``) before any task runs;
 2. one Spark job (``blobstate.spark.partition_job``): the batch is repartitioned by ``key_cols`` into N partitions
    (Spark's own hash partitioning, ``pmod(murmur3(key_cols), N)``; a repartition to an explicit number is never
    coalesced by adaptive execution), and task ``p`` runs ``blobstate.spark.partition_task.run_partition`` on the
@@ -129,6 +130,7 @@ class PartitionedState:
         self._query: StreamingQuery | None = None
         self._broken: BaseException | None = None
         self._history: list[Checkpoint] = []  # the group's records as of this driver's last commit
+        self._history_current = False  # _history is the log's (nothing pruned since): only the newest is read
         self._next_snapshot = snapshot_every - 1  # the first batch whose completion asks for snapshots
         self._session: SparkSession | None = spark  # the session snapshot jobs run in (the batch's, on Connect)
         self.snapshots = SnapshotRequests(self._snapshot_job, ttl_ms=ttl_ms)
@@ -231,7 +233,7 @@ class PartitionedState:
 
     # live in the process that opened them
     _HANDLES = ("_repo", "_committer", "_groups", "_query", "_broken", "_session", "_listener", "snapshots",
-                "_stamped", "_placer")
+                "_stamped", "_placer", "_history_current")
 
     def __getstate__(self) -> dict[str, Any]:
         """Configuration only (Spark Connect pickles ``foreachBatch`` to the server): no session, no handles."""
@@ -277,9 +279,10 @@ class PartitionedState:
                           key_columns=tuple(zip(self.key_cols, self._key_types(df), strict=True)))
             self._stamped = True
         commit_point = self._groups.committer.commit_point
-        history = self._repo.log.history(self.key)
         base = commit_point.generation()
-        latest = history[-1].generation if history else 0
+        history = self._history if self._history_current else self._repo.log.history(self.key)
+        newest = self._repo.log.latest(self.key) if self._history_current else (history[-1] if history else None)
+        latest = newest.generation if newest else 0
         if latest != base:
             raise FencedError(f"fenced: {self.key} is at generation {latest}, this driver expected {base}: another "
                               "driver commits this group", expected=base, actual=latest)
@@ -310,6 +313,7 @@ class PartitionedState:
         self.stats.append(batch_stats(group, accepted, snapshots, locations, job_ms=(t1 - t0) * 1000,
                                       commit_ms=(time.perf_counter() - t1) * 1000))
         self._history = [*history, group]
+        self._history_current = not snapshots  # a group with snapshot parts ran retention: read the log again
         return group
 
     def _plan(self, history: list[Checkpoint], base: int, batch_id: int | None, upto: int | None = None,

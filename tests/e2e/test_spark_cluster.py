@@ -26,8 +26,8 @@ from spark_cluster import SparkCluster, unavailable  # noqa: E402
 from spark_fixtures import SUPPORT, restored_routes  # noqa: E402
 
 N = 4
-DAYS = 36
-KILL_AFTER = 24  # the batch after whose commit a worker is killed
+DAYS = 22
+KILL_AFTER = 14  # the batch after whose commit a worker is killed
 WARM = 2  # batches before placement counts: the first one places every partition
 
 
