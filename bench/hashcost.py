@@ -17,7 +17,6 @@ every variant into its own fresh repository (a full backup, then the timed incre
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -32,6 +31,7 @@ if __package__ in (None, ""):  # ``python bench/hashcost.py``
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench import state  # noqa: E402
+from bench.report import emit  # noqa: E402
 from bench.run import parse_size  # noqa: E402
 
 
@@ -166,10 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
-    print(markdown(report))
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as fh:
-            json.dump(report, fh, indent=2)
+    emit(report, markdown(report), args.out)
     return 0
 
 

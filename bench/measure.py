@@ -46,6 +46,7 @@ class Sample:
     repo_bytes_added: int | None = None
     repo_objects_added: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    cpu_s: float | None = None  # user + system CPU seconds of the child and what it reaped (less load-sensitive)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -169,6 +170,7 @@ def run_measured(argv: Sequence[str], *, env: Mapping[str, str] | None = None, c
         write_bytes=delta("write_bytes"),
         rchar=delta("rchar"),
         wchar=delta("wchar"),
+        cpu_s=usage.ru_utime + usage.ru_stime,
     )
     return sample, stdout
 

@@ -23,6 +23,14 @@ PEERS = ("restic", "rclone", "backupengine", "changelog", "changelog-kafka")
 MB = 1e6
 
 
+def emit(doc: dict[str, Any], text: str, out: str | None = None) -> None:
+    """Print ``text`` (a benchmark's Markdown) and, with ``out``, write ``doc`` there as JSON."""
+    print(text)
+    if out:
+        with open(out, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=2)
+
+
 def _index(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
     return {(r["backend"], r["tool"], r["op"]): r["median"] for r in rows if r.get("median")}
 

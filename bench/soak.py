@@ -18,12 +18,15 @@ drawn anew each run, sometimes two at once. A seeded schedule of ``--points`` fa
 
 and between points clean backups (one writer or both racing, sometimes with gc), recover runs (some SIGKILLed after
 a random event) and restores (with their init cleanup, into a fresh directory or over the previous restore).
+Beside them, a delta writer and the owner of a partitioned store (``bench.soak_lanes``: real processes committing
+delta and group records, clean, SIGKILLed or SIGSTOPped across clock jumps with gc runs) share the repository.
 The TTL scale is chosen so that the jumps add up to about ``--hours`` of simulated time.
 
 Every ``--check-every`` points and at the end, both writers are recovered and the invariants are checked
 (``bench.soak_ledger``): no known commit lost, every checkpoint in the log verified and restored to exactly the
-data its commit held. At the end, a gc far in the future, then no orphan, no lease, no temporary; every checkpoint
-restores again; each writer's next backup succeeds. The report (stdout and ``--out``) has the figures; the exit
+data its commit held, and each lane's latest state (every partition) restores exactly. At the end, a gc far in the
+future, then no orphan, no lease, no temporary (lanes included); every checkpoint restores again; each writer's
+next backup succeeds. The report (stdout and ``--out``) has the figures; the exit
 code is 1 when an invariant failed.
 """
 
@@ -40,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import soak_lanes
 from bench.soak_report import build_report, failed
 from bench.soak_world import GC_HOLD_S, KEY, Attempt, Proc, World, Writer
 from blobstate.repository.repo import Repository
@@ -64,6 +68,7 @@ class Config:
     check_every: int = 25
     s3: bool = False
     held_gc: bool = True  # the "gc stopped between its decision and its deletes" fault (test_gc_decided_race.py)
+    lane_rate: float = 0.4  # chance of a delta or group run after each point (``bench.soak_lanes``)
 
 
 def ttl_base(points: int, hours: float) -> int:
@@ -92,6 +97,8 @@ class Soak:
         self.jumped_ms = 0
         self.before_gc: dict[str, list[str]] = {}
         self.repo = Repository.open(world.target.url, storage_options=world.target.options)
+        self.lanes = soak_lanes.lanes(world)  # a delta writer and a group owner beside the snapshot writers
+        self.lane_orphans: dict[str, list[str]] = {}
 
     # -- processes -------------------------------------------------------------------------------------------
     def backup(self, writer: Writer, fault: str = "") -> Proc:
@@ -259,6 +266,8 @@ class Soak:
             self.finish(self.recover(writer, fault))
         if self.rng.random() < 0.08:
             self.restore_op()
+        if self.rng.random() < self.cfg.lane_rate:
+            soak_lanes.step(self, self.rng.choice(self.lanes))
 
     def restore_op(self) -> None:
         from bench.soak_ledger import restore_matches
@@ -289,6 +298,7 @@ class Soak:
         history = self.repo.log.history(KEY)
         self.ledger.check_log(history, self.cfg.retain)
         self.ledger.check_restorable(self.world, history, tag)
+        soak_lanes.check(self, tag)
         self.stats["checks"] += 1
 
     def check_present(self, point: int) -> None:
@@ -332,6 +342,8 @@ class Soak:
         history = self.repo.log.history(KEY)
         self.ledger.check_orphans(self.world, history)
         self.ledger.check_restorable(self.world, history, "after-final-gc")
+        self.lane_orphans = soak_lanes.orphans(self)
+        soak_lanes.check(self, "after-final-gc")
         for writer in self.writers.values():
             self.finish(self.backup(writer))
         self.ledger.check_log(self.repo.log.history(KEY), self.cfg.retain)

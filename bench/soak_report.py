@@ -37,6 +37,12 @@ def build_report(soak: Soak, wall_s: float) -> dict[str, Any]:
         "orphanDetail": {k: v[:20] for k, v in orphans.items()},
         "restoreFailuresBeforeRecovery": soak.restore_failures,
         "listsPerCommit": lists_per_commit(soak.lists),
+        "lanes": {lane.kind: {"runs": soak.stats[f"lane {lane.kind} runs"],
+                              "commits": soak.stats[f"lane {lane.kind} commits"],
+                              "killed": soak.stats[f"lane {lane.kind} killed"],
+                              "heals": soak.stats[f"lane {lane.kind} heals"], "latestBatch": lane.known,
+                              "failures": lane.failures} for lane in soak.lanes},
+        "laneOrphans": soak.lane_orphans,
         "gcSkipped": dict(soak.gc_skips), "counts": dict(sorted(soak.stats.items())),
         "wallSeconds": round(wall_s, 1),
     }
@@ -53,4 +59,5 @@ def lists_per_commit(lists: list[dict[str, int]]) -> dict[str, Any]:
 def failed(report: dict[str, Any]) -> bool:
     return bool(report["lost"] or report["unrestorable"] or report["orphans"] or report["referencesMissing"] or
                 report["ttlOnReferencedBeforeFinalGc"] or
-                report["unexpected"] or report["problems"])
+                report["unexpected"] or report["problems"] or report["laneOrphans"] or
+                any(lane["failures"] for lane in report["lanes"].values()))

@@ -153,8 +153,9 @@ class World:
     seq: int = 0
 
     def spawn(self, kind: str, host: str, work: Path, args: list[str], *, fault: str = "", attempt: int | None = None,
-              ttl_ms: int = 0, now_arg: bool = False) -> Proc:
-        """Start ``blobstate ARGS`` for ``host`` (its work directory ``work``) on the simulated clock."""
+              ttl_ms: int = 0, now_arg: bool = False, program: list[str] | None = None) -> Proc:
+        """Start ``blobstate ARGS`` (or ``python PROGRAM ARGS``) for ``host`` (its work directory ``work``) on the
+        simulated clock."""
         self.seq += 1
         folder = self.root / "procs" / f"{self.seq:06d}-{kind}-{host}"
         folder.mkdir(parents=True)
@@ -174,8 +175,8 @@ class World:
         env["BLOBSTATE_PLUGINS"] = ",".join(plugins)
         now = ["--now", str(self.clock.now_ms())] if now_arg else []
         with open(folder / "out", "wb") as out, open(folder / "err", "wb") as err:
-            popen = subprocess.Popen([sys.executable, "-m", "blobstate.cli", *args, *now], stdout=out, stderr=err,
-                                     env=env)
+            popen = subprocess.Popen([sys.executable, *(program or ["-m", "blobstate.cli"]), *args, *now], stdout=out,
+                                     stderr=err, env=env)
         proc = Proc(kind, host, popen, folder, self.clock.offset_ms, fault, attempt, ttl_ms)
         self.procs.append(proc)
         return proc

@@ -5,6 +5,7 @@ Public API::
     import blobstate
     result = blobstate.backup("/data/mystore", repo="file:///backups")      # -> BackupResult
     blobstate.restore("/data/mystore", repo="file:///backups")                # -> RestoreResult
+    for key, value in blobstate.read_state(repo="file:///backups", store="mystore"): ...   # the state as data
 """
 
 from typing import TYPE_CHECKING
@@ -17,6 +18,7 @@ from blobstate.errors import (
     ConfigurationError,
     CorruptIndexError,
     CorruptJournalError,
+    EncryptionKeyError,
     FencedError,
     IntegrityError,
     NothingToRestore,
@@ -36,7 +38,9 @@ _API_NAMES = (
     "LocalCheckpoint", "Repository", "RepositoryInfo", "RestoreResult", "Size", "SnapshotDiff", "StoreCommitter",
     "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
-    "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
+    "recover_all", "require_store", "restore", "rotate_key", "stats", "unfinished_commits", "verify",
+    "Change", "Undecoded", "read_changes", "read_state",
+    "CopyReport", "DataSubset", "RetentionPolicy", "copy",
 )
 
 #: Everything but the errors is imported on first use (``import blobstate`` stays light: the CLI starts in well under
@@ -44,10 +48,11 @@ _API_NAMES = (
 _LAZY: dict[str, str] = {
     **dict.fromkeys(("hookimpl", "hookspec"), "blobstate.plugin.hookspecs"),
     **dict.fromkeys(("DirIndex", "FileBlob", "FileIndex", "SnapshotIndex"), "blobstate.model.index"),
-    **dict.fromkeys(("BlobInfo", "BlobStore", "CheckpointLog", "FileRange", "GetRequest", "LocalStore", "PutRequest"),
-                    "blobstate.plugin.interfaces"),
+    **dict.fromkeys(("BlobInfo", "BlobStore", "CheckpointLog", "FileRange", "GetRequest", "KeyProvider", "LocalStore",
+                     "PutRequest"), "blobstate.plugin.interfaces"),
     **dict.fromkeys(("Checkpoint", "StoreKey"), "blobstate.model.records"),
-    **dict.fromkeys(("BlobStoreSpec", "CheckpointLogSpec", "LocalStoreSpec"), "blobstate.plugin.records"),
+    **dict.fromkeys(("BlobStoreSpec", "CheckpointLogSpec", "KeyProviderSpec", "LocalStoreSpec"),
+                    "blobstate.plugin.records"),
     **dict.fromkeys(_API_NAMES, "blobstate.api"),
 }
 
@@ -55,8 +60,11 @@ if TYPE_CHECKING:
     from blobstate.api import (
         BackupPreview,
         BackupResult,
+        Change,
         CheckpointSummary,
         CommitState,
+        CopyReport,
+        DataSubset,
         Duration,
         GcReport,
         Listing,
@@ -64,12 +72,15 @@ if TYPE_CHECKING:
         Repository,
         RepositoryInfo,
         RestoreResult,
+        RetentionPolicy,
         Size,
         SnapshotDiff,
         StoreCommitter,
         StoreStats,
+        Undecoded,
         VerifyReport,
         backup,
+        copy,
         describe_checkpoints,
         diff,
         gc,
@@ -81,10 +92,13 @@ if TYPE_CHECKING:
         ls,
         preview_backup,
         raise_for_reports,
+        read_changes,
+        read_state,
         recover,
         recover_all,
         require_store,
         restore,
+        rotate_key,
         stats,
         unfinished_commits,
         verify,
@@ -98,23 +112,27 @@ if TYPE_CHECKING:
         CheckpointLog,
         FileRange,
         GetRequest,
+        KeyProvider,
         LocalStore,
         PutRequest,
     )
-    from blobstate.plugin.records import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec
+    from blobstate.plugin.records import BlobStoreSpec, CheckpointLogSpec, KeyProviderSpec, LocalStoreSpec
 
 __all__ = [
     "AppendOutcomeUnknown", "BlobInfo", "BlobNotFound", "BlobStore", "BlobStoreSpec", "BlobstateError", "Checkpoint",
     "CheckpointLog", "CheckpointLogSpec", "ChecksumMismatch", "ConfigurationError", "CorruptIndexError",
-    "CorruptJournalError", "DirIndex", "FencedError", "FileBlob", "FileIndex", "FileRange", "GetRequest",
-    "IntegrityError", "LocalStore", "LocalStoreSpec", "NothingToRestore", "PluginError", "PutRequest",
-    "RepositoryNotFound", "SnapshotIndex", "StorageError", "StoreKey", "TransientStorageError", "UnsafePathError",
+    "CorruptJournalError", "DirIndex", "EncryptionKeyError", "FencedError", "FileBlob", "FileIndex", "FileRange",
+    "GetRequest", "IntegrityError", "KeyProvider", "KeyProviderSpec", "LocalStore", "LocalStoreSpec",
+    "NothingToRestore", "PluginError", "PutRequest", "RepositoryNotFound", "SnapshotIndex", "StorageError",
+    "StoreKey", "TransientStorageError", "UnsafePathError",
     "hookimpl", "hookspec",
     "BackupPreview", "BackupResult", "CheckpointSummary", "CommitState", "Duration", "GcReport", "Listing",
     "LocalCheckpoint", "Repository", "RepositoryInfo", "RestoreResult", "Size", "SnapshotDiff", "StoreCommitter",
     "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
-    "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
+    "recover_all", "require_store", "restore", "rotate_key", "stats", "unfinished_commits", "verify",
+    "Change", "Undecoded", "read_changes", "read_state",
+    "CopyReport", "DataSubset", "RetentionPolicy", "copy",
 ]
 
 

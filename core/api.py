@@ -2,8 +2,9 @@
 
 ``init``, ``backup``, ``restore``, ``list_stores``, ``list_checkpoints``, ``describe_checkpoints``, ``ls``,
 ``diff``, ``stats``, ``verify``, ``gc``, ``recover``, ``journal_events``, ``unfinished_commits``,
-``lifecycle_rule``. ``StoreCommitter`` (``blobstate.commit.backup``) is the long-lived form for a job that
-commits repeatedly (Spark). The CLI calls only these functions.
+``lifecycle_rule``, ``read_state`` and ``read_changes`` (a store's keys and values as data). ``StoreCommitter``
+(``blobstate.commit.backup``) is the long-lived form for a job that commits repeatedly (Spark). The CLI calls only
+these functions.
 
 One naming scheme across the API, the CLI and JSON: a store is named by ``job``, ``task``, ``store`` (``--job``,
 ``--task``, ``--store``; JSON ``store: "job/task/store"``); a checkpoint by ``checkpoint`` (``--checkpoint``:
@@ -20,7 +21,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from blobstate.codec.keys import KeyConfig
 from blobstate.commit.backup import BackupResult, LocalCheckpoint, StoreCommitter
+from blobstate.commit.copy import CopyReport, copy_stores
 from blobstate.commit.preview import BackupPreview
 from blobstate.commit.preview import preview_backup as run_preview
 from blobstate.commit.recover import Report, cleanup_after_restore, recover_work_base
@@ -49,12 +52,15 @@ from blobstate.maintenance.queries import (  # the read-only verbs, re-exported,
     ls,
     name_store,
     open_repository,
+    read_changes,
+    read_state,
     require_store,
     select_stores,
     stats,
     unfinished_commits,
 )
 from blobstate.maintenance.verify import (
+    DataSubset,
     VerifyReport,
     add_chain_problems,
     raise_for_reports,
@@ -62,17 +68,22 @@ from blobstate.maintenance.verify import (
     verify_partitions,
 )
 from blobstate.model import layout
+from blobstate.model.chain import overridden_parts
 from blobstate.model.layout import DEFAULT_CHUNK_SIZE, DEFAULT_RETAIN, DEFAULT_TTL_MS
 from blobstate.model.progress import Progress
 from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.model.retention import RetentionPolicy
 from blobstate.model.units import parse_duration_ms, parse_size
 from blobstate.repository.backends import detect_store_type, open_blob_store, open_local_store
-from blobstate.repository.marker import RepositoryInfo
+from blobstate.repository.marker import RepositoryInfo, rotate_data_key
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
+from blobstate.repository.settings import api_verb, overriding
 from blobstate.restoring import chain as replay
 from blobstate.restoring import guard
+from blobstate.restoring.entries import Undecoded
 from blobstate.restoring.snapshot import RestoreResult
+from blobstate.restoring.state import Change
 
 _logger = logging.getLogger(__name__)
 
@@ -81,35 +92,69 @@ __all__ = [
     "LocalCheckpoint", "Repository", "RepositoryInfo", "RestoreResult", "Size", "SnapshotDiff", "StoreCommitter",
     "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
-    "recover_all", "require_store", "restore", "stats", "unfinished_commits", "verify",
+    "recover_all", "require_store", "restore", "rotate_key", "stats", "unfinished_commits", "verify",
+    "Change", "Undecoded", "read_changes", "read_state",
+    "CopyReport", "DataSubset", "RetentionPolicy", "copy",  # issue 33: copy, sampled verify, retention policies
 ]
 
+@api_verb
 def init(*, repo: str, storage_options: Options = None, log: str | None = None, log_options: Options = None,
-         change_log: bool = False) -> RepositoryInfo:
+         change_log: bool = False, encrypt: bool = False, key_file: str | None = None,
+         key_provider: str | None = None, key_id: str | None = None) -> RepositoryInfo:
     """Make ``repo`` a blobstate repository (write its marker, recording its checkpoint log ``log``, default the
     file log inside it; optional: the first backup does it too).
 
     Idempotent on a repository with the same log. ``change_log``: move an existing repository to the log ``log`` on
     purpose (the checkpoints recorded in the old log are not carried over: back up each store again through the
-    new one). Raises ``RepositoryNotFound`` (exit 6) for a location that holds other objects, ``LogMismatchError``
-    (exit 2) for another log without ``change_log``.
+    new one). A repository is created encrypted when a key is configured (``key_file`` or ``BLOBSTATE_KEY_FILE``;
+    ``key_provider`` and ``key_id`` for a KMS plugin); ``encrypt`` makes a missing key an error instead of a
+    plaintext repository. Raises ``RepositoryNotFound`` (exit 6) for a location that holds other objects,
+    ``LogMismatchError`` (exit 2) for another log without ``change_log``, ``EncryptionKeyError`` (exit 3) for
+    ``encrypt`` without a key, a wrong key, or a key for an existing repository that is not encrypted.
     """
-    with open_repository(repo, log, storage_options, log_options, create=True,
-                         change_log=change_log) as repository:
+    keys = KeyConfig.current(key_file=key_file, provider=key_provider, key_id=key_id).required(encrypt)
+    with open_repository(repo, log, storage_options, log_options, create=True, change_log=change_log,
+                         key_config=keys) as repository:
         assert repository.info is not None
         return repository.info
 
 
+@api_verb
+def rotate_key(*, repo: str, storage_options: Options = None, key_file: str | None = None,
+               new_key_file: str | None = None, new_key_provider: str | None = None,
+               new_key_id: str | None = None) -> RepositoryInfo:
+    """Re-wrap an encrypted repository's data key with a new key (``new_key_file``, or ``new_key_provider`` and
+    ``new_key_id`` for a KMS plugin): only the marker is rewritten, no data; the old key (``key_file`` or
+    ``BLOBSTATE_KEY_FILE``) must unwrap it first. The data key itself stays: whoever kept it (or the old key and
+    an old copy of the marker) can still read the repository. Raises ``EncryptionKeyError`` (exit 3) when the old
+    key does not unwrap it, ``RepositoryNotFound`` (exit 6), ``ConfigurationError`` (exit 2) for a repository that
+    is not encrypted or no new key.
+    """
+    store = open_blob_store(repo, storage_options=storage_options)
+    try:
+        return rotate_data_key(store, repo, KeyConfig.current(key_file=key_file),
+                               KeyConfig(new_key_file, new_key_provider, new_key_id))
+    finally:
+        store.close()
+
+
+@api_verb
 def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
            store: str | None = None, store_type: str | None = None, batch_id: int | None = None,
-           source: object | None = None, ttl: Duration = DEFAULT_TTL_MS, retain: int = DEFAULT_RETAIN,
-           chunk_size: Size = DEFAULT_CHUNK_SIZE, max_concurrency: int = 8, storage_options: Options = None,
-           log_options: Options = None, ttl_mode: str | None = None, work_base: str | None = None,
-           work_dir: str | None = None, progress: Progress | None = None, expected_generation: int | None = None,
-           create: bool = True, on_create: Callable[[str], None] | None = None) -> BackupResult:
+           source: object | None = None, ttl: Duration = DEFAULT_TTL_MS, retain: int | None = None,
+           retention: RetentionPolicy | str | None = None, chunk_size: Size = DEFAULT_CHUNK_SIZE,
+           max_concurrency: int = 8, storage_options: Options = None, log_options: Options = None,
+           ttl_mode: str | None = None, work_base: str | None = None, work_dir: str | None = None,
+           progress: Progress | None = None, expected_generation: int | None = None, create: bool = True,
+           on_create: Callable[[str], None] | None = None, append_only: bool | None = None,
+           limit_upload: Size | None = None, limit_download: Size | None = None) -> BackupResult:
     """Back up the store at ``source_dir`` (or the live handle ``source``) as a new committed snapshot.
 
-    ``ttl``: how long new blobs live unless their commit completes; ``retain``: newest checkpoints kept;
+    ``ttl``: how long new blobs live unless their commit completes; ``retain``: newest checkpoints kept, or
+    ``retention``: a ``RetentionPolicy`` (restic's ``forget`` rules, or their text ``"last=3,daily=7"``); neither:
+    the policy the store's latest snapshot records (default: the newest ``DEFAULT_RETAIN``). ``append_only``: delete
+    nothing (retention and aborts are left to ``gc``); ``limit_upload``/``limit_download``: bytes per second
+    (``10MiB``), for the process while the call runs (``blobstate.repository.settings.overriding``).
     ``chunk_size``: bytes per blob; ``expected_generation``: fence against it instead of the log's latest. The
     first backup into an empty location creates the repository (``preview_backup`` says what a backup would do,
     committing nothing); with ``create=False`` a location without a repository is refused (``RepositoryNotFound``)
@@ -119,18 +164,24 @@ def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "de
     """
     key = name_store(job, task, store, directory=source_dir)
     store_type = store_type or detect_store_type(source_dir)
-    with open_repository(repo, log, storage_options, log_options, create=create, ttl_mode=ttl_mode,
-                         max_concurrency=max_concurrency) as repository:
+    policy = RetentionPolicy.of(retention) if retention is not None else (
+        RetentionPolicy(last=retain) if retain is not None else None)
+    with overriding(append_only=append_only, limit_upload=limit_upload, limit_download=limit_download), \
+            open_repository(repo, log, storage_options, log_options, create=create, ttl_mode=ttl_mode,
+                            max_concurrency=max_concurrency) as repository:
         if on_create is not None and repository.info is not None and repository.info.created:
             on_create(str(redact(repository.url)))
         with StoreCommitter(key, repository, store_type=store_type,
                             work_dir=work_dir or workdir.store_work_dir(repository.url, key, work_base),
-                            ttl_ms=parse_duration_ms(ttl), retain=retain,
+                            ttl_ms=parse_duration_ms(ttl), retention=policy or RetentionPolicy(last=DEFAULT_RETAIN),
                             chunk_size=parse_size(chunk_size), max_concurrency=max_concurrency, progress=progress,
                             expected_generation=expected_generation) as committer:
+            if policy is None:
+                committer.use_recorded_retention()
             return committer.backup(source if source is not None else source_dir, batch_id=batch_id)
 
 
+@api_verb
 def preview_backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
                    store: str | None = None, store_type: str | None = None, source: object | None = None,
                    chunk_size: Size = DEFAULT_CHUNK_SIZE, storage_options: Options = None,
@@ -145,13 +196,15 @@ def preview_backup(source_dir: str, *, repo: str, log: str | None = None, job: s
                            work_dir=work_dir or workdir.store_work_dir(repository.url, key, work_base))
 
 
+@api_verb
 def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
             store: str | None = None, store_type: str | None = None, checkpoint: str | int | None = None,
             max_batch_id: int | None = None, storage_options: Options = None, log_options: Options = None,
             ttl_mode: str | None = None, max_concurrency: int = 8, work_base: str | None = None,
             work_dir: str | None = None, progress: Progress | None = None, cleanup: bool = True,
             validate: bool = True, force: bool = False, dry_run: bool = False,
-            partition: int | None = None) -> RestoreResult:
+            partition: int | None = None, append_only: bool | None = None, limit_download: Size | None = None,
+            limit_upload: Size | None = None) -> RestoreResult:
     """Restore the latest state (or ``checkpoint``: ``latest``, an id, a unique prefix or a generation; or the
     state after batch ``max_batch_id``) into ``dest_dir``, downloading only what is missing or different; a store
     with delta records gets its snapshot, then the deltas after it (``blobstate.restoring.chain``).
@@ -162,12 +215,16 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
     never deletes them, ``blobstate.restoring.guard``). With ``dry_run`` the result
     lists the changes and nothing is written (no cleanup either). With ``cleanup`` the init step runs afterwards:
     recovery of this host's journal, then TTL removal and retention from the index alone (Samza's init on a new
-    host). Raises ``RepositoryNotFound`` (exit 6), ``NothingToRestore`` (exit 5), ``IntegrityError`` subclasses
-    (exit 3), ``RestoreRefused`` (exit 2), ``LocalStoreError``: in every case the destination is left as it was.
+    host; with ``append_only`` it deletes nothing). Each snapshot index is read once
+    (``Repository.reading_indexes_once``): the store type, the restore and the init cleanup share it.
+    ``limit_download``/``limit_upload``: bytes per second, as in ``backup``. Raises ``RepositoryNotFound`` (exit 6),
+    ``NothingToRestore`` (exit 5), ``IntegrityError`` subclasses (exit 3), ``RestoreRefused`` (exit 2),
+    ``LocalStoreError``: in every case the destination is left as it was.
     """
     key = name_store(job, task, store, directory=dest_dir)
-    with open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode,
-                                 max_concurrency=max_concurrency) as repository:
+    with overriding(append_only=append_only, limit_upload=limit_upload, limit_download=limit_download), \
+            open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode,
+                            max_concurrency=max_concurrency) as repository, repository.reading_indexes_once():
         chain = replay.plan(repository, key, checkpoint=checkpoint,
                             max_batch_id=max_batch_id, partition=partition)
         _logger.info("restoring %s: %s", key, chain.describe())
@@ -195,19 +252,25 @@ def _recorded_store_type(repository: Repository, checkpoint: Checkpoint) -> str:
     return "rocksdb" if "CURRENT" in index.files() else "dir"
 
 
+@api_verb
 def verify(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
            store: str | None = None, checkpoint: str | int | None = None, all_checkpoints: bool = False,
            storage_options: Options = None, log_options: Options = None, max_concurrency: int = 8,
-           raise_on_error: bool = True) -> list[VerifyReport]:
+           raise_on_error: bool = True, read_data_subset: str | DataSubset | None = None,
+           seed: int | None = None, limit_download: Size | None = None) -> list[VerifyReport]:
     """Read every blob of the chosen checkpoint(s) and check sizes and CRC32C: of one store (``store``), or of every
     store of the repository matching ``job``/``task`` (the latest checkpoint of each, or all with
     ``all_checkpoints``). The latest of a partitioned store is every partition's latest state (its snapshot and
-    the deltas after it), one report per partition.
+    the deltas after it), one report per partition. ``read_data_subset`` (``1/7``, ``5%``, a ``DataSubset``;
+    ``seed`` fixes a random sample) reads only part of the data, restic's way; metadata is always checked.
 
     Raises ``ChecksumMismatch`` (exit 3) naming each damaged file when ``raise_on_error``, ``NothingToRestore``
     (exit 5) when there is no checkpoint to verify.
     """
-    with open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency) as repository:
+    subset = (read_data_subset if isinstance(read_data_subset, DataSubset) or read_data_subset is None
+              else DataSubset.parse(read_data_subset, seed=seed))
+    with overriding(limit_download=limit_download), \
+            open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency) as repository:
         keys = select_stores(repository, job, task, store, require=True)
         chosen: list[Checkpoint] = []
         partitioned: list[StoreKey] = []  # latest state of a partitioned store: every partition's chain
@@ -222,32 +285,37 @@ def verify(*, repo: str, log: str | None = None, job: str | None = None, task: s
         if not chosen and not partitioned:
             raise NothingToRestore(f"no checkpoint to verify in {redact(repository.url)}")
         reports = []
+        groups = {cp.store_key for cp in chosen if cp.is_group}
+        voided = {k: overridden_parts(repository.log.history(k)) for k in groups}
         for cp in chosen:
             _logger.info("verifying %s checkpoint %s", cp.store_key, cp.checkpoint_id)
-            reports.append(verify_checkpoint(repository, cp))
+            reports.append(verify_checkpoint(repository, cp, subset, overridden=voided.get(cp.store_key, set())))
         for k in partitioned:
             _logger.info("verifying the latest state of every partition of %s", k)
-            reports += verify_partitions(repository, repository.log.history(k))
+            reports += verify_partitions(repository, repository.log.history(k), subset)
         add_chain_problems(repository, reports)  # the chain of each store's latest state, not only its blobs
         if raise_on_error:
             raise_for_reports(reports)
         return reports
 
 
+@api_verb
 def gc(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
        store: str | None = None, dry_run: bool = False, ttl: Duration = DEFAULT_TTL_MS, retain: int | None = None,
-       now_ms: int | None = None, storage_options: Options = None, log_options: Options = None,
-       ttl_mode: str | None = None, work_base: str | None = None,
+       retention: RetentionPolicy | str | None = None, now_ms: int | None = None, storage_options: Options = None,
+       log_options: Options = None, ttl_mode: str | None = None, work_base: str | None = None,
        keys: list[StoreKey] | None = None) -> list[GcReport]:
-    """Delete expired and orphaned blobs of every store (or the one ``store``, or those matching ``job``/``task``).
+    """Delete expired and orphaned blobs of every store (or the one ``store``, or those matching ``job``/``task``),
+    and prune the checkpoints retention drops; each report lists the checkpoints kept and the rule keeping each.
 
-    ``retain`` defaults to each store's recorded retention (see ``blobstate.maintenance.gc.collect``); ``now_ms``
-    (ms since the epoch) is for tests.
+    ``retain`` (a count) or ``retention`` (a ``RetentionPolicy`` or its text) default to each store's recorded
+    retention (see ``blobstate.maintenance.gc.collect``); ``now_ms`` (ms since the epoch) is for tests.
     """
+    policy = RetentionPolicy.of(retention) if retention is not None else retain
     with open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode) as repository:
         now = now_ms if now_ms is not None else layout.now_ms()
         ttl_value = parse_duration_ms(ttl)
-        reports = [collect(repository, k, now_ms=now, ttl_ms=ttl_value, retain=retain, dry_run=dry_run,
+        reports = [collect(repository, k, now_ms=now, ttl_ms=ttl_value, retain=policy, dry_run=dry_run,
                            work_base=work_base) for k in (keys or select_stores(repository, job, task, store))]
         if keys is None and store is None:  # the whole repository: the file log's temporaries too
             temporaries = collect_temporaries(repository, now_ms=now, ttl_ms=ttl_value, dry_run=dry_run)
@@ -256,6 +324,41 @@ def gc(*, repo: str, log: str | None = None, job: str | None = None, task: str |
         return reports
 
 
+@api_verb
+def copy(*, source: str, target: str, source_log: str | None = None, target_log: str | None = None,
+         job: str | None = None, task: str | None = None, store: str | None = None,
+         checkpoint: str | int | None = None, source_options: Options = None, target_options: Options = None,
+         source_log_options: Options = None, target_log_options: Options = None, ttl: Duration = DEFAULT_TTL_MS,
+         ttl_mode: str | None = None, max_concurrency: int = 8, work_base: str | None = None,
+         append_only: bool | None = None, limit_upload: Size | None = None,
+         limit_download: Size | None = None, source_key_file: str | None = None,
+         target_key_file: str | None = None) -> list[CopyReport]:
+    """Replicate the checkpoints of every store of ``source`` (or those ``job``/``task``/``store`` name; with
+    ``checkpoint``, one store's records up to and including that one) into the repository ``target`` (created if
+    empty, with its own marker and log), uploading only the objects the target lacks, each verified against its
+    record's or index's CRC32C; records keep their checkpoint and batch ids (``blobstate.commit.copy``). Resumable
+    and idempotent: a rerun after a kill finishes the job, a rerun with nothing new uploads nothing.
+
+    ``ttl``: the TTL of the uploads until each record lands; ``append_only``, ``limit_upload``,
+    ``limit_download``: as in ``backup``. ``source_key_file``, ``target_key_file``: each side's key file when it is
+    encrypted (default for both: ``BLOBSTATE_KEY_FILE``): every object is opened with the source's key and sealed
+    with the target's (an empty target is created encrypted when it has a key). Raises ``NothingToRestore`` (exit
+    5) for a ``store`` without checkpoints, ``IntegrityError`` (exit 3) for a source object that does not match its
+    record (that record is not copied; those before it are), ``FencedError`` (exit 4) when another writer appends
+    at the target, ``EncryptionKeyError`` (exit 3) for a key that does not open its side.
+    """
+    with overriding(append_only=append_only, limit_upload=limit_upload, limit_download=limit_download), \
+            open_repository(source, source_log, source_options, source_log_options, max_concurrency=max_concurrency,
+                            key_config=KeyConfig.current(key_file=source_key_file)) as src, \
+            open_repository(target, target_log, target_options, target_log_options, create=True,
+                            ttl_mode=ttl_mode, max_concurrency=max_concurrency,
+                            key_config=KeyConfig.current(key_file=target_key_file)) as dst:
+        keys = select_stores(src, job, task, store, require=store is not None)
+        return copy_stores(src, dst, keys, checkpoint=checkpoint, ttl_ms=parse_duration_ms(ttl),
+                           max_concurrency=max_concurrency, work_base=work_base)
+
+
+@api_verb
 def lifecycle_rule(*, repo: str, ttl: Duration = DEFAULT_TTL_MS, storage_options: Options = None,
                    install: bool = False) -> tuple[str | None, bool]:
     """The cloud lifecycle rule that expires TTL-tagged blobs (native TTL), and whether it was installed.
@@ -278,6 +381,7 @@ def lifecycle_rule(*, repo: str, ttl: Duration = DEFAULT_TTL_MS, storage_options
         blob_store.close()
 
 
+@api_verb
 def recover(*, repo: str, job: str = "default", task: str = "0", store: str | None = None,
             log: str | None = None, work_dir: str | None = None, dry_run: bool = False,
             storage_options: Options = None, report: Report | None = None) -> list[Any]:
@@ -293,6 +397,7 @@ def recover(*, repo: str, job: str = "default", task: str = "0", store: str | No
             return replay_journal(session, repository, dry_run=dry_run, report=report)
 
 
+@api_verb
 def recover_all(*, work_base: str | None = None, repo: str | None = None, log: str | None = None,
                 job: str | None = None, task: str | None = None, store: str | None = None,
                 storage_options: Options = None, dry_run: bool = False,

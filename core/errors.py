@@ -74,6 +74,11 @@ class IntegrityError(BlobstateError):
     exit_code = EXIT_INTEGRITY
 
 
+class EncryptionKeyError(IntegrityError):
+    """An encrypted repository cannot be opened with the key given (another key, or none), or a key is given
+    where blobstate would otherwise write plaintext (exit 3). Raised before anything is written."""
+
+
 class ForeignObjectError(IntegrityError):
     """An id read back from a repository, a checkpoint log or a journal names an object outside its store's own
     prefix, or has a shape blobstate never writes: it is refused before anything is read, written or deleted."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import adlfs  # noqa: F401 - this backend's dependencies: a missing extra fails at resolution (blobstate.plugin.records)
@@ -193,6 +193,39 @@ class AzureBlobStore(NativeTtlBlobStore):
         else:
             return None
         return service.get_container_client(self.container)
+
+    def delete_if_expired(self, blob_ids: Sequence[str], now_ms: int) -> list[str] | None:
+        """Blob Batch deletes conditioned on the expiry tag (``x-ms-if-tags: "blobstate_expires" <= 'now'``): a blob
+        whose mark its committer removed, or that never had one, is refused by the service (412) and returned; a
+        missing one counts as deleted (``blobstate.plugin.interfaces.expired_delete``). None in lease mode or with a
+        credential only adlfs can use (no conditional batch then)."""
+        client = self._sync_container_client() if self.native else None
+        if client is None:
+            return None
+        from azure.core.exceptions import AzureError, ServiceRequestError, ServiceResponseError
+
+        condition = f"\"{EXPIRES_TAG}\" <= '{now_ms:0{EXPIRES_DIGITS}d}'"
+        ids = list(blob_ids)
+        refused: list[str] = []
+        try:
+            with client:
+                for start in range(0, len(ids), BATCH_MAX):
+                    part = ids[start:start + BATCH_MAX]
+                    responses = client.delete_blobs(*[self._blob_name(b) for b in part],
+                                                    if_tags_match_condition=condition, raise_on_any_failure=False)
+                    for blob_id, response in zip(part, responses, strict=True):
+                        if response.status_code == 412:
+                            refused.append(blob_id)
+                        elif response.status_code not in (202, 404):
+                            raise StorageError(f"conditional delete of {blob_id} in {self.display_url} answered "
+                                               f"{response.status_code}")
+        except (ServiceRequestError, ServiceResponseError) as exc:
+            raise TransientStorageError(f"conditional delete of {len(ids)} blobs in {self.display_url} failed: "
+                                        f"{self.redact(str(exc))}") from None
+        except AzureError as exc:
+            raise StorageError(f"conditional delete of {len(ids)} blobs in {self.display_url} failed: "
+                               f"{self.redact(str(exc))}") from None
+        return refused
 
     def _delete_paths(self, paths: list[str]) -> None:
         """Blob Batch deletes (``ContainerClient.delete_blobs``: up to 256 blobs per ``POST ?comp=batch``), missing

@@ -1,25 +1,23 @@
 """The file checkpoint log: one object per generation on any blob store, created exclusively, never overwritten.
 
 ``checkpoints/<job>/<task>/<store>/<generation, 20 digits>.json`` inside the log's URL (by default the
-repository). Fencing comes from the store's conditional create (Elasticsearch's never-overwritten metadata
-generations): of two writers appending the same generation exactly one create succeeds.
+repository; the names are ``blobstate.model.layout``'s). Fencing comes from the store's conditional create
+(Elasticsearch's never-overwritten metadata generations): of two writers appending the same generation exactly one
+create succeeds.
 """
 
 from __future__ import annotations
 
-import posixpath
+from collections.abc import Sequence
 from typing import Any
 
-from blobstate.errors import AppendOutcomeUnknown, BlobNotFound, FencedError, StorageError
+from blobstate.errors import AppendOutcomeUnknown, BlobNotFound, CorruptIndexError, FencedError, StorageError
+from blobstate.model import layout
+from blobstate.model.layout import record_id
 from blobstate.model.records import MAX_RECORD_BYTES, Checkpoint, StoreKey
 from blobstate.plugin.interfaces import BlobStore, BoundedSink, CheckpointLog
 
-CHECKPOINTS_DIR = "checkpoints"
-GENERATION_DIGITS = 20
-
-
-def record_id(key: StoreKey, generation: int) -> str:
-    return f"{CHECKPOINTS_DIR}/{key.prefix}/{generation:0{GENERATION_DIGITS}d}.json"
+__all__ = ["FileCheckpointLog", "open_file_log", "record_id"]
 
 
 class FileCheckpointLog(CheckpointLog):
@@ -32,12 +30,11 @@ class FileCheckpointLog(CheckpointLog):
 
     def _generations(self, key: StoreKey) -> list[int]:
         gens = []
-        for info in self.store.list(f"{CHECKPOINTS_DIR}/{key.prefix}"):
-            name = posixpath.basename(info.blob_id)
-            stem = name[: -len(".json")] if name.endswith(".json") else ""
-            if len(stem) == GENERATION_DIGITS and stem.isdigit() and posixpath.dirname(info.blob_id) == \
-                    f"{CHECKPOINTS_DIR}/{key.prefix}":
-                gens.append(int(stem))
+        for info in self.store.list(layout.records_prefix(key)):
+            name = layout.parse(info.blob_id)
+            if name is not None and name.kind is layout.ObjectKind.RECORD and name.key == key \
+                    and name.generation is not None:
+                gens.append(name.generation)
         return sorted(gens)
 
     def _read(self, key: StoreKey, generation: int) -> Checkpoint | None:
@@ -49,8 +46,6 @@ class FileCheckpointLog(CheckpointLog):
             return None  # pruned between list and read
         cp = Checkpoint.from_bytes(data, source=rid)
         if cp.generation != generation or cp.store_key != key:
-            from blobstate.errors import CorruptIndexError
-
             raise CorruptIndexError(f"checkpoint record {rid} holds generation {cp.generation} of {cp.store_key}")
         return cp
 
@@ -116,15 +111,24 @@ class FileCheckpointLog(CheckpointLog):
                 removed.append(cp)
         return removed
 
+    def forget(self, key: StoreKey, records: Sequence[Checkpoint]) -> list[Checkpoint]:
+        gens = self._generations(key)
+        removed = []
+        for record in records:
+            if gens and record.generation >= gens[-1]:
+                raise ValueError(f"refusing to forget generation {record.generation} of {key}: the newest record")
+            held = self._read(key, record.generation) if record.generation in gens else None
+            if held is not None and held.checkpoint_id == record.checkpoint_id:
+                self.store.delete(record_id(key, record.generation))
+                removed.append(held)
+        return removed
+
     def keys(self) -> list[StoreKey]:
         keys = set()
-        for info in self.store.list(CHECKPOINTS_DIR):
-            parts = info.blob_id.split("/")
-            if len(parts) == 5:
-                try:
-                    keys.add(StoreKey(parts[1], parts[2], parts[3]))
-                except Exception:  # noqa: BLE001 - a foreign object under checkpoints/ is not a store
-                    continue
+        for info in self.store.list(layout.RECORDS):
+            name = layout.parse(info.blob_id)  # a foreign object under checkpoints/ is not a store's
+            if name is not None and name.kind is layout.ObjectKind.RECORD and name.key is not None:
+                keys.add(name.key)
         return sorted(keys)
 
     def close(self) -> None:

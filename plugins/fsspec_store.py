@@ -1,13 +1,17 @@
 """The fsspec blob store: any filesystem fsspec reaches (``file://``, plain paths, ``memory://``, ...).
 
-TTL in lease mode: a lease object ``<store prefix>/ttl/<blob name>`` holding the expiry (ms since the epoch) is
-written *before* the blob, so a crash mid-upload never leaves a blob without a TTL; ``remove_ttl`` deletes the
-lease; ``expired`` lists leases past their expiry (Samza's TTL, kept as objects so every store supports it).
+Bandwidth: every blob's bytes are taken from the process's upload or download limiter
+(``blobstate.plugin.transfer.throttle``) as they move: a range written from a file and a remote read piece by
+piece, a whole blob in one call before it.
+
+TTL in lease mode: a lease object (``blobstate.model.layout.lease_id``: ``<store prefix>/ttl/<blob name>``) holding
+the expiry (ms since the epoch, ``layout.Lease``) is written *before* the blob, so a crash mid-upload never leaves a
+blob without a TTL; ``remove_ttl`` deletes the lease; ``expired`` lists leases past their expiry (Samza's TTL, kept
+as objects so every store supports it).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import posixpath
@@ -20,28 +24,17 @@ from typing import Any, BinaryIO
 import fsspec
 
 from blobstate.errors import BlobNotFound, ConfigurationError, IntegrityError, StorageError
+from blobstate.model.layout import MAX_LEASE_BYTES, Lease, is_lease, lease_id, leased_object
 from blobstate.plugin.interfaces import BlobInfo, BlobStore, BoundedSink, FileRange, PutRequest
 from blobstate.plugin.local_files import LocalRepository
+from blobstate.plugin.transfer import ThrottledSink, throttle
 from blobstate.repository.options import redact, resolve, secret_values
 
 log = logging.getLogger(__name__)
 COPY_BUFFER = 1 << 20  # bytes per read/write when streaming a local blob (1 MiB: measured fastest, cache-friendly)
 REMOTE_READ = 16 << 20  # bytes per ranged GET when streaming a remote blob (fewer requests, bounded memory)
-TTL_DIR = "ttl"
-MAX_LEASE_BYTES = 4096  # a lease is about 150 bytes; a larger object under ttl/ is not one (refused unread)
 TORN_LEASE_GRACE_MS = 24 * 3600 * 1000  # an unreadable lease counts as expired only once it is this old
 LOCAL_PROTOCOLS = ("file", "local")
-
-
-def lease_id(blob_id: str) -> str:
-    """The lease object of ``blob_id``: ``<prefix>/blobs/<x>`` -> ``<prefix>/ttl/<x>``."""
-    head, name = posixpath.split(blob_id)
-    parent = posixpath.dirname(head)
-    return posixpath.join(parent, TTL_DIR, name) if parent else posixpath.join(TTL_DIR, name)
-
-
-def is_lease(blob_id: str) -> bool:
-    return posixpath.basename(posixpath.dirname(blob_id)) == TTL_DIR
 
 
 def modified_ms(info: dict[str, Any]) -> int | None:
@@ -124,6 +117,10 @@ class FsspecBlobStore(BlobStore):
             self._set_ttl_before_put(request.blob_id, request.ttl_ms)
         path = self.path(request.blob_id)
         source = request.source
+        whole_file = isinstance(source, FileRange) and source.offset == 0 and self.local is None \
+            and os.path.getsize(source.path) == source.length
+        if self.local is not None or isinstance(source, bytes) or whole_file:
+            throttle("upload", request.size)  # sent in one call (a streamed range takes its pieces one by one)
         try:
             if self.local is not None:
                 if isinstance(source, bytes):
@@ -132,7 +129,7 @@ class FsspecBlobStore(BlobStore):
                     self.local.write_range(path, source.path, source.offset, source.length)
             elif isinstance(source, bytes):
                 self._write_bytes(path, source, request)
-            elif source.offset == 0 and os.path.getsize(source.path) == source.length:
+            elif whole_file:
                 self.fs.put_file(source.path, path, **self._put_kwargs(request))
             else:
                 self._write_range(path, source, request)
@@ -149,15 +146,10 @@ class FsspecBlobStore(BlobStore):
         kwargs = self._put_kwargs(request)
         if self.write_block_size:
             kwargs["block_size"] = self.write_block_size
-        with open(source.path, "rb") as src, self.fs.open(path, "wb", **kwargs) as dst:
-            src.seek(source.offset)
-            remaining = source.length
-            while remaining:
-                data = src.read(min(COPY_BUFFER, remaining))
-                if not data:
-                    raise StorageError(f"{source.path} shrank while it was uploaded")
+        with self.fs.open(path, "wb", **kwargs) as dst:
+            for data in source.pieces(COPY_BUFFER):
+                throttle("upload", len(data))
                 dst.write(data)
-                remaining -= len(data)
 
     def _put_kwargs(self, request: PutRequest) -> dict[str, Any]:
         """Extra keyword arguments for the filesystem's write calls (native TTL tags in cloud subclasses)."""
@@ -169,7 +161,9 @@ class FsspecBlobStore(BlobStore):
             lease = self.path(lease_id(blob_id))
             # Written in place under its final name, so an abort or gc always finds it, even torn by a crash; a
             # reader that sees it half-written treats it as unreadable, which expires only once it is old.
-            data = json.dumps({"blobId": blob_id, "expiresAtMs": expires}).encode()
+            data = Lease(blob_id, expires).to_bytes()
+            if self.metadata_seal is not None:  # an encrypted repository: the core's seal, opaque to this store
+                data = self.metadata_seal.seal(lease_id(blob_id), data)
             if self.local is not None:
                 self.local.write_bytes(lease, data)
             else:
@@ -198,17 +192,19 @@ class FsspecBlobStore(BlobStore):
         try:
             if self.local is not None:
                 with self.local.open_read(path) as src:
-                    return _copy(src, sink)
+                    return _copy(src, ThrottledSink(sink))  # type: ignore[arg-type]
             with self.fs.open(path, "rb", block_size=REMOTE_READ, cache_type="none") as src:
-                return _copy(src, sink, REMOTE_READ)
+                return _copy(src, ThrottledSink(sink), REMOTE_READ)  # type: ignore[arg-type]
         except FileNotFoundError:
             raise BlobNotFound(blob_id) from None
 
     def get_bytes(self, blob_id: str) -> bytes:
         try:
-            return self._cat(self.path(blob_id))
+            data = self._cat(self.path(blob_id))
         except FileNotFoundError:
             raise BlobNotFound(blob_id) from None
+        throttle("download", len(data))
+        return data
 
     def _cat(self, path: str) -> bytes:
         return self.local.read_bytes(path) if self.local is not None else self.fs.cat_file(path)
@@ -221,6 +217,7 @@ class FsspecBlobStore(BlobStore):
             raise BlobNotFound(blob_id) from None
         if len(head) > sink.limit:
             raise sink.too_large()
+        throttle("download", len(head))
         sink.write(head)
         return head
 
@@ -334,30 +331,24 @@ class FsspecBlobStore(BlobStore):
         out = []
         for rel, info in leases.items():
             try:
-                doc = json.loads(self.get_bounded(rel, BoundedSink(MAX_LEASE_BYTES, f"lease {rel}")))
-                named = doc["blobId"]
-                if named != _blob_of_lease(rel):
+                body = self.get_bounded(rel, BoundedSink(MAX_LEASE_BYTES, f"lease {rel}"))
+                lease = Lease.from_bytes(body if self.metadata_seal is None else self.metadata_seal.open(rel, body))
+                if lease.blob_id != leased_object(rel):
                     self.foreign_leases.append(rel)
                     log.warning("ignored lease %s of %s: it names %s, not its own blob %s", rel,
-                                self.display_url, self.redact(repr(named))[:200], _blob_of_lease(rel))
+                                self.display_url, self.redact(repr(lease.blob_id))[:200], leased_object(rel))
                     continue
-                if int(doc["expiresAtMs"]) <= now_ms:
-                    out.append(named)
+                if lease.expires_at_ms <= now_ms:
+                    out.append(lease.blob_id)
             except (FileNotFoundError, BlobNotFound):
                 continue
-            except (ValueError, KeyError, TypeError, IntegrityError):
+            except (ValueError, IntegrityError):  # msgspec's DecodeError and ValidationError are ValueErrors
                 # An unreadable lease (a torn write, or one being written right now): its blob has the same name
                 # under blobs/ or indexes/, and it expires only once the lease itself is old.
                 written = modified_ms(info)
                 if written is not None and now_ms - written >= TORN_LEASE_GRACE_MS:
-                    out.append(_blob_of_lease(rel))
+                    out.append(leased_object(rel))
         return out
-
-
-def _blob_of_lease(lease: str) -> str:
-    parent, name = posixpath.split(posixpath.dirname(lease))[0], posixpath.basename(lease)
-    sub = "indexes" if name.endswith(".json") else "blobs"
-    return posixpath.join(parent, sub, name) if parent else posixpath.join(sub, name)
 
 
 def _copy(src: Any, sink: BinaryIO, piece: int = COPY_BUFFER) -> int:

@@ -15,7 +15,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from blobstate.plugin.hookspecs import hookimpl
-from blobstate.plugin.records import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec, Spec, extra_install_hint
+from blobstate.plugin.records import (
+    BlobStoreSpec,
+    CheckpointLogSpec,
+    KeyProviderSpec,
+    LocalStoreSpec,
+    Spec,
+    extra_install_hint,
+)
 
 PKG = "blobstate.plugins"
 
@@ -55,11 +62,15 @@ KNOWN_IMPLEMENTATIONS: dict[str, tuple[Spec, ...]] = {
                                description="RocksDB via rocksdict; hard-linked checkpoints"),),
     "dir_store": (LocalStoreSpec(name="dir", store_type="dir", factory=f"{PKG}.dir_store:DirStore", priority=0,
                                  detect=f"{PKG}.dir_store:looks_like_dir", description="any directory, copied"),),
+    "key_file": (KeyProviderSpec(name="file", factory=f"{PKG}.key_file:FileKeyProvider",
+                                 install_hint=extra_install_hint("encrypt"),
+                                 description="wraps an encrypted repository's data key with a key file "
+                                             "(--key-file, BLOBSTATE_KEY_FILE)"),),
 }
 
 
 class TablePlugin:
-    """A plugin giving a fixed set of registration records through the three backend hooks."""
+    """A plugin giving a fixed set of registration records through the backend hooks."""
 
     def __init__(self, records: Iterable[Spec]) -> None:
         self.records = tuple(records)
@@ -78,6 +89,10 @@ class TablePlugin:
     @hookimpl
     def blobstate_local_stores(self) -> list[LocalStoreSpec]:
         return self._of(LocalStoreSpec)
+
+    @hookimpl
+    def blobstate_key_providers(self) -> list[KeyProviderSpec]:
+        return self._of(KeyProviderSpec)
 
     def __repr__(self) -> str:
         return f"TablePlugin({', '.join(r.name for r in self.records)})"

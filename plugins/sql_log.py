@@ -17,7 +17,7 @@ Every database failure is a ``StorageError`` whose text never contains the passw
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -233,6 +233,22 @@ class SqlCheckpointLog(CheckpointLog):
                 conn.execute(delete(self.table).where(self._where(key))
                              .where(self.table.c.generation.in_([row.generation for row in rows])))
         return sorted(removed, key=lambda cp: cp.generation)
+
+    def forget(self, key: StoreKey, records: Sequence[Checkpoint]) -> list[Checkpoint]:
+        from sqlalchemy import delete
+
+        wanted = {r.generation: r.checkpoint_id for r in records}
+        self._ensure_schema()
+        with self._db_errors(f"forgetting records of {key}"), self.engine.begin() as conn:
+            rows = self._rows(conn, key, newest_first=True)
+            if rows and any(g >= rows[0].generation for g in wanted):
+                raise ValueError(f"refusing to forget generation {max(wanted)} of {key}: the newest record")
+            held = [self._parse(key, row) for row in rows if row.generation in wanted]
+            gone = [cp for cp in held if cp.checkpoint_id == wanted[cp.generation]]
+            if gone:
+                conn.execute(delete(self.table).where(self._where(key))
+                             .where(self.table.c.generation.in_([cp.generation for cp in gone])))
+        return sorted(gone, key=lambda cp: cp.generation)
 
     def keys(self) -> list[StoreKey]:
         from sqlalchemy import select

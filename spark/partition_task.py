@@ -342,6 +342,7 @@ def run_partition(plan: BatchPlan, update: Update, partition: int, rows: Iterabl
     uploaded), ``StorageError`` from the upload, ``CommitInProgressError`` when another attempt holds the partition.
     """
     from blobstate.commit.group import stage_changelog
+    from blobstate.commit.parts import heal_parts
 
     t0, created = time.perf_counter(), now_ms()  # the TTL budget of everything this task uploads counts from here
     task = task_identity()
@@ -349,6 +350,8 @@ def run_partition(plan: BatchPlan, update: Update, partition: int, rows: Iterabl
                            task.task_attempt_id)
     repo = worker_repository(plan.repo, plan.log_url, plan.storage_options)
     with LocalPartition(plan.local_dir, plan.key, partition) as local:
+        # the committed changelogs this host kept, put back when a late group's gc took them (issue 27 case 2)
+        heal_parts(repo, plan.records.get(partition, ()), local._kept, ttl_ms=plan.ttl_ms)
         fetched = local.ensure_at(repo, plan.records.get(partition, ()), plan.upto)
         view = changelog.StagedWrites(local.open_db())
         update(view, rows, ctx)

@@ -10,18 +10,24 @@ num_partitions=M, key_schema=..., key_of=...)`` moves the state instead, with th
    ``blobstate.spark.alignment``, exactly what a restart would restore), else ``batch_id``, else the newest group
    record's batch; each old partition's chain (``blobstate.model.chain.plan_chain``) is planned on the driver;
 2. the destination ``(job, task, to_store)`` must hold no record (``RescaleRefused``, exit 2, nothing written),
-   once its journal in ``work_dir`` is recovered: a rescale killed before its group append is aborted there (its
-   parts deleted) and this run starts afresh; one killed after it is finished (its TTLs removed) and this run is
-   refused with ``RescaleAlreadyCommitted``, which says the copy is done;
-3. Spark job 1 (``blobstate.spark.rescale_task.read_partitions``): one task per old partition restores its chain
-   and turns every key into a row of its key columns (``key_of``, checked against ``key_schema``); the rows are
-   persisted, and a key ``key_of`` cannot map is refused before anything is uploaded (``UnmappableKeyError``);
-4. Spark job 2 (``write_partition``): the rows, as a DataFrame of ``key_schema``, are ``repartition(M, *key_cols)``
-   ed (the very expression the partitioned query uses, so every key lands where the restarted query's rows will)
-   and task ``p`` writes new partition ``p``'s RocksDB and stages it as a snapshot of batch ``B`` with a TTL;
+   once its journal in ``work_dir`` is recovered (``blobstate.spark.state_write.destination``): a rescale killed
+   before its group append is aborted there (its parts deleted) and this run starts afresh; one killed after it is
+   finished (its TTLs removed) and this run is refused with ``RescaleAlreadyCommitted``, which says the copy is
+   done;
+3. the source's state is ``read_state``'s DataFrame (``blobstate.spark.state_read``: one task per old partition
+   restores its chain and streams its entries out) and every key is mapped to its key columns
+   (``blobstate.spark.rescale_task.map_keys``: ``key_of``, checked against ``key_schema``); the rows are persisted,
+   and a key ``key_of`` cannot map is refused before anything is uploaded (``UnmappableKeyError``);
+4. the rows go to ``write_state``'s job (``blobstate.spark.state_write.commit_rows``): ``repartition(M,
+   *key_cols)`` (the very expression the partitioned query uses, so every key lands where the restarted query's
+   rows will) and task ``p`` writes new partition ``p``'s RocksDB and stages it as a snapshot of batch ``B``;
 5. the driver checks that every new partition answered once, that no key arrived twice, and that as many keys were
-   written as read, then commits **one** group record of M snapshot entries carrying ``B`` and the source record's
-   query id (``blobstate.commit.group.GroupCommitter``: the single commit point; a concurrent writer is fenced).
+   written as read, then commits **one** group record of M snapshot entries carrying ``B``, the source record's
+   query id and the key columns with their Spark types (``blobstate.commit.group.GroupCommitter``: the single
+   commit point; a concurrent writer is fenced).
+
+Rescale is ``read_state`` then ``write_state``, one implementation: every type a key or value may have goes through
+the DataFrame exactly (a value of another type than its column rides in the raw columns).
 
 The query then restarts on the same Spark checkpoint location with ``store=to_store, num_partitions=M`` and passes
 the alignment check: the state after ``B`` is the new snapshots. The source group is never changed (a rollback is
@@ -39,24 +45,24 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from blobstate.commit.backup import StoreCommitter
-from blobstate.commit.group import GroupCommitter, StagedSnapshot, check_partition_count
+from blobstate.commit.group import check_partition_count
 from blobstate.errors import ConfigurationError, NothingToRestore
 from blobstate.model.chain import Chain, partition_history, plan_chain
 from blobstate.model.layout import DEFAULT_TTL_MS
-from blobstate.model.records import SNAPSHOT, Checkpoint, StoreKey
-from blobstate.repository.options import redact
-from blobstate.repository.repo import Repository
+from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.spark.alignment import plan_alignment
 from blobstate.spark.location import CheckpointLocation, is_connect
-from blobstate.spark.rescale_task import (
-    KeyOf,
-    ReadPlan,
-    RepositoryRef,
-    WritePlan,
-    Written,
-    is_error,
-    read_partitions,
-    write_partition,
+from blobstate.spark.rescale_task import ERROR, KeyOf, KeyPlan, map_keys
+from blobstate.spark.state_read import infer_types, read_frame, state_schema
+from blobstate.spark.state_task import ReadPlan, RepositoryRef
+from blobstate.spark.state_write import (
+    StateAlreadyWritten,
+    StateWriteRefused,
+    StateWriteResult,
+    Target,
+    UnwritableRows,
+    commit_rows,
+    destination,
 )
 
 if TYPE_CHECKING:
@@ -85,28 +91,29 @@ class RescaleAlreadyCommitted(RescaleRefused):
 
 @dataclass(frozen=True)
 class RescaleResult:
-    """A committed rescale: ``source``'s state after ``batch_id`` (query ``query_id``, ``from_partitions``
-    partitions) is ``target``'s group record ``checkpoint`` of ``to_partitions`` snapshots; ``keys`` keys
-    (``keys_per_partition``), ``bytes_uploaded``, ``ms`` for the whole rescale."""
+    """A committed rescale: ``source``'s state (``from_partitions`` partitions) is the new store ``written``
+    describes (``StateWriteResult``: its key, batch, query id, partitions, keys, bytes, group record); ``ms`` for
+    the whole rescale. ``target``, ``batch_id``, ``query_id``, ``to_partitions``, ``keys``,
+    ``keys_per_partition``, ``bytes_uploaded`` and ``checkpoint`` are ``written``'s."""
 
     source: StoreKey
-    target: StoreKey
-    batch_id: int
-    query_id: str
     from_partitions: int
-    to_partitions: int
-    keys: int
-    keys_per_partition: tuple[int, ...]
-    bytes_uploaded: int
-    checkpoint: Checkpoint
+    written: StateWriteResult
     ms: float
 
+    target = property(lambda self: self.written.key)
+    batch_id = property(lambda self: self.written.batch_id)
+    query_id = property(lambda self: self.written.query_id)
+    to_partitions = property(lambda self: self.written.num_partitions)
+    keys = property(lambda self: self.written.keys)
+    keys_per_partition = property(lambda self: self.written.keys_per_partition)
+    bytes_uploaded = property(lambda self: self.written.bytes_uploaded)
+    checkpoint = property(lambda self: self.written.checkpoint)
+
     def to_json(self) -> dict[str, Any]:
-        return {"source": str(self.source), "target": str(self.target), "batchId": self.batch_id,
-                "queryId": self.query_id, "fromPartitions": self.from_partitions,
-                "toPartitions": self.to_partitions, "keys": self.keys,
-                "keysPerPartition": list(self.keys_per_partition), "bytesUploaded": self.bytes_uploaded,
-                "checkpoint": self.checkpoint.summary_json(), "durationMs": round(self.ms, 1)}
+        doc = self.written.to_json()
+        return {"source": str(self.source), "target": doc.pop("store"), "fromPartitions": self.from_partitions,
+                "toPartitions": doc.pop("partitions"), **doc, "durationMs": round(self.ms, 1)}
 
 
 def key_fields(spark: SparkSession, key_schema: str, key_cols: list[str] | None) -> tuple[Any, list[str]]:
@@ -196,114 +203,68 @@ def rescale(spark: SparkSession, *, repo: str, job: str, store: str, to_store: s
     if to_store == store:
         raise RescaleRefused("to_store must differ from store: the source group is kept as it is (rollback)")
     schema, cols = key_fields(spark, key_schema, key_cols)
-    source, target = StoreKey(job, task, store), StoreKey(job, task, to_store)
+    source, target_key = StoreKey(job, task, store), StoreKey(job, task, to_store)
     ref = RepositoryRef(repo, log_url, storage_options, log_options)
-    repository = ref.open()
-    try:
-        record, chains = source_state(spark, repository.log.history(source), source, batch_id=batch_id,
+    with ref.open() as repository:
+        history = repository.log.history(source)
+        record, chains = source_state(spark, history, source, batch_id=batch_id,
                                       checkpoint_location=checkpoint_location, repo_url=repo)
-        if work_dir is None:
-            from blobstate.local import workdir
-            from blobstate.repository.backends import normalize_url
+        types = infer_types(repository, history)
+    if work_dir is None:
+        from blobstate.local import workdir
+        from blobstate.repository.backends import normalize_url
 
-            work_dir = workdir.store_work_dir(normalize_url(repo), target)
-        assert record.batch_id is not None
-        fields = tuple((f.name, f.dataType.typeName(), f.nullable) for f in schema.fields)
-        # Opening the committer recovers a rescale into ``target`` killed earlier from this work dir: one killed
-        # before its append is aborted (its parts deleted), one killed after it is finished (its TTLs removed).
-        with StoreCommitter(target, repository, store_type="rocksdb", work_dir=work_dir, retain=retain,
-                            ttl_ms=ttl_ms) as committer:
-            _check_destination(committer, source, record, num_partitions)
-            groups = GroupCommitter(committer, num_partitions=num_partitions)
-            committer.commit_point.generation()  # the destination's generation now: a later append fences us
-            read = ReadPlan(ref, source, chains, key_of, fields, local_dir)
-            write = WritePlan(ref, target, record.batch_id, ttl_ms, local_dir)
-            written, total = _run_jobs(spark, read, write, schema, cols, num_partitions)
-            staged = _check(repository, written, total, num_partitions, target)
-            checkpoint = groups.commit([s.entry for s in staged], batch_id=record.batch_id,
-                                       query_id=record.query_id, created_ms=min(w.created_ms for w in written),
-                                       new_blob_ids=[b for s in staged for b in s.new_blob_ids])
-    finally:
-        repository.close()
-    result = RescaleResult(source, target, record.batch_id, record.query_id, len(chains), num_partitions, total,
-                           tuple(w.keys for w in sorted(written, key=lambda w: w.partition)),
-                           sum(s.bytes_uploaded for s in staged), checkpoint, (time.perf_counter() - t0) * 1000)
+        work_dir = workdir.store_work_dir(normalize_url(repo), target_key)
+    assert record.batch_id is not None
+    target = Target(ref, target_key, num_partitions, tuple(cols),
+                    tuple((f.name, f.dataType.simpleString()) for f in schema.fields), record.batch_id,
+                    record.query_id, local_dir, work_dir, ttl_ms, retain, scratch="blobstate-rescale-write")
+    try:
+        with destination(target, "rescale") as committer:  # step 2, before any Spark job
+            result = _copy(spark, committer, target, ReadPlan(ref, source, tuple(sorted(chains.items())), *types,
+                                                              local_dir=local_dir, scratch="blobstate-rescale-read"),
+                           schema, key_of)
+    except StateAlreadyWritten as exc:
+        raise RescaleAlreadyCommitted(f"{str(exc).replace('this rescale', f'this rescale of {source}')}: restart "
+                                      f"the query with store={to_store!r} and num_partitions={num_partitions}"
+                                      ) from None
+    except UnwritableRows as exc:
+        if exc.duplicates:
+            raise RescaleRefused(
+                f"rescale into {target_key} refused, nothing committed: keys held by two old partitions "
+                f"({'; '.join(exc.problems[:5])}): the source's update wrote keys that its rows' key columns do not "
+                "determine, so no partitioning can hold them") from None
+        raise RescaleRefused(str(exc)) from None
+    except StateWriteRefused as exc:
+        raise RescaleRefused(str(exc)) from None
     log.info("rescaled %s (%s partitions) to %s (%s partitions) at batch %s: %s keys", source, len(chains),
-             target, num_partitions, record.batch_id, total)
-    return result
+             target_key, num_partitions, record.batch_id, result.keys)
+    return RescaleResult(source, len(chains), result, (time.perf_counter() - t0) * 1000)
 
 
-def _check_destination(committer: StoreCommitter, source: StoreKey, record: Checkpoint,
-                       num_partitions: int) -> None:
-    """Step 2: the committer's store must hold no record. Raises ``RescaleAlreadyCommitted`` when its one record is
-    this very rescale (an earlier run that committed, then died or lost its answer: its TTLs are removed first, as
-    a new host's commit would, whichever work dir that run used), ``RescaleRefused`` otherwise."""
-    target, history = committer.key, committer.repo.log.history(committer.key)
-    if not history:
-        return
-    (first, *rest) = history
-    if (not rest and first.is_group and first.num_partitions == num_partitions
-            and first.batch_id == record.batch_id and first.query_id == record.query_id
-            and all(e.kind == SNAPSHOT and e.batch_id == record.batch_id for e in first.partitions)):
-        committer.take_over()
-        raise RescaleAlreadyCommitted(
-            f"{target} already holds this rescale of {source}: batch {record.batch_id} in {num_partitions} "
-            f"partitions, committed as {first.checkpoint_id} (generation {first.generation}); nothing to do: "
-            f"restart the query with store={target.store!r} and num_partitions={num_partitions}")
-    raise RescaleRefused(f"the destination {target} already holds checkpoints: rescale writes a new group "
-                         "into an empty store key only; choose another to_store")
-
-
-def _run_jobs(spark: SparkSession, read: ReadPlan, write: WritePlan, schema: Any, cols: list[str],
-              num_partitions: int) -> tuple[list[Written], int]:
-    """Steps 3-4: job 1's rows (persisted, checked), then job 2's answers; returns them and the keys read."""
+def _copy(spark: SparkSession, committer: StoreCommitter, target: Target, read: ReadPlan, schema: Any,
+          key_of: KeyOf) -> StateWriteResult:
+    """Steps 3-5: the source's state (``read_state``'s job), its keys mapped to key columns (persisted, checked:
+    nothing is uploaded while a key cannot be mapped), then ``write_state``'s job and commit."""
     from pyspark import StorageLevel
-    from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+    from pyspark.sql.pandas.types import to_arrow_type
 
-    old = len(read.chains)
-    rows = spark.sparkContext.parallelize(range(old), old).mapPartitions(
-        functools.partial(read_partitions, read)).persist(StorageLevel.MEMORY_AND_DISK)
+    fields = tuple((f.name, f.dataType.typeName(), f.nullable) for f in schema.fields)
+    plan = KeyPlan(key_of, fields, tuple(to_arrow_type(f.dataType) for f in schema.fields))
+    columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in schema.fields)
+    state = read_frame(spark, read, state_schema(read.key_type, read.value_type))
+    rows = state.mapInArrow(functools.partial(map_keys, plan), f"{columns}, key {read.key_type}, value "
+                            f"{read.value_type}, key_raw binary, value_raw binary, {ERROR} string")
+    rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         total = rows.count()
-        bad = rows.filter(is_error).map(lambda row: row[-1]).take(5)
+        bad = [r[0] for r in rows.where(f"{ERROR} IS NOT NULL").select(ERROR).limit(5).collect()]
         if bad:
             raise UnmappableKeyError(f"key_of cannot map {'every' if len(bad) < 5 else 'at least 5'} of these "
                                      f"stored keys of {read.key}; nothing was written: {'; '.join(bad)}")
-        columns = StructType([StructField(f.name, f.dataType, True) for f in schema.fields] + [
-            StructField("_blobstate_op", BinaryType(), False), StructField("_blobstate_error", StringType(), True)])
-        rdd = spark.createDataFrame(rows, columns).repartition(num_partitions, *cols).rdd
-        if rdd.getNumPartitions() != num_partitions:
-            raise ConfigurationError(f"Spark planned {rdd.getNumPartitions()} partitions, not {num_partitions}")
-        written = rdd.mapPartitionsWithIndex(functools.partial(write_partition, write)).collect()
+        return commit_rows(committer, rows.drop(ERROR), target, what="rescale", expect_keys=total)
     finally:
         rows.unpersist()
-    return written, total
-
-
-def _check(repository: Repository, written: list[Written], total: int, num_partitions: int,
-           target: StoreKey) -> list[StagedSnapshot]:
-    """Step 5's checks; on a failure the staged blobs are deleted (best effort: else their TTL expires) and
-    ``RescaleRefused`` raised."""
-    parts = sorted(w.partition for w in written)
-    staged = [w.staged for w in written if w.staged is not None]
-    duplicates = [d for w in written for d in w.duplicates]
-    problem = ""
-    if parts != list(range(num_partitions)):
-        problem = f"the write job answered for partitions {parts[:20]}, not 0..{num_partitions - 1}"
-    elif duplicates:
-        problem = (f"keys held by two old partitions ({', '.join(duplicates[:5])}): the source's update wrote keys "
-                   "that its rows' key columns do not determine, so no partitioning can hold them")
-    elif sum(w.keys for w in written) != total:
-        problem = f"{total} keys were read but {sum(w.keys for w in written)} written"
-    if not problem:
-        return sorted(staged, key=lambda s: s.entry.partition)
-    ids = [i for s in staged for i in (s.entry.blob_id, *s.new_blob_ids)]
-    try:
-        repository.store.delete_many(ids)
-    except Exception as exc:  # noqa: BLE001 - the refusal matters more; the blobs expire by their TTL
-        log.warning("could not delete the %s staged blobs of %s (they expire by their TTL): %s", len(ids), target,
-                    redact(str(exc)))
-    raise RescaleRefused(f"rescale into {target} refused, nothing committed: {problem}")
 
 
 __all__ = ["RescaleAlreadyCommitted", "RescaleRefused", "RescaleResult", "UnmappableKeyError", "key_fields",

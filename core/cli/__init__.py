@@ -28,6 +28,7 @@ COMMANDS = {
     "init": "blobstate.cli.main_init:init",
     "backup": "blobstate.cli.main_backup:backup",
     "restore": "blobstate.cli.main_restore:restore",
+    "copy": "blobstate.cli.main_copy:copy",
     "list": "blobstate.cli.main_list:list_checkpoints",
     "ls": "blobstate.cli.main_ls:ls",
     "diff": "blobstate.cli.main_diff:diff",
@@ -36,10 +37,12 @@ COMMANDS = {
     "gc": "blobstate.cli.main_gc:gc",
     "recover": "blobstate.cli.main_recover:recover",
     "journal": "blobstate.cli.main_journal:journal",
+    "key": "blobstate.cli.main_key:key",
     "doctor": "blobstate.cli.main_doctor:doctor",
     "plugins": "blobstate.cli.main_plugins:plugins",
     "demo": "blobstate.cli.main_demo:demo",
     "spark": "blobstate.cli.main_spark:spark",
+    "state": "blobstate.cli.main_state:state",
 }
 
 #: The variables every command reads besides its options' own (shown in each command's --help).

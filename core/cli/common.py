@@ -57,9 +57,29 @@ def redact(text: str) -> str:
     return str(redact_value(text, secrets=[*_SECRETS, *environment_secrets()]))
 
 
-def watch_store(repo: str | None, job: str, task: str, store: str | None, work_base: str | None) -> None:
-    """Remember the store this command works on: an interrupt then reports its unfinished commits."""
-    _WATCHED.update(repo=repo, job=job, task=task, store=store, work_base=work_base)
+def watch_store(repo: str | None, job: str, task: str, store: str | None, work_base: str | None,
+                options: dict[str, Any] | None = None) -> None:
+    """Remember the store this command works on (``options``: its storage options): an interrupt then reports its
+    unfinished commits and the objects they left."""
+    _WATCHED.update(repo=repo, job=job, task=task, store=store, work_base=work_base, options=options)
+
+
+def _objects_left(state: Any) -> list[str] | None:
+    """The objects open commit ``state`` left in the watched repository (``recover.objects_left``); None when the
+    store does not answer (the message then gives the journal's count)."""
+    try:
+        from blobstate.commit.recover import objects_left
+        from blobstate.model.records import StoreKey
+        from blobstate.repository.backends import open_blob_store
+
+        blob_store = open_blob_store(str(_WATCHED["repo"]), storage_options=_WATCHED.get("options"))
+        try:
+            key = StoreKey(_WATCHED["job"], _WATCHED["task"], _WATCHED["store"])
+            return objects_left(blob_store, key, state)
+        finally:
+            blob_store.close()
+    except (KeyboardInterrupt, Exception):  # noqa: BLE001 - the report must not hide the interrupt
+        return None
 
 
 def _report_interrupt() -> int:
@@ -76,16 +96,23 @@ def _report_interrupt() -> int:
 
         open_commits = api.unfinished_commits(repo=repo, job=_WATCHED["job"], task=_WATCHED["task"], store=store,
                                               work_base=_WATCHED.get("work_base"))
-    except (KeyboardInterrupt, Exception):  # noqa: BLE001 - the report must not hide the interrupt
-        open_commits = []
+    except (KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - the report must not hide the interrupt
+        open_commits = None
+        unread = f"{type(exc).__name__}: {exc}"
     again = " again during cleanup" if len(INTERRUPTS) > 1 else ""
-    if not open_commits:
+    if open_commits == []:
         err(f"{name}{again}: no commit of {_WATCHED['job']}/{_WATCHED['task']}/{store} is left open")
         return code
-    for state in open_commits:
-        left = len(state.blob_ids - state.deleted)
+    if open_commits is None:
+        err(f"{name}{again}: the journal of {_WATCHED['job']}/{_WATCHED['task']}/{store} could not be read ({unread}); "
+            "a commit may be left open")
+    for state in open_commits or []:
+        left = _objects_left(state)
+        what = (f"{len(left)} blob(s) in the repository" + (f": {', '.join(left[:10])}" if left else "") +
+                (f" and {len(left) - 10} more" if len(left) > 10 else "")) if left is not None else \
+            f"up to {len(state.blob_ids - state.deleted)} blob(s) in the repository (the store did not answer)"
         err(f"{name}{again}: commit {state.commit_id} of {state.store_key or store} is left open at "
-            f"{state.phase.name} with {left} blob(s) in the repository; they expire with their TTL (`blobstate gc`)")
+            f"{state.phase.name} with {what}; they expire with their TTL (`blobstate gc`)")
     job, task = _WATCHED["job"], _WATCHED["task"]
     err(f"to finish or abort it now: blobstate recover --repo {repo} --job {job} --task {task} --store {store} "
         "(the next backup of this store does the same)")
@@ -163,6 +190,11 @@ def log_options(values: tuple[str, ...]) -> dict[str, Any] | None:
     return storage_options(values) if values else None
 
 
+def stack(*decorators: Decorator) -> Decorator:
+    """One decorator applying ``decorators`` in the order written (options listed in that order in ``--help``)."""
+    return _stack(*decorators)
+
+
 def _stack(*decorators: Decorator) -> Decorator:
     def apply(fn: Callable[..., Any]) -> Callable[..., Any]:
         for decorator in reversed(decorators):
@@ -218,7 +250,26 @@ def require_store(store: str | None) -> str:
     return store
 
 
-#: ``--repo``, ``--log`` and ``--storage-option``.
+_KEY_FILE = "BLOBSTATE_KEY_FILE"
+
+
+def _use_key_file(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """``--key-file FILE`` is ``BLOBSTATE_KEY_FILE=FILE`` for this command (and every process it starts), so the
+    repository opens with it wherever the command opens one; the variable is put back when the command ends."""
+    if value and os.environ.get(_KEY_FILE) != value:
+        previous = os.environ.get(_KEY_FILE)
+        os.environ[_KEY_FILE] = os.path.abspath(os.path.expanduser(value))
+        ctx.call_on_close(lambda: os.environ.update({_KEY_FILE: previous}) if previous is not None
+                          else os.environ.pop(_KEY_FILE, None))
+
+
+#: ``--key-file``: the key file of an encrypted repository (a new repository is created encrypted with it).
+key_file_option = click.option(
+    "--key-file", envvar=_KEY_FILE, metavar="FILE", expose_value=False, callback=_use_key_file,
+    help="Key file of an encrypted repository (a repository created with a key is encrypted; see `blobstate init "
+         "--encrypt`).")
+
+#: ``--repo``, ``--log``, ``--storage-option`` and ``--key-file``.
 repo_options = _stack(
     click.option("--repo", required=True, envvar="BLOBSTATE_REPO",
                  help="Repository URL or path (file://, s3://, gs://, az://, ...)."),
@@ -226,6 +277,7 @@ repo_options = _stack(
                  help="Checkpoint log URL (default: the file log inside the repository)."),
     click.option("--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE",
                  help="fsspec storage option for the repository (repeatable; also BLOBSTATE_STORAGE_OPTIONS as JSON)."),
+    key_file_option,
 )
 log_option = click.option(
     "--log-option", "log_option", multiple=True, metavar="KEY=VALUE",
@@ -260,6 +312,75 @@ checkpoint_option = click.option(
     "--checkpoint", default=None, envvar="BLOBSTATE_CHECKPOINT", metavar="CHECKPOINT",
     help="latest (default), a checkpoint id, a unique prefix of one, or a generation number.")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+
+
+class KeepCount(click.ParamType):
+    """A ``--keep-*`` count: a number >= 1, or ``all`` (-1: every bucket, restic's ``unlimited``)."""
+
+    name = "count"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        if str(value).strip().lower() in ("all", "unlimited", "-1"):
+            return -1
+        try:
+            count = int(value)
+        except ValueError:
+            self.fail(f"{value!r} is not a count (a number >= 1, or 'all')", param, ctx)
+        if count < 1:
+            self.fail(f"{value!r} is not a count (a number >= 1, or 'all')", param, ctx)
+        return count
+
+
+#: ``--keep-last/-within/-hourly/-daily/-weekly/-monthly/-yearly``: restic's ``forget`` rules
+#: (``blobstate.model.retention``); ``retention_policy`` turns them (and ``--retain``) into the API's ``retention``.
+KEEP_RULES = {"last": "", "hourly": "hours", "daily": "days", "weekly": "ISO weeks", "monthly": "months",
+              "yearly": "years"}
+keep_options = _stack(
+    click.option("--keep-within", "keep_within", default=None, envvar="BLOBSTATE_KEEP_WITHIN", metavar="DURATION",
+                 help="Keep every checkpoint made within DURATION of the newest (2d, 12h, 90min, 2w, 6mo, 1y)."),
+    *(click.option(f"--keep-{rule}", f"keep_{rule}", type=KeepCount(), default=None,
+                   envvar=f"BLOBSTATE_KEEP_{rule.upper()}", metavar="N",
+                   help=("Keep the N newest checkpoints (the same as --retain)." if rule == "last" else
+                         f"Keep the newest checkpoint of each of the last N {unit} (UTC; 'all' for every one).")
+                   ) for rule, unit in KEEP_RULES.items()),
+)
+
+
+append_only_option = click.option(
+    "--append-only", "append_only", is_flag=True, default=None, envvar="BLOBSTATE_APPEND_ONLY",
+    help="Delete nothing (restic's append-only mode): retention, aborts and restore's init cleanup leave deletes to "
+         "`blobstate gc`, so this writer's credentials can be write-only (README: S3 policies per role).")
+limit_upload_option = click.option(
+    "--limit-upload", "limit_upload", type=ByteSize(), default=None, envvar="BLOBSTATE_LIMIT_UPLOAD", metavar="RATE",
+    help="Upload at most RATE bytes per second, all transfers together (10MiB, 500KiB; a number is bytes).")
+limit_download_option = click.option(
+    "--limit-download", "limit_download", type=ByteSize(), default=None, envvar="BLOBSTATE_LIMIT_DOWNLOAD",
+    metavar="RATE", help="Download at most RATE bytes per second, all transfers together (10MiB, 500KiB).")
+
+
+def retention_policy() -> Any:
+    """The ``RetentionPolicy`` that the running command's ``--retain`` and ``--keep-*`` options name, or None when
+    none is given (the store's recorded policy then applies). ``--retain N`` is ``--keep-last N``; both at once must
+    agree."""
+    from blobstate.errors import ConfigurationError
+    from blobstate.model.retention import RetentionPolicy
+
+    params = click.get_current_context().params
+    retain = params.get("retain")
+    rules = {name.removeprefix("keep_"): value for name, value in params.items()
+             if name.startswith("keep_") and value is not None}
+    if retain is not None:
+        if rules.get("last", retain) != retain:
+            raise click.UsageError(f"--retain {retain} and --keep-last {rules['last']} disagree: give one")
+        rules["last"] = retain
+    if not rules:
+        return None
+    try:
+        return RetentionPolicy(**rules)
+    except ConfigurationError as exc:
+        raise click.BadParameter(str(exc)) from None
 quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress bars or summary on stderr.")
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from blobstate.cli import common
-from blobstate.model.layout import DEFAULT_CHUNK_SIZE, DEFAULT_RETAIN, DEFAULT_TTL_MS
+from blobstate.model.layout import DEFAULT_CHUNK_SIZE, DEFAULT_TTL_MS
 
 if TYPE_CHECKING:
     from blobstate.commit.planner import BackupPreview
@@ -26,8 +26,12 @@ if TYPE_CHECKING:
 @click.option("--batch-id", type=click.IntRange(0), default=None, help="Stream batch id to record.")
 @click.option("--ttl", type=common.Duration(), default=DEFAULT_TTL_MS, show_default="1d", envvar="BLOBSTATE_TTL",
               help="How long new blobs live unless their commit completes (1d, 12h, 90s, 500ms; a number is ms).")
-@click.option("--retain", type=click.IntRange(1), default=DEFAULT_RETAIN, show_default=True,
-              envvar="BLOBSTATE_RETAIN", help="Checkpoints kept.")
+@click.option("--retain", type=click.IntRange(1), default=None, envvar="BLOBSTATE_RETAIN",
+              help="Checkpoints kept (default: the retention the store's latest snapshot records, else 3).")
+@common.keep_options
+@common.append_only_option
+@common.limit_upload_option
+@common.limit_download_option
 @click.option("--chunk-size", type=common.ByteSize(), default=DEFAULT_CHUNK_SIZE, show_default="64MiB",
               envvar="BLOBSTATE_CHUNK_SIZE", help="Bytes per blob (64MiB, 1GiB, 500MB; a number is bytes).")
 @click.option("--expected-generation", type=click.IntRange(0), default=None,
@@ -42,18 +46,24 @@ if TYPE_CHECKING:
 @common.handle_errors
 def backup(store_dir: str, repo: str, log_url: str | None, storage_option: tuple[str, ...],
            log_option: tuple[str, ...], ttl_mode: str | None, max_concurrency: int, work_dir: str | None, job: str,
-           task: str, store: str | None, store_type: str | None, batch_id: int | None, ttl: int, retain: int,
+           task: str, store: str | None, store_type: str | None, batch_id: int | None, ttl: int,
+           retain: int | None, keep_within: str | None, keep_last: int | None, keep_hourly: int | None,
+           keep_daily: int | None, keep_weekly: int | None, keep_monthly: int | None, keep_yearly: int | None,
+           append_only: bool | None, limit_upload: int | None, limit_download: int | None,
            chunk_size: int, expected_generation: int | None, dry_run: bool, no_create: bool, as_json: bool,
            quiet: bool) -> None:
     """Back up STORE_DIR as a new committed snapshot; prints the checkpoint id on stdout.
 
     The first backup into an empty location creates the repository and says "created repository at URL" on
-    stderr; with --no-create it is refused instead (exit 6)."""
+    stderr; with --no-create it is refused instead (exit 6). Retention (--retain, --keep-*: restic's forget rules)
+    runs after the commit and is recorded in the snapshot, so a later backup or gc without these options keeps
+    applying it."""
     from blobstate import api
     from blobstate.model.units import format_duration, format_size
 
     key = common.store_key(job, task, store, store_dir)
-    common.watch_store(repo, key.job, key.task, key.store, work_dir)
+    policy = common.retention_policy()
+    common.watch_store(repo, key.job, key.task, key.store, work_dir, common.storage_options(storage_option))
     if dry_run:
         preview = api.preview_backup(store_dir, job=key.job, task=key.task, store=key.store, store_type=store_type,
                                      chunk_size=chunk_size, work_base=work_dir,
@@ -62,7 +72,8 @@ def backup(store_dir: str, repo: str, log_url: str | None, storage_option: tuple
         return
     result = api.backup(
         store_dir, job=key.job, task=key.task, store=key.store, store_type=store_type, batch_id=batch_id, ttl=ttl,
-        retain=retain, chunk_size=chunk_size, max_concurrency=max_concurrency, ttl_mode=ttl_mode, work_base=work_dir,
+        retention=policy, append_only=append_only, limit_upload=limit_upload, limit_download=limit_download,
+        chunk_size=chunk_size, max_concurrency=max_concurrency, ttl_mode=ttl_mode, work_base=work_dir,
         progress=common.progress(quiet), expected_generation=expected_generation, create=not no_create,
         on_create=lambda url: common.err(f"created repository at {url}"),
         **common.repository(repo, log_url, storage_option, log_option),

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from blobstate.cli import common
-from blobstate.model.layout import DEFAULT_TTL_MS
+from blobstate.model.layout import DEFAULT_TTL_MS, RECORDS
 
 #: JSON field -> how the text names one entry of it.
 TEXT_LABELS = {"expiredDeleted": "expired", "orphansDeleted": "orphan", "expiredHealed": "healed",
@@ -28,14 +28,18 @@ def render_text(reports: list[dict[str, Any]], dry_run: bool) -> str:
             lines.append(f"{r['store']}: skipped: {r['skipped']}")
             continue
         if r["store"] is None:  # the repository's own leftovers: temp files of interrupted exclusive creates
-            lines.append(f"checkpoints/: {would}delete {len(r['temporariesDeleted'])} temporary files")
+            lines.append(f"{RECORDS}/: {would}delete {len(r['temporariesDeleted'])} temporary files")
             lines += [f"  temporary {entry}" for entry in r["temporariesDeleted"]]
             continue
         lines.append(f"{r['store']}: {would}delete {len(r['expiredDeleted'])} expired and "
                      f"{len(r['orphansDeleted'])} orphaned blobs, {would}prune {len(r['checkpointsPruned'])} "
                      f"checkpoint(s); {len(r['expiredHealed'])} expired but referenced ({would}remove their TTL)")
+        lines.append(f"  retention: {r['retention'] or 'none recorded: every checkpoint is kept'}")
         for field, label in TEXT_LABELS.items():
             lines += [f"  {label} {entry}" for entry in r[field]]
+        lines += [f"  keep {k['checkpointId']} (generation {k['generation']}"
+                  f"{'' if k['batchId'] is None else ', batch ' + str(k['batchId'])}): {', '.join(k['reasons'])}"
+                  for k in r["checkpointsKept"]]
     return "\n".join(lines)
 
 
@@ -47,8 +51,9 @@ def render_text(reports: list[dict[str, Any]], dry_run: bool) -> str:
 @click.option("--dry-run", is_flag=True, help="Show what would be deleted; delete nothing.")
 @click.option("--ttl", type=common.Duration(), default=DEFAULT_TTL_MS, show_default="1d", envvar="BLOBSTATE_TTL",
               help="Orphans older than this are deleted (1d, 12h, 90s; a number is ms).")
-@click.option("--retain", type=click.IntRange(1), default=None,
+@click.option("--retain", type=click.IntRange(1), default=None, envvar="BLOBSTATE_RETAIN",
               help="Checkpoints kept (default: the retention each store's writer recorded).")
+@common.keep_options
 @click.option("--install-lifecycle", is_flag=True,
               help="Install the cloud lifecycle rule for native TTL (or print it where the API does not allow it).")
 @click.option("--now", "now_ms", type=int, default=None, hidden=True, help="Current time in ms (tests).")
@@ -56,10 +61,14 @@ def render_text(reports: list[dict[str, Any]], dry_run: bool) -> str:
 @common.handle_errors
 def gc(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...],
        ttl_mode: str | None, work_dir: str | None, job: str | None, task: str | None, store: str | None,
-       dry_run: bool, ttl: int, retain: int | None, install_lifecycle: bool, now_ms: int | None,
-       as_json: bool) -> None:
+       dry_run: bool, ttl: int, retain: int | None, keep_within: str | None, keep_last: int | None,
+       keep_hourly: int | None, keep_daily: int | None, keep_weekly: int | None, keep_monthly: int | None,
+       keep_yearly: int | None, install_lifecycle: bool, now_ms: int | None, as_json: bool) -> None:
     """Delete expired TTL blobs and orphans no retained snapshot references (only once older than the TTL), and
-    prune checkpoints beyond the retention, in every store (or the --store / --job / --task given)."""
+    prune checkpoints beyond the retention, in every store (or the --store / --job / --task given).
+
+    Retention: --retain / --keep-* (restic's forget rules), else the policy each store's writer recorded; every
+    checkpoint kept is listed with the rule that keeps it ("keep ID (generation N): daily, last")."""
     from blobstate import api
 
     options = common.storage_options(storage_option)
@@ -74,7 +83,7 @@ def gc(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_opti
             click.echo(rule)
         return
     reports = api.gc(repo=repo, log=log_url, job=job, task=task, store=store, dry_run=dry_run, ttl=ttl,
-                     retain=retain, now_ms=now_ms, storage_options=options, log_options=common.log_options(log_option),
-                     ttl_mode=ttl_mode, work_base=work_dir)
+                     retention=common.retention_policy(), now_ms=now_ms, storage_options=options,
+                     log_options=common.log_options(log_option), ttl_mode=ttl_mode, work_base=work_dir)
     payload = [r.to_json() for r in reports]
     common.emit(as_json, payload, render_text(payload, dry_run) or "no stores")

@@ -17,6 +17,7 @@ def journal() -> None:
 @journal.command("show")
 @click.option("--repo", default=None, envvar="BLOBSTATE_REPO",
               help="Repository URL (with the key options, to find the work directory).")
+@common.key_file_option
 @common.key_options
 @common.work_dir_option
 @click.option("--journal", "journal_dir", default=None, type=click.Path(file_okay=False),

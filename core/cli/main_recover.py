@@ -22,6 +22,7 @@ from blobstate.cli import common
               help="Checkpoint log URL (default: the one the journal records).")
 @click.option("--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE",
               help="fsspec storage option for the repository (repeatable).")
+@common.key_file_option
 @common.work_dir_option
 @click.option("--job", default=None, envvar="BLOBSTATE_JOB", help="Only this job's stores.")
 @click.option("--task", default=None, envvar="BLOBSTATE_TASK", help="Only this task's stores.")

@@ -32,13 +32,17 @@ from blobstate.cli import common
               help="Restore into a non-empty directory no restore made, deleting what the snapshot lacks.")
 @click.option("--dry-run", is_flag=True, help="Print what would change; change nothing.")
 @click.option("--no-cleanup", is_flag=True, help="Skip the init cleanup (TTL removal, retention).")
+@common.append_only_option
+@common.limit_download_option
+@common.limit_upload_option
 @common.json_option
 @common.quiet_option
 @common.handle_errors
 def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple[str, ...],
             log_option: tuple[str, ...], ttl_mode: str | None, max_concurrency: int, work_dir: str | None, job: str,
             task: str, store: str | None, checkpoint: str | None, max_batch_id: int | None, partition: int | None,
-            store_type: str | None, no_cleanup: bool, force: bool, dry_run: bool, as_json: bool, quiet: bool) -> None:
+            store_type: str | None, no_cleanup: bool, append_only: bool | None, limit_download: int | None,
+            limit_upload: int | None, force: bool, dry_run: bool, as_json: bool, quiet: bool) -> None:
     """Restore a checkpoint (default: the latest) into DEST_DIR, downloading only what is missing or different."""
     from blobstate import api
     from blobstate.model.units import format_duration, format_size
@@ -51,7 +55,7 @@ def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple
         **common.repository(repo, log_url, storage_option, log_option),
         ttl_mode=ttl_mode, max_concurrency=max_concurrency,
         work_base=work_dir, progress=common.progress(quiet or dry_run), cleanup=not no_cleanup, force=force,
-        dry_run=dry_run,
+        dry_run=dry_run, append_only=append_only, limit_download=limit_download, limit_upload=limit_upload,
     )
     if as_json:
         common.emit(True, result.to_json(), "")

@@ -66,6 +66,7 @@ from blobstate.model.layout import (
 )
 from blobstate.model.progress import NoProgress, Progress
 from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.model.retention import KEEP_ALL, RetentionPolicy, recorded_fields, recorded_policy
 from blobstate.plugin.interfaces import FileRange, PutRequest
 from blobstate.repository import settings
 from blobstate.repository.backends import open_local_store
@@ -128,7 +129,10 @@ class StoreCommitter:
         with StoreCommitter(StoreKey("job", "0", "counts"), "file:///backups") as committer:
             result = committer.backup("/data/counts")          # or checkpoint() now, upload() later
 
-    ``ttl_ms``: TTL of new blobs until their commit completes. ``retain``: newest checkpoints kept (>= 1).
+    ``ttl_ms``: TTL of new blobs until their commit completes. ``retain``: newest checkpoints kept (>= 1);
+    ``retention``: a ``RetentionPolicy`` instead (restic's rules, ``blobstate.model.retention``), recorded in each
+    index so that gc and restore's init cleanup apply the same (``use_recorded_retention`` takes the one the
+    store's latest snapshot records).
     ``chunk_size``: bytes per blob. ``append_resolve_s``: seconds an unknown append outcome is resolved by
     re-appending before the commit is left open for recovery. Construction runs recovery of unfinished commits found
     in the journal.
@@ -141,9 +145,10 @@ class StoreCommitter:
                  storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
                  progress: Progress | None = None, writer_id: str | None = None,
                  expected_generation: int | None = None, recover: bool = True,
-                 append_resolve_s: float | None = None) -> None:
+                 append_resolve_s: float | None = None, retention: RetentionPolicy | None = None) -> None:
         if retain < 1:
             raise ValueError("retain must be >= 1")
+        self.policy = retention or RetentionPolicy(last=retain)
         self.key = key
         self.repo = repo if isinstance(repo, Repository) else Repository.open(
             repo, log=log, storage_options=storage_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
@@ -151,7 +156,7 @@ class StoreCommitter:
         self.store_type = store_type
         self.work_dir = work_dir or workdir.store_work_dir(self.repo.url, key)
         self.ttl_ms = ttl_ms
-        self.retain = retain
+        self.retain = self.policy.only_last or KEEP_ALL  # journaled (a count): a policy's fallback prunes nothing
         self.chunk_size = max(1, chunk_size)
         self.progress: Progress = progress or NoProgress()
         self.writer_id = writer_id or f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -160,7 +165,7 @@ class StoreCommitter:
                                  else settings.current().append_resolve_s)
         self.commit_point = CommitPoint(self.session, self.repo, append_resolve_s=self.append_resolve_s,
                                         generation=expected_generation)
-        self.cleanup = CleanupExecutor(self.session, self.repo, retain=retain, commit_point=self.commit_point)
+        self.cleanup = CleanupExecutor(self.session, self.repo, retain=self.policy, commit_point=self.commit_point)
         self.engine = CommitEngine(self.cleanup, self.commit_point, ttl_ms=ttl_ms,
                                    on_unsettled=self.mark_needs_recovery)
         self.cache = ChecksumCache(os.path.join(self.work_dir, workdir.CRC_CACHE))
@@ -201,11 +206,22 @@ class StoreCommitter:
     def recover(self, **kwargs: Any) -> list[tuple[RecoveryAction, str]]:
         """Recover this store's open commits (``blobstate.commit.recover.recover``). Never while another commit
         of this store is in flight in this process: recovery would abort it."""
-        results = recover(self.session, self.repo, retain=self.retain, **kwargs)
+        results = recover(self.session, self.repo, retain=self.policy, **kwargs)
         if results:
             self.commit_point.invalidate()  # recovery may have appended
             self._prev = None
         return results
+
+    def use_recorded_retention(self) -> RetentionPolicy:
+        """Apply the retention policy the store's latest snapshot records (its writer's: ``--keep-*`` given once
+        stay until given again), or keep this committer's when it records none or does not read. Returns it."""
+        prev = self._previous()
+        recorded = recorded_policy(prev[1]) if prev is not None and prev[1] is not None else None
+        if recorded is not None:
+            self.policy = recorded
+            self.retain = recorded.only_last or KEEP_ALL
+            self.cleanup.retain = recorded
+        return self.policy
 
     @property
     def needs_recovery(self) -> bool:
@@ -303,7 +319,7 @@ class StoreCommitter:
                     f"{local.expected_generation}", expected=local.expected_generation, actual=prev[0].generation)
             scanned = planner.scan_directory(local.path, self.cache, is_mutable=self.local_store.is_mutable)
             plan = planner.diff(scanned, prev[1] if prev else None, key=self.key, chunk_size=self.chunk_size,
-                                ttl_ms=self.ttl_ms)
+                                ttl_ms=self.ttl_ms, codec_of=self.repo.choose_codec)
             heal = healing.plan_heal(plan.files, {f.relpath: f.path for f in scanned},
                                      healing.present_blobs(self.repo, self.key), {r.blob_id for r in plan.puts},
                                      self.ttl_ms)
@@ -322,7 +338,8 @@ class StoreCommitter:
                 job_instance=self.writer_id, task_name=self.key.task, store_name=self.key.store,
                 dir_index=plan.dir_index(),
                 prev_snapshot_index_blob_id=prev[0].index_blob_id if prev else None, batch_id=local.batch_id,
-                store_type=self.store_type, retain=self.retain,
+                store_type=self.store_type, retain=recorded_fields(self.policy)[0],
+                retention_policy=recorded_fields(self.policy)[1],
             )
             data = index.to_bytes()
             crc = crc32c_bytes(data)

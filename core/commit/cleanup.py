@@ -31,16 +31,20 @@ import shutil
 from typing import TYPE_CHECKING
 
 from blobstate.commit.healing import HealSources, drop_index_copy, heal_record, load_index_copy
+from blobstate.commit.parts import heal_group, void_lost_snapshots
 from blobstate.commit.session import StoreSession
 from blobstate.errors import BlobstateError, ForeignObjectError, IntegrityError, StorageError
 from blobstate.journal import events as ev
 from blobstate.journal.projection import CommitState
 from blobstate.local import workdir
 from blobstate.local.files import replace_file
-from blobstate.model.chain import has_deltas, latest_snapshot, retention
+from blobstate.model import layout
+from blobstate.model.chain import has_deltas, latest_snapshot
 from blobstate.model.index import SnapshotIndex
 from blobstate.model.layout import now_ms, owned
 from blobstate.model.records import GROUP, SNAPSHOT, Checkpoint, StoreKey
+from blobstate.model.retention import RetentionPolicy, plan_retention, recorded_policy
+from blobstate.repository import settings
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
 
@@ -52,20 +56,28 @@ log = logging.getLogger(__name__)
 LAST_COMPLETED = "last-completed.json"  # in a store's work dir: the checkpoint whose TTLs this host last removed
 
 
-def apply_retention(repo: Repository, key: StoreKey, retain: int, *, commit_point: CommitPoint | None = None,
+def apply_retention(repo: Repository, key: StoreKey, retain: int | RetentionPolicy, *,
+                    commit_point: CommitPoint | None = None,
                     committed: Checkpoint | None = None) -> tuple[list[str], list[str]]:
-    """Keep the newest ``retain`` (>= 1) checkpoints of ``key`` (with deltas or groups: snapshots, and the deltas
-    they need, ``chain.retention``); delete the blobs only older ones reference, then their records.
+    """Keep what ``retain`` keeps of ``key``'s checkpoints (a count: the newest N, ``chain.retention``; a
+    ``RetentionPolicy``: restic's rules, ``retention.plan_retention``; with deltas or groups, the snapshots and the
+    deltas they need); delete the blobs only the others reference, then their records.
 
     Acts on the log as read here (after the append of ``committed``, the record this process just committed) and
-    prunes by generation (``CheckpointLog.prune(below=...)``), never by a count from a cached generation: a record
-    appended meanwhile is never pruned in its place. When a record that this process did not append
-    (``commit_point.written``) follows ``committed``, another writer took the store over after it: retention is
-    that writer's, and nothing is deleted here. Returns ``(deleted blob ids, pruned checkpoint ids)``. Blobs are
-    deleted before the records, so a crash in between is finished by running it again. A log with deltas is left
-    alone without ``commit_point`` (gc, a restore on another host: the writer prunes it).
+    prunes by generation (``CheckpointLog.prune(below=...)``; records inside the log a policy drops by
+    ``CheckpointLog.forget``, each matched by generation and id), never by a count from a cached generation: a
+    record appended meanwhile is never pruned in its place. A log that cannot forget a record inside it keeps that
+    record and its blobs. When a record that this process did not append (``commit_point.written``) follows
+    ``committed``, another writer took the store over after it: retention is that writer's, and nothing is
+    deleted here. In append-only mode (``settings.append_only``) nothing is pruned or deleted: that is
+    ``blobstate gc``'s. Returns ``(deleted blob ids, pruned checkpoint ids)``. Blobs are deleted before the
+    records, so a crash in between is finished by running it again. A log with deltas is left alone without
+    ``commit_point`` (gc, a restore on another host: the writer prunes it).
     """
-    retain = max(1, retain)
+    policy = RetentionPolicy.of(retain)
+    if settings.current().append_only:
+        log.info("append-only: retention of %s (%s) is left to `blobstate gc`", key, policy.describe())
+        return [], []
     history = repo.log.history(key)
     if committed is not None and commit_point is not None:
         others = [cp.generation for cp in history
@@ -77,16 +89,16 @@ def apply_retention(repo: Repository, key: StoreKey, retain: int, *, commit_poin
     deltas = has_deltas(history)
     if deltas and commit_point is None:
         return [], []
-    expiring, retained = retention(history, retain)
+    expiring, retained = plan_retention(history, policy, now_ms=now_ms()).carried_out(repo.log.can_forget)
     if not expiring:
         return [], []
     try:
-        keep = repo.retained_references(retained)
+        keep = repo.retained_references(retained, history=history)
     except BlobstateError as exc:  # never delete on incomplete knowledge, never block a commit either
         log.warning("a retained snapshot index of %s is unreadable (%s): no blob is deleted by retention now; "
                     "the records leaving retention are pruned and `blobstate gc` reclaims their blobs once every "
                     "retained index reads again", key, redact(str(exc)))
-        return [], _prune(repo, key, retained[0].generation)
+        return [], _drop(repo, key, expiring, retained)
     def unreadable(cp: Checkpoint, exc: BlobstateError) -> None:
         log.warning("checkpoint %s leaves retention with an unreadable index (%s); the orphan sweep of "
                     "`blobstate gc` reclaims its blobs", cp.checkpoint_id, redact(str(exc)))
@@ -94,13 +106,13 @@ def apply_retention(repo: Repository, key: StoreKey, retain: int, *, commit_poin
     doomed = repo.retained_references(expiring, on_unreadable=unreadable)
     to_delete = owned(key, sorted(doomed - keep), what="retention")
     repo.store.delete_many(to_delete)
-    return to_delete, _prune(repo, key, retained[0].generation)
+    return to_delete, _drop(repo, key, expiring, retained)
 
 
-def _prune(repo: Repository, key: StoreKey, first_kept: int) -> list[str]:
-    """Prune the records below generation ``first_kept`` (the oldest one retention keeps), whatever was appended
-    since the history was read."""
-    return [cp.checkpoint_id for cp in repo.log.prune(key, 1, below=first_kept)]
+def _drop(repo: Repository, key: StoreKey, expiring: list[Checkpoint], retained: list[Checkpoint]) -> list[str]:
+    """Remove the ``expiring`` records (``CheckpointLog.drop``: pruned below the oldest one kept, whatever was
+    appended since the history was read, and forgotten inside the log); returns their checkpoint ids."""
+    return [cp.checkpoint_id for cp in repo.log.drop(key, expiring, first_kept=retained[0].generation)]
 
 
 def init_cleanup(repo: Repository, key: StoreKey, work_dir: str | None = None, *,
@@ -121,13 +133,17 @@ def init_cleanup(repo: Repository, key: StoreKey, work_dir: str | None = None, *
         return
     history = repo.log.history(key) if latest.is_delta else [latest]
     snapshot = latest_snapshot(history)
-    ids = {cp.changelog_blob_id for cp in history if cp.is_delta}
-    index = repo.read_index(snapshot) if snapshot is not None else None
-    if snapshot is not None and index is not None:
-        ids |= index.referenced_blob_ids() | {snapshot.index_blob_id}
+    ids: set[str] = set()
+    index = None
+    for ref in layout.walk_references([cp for cp in history if cp.is_delta or cp == snapshot], repo.read_index):
+        if ref.error is not None:
+            raise ref.error
+        ids |= ref.objects
+        index = ref.index or index
     repo.store.remove_ttl_many(owned(key, sorted(ids), what=f"the records of {key}"))
-    if index is not None and index.retain is not None:
-        apply_retention(repo, key, index.retain, commit_point=commit_point)
+    policy = recorded_policy(index) if index is not None else None
+    if policy is not None:
+        apply_retention(repo, key, policy, commit_point=commit_point)
     if work_dir is not None:
         mark_completed(work_dir, latest.checkpoint_id)
 
@@ -162,14 +178,15 @@ def checked_local_path(work_dir: str, path: str) -> str:
 class CleanupExecutor:
     """Finishes and aborts commits of ``session``'s store in ``repo``, recording each step in the journal.
 
-    ``retain``: checkpoints kept when a commit does not record its own retention; ``commit_point``: the store's
-    commit point in this process, held while retention prunes a log with deltas.
+    ``retain``: checkpoints kept (a count or a ``RetentionPolicy``) when a commit does not record its own
+    retention; ``commit_point``: the store's commit point in this process, held while retention prunes a log with
+    deltas. In append-only mode (``settings.append_only``) neither ``finish`` nor ``abort`` deletes anything.
     """
 
     #: Completed delta commits between two compactions of the journal (a delta completes every batch).
     DELTA_COMPACT_EVERY = 32
 
-    def __init__(self, session: StoreSession, repo: Repository, *, retain: int,
+    def __init__(self, session: StoreSession, repo: Repository, *, retain: int | RetentionPolicy,
                  commit_point: CommitPoint | None = None) -> None:
         self.session = session
         self.repo = repo
@@ -200,19 +217,29 @@ class CleanupExecutor:
         if new_ids:
             self.repo.store.remove_ttl_many(new_ids)
         if heal and checkpoint is not None:
-            unhealed = heal_record(self.repo, checkpoint, self.journal_sources(state, checkpoint).merged(sources))
+            kept = self.journal_sources(state, checkpoint).merged(sources)
+            if checkpoint.is_group:  # parts only executors hold: ``blobstate.commit.parts``
+                unhealed, lost = heal_group(self.repo, checkpoint, kept)
+                if lost:
+                    void_lost_snapshots(self.session, self.repo, checkpoint, lost, commit_point=self.commit_point,
+                                        ttl_ms=state.ttl_ms)
+            else:
+                unhealed = heal_record(self.repo, checkpoint, kept)
             if unhealed:
                 log.error("committed %s %s of %s references %d objects that are lost and could not be put back "
-                          "from this host (%s); the next snapshot uploads their files again", checkpoint.kind,
-                          commit_id, self.key, len(unhealed), ", ".join(unhealed[:5]))
+                          "from this host (%s); the next snapshot uploads their files again (a group's changelogs: "
+                          "the executors that wrote them, at the next batch)", checkpoint.kind, commit_id, self.key,
+                          len(unhealed), ", ".join(unhealed[:5]))
         self.session.record(ev.TtlRemoved(commit_id, now_ms(), tuple(new_ids)), sync=snapshot)
         if snapshot:
             mark_completed(self.session.work_dir, commit_id)
         deleted: list[str] = []
         if snapshot or (checkpoint is not None and checkpoint.is_group
                         and any(e.kind == SNAPSHOT for e in checkpoint.partitions)):
-            retain = (index.retain if index is not None else None) or state.retain or self.retain
-            deleted, pruned = apply_retention(self.repo, self.key, retain, commit_point=self.commit_point,
+            recorded = recorded_policy(index) if index is not None else None
+            policy = recorded if recorded is not None else RetentionPolicy.of(
+                self.retain if isinstance(self.retain, RetentionPolicy) else state.retain or self.retain)
+            deleted, pruned = apply_retention(self.repo, self.key, policy, commit_point=self.commit_point,
                                               committed=checkpoint)
             self.session.record(ev.BlobsDeleted(commit_id, now_ms(), tuple(deleted), tuple(pruned)), sync=True)
         if snapshot:
@@ -264,6 +291,10 @@ class CleanupExecutor:
         gc) but the abort completes: it never wedges recovery. Raises ``StorageError`` when the checkpoint log holds
         the commit. Idempotent."""
         candidates = frozenset(owned(self.key, state.blob_ids, what=f"the journal of {state.commit_id}"))
+        if candidates and settings.current().append_only:
+            log.info("append-only: aborted commit %s of %s leaves its %d blob(s) to their TTL (`blobstate gc` "
+                     "deletes them once expired)", state.commit_id, self.key, len(candidates))
+            candidates = frozenset()
         if candidates:
             history = self.repo.log.history(self.key)
             if any(cp.checkpoint_id == state.commit_id for cp in history):

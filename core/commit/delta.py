@@ -105,7 +105,7 @@ class DeltaCommitter:
         record(ev.UploadsPlanned(commit_id, now_ms(), (blob_id,), "", len(data)), sync=True)
         try:
             healing.save_index_copy(c.work_dir, commit_id, data, kind="changelog", sync=False)
-            self.repo.store.put(PutRequest(blob_id, data, self.ttl_ms))
+            self.repo.store.put(PutRequest(blob_id, data, self.ttl_ms, self.repo.metadata_codec))
             record(ev.BlobUploaded(commit_id, now_ms(), blob_id, len(data)))
         except BaseException as exc:
             c.engine.abort(commit_id, exc)

@@ -69,7 +69,7 @@ def stage_changelog(repo: Repository, key: StoreKey, *, partition: int, batch_id
     behind by a failure, or never committed, expires by its TTL (``blobstate gc``)."""
     entry = PartitionEntry(partition, DELTA, new_checkpoint_id(), batch_id, new_blob_id(key), crc32c_bytes(data),
                            len(data), attempt, base)
-    repo.store.put(PutRequest(entry.blob_id, data, ttl_ms))
+    repo.store.put(PutRequest(entry.blob_id, data, ttl_ms, repo.metadata_codec))
     return entry
 
 
@@ -101,7 +101,8 @@ def stage_snapshot(repo: Repository, key: StoreKey, *, partition: int, batch_id:
         except IntegrityError as exc:
             log.warning("the previous snapshot of partition %s is unreadable (%s): uploading every file", partition,
                         redact(str(exc)))
-    plan = planner.diff(scanned, prev_index, key=key, chunk_size=chunk_size, ttl_ms=ttl_ms)
+    plan = planner.diff(scanned, prev_index, key=key, chunk_size=chunk_size, ttl_ms=ttl_ms,
+                        codec_of=repo.choose_codec)
     if prev_index is not None:  # rule 7, as every snapshot: a reused blob the store lost is uploaded again
         plan.puts += healing.plan_heal(plan.files, {f.relpath: f.path for f in scanned},
                                        healing.present_blobs(repo, key), {r.blob_id for r in plan.puts}, ttl_ms)

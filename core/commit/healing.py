@@ -25,8 +25,8 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from blobstate.errors import BlobstateError
 from blobstate.local.checksum import crc32c_bytes, crc32c_file
+from blobstate.model import layout
 from blobstate.model.index import FileIndex, SnapshotIndex
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.plugin.interfaces import FileRange, PutRequest
@@ -38,14 +38,14 @@ log = logging.getLogger(__name__)
 
 def present_blobs(repo: Repository, key: StoreKey) -> set[str]:
     """Every blob id under ``key``'s own ``blobs/`` prefix: one walk of that prefix."""
-    return {info.blob_id for info in repo.store.list(f"{key.prefix}/blobs")}
+    return {info.blob_id for info in repo.store.list(layout.blobs_prefix(key))}
 
 
 def chunk_puts(f: FileIndex, path: str, wanted: Iterable[str], ttl_ms: int | None) -> list[PutRequest]:
     """Put requests for the chunks of ``f`` whose blob ids are in ``wanted``, read from the local file ``path``
-    (which must hold ``f``'s content), under their recorded blob ids and offsets."""
+    (which must hold ``f``'s content), under their recorded blob ids and offsets, stored as recorded (``codec``)."""
     wanted = set(wanted)
-    return [PutRequest(blob.blob_id, FileRange(path, blob.offset, length), ttl_ms)
+    return [PutRequest(blob.blob_id, FileRange(path, blob.offset, length), ttl_ms, blob.codec)
             for blob, length in f.chunk_ranges() if blob.blob_id in wanted]
 
 
@@ -108,7 +108,7 @@ def heal_blob(repo: Repository, key: StoreKey, blob_id: str, data: bytes | None)
     if data is None:
         return False
     log.warning("the committed changelog %s of %s was lost; putting it back", blob_id, key)
-    repo.store.put(PutRequest(blob_id, data))
+    repo.store.put(PutRequest(blob_id, data, codec=repo.metadata_codec))
     return True
 
 
@@ -123,7 +123,7 @@ def heal_committed(repo: Repository, index: SnapshotIndex, index_blob_id: str, i
     backup of the store uploads their files again (``plan_heal``), and ``verify`` reports them.
     """
     key = index.store_key
-    if index_blob_id not in {i.blob_id for i in repo.store.list(f"{key.prefix}/indexes")}:
+    if index_blob_id not in {i.blob_id for i in repo.store.list(layout.indexes_prefix(key))}:
         if index_bytes is None:
             return [index_blob_id]
         log.warning("the committed index %s of %s was lost; putting it back", index_blob_id, key)
@@ -177,18 +177,21 @@ def heal_record(repo: Repository, checkpoint: Checkpoint, sources: HealSources) 
     every record kind: a snapshot's index and blobs (``heal_committed``), a delta's changelog (``heal_blob``), each
     part of a group record as its own snapshot or delta. Returns the ids still missing (nothing on this host to put
     them back from: ``verify`` names them, the next snapshot of a file uploads it again)."""
-    if checkpoint.is_group:
-        return [i for part in checkpoint.expand() for i in heal_record(repo, part, sources)]
-    key = checkpoint.store_key
-    if checkpoint.is_delta:
-        blob_id = checkpoint.changelog_blob_id
-        return [] if heal_blob(repo, key, blob_id, sources.blobs.get(blob_id)) else [blob_id]
-    data = sources.blobs.get(checkpoint.index_blob_id)
-    try:
-        index = (SnapshotIndex.from_bytes(data, source=f"the kept copy of {checkpoint.index_blob_id}")
-                 if data is not None else repo.read_index(checkpoint))
-    except BlobstateError as exc:
-        log.error("the index %s of committed checkpoint %s is unreadable and this host has no copy of it (%s)",
-                  checkpoint.index_blob_id, checkpoint.checkpoint_id, redact(str(exc)))
-        return [checkpoint.index_blob_id]
-    return heal_committed(repo, index, checkpoint.index_blob_id, data, sources.dirs.get(checkpoint.index_blob_id))
+    def read(record: Checkpoint) -> SnapshotIndex:  # the kept copy first
+        data = sources.blobs.get(record.index_blob_id)
+        if data is None:
+            return repo.read_index(record)
+        return SnapshotIndex.from_bytes(data, source=f"the kept copy of {record.index_blob_id}")
+
+    missing: list[str] = []
+    for ref in layout.walk_references([checkpoint], read):
+        record, own = ref.record, ref.own
+        if record.is_delta:
+            missing += [] if heal_blob(repo, record.store_key, own, sources.blobs.get(own)) else [own]
+        elif ref.index is None:
+            log.error("the index %s of committed checkpoint %s is unreadable and this host has no copy of it (%s)",
+                      own, record.checkpoint_id, redact(str(ref.error)))
+            missing.append(own)
+        else:
+            missing += heal_committed(repo, ref.index, own, sources.blobs.get(own), sources.dirs.get(own))
+    return missing

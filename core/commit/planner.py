@@ -157,10 +157,12 @@ def scan_directory(root: str, cache: ChecksumCache, *, workers: int = 4,
 
 
 def diff(scanned: Scan | list[ScannedFile], prev: SnapshotIndex | None, *, key: StoreKey, chunk_size: int,
-         ttl_ms: int) -> Plan:
+         ttl_ms: int, codec_of: Callable[[str, int], str | None] | None = None) -> Plan:
     """The plan of a commit: a scanned file is unchanged (its previous blobs reused, its attributes refreshed)
     only when the previous snapshot has it with the same size, CRC32C and content hash, never by name alone;
-    everything else gets fresh blobs of at most ``chunk_size`` bytes, uploaded with a TTL of ``ttl_ms``."""
+    everything else gets fresh blobs of at most ``chunk_size`` bytes, uploaded with a TTL of ``ttl_ms``, each
+    stored as ``codec_of(local path, size)`` decides for its file (the repository's compression:
+    ``Repository.choose_codec``; None: as they are), which the index records per blob."""
     prev_files = prev.files() if prev else {}
     plan = Plan()
     if isinstance(scanned, Scan):
@@ -172,11 +174,12 @@ def diff(scanned: Scan | list[ScannedFile], prev: SnapshotIndex | None, *, key: 
             plan.files[f.relpath] = replace(old, mtime=f.mtime, ctime=f.ctime, mode=f.mode, mtime_ns=f.mtime_ns)
             continue
         blobs = []
+        codec = codec_of(f.path, f.size) if codec_of is not None else None
         for offset in range(0, f.size, chunk_size):
             length = min(chunk_size, f.size - offset)
             blob_id = new_blob_id(key)
-            blobs.append(FileBlob(blob_id, offset))
-            plan.puts.append(PutRequest(blob_id, FileRange(f.path, offset, length), ttl_ms))
+            blobs.append(FileBlob(blob_id, offset, codec))
+            plan.puts.append(PutRequest(blob_id, FileRange(f.path, offset, length), ttl_ms, codec))
         plan.files[f.relpath] = FileIndex(name, tuple(blobs), f.size, f.crc32c, f.mtime, f.ctime, mode=f.mode,
                                           mtime_ns=f.mtime_ns, content_hash=f.content_hash)
         plan.uploaded.append(f.relpath)

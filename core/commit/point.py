@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from blobstate.commit.session import StoreSession
 from blobstate.errors import AppendOutcomeUnknown, FencedError, StorageError
@@ -66,6 +66,9 @@ class CommitPoint:
         self._lock = threading.RLock()
         self._generation: int | None = generation
         self.written: set[int] = set()  # generations this process appended
+        #: fields every record appended from now on carries (the run of a query: ``lineage_id``), set at the commit
+        #: point before ``CheckpointAppending`` journals the record, so recovery re-appends the same record
+        self.fields: dict[str, object] = {}
 
     def generation(self) -> int:
         """The generation the next append expects (read from the log when unknown)."""
@@ -91,6 +94,8 @@ class CommitPoint:
         open for recovery), ``StorageError`` from the journal. ``attempt.sent`` tells whether the append was sent.
         """
         with self._lock:
+            if self.fields:
+                record = replace(record, **self.fields)  # type: ignore[arg-type]
             expected = self.generation()
             self.session.record(ev.CheckpointAppending(
                 commit_id, now_ms(), expected, record.with_generation(expected + 1).to_bytes().decode()), sync=True)

@@ -36,8 +36,11 @@ from blobstate.journal.file import Journal
 from blobstate.journal.projection import CommitState, project
 from blobstate.journal.recovery import FinishCommit, RecoveryAction, ResolveAppend, plan_recovery
 from blobstate.local import workdir
+from blobstate.model import layout
 from blobstate.model.layout import DEFAULT_RETAIN, now_ms
 from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.model.retention import RetentionPolicy
+from blobstate.plugin.interfaces import BlobStore
 from blobstate.repository.backends import normalize_url
 from blobstate.repository.options import display_url
 from blobstate.repository.repo import Repository
@@ -73,7 +76,7 @@ def _completed_indexes(repo: Repository, key: StoreKey, open_states: list[Commit
     snapshots) and the TTL-protected leftovers of killed attempts (never referenced) are no such evidence."""
     ours = frozenset().union(*(s.blob_ids for s in open_states))
     return any(i.blob_id not in ours and not repo.store.has_ttl(i.blob_id)
-               for i in repo.store.list(f"{key.prefix}/indexes"))
+               for i in repo.store.list(layout.indexes_prefix(key)))
 
 
 def _check_belongs(state: CommitState, key: StoreKey, repo: Repository) -> None:
@@ -89,8 +92,8 @@ def _check_belongs(state: CommitState, key: StoreKey, repo: Repository) -> None:
                                  f"{state.log_url}, not {log_url} (is --log right?): recovery changed nothing")
 
 
-def recover(session: StoreSession, repo: Repository, *, retain: int = DEFAULT_RETAIN, dry_run: bool = False,
-            report: Report | None = None) -> list[tuple[RecoveryAction, str]]:
+def recover(session: StoreSession, repo: Repository, *, retain: int | RetentionPolicy = DEFAULT_RETAIN,
+            dry_run: bool = False, report: Report | None = None) -> list[tuple[RecoveryAction, str]]:
     """Plan and (unless ``dry_run``) carry out recovery; returns ``(action, outcome)`` pairs in journal order.
 
     A commit whose append outcome stays unknown is left open (outcome ``unresolved``; nothing it wrote deleted).
@@ -204,3 +207,11 @@ def recover_work_base(work_base: str, *, repo: str | None = None, log: str | Non
             repository.close()
         done.append(journal)
     return done
+
+
+def objects_left(store: BlobStore, key: StoreKey, state: CommitState) -> list[str]:
+    """The objects that open commit ``state`` of ``key`` may have created (planned, uploaded, its index) and that
+    ``store`` holds now, sorted: exactly what an interrupted commit or abort leaves in the repository (issue 27
+    case 6), from one listing of ``key``'s prefix. Raises ``StorageError`` when the store does not answer."""
+    present = {info.blob_id for info in store.list(key.prefix)}
+    return sorted(state.blob_ids & present)

@@ -8,12 +8,12 @@ bytes, times in ms since the epoch (JSON adds ISO 8601 UTC forms).
 
 from __future__ import annotations
 
-import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
 from blobstate.errors import BlobstateError
-from blobstate.model.chain import expand_all, has_groups, partition_history, partitions_of, plan_chain
+from blobstate.model import layout
+from blobstate.model.chain import has_groups, partition_history, partitions_of, plan_chain
 from blobstate.model.index import DirIndex, FileIndex, SnapshotIndex, SymlinkIndex
 from blobstate.model.records import Checkpoint, PartitionRecord, StoreKey
 from blobstate.model.units import iso_time
@@ -60,13 +60,17 @@ def summarize(repo: Repository, checkpoint: Checkpoint) -> tuple[CheckpointSumma
         return CheckpointSummary(checkpoint, None, checkpoint.changelog_size), None
     if checkpoint.is_group:
         return _summarize_group(repo, checkpoint), None
-    try:
-        index = repo.read_index(checkpoint)
-    except BlobstateError as exc:
-        return CheckpointSummary(checkpoint, None, None, error=f"{type(exc).__name__}: {redact(str(exc))}"), None
-    files = index.files()
-    return CheckpointSummary(checkpoint, len(files), sum(f.size_in_bytes for f in files.values()),
-                             index.store_type), index
+    [ref] = layout.walk_references([checkpoint], repo.read_index)
+    return summary_of(ref), ref.index
+
+
+def summary_of(ref: layout.Reference) -> CheckpointSummary:
+    """The summary of a snapshot record whose index was read (or not: the summary carries the error)."""
+    if ref.index is None:
+        return CheckpointSummary(ref.record, None, None, error=f"{type(ref.error).__name__}: {redact(str(ref.error))}")
+    files = ref.index.files()
+    return CheckpointSummary(ref.record, len(files), sum(f.size_in_bytes for f in files.values()),
+                             ref.index.store_type)
 
 
 def _summarize_group(repo: Repository, group: Checkpoint) -> CheckpointSummary:
@@ -74,11 +78,12 @@ def _summarize_group(repo: Repository, group: Checkpoint) -> CheckpointSummary:
     when it commits deltas only), plus the bytes of its changelogs; ``partitions_committed`` of ``num_partitions``."""
     files: int | None = None
     size, errors = 0, []
-    for part in group.expand():
+    for ref in layout.walk_references([group], repo.read_index):
+        part = ref.record
         if part.is_delta:
             size += part.changelog_size
             continue
-        summary, _ = summarize(repo, part)
+        summary = summary_of(ref)
         if summary.error is not None:
             errors.append(f"partition {getattr(part, 'partition', '?')}: {summary.error}")
             continue
@@ -233,8 +238,7 @@ def store_stats(repo: Repository, key: StoreKey) -> StoreStats:
     stats = StoreStats(key)
     sizes: dict[str, int] = {}
     for info in repo.store.list(key.prefix):
-        kind = posixpath.basename(posixpath.dirname(info.blob_id))
-        if kind in ("blobs", "indexes"):
+        if layout.kind_of(info.blob_id) in (layout.ObjectKind.BLOB, layout.ObjectKind.INDEX):
             sizes[info.blob_id] = info.size
             stats.stored_blobs += 1
             stats.stored_bytes += info.size
@@ -242,18 +246,17 @@ def store_stats(repo: Repository, key: StoreKey) -> StoreStats:
     changelogs: set[str] = set()
     history = repo.log.history(key)
     stats.checkpoints = len(history)
-    for cp in expand_all(history):
-        if cp.is_delta:
-            changelogs.add(cp.changelog_blob_id)
+    for ref in layout.walk_references(history, repo.read_index):
+        if ref.record.is_delta:
+            changelogs.add(ref.own)
             continue
-        summary, index = summarize(repo, cp)
-        stats.latest = summary
-        stats.index_bytes += sizes.get(cp.index_blob_id, 0)
-        if index is None:
-            stats.problems.append(f"{cp.checkpoint_id}: {summary.error}")
+        stats.latest = summary_of(ref)
+        stats.index_bytes += sizes.get(ref.own, 0)
+        if ref.index is None:
+            stats.problems.append(f"{ref.record.checkpoint_id}: {stats.latest.error}")
             continue
-        stats.logical_bytes += summary.bytes_total or 0
-        referenced |= index.referenced_blob_ids()
+        stats.logical_bytes += stats.latest.bytes_total or 0
+        referenced |= ref.index.referenced_blob_ids()
     stats.changelog_bytes = sum(sizes.get(b, 0) for b in changelogs)
     referenced |= changelogs
     if has_groups(history):

@@ -31,13 +31,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from blobstate.errors import BlobstateError, StorageLocationError
+from blobstate.model import layout
 from blobstate.model.layout import DEFAULT_TTL_MS, now_ms
 from blobstate.model.units import format_duration
 from blobstate.plugin.interfaces import BlobStore, PutRequest
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 #: Scratch objects live under this prefix (never a store's: a store key has three parts).
-SCRATCH_PREFIX = "doctor"
+SCRATCH_PREFIX = layout.SCRATCH
 #: A skew beyond this warns (ms); beyond a quarter of the TTL it fails (TTLs are decided on the store's clock).
 SKEW_WARN_MS = 30_000
 #: The newest checkpoint of a store older than this warns (ms): the job may have stopped committing.
@@ -178,7 +179,7 @@ def _marker(report: DoctorReport, store: BlobStore, url: str) -> Any:
 
 def _skew_and_semantics(report: DoctorReport, store: BlobStore, url: str, ttl_ms: int,
                         clock: Callable[[], int]) -> None:
-    scratch = f"{SCRATCH_PREFIX}/{uuid.uuid4().hex}"
+    scratch = layout.scratch_prefix(uuid.uuid4().hex)
     probe, exclusive = f"{scratch}/probe", f"{scratch}/exclusive"
     payload = uuid.uuid4().bytes
     written: list[str] = []

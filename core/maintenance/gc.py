@@ -11,11 +11,15 @@ paused writers overlap:
 - An orphan (no TTL, no retained index references it, no open commit in this host's journal planned it) is
   deleted only once it is older than ``ttl_ms`` (staged cleanup).
 - Nothing is deleted on incomplete knowledge: an unreadable retained index, or a log with no checkpoint of a store
-  whose indexes exist (the wrong ``--log``), makes gc skip the store and say why.
+  whose indexes exist (the wrong ``--log``), makes gc skip the store and say why (but for the missing index of a
+  snapshot part a later delta overrides, which nothing needs: ``Repository.retained_references`` with the
+  history).
 - Every id is checked to be an object of the store's own prefix before it is deleted; a lease that names another
   store's object is reported (``foreign``), never acted on.
-- Retention follows ``blobstate.model.chain`` (snapshots and the deltas they need); the records of a store with delta
-  records are never pruned here (deltas land meanwhile: the writer prunes them, ``cleanup.apply_retention``).
+- Retention follows ``blobstate.model.retention`` (a count or restic's rules; snapshots and the deltas they need,
+  ``blobstate.model.chain``): explicit, or the policy the store's latest snapshot records (its writer's). The
+  records of a store with delta records are never pruned here (deltas land meanwhile: the writer prunes them,
+  ``cleanup.apply_retention``). Each report lists the checkpoints kept and the rule that keeps each.
 - A decision is re-checked right before it is acted on (``DeleteGuard``): gc re-reads the log (the references of
   every record that landed since it decided, snapshot and delta kinds) and the TTLs, and deletes only what is
   still unreferenced and still expired (an orphan: still without TTL). A decision older than ``RECHECK_AFTER_S``
@@ -29,7 +33,6 @@ paused writers overlap:
 from __future__ import annotations
 
 import os
-import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,15 +40,21 @@ from blobstate.errors import StorageError
 from blobstate.journal.file import Journal
 from blobstate.journal.projection import project
 from blobstate.local import workdir
-from blobstate.model.chain import has_deltas, latest_snapshot, retention
+from blobstate.model import layout
+from blobstate.model.chain import has_deltas, latest_snapshot
 from blobstate.model.layout import monotonic
 from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.model.retention import RetentionPolicy, plan_retention, recorded_policy
+from blobstate.plugin.interfaces import expired_delete
 from blobstate.repository.repo import Repository
+from blobstate.repository.retry import call_with_retry
 
 FAR_FUTURE_MS = 1 << 62  # ``expired(prefix, FAR_FUTURE_MS)`` lists every blob that carries a TTL
 RECHECK_AFTER_S = 5.0  # a decision re-checked longer ago than this (monotonic seconds) is re-checked again
 DELETE_BATCH = 1000  # ids per delete call (S3's DeleteObjects takes at most 1,000)
 MAX_RECHECKS = 5  # re-checks in a row that may each come out stale before gc gives up on the store
+_DATA = (layout.ObjectKind.BLOB, layout.ObjectKind.INDEX)  # what gc deletes
+_STORE_OBJECTS = (*_DATA, layout.ObjectKind.LEASE)  # what makes a prefix a store's
 
 
 @dataclass
@@ -60,25 +69,25 @@ class GcReport:
     temporaries_deleted: list[str] = field(default_factory=list)
     foreign: list[str] = field(default_factory=list)
     spared: list[str] = field(default_factory=list)
+    kept: list[dict[str, Any]] = field(default_factory=list)  # RetentionPlan.to_json: each kept record and why
+    policy: str | None = None  # the retention applied (RetentionPolicy.describe), None: everything kept
     skipped: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"store": str(self.key) if self.key else None, "expiredDeleted": self.expired_deleted,
                 "expiredHealed": self.expired_healed, "orphansDeleted": self.orphans_deleted,
                 "checkpointsPruned": self.checkpoints_pruned, "temporariesDeleted": self.temporaries_deleted,
-                "foreign": self.foreign, "spared": self.spared, "skipped": self.skipped}
+                "foreign": self.foreign, "spared": self.spared, "checkpointsKept": self.kept,
+                "retention": self.policy, "skipped": self.skipped}
 
 
 def discover_keys(repo: Repository) -> list[StoreKey]:
     """Store keys with checkpoints in the log, plus any store prefix holding blobs or indexes."""
     keys = set(repo.log.keys())
     for info in repo.store.list(""):
-        parts = info.blob_id.split("/")
-        if len(parts) >= 5 and parts[3] in ("blobs", "indexes", "ttl") and parts[0] != "checkpoints":
-            try:
-                keys.add(StoreKey(parts[0], parts[1], parts[2]))
-            except Exception:  # noqa: BLE001 - not a blobstate object
-                continue
+        name = layout.parse(info.blob_id)
+        if name is not None and name.kind in _STORE_OBJECTS and name.key is not None:
+            keys.add(name.key)
     return sorted(keys)
 
 
@@ -89,12 +98,13 @@ def in_flight_ids(work_base: str | None, repo_url: str, key: StoreKey) -> set[st
     return {b for s in states.values() if s.is_open for b in s.blob_ids}
 
 
-def collect(repo: Repository, key: StoreKey, *, now_ms: int, ttl_ms: int, retain: int | None = None,
-            dry_run: bool = False, work_base: str | None = None) -> GcReport:
+def collect(repo: Repository, key: StoreKey, *, now_ms: int, ttl_ms: int,
+            retain: int | RetentionPolicy | None = None, dry_run: bool = False,
+            work_base: str | None = None) -> GcReport:
     """Garbage-collect one store key (see the module docstring). ``now_ms``, ``ttl_ms`` in milliseconds.
 
-    ``retain``: checkpoints kept; default: the retention the latest snapshot's writer recorded (every checkpoint
-    when it recorded none).
+    ``retain``: checkpoints kept (a count or a ``RetentionPolicy``); default: the retention the latest snapshot's
+    writer recorded (every checkpoint when it recorded none).
     """
     report = GcReport(key)
     # 1. List first: anything committed before this point is in the log read below.
@@ -103,17 +113,21 @@ def collect(repo: Repository, key: StoreKey, *, now_ms: int, ttl_ms: int, retain
     listing = list(repo.store.list(key.prefix))
     # 2. Then read what the retained snapshots reference.
     history = repo.log.history(key)
-    if not history and any(posixpath.basename(posixpath.dirname(i.blob_id)) == "indexes" for i in listing):
+    if not history and any(layout.kind_of(i.blob_id) is layout.ObjectKind.INDEX for i in listing):
         report.skipped = (f"the checkpoint log {repo.log.url or repo.url} has no checkpoint of {key}, but the "
                           "repository has snapshot indexes: is --log right? nothing deleted")
         return report
     deltas = has_deltas(history)
     try:
         newest = latest_snapshot(history)
-        if retain is None and newest is not None:
-            retain = repo.read_index(newest).retain
-        expiring, retained = retention(history, retain) if retain else ([], history)
-        referenced = repo.retained_references(retained)
+        policy = RetentionPolicy.of(retain) if retain is not None else None
+        if policy is None and newest is not None:
+            policy = recorded_policy(repo.read_index(newest))
+        plan = plan_retention(history, policy, now_ms=now_ms) if policy is not None else None
+        expiring, retained = plan.carried_out(repo.log.can_forget) if plan is not None else ([], history)
+        report.kept = plan.to_json() if plan is not None else []
+        report.policy = policy.describe() if policy is not None else None
+        referenced = repo.retained_references(retained, history=history)
     except Exception as exc:  # noqa: BLE001 - never delete on incomplete knowledge
         report.skipped = f"a retained snapshot index is unreadable, nothing deleted: {exc}"
         return report
@@ -127,20 +141,20 @@ def collect(repo: Repository, key: StoreKey, *, now_ms: int, ttl_ms: int, retain
         else:
             report.expired_deleted.append(blob_id)
     for info in listing:
-        kind = posixpath.basename(posixpath.dirname(info.blob_id))
-        if kind not in ("blobs", "indexes") or info.blob_id in referenced or info.blob_id in with_ttl:
+        if layout.kind_of(info.blob_id) not in _DATA or info.blob_id in referenced or info.blob_id in with_ttl:
             continue
         if not (key.owns_blob(info.blob_id) or key.owns_index(info.blob_id)):
             report.foreign.append(info.blob_id)
         elif info.modified_ms is not None and now_ms - info.modified_ms >= ttl_ms:
             report.orphans_deleted.append(info.blob_id)
-    if retain and expiring and not deltas:
+    if expiring and not deltas:
         report.checkpoints_pruned = [cp.checkpoint_id for cp in expiring]
     if not dry_run:
         repo.store.remove_ttl_many(report.expired_healed)
         guard = DeleteGuard(repo, key, history, now_ms=now_ms, work_base=work_base)
-        if guard.delete(report) and report.checkpoints_pruned and retain:
-            repo.log.prune(key, retain)  # their blobs become orphans, reclaimed once older than the TTL
+        if guard.delete(report) and report.checkpoints_pruned:
+            # their blobs become orphans, reclaimed once older than the TTL
+            repo.log.drop(key, expiring, first_kept=retained[0].generation)
     return report
 
 
@@ -188,12 +202,24 @@ class DeleteGuard:
                 break
             report.spared += [b for b in batch if b not in expired and b not in orphans]
             batch = [b for b in batch if b in expired or b in orphans]
-            self.repo.store.delete_many(batch)
-            done += batch
+            refused = self.send(batch, expired)
+            report.spared += refused
+            done += [b for b in batch if b not in refused]
         deleted = set(done)
         report.expired_deleted = [b for b in report.expired_deleted if b in deleted]
         report.orphans_deleted = [b for b in report.orphans_deleted if b in deleted]
         return report.skipped is None
+
+    def send(self, batch: list[str], expired: set[str]) -> list[str]:
+        """Delete ``batch``; returns the ids the store refused. Its expired blobs go through the store's conditional
+        delete where it offers one (``interfaces.expired_delete``: deleted only while their TTL mark is still
+        expired, atomically, which closes rule 13's window for them), everything else through ``delete_many``."""
+        conditional = expired_delete(self.repo.store)
+        marked = [b for b in batch if b in expired]
+        refused = call_with_retry(lambda: conditional(marked, self.now_ms), f"conditional delete of {len(marked)} "
+                                  "blobs") if conditional is not None and marked else None
+        self.repo.store.delete_many([b for b in batch if refused is None or b not in marked])
+        return refused or []
 
     def fresh(self, expired: set[str], orphans: set[str]) -> tuple[set[str], set[str]]:
         """``expired`` and ``orphans`` as of a re-check whose log read began at most ``RECHECK_AFTER_S`` ago,
@@ -213,8 +239,10 @@ class DeleteGuard:
         with_ttl = set(self.repo.store.expired(self.key.prefix, FAR_FUTURE_MS))
         still_expired = set(self.repo.store.expired(self.key.prefix, self.now_ms))
         started = monotonic()
-        new = [cp for cp in self.repo.log.history(self.key) if (cp.checkpoint_id, cp.generation) not in self.seen]
-        referenced = self.repo.retained_references(new) | in_flight_ids(self.work_base, self.repo.url, self.key)
+        history = self.repo.log.history(self.key)
+        new = [cp for cp in history if (cp.checkpoint_id, cp.generation) not in self.seen]
+        referenced = (self.repo.retained_references(new, history=history)
+                      | in_flight_ids(self.work_base, self.repo.url, self.key))
         self.seen |= {(cp.checkpoint_id, cp.generation) for cp in new}
         self.checked_at = started
         keep = {b for b in expired if b in still_expired} | {b for b in orphans if b not in with_ttl}
@@ -224,7 +252,7 @@ class DeleteGuard:
 def collect_temporaries(repo: Repository, *, now_ms: int, ttl_ms: int, dry_run: bool = False) -> GcReport:
     """Remove temp files of interrupted exclusive creates under ``checkpoints/`` older than ``ttl_ms``."""
     report = GcReport(None)
-    report.temporaries_deleted = [t.blob_id for t in repo.store.temporaries("checkpoints")
+    report.temporaries_deleted = [t.blob_id for t in repo.store.temporaries(layout.RECORDS)
                                   if t.modified_ms is not None and now_ms - t.modified_ms >= ttl_ms]
     if not dry_run:
         for blob_id in report.temporaries_deleted:

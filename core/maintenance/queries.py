@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -31,6 +33,10 @@ from blobstate.model.selection import select_checkpoint
 from blobstate.repository.backends import normalize_url
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
+from blobstate.repository.settings import api_verb
+from blobstate.restoring import state as state_reader
+from blobstate.restoring.entries import Value, open_entries
+from blobstate.restoring.state import Change
 
 __all__ = ["Duration", "Options", "Size", "check_store", "choose_snapshot", "describe_checkpoints", "diff",
            "journal_events", "list_checkpoints", "list_stores", "ls", "require_store", "stats", "unfinished_commits"]
@@ -88,6 +94,7 @@ def select_stores(repository: Repository, job: str | None, task: str | None, sto
     return [k for k in discover_keys(repository) if (job is None or k.job == job) and (task is None or k.task == task)]
 
 
+@api_verb
 def list_stores(*, repo: str, log: str | None = None, storage_options: Options = None,
                 log_options: Options = None) -> list[StoreKey]:
     """Every store key the repository (or its checkpoint log) holds, sorted. Raises ``RepositoryNotFound``."""
@@ -98,6 +105,7 @@ def list_stores(*, repo: str, log: str | None = None, storage_options: Options =
         repository.close()
 
 
+@api_verb
 def list_checkpoints(*, repo: str, log: str | None = None, job: str = "default", task: str = "0",
                      store: str | None = None, storage_options: Options = None, log_options: Options = None,
                      key: StoreKey | None = None) -> list[Checkpoint]:
@@ -111,6 +119,7 @@ def list_checkpoints(*, repo: str, log: str | None = None, job: str = "default",
         repository.close()
 
 
+@api_verb
 def describe_checkpoints(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
                          store: str | None = None, storage_options: Options = None, log_options: Options = None,
                          key: StoreKey | None = None) -> list[CheckpointSummary]:
@@ -152,6 +161,7 @@ def choose_snapshot(repository: Repository, key: StoreKey, checkpoint: str | int
     return chain.snapshot, len(chain.deltas)
 
 
+@api_verb
 def ls(*, repo: str, log: str | None = None, job: str = "default", task: str = "0", store: str | None = None,
        checkpoint: str | int | None = None, prefix: str = "", storage_options: Options = None,
        log_options: Options = None, partition: int | None = None) -> Listing:
@@ -169,6 +179,7 @@ def ls(*, repo: str, log: str | None = None, job: str = "default", task: str = "
         repository.close()
 
 
+@api_verb
 def diff(*, repo: str, base: str | int, target: str | int = "latest", log: str | None = None,
          job: str = "default", task: str = "0", store: str | None = None, storage_options: Options = None,
          log_options: Options = None, partition: int | None = None) -> SnapshotDiff:
@@ -184,6 +195,7 @@ def diff(*, repo: str, base: str | int, target: str | int = "latest", log: str |
         repository.close()
 
 
+@api_verb
 def stats(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
           store: str | None = None, storage_options: Options = None, log_options: Options = None) -> list[StoreStats]:
     """Space use per store (one store, or every store matching ``job``/``task``): retained checkpoints, logical
@@ -195,6 +207,7 @@ def stats(*, repo: str, log: str | None = None, job: str | None = None, task: st
         repository.close()
 
 
+@api_verb
 def require_store(*, repo: str, key: StoreKey, log: str | None = None, storage_options: Options = None,
                   log_options: Options = None) -> Checkpoint:
     """The latest record of ``key`` in the repository at ``repo``; ``NothingToRestore`` (exit 5, naming the stores
@@ -206,6 +219,7 @@ def require_store(*, repo: str, key: StoreKey, log: str | None = None, storage_o
         repository.close()
 
 
+@api_verb
 def journal_events(*, work_dir: str | None = None, repo: str | None = None, key: StoreKey | None = None,
                    work_base: str | None = None, strict: bool = True, job: str = "default", task: str = "0",
                    store: str | None = None) -> JournalRead:
@@ -224,6 +238,7 @@ def journal_events(*, work_dir: str | None = None, repo: str | None = None, key:
     return Journal(os.path.join(work_dir, workdir.JOURNAL)).read(strict=strict)
 
 
+@api_verb
 def unfinished_commits(*, repo: str, job: str = "default", task: str = "0", store: str | None = None,
                        work_base: str | None = None, work_dir: str | None = None,
                        key: StoreKey | None = None) -> list[CommitState]:
@@ -232,3 +247,67 @@ def unfinished_commits(*, repo: str, job: str = "default", task: str = "0", stor
     events = journal_events(work_dir=work_dir, repo=repo, key=name_store(job, task, store, key), work_base=work_base,
                             strict=False).events
     return [state for state in project(events).values() if state.is_open]
+
+
+@api_verb
+def read_state(*, repo: str, log: str | None = None, job: str = "default", task: str = "0", store: str | None = None,
+               partition: int | None = None, batch_id: int | None = None, checkpoint: str | int | None = None,
+               storage_options: Options = None, log_options: Options = None,
+               scratch_dir: str | None = None) -> Iterator[tuple[Value, Value]]:
+    """The ``(key, value)`` entries of a store exactly as after batch ``batch_id`` (or after the batch of the record
+    ``checkpoint`` names; default: the newest state), in the store's key order: of a driver store, of partition
+    ``partition`` of a partitioned store, or of every partition in turn (``partition`` None).
+
+    Keys and values come back as the binding wrote them (``str``, ``bytes``, ``int``, ``float``, ``bool``;
+    ``Undecoded`` bytes for anything else, never unpickled: ``blobstate.restoring.entries``). Read only: each chain
+    (snapshot, then deltas) is restored into a private temporary directory under ``scratch_dir`` (default: the
+    system's), removed once read; nothing is written to the repository (no journal, no cleanup). The store and the
+    batch are checked at once, the entries read as the iterator is consumed. Raises ``RepositoryNotFound`` (exit 6),
+    ``NothingToRestore`` (exit 5, naming the stores there are), ``BatchNotRetained`` (exit 5, naming the oldest
+    readable batch), ``IntegrityError`` (exit 3), ``ConfigurationError`` (a partition outside the group, a store of
+    files).
+    """
+    key = name_store(job, task, store)
+    with open_repository(repo, log, storage_options, log_options) as repository:
+        check_store(repository, key)
+        plan = state_reader.plan_state(repository, key, partitions=None if partition is None else [partition],
+                                       batch_id=batch_id, checkpoint=checkpoint)
+    return _state_entries(plan, (repo, log, storage_options, log_options), scratch_dir)
+
+
+def _state_entries(plan: state_reader.StatePlan, where: tuple[Any, ...],
+                   scratch_dir: str | None) -> Iterator[tuple[Value, Value]]:
+    with open_repository(*where) as repository:
+        for chain in plan.chains.values():
+            with tempfile.TemporaryDirectory(prefix="blobstate-state-", dir=scratch_dir) as base:
+                path = state_reader.restore_into(repository, chain, base)
+                if path is not None:
+                    with open_entries(path) as entries:
+                        yield from entries
+
+
+@api_verb
+def read_changes(*, repo: str, log: str | None = None, job: str = "default", task: str = "0",
+                 store: str | None = None, from_batch: int | None = None, to_batch: int | None = None,
+                 partition: int | None = None, storage_options: Options = None,
+                 log_options: Options = None) -> Iterator[Change]:
+    """The writes of batches ``from_batch..to_batch`` (both included; default: every batch whose delta is retained)
+    as ``Change(batch_id, partition, op, key, value)`` rows, from the delta changelogs in the repository: batch by
+    batch, each in its writes' order, partition by partition (of a partitioned store: every partition, or
+    ``partition``). Applied in order to the state after ``from_batch - 1`` they give the state after ``to_batch``.
+    Read only. Raises what ``read_state`` raises; ``BatchNotRetained`` names the oldest batch whose changes are
+    still held.
+    """
+    key = name_store(job, task, store)
+    with open_repository(repo, log, storage_options, log_options) as repository:
+        check_store(repository, key)
+        plans = state_reader.change_plans(repository, key, from_batch=from_batch, to_batch=to_batch,
+                                          partitions=None if partition is None else [partition])
+    return _changes(plans, (repo, log, storage_options, log_options))
+
+
+def _changes(plans: dict[int | None, list[Checkpoint]], where: tuple[Any, ...]) -> Iterator[Change]:
+    with open_repository(*where) as repository:
+        for batch in sorted({r.batch_id for records in plans.values() for r in records if r.batch_id is not None}):
+            for p, records in plans.items():
+                yield from state_reader.read_changes(repository, [r for r in records if r.batch_id == batch], p)

@@ -140,7 +140,8 @@ def latest_snapshot(history: Sequence[Checkpoint]) -> Checkpoint | None:
 def plan_chain(history: Sequence[Checkpoint], upto: int | None = None) -> Chain:
     """The chain that restores the state after batch ``upto`` (None: the newest state the log holds).
 
-    A log without deltas: its newest snapshot (with ``upto``, the newest with ``batch_id <= upto``). Raises
+    A log without deltas: its newest snapshot (with ``upto``, the one with the highest ``batch_id <= upto``, the
+    newest of those). Raises
     ``NothingToRestore`` when no record qualifies, ``BrokenChainError`` when a delta the chain needs is missing.
     Only the current run's records are used (``current_run``).
     """
@@ -152,6 +153,8 @@ def plan_chain(history: Sequence[Checkpoint], upto: int | None = None) -> Chain:
         if not chosen:
             raise NothingToRestore(f"no snapshot{'' if upto is None else f' with a batch id <= {upto}'} "
                                    f"(retained batch ids: {[c.batch_id for c in history]})")
+        if upto is not None:  # the state after batch ``upto``: the highest batch id below it, as with deltas
+            chosen.sort(key=lambda s: (s.batch_id, s.generation))
         return Chain(chosen[-1], (), upto)
     if upto is None:
         upto = max([*deltas, *(s.batch_id for s in snaps if s.batch_id is not None)])
@@ -208,3 +211,14 @@ def _ranges(batches: list[int]) -> str:
         else:
             parts.append(str(b))
     return ", ".join(parts[:20]) + (", ..." if len(parts) > 20 else "")
+
+
+def overridden_parts(history: Sequence[Checkpoint]) -> set[str]:
+    """The ids of the snapshot parts of a partitioned store's ``history`` that a later delta of a batch they cover
+    overrides (``valid_snapshots``, per partition): no restore and no retention uses them."""
+    out: set[str] = set()
+    for p in partitions_of(history):
+        part = partition_history(history, p)
+        valid = {s.checkpoint_id for s in valid_snapshots(part)}
+        out |= {r.checkpoint_id for r in part if not r.is_delta and r.checkpoint_id not in valid}
+    return out

@@ -1,7 +1,7 @@
 """The snapshot index (Samza's ``IndexBlob`` schema: ``SnapshotIndex`` / ``DirIndex`` / ``FileIndex``), in camelCase
 JSON with ``schemaVersion`` first: the tree of a store's files at one checkpoint and the blobs that hold them.
 
-Schema version 2 (written now; version 1 stays readable) adds, all optional so a version-1 index parses as before:
+Schema version 2 (version 1 stays readable) adds, all optional so a version-1 index parses as before:
 
 - on a file: ``mode`` (permission bits, ``st_mode & 0o7777``), ``mtimeNs`` (ns since the epoch) and
   ``contentHash`` (``"xxh3-128:<32 hex>"``, for files that can change in place; immutable files have CRC32C only);
@@ -9,6 +9,13 @@ Schema version 2 (written now; version 1 stays readable) adds, all optional so a
   (symbolic links, restored as links, never followed);
 - a directory listed in ``subDirectoriesPresent`` is present even when it holds nothing (version 1 left empty
   directories out).
+
+Schema version 3 (written now; versions 1 and 2 stay readable) adds ``codec`` on a chunk (``{"blobId", "offset",
+"codec": "zstd"}``): how that blob is stored (``blobstate.codec.frame``); left out, the blob holds the file's bytes
+as they are. Sizes and CRC32C are always those of the plain bytes. The version number goes up for it because a
+reader that ignored ``codec`` would take a compressed blob for the file's bytes: a blobstate that reads up to
+version 2 refuses a version-3 index instead. ``retentionPolicy`` (``SnapshotIndex``) is optional in every version
+and needed no new one: a reader that ignores it keeps every checkpoint.
 
 The classes are the schema: msgspec ``Struct`` types (frozen; JSON names in camelCase), decoded by msgspec with the
 types and limits declared on their fields (integers in range, no ``1e999`` or ``NaN``, string and list lengths; see
@@ -33,10 +40,11 @@ from msgspec import Meta, field
 
 from blobstate.errors import ConfigurationError, CorruptIndexError, UnsafePathError
 from blobstate.local.paths import MAX_DEPTH, PATH_MAX, check_name, name_bytes
+from blobstate.model import layout
 from blobstate.model.records import StoreKey
 
-INDEX_SCHEMA_VERSION = 2
-SchemaVersion = Literal[1, 2]
+INDEX_SCHEMA_VERSION = 3
+SchemaVersion = Literal[1, 2, 3]
 READABLE_SCHEMA_VERSIONS: tuple[int, ...] = get_args(SchemaVersion)
 
 # Entries in one list (a directory's files, subdirectories or links, a file's chunks): 4 Mi. Refuses nothing a
@@ -50,7 +58,7 @@ Mode = Annotated[int, Meta(ge=0, le=0o7777)]  # permission bits
 Name = Annotated[str, Meta(max_length=1000)]  # names and keys (characters; names are checked further)
 CheckpointId = Annotated[str, Meta(pattern=r"\A[A-Za-z0-9][A-Za-z0-9._:=-]{0,127}\Z")]
 ContentHash = Annotated[str, Meta(pattern=r"\Axxh3-128:[0-9a-f]{32}\Z")]
-BlobId = Annotated[str, Meta(max_length=3100, pattern=r"\A[^/]+/[^/]+/[^/]+/blobs/[0-9a-f]{32}\Z")]
+BlobId = Annotated[str, Meta(max_length=3100, pattern=layout.ANY_BLOB_ID)]
 LinkTarget = Annotated[str, Meta(min_length=1, max_length=PATH_MAX)]
 Attribs = Annotated[dict[str, Any], Meta(max_length=1000)]
 
@@ -63,11 +71,17 @@ class _Node(msgspec.Struct, frozen=True, rename="camel"):
         return _sparse(msgspec.to_builtins(self))
 
 
+#: How a blob's bytes are stored (``blobstate.codec``): zstd, or as they are (the field left out).
+Codec = Literal["zstd"]
+
+
 class FileBlob(_Node):
-    """One chunk of a file: the blob holding bytes ``[offset, offset + size)`` of the file."""
+    """One chunk of a file: the blob holding bytes ``[offset, offset + size)`` of the file; since version 3 how
+    it is stored (``codec``: ``"zstd"``, or None for the bytes as they are), so compressed and plain blobs mix."""
 
     blob_id: BlobId
     offset: Count
+    codec: Codec | None = None
 
 
 class FileIndex(_Node):
@@ -166,7 +180,9 @@ class SnapshotIndex(_Node):
     """A snapshot of one store at one checkpoint (Samza's ``SnapshotIndex``): the tree of files and their blobs.
 
     Beyond Samza's schema: ``batchId`` (the stream batch), ``storeType`` (the local store plugin that made it) and
-    ``retainCheckpoints`` (the retention its writer applies, so cleanup elsewhere applies the same).
+    ``retainCheckpoints`` (the retention its writer applies, so cleanup elsewhere applies the same) or, for a
+    retention policy beyond a count, ``retentionPolicy`` (``blobstate.model.retention.RetentionPolicy.text``; then
+    ``retainCheckpoints`` is left out, so an older reader keeps everything rather than a count).
     """
 
     checkpoint_id: CheckpointId
@@ -181,6 +197,7 @@ class SnapshotIndex(_Node):
     store_type: Name | None = None
     retain: Count | None = field(default=None, name="retainCheckpoints")
     schema_version: SchemaVersion = INDEX_SCHEMA_VERSION
+    retention_policy: Name | None = field(default=None, name="retentionPolicy")
 
     @property
     def store_key(self) -> StoreKey:
@@ -231,9 +248,9 @@ _DECODER = msgspec.json.Decoder(SnapshotIndex)
 # Keys a writer leaves out when they are null (or an empty list): the optional fields of schema version 2 and of
 # blobstate's additions; the rest (``prevSnapshotIndexBlobId`` included, as in Samza's schema) are always written.
 _SPARSE_KEYS = frozenset({"mode", "mtimeNs", "contentHash", "symlinksPresent", "batchId", "storeType",
-                          "retainCheckpoints"})
+                          "retainCheckpoints", "retentionPolicy", "codec"})
 _CHILD_KEYS = ("dirIndex", "filesPresent", "filesRemoved", "subDirectoriesPresent", "subDirectoriesRemoved",
-               "symlinksPresent")
+               "symlinksPresent", "blobs")
 
 
 def _sparse(doc: Any) -> Any:
@@ -291,8 +308,8 @@ class _Check:
             self.key = index.store_key
         except ConfigurationError as exc:
             raise CorruptIndexError(str(exc)) from None
-        self.blobs = f"{self.key.prefix}/blobs/"
-        self.blob_length = len(self.blobs) + 32
+        self.blobs = layout.blobs_prefix(self.key) + "/"
+        self.blob_length = len(layout.blob_id(self.key, "0" * 32))
 
     def run(self) -> None:
         prev = self.index.prev_snapshot_index_blob_id
@@ -333,7 +350,7 @@ class _Check:
         for blob in f.blobs:  # the schema checked the shape <a>/<b>/<c>/blobs/<32 hex>; here: this store's own
             if not blob.blob_id.startswith(self.blobs) or len(blob.blob_id) != self.blob_length:
                 raise CorruptIndexError(f"blob id {blob.blob_id[:200]!r} is not a blob of {self.key.prefix} "
-                                        f"({self.key.prefix}/blobs/<32 hex>)")
+                                        f"({layout.blob_id(self.key, '<32 hex>')})")
             if blob.offset <= last or (last < 0 and blob.offset):
                 raise CorruptIndexError(f"bad chunk offsets {[b.offset for b in f.blobs][:10]} for a file of "
                                         f"{f.size_in_bytes} bytes")

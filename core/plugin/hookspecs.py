@@ -14,7 +14,7 @@ import pluggy
 if TYPE_CHECKING:
     from blobstate.journal.events import Event
     from blobstate.model.records import StoreKey
-    from blobstate.plugin.records import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec
+    from blobstate.plugin.records import BlobStoreSpec, CheckpointLogSpec, KeyProviderSpec, LocalStoreSpec
     from blobstate.repository.settings import Settings
 
 PROJECT = "blobstate"
@@ -62,6 +62,20 @@ def blobstate_local_stores() -> Iterable[LocalStoreSpec]:
         def blobstate_local_stores():
             return [LocalStoreSpec(name="sqlite", store_type="sqlite", factory="my_pkg.sqlite:SqliteStore",
                                    detect="my_pkg.sqlite:looks_like_sqlite")]
+    """
+
+
+@hookspec
+def blobstate_key_providers() -> Iterable[KeyProviderSpec]:
+    """Return the key providers this plugin provides: what wraps the data key of an encrypted repository (a KMS).
+
+    Example::
+
+        from blobstate import hookimpl, KeyProviderSpec
+
+        @hookimpl
+        def blobstate_key_providers():
+            return [KeyProviderSpec(name="aws-kms", factory="my_pkg.kms:AwsKmsKeyProvider")]
     """
 
 

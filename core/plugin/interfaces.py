@@ -8,29 +8,14 @@ makes a consistent point-in-time copy of a local store (RocksDB's ``Checkpoint``
 from __future__ import annotations
 
 import io
-import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import BinaryIO, TypeVar
+from typing import BinaryIO, Protocol, TypeVar
 
-from blobstate.errors import CorruptIndexError, IntegrityError
+from blobstate.errors import CorruptIndexError, IntegrityError, StorageError
 from blobstate.model.records import Checkpoint, StoreKey
-
-
-def settle(futures: Iterable[Future]) -> None:
-    """Wait until none of ``futures`` is running (cancel the pending ones first), also through interrupts: a
-    ``KeyboardInterrupt`` while waiting is noted and the wait goes on (the caller re-raises its own)."""
-    running = [f for f in futures if not f.done()]
-    while running:
-        try:
-            wait(running)
-        except KeyboardInterrupt:
-            logging.getLogger(__name__).warning("interrupted again: waiting for %d request(s) in flight to finish "
-                                                "before cleaning up", sum(not f.done() for f in running))
-        running = [f for f in running if not f.done()]
-
+from blobstate.plugin.inflight import run_settled
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -47,17 +32,33 @@ class FileRange:
     offset: int
     length: int
 
+    def pieces(self, size: int) -> Iterator[bytes]:
+        """The range's bytes, read as they are consumed, in pieces of at most ``size`` bytes. Raises
+        ``StorageError`` when the file ends before the range does (it shrank while it was uploaded)."""
+        with open(self.path, "rb") as fh:
+            fh.seek(self.offset)
+            left = self.length
+            while left:
+                data = fh.read(min(size, left))
+                if not data:
+                    raise StorageError(f"{self.path} shrank while it was uploaded")
+                left -= len(data)
+                yield data
+
 
 @dataclass(frozen=True)
 class PutRequest:
     """Write ``source`` as blob ``blob_id`` (a path relative to the repository root, chosen by the core).
 
     With ``ttl_ms`` the blob expires that many milliseconds from now unless ``remove_ttl`` is called first.
+    ``codec`` (``"zstd"`` or None) is how the core stores a data blob (``blobstate.codec``, recorded in the
+    index entry of the blob); a plugin never sees it set: it is handed the stored bytes.
     """
 
     blob_id: str
     source: FileRange | bytes
     ttl_ms: int | None = None
+    codec: str | None = None
 
     @property
     def size(self) -> int:
@@ -103,6 +104,32 @@ class BoundedSink(io.BytesIO):
         return super().write(data)
 
 
+def expired_delete(store: object) -> Callable[[Sequence[str], int], list[str] | None] | None:
+    """The optional capability ``delete_if_expired(blob_ids, now_ms) -> refused ids | None`` of ``store`` (through
+    any wrapper that forwards attributes, ``RetryingBlobStore``), or None when its class does not offer it.
+
+    A store offers it when it can condition a delete, in the same request, on the TTL mark being still expired at
+    ``now_ms`` (Azure's ``x-ms-if-tags`` on Delete Blob: the expiry tag ``<= now``): each blob is deleted only while
+    its mark says expired; the ids the store refused (its mark was removed or moved since gc read it: 412) are
+    returned, a missing blob counts as deleted. It returns None when it cannot condition in its present mode (lease
+    mode: the mark is another object). gc deletes expired blobs through it (``blobstate.maintenance.gc``), which
+    closes Safety rule 13's residual window for them: a committer removes its TTL marks before its heal check, so
+    gc's delete either lands before the removal (the heal check puts the blob back) or is refused."""
+    fn = getattr(store, "delete_if_expired", None)
+    return fn if callable(fn) else None
+
+
+class MetadataSeal(Protocol):
+    """Seals the bodies of the objects a blob store writes for itself (its TTL leases) in an encrypted repository
+    (``blobstate.codec``): ``seal(name, body)`` gives the bytes to store under ``name`` (relative to the
+    repository root), ``open(name, stored)`` the body back (``IntegrityError`` when it does not authenticate). A
+    plugin passes such bodies through it when one is set, and never needs to know what it does."""
+
+    def seal(self, name: str, body: bytes) -> bytes: ...
+
+    def open(self, name: str, stored: bytes) -> bytes: ...
+
+
 class BlobStore(ABC):
     """A blob store (Samza's ``BlobStoreManager``) rooted at a repository URL.
 
@@ -116,6 +143,8 @@ class BlobStore(ABC):
     url: str = ""
     max_concurrency: int = 8
     ttl_mode: str = "lease"
+    #: set by the core on an encrypted repository (``seal_metadata_with``): seals the store's own bodies (leases)
+    metadata_seal: MetadataSeal | None = None
 
     @abstractmethod
     def put(self, request: PutRequest) -> None:
@@ -188,6 +217,11 @@ class BlobStore(ABC):
         """Install the lifecycle rule where the API allows it; return False when the user must do it."""
         return False
 
+    def seal_metadata_with(self, seal: MetadataSeal | None) -> None:
+        """Seal the bodies of the objects this store writes for itself (its leases) with ``seal`` from now on
+        (None: store them as they are). The core calls it when it opens an encrypted repository."""
+        self.metadata_seal = seal
+
     # -- batches ---------------------------------------------------------------------------------------------
     def map_concurrent(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         """Run ``fn`` over ``items`` with at most ``max_concurrency`` in flight; results in input order.
@@ -200,17 +234,7 @@ class BlobStore(ABC):
         items = list(items)
         if len(items) <= 1 or self.max_concurrency <= 1:
             return [fn(item) for item in items]
-        pool = ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(items)))
-        futures = [pool.submit(fn, item) for item in items]
-        try:
-            return [f.result() for f in futures]
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            settle(futures)
-            raise
-        finally:
-            pool.shutdown(wait=False)
+        return run_settled(fn, items, min(self.max_concurrency, len(items)))
 
     def put_many(self, requests: Sequence[PutRequest]) -> None:
         self.map_concurrent(self.put, requests)
@@ -267,6 +291,29 @@ class CheckpointLog(ABC):
         it (a record appended since the caller read the log is never deleted in its place); return the deleted
         ones. Idempotent."""
 
+    def forget(self, key: StoreKey, records: Sequence[Checkpoint]) -> list[Checkpoint]:
+        """Delete exactly ``records`` of ``key`` from inside the log (a retention policy's interior records: a
+        daily snapshot kept, the ones around it not), each matched by generation *and* checkpoint id (a record
+        appended since the caller read the log is never deleted in its place); the newest record is never deleted
+        (``ValueError``). Returns the deleted ones; idempotent.
+
+        Optional: a log whose format cannot drop a record in the middle (the Kafka log: its acceptance rule reads
+        a gap as a zombie's record) leaves this default, which raises ``NotImplementedError``; retention then keeps
+        those records and every blob they reference (``prune`` still removes the oldest)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps records inside the log: prune removes the oldest")
+
+    @property
+    def can_forget(self) -> bool:
+        """True when this log implements ``forget`` (records dropped from inside the log)."""
+        return type(self).forget is not CheckpointLog.forget
+
+    def drop(self, key: StoreKey, expiring: Sequence[Checkpoint], *, first_kept: int) -> list[Checkpoint]:
+        """Retention's removal of ``expiring`` records: ``prune`` below ``first_kept`` (the oldest generation
+        kept), then ``forget`` the expiring ones above it (none unless ``can_forget``). Returns what was deleted."""
+        removed = self.prune(key, 1, below=first_kept)
+        interior = [cp for cp in expiring if cp.generation > first_kept]
+        return removed + (self.forget(key, interior) if interior and self.can_forget else [])
+
     def keys(self) -> list[StoreKey]:
         """Every store key with a checkpoint (for ``blobstate gc`` over a whole repository); [] if unsupported."""
         return []
@@ -299,3 +346,33 @@ class LocalStore(ABC):
         """Refuse a restore into ``directory`` while the store there is in use (RocksDB: its ``LOCK`` held by a live
         process): raise ``LocalStoreError``. Called before anything is downloaded, and again just before the
         destination changes."""
+
+
+class KeyProvider(ABC):
+    """Wraps and unwraps a repository's data key with a key the operator holds (envelope encryption, as a KMS
+    does it): the built-in ``file`` provider with a key file, a KMS plugin with a key in the KMS. The data key
+    (32 random bytes, ``blobstate.codec``) encrypts every object; the provider only ever sees it to wrap or
+    unwrap it. Registered through ``blobstate_key_providers`` (``KeyProviderSpec``); the repository marker records
+    the provider's name, ``key_id()`` and the wrapped key, never the key.
+
+    ``key_id()`` names the key that wraps (a KMS key id or ARN; the file provider's is derived one-way from the
+    key file), and must never reveal key material: it is stored in the marker and printed. ``wrap`` returns the
+    wrapped data key; ``unwrap`` returns the data key or raises ``EncryptionKeyError`` (exit 3) when this key
+    cannot unwrap it (another key, or a wrapped key that does not authenticate). Both are bound to ``context``
+    (the repository id: a KMS's encryption context, the AEAD's associated data).
+    """
+
+    name: str = ""
+
+    @abstractmethod
+    def key_id(self) -> str:
+        """The id of the key this provider wraps with (recorded in the marker; never key material)."""
+
+    @abstractmethod
+    def wrap(self, data_key: bytes, context: bytes) -> bytes:
+        """The data key, wrapped (encrypted and authenticated) by this provider's key."""
+
+    @abstractmethod
+    def unwrap(self, wrapped: bytes, key_id: str, context: bytes) -> bytes:
+        """The data key from ``wrap``'s output (``key_id``: the id recorded with it); ``EncryptionKeyError`` when
+        this provider's key cannot unwrap it."""

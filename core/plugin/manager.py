@@ -34,7 +34,7 @@ import pluggy
 
 from blobstate.errors import ConfigurationError, PluginError
 from blobstate.plugin import hookspecs
-from blobstate.plugin.records import BlobStoreSpec, CheckpointLogSpec, LocalStoreSpec, Spec
+from blobstate.plugin.records import BlobStoreSpec, CheckpointLogSpec, KeyProviderSpec, LocalStoreSpec, Spec
 from blobstate.repository.settings import Settings, effective_configuration
 from blobstate.repository.settings import current as current_settings
 
@@ -189,7 +189,8 @@ class BlobstatePluginManager(pluggy.PluginManager):
             return self._specs_cache
         out: list[Registered] = []
         seen: dict[tuple[type, str], Registered] = {}
-        for hook_name in ("blobstate_blob_stores", "blobstate_checkpoint_logs", "blobstate_local_stores"):
+        for hook_name in ("blobstate_blob_stores", "blobstate_checkpoint_logs", "blobstate_local_stores",
+                          "blobstate_key_providers"):
             for plugin_name, specs in self._results_by_plugin(hook_name):
                 for spec in specs:
                     reg = Registered(spec, plugin_name, self._dists.get(plugin_name, ("", "", False))[0])
@@ -300,11 +301,13 @@ class BlobstatePluginManager(pluggy.PluginManager):
 
 #: The name of each kind of backend, as messages and ``blobstate plugins`` show it.
 KIND_NAMES: dict[type, str] = {BlobStoreSpec: "blob store", CheckpointLogSpec: "checkpoint log",
-                               LocalStoreSpec: "local store"}
+                               LocalStoreSpec: "local store", KeyProviderSpec: "key provider"}
 
 
 def spec_keys(spec: Spec) -> tuple[str, ...]:
-    """What a backend is selected by: its URL schemes, or its store type."""
+    """What a backend is selected by: its URL schemes, its store type, or (a key provider) its name."""
+    if isinstance(spec, KeyProviderSpec):
+        return (spec.name,)
     return (spec.store_type,) if isinstance(spec, LocalStoreSpec) else tuple(spec.schemes)
 
 

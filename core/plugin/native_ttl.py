@@ -20,9 +20,10 @@ from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO
 
 from blobstate.errors import BlobNotFound, StorageError
+from blobstate.model.layout import is_lease, lease_id
 from blobstate.plugin.interfaces import BoundedSink, PutRequest
 from blobstate.plugin.transfer import ByteBudget, ObjectTooLarge, ObstoreTransport, budget_from
-from blobstate.plugins.fsspec_store import REMOTE_READ, FsspecBlobStore, is_lease, lease_id
+from blobstate.plugins.fsspec_store import REMOTE_READ, FsspecBlobStore
 
 DAY_MS = 86_400_000  # milliseconds in a day: lifecycle rules count whole days
 

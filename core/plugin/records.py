@@ -133,4 +133,22 @@ class LocalStoreSpec:
     description: str = ""
 
 
-Spec = BlobStoreSpec | CheckpointLogSpec | LocalStoreSpec
+@dataclass(frozen=True)
+class KeyProviderSpec:
+    """A key provider (``file``, a KMS): wraps and unwraps the data key of encrypted repositories
+    (``blobstate.plugin.interfaces.KeyProvider``), selected by ``name`` (recorded in the repository marker; the
+    highest ``priority`` wins a tie, as for every backend).
+
+    ``factory(key_id: str | None, options: Mapping[str, Any]) -> KeyProvider``: ``key_id`` is the key the marker
+    records (or ``--key-id`` for a new repository), ``options`` what the operator configured (``key_file`` for the
+    ``file`` provider: ``--key-file``, ``BLOBSTATE_KEY_FILE``).
+    """
+
+    name: str
+    factory: Factory
+    priority: int = 0
+    install_hint: str = ""
+    description: str = ""
+
+
+Spec = BlobStoreSpec | CheckpointLogSpec | LocalStoreSpec | KeyProviderSpec

@@ -1,10 +1,10 @@
 """Streaming blob transfers through obstore (Rust ``object_store``) with a fixed budget of bytes in flight.
 
-A blob up to ``SINGLE_REQUEST_MAX`` (64 MiB, the core's default chunk size) is one PUT (held in memory while it
-is sent, within the budget) and one GET streamed to the sink in 1 MiB pieces: on the benchmark's moto server a
-multipart upload of the same bytes took twice as long (the server assembles the parts), and fewer requests
-per commit. A larger blob never sits in memory whole: it goes up as a multipart upload whose parts are read from
-the file one at a time as the transport asks for them, at most ``part_concurrency`` parts in flight (rclone's
+A blob up to ``SINGLE_REQUEST_MAX`` (64 MiB and 4 KiB: the core's default chunk size, encrypted) is one PUT (held in
+memory while it is sent, within the budget) and one GET streamed to the sink in 1 MiB pieces: on the benchmark's
+moto server a multipart upload of the same bytes took twice as long (the server assembles the parts), and fewer
+requests per commit. A larger blob never sits in memory whole: it goes up as a multipart upload whose parts are read
+from the file one at a time as the transport asks for them, at most ``part_concurrency`` parts in flight (rclone's
 ``--s3-upload-concurrency``), and comes down as ranged GETs run ``part_concurrency`` at a time and written to the
 sink in order as they arrive (rclone's multi-thread streams), so the sink (a CRC32C checker on the restore path)
 sees the bytes once, in order.
@@ -13,12 +13,18 @@ Every transfer of one store first reserves its bytes from one ``ByteBudget`` (de
 with the storage option ``transfer_budget`` or ``BLOBSTATE_TRANSFER_BUDGET``, bytes): concurrent files and parts
 together never hold more than the budget in memory, whatever the state or file size.
 
+Bandwidth: every byte a transport sends or receives is first taken from the process's ``RateLimiter`` of that
+direction (``throttle``), when ``--limit-upload``/``--limit-download`` (``BLOBSTATE_LIMIT_UPLOAD``/``_DOWNLOAD``,
+the API's ``limit_upload``/``limit_download``) set one: one token bucket per direction and rate, shared by every
+transfer of the process, whatever the store (restic's ``--limit-upload``, rclone's ``--bwlimit``).
+
 Errors: obstore's ``NotFoundError`` -> ``FileNotFoundError``, ``AlreadyExistsError``/``PreconditionError`` ->
 ``FileExistsError``; anything else propagates (the retry wrapper decides whether it is transient).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections import deque
@@ -35,7 +41,9 @@ from blobstate.repository import settings
 T = TypeVar("T")
 
 MiB = 1 << 20
-SINGLE_REQUEST_MAX = 64 * MiB  # blobs up to this size move in one PUT / one streamed GET (the default chunk size)
+# Blobs up to this size move in one PUT / one streamed GET: the default chunk size, and room for what the core's codec
+# adds to a chunk (an encrypted chunk is 33 bytes larger: blobstate.codec.frame.OVERHEAD).
+SINGLE_REQUEST_MAX = 64 * MiB + 4096
 DEFAULT_PART_SIZE = 16 * MiB  # bytes per multipart part and per ranged GET above it
 DEFAULT_PART_CONCURRENCY = 4  # parts of one blob in flight at once
 DEFAULT_BUDGET = 128 * MiB  # bytes in flight per store, all transfers together
@@ -102,6 +110,89 @@ class ByteBudget:
             self.release(n)
 
 
+class RateLimiter:
+    """A token bucket in bytes (the virtual-scheduling form of the GCRA, as rclone's ``--bwlimit`` and restic's
+    limiter use one): ``take(n)`` blocks until ``n`` bytes may pass at ``rate`` bytes per second, with a burst of
+    at most ``burst`` bytes (default: a quarter second's worth, at least 64 KiB). Thread-safe; waiting callers
+    are served in the order they asked (each reserves its slot under the lock and then sleeps outside it), so
+    concurrent transfers share the rate. A piece larger than the burst passes; the debt it leaves delays the next.
+
+    Libraries considered: ``pyrate-limiter`` (counts requests: a weight of N bytes stores N items, and a weight
+    may not exceed the rate), ``token-bucket`` (non-blocking ``consume``: callers would poll), ``limits``
+    (window counters, no waiting) and ``aiolimiter`` (asyncio only); none fits byte streams in threads.
+    """
+
+    def __init__(self, rate: int, *, burst: int | None = None, clock: Callable[[], float] | None = None,
+                 sleep: Callable[[float], None] | None = None) -> None:
+        import time
+
+        if rate < 1:
+            raise ConfigurationError(f"a rate limit must be at least 1 byte per second, not {rate}")
+        self.rate = rate
+        self.burst = burst if burst is not None else max(64 << 10, rate // 4)
+        self._clock = clock or time.monotonic
+        self._sleep = sleep or time.sleep
+        self._lock = threading.Lock()
+        self._next = self._clock()  # the theoretical arrival time: when the bucket is full again
+        self.taken = 0  # bytes passed, for tests and the benchmark
+
+    def take(self, nbytes: int) -> float:
+        """Let ``nbytes`` pass, waiting as the rate requires; returns the seconds waited."""
+        if nbytes <= 0:
+            return 0.0
+        with self._lock:
+            now = self._clock()
+            self._next = max(self._next, now) + nbytes / self.rate
+            wait = self._next - now - self.burst / self.rate
+            self.taken += nbytes
+        if wait > 0:
+            self._sleep(wait)
+            return wait
+        return 0.0
+
+
+_limiters: dict[tuple[str, int], RateLimiter] = {}
+_limiters_lock = threading.Lock()
+
+
+def limiter(direction: str) -> RateLimiter | None:
+    """The process's limiter for ``direction`` (``upload`` or ``download``) at the rate the settings give now
+    (``blobstate.repository.settings``: environment, CLI option, API keyword), or None without a limit. One
+    limiter per direction and rate, shared by every store and transfer of the process."""
+    current = settings.current()
+    rate = current.limit_upload if direction == "upload" else current.limit_download
+    if rate is None:
+        return None
+    with _limiters_lock:
+        bucket = _limiters.get((direction, rate))
+        if bucket is None:
+            bucket = _limiters[(direction, rate)] = RateLimiter(rate)
+            logging.getLogger(__name__).info("%ss limited to %d bytes/s (every transfer of this process)",
+                                             direction, rate)
+        return bucket
+
+
+def throttle(direction: str, nbytes: int) -> None:
+    """Wait until ``nbytes`` may move in ``direction`` under the process's limit (nothing without one)."""
+    bucket = limiter(direction)
+    if bucket is not None:
+        bucket.take(nbytes)
+
+
+class ThrottledSink:
+    """A binary sink that takes every write from the download limiter before passing it on to ``sink``."""
+
+    def __init__(self, sink: BinaryIO) -> None:
+        self.sink = sink
+
+    def write(self, data: bytes) -> int:
+        throttle("download", len(data))
+        return self.sink.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sink, name)
+
+
 def read_exact(fh: BinaryIO, n: int, what: str) -> bytes:
     data = fh.read(n)
     if len(data) != n:
@@ -143,6 +234,7 @@ class ObstoreTransport:
             extra["attributes"] = attributes
         if isinstance(source, bytes):
             with self.budget.reserve(len(source)):
+                throttle("upload", len(source))
                 self._call(lambda: obstore.put(self.store, key, source, use_multipart=False, **extra))
             return
         if source.length <= self.single_request_max:
@@ -150,6 +242,7 @@ class ObstoreTransport:
                 with open(source.path, "rb") as fh:
                     fh.seek(source.offset)
                     data = read_exact(fh, source.length, source.path)
+                throttle("upload", len(data))
                 self._call(lambda: obstore.put(self.store, key, data, use_multipart=False, **extra))
             return
         # Multipart, part by part: obstore pulls the parts from this generator as it uploads them, at most
@@ -162,7 +255,9 @@ class ObstoreTransport:
                 remaining = source.length
                 while remaining:
                     n = min(self.part_size, remaining)
-                    yield read_exact(fh, n, source.path)
+                    part = read_exact(fh, n, source.path)
+                    throttle("upload", n)
+                    yield part
                     remaining -= n
 
             self._call(lambda: obstore.put(self.store, key, parts(), chunk_size=self.part_size,
@@ -172,6 +267,7 @@ class ObstoreTransport:
         """Create ``key`` only if absent (``If-None-Match: *``); ``FileExistsError`` otherwise."""
         import obstore
 
+        throttle("upload", len(data))
         self._call(lambda: obstore.put(self.store, key, data, mode="create", use_multipart=False))
 
     # -- download --------------------------------------------------------------------------------------------
@@ -189,6 +285,7 @@ class ObstoreTransport:
             if size <= self.single_request_max:
                 written = 0
                 for chunk in result.stream(min_chunk_size=MiB):
+                    throttle("download", len(chunk))
                     sink.write(chunk)
                     written += len(chunk)
                 return written
@@ -223,6 +320,7 @@ class ObstoreTransport:
                 future, held = pending.popleft()
                 try:
                     data = future.result()
+                    throttle("download", len(data))
                     sink.write(data)
                     written += len(data)
                     del data

@@ -18,6 +18,11 @@ log on purpose. The marker is created exclusively, so two first backups agree on
 into an older marker (and ``--change-log``) rewrites it and reads it back: a first use that reads another log back
 is refused, but two first uses with different logs racing within one write-and-read-back can both go on (the
 window exists only once per pre-field repository; the next command of the loser is refused).
+
+An encrypted repository's marker (format version 2, so a blobstate that reads up to 1 refuses it rather than write
+plaintext into it) adds ``"encryption": {"algorithm", "keyProvider", "keyId", "wrappedKey"}`` (``EncryptionDoc``:
+the data key wrapped by the operator's key, never the key; ``blobstate.codec.keys``); an unencrypted repository's
+stays format version 1, byte for byte as before. The marker is read bounded (``MAX_MARKER_BYTES``) whatever it holds.
 """
 
 from __future__ import annotations
@@ -25,8 +30,12 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+import msgspec
+from msgspec import UNSET, Meta, UnsetType
 
 from blobstate.errors import (
     AccessDeniedError,
@@ -37,16 +46,62 @@ from blobstate.errors import (
     RepositoryNotFound,
     StorageError,
 )
-from blobstate.model.layout import now_ms
-from blobstate.plugin.interfaces import BlobStore, PutRequest
+from blobstate.model import layout
+from blobstate.model.layout import MARKER, now_ms
+from blobstate.plugin.interfaces import BlobStore, BoundedSink, PutRequest
+
+if TYPE_CHECKING:
+    from blobstate.codec.keys import KeyConfig
 
 log = logging.getLogger(__name__)
 
-MARKER_ID = "blobstate-repository.json"
+MARKER_ID = MARKER  # the marker's object id (``blobstate.model.layout.MARKER``)
 FORMAT = "blobstate-repository"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # the newest this blobstate reads
+PLAIN_FORMAT_VERSION = 1  # what an unencrypted repository's marker is written as (readable by every blobstate)
+ENCRYPTED_FORMAT_VERSION = 2  # a marker with ``encryption`` (issue 33): older blobstates refuse it
+MAX_MARKER_BYTES = 64 << 10  # a marker is about 200 bytes (500 encrypted); a larger object is refused unread
 #: Objects looked at, at most, to tell an empty location, a pre-marker repository and a foreign location apart.
 _SCAN_LIMIT = 10_000
+_Text = Annotated[str, Meta(max_length=4096)]
+
+
+class _MarkerHead(msgspec.Struct, frozen=True, rename="camel"):
+    """What every version of the marker has: read first, so a marker of a newer format is refused as such
+    (``ConfigurationError``) whatever its other fields hold."""
+
+    format: Any = None
+    format_version: int = msgspec.field(default=0)
+    created_by: Any = ""
+
+
+class EncryptionDoc(msgspec.Struct, frozen=True, rename="camel"):
+    """The marker's ``encryption`` object (format version 2; ``blobstate.codec.keys.EncryptionInfo`` reads its
+    values): the algorithm, the key provider's name, the id of the key that wraps the data key, and the wrapped data
+    key (base64). Never the key."""
+
+    algorithm: _Text
+    key_provider: _Text
+    key_id: _Text
+    wrapped_key: _Text
+
+
+class MarkerDoc(msgspec.Struct, frozen=True, rename="camel"):
+    """The marker as written (format version 1; 2 with ``encryption``): ``checkpointLog`` only once a log identity
+    is recorded, ``encryption`` only in an encrypted repository's. A later field is added with an ``UNSET``
+    default, so markers without it still read."""
+
+    format: str
+    format_version: int
+    repository_id: _Text
+    created_time_ms: int | None = None
+    created_by: _Text = ""
+    checkpoint_log: _Text | UnsetType = UNSET
+    encryption: EncryptionDoc | UnsetType = UNSET
+
+
+_HEAD = msgspec.json.Decoder(_MarkerHead)
+_DOC = msgspec.json.Decoder(MarkerDoc)
 
 
 @dataclass(frozen=True)
@@ -65,42 +120,54 @@ class RepositoryInfo:
     checkpoint_log: str | None = None
     #: true only in the process (and the call) that wrote the marker: the CLI says "created repository at URL"
     created: bool = field(default=False, compare=False)
+    #: an encrypted repository's key data (``blobstate.codec.keys.EncryptionInfo``: the wrapped key, never the key)
+    encryption: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        doc = {"format": FORMAT, "formatVersion": self.format_version, "repositoryId": self.repository_id,
-               "createdTimeMs": self.created_time_ms, "createdBy": self.created_by}
-        if self.checkpoint_log is not None:
-            doc["checkpointLog"] = self.checkpoint_log
-        return doc
+        """The marker's JSON document (``MarkerDoc``)."""
+        log_id = self.checkpoint_log if self.checkpoint_log is not None else UNSET
+        encryption = UNSET if self.encryption is None else msgspec.convert(self.encryption, EncryptionDoc)
+        doc = MarkerDoc(FORMAT, self.format_version, self.repository_id, self.created_time_ms, self.created_by,
+                        log_id, encryption)
+        return msgspec.to_builtins(doc)  # type: ignore[no-any-return]
+
+    def to_bytes(self) -> bytes:
+        """The marker as written: compact JSON in ASCII (the bytes every blobstate version wrote)."""
+        return json.dumps(self.to_json(), separators=(",", ":")).encode()
+
+
+def parse_marker(data: bytes) -> RepositoryInfo:
+    """The marker ``data`` holds. Raises ``CorruptIndexError`` (exit 3) for a damaged marker and
+    ``ConfigurationError`` for one written by a newer blobstate (its format version is higher than this one
+    reads)."""
+    try:
+        head = _HEAD.decode(data)
+        if head.format != FORMAT:
+            raise ValueError("not a blobstate repository marker")
+        if head.format_version > FORMAT_VERSION:
+            raise ConfigurationError(f"the repository has format version {head.format_version}, written by a newer "
+                                     f"blobstate ({head.created_by or 'unknown'}); this one reads up to "
+                                     f"{FORMAT_VERSION}")
+        doc = _DOC.decode(data)
+    except (ValueError, msgspec.MsgspecError) as exc:  # msgspec's errors are ValueErrors too
+        raise CorruptIndexError(f"the repository marker {MARKER_ID} is damaged: {exc}"[:2000]) from None
+    return RepositoryInfo(doc.repository_id, doc.format_version, doc.created_time_ms, doc.created_by,
+                          checkpoint_log=None if doc.checkpoint_log is UNSET else doc.checkpoint_log,
+                          encryption=None if doc.encryption is UNSET else msgspec.to_builtins(doc.encryption))
 
 
 def read_marker(store: BlobStore) -> RepositoryInfo | None:
-    """The repository's marker, or None when there is none.
+    """The repository's marker, or None when there is none; read no further than ``MAX_MARKER_BYTES``.
 
-    Raises ``CorruptIndexError`` (exit 3) for a damaged marker and ``ConfigurationError`` for one written by a
-    newer blobstate (its format version is higher than this one reads).
+    Raises ``CorruptIndexError`` (exit 3) for a damaged or oversized marker and ``ConfigurationError`` for one
+    written by a newer blobstate (``parse_marker``).
     """
     try:
-        data = store.get_bytes(MARKER_ID)
+        data = store.get_bounded(MARKER_ID, BoundedSink(MAX_MARKER_BYTES, f"the repository marker {MARKER_ID}",
+                                                        why="a marker is a few hundred bytes"))
     except BlobNotFound:
         return None
-    try:
-        doc = json.loads(data)
-        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-            raise ValueError("not a blobstate repository marker")
-        version = doc["formatVersion"]
-        if not isinstance(version, int) or isinstance(version, bool):
-            raise ValueError(f"formatVersion {version!r}")
-        created = doc.get("createdTimeMs")
-        log_id = doc.get("checkpointLog")
-        info = RepositoryInfo(str(doc["repositoryId"]), version, created if isinstance(created, int) else None,
-                              str(doc.get("createdBy", "")), checkpoint_log=log_id if isinstance(log_id, str) else None)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CorruptIndexError(f"the repository marker {MARKER_ID} is damaged: {exc}") from None
-    if info.format_version > FORMAT_VERSION:
-        raise ConfigurationError(f"the repository has format version {info.format_version}, written by a newer "
-                                 f"blobstate ({info.created_by or 'unknown'}); this one reads up to {FORMAT_VERSION}")
-    return info
+    return parse_marker(data)
 
 
 def _version() -> str:
@@ -112,12 +179,15 @@ def _version() -> str:
         return "blobstate"
 
 
-def write_marker(store: BlobStore, checkpoint_log: str | None = None) -> RepositoryInfo:
-    """Create the marker exclusively (recording ``checkpoint_log``, the log's identity); when another writer created
-    it first, that one is returned."""
-    info = RepositoryInfo(uuid.uuid4().hex, FORMAT_VERSION, now_ms(), _version(), checkpoint_log=checkpoint_log)
+def write_marker(store: BlobStore, checkpoint_log: str | None = None, *,
+                 encryption: Callable[[str], dict[str, Any]] | None = None) -> RepositoryInfo:
+    """Create the marker exclusively (recording ``checkpoint_log``, the log's identity, and with ``encryption`` the
+    key data it makes for the new repository id); when another writer created it first, that one is returned."""
+    info = RepositoryInfo(uuid.uuid4().hex, PLAIN_FORMAT_VERSION, now_ms(), _version(), checkpoint_log=checkpoint_log)
+    if encryption is not None:
+        info = replace(info, format_version=ENCRYPTED_FORMAT_VERSION, encryption=encryption(info.repository_id))
     try:
-        store.put_exclusive(MARKER_ID, json.dumps(info.to_json(), separators=(",", ":")).encode())
+        store.put_exclusive(MARKER_ID, info.to_bytes())
     except FileExistsError:
         existing = read_marker(store)
         if existing is None:  # deleted again in between: nothing sensible to agree on
@@ -127,11 +197,13 @@ def write_marker(store: BlobStore, checkpoint_log: str | None = None) -> Reposit
     return replace(info, created=True)
 
 
-def _is_layout_object(blob_id: str) -> bool:
-    parts = blob_id.split("/")
-    if len(parts) != 5:
-        return False
-    return parts[0] == "checkpoints" or parts[3] in ("blobs", "indexes")
+_LAYOUT_KINDS = (layout.ObjectKind.BLOB, layout.ObjectKind.INDEX, layout.ObjectKind.RECORD)
+
+
+def _is_layout_object(object_id: str) -> bool:
+    """A blob, an index or a checkpoint record of some store: what a repository from before the marker holds."""
+    name = layout.parse(object_id)
+    return name is not None and name.kind in _LAYOUT_KINDS
 
 
 def scan_location(store: BlobStore) -> tuple[bool, bool]:
@@ -146,14 +218,15 @@ def scan_location(store: BlobStore) -> tuple[bool, bool]:
     return empty, False
 
 
-def ensure_repository(store: BlobStore, url: str, *, create: bool,
-                      checkpoint_log: str | None = None) -> RepositoryInfo:
+def ensure_repository(store: BlobStore, url: str, *, create: bool, checkpoint_log: str | None = None,
+                      encryption: Callable[[str], dict[str, Any]] | None = None) -> RepositoryInfo:
     """Check that ``store`` (opened on ``url``) holds a blobstate repository; with ``create``, make one in an empty
     location (or mark a repository from before the marker).
 
     Raises ``RepositoryNotFound`` (exit 6) when there is none and ``create`` is false, or when ``create`` is true
     but the location holds other objects (a repository is never created over foreign data). A marker written here
-    records ``checkpoint_log`` (the identity of the log it is opened with).
+    records ``checkpoint_log`` (the identity of the log it is opened with) and, in an empty location, the key data
+    ``encryption`` makes (a repository from before the marker holds plaintext: it is never marked encrypted).
     """
     from blobstate.repository.options import redact
     from blobstate.repository.storage_errors import missing_bucket
@@ -172,7 +245,7 @@ def ensure_repository(store: BlobStore, url: str, *, create: bool,
         if create:
             # also the loser of a race between two first backups: it gets the winner's
             return write_marker(store, checkpoint_log)
-        return RepositoryInfo("", FORMAT_VERSION, None, "", legacy=True)
+        return RepositoryInfo("", PLAIN_FORMAT_VERSION, None, "", legacy=True)
     if not create:
         raise RepositoryNotFound(
             f"no blobstate repository at {redact(url)}: check --repo (the first `blobstate backup` into an empty "
@@ -184,11 +257,11 @@ def ensure_repository(store: BlobStore, url: str, *, create: bool,
         raise RepositoryNotFound(
             f"no blobstate repository at {redact(url)}, and the location is not empty: a repository is created only "
             "in an empty location (choose a new folder or prefix)")
-    return write_marker(store, checkpoint_log)
+    return write_marker(store, checkpoint_log, encryption=encryption)
 
 
 def _rewrite(store: BlobStore, info: RepositoryInfo) -> None:
-    store.put(PutRequest(MARKER_ID, json.dumps(info.to_json(), separators=(",", ":")).encode()))
+    store.put(PutRequest(MARKER_ID, info.to_bytes()))
 
 
 def bind_log(store: BlobStore, info: RepositoryInfo, url: str, identity: str, *, change: bool = False,
@@ -230,3 +303,33 @@ def bind_log(store: BlobStore, info: RepositoryInfo, url: str, identity: str, *,
     else:
         log.warning("moved the repository from the checkpoint log %s to %s", describe(previous), describe(identity))
     return replace(again, created=info.created)
+
+
+# --- encryption (issue 33): key rotation rewrites the marker's ``encryption`` only -----------------------------
+def record_encryption(store: BlobStore, info: RepositoryInfo, encryption: dict[str, Any]) -> RepositoryInfo:
+    """Rewrite the marker with ``encryption`` (a re-wrapped data key) and read it back. Raises ``StorageError``
+    when the marker cannot be written, ``ConfigurationError`` when another write replaced it in between."""
+    updated = replace(info, encryption=encryption, created=False)
+    _rewrite(store, updated)
+    again = read_marker(store)
+    if again is None or again.encryption != encryption:
+        raise ConfigurationError("the repository marker changed while its key was rotated: run the rotation again")
+    return again
+
+
+def rotate_data_key(store: BlobStore, url: str, old: KeyConfig, new: KeyConfig) -> RepositoryInfo:
+    """Re-wrap the data key of the encrypted repository in ``store`` (at ``url``): unwrapped by ``old``, wrapped by
+    ``new`` (``blobstate.codec.keys.rewrap``), the marker rewritten (``record_encryption``); nothing else changes.
+    Raises ``ConfigurationError`` (exit 2) without a new key or for a repository that is not encrypted,
+    ``RepositoryNotFound`` (exit 6), ``EncryptionKeyError`` (exit 3) when ``old`` does not unwrap the data key."""
+    from blobstate.codec.keys import rewrap
+    from blobstate.repository.options import redact
+
+    if not new.given:
+        raise ConfigurationError("name the new key (--new-key-file FILE, or --new-key-provider NAME --new-key-id ID)")
+    info = read_marker(store)
+    if info is None:
+        raise RepositoryNotFound(f"no blobstate repository at {redact(url)}")
+    if info.encryption is None:
+        raise ConfigurationError(f"the repository at {redact(url)} is not encrypted: it has no key to rotate")
+    return record_encryption(store, info, rewrap(info.encryption, info.repository_id, old, new).to_json())

@@ -224,11 +224,32 @@ def display_url(url: str) -> str:
     return str(redact(split_url(url)[0]))
 
 
+#: Key material this process holds (``register_secret``): never printed or logged, in any of its text forms.
+_REGISTERED: list[str] = []
+
+
+def register_secret(*values: bytes | str) -> None:
+    """Remember key material (a key file's content, a derived or data key) so that ``redact``, and so every
+    message and log line, hides it: as text, and bytes in hex and base64 (standard and URL-safe) too."""
+    import base64
+
+    for value in values:
+        forms = [value] if isinstance(value, str) else [value.hex(), base64.b64encode(value).decode().rstrip("="),
+                                                        base64.urlsafe_b64encode(value).decode().rstrip("=")]
+        if isinstance(value, bytes):
+            try:
+                forms.append(value.decode("ascii"))
+            except UnicodeDecodeError:
+                pass
+        _REGISTERED.extend(f for f in forms if len(f) >= 8 and f not in _REGISTERED)
+
+
 def environment_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
     """The credentials the environment holds (``SECRET_ENV_VARS``, and secret values of
-    ``BLOBSTATE_STORAGE_OPTIONS``), for ``redact``; a malformed ``BLOBSTATE_STORAGE_OPTIONS`` adds nothing."""
+    ``BLOBSTATE_STORAGE_OPTIONS``), and the key material this process registered (``register_secret``), for
+    ``redact``; a malformed ``BLOBSTATE_STORAGE_OPTIONS`` adds nothing."""
     env = os.environ if environ is None else environ
-    out = [env[name] for name in SECRET_ENV_VARS if env.get(name)]
+    out = [env[name] for name in SECRET_ENV_VARS if env.get(name)] + _REGISTERED
     try:
         out += secret_values(from_env(env))
     except ConfigurationError:

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
 
+from blobstate.codec import frame
+from blobstate.codec.cipher import ObjectCipher
+from blobstate.codec.keys import KeyConfig, new_encryption, open_cipher
+from blobstate.codec.log import SealedCheckpointLog
+from blobstate.codec.store import CodecBlobStore
 from blobstate.errors import BlobNotFound, BlobstateError, ChecksumMismatch, ConfigurationError, NothingToRestore
 from blobstate.local.checksum import crc32c_bytes
-from blobstate.model.chain import expand_all, valid_snapshots
-from blobstate.model.index import SnapshotIndex
+from blobstate.model import layout
+from blobstate.model.chain import overridden_parts, valid_snapshots
+from blobstate.model.index import FileBlob, SnapshotIndex
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.model.selection import select_checkpoint
 from blobstate.plugin.interfaces import BlobStore, BoundedSink, CheckpointLog
@@ -26,17 +33,55 @@ def declared(limit: int, what: str) -> BoundedSink:
 
 @dataclass
 class Repository:
-    """The blob store and checkpoint log of one repository URL (the log defaults to the file log inside it)."""
+    """The blob store and checkpoint log of one repository URL (the log defaults to the file log inside it).
+
+    Every object passes through the repository's codec on its way to and from ``store``
+    (``blobstate.codec.store.CodecBlobStore``, put around the store given here): compressed as
+    ``BLOBSTATE_COMPRESSION`` says and, with ``cipher`` (an encrypted repository), encrypted; callers keep handing
+    it plain bytes, and read data blobs with ``read_blob``.
+    """
 
     store: BlobStore
     log: CheckpointLog
     url: str
     info: RepositoryInfo | None = None
+    cipher: ObjectCipher | None = None
+    codec: CodecBlobStore = field(init=False, repr=False)
+    #: inside ``reading_indexes_once``: the indexes read so far, by (blob id, size, CRC32C) of their records
+    _indexes: dict[tuple[str, int, int], SnapshotIndex] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # --- codec (issue 33): the one place every object passes through ---
+        if not isinstance(self.store, CodecBlobStore):
+            from blobstate.repository import settings
+
+            current = settings.current()
+            self.store = CodecBlobStore(self.store, cipher=self.cipher, compress=current.compression != "off",
+                                        budget=current.transfer_budget)
+        self.codec = self.store
+
+    def choose_codec(self, path: str, size: int) -> str | None:
+        """How a new data blob of the local file ``path`` (``size`` bytes) is stored: ``"zstd"`` where a sample of
+        the file says compression pays (``blobstate.codec.frame.choose``), None (as it is) otherwise or with
+        compression off. The planner records it per blob in the index."""
+        return frame.choose(path, size) if self.codec.compress else None
+
+    @property
+    def metadata_codec(self) -> str | None:
+        """How a changelog blob is stored: ``"zstd"`` (always, readers tell it by zstd's magic), None with
+        compression off."""
+        return frame.ZSTD if self.codec.compress else None
+
+    def read_blob(self, blob: FileBlob, sink: BinaryIO) -> int:
+        """Stream the plain bytes of the data blob ``blob`` (an index entry's chunk) into ``sink``, decoded as the
+        entry says; returns how many. Raises ``BlobNotFound`` and ``ChecksumMismatch`` (damaged, not authentic);
+        the caller checks sizes and CRC32C as for any blob."""
+        return self.codec.get_blob(blob.blob_id, sink, blob.codec)
 
     @classmethod
     def open(cls, repo: str, *, log: str | None = None, storage_options: dict[str, Any] | None = None,
              ttl_mode: str | None = None, max_concurrency: int = 8, log_options: dict[str, Any] | None = None,
-             create: bool = True, change_log: bool = False) -> Repository:
+             create: bool = True, change_log: bool = False, key_config: KeyConfig | None = None) -> Repository:
         """Open the repository at ``repo`` and its checkpoint log (``log``, default: the file log inside it).
 
         The repository marker (``blobstate.repository.marker``) is checked: with ``create`` (writers) an empty location
@@ -48,13 +93,22 @@ class Repository:
         (``blobstate.repository.marker.bind_log``), and a repository opened with another log raises
         ``LogMismatchError`` (exit 2) before anything is read or written through that log; ``change_log`` moves the
         repository to ``log`` on purpose (``blobstate init --change-log``).
+
+        An encrypted repository (its marker records the wrapped data key) is opened with ``key_config`` (default: the
+        key the settings name, ``BLOBSTATE_KEY_FILE``); a wrong key or none raises ``EncryptionKeyError`` (exit 3)
+        before anything is written, as does a key given to a writer of a repository that is not encrypted. A
+        writer creating a repository while a key is configured creates it encrypted (``blobstate.codec.keys``).
         """
         url = normalize_url(repo)
         store = open_blob_store(url, storage_options=storage_options, ttl_mode=ttl_mode,
                                 max_concurrency=max_concurrency)
+        keys = key_config or KeyConfig.current()
         try:
             identity = log_identity(normalize_url(log) if log is not None else None, url, log_options)
-            info = ensure_repository(store, url, create=create, checkpoint_log=identity)
+            info = ensure_repository(store, url, create=create, checkpoint_log=identity,
+                                     encryption=new_encryption(keys) if create and keys.given else None)
+            # --- encryption (issue 33): the key is checked before anything below can write ---
+            cipher = open_cipher(info.encryption, info.repository_id, keys, url=url, writing=create)
             info = bind_log(store, info, url, identity, change=change_log, read_only=not create)
             if log is None or normalize_url(log) == url:
                 checkpoint_log = open_checkpoint_log(url, storage_options=storage_options, blob_store=store)
@@ -62,10 +116,12 @@ class Repository:
                 if log_options is None and url_scheme(normalize_url(log)) == url_scheme(url):
                     log_options = storage_options
                 checkpoint_log = open_checkpoint_log(log, storage_options=log_options)
+            if cipher is not None:
+                checkpoint_log = SealedCheckpointLog(checkpoint_log, cipher)
         except BaseException:
             store.close()
             raise
-        return cls(store, checkpoint_log, url, info)
+        return cls(store, checkpoint_log, url, info, cipher=cipher)
 
     def read_index(self, checkpoint: Checkpoint) -> SnapshotIndex:
         """Fetch the checkpoint's index and verify its size and CRC32C before parsing it.
@@ -77,6 +133,33 @@ class Repository:
         if checkpoint.is_delta or checkpoint.is_group:
             raise ConfigurationError(f"checkpoint {checkpoint.checkpoint_id} is a {checkpoint.kind} record (batch "
                                      f"{checkpoint.batch_id}): it has no snapshot index of its own")
+        read = (checkpoint.index_blob_id, checkpoint.index_size, checkpoint.index_crc32c)
+        index = self._indexes.get(read) if self._indexes is not None else None
+        if index is None:
+            index = self._fetch_index(checkpoint)
+            if self._indexes is not None:
+                self._indexes[read] = index
+        if index.checkpoint_id != checkpoint.checkpoint_id or index.store_key != checkpoint.store_key:
+            raise ChecksumMismatch(f"snapshot index {checkpoint.index_blob_id} belongs to another checkpoint")
+        return index
+
+    @contextmanager
+    def reading_indexes_once(self) -> Iterator[Repository]:
+        """Inside the block ``read_index`` fetches and parses each snapshot index once: a second record naming the
+        same index with the same size and CRC32C gets the index already read (an index is never overwritten, and
+        it was checked against those when it was read). A restore reads the index it restores, its init cleanup
+        the latest and the retained ones: each once. Nested blocks share the outer one's indexes."""
+        if self._indexes is not None:
+            yield self
+            return
+        self._indexes = {}
+        try:
+            yield self
+        finally:
+            self._indexes = None
+
+    def _fetch_index(self, checkpoint: Checkpoint) -> SnapshotIndex:
+        """The index of ``checkpoint``, fetched (bounded by its declared size), checked and parsed."""
         sink = declared(checkpoint.index_size, f"snapshot index {checkpoint.index_blob_id} of checkpoint "
                                                f"{checkpoint.checkpoint_id}")
         try:
@@ -90,10 +173,7 @@ class Repository:
                 f"its checkpoint record (size {len(data)} vs {checkpoint.index_size}, CRC32C {crc32c_bytes(data)} vs "
                 f"{checkpoint.index_crc32c})"
             )
-        index = SnapshotIndex.from_bytes(data, source=checkpoint.index_blob_id)
-        if index.checkpoint_id != checkpoint.checkpoint_id or index.store_key != checkpoint.store_key:
-            raise ChecksumMismatch(f"snapshot index {checkpoint.index_blob_id} belongs to another checkpoint")
-        return index
+        return SnapshotIndex.from_bytes(data, source=checkpoint.index_blob_id)
 
     def read_changelog(self, checkpoint: Checkpoint) -> bytes:
         """Fetch a delta record's changelog blob and verify its size and CRC32C (bounded by the declared size).
@@ -155,28 +235,30 @@ class Repository:
         return (f"; stores with checkpoints: {listed}. The store name defaults to the directory's name: choose one "
                 "with --store (and --job / --task)")
 
-    def retained_references(self, checkpoints: list[Checkpoint], *,
+    def retained_references(self, checkpoints: list[Checkpoint], *, history: Sequence[Checkpoint] | None = None,
                             on_unreadable: Callable[[Checkpoint, BlobstateError], None] | None = None) -> set[str]:
-        """Every blob id (indexes included) the given checkpoints reference.
+        """Every blob id (indexes included) the given checkpoints reference (``blobstate.model.layout.references``,
+        the indexes read with ``read_index``).
 
         Raises when an index cannot be read: deletes must never be decided on incomplete references. With
         ``on_unreadable`` (what leaves retention: an unread index only means fewer deletes) it is called instead
         and that index's blobs are left out. A delta record references its changelog blob, a group record what
-        each of its partitions' records references.
+        each of its partitions' records references. With ``history`` (the log the checkpoints belong to), the missing
+        index of a snapshot part a later delta overrides (``model.chain.overridden_parts``: a void, issue 27 case 2)
+        counts as referencing nothing; any other unreadable index is handled as above.
         """
-        refs: set[str] = set()
-        for cp in expand_all(checkpoints):
-            if cp.is_delta:
-                refs.add(cp.changelog_blob_id)
-                continue
-            refs.add(cp.index_blob_id)
-            try:
-                refs |= self.read_index(cp).referenced_blob_ids()
-            except BlobstateError as exc:
-                if on_unreadable is None:
-                    raise
-                on_unreadable(cp, exc)
-        return refs
+        overridden = overridden_parts(history) if history and any(cp.is_group for cp in checkpoints) else set()
+        if overridden:
+            outer = on_unreadable
+
+            def on_unreadable(cp: Checkpoint, exc: BlobstateError) -> None:
+                if cp.checkpoint_id in overridden and isinstance(exc, BlobNotFound):
+                    return
+                if outer is None:
+                    raise exc
+                outer(cp, exc)
+
+        return layout.references(checkpoints, self.read_index, on_unreadable=on_unreadable)
 
     def close(self) -> None:
         """Close the blob store and the checkpoint log (``with Repository.open(...) as repository:`` does it)."""

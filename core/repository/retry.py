@@ -15,7 +15,7 @@ from typing import Any, BinaryIO, TypeVar
 from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from blobstate.errors import BlobstateError, StorageError, TransientStorageError
-from blobstate.plugin.interfaces import BlobInfo, BlobStore, BoundedSink, GetRequest, PutRequest
+from blobstate.plugin.interfaces import BlobInfo, BlobStore, BoundedSink, GetRequest, MetadataSeal, PutRequest
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -139,7 +139,7 @@ class RetryingBlobStore(BlobStore):
             sink.truncate()
             return self.inner.get_bounded(blob_id, sink)
 
-        return call_with_retry(attempt, f"download of {blob_id}")
+        return self._call(attempt, f"download of {blob_id}")
 
     def delete(self, blob_id: str) -> None:
         self._call(lambda: self.inner.delete(blob_id), f"delete of {blob_id}")
@@ -181,18 +181,19 @@ class RetryingBlobStore(BlobStore):
                                attempts=1)
 
     def delete_many(self, blob_ids: Iterable[str]) -> None:
-        if not self._native("delete_many"):
-            return super().delete_many(blob_ids)
-        ids = list(blob_ids)
-        if ids:
-            self._call(lambda: self.inner.delete_many(ids), f"delete of {len(ids)} blobs")
+        self._bulk("delete_many", blob_ids, "delete")
 
     def remove_ttl_many(self, blob_ids: Iterable[str]) -> None:
-        if not self._native("remove_ttl_many"):
-            return super().remove_ttl_many(blob_ids)
+        self._bulk("remove_ttl_many", blob_ids, "TTL removal")
+
+    def _bulk(self, method: str, blob_ids: Iterable[str], what: str) -> None:
+        """The inner store's own bulk ``method`` as one retried call, or the interface's per-blob default."""
+        if not self._native(method):
+            getattr(super(), method)(blob_ids)
+            return
         ids = list(blob_ids)
         if ids:
-            self._call(lambda: self.inner.remove_ttl_many(ids), f"TTL removal of {len(ids)} blobs")
+            self._call(lambda: getattr(self.inner, method)(ids), f"{what} of {len(ids)} blobs")
 
     def lifecycle_rule(self, ttl_ms: int) -> str | None:
         return self.inner.lifecycle_rule(ttl_ms)
@@ -202,6 +203,9 @@ class RetryingBlobStore(BlobStore):
 
     def install_lifecycle(self, ttl_ms: int) -> bool:
         return self._call(lambda: self.inner.install_lifecycle(ttl_ms), "lifecycle rule installation")
+
+    def seal_metadata_with(self, seal: MetadataSeal | None) -> None:
+        self.inner.seal_metadata_with(seal)
 
     def close(self) -> None:
         self.inner.close()

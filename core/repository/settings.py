@@ -3,8 +3,13 @@
 Every module that needs a setting asks ``current()`` (never ``os.environ``): the object is built from the
 environment the first time, and again only when one of the variables it reads (``WATCHED``) has changed since (a
 test's ``monkeypatch``, an embedding program), so a process reads its environment once. The CLI records the command and
-its options with ``set_command`` before the command runs; the API's keywords win over both (``with_options``).
-The plugin manager hands the object to every plugin with the configuration hook (``blobstate_configure``).
+its options with ``set_command`` before the command runs. Every verb of the public API runs with its keywords in the
+settings (``api_verb``: while the call runs, in its thread, ``current()`` has them; they win over the environment,
+and a running CLI command's own options, what its user typed, win over the keywords the CLI passes on to the
+API). The plugin manager hands the object to every plugin with the
+configuration hook (``blobstate_configure``) when it is built: inside the first CLI command or API call of a process
+that needs a backend, with that command's options or that call's keywords; a plugin reads a later call's keywords
+from ``current()``.
 
 Sizes accept human units (``96MiB``, ``1GB``, ``4096``), durations too (``30s``, ``1500ms``; a plain number of
 seconds where the variable's name ends in ``_S``), through ``blobstate.model.units``; booleans are read one way
@@ -23,16 +28,30 @@ Variables (the CLI's ``--help`` lists those its options read, such as ``BLOBSTAT
 - ``BLOBSTATE_BACKEND_<SCHEME>``: the backend to use for a URL scheme.
 - ``BLOBSTATE_DEBUG``: tracebacks instead of one-line errors.
 - ``BLOBSTATE_STORAGE_OPTIONS``: storage options (JSON), read by ``blobstate.repository.options``.
+- ``BLOBSTATE_APPEND_ONLY``: a writer that never deletes (restic's append-only mode): post-commit retention,
+  aborts and restore's init cleanup leave deletes to ``blobstate gc`` (``--append-only``).
+- ``BLOBSTATE_LIMIT_UPLOAD``, ``BLOBSTATE_LIMIT_DOWNLOAD``: bytes per second this process sends to and reads
+  from blob stores, all transfers together (a size: ``10MiB``; ``--limit-upload``/``--limit-download``).
+- ``BLOBSTATE_COMPRESSION``: ``auto`` (default: indexes and changelogs always, data blobs where a sample says it
+  pays) or ``off`` (nothing is compressed from now on; what is compressed stays readable).
+- ``BLOBSTATE_KEY_FILE``: the key file of an encrypted repository (``--key-file``); ``BLOBSTATE_KEY_PROVIDER``: the
+  key provider a new encrypted repository uses (default ``file``; ``blobstate.codec.keys``).
+
+The API's keywords reach the same fields through ``overriding`` (for the length of one call).
 """
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from blobstate.errors import ConfigurationError
 from blobstate.model.units import parse_duration_ms, parse_size
@@ -80,8 +99,26 @@ def _seconds(name: str, value: str | float) -> float:
         raise ConfigurationError(f"{name}: {exc}") from None
 
 
+def _rate(name: str, value: str | int | None) -> int | None:
+    """A rate limit in bytes per second (a size: ``10MiB``), None when unset; ``ConfigurationError`` below 1 KiB/s
+    (a limit that low is a typo, and a token bucket that small would move a 1 MiB piece once a quarter hour)."""
+    if value is None or value == "":
+        return None
+    rate = _size(name, value)
+    if rate < 1024:
+        raise ConfigurationError(f"{name} must be at least 1KiB (bytes per second), not {value!r}")
+    return rate
+
+
 def _names(value: str | None) -> tuple[str, ...]:
     return tuple(n.strip() for n in (value or "").split(",") if n.strip())
+
+
+def _compression(value: str | None) -> str:
+    mode = (value or "auto").strip().lower()
+    if mode not in ("auto", "off"):
+        raise ConfigurationError(f"BLOBSTATE_COMPRESSION={value!r}: use auto or off")
+    return mode
 
 
 @dataclass(frozen=True)
@@ -103,6 +140,12 @@ class Settings:
     plugins_autoload: bool = True
     trace_plugins: bool = False
     debug: bool = False
+    append_only: bool = False
+    limit_upload: int | None = None
+    limit_download: int | None = None
+    compression: str = "auto"
+    key_file: str | None = None
+    key_provider: str | None = None
     command: str | None = None
     options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     environ: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -134,15 +177,29 @@ class Settings:
                                             get("BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD"), False),
             trace_plugins=parse_bool("BLOBSTATE_TRACE_PLUGINS", get("BLOBSTATE_TRACE_PLUGINS"), False),
             debug=parse_bool("BLOBSTATE_DEBUG", get("BLOBSTATE_DEBUG"), False),
+            append_only=parse_bool("BLOBSTATE_APPEND_ONLY", get("BLOBSTATE_APPEND_ONLY"), False),
+            limit_upload=_rate("BLOBSTATE_LIMIT_UPLOAD", get("BLOBSTATE_LIMIT_UPLOAD")),
+            limit_download=_rate("BLOBSTATE_LIMIT_DOWNLOAD", get("BLOBSTATE_LIMIT_DOWNLOAD")),
+            compression=_compression(get("BLOBSTATE_COMPRESSION")),
+            key_file=get("BLOBSTATE_KEY_FILE") or None,
+            key_provider=get("BLOBSTATE_KEY_PROVIDER") or None,
             environ=MappingProxyType(env),
         )
 
     def with_options(self, command: str | None = None, **options: Any) -> Settings:
-        """These settings with a command's options (or the API's keywords, which win over the environment)."""
+        """These settings with a command's options (or the API's keywords, which win over the environment); the work
+        directory base is ``work_base`` when one is given (``work_dir`` is one store's own directory)."""
         merged = {**self.options, **options}
-        work_dir = merged.get("work_base") or merged.get("work_dir") or self.work_dir
+        work_dir = merged.get("work_base") or self.work_dir
+        given = {name: options[name] for name in ("append_only", "limit_upload", "limit_download")
+                 if options.get(name) is not None}
+        if "append_only" in given:
+            given["append_only"] = parse_bool("append_only", given["append_only"], False)
+        for name in ("limit_upload", "limit_download"):
+            if name in given:
+                given[name] = _rate(name, given[name])
         return replace(self, command=command if command is not None else self.command,
-                       options=MappingProxyType(merged), work_dir=work_dir)
+                       options=MappingProxyType(merged), work_dir=work_dir, **given)
 
     def backend_override(self, key: str) -> tuple[str, str | None]:
         """``(variable, backend name or None)`` for ``BLOBSTATE_BACKEND_<KEY>`` (``-`` and ``+`` as ``_``), read
@@ -154,6 +211,7 @@ class Settings:
 _lock = threading.Lock()
 _cached: tuple[tuple[str | None, ...], Settings] | None = None
 _command: tuple[str, dict[str, Any]] | None = None
+_overrides: dict[str, Any] = {}  # the API keywords of the call running now (``overriding``)
 
 
 #: The variables whose change rebuilds the settings (reading these few is cheap; scanning the whole environment
@@ -161,7 +219,8 @@ _command: tuple[str, dict[str, Any]] | None = None
 WATCHED = ("BLOBSTATE_WORK_DIR", "BLOBSTATE_RETRY_ATTEMPTS", "BLOBSTATE_TRANSFER_BUDGET", "BLOBSTATE_FILE_FSYNC",
            "BLOBSTATE_APPEND_RESOLVE_S", "BLOBSTATE_PLUGINS", "BLOBSTATE_DISABLE_PLUGINS",
            "BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD", "BLOBSTATE_TRACE_PLUGINS", "BLOBSTATE_DEBUG",
-           "BLOBSTATE_STORAGE_OPTIONS")
+           "BLOBSTATE_STORAGE_OPTIONS", "BLOBSTATE_APPEND_ONLY", "BLOBSTATE_LIMIT_UPLOAD", "BLOBSTATE_LIMIT_DOWNLOAD",
+           "BLOBSTATE_COMPRESSION", "BLOBSTATE_KEY_FILE", "BLOBSTATE_KEY_PROVIDER")
 
 
 def _fingerprint() -> tuple[str | None, ...]:
@@ -171,8 +230,8 @@ def _fingerprint() -> tuple[str | None, ...]:
 
 def current() -> Settings:
     """The process's settings: built from the environment on first use (and when a ``WATCHED`` variable
-    changed since), with the CLI command's options when one is running. Raises ``ConfigurationError`` for a
-    malformed variable."""
+    changed since), with the CLI command's options when one is running, and inside an API call (``api_verb``) that
+    call's keywords. Raises ``ConfigurationError`` for a malformed variable."""
     global _cached
     fingerprint = _fingerprint()
     with _lock:
@@ -180,8 +239,64 @@ def current() -> Settings:
             settings = Settings.from_environ()
             if _command is not None:
                 settings = settings.with_options(_command[0], **_command[1])
+            if _overrides:
+                settings = settings.with_options(**_overrides)
             _cached = (fingerprint, settings)
-        return _cached[1]
+        base = _cached[1]
+    call = _call.get()
+    return base if call is None else call.settings(base)
+
+
+class _Call:
+    """One API call's keywords, and the settings derived from them (once per base settings)."""
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        self.options = options
+        self._derived: tuple[Settings, Settings] | None = None
+
+    def settings(self, base: Settings) -> Settings:
+        """``base`` with these keywords, but for the options a CLI command recorded in it."""
+        if self._derived is None or self._derived[0] is not base:
+            keywords = {name: value for name, value in self.options.items() if name not in base.options}
+            self._derived = (base, base.with_options(**keywords))
+        return self._derived[1]
+
+
+_call: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("blobstate_api_call", default=None)
+#: Keyword values the settings hold (a live handle, a progress object or a callback is not a setting).
+_PLAIN = (str, bytes, int, float, bool, type(None), os.PathLike, timedelta, Mapping, list, tuple)
+
+
+@contextmanager
+def api_call(keywords: Mapping[str, Any]) -> Iterator[Settings]:
+    """Inside the block (one call of an API verb, in this thread or task: a ``contextvars`` context), ``current()``
+    has ``keywords`` among its options, winning over the environment and an enclosing call's (a running CLI
+    command's own options win over them); values that are not plain data (a live store handle, a callback) are
+    left out. Yields the settings."""
+    outer = _call.get()
+    options = {**(outer.options if outer is not None else {}),
+               **{name: value for name, value in keywords.items() if isinstance(value, _PLAIN)}}
+    token = _call.set(_Call(options))
+    try:
+        yield current()
+    finally:
+        _call.reset(token)
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def api_verb(verb: Callable[P, R]) -> Callable[P, R]:
+    """A verb of the public API that runs with its keywords in the settings (``api_call``); its signature is the
+    verb's own."""
+
+    @functools.wraps(verb)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        with api_call(kwargs):
+            return verb(*args, **kwargs)
+
+    return call
 
 
 def set_command(command: str, options: Mapping[str, Any]) -> None:
@@ -191,6 +306,31 @@ def set_command(command: str, options: Mapping[str, Any]) -> None:
     with _lock:
         _command = (command, dict(options))
         _cached = None
+
+
+@contextmanager
+def overriding(**options: Any) -> Iterator[Settings]:
+    """The API's keywords (``append_only``, ``limit_upload``, ``limit_download``; None: not given) over the
+    environment and the CLI's options, for the block: ``current()`` has them in every thread of the process (the
+    transfers run in thread pools). Process-wide, as restic's limits are: concurrent calls in one process with
+    different values share the last one. Raises ``ConfigurationError`` for a malformed value."""
+    global _cached
+    given = {k: v for k, v in options.items() if v is not None}
+    if not given:
+        yield current()
+        return
+    Settings().with_options(**given)  # validate before anything changes
+    with _lock:
+        previous = dict(_overrides)
+        _overrides.update(given)
+        _cached = None
+    try:
+        yield current()
+    finally:
+        with _lock:
+            _overrides.clear()
+            _overrides.update(previous)
+            _cached = None
 
 
 def reset() -> None:
@@ -232,10 +372,10 @@ def effective_configuration(settings: Settings | None = None) -> dict[str, Any]:
         env_options = from_env(settings.environ)
     except ConfigurationError:
         env_options = {}
-    try:
-        explicit = parse_options(options.get("storage_option", ()))
-        log_options = parse_options(options.get("log_option", ()))
-    except ConfigurationError:
+    try:  # the CLI's ``-o key=value`` options, or the API's dicts
+        explicit = merge(parse_options(options.get("storage_option", ())), dict(options.get("storage_options") or {}))
+        log_options = merge(parse_options(options.get("log_option", ())), dict(options.get("log_options") or {}))
+    except (ConfigurationError, TypeError, ValueError):
         explicit, log_options = {}, {}
     config["storage_options"] = redact(merge(env_options, explicit))
     config["log_options"] = redact(log_options)

@@ -271,7 +271,7 @@ def _download(repo: Repository, files: dict[str, FileIndex], staging: Staging, p
             for blob, length in f.chunk_ranges():
                 sink.mark(limit=length)
                 try:
-                    got = repo.store.get(blob.blob_id, sink)  # type: ignore[arg-type]
+                    got = repo.read_blob(blob, sink)  # type: ignore[arg-type]
                 except BlobNotFound:
                     raise BlobNotFound(blob.blob_id, f"chunk at offset {blob.offset} of file {rel!r}") from None
                 except ChecksumMismatch as exc:

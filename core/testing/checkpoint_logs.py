@@ -37,6 +37,7 @@ import time
 import uuid
 from abc import abstractmethod
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -336,6 +337,18 @@ class CheckpointLogContract(ContractKit):
         removed = log.prune(key, 2, below=99)
         assert sorted(c.generation for c in removed) == [3, 4]
         assert [c.generation for c in log.history(key)] == [5, 6]
+
+    def test_forget_deletes_exactly_the_records_named_never_the_newest(self, log: CheckpointLog) -> None:
+        """Optional ``forget`` (else ``NotImplementedError``): only the records named, by generation and id."""
+        if not log.can_forget:
+            pytest.skip(f"{type(log).__name__} keeps records inside the log (forget is optional)")
+        written = self._append_n(log, key := new_key(), 5)
+        assert sorted(c.generation for c in log.forget(key, [written[1], written[3]])) == [2, 4]
+        assert log.forget(key, [written[1], replace(written[2], checkpoint_id="other")]) == []  # idempotent, by id
+        assert [c.generation for c in log.history(key)] == [1, 3, 5]
+        with pytest.raises(ValueError):
+            log.forget(key, [written[4]])
+        assert log.append(make_checkpoint(key), 5).generation == 6  # the generation goes on past the gaps
 
     def test_zombie_cannot_fill_a_pruned_generation(self, log: CheckpointLog) -> None:
         key = new_key()

@@ -24,15 +24,22 @@ from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka import errors as kafka_errors
+from kafka.consumer.fetcher import RecordTooLargeError
 from kafka.partitioner.default import murmur2
 
-from blobstate.errors import ConfigurationError, StorageError
-from blobstate.model.records import StoreKey
+from blobstate.errors import ConfigurationError, CorruptIndexError, StorageError
+from blobstate.model.records import MAX_RECORD_BYTES, StoreKey
 from blobstate.plugins.kafka.acceptance import PartitionView, read_target
 from blobstate.plugins.kafka.admin import make_topic_admin, missing_topic
 from blobstate.plugins.kafka.config import KafkaLogConfig
 
 TRANSACTIONS_SINCE = (0, 11)
+#: bytes a consumer fetches from a partition at once (issue 27 case 7: a record is read bounded). A checkpoint record
+#: is at most ``MAX_RECORD_BYTES``: a fetch holds several. An old fetch protocol (the 0.9 broker) refuses a larger
+#: record instead of returning it (``RecordTooLargeError``, a ``CorruptIndexError`` here); a modern broker still
+#: returns one whole record that is larger (so that a consumer makes progress), which the topic's
+#: ``max.message.bytes`` bounds, and ``Checkpoint.from_bytes`` refuses it by its size before parsing.
+FETCH_MAX_BYTES = 2 * MAX_RECORD_BYTES
 
 
 def _kafka_errors(*names: str) -> tuple[type[BaseException], ...]:
@@ -189,7 +196,9 @@ class KafkaClients:
     def _consumer_for(self, isolation_level: str) -> Any:
         return KafkaConsumer(group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
                              isolation_level=isolation_level, request_timeout_ms=max(self.config.timeout_ms, 1000),
-                             **supported(KafkaConsumer, allow_auto_create_topics=False), **self._kwargs())
+                             max_partition_fetch_bytes=FETCH_MAX_BYTES,
+                             **supported(KafkaConsumer, allow_auto_create_topics=False,
+                                         fetch_max_bytes=FETCH_MAX_BYTES), **self._kwargs())
 
     def _end_offsets(self, tp: TopicPartition) -> tuple[int, int]:
         """``(committed end, high watermark)`` of ``tp``: equal unless appends are transactional."""
@@ -224,7 +233,12 @@ class KafkaClients:
                     raise StorageError(f"reading partition {view.partition} of {self.url} to offset {target} timed "
                                        f"out at offset {view.next_offset} (an open transaction holds read_committed "
                                        "readers back until it ends or times out)")
-                batches = consumer.poll(timeout_ms=min(remaining_ms, 1000), max_records=10_000)
+                try:
+                    batches = consumer.poll(timeout_ms=min(remaining_ms, 1000), max_records=10_000)
+                except RecordTooLargeError:
+                    raise CorruptIndexError(f"corrupt checkpoint record: kafka topic {self.config.topic} partition "
+                                            f"{view.partition} offset {view.next_offset} holds a record larger than "
+                                            f"{FETCH_MAX_BYTES} bytes, larger than any checkpoint record") from None
                 for record in batches.get(tp, []):
                     if record.offset >= view.next_offset:
                         view.apply(record.offset, record.key, record.value)

@@ -116,5 +116,7 @@ def test_register_and_partitioned_take_explicit_keywords_with_cores_names():
     assert set(blobstate.spark.__all__) == {
         "AlignmentPlan", "CheckpointLocation", "GroupBatchStats", "PartitionedState", "PartitioningError",
         "RescaleAlreadyCommitted", "RescaleRefused", "RescaleResult", "SnapshotCommitError", "SparkAlignmentError",
-        "StateBinding", "UnmappableKeyError", "partitioned", "register", "rescale"}
+        "StateBinding", "UnmappableKeyError", "partitioned", "register", "rescale",
+        "DestinationNotEmpty", "StateAlreadyWritten", "StateWriteRefused", "StateWriteResult", "UnwritableRows",
+        "read_changes", "read_state", "write_state"}
     assert all(hasattr(blobstate.spark, name) for name in blobstate.spark.__all__)

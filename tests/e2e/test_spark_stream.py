@@ -6,13 +6,12 @@ flights (8 day files, one per micro-batch)."""
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
 
 pytest.importorskip("pyspark")
 
-from spark_fixtures import restored_state, spark_listing  # noqa: E402
+from spark_fixtures import restored_state, run_first_days_then_lose_the_host, spark_listing  # noqa: E402
 
 from blobstate import api  # noqa: E402
 from blobstate.errors import ConfigurationError  # noqa: E402
@@ -77,22 +76,7 @@ def test_restart_restores_the_snapshot_and_the_deltas_after_it(spark_session, fl
     directory, frame = flights_days
     paths = _paths(tmp_path)
     partial = str(tmp_path / "partial")
-    os.makedirs(partial)
-    for name in sorted(os.listdir(directory))[:6]:
-        shutil.copy2(os.path.join(directory, name), partial)
-    binding = _open(spark_session, paths)
-
-    def update(df, batch_id, state):
-        if batch_id == 3:
-            binding.pause_snapshots()
-        update_state(df, batch_id, state)
-
-    binding.start(_stream(spark_session, partial).writeStream, update).processAllAvailable()
-    binding.abandon()
-    shutil.rmtree(paths["state_dir"])
-    shutil.rmtree(paths["work_dir"])
-    for name in sorted(os.listdir(directory))[6:]:
-        shutil.copy2(os.path.join(directory, name), partial)
+    run_first_days_then_lose_the_host(spark_session, _open(spark_session, paths), directory, partial, paths)
 
     second = _run_to_end(spark_session, paths, partial)
     assert second.plan.last_committed == 5 and second.plan.restored_batch == 5

@@ -123,3 +123,70 @@ def test_an_oversized_row_of_the_sql_log_is_cut_by_the_database(tmp_path):
         assert peak_python_bytes(lambda: log.latest(KEY)) < 2 * MAX_RECORD_BYTES + MiB
     finally:
         log.close()
+
+
+def test_an_oversized_kafka_record_is_refused_without_being_fetched_whole(kafka_broker):
+    """A record of the Kafka log is a few hundred bytes; a 900 KB one (under the brokers' default message limit)
+    is refused (``CorruptIndexError``, exit 3). The 0.9 broker's fetch protocol lets the consumer cap a fetch
+    (``FETCH_MAX_BYTES``): the record is never held (before: a 1 MiB fetch held it whole). A modern broker (tansu)
+    returns one whole record past the cap (so that consumers make progress): there the topic's message limit bounds
+    it, and its size is refused before it is parsed."""
+    import uuid
+
+    from kafka import KafkaProducer
+    from kafka_brokers import fresh_topic
+
+    from blobstate.plugins.kafka import open_kafka_log
+    from blobstate.plugins.kafka.acceptance import record_key
+
+    topic = fresh_topic(kafka_broker, "big")
+    size = 900_000
+    producer = KafkaProducer(acks="all", enable_idempotence=False, max_request_size=2 * MiB,
+                             **kafka_broker.client_kwargs())
+    try:
+        producer.send(topic, key=record_key(KEY, 1, uuid.uuid4().hex), value=b"{" + b" " * size,
+                      partition=0).get(timeout=30)
+    finally:
+        producer.close()
+
+    def peak_of_history(url: str, error: bool) -> int:
+        log = open_kafka_log(url)  # a fresh client: its connection and fetches counted
+        try:
+            tracemalloc.start()
+            try:
+                if error:
+                    with pytest.raises(CorruptIndexError, match="larger than"):
+                        log.history(KEY)
+                else:
+                    log.history(KEY)
+                return tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+        finally:
+            log.close()
+
+    warm = kafka_broker.url(fresh_topic(kafka_broker, "warm"))
+    peak_of_history(warm, False)  # the client's first-use loading done
+    base = peak_of_history(warm, False)
+    peak = peak_of_history(kafka_broker.url(topic), True) - base
+    if kafka_broker.name.startswith("kafka"):  # Apache Kafka 0.9: the fetch is capped, the record never held
+        assert peak < size * 3 // 4, peak
+    assert peak < 4 * size + MiB, peak  # a modern broker: one record, as large as the topic allows
+
+
+def test_a_300_mib_object_at_the_markers_name_is_refused_unread(tmp_path, repo, cli, work_base):
+    """Issue 27 case 7, the marker: every command reads it first; an object of 300 MiB at its name is refused after
+    ``MAX_MARKER_BYTES``, never read whole."""
+    from blobstate.plugins.fsspec_store import FsspecBlobStore
+    from blobstate.repository.marker import MARKER_ID, MAX_MARKER_BYTES, read_marker
+
+    assert cli("backup", small_store(tmp_path), "--repo", repo, "-q").returncode == 0
+    with open(repo / MARKER_ID, "r+b") as fh:
+        fh.truncate(300 * MiB)  # sparse: the real marker, then 300 MiB of zeros
+    code, stderr, peak_kib = measured_cli(["restore", tmp_path / "out" / "s", "--repo", repo],
+                                          work_base=tmp_path / "h")
+    assert code == 3, stderr
+    assert "repository marker" in stderr and f"larger than {MAX_MARKER_BYTES} bytes" in stderr, stderr
+    assert peak_kib < 100 * 1024, peak_kib
+    assert not (tmp_path / "out" / "s").exists()
+    assert peak_python_bytes(lambda: read_marker(FsspecBlobStore(f"file://{repo}"))) < 2 * MAX_MARKER_BYTES + MiB

@@ -7,7 +7,8 @@
 - the same seed gives the same schedule and the same result, and a pinned schedule replays exactly;
 - SELF-CHECK: with a deliberately broken store (``remove_ttl`` drops the blob it should keep) the simulator
   reports the loss and shrinks the run, so these tests cannot pass on a simulator that checks nothing;
-- issue 27's cases 1, 2 and 3 are found at the seeds the long run found them (XFAIL while the bugs are in).
+- the seeds at which the long run found issue 27's cases 1, 2 and 3 on the code before their fixes hold now;
+- on an encrypted repository (profile ``encrypted``) too, with nothing but ciphertext in the world.
 
 The long run (1,000,000 steps) is ``python -m bench.simulate``.
 """
@@ -17,19 +18,26 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
+from blobstate.codec import frame
 from blobstate.errors import StorageError
+from blobstate.model import layout
+from blobstate.model.sealed import SealedRecord
 from blobstate.testing.blobstores import BlobStoreContract
 from blobstate.testing.checkpoint_logs import CheckpointLogContract
 from blobstate.testing.simulation import run, run_seed, scenario
-from blobstate.testing.simulation.shrink import _pinned, classify, describe, shrink
+from blobstate.testing.simulation.runner import Simulation
+from blobstate.testing.simulation.shrink import _pinned, describe, shrink
 from blobstate.testing.simulation.world import SimBlobStore, SimCheckpointLog, World
 
 SAFE_SEEDS = range(12)
+ENCRYPTED_SEEDS = range(4)
 
 
 @pytest.fixture(autouse=True)
@@ -134,16 +142,35 @@ def test_self_check_shrinking_keeps_the_failure(monkeypatch: pytest.MonkeyPatch)
     assert "schedule:" in describe(small)
 
 
+@pytest.mark.parametrize("seed", ENCRYPTED_SEEDS)
+def test_invariants_hold_on_an_encrypted_repository(seed: int) -> None:
+    """Profile ``encrypted`` (``full`` with every object encrypted and compressed by the repository's codec and every
+    record sealed; seed 3 damages an object, which then fails authentication): every invariant holds, and the world
+    holds ciphertext only (every blob and index in the encrypted frame, every record sealed), so this cannot pass on
+    a simulator that stores plaintext."""
+    base = tempfile.mkdtemp(prefix="blobstate-sim-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    try:  # as ``run`` does, keeping the world to look at
+        sim = Simulation(scenario(seed, "encrypted"), base)
+        result = sim.run()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert not result.failed, describe(result)
+    assert result.steps > 100
+    stored = [b.data for k, b in sim.world.blobs.items() if layout.store_object_kind(k) is not None]
+    assert stored and all(data.startswith(frame.MAGIC) for data in stored)
+    records = [cp for log in sim.world.logs.values() for held in log.values() for _, _, cp in held]
+    assert records and all(isinstance(cp, SealedRecord) for cp in records)
+
+
 @pytest.mark.parametrize(("case", "seed", "profile"), [("case 1", 350, "full"), ("case 2", 0, "full"),
                                                       ("case 3", 1, "two-logs")])
-def test_finds_issue_27_cases_on_todays_code(case: str, seed: int, profile: str) -> None:
-    """Issue 27's cases, each found by the simulator on its own (``python -m bench.simulate``: case 1 after 351
-    seeds of profile ``full``, case 2 after 1, case 3 after 2 of profile ``two-logs``): case 1, a paused writer's
-    retention prunes the live writer's chain (it counts from its cached generation); case 2, a group commit that
-    lands after gc deleted its expired parts is never healed; case 3, gc through one checkpoint log deletes what a
-    second log on the same repository references. XFAIL while the bug is in the code; once it is fixed the seed
-    holds and the test passes."""
+def test_the_seeds_that_found_issue_27_cases_hold(case: str, seed: int, profile: str) -> None:
+    """The seeds at which the simulator found issue 27's cases on its own, on the code before their fixes
+    (``python -m bench.simulate``; bench/README.md gives how many seeds each took with its fix reverted): case 1,
+    a paused writer's retention pruned the live writer's chain (it counted from its cached generation); case 2, a
+    group commit that landed after gc deleted its expired parts, which only executors held, was never healed
+    (now: the next batch's tasks put the changelogs back, the owner voids a lost snapshot part); case 3, gc through
+    one checkpoint log deleted what a second log on the same repository referenced (now: the actor opened with the
+    second log is refused by the repository marker). Each seed holds every invariant now."""
     result = run_seed(seed, profile)
-    if result.failed:
-        assert classify(result) == case, describe(result)
-        pytest.xfail(f"issue 27 {case}, found by the simulator: {result.violation}")
+    assert not result.failed, f"{case}: {describe(result)}"

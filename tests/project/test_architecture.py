@@ -5,11 +5,13 @@ module; no module is much over 400 lines."""
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import re
 import sys
 import threading
 from pathlib import Path
+from typing import Self
 
 import pytest
 from click.testing import CliRunner
@@ -44,7 +46,21 @@ def test_no_module_is_much_over_400_lines():
     assert not long, long
 
 
-class _CallTrace:
+class _Profiler:
+    """Calls itself for every Python call of every thread inside the block (``sys.setprofile``,
+    ``threading.setprofile``)."""
+
+    def __enter__(self) -> Self:
+        sys.setprofile(self)
+        threading.setprofile(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.setprofile(None)
+        threading.setprofile(None)
+
+
+class _CallTrace(_Profiler):
     """Records, for every call into a blobstate module, the chain of distinct blobstate modules on the stack."""
 
     def __init__(self) -> None:
@@ -69,15 +85,6 @@ class _CallTrace:
                     chain.append(m)
                 f = f.f_back
             self.stacks_at["put"] = list(reversed(chain))
-
-    def __enter__(self) -> _CallTrace:
-        sys.setprofile(self)
-        threading.setprofile(self)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        sys.setprofile(None)
-        threading.setprofile(None)
 
 
 @pytest.fixture
@@ -105,18 +112,225 @@ def test_a_backup_goes_cli_api_pipeline_store_without_doubling_back(dir_store, t
     assert len(chain) == len(set(chain)), f"a module appears twice on the way to put: {chain}"
 
 
-def test_a_restore_never_enters_the_backup_module(dir_store, tmp_path, monkeypatch):
+def restored_elsewhere(dir_store, tmp_path, monkeypatch, trace: _Profiler, *options: str) -> None:  # noqa: ANN001
+    """Back ``dir_store`` up, then restore it through the CLI on another host (work directory) under ``trace``."""
     from blobstate.cli import main
 
     monkeypatch.setenv("BLOBSTATE_WORK_DIR", str(tmp_path / "work"))
     repo = str(tmp_path / "repo")
     assert CliRunner().invoke(main, ["backup", str(dir_store), "--repo", repo, "-q"]).exit_code == 0
     monkeypatch.setenv("BLOBSTATE_WORK_DIR", str(tmp_path / "other-host"))
-    with _CallTrace() as trace:
+    with trace:
         result = CliRunner().invoke(main, ["restore", str(tmp_path / "counts-restored"), "--repo", repo,
-                                           "--store", "counts", "-q"])
+                                           "--store", "counts", "-q", *options])
     assert result.exit_code == 0, result.output
+
+
+def test_a_restore_never_enters_the_backup_module(dir_store, tmp_path, monkeypatch):
+    trace = _CallTrace()
+    restored_elsewhere(dir_store, tmp_path, monkeypatch, trace)
     assert "blobstate.restoring.snapshot" in trace.modules_seen
     assert "blobstate.commit.backup" not in trace.modules_seen
     assert not any(m.startswith("blobstate.cli.main_") and m != "blobstate.cli.main_restore"
                    for m in trace.modules_seen)
+
+
+# -- the three walkthroughs, call by call ------------------------------------------------------------------------
+#: Rooms every room uses (the data model, local files, the journal, the plugin interfaces and toolkit, errors) and
+#: the settings object every room reads (its ``api_verb`` wrapper runs each verb): never a step of a verb's path,
+#: so they are left out of the rooms a call passes through.
+LIBRARY_ROOMS = {"model", "local", "journal", "plugin", "errors"}
+LIBRARY_MODULES = {"blobstate.repository.settings"}
+
+
+def room_of(module: str) -> str | None:
+    """The room of a blobstate module: ``cli``, ``api``, ``spark``, ``commit``, ``restoring``, ``maintenance``,
+    ``repository``, each built-in plugin its own (``plugins.fsspec_store``), and ``repository.retry``, the wrapper
+    every blob store is used through, as a room of its own (a plugin storing its objects in the repository's blob
+    store, as the file log does, passes through it without returning to the repository); None for a library room
+    or the settings object, or anything not blobstate's."""
+    parts = module.split(".")
+    if parts[0] != "blobstate" or len(parts) < 2 or parts[1] in LIBRARY_ROOMS or module in LIBRARY_MODULES:
+        return None
+    if parts[1] == "plugins" or module == "blobstate.repository.retry":
+        return ".".join(parts[1:3])
+    return parts[1]
+
+
+def rooms_on_stack(frame) -> list[str]:  # noqa: ANN001 - a frame
+    """The rooms of the stack ending at ``frame``, outermost first, each run of one room counted once."""
+    rooms: list[str] = []
+    while frame is not None:
+        room = room_of(frame.f_globals.get("__name__", ""))
+        if room is not None and (not rooms or rooms[-1] != room):
+            rooms.append(room)
+        frame = frame.f_back
+    return rooms[::-1]
+
+
+def _interface_methods() -> dict[str, list[type]]:
+    """Abstract methods of the plugin interfaces by name: a walkthrough names the interface, a plugin runs it."""
+    from blobstate.plugin import interfaces
+
+    out: dict[str, list[type]] = {}
+    for cls in vars(interfaces).values():
+        if isinstance(cls, type) and cls.__module__ == interfaces.__name__:
+            for name in getattr(cls, "__abstractmethods__", ()):
+                out.setdefault(name, []).append(cls)
+    return out
+
+
+class _Walk(_Profiler):
+    """Records a run (``sys.setprofile`` and ``threading.setprofile``): the first call of every function (by code
+    object), the first call of every abstract interface method on an instance of the interface (a plugin's
+    implementation), and the rooms on the stack at every call into a built-in plugin."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.first: dict[object, int] = {}
+        self.first_of_interface: dict[tuple[type, str], int] = {}
+        self.interfaces = _interface_methods()
+        self.plugin_paths: dict[tuple[str, str], set[tuple[str, ...]]] = {}  # (plugin room, function) -> rooms
+        self.doubled: set[tuple[str, ...]] = set()
+
+    def __call__(self, frame, event, arg):  # noqa: ANN001, ANN204 - sys.setprofile's signature
+        if event != "call":
+            return
+        self.calls += 1
+        code = frame.f_code
+        module = frame.f_globals.get("__name__", "")
+        if not module.startswith("blobstate"):
+            return
+        self.first.setdefault(code, self.calls)
+        for cls in self.interfaces.get(code.co_name, ()):
+            if (cls, code.co_name) not in self.first_of_interface and isinstance(frame.f_locals.get("self"), cls):
+                self.first_of_interface[(cls, code.co_name)] = self.calls
+        if module.startswith("blobstate.plugins."):
+            rooms = rooms_on_stack(frame)
+            self.plugin_paths.setdefault((room_of(module) or "", code.co_name), set()).add(tuple(rooms))
+            if len(rooms) != len(set(rooms)):
+                self.doubled.add(tuple(rooms))
+
+    def called_at(self, step: str) -> int | None:
+        """When the function a walkthrough step names was first called (None: never)."""
+        module_name, _, path = step.partition(":")
+        owner, obj = None, importlib.import_module(module_name)
+        for part in path.split("."):
+            owner, obj = obj, getattr(obj, part)
+        if getattr(obj, "__isabstractmethod__", False):
+            return self.first_of_interface.get((owner, obj.__name__))
+        if inspect.isclass(obj):
+            obj = obj.__init__
+        obj = getattr(obj, "callback", obj)  # a click command: its function
+        return self.first.get(getattr(inspect.unwrap(obj), "__code__", None))
+
+
+def walkthrough(title: str) -> list[str]:
+    """The ``module:function`` steps a section of docs/architecture.md names, in the order it names them."""
+    text = DOC.read_text()
+    start = text.index(f"\n## {title}")
+    section = text[start:text.find("\n## ", start + 1)]
+    return list(dict.fromkeys(re.findall(r"`(blobstate(?:\.\w+)*:[\w.]+)`", section)))
+
+
+def follows(walk: _Walk, title: str, not_in_this_run: dict[str, str]) -> None:
+    """Every step of the walkthrough ``title`` was called, first called in the order the walkthrough names it."""
+    steps = walkthrough(title)
+    assert set(not_in_this_run) <= set(steps), set(not_in_this_run) - set(steps)
+    times = [(walk.called_at(step), step) for step in steps if step not in not_in_this_run]
+    assert not [step for at, step in times if at is None], [f"never called: {s}" for at, s in times if at is None]
+    assert times == sorted(times), "called in another order than the walkthrough says:\n" + "\n".join(
+        f"{at:>9} {step}" for at, step in sorted(times))  # type: ignore[type-var]
+    assert not walk.doubled, f"a call came back to a room it had passed: {sorted(walk.doubled)}"
+
+
+NOT_IN_A_FIRST_BACKUP = {
+    "blobstate.plugins.s3_store:S3BlobStore.put": "the walkthrough's repository is on S3; here file://",
+    "blobstate.model.layout:references": "retention's, once a record leaves it (a first backup has none)",
+}
+NOT_IN_A_PLAIN_REPOSITORY = {"blobstate.codec.log:SealedCheckpointLog": "an encrypted repository's log only"}
+
+
+@pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "encrypted"])
+def test_a_backup_follows_its_walkthrough_call_by_call(dir_store, tmp_path, monkeypatch, encrypted):
+    from blobstate.cli import main
+
+    monkeypatch.setenv("BLOBSTATE_WORK_DIR", str(tmp_path / "work"))
+    if encrypted:  # the first backup with a key creates the repository encrypted
+        (tmp_path / "state.key").write_bytes(os.urandom(32))
+        monkeypatch.setenv("BLOBSTATE_KEY_FILE", str(tmp_path / "state.key"))
+    with _Walk() as walk:
+        result = CliRunner().invoke(main, ["backup", str(dir_store), "--repo", str(tmp_path / "repo"), "-q",
+                                           "--max-concurrency", "1"])  # one thread: every stack whole
+    assert result.exit_code == 0, result.output
+    follows(walk, "A backup, step by step", NOT_IN_A_FIRST_BACKUP | ({} if encrypted else NOT_IN_A_PLAIN_REPOSITORY))
+    assert walk.plugin_paths[("plugins.fsspec_store", "put")] == {  # blobs and the index, through their codec
+        ("cli", "api", "commit", "codec", "repository.retry", "plugins.fsspec_store")}
+    log_path = ("codec", "plugins.file_log") if encrypted else ("plugins.file_log",)  # the record sealed, or not
+    assert ("cli", "api", "commit", *log_path, "repository.retry", "plugins.fsspec_store") in \
+        walk.plugin_paths[("plugins.fsspec_store", "put_exclusive")]  # the record (the other: the marker)
+
+
+def test_a_restore_follows_its_walkthrough_call_by_call(dir_store, tmp_path, monkeypatch):
+    walk = _Walk()
+    restored_elsewhere(dir_store, tmp_path, monkeypatch, walk, "--max-concurrency", "1")  # one thread: stacks whole
+    follows(walk, "A restore, step by step", {
+        "blobstate.restoring.swap:recover_interrupted": "only when an earlier restore of the destination was cut off",
+        "blobstate.plugin.interfaces:LocalStore.validate": "a RocksDB store's; a directory store has nothing to check",
+    })
+    assert walk.plugin_paths[("plugins.fsspec_store", "get")] == {  # data blobs, decoded as their index entry says
+        ("cli", "api", "restoring", "repository", "codec", "repository.retry", "plugins.fsspec_store")}
+    assert not any(code.co_filename.endswith(os.path.join("commit", "backup.py")) for code in walk.first)
+
+
+def test_a_partitioned_batch_follows_its_walkthrough_call_by_call(tmp_path):
+    """At the core level: the partition tasks of one batch called in-process (what Spark's tasks run, without a
+    JVM), then the driver's acceptance and group commit; the steps only Spark reaches are named below."""
+    from blobstate.commit.backup import StoreCommitter
+    from blobstate.commit.group import GroupCommitter
+    from blobstate.model.records import StoreKey
+    from blobstate.repository.repo import Repository
+    from blobstate.spark.partition_task import BatchPlan, run_partition
+    from blobstate.spark.partitioned import accept
+
+    def update(db, rows, ctx):  # noqa: ANN001 - the partitioned update function's shape
+        for origin, count in rows:
+            db.put(origin.encode(), str(count).encode())
+
+    key, repo, parts = StoreKey("flights", "group", "routes"), str(tmp_path / "repo"), 2
+    rows = {0: [("JFK", 3), ("EWR", 1)], 1: [("LGA", 2)]}
+    with _Walk() as walk, Repository.open(repo) as repository, \
+            StoreCommitter(key, repository, store_type="rocksdb", work_dir=str(tmp_path / "driver")) as committer:
+        groups = GroupCommitter(committer, num_partitions=parts)
+        plan = BatchPlan(repo, key, str(tmp_path / "executors"), parts, 0, committer.commit_point.generation(),
+                         None, {p: () for p in range(parts)}, "q-1", ttl_ms=3_600_000)
+        prepares = [prepare for p in range(parts) for prepare in run_partition(plan, update, p, rows[p])]
+        accepted = accept(prepares, plan)
+        group = groups.commit([p.entry for p in accepted], batch_id=0, query_id="q-1",
+                              created_ms=min(p.created_ms for p in accepted))
+    assert group.generation == 1 and len(group.partitions) == parts
+    follows(walk, "A partitioned batch, step by step", {
+        "blobstate.spark.partitioned:PartitionedState.run_batch": "Spark calls it with the batch's DataFrame",
+        "blobstate.spark.partitioning:check_partitioning": "run_batch's, against the DataFrame's key types",
+        "blobstate.spark.partition_job:run_tasks": "the Spark job; here each task is called in-process",
+        "blobstate.spark.partitioned:PartitionedState.request_snapshot": "the listener's, once Spark completed a batch",
+        "blobstate.commit.group:stage_snapshot": "a snapshot job's, after the listener asked",
+    })
+    assert walk.plugin_paths[("plugins.fsspec_store", "put")] == {  # the tasks' changelogs, compressed
+        ("spark", "commit", "codec", "repository.retry", "plugins.fsspec_store")}
+    assert ("commit", "plugins.file_log", "repository.retry", "plugins.fsspec_store") in \
+        walk.plugin_paths[("plugins.fsspec_store", "put_exclusive")]  # the group record (the other: the marker)
+
+
+def test_the_room_check_sees_a_call_come_back_to_a_room():
+    def module(name: str, body: str) -> dict:
+        namespace = {"__name__": name, "sys": sys}
+        exec(body, namespace)  # noqa: S102 - three one-line functions standing in for modules of three rooms
+        return namespace
+
+    inner = module("blobstate.commit.cleanup", "def f():\n    return sys._getframe()\n")
+    middle = module("blobstate.model.layout", "def f(g):\n    return g()\n")
+    outer = module("blobstate.repository.repo", "def f(m, g):\n    return m(g)\n")
+    top = module("blobstate.commit.engine", "def f(o, m, g):\n    return o(m, g)\n")
+    frame = top["f"](outer["f"], middle["f"], inner["f"])
+    assert rooms_on_stack(frame)[-3:] == ["commit", "repository", "commit"]  # the model in between does not count

@@ -268,6 +268,14 @@ def cloud_target(request: pytest.FixtureRequest) -> CloudTarget:
     return request.getfixturevalue(f"{request.param}_target")
 
 
+@pytest.fixture(params=["file", "s3", "azure"])
+def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> CloudTarget:
+    """A fresh repository location on file://, moto S3 and azurite in turn (parametrized)."""
+    if request.param == "file":
+        return CloudTarget("file", f"file://{tmp_path}/repo", {})
+    return request.getfixturevalue(f"{request.param}_target")
+
+
 # -- a blobstate plugin for racing writers (loaded in subprocesses with BLOBSTATE_PLUGINS=cloud_servers) -------------
 RACE_DIR_ENV = "BLOBSTATE_TEST_RACE_DIR"
 RACE_WRITERS_ENV = "BLOBSTATE_TEST_RACE_WRITERS"

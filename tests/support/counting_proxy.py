@@ -28,6 +28,7 @@ class CountingProxy:
         parsed = urllib.parse.urlsplit(upstream)
         self.upstream_host, self.upstream_port = parsed.hostname or "127.0.0.1", parsed.port or 80
         self.requests: list[tuple[str, str, str]] = []
+        self.post_bodies: list[tuple[str, bytes]] = []  # (path?query, body) of each POST (bulk deletes name keys)
         self._lock = threading.Lock()
         proxy = self
 
@@ -43,6 +44,9 @@ class CountingProxy:
                     proxy.requests.append((self.command, path, query))
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
+                if self.command == "POST":
+                    with proxy._lock:
+                        proxy.post_bodies.append((self.path, body or b""))
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_HEADERS}
                 conn = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream_port, timeout=60)
                 try:
@@ -76,6 +80,7 @@ class CountingProxy:
     def reset(self) -> None:
         with self._lock:
             self.requests.clear()
+            self.post_bodies.clear()
 
     def close(self) -> None:
         self._server.shutdown()

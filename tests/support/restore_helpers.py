@@ -58,6 +58,13 @@ def latest_record(repo: Path, store: str = "*") -> tuple[Path, dict[str, Any]]:
     return path, json.loads(path.read_text())
 
 
+def plain_index(stored: bytes) -> bytes:
+    """A stored index's JSON: an index is stored compressed (``blobstate.codec.frame``; a plain one is read too)."""
+    import zstandard
+
+    return zstandard.ZstdDecompressor().decompress(stored) if stored[:4] == b"\x28\xb5\x2f\xfd" else stored
+
+
 def rewrite_index(repo: Path, change: Callable[[dict[str, Any]], Any], store: str = "*") -> bytes:
     """Apply ``change`` to the latest snapshot index's JSON and store it with a matching checkpoint record (size
     and CRC32C), as someone who can write the repository could. Returns the new index bytes."""
@@ -65,7 +72,7 @@ def rewrite_index(repo: Path, change: Callable[[dict[str, Any]], Any], store: st
 
     record_path, record = latest_record(repo, store)
     index_path = repo / record["indexBlobId"]
-    doc = json.loads(index_path.read_bytes())
+    doc = json.loads(plain_index(index_path.read_bytes()))
     change(doc)
     data = json.dumps(doc).encode()
     index_path.write_bytes(data)

@@ -19,7 +19,7 @@ Loaded first through ``BLOBSTATE_PLUGINS=soak_plugin[,pause_plugin|kill_plugin]`
   before it deletes (N=2: it has re-checked and is about to send its first delete batch).
 - ``BLOBSTATE_TEST_STOP_BEFORE_DELETE=1``: the process SIGSTOPs itself inside its first blob delete call, before
   the request is sent: a gc paused after its last re-check, in the delete call itself (the residual window of
-  docs/architecture.md, "Safety", rule 13).
+  docs/architecture.md, "Safety", rule 13; on file://, S3 and Azure, Azure's conditional delete included).
 - ``BLOBSTATE_TEST_GC_RECHECK_AFTER_S``: seconds (monotonic) after which gc re-checks its decision again before a
   delete batch (``blobstate.maintenance.gc.RECHECK_AFTER_S``): the soak's pauses are seconds long where a real gc
   host's are minutes, so it scales this down as it scales the TTLs.
@@ -134,6 +134,20 @@ if os.environ.get("BLOBSTATE_TEST_STOP_BEFORE_DELETE"):
         pass
     else:
         S3BlobStore.delete_many = _stopping(S3BlobStore.delete_many, True)  # type: ignore[method-assign]
+    try:
+        from blobstate.plugins.azure_store import AzureBlobStore
+    except ImportError:  # adlfs not installed: no Azure repository either
+        pass
+    else:  # Blob Batch deletes, plain or conditioned on the expiry tag (gc's, in native mode)
+        AzureBlobStore._delete_paths = _stopping(AzureBlobStore._delete_paths, True)  # type: ignore[method-assign]
+        _conditional = AzureBlobStore.delete_if_expired
+
+        def _stopping_conditional(self: Any, ids: Any, now_ms: int) -> Any:
+            if ids:
+                _stop_once()
+            return _conditional(self, ids, now_ms)
+
+        AzureBlobStore.delete_if_expired = _stopping_conditional  # type: ignore[method-assign]
 
 
 @atexit.register

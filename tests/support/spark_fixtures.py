@@ -70,6 +70,40 @@ def copy_days(directory: str, target) -> str:
     return str(target)
 
 
+def run_first_days_then_lose_the_host(spark, binding, directory, partial, paths, *, days=6, pause_at=3, total=None):
+    """The flights query's first ``days`` day files (copied into ``partial``) through ``binding``, snapshots held
+    from batch ``pause_at`` (so the state is a snapshot plus deltas), the binding abandoned, the host's state and
+    work dirs deleted, then the remaining day files (up to the ``total``-th) copied in for the restart to read."""
+    import shutil
+
+    from blobstate.spark.demo.flights import flights_schema, update_state
+
+    names = sorted(os.listdir(directory))
+    os.makedirs(partial, exist_ok=True)
+    for name in names[:days]:
+        shutil.copy2(os.path.join(directory, name), partial)
+
+    def update(df, batch_id, state):  # noqa: ANN001, ANN202
+        if batch_id == pause_at:
+            binding.pause_snapshots()
+        update_state(df, batch_id, state)
+
+    stream = (spark.readStream.schema(flights_schema()).option("header", True).option("maxFilesPerTrigger", 1)
+              .csv(partial))
+    binding.start(stream.writeStream, update).processAllAvailable()
+    binding.abandon()
+    shutil.rmtree(paths["state_dir"])
+    shutil.rmtree(paths["work_dir"])
+    for name in names[days:total]:
+        shutil.copy2(os.path.join(directory, name), partial)
+
+
+def first_days(directory, frame, n):
+    """The rows of ``frame`` (``flights_days``'s) in the first ``n`` day files of ``directory``."""
+    days = {(int(name[5:7]), int(name[8:10])) for name in sorted(os.listdir(directory))[:n]}
+    return frame[[(m, d) in days for m, d in zip(frame["month"], frame["day"], strict=True)]]
+
+
 def spark_listing(location) -> dict:
     """``offsets/`` and ``commits/`` of a checkpoint location: ``{sub: {name: (size, mtime_ns, bytes)}}``."""
     out = {}

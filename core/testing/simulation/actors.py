@@ -4,14 +4,22 @@
   snapshot every ``snapshot_every`` batches, Spark's changelog checkpointing); it first restores the latest state
   with the real restore (``blobstate.restoring``) and checks it against the model, like a restarted query. A
   second writer on the same key, a zombie (a writer paused past its TTL), a writer through a second checkpoint log
-  on the same blob store are all this program with other parameters and faults.
+  on the same blob store are all this program with other parameters and faults; so are a reset of the engine's
+  checkpoint (``run``: a new run of the query, its records stamped with a new lineage, from batch 0 on, computing
+  another state, ``model.run_name``) and a second query on the same key (``query``: another query id, a new run).
 - ``group_owner``: the owner of a partitioned store (``GroupCommitter``): per batch each partition's task stages
   its changelog (``stage_changelog``; every ``snapshot_every`` batches a snapshot too, ``stage_snapshot``), some
   attempts fail and are retried, some run twice speculatively; one part per partition is committed as one group.
+  Each partition's executor host (``_Executor``) keeps the changelogs its tasks staged until the next batch, whose
+  task first puts back the committed ones gc took (issue 27 case 2, ``blobstate.commit.parts``).
 - ``gc``: ``blobstate.maintenance.gc.collect`` over every store of its log, ``runs`` times.
 - ``restorer``: the real restore of the latest state of every store (every partition), checked against the model,
   then restore's init cleanup (``cleanup_after_restore``).
 - ``recoverer``: ``blobstate.commit.recover.recover`` on the work directory every killed actor left.
+
+Every actor opens its repository the way ``Repository.open`` does (``Simulation.open_repo``: the marker is read and
+the log's identity checked against the one it records, ``blobstate.repository.marker``), so an actor opened with
+a second checkpoint log on the same blob store is refused (issue 27 case 3) and exits.
 
 A program ends quietly on the errors a process would exit on (fenced, a commit refused, an integrity error); the
 invariants judge what it left. A restore that gives another state than the model's raises ``Violation``.
@@ -27,13 +35,15 @@ from typing import TYPE_CHECKING
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.delta import DeltaCommitter
 from blobstate.commit.group import GroupCommitter, stage_changelog, stage_snapshot
+from blobstate.commit.parts import heal_parts
 from blobstate.commit.recover import cleanup_after_restore, recover
 from blobstate.commit.session import StoreSession
 from blobstate.errors import BlobstateError, IntegrityError, NothingToRestore
+from blobstate.local.checksum import crc32c_bytes
 from blobstate.maintenance.gc import collect
 from blobstate.model import chain as chains
 from blobstate.model import layout
-from blobstate.model.records import StoreKey
+from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.plugins.dir_store import DirStore
 from blobstate.repository.repo import Repository
 from blobstate.restoring import chain as replay
@@ -69,21 +79,11 @@ def restore_latest(sim: Simulation, repo: Repository, key: StoreKey, name: str, 
     model.write_dir(dest, values)
     upto = chain.upto if chain.upto is not None else (chain.snapshot.batch_id if chain.snapshot else -1)
     assert upto is not None
-    expected = model.state(name, upto)
+    expected = model.state(model.chain_name(name, chain.records), upto)
     if values != expected:
         raise Violation("wrong", f"a restore of {key} (batch {upto}, {chain.describe()}) gave {values}, expected "
                                  f"{expected}")
     return upto
-
-
-def latest_batch(repo: Repository, key: StoreKey, *, partition: int | None = None) -> int:
-    """The batch id of the latest state (-1: none), from the records alone (no object is read)."""
-    try:
-        chain = replay.plan(repo, key, partition=partition)
-    except NothingToRestore:
-        return -1
-    upto = chain.upto if chain.upto is not None else (chain.snapshot.batch_id if chain.snapshot else -1)
-    return -1 if upto is None else upto
 
 
 def _start(sim: Simulation, repo: Repository, key: StoreKey, name: str, dest: str, partition: int | None,
@@ -92,8 +92,14 @@ def _start(sim: Simulation, repo: Repository, key: StoreKey, name: str, dest: st
     instead, the way a live application holds it); returns its batch id."""
     if not from_model:
         return restore_latest(sim, repo, key, name, dest, partition=partition)
-    upto = latest_batch(repo, key, partition=partition)
-    model.write_dir(dest, model.state(name, upto))
+    try:
+        chain = replay.plan(repo, key, partition=partition)
+    except NothingToRestore:
+        model.write_dir(dest, {})
+        return -1
+    upto = chain.upto if chain.upto is not None else (chain.snapshot.batch_id if chain.snapshot else -1)
+    upto = -1 if upto is None else upto
+    model.write_dir(dest, model.state(model.chain_name(name, chain.records), upto))
     return upto
 
 
@@ -108,22 +114,29 @@ def _committer(sim: Simulation, actor: Actor, key: StoreKey, repo: Repository, r
 
 def writer(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, retain: int, batches: int,
            deltas: bool, snapshot_every: int = 3, log: str = "log", from_model: bool = False,
-           interval_ms: int = 0, pin: bool = True) -> None:
-    repo = sim.repos[log]
+           interval_ms: int = 0, pin: bool = True, run: str = "", query: str = "") -> None:
+    repo = sim.open_repo(log)
+    if repo is None:
+        return  # refused: the repository's one checkpoint log is another (the process exits 2)
     live = sim.local_dir(actor, "live")
-    opened = repo.log.latest(key) if pin else None  # the view the writer opens on (issue 27: pinned at open)
+    opened = repo.log.latest(key)  # the view the writer opens on (issue 27: pinned at open)
     committer = _committer(sim, actor, key, repo, retain, (opened.generation if opened else 0) if pin else None)
+    lineage = run or (opened.lineage_id if opened is not None else "")  # a new run, or the one it continues
+    query = query or (opened.query_id if opened is not None and opened.query_id else name)
+    committer.commit_point.fields = {"lineage_id": lineage} if lineage else {}
+    state = model.run_name(name, lineage)
     try:
-        start = _start(sim, repo, key, name, live, None, from_model) + 1
+        # a new run (the engine's checkpoint was reset) starts from nothing; any other writer from the latest state
+        start = 0 if run else _start(sim, repo, key, name, live, None, from_model) + 1
         delta_commits = DeltaCommitter(committer) if deltas else None
         for batch in range(start, start + batches):
             if batch > start and interval_ms:
                 layout.sleep(interval_ms / 1000)  # the trigger interval between micro-batches
-            model.write_dir(live, model.state(name, batch))
+            model.write_dir(live, model.state(state, batch))
             if delta_commits is not None:
-                delta_commits.commit_changelog(model.encoded(name, batch), batch_id=batch, query_id=name)
+                delta_commits.commit_changelog(model.encoded(state, batch), batch_id=batch, query_id=query)
             if delta_commits is None or (batch + 1) % snapshot_every == 0:  # a query's snapshot names its query
-                committer.upload(committer.checkpoint(live, batch_id=batch, query_id=name if deltas else ""))
+                committer.upload(committer.checkpoint(live, batch_id=batch, query_id=query if deltas else ""))
     except (BlobstateError, OSError):
         return  # the process exits on it (fenced, refused, unknown outcome left for recovery)
     finally:
@@ -133,7 +146,9 @@ def writer(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, retain: i
 def group_owner(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, partitions: int, retain: int,
                 batches: int, snapshot_every: int = 3, log: str = "log", from_model: bool = False,
                 interval_ms: int = 0, pin: bool = True) -> None:
-    repo = sim.repos[log]
+    repo = sim.open_repo(log)
+    if repo is None:
+        return
     rng = random.Random(f"{sim.seed}/{actor.name}")
     opened = repo.log.latest(key) if pin else None
     committer = _committer(sim, actor, key, repo, retain, (opened.generation if opened else 0) if pin else None)
@@ -146,16 +161,21 @@ def group_owner(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, part
             if batch > start and interval_ms:
                 layout.sleep(interval_ms / 1000)
             snapshot = (batch + 1) % snapshot_every == 0
-            history = repo.log.history(key) if snapshot else []
+            history = repo.log.history(key)
             entries, new_ids, oldest = [], [], layout.now_ms()
             for p in range(partitions):
                 pname = f"{name}/p{p}"
+                executor = _Executor(sim, key, p)  # the partition's task: its host keeps what it staged
+                heal_parts(repo, chains.partition_history(history, p), executor.kept, ttl_ms=sim.ttl_ms)
+                executor.clear()
                 model.write_dir(lives[p], model.state(pname, batch))
                 tries = 1 + (rng.random() < 0.3) + (rng.random() < 0.2)  # a failed attempt; a speculative one
                 chosen = rng.randrange(tries)
                 for attempt in range(tries):
-                    entry = stage_changelog(repo, key, partition=p, batch_id=batch, data=model.encoded(pname, batch),
-                                            ttl_ms=sim.ttl_ms, attempt=attempt)
+                    data = model.encoded(pname, batch)
+                    entry = stage_changelog(repo, key, partition=p, batch_id=batch, data=data, ttl_ms=sim.ttl_ms,
+                                            attempt=attempt)
+                    executor.keep(entry.checkpoint_id, data)
                     if attempt == chosen:
                         entries.append(entry)
                 if snapshot:
@@ -174,8 +194,38 @@ def group_owner(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, part
         committer.close()
 
 
+class _Executor:
+    """Partition ``partition``'s executor host of a partitioned store (``spark/partition_task.py``'s
+    ``LocalPartition``): it outlives every group owner (a driver killed or paused leaves its executors' disks) and
+    keeps the changelogs its tasks staged (``pending/``) until the next batch's task, which heals the committed ones
+    gc took (``blobstate.commit.parts.heal_parts``) and then drops them all."""
+
+    def __init__(self, sim: Simulation, key: StoreKey, partition: int) -> None:
+        self.pending = os.path.join(sim.base, "executors", key.store, f"p{partition}", "pending")
+        os.makedirs(self.pending, exist_ok=True)
+
+    def keep(self, part_id: str, data: bytes) -> None:
+        with open(os.path.join(self.pending, part_id), "wb") as fh:
+            fh.write(data)
+
+    def kept(self, record: Checkpoint) -> bytes | None:
+        try:
+            with open(os.path.join(self.pending, record.checkpoint_id), "rb") as fh:
+                data = fh.read()
+        except OSError:
+            return None
+        ok = len(data) == record.changelog_size and crc32c_bytes(data) == record.changelog_crc32c
+        return data if ok else None
+
+    def clear(self) -> None:
+        for name in os.listdir(self.pending):
+            os.remove(os.path.join(self.pending, name))
+
+
 def gc(sim: Simulation, actor: Actor, *, runs: int, gap_ms: int, log: str = "log") -> None:
-    repo = sim.repos[log]
+    repo = sim.open_repo(log)
+    if repo is None:
+        return
     base = sim.local_dir(actor, "work-base")
     for run in range(runs):
         if run:
@@ -188,7 +238,9 @@ def gc(sim: Simulation, actor: Actor, *, runs: int, gap_ms: int, log: str = "log
 
 
 def restorer(sim: Simulation, actor: Actor, *, cleanup: bool, log: str = "log") -> None:
-    repo = sim.repos[log]
+    repo = sim.open_repo(log)
+    if repo is None:
+        return
     for key, info in sorted(sim.stores.items()):
         for p in range(info.partitions) if info.partitions else [None]:
             dest = sim.local_dir(actor, f"{key.store}-{p}", create=False)
@@ -204,7 +256,9 @@ def restorer(sim: Simulation, actor: Actor, *, cleanup: bool, log: str = "log") 
 
 
 def recoverer(sim: Simulation, actor: Actor, *, log: str = "log") -> None:
-    repo = sim.repos[log]
+    repo = sim.open_repo(log)
+    if repo is None:
+        return
     for key, wd, retain in sim.orphaned_work_dirs():
         try:
             with StoreSession(key, wd) as session:

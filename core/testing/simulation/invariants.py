@@ -6,7 +6,10 @@ For every checkpoint log of the repository and every store key in it, with the s
 - ``lost``: nothing a retained record references is missing from the store (its index, the index's blobs, a
   delta's changelog, a group's parts). A record that is still landing (appended, its commit not completed: a
   late commit heals its blobs right after the append) is given until its commit completes, or until the final
-  check after every open commit was recovered.
+  check after every open commit was recovered; a group record's changelogs, which its partitions' executors put
+  back, until a group of a later batch of the store completed (at the end: until the final commit's tasks ran).
+  A snapshot part a later delta of its batch overrides (a lost one the owner voided) is needed by nothing and not
+  checked.
 - ``broken``: the latest state is restorable (``plan_chain`` finds every record it needs) and every retained
   snapshot too (no store is wedged on a pruned chain).
 - ``wrong``: the latest state, and every retained snapshot, restores to exactly the state of its batch
@@ -21,15 +24,20 @@ integrity error, never to give a wrong state, and is not held against the protoc
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, field
 
+from blobstate.codec.cipher import ObjectCipher
+from blobstate.codec.log import SealedCheckpointLog
 from blobstate.errors import BlobstateError, ChecksumMismatch, IntegrityError, NothingToRestore
 from blobstate.local.checksum import crc32c_bytes
 from blobstate.model import chain as chains
+from blobstate.model.chain import overridden_parts
+from blobstate.model.index import FileBlob
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.repository.repo import Repository
 from blobstate.testing.simulation import model
-from blobstate.testing.simulation.world import SimBlobStore, SimCheckpointLog, World, history_now
+from blobstate.testing.simulation.world import SimBlobStore, World, history_now, sim_repository
 
 
 class Violation(Exception):
@@ -65,30 +73,48 @@ class Checker:
     stores: dict[StoreKey, StoreInfo]
     log_names: list[str]
     completed: set[str] = field(default_factory=set)
+    cipher: ObjectCipher | None = None  # an encrypted repository's (``Scenario.cipher``)
     _refs: dict[tuple[str, str, int], frozenset[str]] = field(default_factory=dict)
     _good: set[tuple] = field(default_factory=set)
+    _pending: bool = False
+    _opened: dict[tuple[str, int, str], Checkpoint] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         quiet = _Quiet(self.world)
-        self.repos = {name: Repository(quiet, SimCheckpointLog(quiet.world, name), "sim://repo")
-                      for name in self.log_names}
+        self.repos = {name: sim_repository(quiet, name, self.cipher) for name in self.log_names}
 
-    def check(self, *, final: bool = False) -> None:
-        """Raise ``Violation`` for the first invariant that does not hold."""
+    def check(self, *, final: bool = False, next_batch_pending: bool = False) -> None:
+        """Raise ``Violation`` for the first invariant that does not hold. ``next_batch_pending`` (at the end, before
+        the final commit): a group's lost changelogs are still the executors' to put back at that next batch."""
+        self._pending = next_batch_pending
         for log_name, repo in self.repos.items():
             for key, info in self.stores.items():
-                history = history_now(self.world, log_name, key)
+                history = self._history(repo, log_name, key)
                 if history:
                     self._check_store(repo, log_name, key, info, history, final)
+
+    def _history(self, repo: Repository, log_name: str, key: StoreKey) -> list[Checkpoint]:
+        """``key``'s records in log ``log_name`` as they are (``history_now``), opened where the log seals them."""
+        history = history_now(self.world, log_name, key)
+        if not isinstance(repo.log, SealedCheckpointLog):
+            return history
+        opened = []
+        for cp in history:  # each sealed record opened once per run (its body is unique: a fresh nonce)
+            memo = (log_name, cp.generation, getattr(cp, "sealed", ""))
+            if memo not in self._opened:
+                self._opened[memo] = repo.log.open(cp)
+            opened.append(self._opened[memo])
+        return opened
 
     def _check_store(self, repo: Repository, log_name: str, key: StoreKey, info: StoreInfo,
                      history: list[Checkpoint], final: bool) -> None:
         _, retained = chains.retention(history, info.retain)
         where = f"{key} in log {log_name}"
+        overridden = overridden_parts(history) if info.partitions else set()
         for cp in retained:
-            missing = sorted(b for b in self._references(repo, log_name, cp) if b not in self.world.blobs
+            missing = sorted(b for b in self._references(repo, log_name, cp, overridden) if b not in self.world.blobs
                              and b not in self.world.damaged)
-            if missing and (final or cp.checkpoint_id in self.completed):
+            if missing and not self._executors_heal(cp, history) and (final or cp.checkpoint_id in self.completed):
                 raise Violation("lost", f"{where}: generation {cp.generation} ({cp.kind} of batch {cp.batch_id}, "
                                         f"writer {cp.writer_id}) references {missing[0]}, which was deleted")
         if info.partitions:
@@ -99,7 +125,23 @@ class Checker:
         else:
             self._check_states(repo, where, info.name, history, retained, final)
 
-    def _references(self, repo: Repository, log_name: str, cp: Checkpoint) -> frozenset[str]:
+    def _executors_heal(self, cp: Checkpoint, history: list[Checkpoint]) -> bool:
+        """True while a group record's lost changelogs may still be put back by its partitions' executors: until
+        a group of a later batch of the store completed (its tasks heal first, ``blobstate.commit.parts.heal_parts``;
+        a void of the same batch is no such group)."""
+        if not cp.is_group:
+            return False
+        if self._pending:
+            return True
+        return not any(later.is_group and later.generation > cp.generation
+                       and (later.batch_id or 0) > (cp.batch_id or 0) and later.checkpoint_id in self.completed
+                       for later in history)
+
+    def _references(self, repo: Repository, log_name: str, cp: Checkpoint,
+                    overridden: set[str] | frozenset[str] = frozenset()) -> frozenset[str]:
+        if cp.is_group and overridden and any(e.checkpoint_id in overridden for e in cp.partitions):
+            return frozenset().union(*(self._references(repo, log_name, part) for part in cp.expand()
+                                       if part.checkpoint_id not in overridden))
         memo = (log_name, cp.checkpoint_id, cp.generation)
         refs = self._refs.get(memo)
         if refs is None:
@@ -134,7 +176,7 @@ class Checker:
             raise Violation("lost", f"{where}: the chain up to batch {upto} does not restore: {exc}") from None
         if upto is None:
             return
-        expected = model.state(name, upto)
+        expected = model.state(model.chain_name(name, chain.records), upto)
         if values != expected:
             raise Violation("wrong", f"{where}: the state of batch {upto} restores as {values}, expected {expected} "
                                      f"(chain {chain.describe()})")
@@ -151,8 +193,11 @@ class Checker:
                     pass
             if ids & self.world.damaged:
                 return True
-            if not final and cp.checkpoint_id not in self.completed and any(b not in self.world.blobs for b in ids):
+            gone = any(b not in self.world.blobs for b in ids)
+            if gone and not final and cp.checkpoint_id not in self.completed:
                 return True
+            if gone and self._pending and getattr(cp, "partition", None) is not None:
+                return True  # a group's part: its executor puts it back at the next batch
         return False
 
     @staticmethod
@@ -162,7 +207,7 @@ class Checker:
         if chain.snapshot is not None:
             index = repo.read_index(chain.snapshot)
             for rel, f in index.dir_index.walk_present():
-                data = b"".join(repo.store.get_bytes(b.blob_id) for b in f.blobs)
+                data = b"".join(_read(repo, b) for b in f.blobs)
                 if len(data) != f.size_in_bytes or crc32c_bytes(data) != f.crc32c:
                     raise ChecksumMismatch(f"{rel} of {chain.snapshot.checkpoint_id} does not match its index")
                 values[rel] = data.decode("utf-8", "replace")
@@ -176,7 +221,7 @@ class Checker:
         referenced: set[str] = set()
         for log_name, repo in self.repos.items():
             for key in self.stores:
-                history = history_now(self.world, log_name, key)
+                history = self._history(repo, log_name, key)
                 for cp in history:
                     referenced |= self._references(repo, log_name, cp)
         for key in self.stores:
@@ -186,3 +231,9 @@ class Checker:
                 if blob_id.startswith(key.prefix + "/") and blob_id not in referenced:
                     raise Violation("orphan", f"{blob_id} is left after the final gc; no retained record names it")
 
+
+def _read(repo: Repository, blob: FileBlob) -> bytes:
+    """A data blob's plain bytes, decoded as its index entry says (``Repository.read_blob``)."""
+    buf = io.BytesIO()
+    repo.read_blob(blob, buf)
+    return buf.getvalue()

@@ -20,6 +20,18 @@ from blobstate.model.changelog import DELETE, PUT, Op
 KEYS = 6
 
 
+def run_name(name: str, lineage: str) -> str:
+    """The model name of the state of store ``name`` in the run ``lineage`` of its query (``""``: the first run):
+    a run begun after a reset of the engine's checkpoint computes another state from batch 0 on."""
+    return f"{name}@{lineage}" if lineage else name
+
+
+def chain_name(name: str, records: list | tuple) -> str:
+    """The model name of the state a chain of ``records`` (snapshot, then deltas) of store ``name`` restores: the
+    run of its records (those that name none belong to every run)."""
+    return run_name(name, next((r.lineage_id for r in reversed(records) if r.lineage_id), ""))
+
+
 def ops(name: str, batch: int) -> list[Op]:
     """Batch ``batch``'s writes to store (or partition) ``name``: a few puts and sometimes a delete."""
     rng = random.Random(zlib.crc32(f"{name}/{batch}".encode()))

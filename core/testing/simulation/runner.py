@@ -10,6 +10,7 @@ faults that fired: with the same scenario (and ``choices``) a run is replayed ex
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -18,19 +19,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
+from blobstate.codec.cipher import ObjectCipher
 from blobstate.commit.recover import recover
 from blobstate.commit.session import StoreSession
-from blobstate.errors import BlobstateError, IntegrityError
+from blobstate.errors import BlobstateError, IntegrityError, LogMismatchError
 from blobstate.journal.events import Event
 from blobstate.model import layout
 from blobstate.model.records import StoreKey
 from blobstate.plugin.hookspecs import hookimpl
 from blobstate.plugin.manager import get_plugin_manager
+from blobstate.repository.log_identity import log_identity
+from blobstate.repository.marker import bind_log, ensure_repository, write_marker
 from blobstate.repository.repo import Repository
 from blobstate.testing.simulation import actors
 from blobstate.testing.simulation.invariants import Checker, StoreInfo, Violation
 from blobstate.testing.simulation.scheduler import Actor, Fault, Killed, Scheduler
-from blobstate.testing.simulation.world import SimBlobStore, SimCheckpointLog, World
+from blobstate.testing.simulation.world import SimBlobStore, World, sim_repository
 
 START_MS = 1_800_000_000_000  # the virtual epoch (ms)
 MAX_STEPS = 200_000  # a run that takes longer is reported as a livelock
@@ -64,6 +68,13 @@ class Scenario:
     logs: tuple[str, ...] = ("log",)
     choices: list[str] | None = None
     damage_targets: int = 0  # seed of the choice of the object a lose/damage fault hits
+    encrypted: bool = False  # every object encrypted, every record sealed (a data key drawn from the seed)
+
+    def cipher(self) -> ObjectCipher | None:
+        """The encrypted repository's cipher (None: not encrypted): the same seed, the same key."""
+        if not self.encrypted:
+            return None
+        return ObjectCipher(hashlib.sha256(f"blobstate-simulation/{self.seed}".encode()).digest(), "simulation")
 
 
 @dataclass
@@ -114,9 +125,8 @@ class Simulation:
         self.base = base
         self.world = World()
         self.store = SimBlobStore(self.world)
-        self.repos = {name: Repository(self.store, SimCheckpointLog(self.world, name), "sim://repo")
-                      for name in scenario.logs}
-        self.checker = Checker(self.world, scenario.stores, list(scenario.logs))
+        self.repos = {name: sim_repository(self.store, name, scenario.cipher()) for name in scenario.logs}
+        self.checker = Checker(self.world, scenario.stores, list(scenario.logs), cipher=scenario.cipher())
         self.work_dirs: dict[str, list[tuple[StoreKey, str, int]]] = {}
         self.killed: list[tuple[Actor, bool]] = []
         self.scheduler = Scheduler(scenario.seed, start_ms=START_MS, faults=scenario.faults,
@@ -127,6 +137,18 @@ class Simulation:
         self._targets = __import__("random").Random(scenario.damage_targets)
 
     # -- for the actors -----------------------------------------------------------------------------------------
+    def open_repo(self, log: str) -> Repository | None:
+        """The repository as an actor opened with checkpoint log ``log`` sees it, opened as ``Repository.open`` does:
+        the marker read (created on a first open) and the log's identity checked against the one it records
+        (``marker.bind_log``); None when that refuses (``LogMismatchError``: the process would exit 2)."""
+        try:
+            info = ensure_repository(self.store, SIM_URL, create=True, checkpoint_log=log_identity(_log_url(log),
+                                                                                                   SIM_URL))
+            bind_log(self.store, info, SIM_URL, log_identity(_log_url(log), SIM_URL))
+        except LogMismatchError:
+            return None
+        return self.repos[log]
+
     def local_dir(self, actor: Actor, name: str, *, create: bool = True) -> str:
         path = os.path.join(self.base, actor.name, name)
         if create:
@@ -167,6 +189,7 @@ class Simulation:
         phase = "run"
         try:
             with layout.use_clock(self.scheduler.clock):
+                write_marker(self.store, log_identity(_log_url(self.scenario.logs[0]), SIM_URL))  # blobstate init
                 for spec in self.scenario.actors:
                     program = getattr(actors, spec.program)
                     self.scheduler.spawn(spec.name, partial(_call, program, self, spec.args),
@@ -206,7 +229,7 @@ class Simulation:
                     if os.path.isdir(wd):
                         with StoreSession(key, wd) as session:
                             recover(session, repo, retain=retain)
-            self.checker.check(final=True)
+            self.checker.check(final=True, next_batch_pending=True)
             final = Actor("final", lambda a: None)
             for key, info in sorted(self.stores.items()):
                 self._next_commit(final, key, info)
@@ -244,6 +267,13 @@ class Simulation:
         if not history or history[-1].writer_id != "final":
             raise Violation("wedged", f"{key}: a new writer could not commit the next batch (latest: "
                                       f"{history[-1].writer_id if history else None})")
+
+
+SIM_URL = "sim://repo"
+
+
+def _log_url(name: str) -> str:
+    return f"sim-log://{name}"
 
 
 def _call(program: Callable, sim: Simulation, args: dict, actor: Actor) -> None:

@@ -4,15 +4,18 @@ Profiles:
 
 - ``safe``: what today's protocol is meant to survive and does: a snapshot store with two writers (one may be a
   zombie: paused past its TTL, then resumed), a delta store with one writer, a partitioned store with its group
-  owner (retried and speculative part attempts), gc runs, restores, recovery; kills with the work directory kept
-  or lost, short pauses of the delta and group writers, unknown append outcomes, a lost or damaged object, clock
-  skew below TTL/4.
+  owner (retried and speculative part attempts), a delta store whose query is followed by a new run on the same
+  key (a reset of the engine's checkpoint, or a second query), gc runs, restores, recovery; kills with the work
+  directory kept or lost, short pauses of the delta and group writers, unknown append outcomes, a lost or damaged
+  object, clock skew below TTL/4.
 - ``full``: the same with a second writer on the delta store and long pauses (zombies) for every writer, where
   issue 27's cases 1 and 2 live.
-- ``two-logs``: ``full`` plus a writer of the snapshot store through a second checkpoint log on the same blob
-  store (issue 27's case 3).
+- ``two-logs``: ``full`` plus a writer of the snapshot store opened with a second checkpoint log on the same blob
+  store (issue 27's case 3): it opens through the repository marker like every actor and must be refused.
 - ``unpinned``: ``full`` with the delta store's second writer taking its expected generation at its first append
   instead of when it opens (today's driver binding: issue 27's case 10).
+- ``encrypted``: ``full`` on an encrypted repository (issue 33): every object compressed and encrypted by the
+  repository's codec, every record sealed; a damaged object fails authentication.
 
 Every writer of the other profiles pins the generation it opened on (``StoreCommitter(expected_generation=)``,
 as the partitioned driver does and as issue 27 asks of every writer).
@@ -28,11 +31,12 @@ from blobstate.testing.simulation.runner import ActorSpec, Scenario
 from blobstate.testing.simulation.scheduler import Fault
 
 TTL_MS = 60_000
-PROFILES = ("safe", "full", "two-logs", "unpinned")
+PROFILES = ("safe", "full", "two-logs", "unpinned", "encrypted")
 
 SNAP = StoreKey("sim", "0", "snap")
 CHG = StoreKey("sim", "0", "chg")
 GRP = StoreKey("sim", "group", "grp")
+RST = StoreKey("sim", "0", "rst")
 
 
 def scenario(seed: int, profile: str = "full") -> Scenario:
@@ -51,7 +55,8 @@ def scenario(seed: int, profile: str = "full") -> Scenario:
     def every() -> int:
         return rng.randint(ttl // 60, ttl // 6)  # the trigger interval of a streaming query
 
-    stores = {SNAP: StoreInfo("snap", 2), CHG: StoreInfo("chg", 2), GRP: StoreInfo("grp", 2, partitions=2)}
+    stores = {SNAP: StoreInfo("snap", 2), CHG: StoreInfo("chg", 2), GRP: StoreInfo("grp", 2, partitions=2),
+              RST: StoreInfo("rst", 2)}
     specs = [
         ActorSpec("w1", "writer", 0, skew(), dict(key=SNAP, name="snap", retain=2, batches=rng.randint(3, 6),
                                                    deltas=False, interval_ms=every())),
@@ -63,6 +68,14 @@ def scenario(seed: int, profile: str = "full") -> Scenario:
                                                         batches=rng.randint(3, 7), snapshot_every=3,
                                                         interval_ms=every())),
     ]
+    # a query on store rst, then a new run on the same key: its engine's checkpoint reset (the same query id, a new
+    # lineage), or a second query (another query id); the pinned view fences whichever appends second
+    specs.append(ActorSpec("q1", "writer", 0, skew(), dict(key=RST, name="rst", retain=2, batches=rng.randint(3, 7),
+                                                         deltas=True, snapshot_every=3, interval_ms=every())))
+    specs.append(ActorSpec("q2", "writer", later(), skew(),
+                           dict(key=RST, name="rst", retain=2, batches=rng.randint(2, 6), deltas=True,
+                                snapshot_every=3, interval_ms=every(), run=f"reset-{seed}",
+                                query=rng.choice(["rst", "rst-second-query"]))))
     if profile != "safe":
         specs.append(ActorSpec("c2", "writer", later(), skew(),
                                dict(key=CHG, name="chg", retain=rng.choice([2, 3]), batches=rng.randint(4, 9),
@@ -94,7 +107,7 @@ def scenario(seed: int, profile: str = "full") -> Scenario:
     if rng.random() < 0.15:
         faults.append(Fault(rng.choice(["lose", "damage"]), "", rng.randint(50, 800)))
     return Scenario(seed, ttl, stores, specs, _dedupe(faults), logs=("log", "log2") if profile == "two-logs"
-                    else ("log",), damage_targets=seed)
+                    else ("log",), damage_targets=seed, encrypted=profile == "encrypted")
 
 
 #: The protocol steps a pause or kill may be tied to (the k-th such journal event of the actor), besides a plain

@@ -21,10 +21,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from blobstate.codec.cipher import ObjectCipher
+from blobstate.codec.log import SealedCheckpointLog
 from blobstate.errors import AppendOutcomeUnknown, BlobNotFound, CorruptIndexError, FencedError
 from blobstate.model import layout
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.plugin.interfaces import BlobInfo, BlobStore, CheckpointLog, FileRange, PutRequest
+from blobstate.repository.repo import Repository
 
 
 @dataclass
@@ -208,6 +211,18 @@ class SimCheckpointLog(CheckpointLog):
         self.records.setdefault(key, []).append((generation, payload, None))  # type: ignore[arg-type]
 
 
+def sim_repository(store: SimBlobStore, log: str, cipher: ObjectCipher | None = None) -> Repository:
+    """The repository over ``store`` with its checkpoint log ``log``, assembled as ``Repository.open`` assembles one:
+    every object through the codec (``blobstate.codec.store.CodecBlobStore``: indexes and changelogs compressed)
+    and, with ``cipher`` (an encrypted repository), encrypted, the log's records sealed
+    (``blobstate.codec.log.SealedCheckpointLog``). The key is given, not unwrapped from the marker: the simulator
+    checks the commit protocol, not the key's path."""
+    checkpoint_log: CheckpointLog = SimCheckpointLog(store.world, log)
+    if cipher is not None:
+        checkpoint_log = SealedCheckpointLog(checkpoint_log, cipher)
+    return Repository(store, checkpoint_log, store.url, cipher=cipher)
+
+
 def history_now(world: World, log: str, key: StoreKey) -> list[Checkpoint]:
     """``key``'s records in log ``log`` as they are, read without a scheduling point (for the invariants)."""
     return [cp for _, _, cp in world.logs.get(log, {}).get(key, []) if cp is not None]
@@ -219,4 +234,4 @@ def read_now(world: World, blob_id: str) -> bytes | None:
     return None if blob is None else blob.data
 
 
-__all__ = ["Blob", "SimBlobStore", "SimCheckpointLog", "World", "history_now", "read_now"]
+__all__ = ["Blob", "SimBlobStore", "SimCheckpointLog", "World", "history_now", "read_now", "sim_repository"]

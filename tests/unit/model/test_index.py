@@ -84,7 +84,7 @@ def test_a_version_1_index_reads_and_keeps_its_version():
     doc = doc_of(a=3)
     doc["schemaVersion"] = 1
     index = SnapshotIndex.from_bytes(json.dumps(doc).encode())
-    assert index.schema_version == 1 and INDEX_SCHEMA_VERSION == 2
+    assert index.schema_version == 1 and INDEX_SCHEMA_VERSION == 3
     assert index.files()["a"].mode is None and index.files()["a"].content_hash is None
 
 
@@ -143,7 +143,7 @@ HOSTILE = {
     "an empty link target": lambda d: d["dirIndex"].update(symlinksPresent=[{"linkName": "l", "target": ""}]),
     "a checkpoint id with a slash": lambda d: d.update(checkpointId="../x"),
     "a store key part that climbs": lambda d: d.update(storeName=".."),
-    "a newer schema": lambda d: d.update(schemaVersion=3),
+    "a newer schema": lambda d: d.update(schemaVersion=4),
     "a bool schema": lambda d: d.update(schemaVersion=True),
     "attribs that are not an object": lambda d: first_file(d).update(attribs=[1]),
     "a directory that is a list": lambda d: d["dirIndex"].update(subDirectoriesPresent=[[]]),

@@ -73,7 +73,7 @@ def _first_file(doc: dict) -> dict:
     ("attribs of 1001 keys", lambda d: _first_file(d).update(attribs={str(i): i for i in range(1001)})),
     ("a blob id of another shape", lambda d: _first_file(d)["blobs"][0].update(blobId=BLOB + "0")),
     ("a checkpoint id ending in a newline", lambda d: d.update(checkpointId="1700000000000-0000beef\n")),
-    ("schema version 3", lambda d: d.update(schemaVersion=3)),
+    ("schema version 4", lambda d: d.update(schemaVersion=4)),
 ])
 def test_a_value_beyond_the_schemas_limits_is_a_corrupt_index_error(case, mutate):
     doc = _doc()

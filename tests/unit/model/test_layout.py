@@ -72,3 +72,101 @@ def test_owned_never_prints_a_control_character_of_a_hostile_id(text):
 
 def test_the_defaults_are_a_day_three_checkpoints_and_64_mib():
     assert (layout.DEFAULT_TTL_MS, layout.DEFAULT_RETAIN, layout.DEFAULT_CHUNK_SIZE) == (86_400_000, 3, 64 << 20)
+
+
+# -- naming and parsing every object ------------------------------------------------------------------------------
+def test_every_object_kind_is_named_and_parsed_back():
+    token = "ab" * 16
+    named = {
+        layout.blob_id(KEY, token): (layout.ObjectKind.BLOB, KEY, None),
+        layout.index_id(KEY, token): (layout.ObjectKind.INDEX, KEY, None),
+        layout.lease_id(layout.blob_id(KEY, token)): (layout.ObjectKind.LEASE, KEY, None),
+        layout.lease_id(layout.index_id(KEY, token)): (layout.ObjectKind.LEASE, KEY, None),
+        layout.record_id(KEY, 42): (layout.ObjectKind.RECORD, KEY, 42),
+        layout.MARKER: (layout.ObjectKind.MARKER, None, None),
+        f"{layout.scratch_prefix(token)}/probe": (layout.ObjectKind.SCRATCH, None, None),
+    }
+    for object_id, (kind, key, generation) in named.items():
+        name = layout.parse(object_id)
+        assert name is not None and (name.kind, name.key, name.generation) == (kind, key, generation), object_id
+    assert layout.record_id(KEY, 42) == "checkpoints/job/0/store/00000000000000000042.json"
+    doctors = StoreKey(layout.SCRATCH, "0", "store")  # a store's job may be named like the scratch prefix
+    assert layout.parse(layout.blob_id(doctors, token)) == layout.ObjectName(layout.ObjectKind.BLOB, doctors, token)
+    assert layout.lease_id(layout.index_id(KEY, token)) == f"job/0/store/ttl/{token}.json"
+
+
+@pytest.mark.parametrize("object_id", [
+    "", "job/0/store", "job/0/store/blobs", "job/0/store/other/x", "a b/0/store/blobs/x", "job/0/store/blobs/x/y",
+    "checkpoints/job/0/store", "checkpoints/../0/store/00000000000000000001.json", "blobstate-repository.json.tmp",
+])
+def test_anything_else_is_no_object_of_the_layout(object_id):
+    assert layout.parse(object_id) is None
+
+
+def test_a_record_is_named_by_its_generation_only_in_twenty_ascii_digits():
+    assert [layout.record_generation(n) for n in (
+        "00000000000000000007.json", "7.json", "0000000000000000000x.json", "0000000000000000000².json",
+        "00000000000000000007.json.tmp-ab", "00000000000000000007")] == [7, None, None, None, None, None]
+    assert layout.parse("checkpoints/job/0/store/notes.txt").generation is None
+
+
+@settings(deadline=None, max_examples=50)
+@given(st.text("abcdef0123456789", min_size=32, max_size=32), st.booleans())
+def test_a_lease_names_its_own_object_back(token, index):
+    object_id = layout.index_id(KEY, token) if index else layout.blob_id(KEY, token)
+    lease = layout.lease_id(object_id)
+    assert layout.is_lease(lease) and not layout.is_lease(object_id)
+    assert layout.leased_object(lease) == object_id
+    assert layout.kind_of(object_id) is (layout.ObjectKind.INDEX if index else layout.ObjectKind.BLOB)
+
+
+@pytest.mark.parametrize("data", [b"", b"{", b"[]", b'{"blobId": 1, "expiresAtMs": 2}',
+                                  b'{"blobId": "x", "expiresAtMs": "2"}', b'{"blobId": "x"}',
+                                  b'{"blobId": "x", "expiresAtMs": 1.5}'])
+def test_anything_but_a_lease_is_refused_as_one(data):
+    with pytest.raises(ValueError):
+        layout.Lease.from_bytes(data)
+
+
+# -- what records reference --------------------------------------------------------------------------------------
+def _records():
+    from blobstate.model.index import DirIndex, FileBlob, FileIndex, SnapshotIndex
+    from blobstate.model.records import DELTA, GROUP, Checkpoint, PartitionEntry
+
+    def index(cp: Checkpoint, *blobs: str) -> SnapshotIndex:
+        files = tuple(FileIndex(f"f{i}", (FileBlob(b, 0),), 1, 0) for i, b in enumerate(blobs))
+        return SnapshotIndex(cp.checkpoint_id, 0, KEY.job, "", KEY.task, KEY.store, DirIndex("", files))
+
+    ids = {n: layout.blob_id(KEY, f"{n:032x}") for n in range(10)}
+    snap = Checkpoint(KEY, "c1", 1, layout.index_id(KEY, "1" * 32), 0, 1, 0)
+    delta = Checkpoint(KEY, "c2", 2, "", 0, 0, 0, 2, kind=DELTA, changelog_blob_id=ids[2])
+    group = Checkpoint(KEY, "c3", 3, "", 0, 0, 0, 3, kind=GROUP, num_partitions=2, partitions=(
+        PartitionEntry(0, "delta", "p0", 3, ids[3], 0, 1),
+        PartitionEntry(1, "snapshot", "p1", 2, layout.index_id(KEY, "4" * 32), 0, 1)))
+    parts = {r.checkpoint_id: r for r in group.expand()}
+    indexes = {"c1": index(snap, ids[0], ids[1]), "p1": index(parts["p1"], ids[1], ids[5])}
+    return snap, delta, group, indexes, ids
+
+
+def test_references_are_indexes_their_blobs_changelogs_and_a_groups_parts():
+    snap, delta, group, indexes, ids = _records()
+    read = lambda cp: indexes[cp.checkpoint_id]  # noqa: E731
+    assert layout.references([snap, delta, group], read) == {
+        snap.index_blob_id, ids[0], ids[1], ids[2], ids[3], layout.index_id(KEY, "4" * 32), ids[5]}
+    assert [r.own for r in layout.walk_references([group], read)] == [ids[3], layout.index_id(KEY, "4" * 32)]
+
+
+def test_an_unreadable_index_raises_unless_told_what_to_do_and_then_counts_only_itself():
+    from blobstate.errors import BlobNotFound
+
+    snap, delta, group, indexes, ids = _records()
+
+    def read(cp):
+        raise BlobNotFound(cp.index_blob_id)
+
+    with pytest.raises(BlobNotFound):
+        layout.references([snap], read)
+    unreadable = []
+    assert layout.references([snap, delta], read, on_unreadable=lambda cp, exc: unreadable.append(cp)) == {
+        snap.index_blob_id, ids[2]}
+    assert unreadable == [snap]

@@ -1,0 +1,262 @@
+"""``blobstate copy``: replicate checkpoints of one repository into another (another region or cloud).
+
+Each source record is committed at the target as a commit of the one commit engine (``blobstate.commit.engine``),
+so the copy obeys every safety rule a backup does (the copy is in this room for that reason: every append is the
+commit room's):
+
+1. ``CommitStarted`` (the record's own checkpoint id as the commit id), ``UploadsPlanned``: every object the record
+   references that the target lacks (its index, the index's data blobs, a changelog; a group's every part), from
+   one listing of the target store's prefix;
+2. each object read from the source and written to the target with a TTL, verified on the way: an index or a
+   changelog against the size and CRC32C its record declares, a file's data blobs against the size and CRC32C
+   the index records for the file (all its chunks are read when one is missing); a mismatch aborts the commit
+   (``IntegrityError``, exit 3): nothing unverified is ever referenced at the target. Objects move as plain bytes
+   through both repositories' codecs (``blobstate.codec``): read with the source's key, written with the target's,
+   and a data blob stored as its index entry records it (``codec``), since the index is copied as it is;
+3. the TTL budget (counted from when this copy commit began), then ``CommitEngine.append`` of the record, unchanged
+   but for its generation (the target log's next): checkpoint id, batch id, query id, lineage, time and writer
+   stay the source's, so a Spark query restarts from the copy as from the source (``blobstate.spark.alignment``
+   reads batch and query ids); then ``CleanupExecutor.finish`` (TTLs removed, a late append healed, the retention
+   the source writer recorded applied at the target).
+
+Records are copied in the source log's generation order, and only records newer than what the target already
+holds: after the newest source record whose checkpoint id the target has (none: the records newer, by creation
+time, than the target's newest; an empty target: all). A record the target holds is never appended twice (its id
+is looked up first), so a rerun after a kill finishes the job: recovery of this host's journal (run when the
+target store's committer opens) aborts a copy commit cut before its append (its uploads are deleted or expire)
+and finishes one cut after it; a rerun with nothing new uploads nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from blobstate.commit import healing
+from blobstate.commit.backup import StoreCommitter
+from blobstate.commit.engine import landed_late
+from blobstate.commit.point import check_ttl_budget
+from blobstate.errors import ChecksumMismatch
+from blobstate.journal import events as ev
+from blobstate.local import workdir
+from blobstate.local.checksum import Crc32cSink, crc32c_bytes
+from blobstate.model import layout
+from blobstate.model.index import FileBlob, SnapshotIndex
+from blobstate.model.layout import DEFAULT_TTL_MS, ObjectKind, now_ms
+from blobstate.model.records import DELTA, GROUP, Checkpoint, StoreKey
+from blobstate.model.retention import KEEP_ALL, RetentionPolicy
+from blobstate.plugin.interfaces import FileRange, PutRequest
+from blobstate.repository.options import display_url
+from blobstate.repository.repo import Repository, declared
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CopyReport:
+    """What a copy did for one store: checkpoints copied (ids, in order), held already at the target, skipped
+    (older than what the target holds, or past ``upto``), blobs and bytes uploaded, blobs the target had."""
+
+    key: StoreKey
+    copied: list[str] = field(default_factory=list)
+    present: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    blobs_uploaded: int = 0
+    bytes_uploaded: int = 0
+    blobs_present: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"store": str(self.key), "copied": self.copied, "present": self.present, "skipped": self.skipped,
+                "blobsUploaded": self.blobs_uploaded, "bytesUploaded": self.bytes_uploaded,
+                "blobsPresent": self.blobs_present}
+
+
+def to_copy(source: list[Checkpoint], target: list[Checkpoint], upto: Checkpoint | None = None
+            ) -> tuple[list[Checkpoint], list[Checkpoint], list[Checkpoint]]:
+    """``(to copy, held already, skipped)`` of the source history ``source`` against the target's ``target``
+    (both oldest generation first), in the source's order (see the module docstring). Pure."""
+    held = {cp.checkpoint_id for cp in target}
+    matched = [i for i, cp in enumerate(source) if cp.checkpoint_id in held]
+    if matched:
+        after = source[matched[-1] + 1:]
+    elif target:
+        newest = max(cp.created_time_ms for cp in target)
+        after = [cp for cp in source if cp.created_time_ms > newest]
+    else:
+        after = list(source)
+    fresh = [cp for cp in after if cp.checkpoint_id not in held]
+    if upto is not None:
+        fresh = [cp for cp in fresh if cp.generation <= upto.generation]
+    chosen = {cp.checkpoint_id for cp in fresh}
+    present = [cp for cp in source if cp.checkpoint_id in held]
+    return fresh, present, [cp for cp in source if cp.checkpoint_id not in chosen and cp.checkpoint_id not in held]
+
+
+class StoreCopier:
+    """Copies the records of one store from ``source`` to ``target`` (see the module docstring).
+
+    ``work_dir``: the target store's work directory on this host (journal and lock, as a backup to the target
+    would use); ``ttl_ms``: the TTL of the uploads until their commit completes; ``temp_dir``: where a data blob
+    waits between its download and its upload (default: the work directory)."""
+
+    def __init__(self, key: StoreKey, source: Repository, target: Repository, *, work_dir: str,
+                 ttl_ms: int = DEFAULT_TTL_MS, max_concurrency: int = 8) -> None:
+        self.key, self.source, self.target = key, source, target
+        self.ttl_ms = ttl_ms
+        self.committer = StoreCommitter(key, target, work_dir=work_dir, ttl_ms=ttl_ms, max_concurrency=max_concurrency,
+                                        retention=RetentionPolicy(last=KEEP_ALL), writer_id="blobstate-copy")
+        self.present: set[str] = set()
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self.committer.close()
+
+    def copy(self, records: list[Checkpoint], report: CopyReport) -> None:
+        """Commit each of ``records`` (in order) at the target; raises what a commit raises (``IntegrityError``
+        for a source object that does not match its record, ``FencedError``, ``StorageError``)."""
+        if not records:
+            return
+        self.committer.take_over()
+        self.present = {info.blob_id for info in self.target.store.list(self.key.prefix)}
+        for record in records:
+            self.copy_one(record, report)
+            report.copied.append(record.checkpoint_id)
+
+    def copy_one(self, record: Checkpoint, report: CopyReport) -> Checkpoint:
+        """Steps 1-3 of the module docstring for one record."""
+        c = self.committer
+        commit_id, started = record.checkpoint_id, now_ms()
+        parts = record.expand()
+        indexes = {p.index_blob_id: self._metadata(p.index_blob_id, p.index_size, p.index_crc32c, "index")
+                   for p in parts if not p.is_delta}
+        files = [(f, p) for p in parts if not p.is_delta
+                 for f in SnapshotIndex.from_bytes(indexes[p.index_blob_id], source=p.index_blob_id).files().values()]
+        wanted = ([p.changelog_blob_id for p in parts if p.is_delta] + list(indexes)
+                  + [b.blob_id for f, _ in files for b in f.blobs])
+        missing = sorted({b for b in wanted if b not in self.present})
+        report.blobs_present += len(set(wanted)) - len(missing)
+        kind = GROUP if record.is_group else DELTA if record.is_delta else "snapshot"
+        c.session.record(ev.CommitStarted(commit_id, started, str(self.key), c.commit_point.generation(),
+                                          record.batch_id, KEEP_ALL, display_url(self.target.url),
+                                          display_url(self.target.log.url or self.target.url), kind=kind,
+                                          ttl_ms=self.ttl_ms))
+        index_id = record.index_blob_id if kind == "snapshot" else ""
+        c.session.record(ev.UploadsPlanned(commit_id, now_ms(), tuple(b for b in missing if b != index_id),
+                                           index_id if index_id in missing else "", 0), sync=True)
+        try:
+            self._upload(commit_id, missing, indexes, files, parts, report)
+            if kind == "snapshot":
+                healing.save_index_copy(c.work_dir, commit_id, indexes[index_id])
+                c.session.record(ev.IndexUploaded(commit_id, now_ms(), index_id, record.index_crc32c,
+                                                  record.index_size), sync=True)
+            check_ttl_budget(commit_id, started, self.ttl_ms)
+        except BaseException as exc:
+            c.engine.abort(commit_id, exc)
+            raise
+        checkpoint = c.engine.append(record.with_generation(0), budget_checked=True)
+        c.engine.finish_quietly(commit_id, checkpoint, late=landed_late(started, self.ttl_ms))
+        return checkpoint
+
+    def _metadata(self, blob_id: str, size: int, crc: int, what: str) -> bytes:
+        """An index's or changelog's bytes from the source, checked against the size and CRC32C its record
+        declares (``ChecksumMismatch`` otherwise)."""
+        data = self.source.store.get_bounded(blob_id, declared(size, f"{what} {blob_id}"))
+        if len(data) != size or crc32c_bytes(data) != crc:
+            raise ChecksumMismatch(f"{what} {blob_id} at the source does not match its record (size {len(data)} vs "
+                                   f"{size}, CRC32C {crc32c_bytes(data)} vs {crc}): not copied")
+        return data
+
+    def _upload(self, commit_id: str, missing: list[str], indexes: dict[str, bytes], files: list[Any],
+                parts: list[Checkpoint], report: CopyReport) -> None:
+        """Put every ``missing`` object at the target with a TTL, verified; journal each (``BlobUploaded``)."""
+        todo = set(missing)
+        small: dict[str, bytes] = {k: v for k, v in indexes.items() if k in todo}
+        for p in parts:
+            if p.is_delta and p.changelog_blob_id in todo:
+                small[p.changelog_blob_id] = self._metadata(p.changelog_blob_id, p.changelog_size,
+                                                            p.changelog_crc32c, "changelog")
+        jobs: list[Callable[[], None]] = [lambda b=b, d=d: self._put(commit_id, b, d, report, self._codec_of(b))
+                                          for b, d in small.items()]
+        seen: set[str] = set()
+        for f, _ in files:  # a file with a missing chunk: every chunk read (the CRC32C covers them all)
+            ids = [b.blob_id for b in f.blobs]
+            if todo & set(ids) and not seen & set(ids):
+                seen |= set(ids)
+                jobs.append(lambda f=f: self._copy_file(commit_id, f, todo, report))
+        self.target.store.map_concurrent(lambda job: job(), jobs)
+
+    def _codec_of(self, blob_id: str) -> str | None:
+        """How the target stores an index or changelog: a changelog as the target's writers do
+        (``Repository.metadata_codec``), an index as the target's codec does by itself."""
+        return None if layout.kind_of(blob_id) is ObjectKind.INDEX else self.target.metadata_codec
+
+    def _put(self, commit_id: str, blob_id: str, source: bytes | FileRange, report: CopyReport,
+             codec: str | None) -> None:
+        """Put one object at the target with the copy's TTL, stored as ``codec`` says (a data blob: as its index
+        entry records, since the index is copied as it is), and journal it."""
+        request = PutRequest(blob_id, source, self.ttl_ms, codec)
+        self.target.store.put(request)
+        self.committer.session.record(ev.BlobUploaded(commit_id, now_ms(), blob_id, request.size))
+        with self._lock:
+            self.present.add(blob_id)
+            report.blobs_uploaded += 1
+            report.bytes_uploaded += request.size
+
+    def _copy_file(self, commit_id: str, f: Any, todo: set[str], report: CopyReport) -> None:
+        """Stream each chunk of file ``f`` from the source into a temp file (a retried read rewrites its range),
+        check the file's size and CRC32C across its chunks, and put the chunks the target lacks."""
+        crc = Crc32cSink()  # the whole file's, fed from the staged chunks in order
+        staged: list[tuple[FileBlob, str, int]] = []
+        try:
+            for blob, length in f.chunk_ranges():
+                fd, path = tempfile.mkstemp(prefix="copy-", dir=self.committer.work_dir)
+                staged.append((blob, path, length))
+                with os.fdopen(fd, "w+b") as fh:
+                    sink = Crc32cSink(fh)
+                    sink.mark(length)  # a blob larger than its index says stops at once
+                    self.source.read_blob(blob, sink)  # type: ignore[arg-type]  # decoded as its entry says
+                    if sink.size != length:
+                        raise ChecksumMismatch(f"blob {blob.blob_id} at the source holds {sink.size} bytes, its "
+                                               f"index says {length}: not copied")
+                    fh.seek(0)
+                    while piece := fh.read(1 << 20):
+                        crc.write(piece)
+            if crc.size != f.size_in_bytes or crc.crc32c != f.crc32c:
+                raise ChecksumMismatch(f"file {f.file_name} at the source does not match its index (CRC32C "
+                                       f"{crc.crc32c:#010x} vs {f.crc32c:#010x}): not copied")
+            for blob, path, size in staged:
+                if blob.blob_id in todo:
+                    self._put(commit_id, blob.blob_id, FileRange(path, 0, size), report, blob.codec)
+        finally:
+            for _, path, _ in staged:
+                os.unlink(path)
+
+
+def copy_stores(src: Repository, dst: Repository, keys: list[StoreKey], *, checkpoint: str | int | None,
+                ttl_ms: int, max_concurrency: int, work_base: str | None) -> list[CopyReport]:
+    """Copy the records of each store of ``keys`` that ``dst`` lacks (with ``checkpoint``, up to and including that
+    one), in the source's generation order, each store through a ``StoreCopier`` with its own work directory under
+    ``work_base``. Returns one report per store. Raises as ``StoreCopier.copy``."""
+    reports = []
+    for key in keys:
+        history = src.log.history(key)
+        upto = src.choose(key, checkpoint=checkpoint) if checkpoint not in (None, "latest") else None
+        records, present, skipped = to_copy(history, dst.log.history(key), upto)
+        report = CopyReport(key, present=[cp.checkpoint_id for cp in present],
+                            skipped=[cp.checkpoint_id for cp in skipped])
+        reports.append(report)
+        if not records:
+            continue
+        log.info("copying %d checkpoint(s) of %s to %s", len(records), key, display_url(dst.url))
+        copier = StoreCopier(key, src, dst, work_dir=workdir.store_work_dir(dst.url, key, work_base),
+                             ttl_ms=ttl_ms, max_concurrency=max_concurrency)
+        try:
+            copier.copy(records, report)
+        finally:
+            copier.close()
+    return reports

@@ -1,0 +1,176 @@
+"""``blobstate copy``: checkpoints replicated into another repository (file:// to moto S3, moto to azurite),
+uploading only what the target lacks, verified, resumable after a SIGKILL and idempotent: the target's every
+checkpoint verifies and restores byte-equal, keeps the source's checkpoint and batch ids, and a rerun with
+nothing new uploads nothing (PUTs counted at the server)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from counting_proxy import CountingProxy
+from fixtures_core import read_all, run_cli, tree_digest
+
+from blobstate import api
+from blobstate.repository.repo import Repository
+
+
+def _source(tmp_path, url, n=3, **kw):
+    """``n`` backups of a dir store (a file of three chunks among them); returns ``{checkpoint id: digest}``."""
+    src = tmp_path / "counts"
+    src.mkdir()
+    states = {}
+    for i in range(n):
+        (src / f"own-{i}").write_bytes(os.urandom(1000 + i))
+        (src / "big").write_bytes(os.urandom(10_000) if i == 0 else (src / "big").read_bytes())
+        result = api.backup(str(src), repo=url, store_type="dir", retain=10, chunk_size=4096, batch_id=10 + i, **kw)
+        states[result.checkpoint.checkpoint_id] = tree_digest(src)
+    return states
+
+
+def _check_target(tmp_path, url, states, options=None):
+    """Every checkpoint of the target verifies and restores byte-equal; ids and batch ids are the source's."""
+    with Repository.open(url, storage_options=options, create=False) as repo:
+        key = repo.log.keys()[0]
+        history = repo.log.history(key)
+    assert [cp.checkpoint_id for cp in history] == list(states)  # in order, none twice
+    assert [cp.batch_id for cp in history] == [10 + i for i in range(len(states))]
+    api.verify(repo=url, store=key.store, all_checkpoints=True, storage_options=options)
+    for cid, digest in states.items():
+        dest = tmp_path / f"restored-{abs(hash(url))}-{cid}"
+        api.restore(str(dest), repo=url, store=key.store, checkpoint=cid, store_type="dir", cleanup=False,
+                    storage_options=options, work_base=str(tmp_path / "restore-host"))
+        assert tree_digest(dest) == digest
+
+
+def test_a_copy_to_s3_then_to_azure_uploads_only_what_is_missing(tmp_path, work_base, moto_server, s3_target,
+                                                                 azure_target):
+    url = f"file://{tmp_path}/repo"
+    states = _source(tmp_path, url, n=2)
+    s3 = {**s3_target.storage_options, "skip_instance_cache": True}
+    (report,) = api.copy(source=url, target=s3_target.url, target_options=s3)
+    assert report.copied == list(states) and report.blobs_present > 0  # the second shares the big file
+    with CountingProxy(moto_server.endpoint) as proxy:  # a rerun: nothing new, nothing uploaded
+        proxied = {**s3, "endpoint_url": proxy.endpoint}
+        (again,) = api.copy(source=url, target=s3_target.url, target_options=proxied)
+        assert again.copied == [] and again.present == list(states)
+        assert proxy.count("PUT") == 0 and proxy.count("POST") == 0 and proxy.count("DELETE") == 0, proxy.requests
+    (to_azure,) = api.copy(source=s3_target.url, target=azure_target.url, source_options=s3,
+                           target_options=azure_target.storage_options)
+    assert to_azure.copied == list(states)
+    _check_target(tmp_path, s3_target.url, states, s3)
+    _check_target(tmp_path, azure_target.url, states, azure_target.storage_options)
+
+
+@pytest.mark.parametrize("kill_at", ["BlobUploaded:4", "CheckpointWritten:2"])
+def test_a_copy_killed_midway_and_rerun_gives_a_target_that_restores_every_checkpoint(tmp_path, work_base,
+                                                                                     kill_at):
+    url = f"file://{tmp_path}/repo"
+    target = f"file://{tmp_path}/copy"
+    states = _source(tmp_path, url)
+    killed = run_cli("copy", "--from", url, "--to", target, work_base=work_base,
+                     env={"BLOBSTATE_PLUGINS": "kill_plugin", "BLOBSTATE_TEST_KILL_AT": kill_at})
+    assert killed.returncode == -9, killed.stderr
+    with Repository.open(target, create=False) as repo:
+        landed = repo.log.history(repo.log.keys()[0]) if repo.log.keys() else []
+    assert len(landed) < len(states)
+    rerun = run_cli("copy", "--from", url, "--to", target, "--json", work_base=work_base)
+    assert rerun.returncode == 0, rerun.stderr
+    (report,) = rerun.json()
+    assert report["present"] + report["copied"] == list(states)
+    _check_target(tmp_path, target, states)
+    leftovers = {p.name for p in (tmp_path / "copy").rglob("*") if p.is_file() and "/ttl/" in str(p)}
+    assert not leftovers, leftovers  # every copied object made permanent, the killed attempt's cleaned up
+
+
+def test_a_partitioned_store_is_copied_group_by_group_and_every_partition_restores(tmp_path, work_base):
+    """Group records (a partitioned store's): every part of each group (changelogs, a partition's snapshot index
+    and its blobs) is at the target before the group record lands, and each partition restores the same state."""
+    from rocksdict import Rdict
+
+    from blobstate.commit.backup import StoreCommitter
+    from blobstate.commit.group import GroupCommitter, stage_changelog, stage_snapshot
+    from blobstate.model import changelog
+    from blobstate.model.records import StoreKey
+    from blobstate.repository.backends import open_local_store
+    from blobstate.restoring import chain as replay
+
+    key, n, ttl = StoreKey("flights", "group", "routes"), 2, 60_000
+    url, target = f"file://{tmp_path}/repo", f"file://{tmp_path}/copy"
+    repo = Repository.open(url, create=True)
+    db = Rdict(str(tmp_path / "p0-db"))
+    db["route/JFK-LAX"] = b"7"
+    db.flush(True)
+    open_local_store("rocksdb").create_checkpoint(db, str(tmp_path / "p0-ck"))
+    db.close()
+    with StoreCommitter(key, repo, work_dir=str(tmp_path / "driver"), ttl_ms=ttl) as committer:
+        groups = GroupCommitter(committer, num_partitions=n)
+        for batch in range(3):
+            parts = [stage_changelog(repo, key, partition=p, batch_id=batch, ttl_ms=ttl, base=batch, attempt=0,
+                                     data=changelog.encode([(changelog.PUT, f"k{p}", f"{batch}".encode())]))
+                     for p in range(n)]
+            snap = [] if batch != 1 else [stage_snapshot(repo, key, partition=0, batch_id=0, previous=None,
+                                                         ttl_ms=ttl, checkpoint_dir=str(tmp_path / "p0-ck"))]
+            groups.commit(parts + [s.entry for s in snap], batch_id=batch, query_id="q",
+                          new_blob_ids=[b for s in snap for b in s.new_blob_ids])
+    (report,) = api.copy(source=url, target=target)
+    assert len(report.copied) == 3 and report.blobs_uploaded >= 3 * n + 2
+    with Repository.open(target, create=False) as copy:
+        assert [cp.checkpoint_id for cp in copy.log.history(key)] == [cp.checkpoint_id for cp in
+                                                                       repo.log.history(key)]
+        for p in range(n):
+            restored = []
+            for source in (repo, copy):
+                dest = str(tmp_path / f"p{p}-{len(restored)}")
+                replay.restore_chain(source, replay.plan(source, key, partition=p), dest,
+                                     local_store=open_local_store("rocksdb"), store_type="rocksdb", force=True)
+                restored.append(read_all(dest))
+            assert restored[0] == restored[1] and restored[0]
+    api.verify(repo=target, job=key.job, task=key.task, store=key.store)
+    repo.close()
+
+
+@pytest.mark.parametrize("encrypted", [False, True], ids=["compressed", "encrypted-two-keys"])
+def test_a_copy_stores_every_blob_as_its_index_says_and_under_the_targets_key(tmp_path, work_base, monkeypatch,
+                                                                              encrypted):
+    """Data blobs stored compressed (index entries ``codec: zstd``) beside plain ones are copied as the copied
+    index records them; between two encrypted repositories with different keys (``--from-key-file``,
+    ``--to-key-file``) every object is opened with the source's key and sealed with the target's: the target
+    verifies, restores byte-equal, opens with its own key only, and holds no plaintext."""
+    from blobstate.codec.keys import KeyConfig
+    from blobstate.errors import EncryptionKeyError
+
+    url, target = f"file://{tmp_path}/repo", f"file://{tmp_path}/copy"
+    keys = {side: tmp_path / f"{side}.key" for side in ("source", "target")}
+    for path in keys.values():
+        path.write_bytes(os.urandom(32))
+        path.chmod(0o600)
+    if encrypted:  # the first backup with a key creates the source encrypted
+        monkeypatch.setenv("BLOBSTATE_KEY_FILE", str(keys["source"]))
+    src = tmp_path / "counts"
+    src.mkdir()
+    states = {}
+    for i in range(2):
+        (src / f"log-{i}").write_bytes(b"".join(b"route-%06d=%d\n" % (n, i) for n in range(3000)))  # compresses
+        (src / f"random-{i}").write_bytes(os.urandom(3000))
+        result = api.backup(str(src), repo=url, store_type="dir", retain=10, chunk_size=16384, batch_id=10 + i)
+        states[result.checkpoint.checkpoint_id] = tree_digest(src)
+    with Repository.open(url, create=False) as repo:
+        index = repo.read_index(repo.log.latest(repo.log.keys()[0]))
+    assert {b.codec for f in index.files().values() for b in f.blobs} == {"zstd", None}
+    if encrypted:
+        monkeypatch.delenv("BLOBSTATE_KEY_FILE")
+        copied = run_cli("copy", "--from", url, "--to", target, "--from-key-file", keys["source"],
+                         "--to-key-file", keys["target"], "--json", work_base=work_base)
+        assert copied.returncode == 0, copied.stderr
+        assert copied.json()[0]["copied"] == list(states)
+        monkeypatch.setenv("BLOBSTATE_KEY_FILE", str(keys["target"]))
+    else:
+        (report,) = api.copy(source=url, target=target)
+        assert report.copied == list(states)
+    _check_target(tmp_path, target, states)
+    if encrypted:
+        with pytest.raises(EncryptionKeyError):
+            Repository.open(target, create=False, key_config=KeyConfig(key_file=str(keys["source"])))
+        stored = [p.read_bytes() for p in (tmp_path / "copy").rglob("*") if p.is_file()]
+        assert stored and not [data for data in stored if b"route-000001" in data]
