@@ -390,7 +390,3 @@ def release_partition(local_dir: str, key: StoreKey, partition: int) -> bool:
     with LocalPartition(local_dir, key, partition, keep_open=False):
         return True
 
-
-def task_attempt() -> int:
-    """The running Spark task's attempt number (0 first; 0 outside a task)."""
-    return task_identity().attempt
