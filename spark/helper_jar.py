@@ -101,6 +101,7 @@ def build_jar(dest_dir: str | None = None) -> str:
                     for name in sorted(files):
                         path = os.path.join(root, name)
                         jar.write(path, os.path.relpath(path, classes))
+            os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide a jar the install step built from other users
             os.replace(tmp, target)
         finally:
             with contextlib.suppress(FileNotFoundError):

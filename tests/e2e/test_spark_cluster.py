@@ -36,6 +36,15 @@ def cluster(tmp_path_factory):
     reason = unavailable()
     if reason:
         pytest.skip(reason)
+    from blobstate.spark import helper_jar
+
+    try:  # placement is what this test measures: without the JVM helper it would fail for no clear reason
+        helper_jar.ensure_jar(pytest.importorskip("pyspark").__version__)
+    except helper_jar.HelperUnavailable as exc:
+        message = f"blobstate's JVM helper is unavailable ({exc}): .ci/install-spark.sh builds it"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
     base = tmp_path_factory.mktemp("cluster")
     with SparkCluster(str(base / "spark"), str(base / "local"), workers=2, cores=1, memory="2g",
                       tmpfs_size="1g") as running:
