@@ -201,9 +201,13 @@ def test_snapshots_asked_for_by_the_listener_of_a_running_query(spark_session, f
         assert ps.snapshots.requested and ps.snapshots.wait(120)
         for name in days[4:]:
             shutil.copy2(os.path.join(directory, name), source / name)
-        ps._query.processAllAvailable()
+        # processAllAvailable can return on a trigger that listed the folder before the copies: wait for every day
+        deadline = time.monotonic() + 300
+        while len(ps.batch_stats) < len(days) and time.monotonic() < deadline:
+            ps._query.processAllAvailable()
     finally:
         ps.close()
+    assert len(ps.batch_stats) == len(days)  # every day committed: a state that differs below is a wrong restore
     assert not ps.snapshots.failures
     state, history = restored_routes(tmp_path, paths["repo"])
     assert state == reference_routes(frame)
