@@ -11,7 +11,11 @@ restore when this user may (else warm, and the report says so):
 
 - **single driver**: one fresh process restores the one store (``blobstate.restoring.chain.restore_chain``);
 - **partitions in parallel**: N fresh processes at once, each restoring its partition the way a Spark task does on
-  a new executor (``replay.plan(partition=p)`` then ``restore_chain``).
+  a new executor (``replay.plan(partition=p)`` then ``restore_chain``);
+- **partitions in one process**: one fresh process restoring every partition, N at a time on one pool
+  (``blobstate.restore_partitions``, what ``blobstate restore --all-partitions`` and an executor restoring the
+  partitions it owns run): one interpreter start and one repository open instead of N. Each partition's own
+  restore time and throughput (MB/s of state) and the group's are reported.
 
 Spark is left out on purpose: its start-up and scheduling would dominate, and what a task does to restore is
 exactly this call. On one host the parallel restore shares its disk and cores: on a cluster each partition has its
@@ -112,6 +116,16 @@ def restore_one(repo_url: str, key: tuple[str, str, str], partition: int | None,
         repo.close()
 
 
+def restore_group(repo_url: str, key: tuple[str, str, str], dest: str, concurrency: int) -> tuple[int, list[Any]]:
+    """Every partition in this (fresh) process (``blobstate.restore_partitions``); returns the bytes restored and
+    each partition's ``(bytes, ms)``."""
+    import blobstate
+
+    result = blobstate.restore_partitions(dest, repo=repo_url, job=key[0], task=key[1], store=key[2],
+                                          max_concurrency=concurrency, work_base=dest + "-work", cleanup=False)
+    return result.bytes_downloaded, [(r.bytes_total, r.duration_ms) for _, r in sorted(result.partitions.items())]
+
+
 def timed(jobs: list[tuple[Any, ...]]) -> tuple[float, int]:
     """Seconds for ``jobs`` (``restore_one`` arguments) run at once, one fresh process each; bytes restored."""
     context = multiprocessing.get_context("spawn")
@@ -138,8 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     cold, why = can_drop_caches()
     single_dir, part_dirs = write_states(work, size_bytes=size, keys=keys, partitions=args.partitions)
     back_up(repo_url, work, single_dir, part_dirs)
-    results: dict[str, list[float]] = {"single driver": [], "partitions in parallel": []}
+    results: dict[str, list[float]] = {"single driver": [], "partitions in parallel": [],
+                                       "partitions in one process": []}
     restored: dict[str, int] = {}
+    per_partition: list[list[Any]] = []
     for run in range(args.runs):
         for name, jobs in (
                 ("single driver", [(repo_url, SINGLE, None, os.path.join(work, f"r{run}-single"))]),
@@ -150,6 +166,15 @@ def main(argv: list[str] | None = None) -> int:
             seconds, nbytes = timed(jobs)
             results[name].append(seconds)
             restored[name] = nbytes
+        if cold:
+            drop_caches()
+        t0 = time.perf_counter()
+        with multiprocessing.get_context("spawn").Pool(1) as pool:
+            nbytes, parts = pool.apply(restore_group, (repo_url, GROUP, os.path.join(work, f"r{run}-group"),
+                                                       args.partitions))
+        results["partitions in one process"].append(time.perf_counter() - t0)
+        restored["partitions in one process"] = nbytes
+        per_partition.append(parts)
         for path in os.listdir(work):
             if path.startswith(f"r{run}-"):
                 shutil.rmtree(os.path.join(work, path), ignore_errors=True)
@@ -160,9 +185,18 @@ def main(argv: list[str] | None = None) -> int:
         "restored_bytes": restored,
     }
     single, parallel = report["restore_s"]["single driver"], report["restore_s"]["partitions in parallel"]
+    group = report["restore_s"]["partitions in one process"]
     report["speedup"] = round(single / parallel, 2) if parallel else None
+    report["speedup_one_process"] = round(single / group, 2) if group else None
+    # each partition's own restore (median over the runs) and the group's, in MB of state per second
+    report["partition_mb_per_s"] = [round(statistics.median(run[p][0] / 1e6 / (run[p][1] / 1000)
+                                                            for run in per_partition), 1)
+                                    for p in range(args.partitions)]
+    report["group_mb_per_s"] = round(restored["partitions in one process"] / 1e6 / group, 1) if group else None
     print(f"restore of {size / 2**20:.0f} MiB: single driver {single:.2f} s, {args.partitions} partitions in "
-          f"parallel {parallel:.2f} s (x{report['speedup']}), {os.cpu_count()} CPUs, cache {report['cache']}")
+          f"parallel {parallel:.2f} s (x{report['speedup']}), in one process {group:.2f} s "
+          f"(x{report['speedup_one_process']}; per partition {report['partition_mb_per_s']} MB/s, group "
+          f"{report['group_mb_per_s']} MB/s), {os.cpu_count()} CPUs, cache {report['cache']}")
     if args.out:
         with open(args.out, "w", encoding="utf-8") as fh:
             json.dump(report, fh, indent=2)

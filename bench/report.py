@@ -17,8 +17,8 @@ OP_LABELS = {
     "restore_empty": "restore into an empty dir",
     "restore_prev": "restore into the previous version",
 }
-TOOL_ORDER = ("blobstate", "blobstate-nofsync", "limit", "restic", "rclone", "backupengine", "changelog",
-              "changelog-kafka")
+TOOL_ORDER = ("blobstate", "blobstate-identity", "blobstate-nofsync", "limit", "restic", "rclone", "backupengine",
+              "changelog", "changelog-kafka")
 PEERS = ("restic", "rclone", "backupengine", "changelog", "changelog-kafka")
 MB = 1e6
 
@@ -153,6 +153,50 @@ def cloud_targets(idx: dict[tuple[str, str, str], dict[str, Any]], info: dict[st
     return out
 
 
+#: The peers of issue 31's table: rclone on both backends, BackupEngine on file:// (peer / blobstate >= 1.0).
+ISSUE_PEERS = ("rclone", "backupengine")
+
+
+def peer_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every operation of issue 31's table on both backends: blobstate's wall time, each peer's, and each peer's
+    over blobstate's (``met``: every ratio >= 1.0); restore into the previous version once more with
+    ``--verify-kept identity`` (the blobstate-identity tool) when it was measured."""
+    idx = _index(doc["results"])
+    out = []
+    for backend in ("s3", "file"):
+        for op in OP_LABELS:
+            for tool, label in (("blobstate", OP_LABELS[op]),
+                                ("blobstate-identity", f"{OP_LABELS[op]}, --verify-kept identity")):
+                mine = _wall(idx, backend, tool, op)
+                if mine is None:
+                    continue
+                peers = {p: _wall(idx, backend, p, op) for p in ISSUE_PEERS}
+                ratio = {p: _div(t, mine) for p, t in peers.items() if t is not None}
+                out.append({"backend": backend, "op": op, "label": label, "blobstate_s": mine,
+                            "peers_s": {p: t for p, t in peers.items() if t is not None}, "ratio": ratio,
+                            "met": all(r >= 1.0 for r in ratio.values() if r is not None) if ratio else None})
+    return out
+
+
+def peer_markdown(doc: dict[str, Any]) -> list[str]:
+    """``peer_rows`` and the Spark per-batch rows (in-process delta commits) as one table."""
+    lines = ["", "### Every peer ratio (peer time / blobstate time: >= 1.0 means blobstate is as fast or faster)",
+             "", "| operation | blobstate s | rclone s | BackupEngine s | rclone / blobstate | "
+             "BackupEngine / blobstate | met |", "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for r in doc.get("peer_ratios", []):
+        met = {True: "yes", False: "**no**", None: "–"}[r["met"]]
+        lines.append(f"| {r['backend']}:// {r['label']} | {_fmt(r['blobstate_s'])} | "
+                     f"{_fmt(r['peers_s'].get('rclone'))} | {_fmt(r['peers_s'].get('backupengine'))} | "
+                     f"{_fmt(r['ratio'].get('rclone'))} | {_fmt(r['ratio'].get('backupengine'))} | {met} |")
+    for backend, d in sorted(doc.get("delta_commits", {}).items()):
+        reqs = d.get("requestsPerCommit")
+        detail = f"; {reqs.get('total'):.0f} requests per commit" if reqs else ""
+        lines.append(f"| {backend}:// Spark per batch: delta commit in process, p50 / p99 ({d['commits']} commits of "
+                     f"{d['opsPerBatch']} puts{detail}) | {d['p50Ms'] / 1000:.3f} / {d['p99Ms'] / 1000:.3f} | – | – "
+                     "| – | – | no peer |")
+    return lines
+
+
 def _fmt(v: float | None, digits: int = 2) -> str:
     return "–" if v is None else f"{v:.{digits}f}"
 
@@ -212,6 +256,7 @@ def markdown(doc: dict[str, Any]) -> str:
                     f"| {_fmt(rat.get('peer_over_blobstate', {}).get(tool))} | {_mb(m['read_bytes'])} "
                     f"| {_mb(m['write_bytes'])} | {_mb(m['rchar'])} | {_mb(m['wchar'])} | {added} | {reqs} "
                     f"| {_fmt(m['peak_rss_mib'], 0)} |")
+    lines += peer_markdown(doc)
     lines += ["", "Tools and how they were run:", ""]
     lines += [f"- **{name}**: {note}" for name, note in meta["notes"].items()]
     if meta["skipped"]:

@@ -60,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="scratch directory (data is kept there and reused when the parameters match)")
     p.add_argument("--out", default=DEFAULT_OUT, help="results directory")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--delta-commits", type=int, default=100,
+                   help="in-process delta commits per backend (the Spark per-batch rows; 0: none)")
     return p
 
 
@@ -334,6 +336,13 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     bench.run()
     rows = summarise(bench)
+    deltas: dict[str, Any] = {}
+    if args.delta_commits and "blobstate" in args.tools.split(","):
+        from bench import delta_commits
+
+        print("delta commits (in process)", file=sys.stderr, flush=True)
+        deltas = delta_commits.run([b for b in args.backends.split(",") if b], args.work,
+                                   commits=args.delta_commits, ops=200, value_size=100)
     doc: dict[str, Any] = {
         "meta": {
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
@@ -346,8 +355,10 @@ def main(argv: list[str] | None = None) -> int:
                         "mem_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
         },
         "results": rows,
+        "delta_commits": deltas,
     }
     doc["ratios"] = report.ratios(rows)
+    doc["peer_ratios"] = report.peer_rows(doc)
     doc["targets"] = report.targets(rows, info)
     os.makedirs(args.out, exist_ok=True)
     paths = report.write_all(doc, args.out)

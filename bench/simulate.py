@@ -1,15 +1,16 @@
 """The long run of the deterministic simulator (issue 27): seeds until ``--steps`` scheduled steps have run.
 
-``python -m bench.simulate --steps 1000000 --seed-start N [--profile full|safe|two-logs] [--shrink-seconds S]
-[--max-failures K] [--out FILE]``
+``python -m bench.simulate --steps 1000000 --seed-start N [--profile full|safe|two-logs|unpinned|rescale]
+[--shrink-seconds S] [--max-failures K] [--out FILE]``
 
 Each seed is a scenario of ``blobstate.testing.simulation`` (actors running the real snapshot, delta and group
-commits, gc, restore and recover under a seeded scheduler, with faults), checked after every step. The report
-(stdout, and JSON with ``--out``) gives the seeds run, the scheduled steps, steps per second, and every failing
-seed with its violation, its classification (issue 27's case 1, 2, 3, 11, or other), the seeds it took to find
-each case, and the shortest schedule found for the first failure of each kind (``shrink``). A seed replays
-exactly with ``--seed-start SEED --seeds 1``: set ``PYTHONHASHSEED`` (this command sets it to 0 when unset and
-runs itself again), since the order in which the protocol walks a set of ids follows the interpreter's hash seed.
+commits, gc, restore and recover under a seeded scheduler, with faults; profile ``rescale`` adds an offline
+rescale), checked after every step. The report (stdout, and JSON with ``--out``) gives the seeds run, the scheduled
+steps, steps per second, and every failing seed with its violation, its classification (issue 27's case 1, 2, 3,
+10, 11, rescale, or other), the seeds it took to find each case, and the shortest schedule found for the first
+failure of each kind (``shrink``). A seed replays exactly with ``--seed-start SEED --seeds 1``: set
+``PYTHONHASHSEED`` (this command sets it to 0 when unset and runs itself again), since the order in which the
+protocol walks a set of ids follows the interpreter's hash seed.
 """
 
 from __future__ import annotations

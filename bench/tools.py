@@ -8,6 +8,7 @@ default, except where noted in ``NOTES`` (said in the output too).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import posixpath
@@ -32,6 +33,9 @@ NOTES = {
                     "the DB read-write, so it backs up what RocksDB 7.8 writes on open; file:// only.",
     "blobstate-nofsync": "blobstate with `BLOBSTATE_FILE_FSYNC=0` (file:// backups only): the same commit without the "
                          "fsync of every blob, lease, index and new directory, to show what durability costs.",
+    "blobstate-identity": "blobstate's restore into the previous version with `--verify-kept identity` (an SST "
+                          "whose size and mtime are the snapshot's is kept unread; the default, `cache`, reads "
+                          "every kept SST this host never hashed), from the blobstate tool's repository.",
     "limit": "file://: `cp -a` of exactly the files that must move (all of them, or the new SSTs and mutable files, "
              "or on restore into the previous version only the files that differ); s3://: a raw parallel obstore "
              "client (`bench/s3raw.py`: whole-file PUTs 8 at a time; 8 MiB ranged GETs 16 at a time written with "
@@ -196,9 +200,31 @@ class Blobstate(Tool):
         return Cmd(argv, ctx.s3_env())
 
     def after_backups(self, ctx: Ctx) -> None:
+        ctx.shared["blobstate_repo"] = self._repo(ctx)[1]  # what blobstate-identity restores from
         if ctx.s3 is None:
             return
         ctx.shared["blobstate_blobs"] = blob_lists(ctx.s3.fs(), f"{ctx.bucket}/repo")
+
+
+class BlobstateIdentity(Blobstate):
+    """blobstate's restore into the previous version with ``--verify-kept identity`` (an SST kept by its size and
+    mtime, unread), from the repository the blobstate tool just wrote: the opt-in mode beside the default."""
+
+    name = "blobstate-identity"
+    ops = ("restore_prev",)
+
+    def setup(self, ctx: Ctx) -> None:
+        if "blobstate_repo" not in ctx.shared:
+            raise RuntimeError("the blobstate tool's repository is needed (run it in the same --tools)")
+        Tool.setup(self, ctx)
+
+    def after_backups(self, ctx: Ctx) -> None:
+        """No backups of its own: the blobstate tool's repository stays the one shared."""
+
+    def restore(self, ctx: Ctx, dest: str, mode: str) -> Cmd:
+        cmd = super().restore(ctx, dest, mode)
+        argv = [ctx.shared["blobstate_repo"] if a == self._repo(ctx)[1] else a for a in cmd.argv]
+        return Cmd([*argv, "--verify-kept", "identity"], cmd.env, cmd.cwd)
 
 
 class BlobstateNoFsync(Blobstate):
@@ -216,9 +242,16 @@ class BlobstateNoFsync(Blobstate):
 def blob_lists(fs: Any, repo: str) -> dict[str, list[str]]:
     """The blobs of blobstate's latest snapshot (``"empty"``: all; ``"prev"``: those of files that differ from the
     snapshot before it), as bucket keys, read from the checkpoint records and indexes in the repository."""
+    from blobstate.codec import frame
+
+    def plain(name: str) -> bytes:  # an index is stored zstd-compressed (blobstate.codec; unencrypted here)
+        sink = io.BytesIO()
+        frame.decode(name, fs.cat_file(f"{repo}/{name}"), sink, cipher=None)
+        return sink.getvalue()
+
     records = sorted(fs.find(f"{repo}/checkpoints/default/0/{STORE}"))
     docs = [json.loads(fs.cat_file(r)) for r in records[-2:]]
-    indexes = [json.loads(fs.cat_file(f"{repo}/{d['indexBlobId']}")) for d in docs]
+    indexes = [json.loads(plain(d["indexBlobId"])) for d in docs]
 
     def files(index: dict[str, Any]) -> dict[str, dict[str, Any]]:
         return {f["fileName"]: f for f in index["dirIndex"]["filesPresent"]}
@@ -409,6 +442,5 @@ class ChangelogKafka(Tool):
             super().teardown(ctx)
 
 
-ALL_TOOLS: tuple[Tool, ...] = (Blobstate(), BlobstateNoFsync(), Limit(), Restic(), Rclone(), BackupEngine(),
-                               Changelog(),
-                               ChangelogKafka())
+ALL_TOOLS: tuple[Tool, ...] = (Blobstate(), BlobstateIdentity(), BlobstateNoFsync(), Limit(), Restic(), Rclone(),
+                               BackupEngine(), Changelog(), ChangelogKafka())

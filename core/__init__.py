@@ -39,7 +39,7 @@ _API_NAMES = (
     "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
     "recover_all", "require_store", "restore", "rotate_key", "stats", "unfinished_commits", "verify",
-    "Change", "Undecoded", "read_changes", "read_state",
+    "Change", "Undecoded", "read_changes", "read_state", "GroupRestoreResult", "restore_partitions",
     "CopyReport", "DataSubset", "RetentionPolicy", "copy",
 )
 
@@ -67,6 +67,7 @@ if TYPE_CHECKING:
         DataSubset,
         Duration,
         GcReport,
+        GroupRestoreResult,
         Listing,
         LocalCheckpoint,
         Repository,
@@ -98,6 +99,7 @@ if TYPE_CHECKING:
         recover_all,
         require_store,
         restore,
+        restore_partitions,
         rotate_key,
         stats,
         unfinished_commits,
@@ -131,7 +133,7 @@ __all__ = [
     "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
     "recover_all", "require_store", "restore", "rotate_key", "stats", "unfinished_commits", "verify",
-    "Change", "Undecoded", "read_changes", "read_state",
+    "Change", "Undecoded", "read_changes", "read_state", "GroupRestoreResult", "restore_partitions",
     "CopyReport", "DataSubset", "RetentionPolicy", "copy",
 ]
 

@@ -1,10 +1,9 @@
 """The public Python API: one function per verb, each opening the repository from URLs, doing one job, closing it.
 
-``init``, ``backup``, ``restore``, ``list_stores``, ``list_checkpoints``, ``describe_checkpoints``, ``ls``,
-``diff``, ``stats``, ``verify``, ``gc``, ``recover``, ``journal_events``, ``unfinished_commits``,
-``lifecycle_rule``, ``read_state`` and ``read_changes`` (a store's keys and values as data). ``StoreCommitter``
-(``blobstate.commit.backup``) is the long-lived form for a job that commits repeatedly (Spark). The CLI calls only
-these functions.
+The verbs are ``__all__``'s functions (``read_state`` and ``read_changes``: a store's keys and values as data;
+``copy``: replicate a repository; ``rotate_key``: re-wrap an encrypted repository's data key);
+``StoreCommitter`` (``blobstate.commit.backup``) is the long-lived form for a job that commits repeatedly (Spark).
+The CLI calls only these functions.
 
 One naming scheme across the API, the CLI and JSON: a store is named by ``job``, ``task``, ``store`` (``--job``,
 ``--task``, ``--store``; JSON ``store: "job/task/store"``); a checkpoint by ``checkpoint`` (``--checkpoint``:
@@ -19,27 +18,8 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from blobstate.codec.keys import KeyConfig
-from blobstate.commit.backup import BackupResult, LocalCheckpoint, StoreCommitter
-from blobstate.commit.copy import CopyReport, copy_stores
-from blobstate.commit.preview import BackupPreview
-from blobstate.commit.preview import preview_backup as run_preview
-from blobstate.commit.recover import Report, cleanup_after_restore, recover_work_base
-from blobstate.commit.recover import recover as replay_journal
-from blobstate.commit.session import StoreSession
-from blobstate.errors import NothingToRestore
-from blobstate.journal.projection import CommitState
-from blobstate.local import workdir
-from blobstate.local.checksum import ChecksumCache
-from blobstate.maintenance.catalog import (
-    CheckpointSummary,
-    Listing,
-    SnapshotDiff,
-    StoreStats,
-)
-from blobstate.maintenance.gc import GcReport, collect, collect_temporaries
 from blobstate.maintenance.queries import (  # the read-only verbs, re-exported, and the helpers every verb shares
     Duration,
     Options,
@@ -55,35 +35,34 @@ from blobstate.maintenance.queries import (  # the read-only verbs, re-exported,
     read_changes,
     read_state,
     require_store,
-    select_stores,
     stats,
     unfinished_commits,
 )
-from blobstate.maintenance.verify import (
-    DataSubset,
-    VerifyReport,
-    add_chain_problems,
-    raise_for_reports,
-    verify_checkpoint,
-    verify_partitions,
-)
-from blobstate.model import layout
-from blobstate.model.chain import overridden_parts
 from blobstate.model.layout import DEFAULT_CHUNK_SIZE, DEFAULT_RETAIN, DEFAULT_TTL_MS
-from blobstate.model.progress import Progress
-from blobstate.model.records import Checkpoint, StoreKey
-from blobstate.model.retention import RetentionPolicy
-from blobstate.model.units import parse_duration_ms, parse_size
-from blobstate.repository.backends import detect_store_type, open_blob_store, open_local_store
-from blobstate.repository.marker import RepositoryInfo, rotate_data_key
-from blobstate.repository.options import redact
-from blobstate.repository.repo import Repository
-from blobstate.repository.settings import api_verb, overriding
-from blobstate.restoring import chain as replay
-from blobstate.restoring import guard
-from blobstate.restoring.entries import Undecoded
-from blobstate.restoring.snapshot import RestoreResult
-from blobstate.restoring.state import Change
+from blobstate.repository.admin import init, lifecycle_rule, rotate_key  # the repository's own verbs, re-exported
+from blobstate.repository.settings import api_verb
+
+# Each verb imports the rooms it needs when it runs (``blobstate backup`` never imports restore, maintenance or
+# rich: ``python -X importtime -m blobstate.cli backup ...``); the names re-exported here resolve on first use
+# (``__getattr__`` below, PEP 562), and type checkers see them through these imports.
+if TYPE_CHECKING:
+    from blobstate.commit.backup import BackupResult, LocalCheckpoint, StoreCommitter
+    from blobstate.commit.copy import CopyReport
+    from blobstate.commit.preview import BackupPreview
+    from blobstate.commit.recover import Report
+    from blobstate.journal.projection import CommitState
+    from blobstate.maintenance.catalog import CheckpointSummary, Listing, SnapshotDiff, StoreStats
+    from blobstate.maintenance.gc import GcReport
+    from blobstate.maintenance.verify import DataSubset, VerifyReport, raise_for_reports
+    from blobstate.model.progress import Progress
+    from blobstate.model.records import StoreKey
+    from blobstate.model.retention import RetentionPolicy
+    from blobstate.repository.marker import RepositoryInfo
+    from blobstate.repository.repo import Repository
+    from blobstate.restoring.entries import Undecoded
+    from blobstate.restoring.group import GroupRestoreResult
+    from blobstate.restoring.snapshot import RestoreResult
+    from blobstate.restoring.state import Change
 
 _logger = logging.getLogger(__name__)
 
@@ -93,49 +72,34 @@ __all__ = [
     "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
     "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
     "recover_all", "require_store", "restore", "rotate_key", "stats", "unfinished_commits", "verify",
-    "Change", "Undecoded", "read_changes", "read_state",
+    "Change", "Undecoded", "read_changes", "read_state", "GroupRestoreResult", "restore_partitions",
     "CopyReport", "DataSubset", "RetentionPolicy", "copy",  # issue 33: copy, sampled verify, retention policies
 ]
 
-@api_verb
-def init(*, repo: str, storage_options: Options = None, log: str | None = None, log_options: Options = None,
-         change_log: bool = False, encrypt: bool = False, key_file: str | None = None,
-         key_provider: str | None = None, key_id: str | None = None) -> RepositoryInfo:
-    """Make ``repo`` a blobstate repository (write its marker, recording its checkpoint log ``log``, default the
-    file log inside it; optional: the first backup does it too).
-
-    Idempotent on a repository with the same log. ``change_log``: move an existing repository to the log ``log`` on
-    purpose (the checkpoints recorded in the old log are not carried over: back up each store again through the
-    new one). A repository is created encrypted when a key is configured (``key_file`` or ``BLOBSTATE_KEY_FILE``;
-    ``key_provider`` and ``key_id`` for a KMS plugin); ``encrypt`` makes a missing key an error instead of a
-    plaintext repository. Raises ``RepositoryNotFound`` (exit 6) for a location that holds other objects,
-    ``LogMismatchError`` (exit 2) for another log without ``change_log``, ``EncryptionKeyError`` (exit 3) for
-    ``encrypt`` without a key, a wrong key, or a key for an existing repository that is not encrypted.
-    """
-    keys = KeyConfig.current(key_file=key_file, provider=key_provider, key_id=key_id).required(encrypt)
-    with open_repository(repo, log, storage_options, log_options, create=True, change_log=change_log,
-                         key_config=keys) as repository:
-        assert repository.info is not None
-        return repository.info
+#: The names this module re-exports, by the module that defines them (imported on first use).
+_REEXPORTED: dict[str, str] = {name: f"blobstate.{module}" for module, names in (
+    ("commit.backup", "BackupResult LocalCheckpoint StoreCommitter"), ("commit.preview", "BackupPreview"),
+    ("journal.projection", "CommitState"), ("maintenance.catalog", "CheckpointSummary Listing SnapshotDiff StoreStats"),
+    ("maintenance.gc", "GcReport"), ("maintenance.verify", "DataSubset VerifyReport raise_for_reports"),
+    ("commit.copy", "CopyReport"), ("model.retention", "RetentionPolicy"),
+    ("repository.marker", "RepositoryInfo"), ("repository.repo", "Repository"), ("restoring.snapshot", "RestoreResult"),
+    ("restoring.group", "GroupRestoreResult"), ("restoring.state", "Change"), ("restoring.entries", "Undecoded"),
+) for name in names.split()}
 
 
-@api_verb
-def rotate_key(*, repo: str, storage_options: Options = None, key_file: str | None = None,
-               new_key_file: str | None = None, new_key_provider: str | None = None,
-               new_key_id: str | None = None) -> RepositoryInfo:
-    """Re-wrap an encrypted repository's data key with a new key (``new_key_file``, or ``new_key_provider`` and
-    ``new_key_id`` for a KMS plugin): only the marker is rewritten, no data; the old key (``key_file`` or
-    ``BLOBSTATE_KEY_FILE``) must unwrap it first. The data key itself stays: whoever kept it (or the old key and
-    an old copy of the marker) can still read the repository. Raises ``EncryptionKeyError`` (exit 3) when the old
-    key does not unwrap it, ``RepositoryNotFound`` (exit 6), ``ConfigurationError`` (exit 2) for a repository that
-    is not encrypted or no new key.
-    """
-    store = open_blob_store(repo, storage_options=storage_options)
-    try:
-        return rotate_data_key(store, repo, KeyConfig.current(key_file=key_file),
-                               KeyConfig(new_key_file, new_key_provider, new_key_id))
-    finally:
-        store.close()
+def __getattr__(name: str) -> Any:
+    module = _REEXPORTED.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_REEXPORTED))
 
 
 @api_verb
@@ -154,7 +118,7 @@ def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "de
     ``retention``: a ``RetentionPolicy`` (restic's ``forget`` rules, or their text ``"last=3,daily=7"``); neither:
     the policy the store's latest snapshot records (default: the newest ``DEFAULT_RETAIN``). ``append_only``: delete
     nothing (retention and aborts are left to ``gc``); ``limit_upload``/``limit_download``: bytes per second
-    (``10MiB``), for the process while the call runs (``blobstate.repository.settings.overriding``).
+    (``10MiB``), for every transfer of the call (``blobstate.repository.settings.api_verb``).
     ``chunk_size``: bytes per blob; ``expected_generation``: fence against it instead of the log's latest. The
     first backup into an empty location creates the repository (``preview_backup`` says what a backup would do,
     committing nothing); with ``create=False`` a location without a repository is refused (``RepositoryNotFound``)
@@ -162,12 +126,18 @@ def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "de
     ``FencedError`` (exit 4), ``RepositoryNotFound`` (exit 6, a location holding other objects),
     ``StorageError``, ``ConfigurationError``.
     """
+    from blobstate.commit.backup import StoreCommitter
+    from blobstate.local import workdir
+    from blobstate.model.retention import RetentionPolicy
+    from blobstate.model.units import parse_duration_ms, parse_size
+    from blobstate.repository.backends import detect_store_type
+    from blobstate.repository.options import redact
+
     key = name_store(job, task, store, directory=source_dir)
     store_type = store_type or detect_store_type(source_dir)
     policy = RetentionPolicy.of(retention) if retention is not None else (
         RetentionPolicy(last=retain) if retain is not None else None)
-    with overriding(append_only=append_only, limit_upload=limit_upload, limit_download=limit_download), \
-            open_repository(repo, log, storage_options, log_options, create=create, ttl_mode=ttl_mode,
+    with open_repository(repo, log, storage_options, log_options, create=create, ttl_mode=ttl_mode,
                             max_concurrency=max_concurrency) as repository:
         if on_create is not None and repository.info is not None and repository.info.created:
             on_create(str(redact(repository.url)))
@@ -189,6 +159,11 @@ def preview_backup(source_dir: str, *, repo: str, log: str | None = None, job: s
                    work_dir: str | None = None) -> BackupPreview:
     """``backup --dry-run``: what a backup of ``source_dir`` would upload and drop against the latest snapshot,
     committing nothing (no lock, no journal, nothing written to the repository). Raises ``RepositoryNotFound``."""
+    from blobstate.commit.preview import preview_backup as run_preview
+    from blobstate.local import workdir
+    from blobstate.model.units import parse_size
+    from blobstate.repository.backends import detect_store_type
+
     key = name_store(job, task, store, directory=source_dir)
     with open_repository(repo, log, storage_options, log_options) as repository:
         return run_preview(repository, source if source is not None else source_dir, key=key,
@@ -203,8 +178,8 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
             ttl_mode: str | None = None, max_concurrency: int = 8, work_base: str | None = None,
             work_dir: str | None = None, progress: Progress | None = None, cleanup: bool = True,
             validate: bool = True, force: bool = False, dry_run: bool = False,
-            partition: int | None = None, append_only: bool | None = None, limit_download: Size | None = None,
-            limit_upload: Size | None = None) -> RestoreResult:
+            partition: int | None = None, verify_kept: str = "cache", append_only: bool | None = None,
+            limit_download: Size | None = None, limit_upload: Size | None = None) -> RestoreResult:
     """Restore the latest state (or ``checkpoint``: ``latest``, an id, a unique prefix or a generation; or the
     state after batch ``max_batch_id``) into ``dest_dir``, downloading only what is missing or different; a store
     with delta records gets its snapshot, then the deltas after it (``blobstate.restoring.chain``).
@@ -217,39 +192,70 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
     recovery of this host's journal, then TTL removal and retention from the index alone (Samza's init on a new
     host; with ``append_only`` it deletes nothing). Each snapshot index is read once
     (``Repository.reading_indexes_once``): the store type, the restore and the init cleanup share it.
-    ``limit_download``/``limit_upload``: bytes per second, as in ``backup``. Raises ``RepositoryNotFound`` (exit 6),
-    ``NothingToRestore`` (exit 5), ``IntegrityError`` subclasses (exit 3), ``RestoreRefused`` (exit 2),
-    ``LocalStoreError``: in every case the destination is left as it was.
+    ``verify_kept``: how a file already in ``dest`` is known to be the snapshot's: ``cache`` (read unless this
+    host's checksums, keyed with ctime, vouch for it), ``identity`` (an immutable file by its size and nanosecond
+    mtime, unread) or ``full`` (read; ``blobstate.restoring.plan``). ``limit_download``/``limit_upload``: bytes
+    per second, as in ``backup``. Raises ``RepositoryNotFound`` (exit 6), ``NothingToRestore`` (exit 5),
+    ``IntegrityError`` subclasses (exit 3), ``RestoreRefused`` (exit 2), ``LocalStoreError``: in every case the
+    destination is left as it was.
     """
+    from blobstate.commit.recover import cleanup_after_restore
+    from blobstate.local import workdir
+    from blobstate.local.checksum import ChecksumCache
+    from blobstate.repository.backends import open_local_store
+    from blobstate.restoring import chain as replay
+    from blobstate.restoring import guard
+    from blobstate.restoring.snapshot import recorded_store_type
+
     key = name_store(job, task, store, directory=dest_dir)
-    with overriding(append_only=append_only, limit_upload=limit_upload, limit_download=limit_download), \
-            open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode,
+    with open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode,
                             max_concurrency=max_concurrency) as repository, repository.reading_indexes_once():
         chain = replay.plan(repository, key, checkpoint=checkpoint,
                             max_batch_id=max_batch_id, partition=partition)
         _logger.info("restoring %s: %s", key, chain.describe())
         wd = work_dir or workdir.store_work_dir(repository.url, key, work_base)
-        guard.check_destination(dest_dir, [("repository", guard.local_path(repository.url), True),
-                                           ("checkpoint log", guard.local_path(log), True),
-                                           ("work directory", wd, True),
-                                           ("work directory", work_base or workdir.default_base(), False)])
-        index_type = store_type or (_recorded_store_type(repository, chain.snapshot) if chain.snapshot else "rocksdb")
+        guard.check_restore_destination(dest_dir, repo_url=repository.url, log_url=log, work_dir=wd,
+                                        work_base=work_base or workdir.default_base())
+        index_type = store_type or (recorded_store_type(repository, chain.snapshot) if chain.snapshot else "rocksdb")
         result = replay.restore_chain(repository, chain, dest_dir, local_store=open_local_store(index_type),
                                       store_type=index_type, work_dir=wd, progress=progress, validate=validate,
                                       cache=ChecksumCache(os.path.join(wd, workdir.CRC_CACHE)), force=force,
-                                      dry_run=dry_run)
+                                      dry_run=dry_run, verify_kept=verify_kept)
         if cleanup and not dry_run:
             _logger.info("init cleanup of %s (journal recovery, TTL removal, retention)", key)
             cleanup_after_restore(repository, key, wd)
         return result
 
 
-def _recorded_store_type(repository: Repository, checkpoint: Checkpoint) -> str:
-    """The store type the snapshot records (older snapshots: ``rocksdb`` if it has a ``CURRENT`` file)."""
-    index = repository.read_index(checkpoint)
-    if index.store_type:
-        return index.store_type
-    return "rocksdb" if "CURRENT" in index.files() else "dir"
+@api_verb
+def restore_partitions(dest_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
+                       store: str, partitions: list[int] | None = None, max_batch_id: int | None = None,
+                       storage_options: Options = None, log_options: Options = None, max_concurrency: int = 8,
+                       work_base: str | None = None, cleanup: bool = True, force: bool = False, dry_run: bool = False,
+                       verify_kept: str = "cache", append_only: bool | None = None,
+                       limit_download: Size | None = None, limit_upload: Size | None = None) -> GroupRestoreResult:
+    """Restore every partition of a partitioned store (or ``partitions``) into ``dest_dir/<p>/`` in this process,
+    ``max_concurrency`` partitions at a time (``blobstate.restoring.group``); each partition as ``restore(...,
+    partition=p)`` restores it (``append_only``, ``limit_download``, ``limit_upload`` too). The result has each
+    partition's and the group's throughput. Raises what ``restore`` raises, ``NothingToRestore`` for a store that
+    is not partitioned."""
+    from blobstate.commit.recover import cleanup_after_restore
+    from blobstate.local import workdir
+    from blobstate.repository.backends import open_local_store
+    from blobstate.restoring import guard
+    from blobstate.restoring.group import restore_partitions as restore_group
+
+    key = name_store(job, task, store)
+    with open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency) as repository:
+        wd = workdir.store_work_dir(repository.url, key, work_base)
+        guard.check_restore_destination(dest_dir, repo_url=repository.url, log_url=log, work_dir=wd,
+                                        work_base=work_base or workdir.default_base())
+        result = restore_group(repository, key, dest_dir, local_store=open_local_store("rocksdb"),
+                               partitions=partitions, max_batch_id=max_batch_id, work_dir=wd,
+                               max_concurrency=max_concurrency, force=force, dry_run=dry_run, verify_kept=verify_kept)
+        if cleanup and not dry_run:
+            cleanup_after_restore(repository, key, wd)
+        return result
 
 
 @api_verb
@@ -260,40 +266,24 @@ def verify(*, repo: str, log: str | None = None, job: str | None = None, task: s
            seed: int | None = None, limit_download: Size | None = None) -> list[VerifyReport]:
     """Read every blob of the chosen checkpoint(s) and check sizes and CRC32C: of one store (``store``), or of every
     store of the repository matching ``job``/``task`` (the latest checkpoint of each, or all with
-    ``all_checkpoints``). The latest of a partitioned store is every partition's latest state (its snapshot and
-    the deltas after it), one report per partition. ``read_data_subset`` (``1/7``, ``5%``, a ``DataSubset``;
-    ``seed`` fixes a random sample) reads only part of the data, restic's way; metadata is always checked.
+    ``all_checkpoints``), ``max_concurrency`` stores at a time (``blobstate.maintenance.stores``). The latest of a
+    partitioned store is every partition's latest state (its snapshot and the deltas after it), one report per
+    partition. ``read_data_subset`` (``1/7``, ``5%``, a ``DataSubset``; ``seed`` fixes a random sample) reads only
+    part of the data, restic's way; metadata is always checked.
 
     Raises ``ChecksumMismatch`` (exit 3) naming each damaged file when ``raise_on_error``, ``NothingToRestore``
     (exit 5) when there is no checkpoint to verify.
     """
+    from blobstate.maintenance.stores import verify_repository
+    from blobstate.maintenance.verify import DataSubset, raise_for_reports
+
     subset = (read_data_subset if isinstance(read_data_subset, DataSubset) or read_data_subset is None
               else DataSubset.parse(read_data_subset, seed=seed))
-    with overriding(limit_download=limit_download), \
-            open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency) as repository:
-        keys = select_stores(repository, job, task, store, require=True)
-        chosen: list[Checkpoint] = []
-        partitioned: list[StoreKey] = []  # latest state of a partitioned store: every partition's chain
-        for k in keys:
-            latest = repository.log.latest(k)
-            if all_checkpoints:
-                chosen += repository.log.history(k)
-            elif latest is not None and latest.is_group and checkpoint in (None, "latest"):
-                partitioned.append(k)
-            elif len(keys) == 1 or latest is not None:
-                chosen.append(repository.choose(k, checkpoint=checkpoint))
-        if not chosen and not partitioned:
-            raise NothingToRestore(f"no checkpoint to verify in {redact(repository.url)}")
-        reports = []
-        groups = {cp.store_key for cp in chosen if cp.is_group}
-        voided = {k: overridden_parts(repository.log.history(k)) for k in groups}
-        for cp in chosen:
-            _logger.info("verifying %s checkpoint %s", cp.store_key, cp.checkpoint_id)
-            reports.append(verify_checkpoint(repository, cp, subset, overridden=voided.get(cp.store_key, set())))
-        for k in partitioned:
-            _logger.info("verifying the latest state of every partition of %s", k)
-            reports += verify_partitions(repository, repository.log.history(k), subset)
-        add_chain_problems(repository, reports)  # the chain of each store's latest state, not only its blobs
+    with open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency,
+                            count_calls=True) as repository:
+        reports = verify_repository(repository, keys=None if store is None else [name_store(job, task, store)],
+                                    job=job, task=task, checkpoint=checkpoint, all_checkpoints=all_checkpoints,
+                                    subset=subset)
         if raise_on_error:
             raise_for_reports(reports)
         return reports
@@ -304,24 +294,25 @@ def gc(*, repo: str, log: str | None = None, job: str | None = None, task: str |
        store: str | None = None, dry_run: bool = False, ttl: Duration = DEFAULT_TTL_MS, retain: int | None = None,
        retention: RetentionPolicy | str | None = None, now_ms: int | None = None, storage_options: Options = None,
        log_options: Options = None, ttl_mode: str | None = None, work_base: str | None = None,
-       keys: list[StoreKey] | None = None) -> list[GcReport]:
+       keys: list[StoreKey] | None = None, max_concurrency: int = 8) -> list[GcReport]:
     """Delete expired and orphaned blobs of every store (or the one ``store``, or those matching ``job``/``task``),
     and prune the checkpoints retention drops; each report lists the checkpoints kept and the rule keeping each.
+    ``max_concurrency`` stores at a time; the whole repository is listed once (``blobstate.maintenance.stores``).
 
     ``retain`` (a count) or ``retention`` (a ``RetentionPolicy`` or its text) default to each store's recorded
     retention (see ``blobstate.maintenance.gc.collect``); ``now_ms`` (ms since the epoch) is for tests.
     """
+    from blobstate.maintenance.stores import gc_repository
+    from blobstate.model import layout
+    from blobstate.model.retention import RetentionPolicy
+    from blobstate.model.units import parse_duration_ms
+
     policy = RetentionPolicy.of(retention) if retention is not None else retain
-    with open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode) as repository:
-        now = now_ms if now_ms is not None else layout.now_ms()
-        ttl_value = parse_duration_ms(ttl)
-        reports = [collect(repository, k, now_ms=now, ttl_ms=ttl_value, retain=policy, dry_run=dry_run,
-                           work_base=work_base) for k in (keys or select_stores(repository, job, task, store))]
-        if keys is None and store is None:  # the whole repository: the file log's temporaries too
-            temporaries = collect_temporaries(repository, now_ms=now, ttl_ms=ttl_value, dry_run=dry_run)
-            if temporaries.temporaries_deleted:
-                reports.append(temporaries)
-        return reports
+    with open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency,
+                         count_calls=True) as repository:
+        return gc_repository(repository, keys=keys or (None if store is None else [name_store(job, task, store)]),
+                             job=job, task=task, now_ms=now_ms if now_ms is not None else layout.now_ms(),
+                             ttl_ms=parse_duration_ms(ttl), retain=policy, dry_run=dry_run, work_base=work_base)
 
 
 @api_verb
@@ -347,8 +338,12 @@ def copy(*, source: str, target: str, source_log: str | None = None, target_log:
     record (that record is not copied; those before it are), ``FencedError`` (exit 4) when another writer appends
     at the target, ``EncryptionKeyError`` (exit 3) for a key that does not open its side.
     """
-    with overriding(append_only=append_only, limit_upload=limit_upload, limit_download=limit_download), \
-            open_repository(source, source_log, source_options, source_log_options, max_concurrency=max_concurrency,
+    from blobstate.codec.keys import KeyConfig
+    from blobstate.commit.copy import copy_stores
+    from blobstate.maintenance.queries import select_stores
+    from blobstate.model.units import parse_duration_ms
+
+    with open_repository(source, source_log, source_options, source_log_options, max_concurrency=max_concurrency,
                             key_config=KeyConfig.current(key_file=source_key_file)) as src, \
             open_repository(target, target_log, target_options, target_log_options, create=True,
                             ttl_mode=ttl_mode, max_concurrency=max_concurrency,
@@ -356,29 +351,6 @@ def copy(*, source: str, target: str, source_log: str | None = None, target_log:
         keys = select_stores(src, job, task, store, require=store is not None)
         return copy_stores(src, dst, keys, checkpoint=checkpoint, ttl_ms=parse_duration_ms(ttl),
                            max_concurrency=max_concurrency, work_base=work_base)
-
-
-@api_verb
-def lifecycle_rule(*, repo: str, ttl: Duration = DEFAULT_TTL_MS, storage_options: Options = None,
-                   install: bool = False) -> tuple[str | None, bool]:
-    """The cloud lifecycle rule that expires TTL-tagged blobs (native TTL), and whether it was installed.
-
-    Returns ``(None, False)`` for a store without native TTL (leases, swept by ``gc``), ``(rule, False)`` when the
-    rule must be installed by hand (or ``install`` is false), ``(rule, True)`` once installed. A bucket-level setting:
-    it needs no repository marker (it may come before the first backup).
-    """
-    from blobstate.errors import ConfigurationError
-
-    try:
-        blob_store = open_blob_store(repo, storage_options=storage_options, ttl_mode="native")
-    except ConfigurationError:
-        return None, False  # no native TTL here
-    try:
-        ttl_value = parse_duration_ms(ttl)
-        rule = blob_store.lifecycle_rule(ttl_value)
-        return rule, bool(rule is not None and install and blob_store.install_lifecycle(ttl_value))
-    finally:
-        blob_store.close()
 
 
 @api_verb
@@ -391,6 +363,11 @@ def recover(*, repo: str, job: str = "default", task: str = "0", store: str | No
     Returns ``(action, outcome)`` pairs; ``report`` is called with each as it completes. Raises ``TypeError``
     without ``store``, ``RepositoryNotFound`` (exit 6).
     """
+    from blobstate.commit.recover import recover as replay_journal
+    from blobstate.commit.session import StoreSession
+    from blobstate.local import workdir
+    from blobstate.repository.repo import Repository
+
     key = name_store(job, task, store)
     with Repository.open(repo, log=log, storage_options=storage_options, create=False) as repository:
         with StoreSession(key, work_dir or workdir.store_work_dir(repository.url, key)) as session:
@@ -406,6 +383,9 @@ def recover_all(*, work_base: str | None = None, repo: str | None = None, log: s
     ``BLOBSTATE_WORK_DIR`` or the platform's) with an open commit, each against the repository and log its journal
     records; ``repo``, ``job``/``task``/``store`` narrow it. Returns the store keys recovered; ``report(key, action,
     outcome)`` is called as each action completes."""
+    from blobstate.commit.recover import recover_work_base
+    from blobstate.local import workdir
+
     def matches(key: StoreKey) -> bool:
         wanted = ((job, key.job), (task, key.task), (store, key.store))
         return all(want is None or want == have for want, have in wanted)

@@ -140,6 +140,19 @@ class AzureBlobStore(NativeTtlBlobStore):
 
         self._sync(call)
 
+    def _drop_native_ttl(self, blob_id: str) -> None:
+        """One ``Set Blob Tags`` with no tags: the blob carries blobstate's two tags and nothing else."""
+        from azure.core.exceptions import ResourceNotFoundError
+
+        async def call() -> None:
+            async with self.fs.service_client.get_blob_client(self.container, self._blob_name(blob_id)) as bc:
+                try:
+                    await bc.set_blob_tags({})
+                except ResourceNotFoundError:
+                    return  # missing blob: nothing to make permanent
+
+        self._sync(call)
+
     def _expired_native(self, prefix: str, now_ms: int) -> list[str]:
         """One ``Find Blobs by Tags`` query for ``blobstate_expires <= now_ms`` in the container, filtered to
         ``prefix``."""

@@ -4,18 +4,28 @@
 repository; the names are ``blobstate.model.layout``'s). Fencing comes from the store's conditional create
 (Elasticsearch's never-overwritten metadata generations): of two writers appending the same generation exactly one
 create succeeds.
+
+Requests (a commit pays for each one, ``bench/requests.py``): an append is the exclusive create and one listing
+after it (a zombie whose generation was pruned from under it creates it again, and only a listing after the create
+shows it newer records: it then removes its record and is fenced); a listing before it only when the expected
+generation is not the newest this log instance has seen (a caller's own view: its read of ``latest``, its last
+append). Records are immutable, so a record already read or written is not fetched again while the listing names
+it with the same entity tag, when the store's entity tag is the MD5 of the object (S3's, for a record: one PUT, no
+KMS) and that MD5 was checked against the bytes. Retention's removal of records is one bulk delete.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+import threading
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from blobstate.errors import AppendOutcomeUnknown, BlobNotFound, CorruptIndexError, FencedError, StorageError
 from blobstate.model import layout
 from blobstate.model.layout import record_id
 from blobstate.model.records import MAX_RECORD_BYTES, Checkpoint, StoreKey
-from blobstate.plugin.interfaces import BlobStore, BoundedSink, CheckpointLog
+from blobstate.plugin.interfaces import BlobInfo, BlobStore, BoundedSink, CheckpointLog
 
 __all__ = ["FileCheckpointLog", "open_file_log", "record_id"]
 
@@ -27,18 +37,42 @@ class FileCheckpointLog(CheckpointLog):
         self.store = store
         self.url = store.url
         self._owns_store = owns_store
+        self._lock = threading.Lock()
+        #: record id -> (MD5 hex of its bytes, the record): records read or written, for listings that name them
+        #: by that MD5 (their entity tag); dropped when a listing no longer names them
+        self._known: dict[str, tuple[str, Checkpoint]] = {}
+        #: per store key: the newest generation this instance saw (listed, or appended itself)
+        self._newest: dict[StoreKey, int] = {}
 
-    def _generations(self, key: StoreKey) -> list[int]:
-        gens = []
+    def _listing(self, key: StoreKey) -> dict[int, BlobInfo]:
+        """The record objects of ``key`` by generation, oldest first (one listing)."""
+        found: dict[int, BlobInfo] = {}
         for info in self.store.list(layout.records_prefix(key)):
             name = layout.parse(info.blob_id)
             if name is not None and name.kind is layout.ObjectKind.RECORD and name.key == key \
                     and name.generation is not None:
-                gens.append(name.generation)
-        return sorted(gens)
+                found[name.generation] = info
+        listing = dict(sorted(found.items()))
+        prefix = layout.records_prefix(key) + "/"
+        with self._lock:
+            for rid in [r for r in self._known if r.startswith(prefix)]:
+                generation = layout.record_generation(rid.rsplit("/", 1)[1])
+                if generation not in listing or _etag(listing[generation]) != self._known[rid][0]:
+                    del self._known[rid]
+            self._newest[key] = max(listing, default=0)
+        return listing
 
-    def _read(self, key: StoreKey, generation: int) -> Checkpoint | None:
+    def _generations(self, key: StoreKey) -> list[int]:
+        return list(self._listing(key))
+
+    def _read(self, key: StoreKey, generation: int, info: BlobInfo | None = None) -> Checkpoint | None:
+        """The record at ``generation`` (None: pruned between list and read); not fetched again when ``info`` (its
+        listing) names it by the MD5 of bytes this instance read or wrote."""
+        known = self._known_record(key, generation, info)
+        if known is not None:
+            return known
         rid = record_id(key, generation)
+        tag = _etag(info)
         try:
             data = self.store.get_bounded(rid, BoundedSink(MAX_RECORD_BYTES, f"checkpoint record {rid}",
                                                            why="a checkpoint record is a few hundred bytes"))
@@ -47,18 +81,37 @@ class FileCheckpointLog(CheckpointLog):
         cp = Checkpoint.from_bytes(data, source=rid)
         if cp.generation != generation or cp.store_key != key:
             raise CorruptIndexError(f"checkpoint record {rid} holds generation {cp.generation} of {cp.store_key}")
+        if tag is not None:
+            self._remember(rid, data, cp)
         return cp
 
+    def _known_record(self, key: StoreKey, generation: int, info: BlobInfo | None) -> Checkpoint | None:
+        """The record at ``generation`` when ``info`` (its listing) names it by the MD5 of bytes read or written."""
+        tag = _etag(info)
+        with self._lock:
+            known = self._known.get(record_id(key, generation))
+        return known[1] if known is not None and tag is not None and known[0] == tag else None
+
+    def _remember(self, rid: str, data: bytes, cp: Checkpoint) -> None:
+        with self._lock:
+            self._known[rid] = (hashlib.md5(data, usedforsecurity=False).hexdigest(), cp)
+
     def latest(self, key: StoreKey) -> Checkpoint | None:
-        for generation in reversed(self._generations(key)):
-            cp = self._read(key, generation)
+        listing = self._listing(key)
+        for generation in reversed(listing):
+            cp = self._read(key, generation, listing[generation])
             if cp is not None:
                 return cp
         return None
 
     def history(self, key: StoreKey) -> list[Checkpoint]:
-        out = [self._read(key, g) for g in self._generations(key)]
-        return [cp for cp in out if cp is not None]
+        """Every record, the ones not known yet fetched concurrently (``BlobStore.map_concurrent``)."""
+        listing = self._listing(key)
+        known = {g: cp for g, info in listing.items() if (cp := self._known_record(key, g, info)) is not None}
+        missing = [item for item in listing.items() if item[0] not in known]
+        read = self.store.map_concurrent(lambda item: self._read(key, *item), missing)
+        known.update((g, cp) for (g, _info), cp in zip(missing, read, strict=True) if cp is not None)
+        return [known[g] for g in listing if g in known]
 
     def _ours(self, key: StoreKey, record: Checkpoint) -> Checkpoint | None:
         """The record at ``record``'s generation when it is the same checkpoint (an earlier attempt landed)."""
@@ -67,21 +120,26 @@ class FileCheckpointLog(CheckpointLog):
 
     def append(self, checkpoint: Checkpoint, expected_generation: int) -> Checkpoint:
         key = checkpoint.store_key
-        gens = self._generations(key)
-        current = gens[-1] if gens else 0
         record = checkpoint.with_generation(expected_generation + 1)
-        if current != expected_generation:
-            if current > expected_generation and (ours := self._ours(key, record)) is not None:
-                return ours  # a re-append resolving an unknown outcome: it landed
-            raise FencedError(
-                f"fenced: {key} is at generation {current}, this writer expected {expected_generation}",
-                expected=expected_generation, actual=current,
-            )
+        with self._lock:
+            seen = self._newest.get(key)
+        if seen != expected_generation:  # not this instance's view: check it first (a future generation is fenced)
+            gens = self._generations(key)
+            current = gens[-1] if gens else 0
+            if current != expected_generation:
+                if current > expected_generation and (ours := self._ours(key, record)) is not None:
+                    return ours  # a re-append resolving an unknown outcome: it landed
+                raise FencedError(
+                    f"fenced: {key} is at generation {current}, this writer expected {expected_generation}",
+                    expected=expected_generation, actual=current,
+                )
+        rid = record_id(key, record.generation)
+        data = record.to_bytes()
         try:
-            self.store.put_exclusive(record_id(key, record.generation), record.to_bytes())
+            self.store.put_exclusive(rid, data)
         except FileExistsError:
             if (ours := self._ours(key, record)) is not None:
-                return ours  # our own create, retried after a lost response
+                return ours  # our own create, retried after a lost response (or an earlier attempt that landed)
             raise FencedError(
                 f"fenced: another writer created generation {record.generation} of {key} first",
                 expected=expected_generation, actual=record.generation,
@@ -89,51 +147,82 @@ class FileCheckpointLog(CheckpointLog):
         except StorageError as exc:  # the create may have reached the store before the failure
             raise AppendOutcomeUnknown(f"append of generation {record.generation} of {key}: outcome unknown "
                                        f"({exc})", checkpoint_id=record.checkpoint_id) from exc
+        self._remember(rid, data, record)
         newer = [g for g in self._generations(key) if g > record.generation]
         if newer:
             # A pruned gap let this zombie create a stale generation: it is not the latest, so it lost. The record
             # was created exclusively by this writer: remove it, so no reader ever picks it.
-            self.store.delete(record_id(key, record.generation))
+            self.store.delete(rid)
             raise FencedError(f"fenced: {key} already has generation {newer[-1]}", expected=expected_generation,
                               actual=newer[-1])
         return record
 
     def prune(self, key: StoreKey, keep: int, *, below: int | None = None) -> list[Checkpoint]:
         keep = max(1, keep)
-        gens = self._generations(key)
-        removed = []
-        for generation in gens[:-keep]:
-            if below is not None and generation >= below:
-                break
-            cp = self._read(key, generation)
-            self.store.delete(record_id(key, generation))
-            if cp is not None:
-                removed.append(cp)
-        return removed
+        listing = self._listing(key)
+        doomed = [g for g in list(listing)[:-keep] if below is None or g < below]
+        records = [self._read(key, g, listing[g]) for g in doomed]
+        self.store.delete_many([record_id(key, g) for g in doomed])
+        return [cp for cp in records if cp is not None]
 
     def forget(self, key: StoreKey, records: Sequence[Checkpoint]) -> list[Checkpoint]:
-        gens = self._generations(key)
+        listing = self._listing(key)
+        newest = max(listing, default=0)
         removed = []
         for record in records:
-            if gens and record.generation >= gens[-1]:
+            if listing and record.generation >= newest:
                 raise ValueError(f"refusing to forget generation {record.generation} of {key}: the newest record")
-            held = self._read(key, record.generation) if record.generation in gens else None
+            held = self._read(key, record.generation, listing[record.generation]) \
+                if record.generation in listing else None
             if held is not None and held.checkpoint_id == record.checkpoint_id:
-                self.store.delete(record_id(key, record.generation))
                 removed.append(held)
+        self.store.delete_many([record_id(key, cp.generation) for cp in removed])
         return removed
 
+    def drop(self, key: StoreKey, expiring: Sequence[Checkpoint], *, first_kept: int) -> list[Checkpoint]:
+        """Retention's removal: exactly the ``expiring`` records the caller read (below ``first_kept``, and
+        interior ones), in one bulk delete and without another listing. A record appended since the caller read
+        the log has a higher generation than any it read, so it is never among them; a record never overwritten
+        is the one the caller read at its generation."""
+        doomed = [cp for cp in expiring if cp.generation != first_kept]
+        self.store.delete_many([record_id(key, cp.generation) for cp in doomed])
+        return list(doomed)
+
     def keys(self) -> list[StoreKey]:
-        keys = set()
+        return sorted(self._all_generations())
+
+    def _all_generations(self) -> dict[StoreKey, list[int]]:
+        """Every store's generations from one listing of ``checkpoints/``, ascending."""
+        gens: dict[StoreKey, list[int]] = {}
         for info in self.store.list(layout.RECORDS):
             name = layout.parse(info.blob_id)  # a foreign object under checkpoints/ is not a store's
-            if name is not None and name.kind is layout.ObjectKind.RECORD and name.key is not None:
-                keys.add(name.key)
-        return sorted(keys)
+            if name is not None and name.kind is layout.ObjectKind.RECORD and name.key is not None \
+                    and name.generation is not None:
+                gens.setdefault(name.key, []).append(name.generation)
+        return {key: sorted(found) for key, found in gens.items()}
+
+    def histories(self, keys: Iterable[StoreKey] | None = None) -> dict[StoreKey, list[Checkpoint]]:
+        """One listing of ``checkpoints/`` for every store, then the records read concurrently (the store's
+        ``map_concurrent``), instead of one listing per store."""
+        gens = self._all_generations()
+        wanted = sorted(gens) if keys is None else list(keys)
+        reads = [(key, generation) for key in wanted for generation in gens.get(key, [])]
+        records = self.store.map_concurrent(lambda read: self._read(*read), reads)
+        out: dict[StoreKey, list[Checkpoint]] = {key: [] for key in wanted}
+        for (key, _), cp in zip(reads, records, strict=True):
+            if cp is not None:
+                out[key].append(cp)
+        return out
 
     def close(self) -> None:
         if self._owns_store:
             self.store.close()
+
+
+def _etag(info: BlobInfo | None) -> str | None:
+    """The entity tag a listing gives ``info`` (quotes stripped, lower case), or None."""
+    tag = getattr(info, "etag", None) if info is not None else None
+    return tag.strip('"').lower() if tag else None
 
 
 def open_file_log(url: str, *, storage_options: dict[str, Any] | None = None,

@@ -24,7 +24,15 @@ from typing import Any, BinaryIO
 import fsspec
 
 from blobstate.errors import BlobNotFound, ConfigurationError, IntegrityError, StorageError
-from blobstate.model.layout import MAX_LEASE_BYTES, Lease, is_lease, lease_id, leased_object
+from blobstate.model.layout import (
+    MAX_LEASE_BYTES,
+    Lease,
+    ObjectKind,
+    is_lease,
+    kind_of,
+    lease_id,
+    leased_object,
+)
 from blobstate.plugin.interfaces import BlobInfo, BlobStore, BoundedSink, FileRange, PutRequest
 from blobstate.plugin.local_files import LocalRepository
 from blobstate.plugin.transfer import ThrottledSink, throttle
@@ -53,6 +61,17 @@ def modified_ms(info: dict[str, Any]) -> int | None:
             except ValueError:
                 continue
     return None
+
+
+def _etag(info: dict[str, Any]) -> str | None:
+    """The entity tag in an fsspec ``info`` dict (s3fs: ``ETag``; adlfs, gcsfs: ``etag``), or None."""
+    tag = info.get("ETag") or info.get("etag")
+    return str(tag) if tag else None
+
+
+def leased(blob_id: str) -> bool:
+    """True for an object that may have a lease: a blob or an index (records, the marker and leases have none)."""
+    return kind_of(blob_id) in (ObjectKind.BLOB, ObjectKind.INDEX)
 
 
 def check_blob_id(blob_id: str) -> str:
@@ -239,7 +258,7 @@ class FsspecBlobStore(BlobStore):
     # -- deletes and TTL -------------------------------------------------------------------------------------
     def delete(self, blob_id: str) -> None:
         self._rm(self.path(blob_id))
-        if self.ttl_mode == "lease" and not is_lease(blob_id):
+        if self.ttl_mode == "lease" and leased(blob_id):
             self._rm(self.path(lease_id(blob_id)))
 
     def _rm(self, path: str) -> None:
@@ -313,7 +332,7 @@ class FsspecBlobStore(BlobStore):
         for rel, info in sorted(self._find(prefix).items()):
             if is_lease(rel) or ".tmp-" in posixpath.basename(rel):
                 continue
-            yield BlobInfo(rel, int(info.get("size") or 0), modified_ms(info))
+            yield BlobInfo(rel, int(info.get("size") or 0), modified_ms(info), _etag(info))
 
     def temporaries(self, prefix: str) -> list[BlobInfo]:
         """Temp files of exclusive creates cut off by a crash (``<name>.tmp-<hex>``, local stores only)."""

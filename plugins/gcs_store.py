@@ -95,6 +95,11 @@ class GcsBlobStore(NativeTtlBlobStore):
         obj = self._object(blob_id)
         if obj is None or (is_permanent(obj.get("customTime")) and EXPIRES_KEY not in (obj.get("metadata") or {})):
             return
+        self._drop_native_ttl(blob_id)
+
+    def _drop_native_ttl(self, blob_id: str) -> None:
+        """One metadata update (``customTime`` moved to the permanent value, the expiry key removed), without
+        reading the object first: a commit's own uploads carry the mark."""
         try:
             self.fs.setxattrs(self.path(blob_id), fixed_key_metadata={"custom_time": PERMANENT_CUSTOM_TIME},
                               **{EXPIRES_KEY: None})

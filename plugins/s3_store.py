@@ -12,8 +12,9 @@ Native mode (``ttl_mode="native"``): ``put`` with a TTL writes the object with t
 (what the lifecycle rule filters on) and ``blobstate-expires=<ms since the epoch>`` (the exact expiry, which
 ``expired()`` reads, so ``blobstate gc`` also sweeps on stores that never run lifecycle rules, such as moto) in the
 same request (multipart: in ``CreateMultipartUpload``), so a blob never exists without its TTL. ``remove_ttl``
-removes both tags (other tags stay). ``install_lifecycle`` merges a rule ``blobstate-ttl-<days>d-...`` into the
-bucket's lifecycle configuration.
+removes both tags (other tags stay: it reads the tag set first); a commit's own uploads, which carry no other tags,
+lose theirs in one ``DeleteObjectTagging`` each (``remove_own_ttl_many``: S3 has no bulk tagging call).
+``install_lifecycle`` merges a rule ``blobstate-ttl-<days>d-...`` into the bucket's lifecycle configuration.
 
 The checkpoint log's exclusive create is S3's conditional PUT (``If-None-Match: *``): of two writers creating the
 same generation object, S3 rejects the second with 412 (``FileExistsError``).
@@ -124,6 +125,14 @@ class S3BlobStore(NativeTtlBlobStore):
                                 Tagging={"TagSet": [{"Key": k, "Value": v} for k, v in rest.items()]})
             else:
                 self.fs.call_s3("delete_object_tagging", Bucket=bucket, Key=key)
+        except FileNotFoundError:
+            return  # deleted meanwhile: nothing left to expire
+
+    def _drop_native_ttl(self, blob_id: str) -> None:
+        """One ``DeleteObjectTagging``: the object carries blobstate's two tags and nothing else."""
+        bucket, key = self.bucket_key(blob_id)
+        try:
+            self.fs.call_s3("delete_object_tagging", Bucket=bucket, Key=key)
         except FileNotFoundError:
             return  # deleted meanwhile: nothing left to expire
 

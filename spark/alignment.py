@@ -14,6 +14,16 @@ Every record names its query (the ``metadata`` id). Refused, with nothing change
 - Spark committed batches but the repository holds no record of the store: the state of those batches is gone;
 - a chain that lacks a delta it needs (``BrokenChainError``, retention or a deleted repository object).
 
+Initial state (``blobstate.spark.write_state(initial_state=True)``: the state before batch 0, of no query yet,
+``blobstate.model.chain.is_initial``). A query that Spark starts at batch 0 (no committed batch) on a store holding
+one, and no record of another query, adopts it: it restores it before its batch 0 and begins a run from it (its
+lineage id ``adopting_lineage`` of the initial record's), so its deltas chain onto it and every restart restores it
+with them. Its records name its query id: from its first commit on, the store is that query's, and another query
+is refused as above. Two queries that both start on a never-adopted initial state both restore it, and the first
+to commit fences the other (the commit point's generation, pinned before the records are read). A query with
+committed batches ignores an initial record its run did not begin from, and one that has no record of its own next
+to an initial state is refused: an initial state is the state before a new query's batch 0, not after batch ``C``.
+
 Runs. Spark names a query by its ``metadata`` id, kept across restarts and across a partial reset of the checkpoint
 location (``offsets/`` and ``commits/`` deleted, ``metadata`` kept: batch ids start at 0 again). Spark's own
 ``runId`` changes at every restart, so it cannot tie a restart to the records it continues. What identifies a run
@@ -35,7 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from blobstate.errors import NothingToRestore
-from blobstate.model.chain import Chain, current_run, plan_chain
+from blobstate.model.chain import INITIAL_BATCH, Chain, adopting_lineage, current_run, is_initial, plan_chain
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.repository.options import redact
 
@@ -74,8 +84,15 @@ class AlignmentPlan:
     def deltas(self) -> int:
         return len(self.chain.deltas) if self.chain is not None else 0
 
+    @property
+    def adopted(self) -> bool:
+        """True when this start begins a run from an initial state (the state before batch 0)."""
+        return self.last_committed is None and self.chain is not None
+
     def describe(self) -> str:
         what = self.chain.describe() if self.chain is not None else "an empty store"
+        if self.adopted:
+            return f"Spark starts at batch 0: restoring the initial state, {what}"
         reset = (f" (a new run of the query: {self.abandoned} records of its abandoned run are ignored)"
                  if self.abandoned else "")
         return f"Spark committed batch {self.last_committed}: restoring {what}{reset}"
@@ -97,7 +114,7 @@ def plan_alignment(history: Sequence[Checkpoint], key: StoreKey, *, last_committ
     last_committed = spark_done(last_committed, last_planned)
     where = f"{key} in {redact(repo_url)}"
     foreign = sorted({cp.query_id or "(none: not written by a streaming query)" for cp in history
-                      if cp.query_id != query_id})
+                      if cp.query_id != query_id and not is_initial(cp)})
     if foreign:
         ours = f"query {query_id}" if query_id else "a query that has not started yet"
         raise SparkAlignmentError(
@@ -105,20 +122,28 @@ def plan_alignment(history: Sequence[Checkpoint], key: StoreKey, *, last_committ
             "restoring it would mix two queries' state, so nothing was changed. Give this query its own store key "
             "(job=/task=/store=) or repository, or restart the query that owns the state with its own checkpoint "
             "location.")
+    initial = [cp for cp in history if is_initial(cp)]
     if last_committed is None:  # Spark starts at batch 0: a new lineage of its offsets log, a new run
-        abandoned = len(history)
+        abandoned = len(history) - len(initial)
+        start = "the initial state" if initial else "an empty store"
         if abandoned:
             log.warning("%s: Spark's checkpoint %s has no offsets but %d records of query %s are in %s: a reset of "
-                        "Spark's checkpoint. Starting a new run from an empty store; the abandoned run's records "
-                        "are never used again and retention expires them", key, location, abandoned, query_id,
-                        where)
+                        "Spark's checkpoint. Starting a new run from %s; the abandoned run's records are never "
+                        "used again and retention expires them", key, location, abandoned, query_id, where, start)
+        if initial:  # adopt it: the new run begins from the state before batch 0
+            chain = plan_chain(initial, INITIAL_BATCH)
+            assert chain.snapshot is not None
+            return AlignmentPlan(key, None, query_id, chain, adopting_lineage(chain.snapshot, uuid.uuid4().hex),
+                                 abandoned)
         return AlignmentPlan(key, None, query_id, None, uuid.uuid4().hex, abandoned)
-    if not history:
+    if len(initial) == len(history):
+        held, start = (" but an initial state (the state before a new query's batch 0)", "from it") if initial \
+            else ("", "empty")
         raise SparkAlignmentError(
             f"Spark committed batches up to {last_committed} in {location} (query {query_id}), but {where} holds "
-            "no state of it: starting empty would lose the state of every committed batch, so nothing was "
-            "changed. Point repo= (and log=, job=/task=/store=) at the repository that holds its state, or start "
-            "the query afresh with a new checkpoint location.")
+            f"no state of it{held}: starting {start} would lose the state of every committed batch, so nothing "
+            "was changed. Point repo= (and log=, job=/task=/store=) at the repository that holds its state, or "
+            "start the query afresh with a new checkpoint location.")
     try:
         chain = plan_chain(history, last_committed)
     except NothingToRestore as exc:

@@ -28,7 +28,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from blobstate.commit.backup import BackupResult, StoreCommitter
@@ -78,15 +78,10 @@ class EngineConfig:
 
 def stamp_records(committer: StoreCommitter, **fields: Any) -> None:
     """Every record ``committer`` appends from now on (snapshot, delta or group) carries ``fields`` (the run of the
-    query: ``lineage_id``; a group's ``key_columns``): they are set on the record at the commit point, before
-    ``CheckpointAppending`` journals it, so recovery re-appends the same record."""
-    point = committer.commit_point
-    append = point.append
-
-    def stamped(commit_id: str, record: Any, *, attempt: Any) -> Any:
-        return append(commit_id, replace(record, **fields), attempt=attempt)
-
-    point.append = stamped  # type: ignore[method-assign]
+    query: ``lineage_id``; a group's ``key_columns``): ``blobstate.commit.point:CommitPoint.fields``, set on the
+    record at the commit point before ``CheckpointAppending`` journals it, so recovery re-appends the same record.
+    A later call adds to (or replaces) the fields of an earlier one."""
+    committer.commit_point.fields.update(fields)
 
 
 def open_repository(config: EngineConfig, *, create: bool, query_id: str | None,
@@ -182,7 +177,7 @@ class BatchEngine:
             plan = plan_alignment(self._repo.log.history(c.key), c.key, last_committed=last,
                                   query_id=self.query_id, location=c.checkpoint_location, repo_url=c.repo,
                                   last_planned=planned)
-            stamp_records(self._committer, lineage_id=plan.lineage_id)
+            self._committer.commit_point.fields["lineage_id"] = plan.lineage_id  # this run's records
             log.info("%s: %s", c.key, plan.describe())
             if plan.chain is not None:
                 replay.restore_chain(self._repo, plan.chain, c.state_dir, local_store=open_local_store("rocksdb"),

@@ -1,15 +1,19 @@
 """Local leftovers of a store on a host: scratch directories held by a lock while used, swept once abandoned.
 
 A partition snapshot task copies its partition into a RocksDB local checkpoint (hard links to the partition's SSTs:
-their disk space is only freed once every link is gone) and uploads it after letting go of the partition; a
-``blobstate spark rescale`` task fills scratch RocksDB copies. A task killed with its driver (or its executor)
-leaves that directory behind, and nothing else would ever remove it. So every such directory is *held*: its
-sibling lock file ``<dir>.held`` is taken (``flock``) before the directory exists and released only after it is
-removed (``held_dir``). The next time the store is opened on that host (a partition task entering its partition, a
-rescale task taking its scratch space) its stale directories are swept (``sweep``): a directory whose lock can be
-taken belongs to no live process and is removed; one whose lock is held is left alone. Bounded: at most
-``MAX_SWEEP`` directories per call; every removal is logged. ``flock`` locks die with their process, so a
-SIGKILL never leaves a directory held for good.
+their disk space is only freed once every link is gone) and uploads it after letting go of the partition; the
+tasks of ``read_state``, ``write_state`` and ``blobstate spark rescale`` restore or fill scratch RocksDB copies
+(``blobstate.spark.state_task``), and ``write_state`` of a driver store fills one on the driver. A task killed with
+its driver (or its executor) leaves that directory behind, and nothing else would ever remove it. So every such
+directory is *held*: its sibling lock file ``<dir>.held`` is taken (``flock``) before the directory exists and
+released only after it is removed (``held_dir``). The next time the store is opened on that host its stale
+directories are swept (``sweep``): a directory whose lock can be taken belongs to no live process and is removed;
+one whose lock is held is left alone. A partition task sweeps its partition's stale snapshot checkpoints; every
+scratch directory taken (``scratch_dir``) and every state read, write or rescale the driver starts
+(``sweep_scratch``) sweeps the stale scratch directories of *every* kind in its directory (``SCRATCH_KINDS``), so a
+rerun that runs other partitions, fewer of them, or no task at all (it finds the copy already committed) still
+removes what a killed run left. Bounded: at most ``MAX_SWEEP`` directories per call; every removal is logged.
+``flock`` locks die with their process, so a SIGKILL never leaves a directory held for good.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 
 from blobstate.local.files import try_lock
@@ -28,6 +33,10 @@ log = logging.getLogger(__name__)
 
 HELD = ".held"  # the suffix of a held directory's lock file
 MAX_SWEEP = 64  # directories removed per sweep at most (the rest wait for the next one)
+DANGLING_AFTER_S = 60.0  # a lock file without its directory is removed once this old (its creator died)
+#: the names of held scratch directories (``<kind>-...``): the state tasks' (``ReadPlan.scratch``,
+#: ``WritePlan.scratch``, a rescale's) and a driver store's write
+SCRATCH_KINDS = ("blobstate-read-", "blobstate-write-", "blobstate-rescale-read-", "blobstate-rescale-write-")
 
 
 def _release(path: str, fd: int) -> None:
@@ -53,11 +62,10 @@ def held_dir(path: str) -> Iterator[str]:
 
 @contextlib.contextmanager
 def scratch_dir(parent: str | None, prefix: str) -> Iterator[str]:
-    """A new held directory ``<parent>/<prefix>XXXX`` (``parent`` None: the temporary directory), after sweeping
-    the abandoned ``<prefix>*`` directories of ``parent``; removed at the end."""
-    parent = parent or tempfile.gettempdir()
-    os.makedirs(parent, exist_ok=True)
-    sweep(parent, f"{prefix.rstrip('-')}*")
+    """A new held directory ``<parent>/<prefix>XXXX`` (``parent`` None: the temporary directory; ``prefix`` starts
+    with one of ``SCRATCH_KINDS``), after sweeping the abandoned scratch directories of ``parent``
+    (``sweep_scratch``); removed at the end."""
+    parent = sweep_scratch(parent)
     fd, lock_path = tempfile.mkstemp(prefix=prefix, suffix=HELD, dir=parent)  # the lock exists before the dir
     os.close(fd)
     path = lock_path[: -len(HELD)]
@@ -66,9 +74,39 @@ def scratch_dir(parent: str | None, prefix: str) -> Iterator[str]:
         yield path
 
 
-def sweep(parent: str, pattern: str, *, limit: int = MAX_SWEEP) -> list[str]:
-    """Remove the directories of ``parent`` matching ``pattern`` (``fnmatch``) that no live process holds, at most
-    ``limit``; returns their paths. Never raises for a directory that vanished or cannot be read."""
+def sweep_scratch(parent: str | None) -> str:
+    """Sweep the abandoned scratch directories of every kind (``SCRATCH_KINDS``) in ``parent`` (None: the temporary
+    directory; created when missing); returns its path."""
+    parent = parent or tempfile.gettempdir()
+    os.makedirs(parent, exist_ok=True)
+    sweep(parent, tuple(f"{kind}*" for kind in SCRATCH_KINDS))
+    return parent
+
+
+def _older(path: str, seconds: float) -> bool:
+    try:
+        return time.time() - os.stat(path).st_mtime > seconds
+    except OSError:
+        return False
+
+
+def _drop_lock_file(path: str) -> None:
+    """Remove a lock file left without its directory, unless a live process holds it."""
+    try:
+        fd = try_lock(path)
+    except OSError:
+        return
+    if fd is not None:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+        os.close(fd)
+
+
+def sweep(parent: str, pattern: str | tuple[str, ...], *, limit: int = MAX_SWEEP) -> list[str]:
+    """Remove the directories of ``parent`` matching ``pattern`` (``fnmatch``; a tuple: any of them) that no live
+    process holds, at most ``limit``, and the lock files left without their directory (a task killed between the
+    two); returns the directories' paths. Never raises for a directory that vanished or cannot be read."""
+    patterns = (pattern,) if isinstance(pattern, str) else pattern
     try:
         names = sorted(os.listdir(parent))
     except OSError:
@@ -76,8 +114,13 @@ def sweep(parent: str, pattern: str, *, limit: int = MAX_SWEEP) -> list[str]:
     removed: list[str] = []
     for name in names:
         path = os.path.join(parent, name)
-        if len(removed) >= limit or name.endswith(HELD) or not fnmatch.fnmatch(name, pattern) \
-                or not os.path.isdir(path):
+        if len(removed) >= limit or not any(fnmatch.fnmatch(name, p) for p in patterns):
+            continue
+        if name.endswith(HELD):
+            if not os.path.isdir(path[: -len(HELD)]) and _older(path, DANGLING_AFTER_S):
+                _drop_lock_file(path)
+            continue
+        if not os.path.isdir(path):
             continue
         try:
             fd = try_lock(path + HELD)

@@ -139,6 +139,7 @@ class PartitionedState:
         self._run_id: str | None = None
         self._closing = False
         self.lineage_id = ""  # the run of the query this driver continues or begins (``open``)
+        self.before_first: int | None = None  # the batch batch 0 runs after: an adopted initial state's (``open``)
         self._stamped = False  # this driver's records carry the run and the partitioning (first batch)
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
@@ -166,6 +167,7 @@ class PartitionedState:
                                     repo_url=self.repo_url, last_planned=planned)
                      for p in range(self.num_partitions)]
             self.lineage_id = plans[0].lineage_id
+            self.before_first = plans[0].restored_batch if plans[0].adopted else None  # an initial state: -1
             if client:
                 self.close()
                 return
@@ -286,7 +288,8 @@ class PartitionedState:
         if latest != base:
             raise FencedError(f"fenced: {self.key} is at generation {latest}, this driver expected {base}: another "
                               "driver commits this group", expected=base, actual=latest)
-        plan = self._plan(history, base, batch_id, batch_id - 1 if batch_id > 0 else None, self.fault_hook)
+        plan = self._plan(history, base, batch_id, batch_id - 1 if batch_id > 0 else self.before_first,
+                          self.fault_hook)
         placer = self._placer
         if placer is not None and not placer.placement.holders and history:
             placer.locate(plan, LOCATE_WAIT_S)  # a restarted driver: where the executors' hosts have copies

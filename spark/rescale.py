@@ -26,6 +26,10 @@ num_partitions=M, key_schema=..., key_of=...)`` moves the state instead, with th
    query id and the key columns with their Spark types (``blobstate.commit.group.GroupCommitter``: the single
    commit point; a concurrent writer is fenced).
 
+Scratch space: each task restores (or fills) its RocksDB copy in a held directory of ``local_dir``
+(``blobstate.spark.leftovers.scratch_dir``, removed at its end); what a killed rescale left there is swept by the
+next run on that host (its driver at step 2, each of its tasks as it starts), whatever partitions it runs.
+
 Rescale is ``read_state`` then ``write_state``, one implementation: every type a key or value may have goes through
 the DataFrame exactly (a value of another type than its column rides in the raw columns).
 
@@ -138,35 +142,53 @@ def source_state(spark: SparkSession, history: list[Checkpoint], source: StoreKe
     """Step 1: the group record whose batch is rescaled (the newest of that batch) and each old partition's chain
     up to it. Raises ``NothingToRestore``/``BrokenChainError`` (exit 5), ``SparkAlignmentError``,
     ``RescaleRefused``."""
+    if checkpoint_location is None:
+        return source_chains(history, source, batch_id=batch_id)
+    groups, n = _groups(history, source)
+    location = CheckpointLocation(spark, checkpoint_location)
+    committed, query_id = location.last_committed(), location.query_id()
+    if committed is None or (batch_id is not None and batch_id != committed):
+        raise RescaleRefused(f"Spark committed batch {committed} in {checkpoint_location}: a restart on it "
+                             f"continues from there, so that is the batch to rescale (not {batch_id})")
+    chains = {}
+    for p in range(n):
+        plan = plan_alignment(partition_history(history, p), source, last_committed=committed,
+                              query_id=query_id, location=checkpoint_location, repo_url=repo_url)
+        assert plan.chain is not None
+        chains[p] = plan.chain
+    return _record(groups, committed, source), chains
+
+
+def source_chains(history: list[Checkpoint], source: StoreKey, *,
+                  batch_id: int | None) -> tuple[Checkpoint, dict[int, Chain]]:
+    """Step 1 without a Spark checkpoint location (pure; the deterministic simulator's rescale runs it): the group
+    record of ``batch_id`` (default: the newest group record's batch) and each old partition's chain up to it.
+    Raises ``NothingToRestore``/``BrokenChainError`` (exit 5), ``RescaleRefused``."""
+    groups, n = _groups(history, source)
+    batch = batch_id if batch_id is not None else groups[-1].batch_id
+    assert batch is not None
+    chains = {p: plan_chain(partition_history(history, p), batch) for p in range(n)}
+    return _record(groups, batch, source), chains
+
+
+def _groups(history: list[Checkpoint], source: StoreKey) -> tuple[list[Checkpoint], int]:
+    """The group records of ``history`` and their one partition count."""
     groups = [cp for cp in history if cp.is_group]
     if not groups:
         raise NothingToRestore(f"{source} holds no group checkpoint: nothing to re-partition")
     counts = sorted({cp.num_partitions for cp in groups})
     if len(counts) != 1:
         raise RescaleRefused(f"{source} holds group checkpoints of {counts} partitions; rescale needs one count")
-    n = counts[0]
-    if checkpoint_location is not None:
-        location = CheckpointLocation(spark, checkpoint_location)
-        committed, query_id = location.last_committed(), location.query_id()
-        if committed is None or (batch_id is not None and batch_id != committed):
-            raise RescaleRefused(f"Spark committed batch {committed} in {checkpoint_location}: a restart on it "
-                                 f"continues from there, so that is the batch to rescale (not {batch_id})")
-        chains = {}
-        for p in range(n):
-            plan = plan_alignment(partition_history(history, p), source, last_committed=committed,
-                                  query_id=query_id, location=checkpoint_location, repo_url=repo_url)
-            assert plan.chain is not None
-            chains[p] = plan.chain
-        batch = committed
-    else:
-        batch = batch_id if batch_id is not None else groups[-1].batch_id
-        assert batch is not None
-        chains = {p: plan_chain(partition_history(history, p), batch) for p in range(n)}
+    return groups, counts[0]
+
+
+def _record(groups: list[Checkpoint], batch: int, source: StoreKey) -> Checkpoint:
+    """The newest group record of ``batch``."""
     record = max((cp for cp in groups if cp.batch_id == batch), key=lambda cp: cp.generation, default=None)
     if record is None:
         raise NothingToRestore(f"{source} holds no group record of batch {batch} (its group records cover batches "
                                f"{sorted({cp.batch_id for cp in groups})[-10:]})")
-    return record, chains
+    return record
 
 
 def rescale(spark: SparkSession, *, repo: str, job: str, store: str, to_store: str, num_partitions: int,
@@ -268,4 +290,4 @@ def _copy(spark: SparkSession, committer: StoreCommitter, target: Target, read: 
 
 
 __all__ = ["RescaleAlreadyCommitted", "RescaleRefused", "RescaleResult", "UnmappableKeyError", "key_fields",
-           "rescale", "source_state"]
+           "rescale", "source_chains", "source_state"]

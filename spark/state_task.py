@@ -68,9 +68,10 @@ class RepositoryRef:
     storage_options: dict[str, Any] | None = None
     log_options: dict[str, Any] | None = None
 
-    def open(self) -> Repository:
+    def open(self, *, create: bool = False) -> Repository:
+        """The repository; an empty location becomes one only with ``create`` (``Repository.open``)."""
         return Repository.open(self.url, log=self.log_url, storage_options=self.storage_options,
-                               log_options=self.log_options, create=False)
+                               log_options=self.log_options, create=create)
 
 
 @dataclass(frozen=True)

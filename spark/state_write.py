@@ -28,8 +28,14 @@ batch Spark's restart takes as done, with the query's id, so that the query rest
 store (and N, key_cols) passes the alignment check (``blobstate.spark.alignment``) and continues from it; that is
 how a query takes over state computed elsewhere, and how ``blobstate spark rescale`` writes. Without it, batch
 ``batch_id`` (default 0) and ``query_id``: a store to read, restore or audit, which a streaming query adopts only
-through a checkpoint location of that query id. A new query (no committed batch in its checkpoint location) always
-starts from the empty state: Spark runs its batch 0 on nothing.
+through a checkpoint location of that query id.
+
+Initial state (``initial_state=True``): the records say the state *before* batch 0 (batch -1,
+``blobstate.model.chain.INITIAL_BATCH``) of no query yet, in a lineage of its own: the state a new query starts
+from, as Spark's ``flatMapGroupsWithState(initialState=...)`` and Flink's State Processor API bootstrap
+(``SavepointWriter``) give one. The first query started on that store with a fresh checkpoint location
+(``register``/``partitioned``: no committed batch) restores it before its batch 0 and chains its records onto it;
+from its first commit on the store is that query's (``blobstate.spark.alignment``).
 """
 
 from __future__ import annotations
@@ -37,8 +43,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -46,12 +52,13 @@ from typing import TYPE_CHECKING, Any
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.group import GroupCommitter, StagedSnapshot, check_partition_count
 from blobstate.errors import ConfigurationError
+from blobstate.model.chain import INITIAL_BATCH
 from blobstate.model.layout import DEFAULT_TTL_MS
 from blobstate.model.records import SNAPSHOT, Checkpoint, StoreKey
 from blobstate.model.units import parse_duration_ms
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
-from blobstate.spark.engine import stamp_records
+from blobstate.spark.leftovers import scratch_dir, sweep_scratch
 from blobstate.spark.state_task import RepositoryRef, WritePlan, Written, entry, fill, write_task
 
 if TYPE_CHECKING:
@@ -97,9 +104,9 @@ class UnwritableRows(StateWriteRefused):
 @dataclass(frozen=True)
 class Target:
     """Where and what to write: the store ``key`` in ``repo``, ``num_partitions`` (None: a driver store) by
-    ``key_cols`` (with their Spark types, ``key_columns``), the state after ``batch_id`` of ``query_id``; the
-    executors' ``local_dir`` (and ``scratch``, the name of the directories there), the driver's journal
-    ``work_dir``, the blobs' ``ttl_ms`` and the store's ``retain``."""
+    ``key_cols`` (with their Spark types, ``key_columns``), the state after ``batch_id`` of ``query_id`` (of the run
+    ``lineage_id``, when set: an initial state's); the executors' ``local_dir`` (and ``scratch``, the name of the
+    directories there), the driver's journal ``work_dir``, the blobs' ``ttl_ms`` and the store's ``retain``."""
 
     repo: RepositoryRef
     key: StoreKey
@@ -113,6 +120,7 @@ class Target:
     ttl_ms: int = DEFAULT_TTL_MS
     retain: int = 3
     scratch: str = "blobstate-write"
+    lineage_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -197,19 +205,31 @@ def check_destination(committer: StoreCommitter, target: Target, what: str) -> N
 @contextlib.contextmanager
 def destination(target: Target, what: str) -> Iterator[StoreCommitter]:
     """Step 1: the destination's committer, its journal recovered and its store checked empty
-    (``check_destination``), its generation pinned (a later append by another writer fences this one); held
-    while the block runs. Raises ``StateAlreadyWritten``, ``DestinationNotEmpty``, ``CommitInProgressError``."""
-    repository = target.repo.open()
+    (``open_destination``); held while the block runs; an initial state (``target.lineage_id``) may create the
+    repository, as a new query's first batch does. First the scratch directories a killed earlier run left in
+    ``target.local_dir`` on this host are swept (``blobstate.spark.leftovers.sweep_scratch``: also when this run
+    then runs no task, or others). Raises ``StateAlreadyWritten``, ``DestinationNotEmpty``,
+    ``CommitInProgressError``."""
+    sweep_scratch(target.local_dir)  # what a killed earlier run left on this host, whatever its tasks
+    repository = target.repo.open(create=bool(target.lineage_id))
     try:
         # Opening the committer recovers a write into the key killed earlier from this work dir: one killed before
         # its append is aborted (its parts deleted), one killed after it is finished (its TTLs removed).
         with StoreCommitter(target.key, repository, store_type="rocksdb", work_dir=target.work_dir,
                             retain=target.retain, ttl_ms=target.ttl_ms) as committer:
-            check_destination(committer, target, what)
-            committer.commit_point.generation()
+            open_destination(committer, target, what)
             yield committer
     finally:
         repository.close()
+
+
+def open_destination(committer: StoreCommitter, target: Target, what: str) -> None:
+    """Step 1 on an open ``committer`` of the destination (its journal recovered when it opened): the store checked
+    empty (``check_destination``), then the committer's generation pinned (a later append by another writer
+    fences this one). Spark-free: the deterministic simulator's rescale runs it too. Raises
+    ``StateAlreadyWritten``, ``DestinationNotEmpty``."""
+    check_destination(committer, target, what)
+    committer.commit_point.generation()
 
 
 def commit_rows(committer: StoreCommitter, rows: Any, target: Target, *, what: str = "state write",
@@ -218,27 +238,42 @@ def commit_rows(committer: StoreCommitter, rows: Any, target: Target, *, what: s
     ``expect_keys``: the number of keys the write must hold (a copy's check). Raises ``UnwritableRows``,
     ``StateWriteRefused`` (exit 2), ``FencedError``, ``StorageError``, the tasks' errors."""
     t0 = time.perf_counter()
+    if target.lineage_id:  # an initial state's own run (``blobstate.spark.alignment``), at the commit point
+        committer.commit_point.fields["lineage_id"] = target.lineage_id
     if target.num_partitions is None:
         checkpoint, keys, uploaded = _write_driver_store(committer, rows, target, what, expect_keys)
         per_partition: tuple[int, ...] = (keys,)
     else:
         from blobstate.spark.partition_job import OUTPUT_SCHEMA, collect_pickled
 
-        groups = GroupCommitter(committer, num_partitions=target.num_partitions)
-        stamp_records(committer, key_columns=target.key_columns)
         plan = WritePlan(target.repo, target.key, target.batch_id, target.ttl_ms, target.local_dir, target.scratch)
         written = collect_pickled(rows.repartition(target.num_partitions, *target.key_cols)
                                   .select("key", "value", "key_raw", "value_raw")
                                   .mapInArrow(functools.partial(write_task, plan), OUTPUT_SCHEMA))
-        staged = _check(committer.repo, written, target, what, expect_keys)
-        checkpoint = groups.commit([s.entry for s in staged], batch_id=target.batch_id, query_id=target.query_id,
-                                   created_ms=min(w.created_ms for w in written),
-                                   new_blob_ids=[b for s in staged for b in s.new_blob_ids])
-        per_partition = tuple(w.keys for w in sorted(written, key=lambda w: w.partition))
-        keys, uploaded = sum(per_partition), sum(s.bytes_uploaded for s in staged)
+        checkpoint, per_partition, uploaded = commit_written(committer, written, target, what=what,
+                                                             expect_keys=expect_keys)
+        keys = sum(per_partition)
     log.info("wrote %s (%s) at batch %s: %s keys", target.key, what, target.batch_id, keys)
     return StateWriteResult(target.key, target.batch_id, target.query_id, target.num_partitions or 0, keys,
                             per_partition, uploaded, checkpoint, (time.perf_counter() - t0) * 1000)
+
+
+def commit_written(committer: StoreCommitter, written: list[Written], target: Target, *, what: str,
+                   expect_keys: int | None = None) -> tuple[Checkpoint, tuple[int, ...], int]:
+    """The end of step 2, Spark-free (the deterministic simulator's rescale runs it too): the write tasks' answers
+    ``written`` checked (every partition once, no problem, ``expect_keys`` keys; else the staged blobs are
+    deleted and ``UnwritableRows``/``StateWriteRefused`` raised), then **one** group record of their snapshots
+    committed with the partitioning (``target.key_columns``, carried at the commit point:
+    ``CommitPoint.fields``). Returns ``(record, keys per partition, bytes uploaded)``. Raises ``FencedError``,
+    ``StorageError``."""
+    assert target.num_partitions is not None
+    staged = _check(committer.repo, written, target, what, expect_keys)
+    committer.commit_point.fields["key_columns"] = target.key_columns
+    checkpoint = GroupCommitter(committer, num_partitions=target.num_partitions).commit(
+        [s.entry for s in staged], batch_id=target.batch_id, query_id=target.query_id,
+        created_ms=min(w.created_ms for w in written), new_blob_ids=[b for s in staged for b in s.new_blob_ids])
+    per_partition = tuple(w.keys for w in sorted(written, key=lambda w: w.partition))
+    return checkpoint, per_partition, sum(s.bytes_uploaded for s in staged)
 
 
 def _refuse(target: Target, what: str, problems: list[str], duplicates: bool) -> UnwritableRows:
@@ -251,7 +286,7 @@ def _write_driver_store(committer: StoreCommitter, rows: Any, target: Target, wh
     """Step 3: the rows into a RocksDB on the driver, committed as one snapshot record."""
     from rocksdict import Rdict
 
-    with tempfile.TemporaryDirectory(prefix="blobstate-write-", dir=target.local_dir) as base:
+    with scratch_dir(target.local_dir, f"{target.scratch}-driver-") as base:  # held: swept if this process dies
         db = Rdict(f"{base}/db")
         try:
             local = (entry(r["key"], r["value"], r["key_raw"], r["value_raw"]) for r in
@@ -300,9 +335,10 @@ def _check(repository: Repository, written: list[Written], target: Target, what:
 def write_state(df: DataFrame, *, repo: str, job: str, store: str, num_partitions: int | None = None,
                 key_cols: list[str] | None = None, task: str | None = None, key_col: str = "key",
                 value_col: str = "value", checkpoint_location: str | None = None, batch_id: int | None = None,
-                query_id: str = "", log: str | None = None, storage_options: dict[str, Any] | None = None,
-                log_options: dict[str, Any] | None = None, local_dir: str | None = None,
-                work_dir: str | None = None, ttl: Duration = DEFAULT_TTL_MS, retain: int = 3) -> StateWriteResult:
+                query_id: str = "", initial_state: bool = False, log: str | None = None,
+                storage_options: dict[str, Any] | None = None, log_options: dict[str, Any] | None = None,
+                local_dir: str | None = None, work_dir: str | None = None, ttl: Duration = DEFAULT_TTL_MS,
+                retain: int = 3) -> StateWriteResult:
     """Write ``df``'s ``key_col``/``value_col`` rows as the new store ``(job, task, store)`` (the module docstring):
     a partitioned store of ``num_partitions`` partitions by ``key_cols`` (task ``group``), or a driver store
     (``num_partitions`` None, task ``0``). Returns what was committed. Example::
@@ -313,12 +349,24 @@ def write_state(df: DataFrame, *, repo: str, job: str, store: str, num_partition
         # then restart the query on /ck/flights with store="routes-v2", num_partitions=8
 
     ``checkpoint_location``: the query that continues from this state (the batch and query id are its); else
-    ``batch_id`` (default 0) and ``query_id``. ``work_dir``: the driver's journal of the new store (default under
+    ``batch_id`` (default 0) and ``query_id``. ``initial_state``: the state a *new* query starts from, before its
+    batch 0 (with neither of those: the module docstring; Spark's ``flatMapGroupsWithState(initialState=...)``,
+    Flink's State Processor API bootstrap)::
+
+        blobstate.spark.write_state(batch_result, repo=repo, job="flights", store="routes", num_partitions=4,
+                                    key_cols=["origin", "dest"], initial_state=True)
+        ps = blobstate.spark.partitioned(spark, repo=repo, checkpoint_location="/ck/new", job="flights",
+                                         store="routes", num_partitions=4, key_cols=["origin", "dest"], ...)
+
+    ``work_dir``: the driver's journal of the new store (default under
     ``BLOBSTATE_WORK_DIR``); ``local_dir``: scratch space (executors, and the driver for a driver store); ``ttl``:
     the blobs' TTL until the commit; ``retain``: the new store's retention. Raises ``StateWriteRefused``,
     ``DestinationNotEmpty``, ``StateAlreadyWritten``, ``UnwritableRows`` (exit 2, nothing committed),
     ``ConfigurationError`` (a bad column or option), ``FencedError``, ``StorageError``, ``RepositoryNotFound``.
     """
+    if initial_state and (checkpoint_location is not None or batch_id is not None or query_id):
+        raise ConfigurationError("initial_state=True writes the state before a new query's batch 0, of no query "
+                                 "yet: pass no checkpoint_location, batch_id or query_id with it")
     if num_partitions is None:
         if key_cols:
             raise ConfigurationError("key_cols partition a partitioned store: pass num_partitions=N with them, or "
@@ -330,7 +378,7 @@ def write_state(df: DataFrame, *, repo: str, job: str, store: str, num_partition
     cols = tuple(key_cols or ())
     rows = rows_frame(df, cols, key_col, value_col)
     key = StoreKey(job, task or ("0" if num_partitions is None else "group"), store)
-    batch, query = _batch_of(df, checkpoint_location, batch_id, query_id)
+    batch, query = (INITIAL_BATCH, "") if initial_state else _batch_of(df, checkpoint_location, batch_id, query_id)
     if work_dir is None:
         from blobstate.local import workdir
         from blobstate.repository.backends import normalize_url
@@ -338,7 +386,7 @@ def write_state(df: DataFrame, *, repo: str, job: str, store: str, num_partition
         work_dir = workdir.store_work_dir(normalize_url(repo), key)
     target = Target(RepositoryRef(repo, log, storage_options, log_options), key, num_partitions, cols,
                     tuple((c, df.schema[c].dataType.simpleString()) for c in cols), batch, query, local_dir,
-                    work_dir, parse_duration_ms(ttl), retain)
+                    work_dir, parse_duration_ms(ttl), retain, lineage_id=uuid.uuid4().hex if initial_state else "")
     with destination(target, "state write") as committer:
         return commit_rows(committer, rows, target)
 
@@ -364,4 +412,5 @@ def _batch_of(df: DataFrame, location: str | None, batch_id: int | None, query_i
 
 
 __all__ = ["DestinationNotEmpty", "StateAlreadyWritten", "StateWriteRefused", "StateWriteResult", "Target",
-           "UnwritableRows", "commit_rows", "destination", "rows_frame", "write_state"]
+           "UnwritableRows", "commit_rows", "commit_written", "destination", "open_destination", "rows_frame",
+           "write_state"]

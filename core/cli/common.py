@@ -21,6 +21,7 @@ from typing import Any
 import click
 
 from blobstate.errors import EXIT_ERROR, BlobstateError
+from blobstate.model.progress import NoProgress
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -192,10 +193,6 @@ def log_options(values: tuple[str, ...]) -> dict[str, Any] | None:
 
 def stack(*decorators: Decorator) -> Decorator:
     """One decorator applying ``decorators`` in the order written (options listed in that order in ``--help``)."""
-    return _stack(*decorators)
-
-
-def _stack(*decorators: Decorator) -> Decorator:
     def apply(fn: Callable[..., Any]) -> Callable[..., Any]:
         for decorator in reversed(decorators):
             fn = decorator(fn)
@@ -270,7 +267,7 @@ key_file_option = click.option(
          "--encrypt`).")
 
 #: ``--repo``, ``--log``, ``--storage-option`` and ``--key-file``.
-repo_options = _stack(
+repo_options = stack(
     click.option("--repo", required=True, envvar="BLOBSTATE_REPO",
                  help="Repository URL or path (file://, s3://, gs://, az://, ...)."),
     click.option("--log", "log_url", default=None, envvar="BLOBSTATE_LOG",
@@ -284,7 +281,7 @@ log_option = click.option(
     help="Option for the checkpoint log's plugin (repeatable; default: the storage options when the log is on the "
          "same kind of URL as the repository).")
 #: ``--repo``, ``--log``, ``--storage-option`` and ``--log-option``: every command that opens a repository.
-repository_options = _stack(repo_options, log_option)
+repository_options = stack(repo_options, log_option)
 ttl_mode_option = click.option("--ttl-mode", type=click.Choice(["lease", "native"]), default=None,
                                envvar="BLOBSTATE_TTL_MODE", help="How blob TTLs are kept (default: lease).")
 concurrency_option = click.option("--max-concurrency", type=click.IntRange(1, 256), default=8, show_default=True,
@@ -292,7 +289,7 @@ concurrency_option = click.option("--max-concurrency", type=click.IntRange(1, 25
 work_dir_option = click.option("--work-dir", default=None, envvar="BLOBSTATE_WORK_DIR",
                                help="Work directory base (journal, local checkpoints; default: the user state dir).")
 #: ``--job``, ``--task``, ``--store``: the store key.
-key_options = _stack(
+key_options = stack(
     click.option("--job", default="default", show_default=True, envvar="BLOBSTATE_JOB",
                  help="Job name (store key part 1)."),
     click.option("--task", default="0", show_default=True, envvar="BLOBSTATE_TASK",
@@ -302,7 +299,7 @@ key_options = _stack(
 )
 #: ``--job``, ``--task``, ``--store`` as filters of a repository-wide command: without ``--store`` every store (of
 #: the ``--job``/``--task`` given, if given).
-filter_options = _stack(
+filter_options = stack(
     click.option("--job", default=None, envvar="BLOBSTATE_JOB", help="Only stores of this job."),
     click.option("--task", default=None, envvar="BLOBSTATE_TASK", help="Only stores of this task."),
     click.option("--store", default=None, envvar="BLOBSTATE_STORE",
@@ -337,7 +334,7 @@ class KeepCount(click.ParamType):
 #: (``blobstate.model.retention``); ``retention_policy`` turns them (and ``--retain``) into the API's ``retention``.
 KEEP_RULES = {"last": "", "hourly": "hours", "daily": "days", "weekly": "ISO weeks", "monthly": "months",
               "yearly": "years"}
-keep_options = _stack(
+keep_options = stack(
     click.option("--keep-within", "keep_within", default=None, envvar="BLOBSTATE_KEEP_WITHIN", metavar="DURATION",
                  help="Keep every checkpoint made within DURATION of the newest (2d, 12h, 90min, 2w, 6mo, 1y)."),
     *(click.option(f"--keep-{rule}", f"keep_{rule}", type=KeepCount(), default=None,
@@ -346,8 +343,6 @@ keep_options = _stack(
                          f"Keep the newest checkpoint of each of the last N {unit} (UTC; 'all' for every one).")
                    ) for rule, unit in KEEP_RULES.items()),
 )
-
-
 append_only_option = click.option(
     "--append-only", "append_only", is_flag=True, default=None, envvar="BLOBSTATE_APPEND_ONLY",
     help="Delete nothing (restic's append-only mode): retention, aborts and restore's init cleanup leave deletes to "
@@ -411,7 +406,15 @@ def emit(as_json: bool, payload: Any, text: str) -> None:
 
 
 def progress(quiet: bool) -> Any:
-    """Rich progress bars on stderr (silent with ``quiet`` or when stderr is not a terminal)."""
+    """Rich progress bars on stderr, unless ``quiet`` or stderr is not a terminal (and rich's FORCE_COLOR,
+    TTY_COMPATIBLE, TTY_INTERACTIVE do not say to draw). rich is imported only to draw: a script does not pay for it."""
+    try:
+        drawable = not quiet and (sys.stderr.isatty() or any(os.environ.get(v) for v in
+                                                             ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")))
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        drawable = False
+    if not drawable:
+        return NoProgress()
     from blobstate.cli.progress import RichProgress
 
-    return RichProgress(enabled=not quiet)
+    return RichProgress(enabled=True)

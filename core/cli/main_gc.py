@@ -46,6 +46,7 @@ def render_text(reports: list[dict[str, Any]], dry_run: bool) -> str:
 @click.command()
 @common.repository_options
 @common.ttl_mode_option
+@common.concurrency_option
 @common.work_dir_option
 @common.filter_options
 @click.option("--dry-run", is_flag=True, help="Show what would be deleted; delete nothing.")
@@ -60,10 +61,11 @@ def render_text(reports: list[dict[str, Any]], dry_run: bool) -> str:
 @common.json_option
 @common.handle_errors
 def gc(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...],
-       ttl_mode: str | None, work_dir: str | None, job: str | None, task: str | None, store: str | None,
-       dry_run: bool, ttl: int, retain: int | None, keep_within: str | None, keep_last: int | None,
-       keep_hourly: int | None, keep_daily: int | None, keep_weekly: int | None, keep_monthly: int | None,
-       keep_yearly: int | None, install_lifecycle: bool, now_ms: int | None, as_json: bool) -> None:
+       ttl_mode: str | None, max_concurrency: int, work_dir: str | None, job: str | None, task: str | None,
+       store: str | None, dry_run: bool, ttl: int, retain: int | None, keep_within: str | None,
+       keep_last: int | None, keep_hourly: int | None, keep_daily: int | None, keep_weekly: int | None,
+       keep_monthly: int | None, keep_yearly: int | None, install_lifecycle: bool, now_ms: int | None,
+       as_json: bool) -> None:
     """Delete expired TTL blobs and orphans no retained snapshot references (only once older than the TTL), and
     prune checkpoints beyond the retention, in every store (or the --store / --job / --task given).
 
@@ -84,6 +86,7 @@ def gc(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_opti
         return
     reports = api.gc(repo=repo, log=log_url, job=job, task=task, store=store, dry_run=dry_run, ttl=ttl,
                      retention=common.retention_policy(), now_ms=now_ms, storage_options=options,
-                     log_options=common.log_options(log_option), ttl_mode=ttl_mode, work_base=work_dir)
+                     log_options=common.log_options(log_option), ttl_mode=ttl_mode, work_base=work_dir,
+                     max_concurrency=max_concurrency)
     payload = [r.to_json() for r in reports]
     common.emit(as_json, payload, render_text(payload, dry_run) or "no stores")

@@ -10,11 +10,13 @@ from blobstate.cli import common
 
 @click.command("list")
 @common.repository_options
+@common.concurrency_option
 @common.filter_options
 @common.json_option
 @common.handle_errors
 def list_checkpoints(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...],
-                     job: str | None, task: str | None, store: str | None, as_json: bool) -> None:
+                     max_concurrency: int, job: str | None, task: str | None, store: str | None,
+                     as_json: bool) -> None:
     """List retained checkpoints: time (UTC), host, batch id, files and data size, of one store (--store) or of
     every store in the repository (optionally of one --job / --task). A group checkpoint (a partitioned store)
     shows the partitions it commits of all (parts), the files of its partition snapshots (delta: changelogs
@@ -22,7 +24,7 @@ def list_checkpoints(repo: str, log_url: str | None, storage_option: tuple[str, 
     from blobstate import api
     from blobstate.model.units import format_size
 
-    summaries = api.describe_checkpoints(job=job, task=task, store=store,
+    summaries = api.describe_checkpoints(job=job, task=task, store=store, max_concurrency=max_concurrency,
                                          **common.repository(repo, log_url, storage_option, log_option))
     if as_json:
         common.emit(True, [s.to_json() for s in summaries], "")

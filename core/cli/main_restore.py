@@ -13,6 +13,10 @@ import click
 
 from blobstate.cli import common
 
+#: ``--verify-kept`` modes, the default first (``blobstate.restoring.plan.VERIFY_KEPT``; named here so that
+#: ``--help`` imports no restore code).
+VERIFY_KEPT = ("cache", "identity", "full")
+
 
 @click.command()
 @click.argument("dest_dir", type=click.Path(file_okay=False))
@@ -26,12 +30,21 @@ from blobstate.cli import common
               help="Restore the newest checkpoint whose batch id is <= this.")
 @click.option("--partition", type=click.IntRange(0), default=None,
               help="Of a partitioned store (group checkpoints): restore this partition.")
+@click.option("--all-partitions", is_flag=True,
+              help="Of a partitioned store: restore every partition P into DEST_DIR/P/, --max-concurrency "
+                   "partitions at a time in this process; prints each partition's throughput and the group's.")
 @click.option("--store-type", default=None, envvar="BLOBSTATE_STORE_TYPE",
               help="Local store type (default: from the snapshot).")
 @click.option("--force", is_flag=True,
               help="Restore into a non-empty directory no restore made, deleting what the snapshot lacks.")
 @click.option("--dry-run", is_flag=True, help="Print what would change; change nothing.")
 @click.option("--no-cleanup", is_flag=True, help="Skip the init cleanup (TTL removal, retention).")
+@click.option("--verify-kept", type=click.Choice(VERIFY_KEPT), default=VERIFY_KEPT[0], show_default=True,
+              envvar="BLOBSTATE_VERIFY_KEPT",
+              help="How a file already in DEST_DIR is known to be the snapshot's: cache (read, unless this "
+                   "host's checksum cache, keyed with ctime, vouches for it), identity (a RocksDB SST by its name, "
+                   "size and mtime, unread: faster, blind to a data block changed with the mtime put back), full "
+                   "(every kept file read, no cache). Files that change in place are always read.")
 @common.append_only_option
 @common.limit_download_option
 @common.limit_upload_option
@@ -41,12 +54,24 @@ from blobstate.cli import common
 def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple[str, ...],
             log_option: tuple[str, ...], ttl_mode: str | None, max_concurrency: int, work_dir: str | None, job: str,
             task: str, store: str | None, checkpoint: str | None, max_batch_id: int | None, partition: int | None,
-            store_type: str | None, no_cleanup: bool, append_only: bool | None, limit_download: int | None,
-            limit_upload: int | None, force: bool, dry_run: bool, as_json: bool, quiet: bool) -> None:
+            store_type: str | None, no_cleanup: bool, verify_kept: str, append_only: bool | None,
+            limit_download: int | None, limit_upload: int | None, force: bool, dry_run: bool, as_json: bool,
+            quiet: bool, all_partitions: bool) -> None:
     """Restore a checkpoint (default: the latest) into DEST_DIR, downloading only what is missing or different."""
     from blobstate import api
     from blobstate.model.units import format_duration, format_size
 
+    if all_partitions:
+        if partition is not None or checkpoint is not None:
+            raise click.UsageError("--all-partitions restores the latest state of every partition (or the one "
+                                   "after --max-batch-id): not with --partition or --checkpoint")
+        _restore_partitions(dest_dir, common.store_key(job, task, common.require_store(store)), repo=repo,
+                            log_url=log_url, storage_option=storage_option, log_option=log_option,
+                            max_concurrency=max_concurrency, work_dir=work_dir, max_batch_id=max_batch_id,
+                            cleanup=not no_cleanup, force=force, dry_run=dry_run, verify_kept=verify_kept,
+                            append_only=append_only, limit_download=limit_download, limit_upload=limit_upload,
+                            as_json=as_json, quiet=quiet)
+        return
     key = common.store_key(job, task, store, dest_dir)
     common.watch_store(repo, key.job, key.task, key.store, work_dir)
     result = api.restore(
@@ -55,7 +80,8 @@ def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple
         **common.repository(repo, log_url, storage_option, log_option),
         ttl_mode=ttl_mode, max_concurrency=max_concurrency,
         work_base=work_dir, progress=common.progress(quiet or dry_run), cleanup=not no_cleanup, force=force,
-        dry_run=dry_run, append_only=append_only, limit_download=limit_download, limit_upload=limit_upload,
+        dry_run=dry_run, verify_kept=verify_kept, append_only=append_only, limit_download=limit_download,
+        limit_upload=limit_upload,
     )
     if as_json:
         common.emit(True, result.to_json(), "")
@@ -77,6 +103,33 @@ def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple
                    f"({format_size(result.bytes_downloaded)}), {result.files_kept} kept, {result.files_reused} "
                    f"reused, {result.files_removed} removed, in {format_duration(result.duration_ms)}")
     common.emit(False, None, result.checkpoint.checkpoint_id)
+
+
+def _restore_partitions(dest_dir: str, key: Any, *, repo: str, log_url: str | None, storage_option: tuple[str, ...],
+                        log_option: tuple[str, ...], as_json: bool, quiet: bool, **options: Any) -> None:
+    """``--all-partitions``: every partition into ``DEST_DIR/<p>/``; one line per partition and the group's
+    throughput on stderr, the checkpoint of each on stdout (or the JSON)."""
+    from blobstate import api
+    from blobstate.model.units import format_duration, format_size
+
+    common.watch_store(repo, key.job, key.task, key.store, options["work_dir"])
+    options["work_base"] = options.pop("work_dir")
+    group = api.restore_partitions(dest_dir, job=key.job, task=key.task, store=key.store, **options,
+                                   **common.repository(repo, log_url, storage_option, log_option))
+    doc = group.to_json()
+    if as_json:
+        common.emit(True, doc, "")
+        return
+    if not quiet:
+        for p, row in zip(sorted(group.partitions), doc["partitions"], strict=True):
+            r = group.partitions[p]
+            common.err(f"restored {_what(key, r)} into {row['destination']}: {_files(r.files_downloaded)} "
+                       f"downloaded, {r.files_kept} kept, {r.files_reused} reused; {format_size(r.bytes_total)} in "
+                       f"{format_duration(r.duration_ms)} ({row['throughputMBps']} MB/s)")
+        common.err(f"restored {len(group.partitions)} partitions of {key}: {format_size(group.bytes_total)} in "
+                   f"{format_duration(group.duration_ms)} ({doc['throughputMBps']} MB/s for the group)")
+    common.emit(False, None, "\n".join(f"{p} {r.checkpoint.checkpoint_id}" for p, r in
+                                       sorted(group.partitions.items())))
 
 
 def _what(key: Any, result: Any) -> str:

@@ -9,18 +9,20 @@ from blobstate.cli import common
 
 @click.command()
 @common.repository_options
+@common.concurrency_option
 @common.filter_options
 @common.json_option
 @common.handle_errors
 def stats(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...],
-          job: str | None, task: str | None, store: str | None, as_json: bool) -> None:
+          max_concurrency: int, job: str | None, task: str | None, store: str | None, as_json: bool) -> None:
     """Per store: retained checkpoints, files and data size of the latest, logical bytes of all retained
     snapshots, bytes stored, and the deduplication ratio (logical / stored snapshot data bytes). A partitioned
     store's latest is every partition's latest state added up."""
     from blobstate import api
     from blobstate.model.units import format_size
 
-    result = api.stats(job=job, task=task, store=store, **common.repository(repo, log_url, storage_option, log_option))
+    result = api.stats(job=job, task=task, store=store, max_concurrency=max_concurrency,
+                       **common.repository(repo, log_url, storage_option, log_option))
     if as_json:
         common.emit(True, [s.to_json() for s in result], "")
         return

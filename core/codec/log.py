@@ -12,7 +12,7 @@ sealed, so a group record of ``MAX_PARTITIONS`` partitions still fits ``MAX_RECO
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import zstandard
@@ -79,6 +79,10 @@ class SealedCheckpointLog(CheckpointLog):
     def history(self, key: StoreKey) -> list[Checkpoint]:
         return [self.open(stored) for stored in self.inner.history(key)]
 
+    def histories(self, keys: Iterable[StoreKey] | None = None) -> dict[StoreKey, list[Checkpoint]]:
+        """``inner``'s ``histories`` (the file log: one listing for every store), each record opened."""
+        return {key: [self.open(stored) for stored in records] for key, records in self.inner.histories(keys).items()}
+
     def append(self, checkpoint: Checkpoint, expected_generation: int) -> Checkpoint:
         """Seal at ``expected_generation + 1`` and append; a re-append that finds the record landed returns it."""
         return self.open(self.inner.append(self.seal(checkpoint, expected_generation + 1), expected_generation))
@@ -90,6 +94,13 @@ class SealedCheckpointLog(CheckpointLog):
         """``inner``'s ``forget``: it matches each record by its clear generation and checkpoint id. Raises
         ``NotImplementedError`` when ``inner`` keeps records inside it (``can_forget`` says so first)."""
         return self._removed(self.inner.forget(key, records))
+
+    def drop(self, key: StoreKey, expiring: Sequence[Checkpoint], *, first_kept: int) -> list[Checkpoint]:
+        """``inner``'s ``drop`` (the file log's: one bulk delete of exactly the records the caller read), on the
+        clear generations; a removed record the caller gave (opened) is returned as given, any other opened."""
+        given = {(cp.generation, cp.checkpoint_id): cp for cp in expiring}
+        removed = self.inner.drop(key, expiring, first_kept=first_kept)
+        return [given.get((cp.generation, cp.checkpoint_id)) or self._removed([cp])[0] for cp in removed]
 
     @property
     def can_forget(self) -> bool:

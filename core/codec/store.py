@@ -156,6 +156,9 @@ class CodecBlobStore(BlobStore):
     def remove_ttl_many(self, blob_ids: Iterable[str]) -> None:
         self.inner.remove_ttl_many(blob_ids)
 
+    def remove_own_ttl_many(self, blob_ids: Iterable[str]) -> None:
+        self.inner.remove_own_ttl_many(blob_ids)
+
     def has_ttl(self, blob_id: str) -> bool:
         return self.inner.has_ttl(blob_id)
 

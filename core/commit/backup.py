@@ -23,8 +23,9 @@ finishes step 7. The rules that keep a snapshot from ever being lost (docs/archi
 - an append whose outcome is unknown is resolved by re-appending the same record until the log answers for
   certain; until then the commit stays open (``CheckpointAppending`` in the journal) and nothing it wrote is
   deleted;
-- a snapshot never references a blob the store lacks: one walk of the store's ``blobs/`` prefix per commit, and
-  a missing reused blob is uploaded again from the local checkpoint (``healing.plan_heal``);
+- a snapshot never references a blob the store lacks: a walk of the store's ``blobs/`` prefix, and a missing
+  reused blob is uploaded again from the local checkpoint (``healing.plan_heal``; ``healing.HealWalks`` says when
+  a commit may skip the walk);
 - an unreadable previous index never wedges the store: the commit uploads everything, under the next generation;
 - the first commit from a host that did not write the latest one runs restore's init cleanup first (its blobs
   may still carry the TTL a native lifecycle rule would expire them by).
@@ -39,6 +40,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +80,8 @@ log = logging.getLogger(__name__)
 #: Seconds an unknown append outcome is resolved by re-appending before the commit is left open for recovery
 #: (``BLOBSTATE_APPEND_RESOLVE_S`` overrides).
 APPEND_RESOLVE_S = 30.0
+#: snapshot indexes a committer keeps read (its own, the previous, the retained ones retention reads)
+INDEXES_KEPT = 8
 
 
 @dataclass(frozen=True)
@@ -169,6 +173,9 @@ class StoreCommitter:
         self.engine = CommitEngine(self.cleanup, self.commit_point, ttl_ms=ttl_ms,
                                    on_unsettled=self.mark_needs_recovery)
         self.cache = ChecksumCache(os.path.join(self.work_dir, workdir.CRC_CACHE))
+        self.walks = healing.HealWalks(self.repo, key)
+        self._indexes = ExitStack()  # the indexes this committer read or wrote, kept while it lives
+        self._indexes.enter_context(self.repo.reading_indexes_once(limit=INDEXES_KEPT))
         self._prev: tuple[Checkpoint, SnapshotIndex | None] | None = None
         self._took_over = False
         self.recovered: list[tuple[RecoveryAction, str]] = []
@@ -194,6 +201,7 @@ class StoreCommitter:
     def close(self) -> None:
         """Save the checksum cache, close the journal and release the lock."""
         self._save_cache()
+        self._indexes.close()
         self.session.close()
 
     def _save_cache(self) -> None:
@@ -210,6 +218,7 @@ class StoreCommitter:
         if results:
             self.commit_point.invalidate()  # recovery may have appended
             self._prev = None
+            self.walks.forget()
         return results
 
     def use_recorded_retention(self) -> RetentionPolicy:
@@ -233,6 +242,7 @@ class StoreCommitter:
         ``checkpoint()`` recovers first."""
         self._needs_recovery = True
         self._prev = None
+        self.walks.forget()
 
     # -- step 1-2: local checkpoint --------------------------------------------------------------------------
     def checkpoint(self, source: object, *, batch_id: int | None = None, query_id: str = "") -> LocalCheckpoint:
@@ -269,7 +279,7 @@ class StoreCommitter:
         alone: the commit then uploads everything."""
         if self._took_over:
             return
-        latest = self.repo.log.latest(self.key)
+        latest = self.commit_point.latest()  # the view this writer pinned: another writer's append fences it
         if latest is not None and latest.checkpoint_id != last_completed(self.work_dir):
             try:
                 init_cleanup(self.repo, self.key, self.work_dir, commit_point=self.commit_point)
@@ -286,12 +296,14 @@ class StoreCommitter:
         file, under the next generation, instead of wedging the store.
         """
         if self._prev is None:
-            latest = self.repo.log.latest(self.key)
+            latest = self.commit_point.latest()  # the writer's view: read once with its pinned generation
             if latest is not None and latest.is_delta:
                 latest = latest_snapshot(self.repo.log.history(self.key))
             if latest is not None:
-                try:
-                    index: SnapshotIndex | None = self.repo.read_index(latest)
+                snapshot = latest
+                try:  # the walk of blobs/ the next commit makes goes beside this read (``HealWalks.prefetch``)
+                    index: SnapshotIndex | None = self.walks.prefetch(latest.checkpoint_id,
+                                                                      lambda: self.repo.read_index(snapshot))
                 except IntegrityError as exc:
                     log.warning("the latest snapshot index of %s (%s, checkpoint %s) is unreadable: %s; this commit "
                                 "uploads every file", self.key, latest.index_blob_id, latest.checkpoint_id,
@@ -320,9 +332,9 @@ class StoreCommitter:
             scanned = planner.scan_directory(local.path, self.cache, is_mutable=self.local_store.is_mutable)
             plan = planner.diff(scanned, prev[1] if prev else None, key=self.key, chunk_size=self.chunk_size,
                                 ttl_ms=self.ttl_ms, codec_of=self.repo.choose_codec)
-            heal = healing.plan_heal(plan.files, {f.relpath: f.path for f in scanned},
-                                     healing.present_blobs(self.repo, self.key), {r.blob_id for r in plan.puts},
-                                     self.ttl_ms)
+            heal, walked = self.walks.plan(prev[0].checkpoint_id if prev else None, plan.files,
+                                           {f.relpath: f.path for f in scanned}, {r.blob_id for r in plan.puts},
+                                           self.ttl_ms)
             plan.puts += heal
             healed = {r.source.path for r in heal if isinstance(r.source, FileRange)}
             plan.uploaded += [f.relpath for f in scanned if f.path in healed]
@@ -348,6 +360,7 @@ class StoreCommitter:
             self.session.record(ev.IndexUploaded(commit_id, now_ms(), index_id, crc, len(data)), sync=True)
             record = Checkpoint(self.key, commit_id, 0, index_id, crc, len(data), local.created_ms,
                                 local.batch_id, self.writer_id, query_id=local.query_id)
+            self.repo.remember_index(record, index, data)  # retention reads it from here, not from the store
         except BaseException as exc:
             self.engine.abort(commit_id, exc)  # certain: this commit is not and never will be in the log
             if not isinstance(exc, FencedError):
@@ -357,7 +370,10 @@ class StoreCommitter:
         checkpoint = self.engine.append(record, budget_checked=True)
         self._prev = (checkpoint, index)
         upload_ms = (time.perf_counter() - t0) * 1000
-        deleted = self.engine.finish_quietly(commit_id, checkpoint, late=landed_late(local.created_ms, self.ttl_ms))
+        late = landed_late(local.created_ms, self.ttl_ms)
+        deleted = self.engine.finish_quietly(commit_id, checkpoint, late=late)
+        self.walks.done(commit_id, walked=walked, whole=not late and not self._needs_recovery
+                        and now_ms() - local.created_ms <= self.ttl_ms // 2)
         self.cache.retain([f.path for f in planner.scan_directory(local.path, self.cache)])
         self._save_cache()
         return BackupResult(

@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from blobstate.commit.healing import HealSources, drop_index_copy, heal_record, load_index_copy
@@ -57,8 +58,8 @@ LAST_COMPLETED = "last-completed.json"  # in a store's work dir: the checkpoint 
 
 
 def apply_retention(repo: Repository, key: StoreKey, retain: int | RetentionPolicy, *,
-                    commit_point: CommitPoint | None = None,
-                    committed: Checkpoint | None = None) -> tuple[list[str], list[str]]:
+                    commit_point: CommitPoint | None = None, committed: Checkpoint | None = None,
+                    history: list[Checkpoint] | None = None) -> tuple[list[str], list[str]]:
     """Keep what ``retain`` keeps of ``key``'s checkpoints (a count: the newest N, ``chain.retention``; a
     ``RetentionPolicy``: restic's rules, ``retention.plan_retention``; with deltas or groups, the snapshots and the
     deltas they need); delete the blobs only the others reference, then their records.
@@ -72,13 +73,16 @@ def apply_retention(repo: Repository, key: StoreKey, retain: int | RetentionPoli
     deleted here. In append-only mode (``settings.append_only``) nothing is pruned or deleted: that is
     ``blobstate gc``'s. Returns ``(deleted blob ids, pruned checkpoint ids)``. Blobs are deleted before the
     records, so a crash in between is finished by running it again. A log with deltas is left alone without
-    ``commit_point`` (gc, a restore on another host: the writer prunes it).
+    ``commit_point`` (gc, a restore on another host: the writer prunes it). ``history``: the log as the caller
+    read it after the append (``CleanupExecutor.finish`` reads it beside the TTL removal); read here when None.
+    The indexes it needs are fetched concurrently (``Repository.prefetch_indexes``).
     """
     policy = RetentionPolicy.of(retain)
     if settings.current().append_only:
         log.info("append-only: retention of %s (%s) is left to `blobstate gc`", key, policy.describe())
         return [], []
-    history = repo.log.history(key)
+    if history is None:
+        history = repo.log.history(key)
     if committed is not None and commit_point is not None:
         others = [cp.generation for cp in history
                   if cp.generation > committed.generation and cp.generation not in commit_point.written]
@@ -92,6 +96,14 @@ def apply_retention(repo: Repository, key: StoreKey, retain: int | RetentionPoli
     expiring, retained = plan_retention(history, policy, now_ms=now_ms()).carried_out(repo.log.can_forget)
     if not expiring:
         return [], []
+    with repo.reading_indexes_once():
+        repo.prefetch_indexes(retained + expiring)
+        return _retain(repo, key, expiring, retained, history)
+
+
+def _retain(repo: Repository, key: StoreKey, expiring: list[Checkpoint], retained: list[Checkpoint],
+            history: list[Checkpoint]) -> tuple[list[str], list[str]]:
+    """``apply_retention``'s deletes: the blobs only ``expiring`` records reference, then those records."""
     try:
         keep = repo.retained_references(retained, history=history)
     except BlobstateError as exc:  # never delete on incomplete knowledge, never block a commit either
@@ -110,8 +122,8 @@ def apply_retention(repo: Repository, key: StoreKey, retain: int | RetentionPoli
 
 
 def _drop(repo: Repository, key: StoreKey, expiring: list[Checkpoint], retained: list[Checkpoint]) -> list[str]:
-    """Remove the ``expiring`` records (``CheckpointLog.drop``: pruned below the oldest one kept, whatever was
-    appended since the history was read, and forgotten inside the log); returns their checkpoint ids."""
+    """Remove the ``expiring`` records (``CheckpointLog.drop``: below the oldest one kept and inside the log, never
+    one appended since the history was read); returns their checkpoint ids."""
     return [cp.checkpoint_id for cp in repo.log.drop(key, expiring, first_kept=retained[0].generation)]
 
 
@@ -201,7 +213,8 @@ class CleanupExecutor:
         Idempotent.
 
         1. the TTLs of the commit's uploads removed (before the heal check: a gc that decided to delete them
-           re-checks their TTLs before deleting, ``gc.DeleteGuard``);
+           re-checks their TTLs before deleting, ``gc.DeleteGuard``); when nothing is healed, retention's read of
+           the log (after the append) goes beside it;
         2. with ``heal`` (the commit point landed late, or recovery): every object ``checkpoint`` references
            checked and a missing one put back (``healing.heal_record``) from ``sources`` and what the work
            directory keeps (``journal_sources``), for a snapshot, a delta and every part of a group alike;
@@ -214,8 +227,9 @@ class CleanupExecutor:
         snapshot = not state.is_delta and state.kind != GROUP and (checkpoint is None or checkpoint.kind == SNAPSHOT)
         index = self._committed_index(state, checkpoint) if snapshot else None
         new_ids = owned(self.key, sorted(state.blob_ids - state.ttl_removed), what=f"the journal of {commit_id}")
-        if new_ids:
-            self.repo.store.remove_ttl_many(new_ids)
+        retains = snapshot or (checkpoint is not None and checkpoint.is_group
+                               and any(e.kind == SNAPSHOT for e in checkpoint.partitions))
+        history = self._remove_ttls(new_ids, read_log=retains and not heal and not settings.current().append_only)
         if heal and checkpoint is not None:
             kept = self.journal_sources(state, checkpoint).merged(sources)
             if checkpoint.is_group:  # parts only executors hold: ``blobstate.commit.parts``
@@ -234,13 +248,12 @@ class CleanupExecutor:
         if snapshot:
             mark_completed(self.session.work_dir, commit_id)
         deleted: list[str] = []
-        if snapshot or (checkpoint is not None and checkpoint.is_group
-                        and any(e.kind == SNAPSHOT for e in checkpoint.partitions)):
+        if retains:
             recorded = recorded_policy(index) if index is not None else None
             policy = recorded if recorded is not None else RetentionPolicy.of(
                 self.retain if isinstance(self.retain, RetentionPolicy) else state.retain or self.retain)
             deleted, pruned = apply_retention(self.repo, self.key, policy, commit_point=self.commit_point,
-                                              committed=checkpoint)
+                                              committed=checkpoint, history=history)
             self.session.record(ev.BlobsDeleted(commit_id, now_ms(), tuple(deleted), tuple(pruned)), sync=True)
         if snapshot:
             removed = self.prune_local(keep=state.local_path)
@@ -252,6 +265,15 @@ class CleanupExecutor:
             self.session.compact()
             self._deltas_since_compact = 0
         return len(deleted)
+
+    def _remove_ttls(self, ids: list[str], *, read_log: bool) -> list[Checkpoint] | None:
+        """Step 1 of ``finish``: the TTLs of ``ids`` removed (``BlobStore.remove_own_ttl_many``); with ``read_log``,
+        retention's read of the log (after the append) made beside it, concurrently, and returned."""
+        jobs: list[Callable[[], object]] = [lambda: self.repo.store.remove_own_ttl_many(ids)] if ids else []
+        if read_log:
+            jobs.append(lambda: self.repo.log.history(self.key))
+        results = self.repo.store.map_concurrent(lambda job: job(), jobs)
+        return results[-1] if read_log else None  # type: ignore[return-value]
 
     def journal_sources(self, state: CommitState, checkpoint: Checkpoint) -> HealSources:
         """What this work directory keeps for ``state``'s commit: the copy of its index (or changelog) saved before

@@ -14,7 +14,19 @@ ones included) restores again. A commit's index can be lost the same way (it car
 completes): the committer keeps a copy of the index bytes in its work directory until the commit completes or
 aborts (``save_index_copy``), and healing puts it back from there; a delta commit keeps its changelog bytes the
 same way (``kind="changelog"``) and ``heal_blob`` puts a lost changelog back. The cost is one walk of the store's
-own ``blobs/`` prefix (never a LIST of the whole repository), reported in the benchmark as requests per commit.
+own ``blobs/`` prefix (never a LIST of the whole repository), reported in the benchmark as requests per commit
+(``bench/requests.py``).
+
+When a snapshot commit walks (``HealWalks``): only when it reuses a blob, and not when the snapshot it reuses from is
+one this committer committed itself and saw through: walked (or reusing from one it saw through in turn), landed
+and cleaned up on time (its TTLs removed within half its TTL of its start, so no gc could have taken its uploads as
+expired: clocks differ by less than TTL/4) and nothing failed since. From then on every blob that snapshot
+references is referenced by the latest record and carries no TTL: no gc (rules 2, 3, 13), no retention (it keeps
+the latest) and no abort (it never deletes what a retained record references) deletes it, so nothing the protocol
+does can have lost it since. What is outside the protocol (a blob deleted by hand, lost by the store) is found by
+the walk every ``HEAL_WALK_EVERY``-th snapshot of an open committer and by every fresh one (a new process walks
+before its first snapshot), and ``verify`` names it meanwhile. The walk runs concurrently with the previous index's
+read (``HealWalks.prefetch``), so it costs no round trip of its own.
 """
 
 from __future__ import annotations
@@ -22,18 +34,26 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from blobstate.local.checksum import crc32c_bytes, crc32c_file
 from blobstate.model import layout
 from blobstate.model.index import FileIndex, SnapshotIndex
+from blobstate.model.layout import monotonic
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.plugin.interfaces import FileRange, PutRequest
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: an open committer's snapshot commits skip the walk of ``blobs/`` at most this many times minus one in a row
+HEAL_WALK_EVERY = 16
+#: seconds a walk made beside the previous index's read stays the commit's (older: the commit walks again)
+PREFETCHED_WALK_S = 60.0
 
 
 def present_blobs(repo: Repository, key: StoreKey) -> set[str]:
@@ -64,6 +84,63 @@ def plan_heal(files: Mapping[str, FileIndex], local_paths: Mapping[str, str], pr
                         "checkpoint under the same ids", rel, len(missing))
             puts.extend(chunk_puts(f, local_paths[rel], missing, ttl_ms))
     return puts
+
+
+class HealWalks:
+    """When the snapshot commits of one committer walk the store's ``blobs/`` (rule 7; the module docstring says
+    why a walk may be skipped), and the walk itself.
+
+    ``repo``, ``key``: the store; ``every``: walks are skipped at most ``every - 1`` times in a row."""
+
+    def __init__(self, repo: Repository, key: StoreKey, *, every: int = HEAL_WALK_EVERY) -> None:
+        self.repo = repo
+        self.key = key
+        self.every = max(1, every)
+        self.whole: str | None = None  # the checkpoint id of this committer's last snapshot seen through
+        self.skipped = 0
+        self._prefetched: tuple[str, float, set[str]] | None = None  # (previous id, monotonic s, blob ids)
+
+    def needed(self, previous_id: str | None) -> bool:
+        """True unless the snapshot reusing from ``previous_id`` may skip the walk: that snapshot is the one this
+        committer saw through (``whole``), and fewer than ``every - 1`` walks were skipped in a row."""
+        return previous_id is None or previous_id != self.whole or self.skipped >= self.every - 1
+
+    def prefetch(self, previous_id: str, read: Callable[[], T]) -> T:
+        """``read()`` (the previous index's fetch); when the next commit will walk, the walk runs beside it
+        (``BlobStore.map_concurrent``) and is kept for that commit."""
+        if not self.needed(previous_id):
+            return read()
+        results = self.repo.store.map_concurrent(lambda job: job(), [read, lambda: present_blobs(self.repo, self.key)])
+        self._prefetched = (previous_id, monotonic(), results[1])  # type: ignore[arg-type]
+        return results[0]  # type: ignore[no-any-return]
+
+    def plan(self, previous_id: str | None, files: Mapping[str, FileIndex], local_paths: Mapping[str, str],
+             new_blob_ids: set[str], ttl_ms: int) -> tuple[list[PutRequest], bool]:
+        """``plan_heal`` of a commit whose new snapshot lists ``files`` and reuses from ``previous_id``, walking
+        only when it reuses a blob and ``needed`` says so (the walk made by ``prefetch`` if it is fresh). Returns
+        the re-uploads and whether it walked. Until ``done``, the next commit walks (this one may fail)."""
+        prefetched, self._prefetched = self._prefetched, None
+        reused = any(b.blob_id not in new_blob_ids for f in files.values() for b in f.blobs)
+        walk = reused and self.needed(previous_id)
+        self.whole = None  # a commit in flight: ``done`` says what it left, a failure leaves the next one walking
+        if not walk:
+            return [], False
+        if prefetched is not None and prefetched[0] == previous_id and monotonic() - prefetched[1] < PREFETCHED_WALK_S:
+            present = prefetched[2]
+        else:
+            present = present_blobs(self.repo, self.key)
+        return plan_heal(files, local_paths, present, new_blob_ids, ttl_ms), True
+
+    def done(self, checkpoint_id: str, *, walked: bool, whole: bool) -> None:
+        """After snapshot ``checkpoint_id`` committed: ``walked`` as ``plan`` said; ``whole`` when it landed and its
+        cleanup finished within half its TTL of its start, without a failure."""
+        self.skipped = 0 if walked else self.skipped + 1
+        self.whole = checkpoint_id if whole else None
+
+    def forget(self) -> None:
+        """Something failed or was recovered: the next snapshot walks."""
+        self.whole = None
+        self._prefetched = None
 
 
 def index_copy_path(work_dir: str, commit_id: str, *, kind: str = "index") -> str:

@@ -14,6 +14,7 @@ what it cannot give back (sockets, FIFOs, devices).
 
 from __future__ import annotations
 
+import contextvars
 import os
 import stat
 from collections.abc import Callable, Iterator
@@ -152,7 +153,7 @@ def scan_directory(root: str, cache: ChecksumCache, *, workers: int = 4,
         scan.files = [one(p) for p in paths]
     else:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            scan.files = list(pool.map(one, paths))
+            scan.files = [f.result() for f in [pool.submit(contextvars.copy_context().run, one, p) for p in paths]]
     return scan
 
 

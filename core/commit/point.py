@@ -65,6 +65,9 @@ class CommitPoint:
         self.append_resolve_s = append_resolve_s
         self._lock = threading.RLock()
         self._generation: int | None = generation
+        #: the record at ``_generation`` as this process knows it (read with it, or appended), if it does
+        self._latest: Checkpoint | None = None
+        self._latest_known = False
         self.written: set[int] = set()  # generations this process appended
         #: fields every record appended from now on carries (the run of a query: ``lineage_id``), set at the commit
         #: point before ``CheckpointAppending`` journals the record, so recovery re-appends the same record
@@ -74,14 +77,30 @@ class CommitPoint:
         """The generation the next append expects (read from the log when unknown)."""
         with self._lock:
             if self._generation is None:
-                latest = self.repo.log.latest(self.key)
-                self._generation = latest.generation if latest else 0
-            return self._generation
+                self._set(self.repo.log.latest(self.key))
+            return self._generation  # type: ignore[return-value]
+
+    def latest(self) -> Checkpoint | None:
+        """The record at the generation the next append expects (None: an empty log), as the read that pinned the
+        generation returned it or as this process appended it: the writer's view, read from the log once (the
+        previous snapshot a commit diffs against, restore's init cleanup on a take-over), not once per use. Read
+        from the log when this process does not know it (a generation given to it, or forgotten)."""
+        with self._lock:
+            if self._generation is None:
+                self.generation()
+            if self._latest_known:
+                return self._latest
+            return self.repo.log.latest(self.key)
+
+    def _set(self, latest: Checkpoint | None) -> None:
+        self._generation = latest.generation if latest else 0
+        self._latest, self._latest_known = latest, True
 
     def invalidate(self) -> None:
         """Forget the generation: the next append reads it from the log (after a failure, after recovery)."""
         with self._lock:
             self._generation = None
+            self._latest, self._latest_known = None, False
 
     def ours_since(self, expected: int, observed: int) -> bool:
         """True when every generation in ``(expected, observed]`` was appended by this process (no other writer)."""
@@ -103,9 +122,9 @@ class CommitPoint:
             try:
                 checkpoint = self._append(record, expected)
             except BaseException:
-                self._generation = None
+                self.invalidate()
                 raise
-            self._generation = checkpoint.generation
+            self._set(checkpoint)
             self.written.add(checkpoint.generation)
             self.session.record(ev.CheckpointWritten(commit_id, now_ms(), checkpoint.generation), sync=True)
             return checkpoint

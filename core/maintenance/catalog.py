@@ -8,6 +8,7 @@ bytes, times in ms since the epoch (JSON adds ISO 8601 UTC forms).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,7 @@ from blobstate.model.chain import has_groups, partition_history, partitions_of, 
 from blobstate.model.index import DirIndex, FileIndex, SnapshotIndex, SymlinkIndex
 from blobstate.model.records import Checkpoint, PartitionRecord, StoreKey
 from blobstate.model.units import iso_time
+from blobstate.plugin.interfaces import BlobInfo
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
 
@@ -233,18 +235,20 @@ class StoreStats:
                 "problems": self.problems}
 
 
-def store_stats(repo: Repository, key: StoreKey) -> StoreStats:
-    """Sizes, file counts and deduplication of ``key`` (one listing of its prefix, one read per retained index)."""
+def store_stats(repo: Repository, key: StoreKey, *, listing: Iterable[BlobInfo] | None = None,
+                history: list[Checkpoint] | None = None) -> StoreStats:
+    """Sizes, file counts and deduplication of ``key`` (one listing of its prefix, one read per retained index;
+    ``listing`` and ``history``: its objects and records as a repository-wide view already read them)."""
     stats = StoreStats(key)
     sizes: dict[str, int] = {}
-    for info in repo.store.list(key.prefix):
+    for info in listing if listing is not None else repo.store.list(key.prefix):
         if layout.kind_of(info.blob_id) in (layout.ObjectKind.BLOB, layout.ObjectKind.INDEX):
             sizes[info.blob_id] = info.size
             stats.stored_blobs += 1
             stats.stored_bytes += info.size
     referenced: set[str] = set()
     changelogs: set[str] = set()
-    history = repo.log.history(key)
+    history = history if history is not None else repo.log.history(key)
     stats.checkpoints = len(history)
     for ref in layout.walk_references(history, repo.read_index):
         if ref.record.is_delta:

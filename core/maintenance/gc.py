@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from blobstate.errors import StorageError
 from blobstate.journal.file import Journal
@@ -48,6 +48,9 @@ from blobstate.model.retention import RetentionPolicy, plan_retention, recorded_
 from blobstate.plugin.interfaces import expired_delete
 from blobstate.repository.repo import Repository
 from blobstate.repository.retry import call_with_retry
+
+if TYPE_CHECKING:
+    from blobstate.maintenance.stores import RepositoryView
 
 FAR_FUTURE_MS = 1 << 62  # ``expired(prefix, FAR_FUTURE_MS)`` lists every blob that carries a TTL
 RECHECK_AFTER_S = 5.0  # a decision re-checked longer ago than this (monotonic seconds) is re-checked again
@@ -100,19 +103,24 @@ def in_flight_ids(work_base: str | None, repo_url: str, key: StoreKey) -> set[st
 
 def collect(repo: Repository, key: StoreKey, *, now_ms: int, ttl_ms: int,
             retain: int | RetentionPolicy | None = None, dry_run: bool = False,
-            work_base: str | None = None) -> GcReport:
+            work_base: str | None = None, view: RepositoryView | None = None) -> GcReport:
     """Garbage-collect one store key (see the module docstring). ``now_ms``, ``ttl_ms`` in milliseconds.
 
     ``retain``: checkpoints kept (a count or a ``RetentionPolicy``); default: the retention the latest snapshot's
-    writer recorded (every checkpoint when it recorded none).
+    writer recorded (every checkpoint when it recorded none). ``view``: a repository-wide gc's one listing of every
+    store, taken (at ``now_ms``) before it read the log (``blobstate.maintenance.stores``), instead of this store's
+    own listings and log read.
     """
     report = GcReport(key)
     # 1. List first: anything committed before this point is in the log read below.
-    with_ttl = set(repo.store.expired(key.prefix, FAR_FUTURE_MS))
-    expired = set(repo.store.expired(key.prefix, now_ms))
-    listing = list(repo.store.list(key.prefix))
+    if view is not None:
+        with_ttl, expired, listing = view.with_ttl(key), view.expired(key), view.listing(key)
+    else:
+        with_ttl = set(repo.store.expired(key.prefix, FAR_FUTURE_MS))
+        expired = set(repo.store.expired(key.prefix, now_ms))
+        listing = list(repo.store.list(key.prefix))
     # 2. Then read what the retained snapshots reference.
-    history = repo.log.history(key)
+    history = view.history(key) if view is not None else repo.log.history(key)
     if not history and any(layout.kind_of(i.blob_id) is layout.ObjectKind.INDEX for i in listing):
         report.skipped = (f"the checkpoint log {repo.log.url or repo.url} has no checkpoint of {key}, but the "
                           "repository has snapshot indexes: is --log right? nothing deleted")

@@ -8,46 +8,33 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import time
 from collections.abc import Iterator
-from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from blobstate.errors import NothingToRestore
 from blobstate.journal.file import Journal, JournalRead
 from blobstate.journal.projection import CommitState, project
 from blobstate.local import workdir
-from blobstate.maintenance.catalog import (
-    CheckpointSummary,
-    Listing,
-    SnapshotDiff,
-    StoreStats,
-    diff_snapshots,
-    list_files,
-    store_stats,
-    summarize,
-)
-from blobstate.maintenance.gc import discover_keys
 from blobstate.model.chain import partition_history, plan_chain
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.model.selection import select_checkpoint
+from blobstate.model.units import Duration, Options, Size  # the API's argument types, re-exported
 from blobstate.repository.backends import normalize_url
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
 from blobstate.repository.settings import api_verb
-from blobstate.restoring import state as state_reader
-from blobstate.restoring.entries import Value, open_entries
-from blobstate.restoring.state import Change
+
+if TYPE_CHECKING:  # the catalog, gc and the state reader are imported by the verbs that use them: a backup opens
+    # none of them
+    from blobstate.maintenance.catalog import CheckpointSummary, Listing, SnapshotDiff, StoreStats
+    from blobstate.restoring.entries import Value
+    from blobstate.restoring.state import Change, StatePlan
 
 __all__ = ["Duration", "Options", "Size", "check_store", "choose_snapshot", "describe_checkpoints", "diff",
            "journal_events", "list_checkpoints", "list_stores", "ls", "require_store", "stats", "unfinished_commits"]
 
 _logger = logging.getLogger("blobstate.api")  # one logger for the whole public API
-
-#: A duration: an int (milliseconds), a ``timedelta``, or text such as ``"1d"``, ``"90s"`` (``blobstate.model.units``).
-Duration = int | str | timedelta
-#: A size: an int (bytes) or text such as ``"64MiB"``, ``"500MB"``.
-Size = int | str
-Options = dict[str, Any] | None
 
 
 def name_store(job: str | None, task: str | None, store: str | None, key: StoreKey | None = None,
@@ -91,6 +78,8 @@ def select_stores(repository: Repository, job: str | None, task: str | None, sto
         if require:
             check_store(repository, named)
         return [named]
+    from blobstate.maintenance.gc import discover_keys
+
     return [k for k in discover_keys(repository) if (job is None or k.job == job) and (task is None or k.task == task)]
 
 
@@ -98,6 +87,8 @@ def select_stores(repository: Repository, job: str | None, task: str | None, sto
 def list_stores(*, repo: str, log: str | None = None, storage_options: Options = None,
                 log_options: Options = None) -> list[StoreKey]:
     """Every store key the repository (or its checkpoint log) holds, sorted. Raises ``RepositoryNotFound``."""
+    from blobstate.maintenance.gc import discover_keys
+
     repository = open_repository(repo, log, storage_options, log_options)
     try:
         return discover_keys(repository)
@@ -122,16 +113,30 @@ def list_checkpoints(*, repo: str, log: str | None = None, job: str = "default",
 @api_verb
 def describe_checkpoints(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
                          store: str | None = None, storage_options: Options = None, log_options: Options = None,
-                         key: StoreKey | None = None) -> list[CheckpointSummary]:
+                         key: StoreKey | None = None, max_concurrency: int = 8) -> list[CheckpointSummary]:
     """Retained checkpoints of one store (``store``), or of every store matching ``job``/``task``, with time,
     host, batch id, file count and data size (bytes) from their indexes; an unreadable index is reported in its
-    summary's ``error``, never raised."""
-    repository = open_repository(repo, log, storage_options, log_options)
-    try:
-        return [summarize(repository, cp)[0] for k in select_stores(repository, job, task, store, key, require=True)
-                for cp in repository.log.history(k)]
-    finally:
-        repository.close()
+    summary's ``error``, never raised. Every store's records are read at once, the stores' indexes
+    ``max_concurrency`` stores at a time (``blobstate.maintenance.stores``)."""
+    from blobstate.maintenance.catalog import summarize
+    from blobstate.maintenance.stores import RepositoryView, calls_summary, for_each_store, matching, own_indexes
+
+    started = time.perf_counter()
+    with open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency,
+                         count_calls=True) as repository:
+        named = None if key is None and store is None else [name_store(job, task, store, key)]
+        for k in named or ():
+            check_store(repository, k)
+        view = RepositoryView.take(repository, keys=named, match=matching(job, task))
+
+        def one(k: StoreKey) -> list[CheckpointSummary]:
+            own = own_indexes(repository)
+            with own.reading_indexes_once():
+                return [summarize(own, cp)[0] for cp in view.history(k)]
+
+        summaries = [s for found in for_each_store(repository, one, view.keys) for s in found]
+        calls_summary("list", repository, len(view.keys), started)
+        return summaries
 
 
 def choose_snapshot(repository: Repository, key: StoreKey, checkpoint: str | int | None = None,
@@ -170,6 +175,8 @@ def ls(*, repo: str, log: str | None = None, job: str = "default", task: str = "
 
     Raises ``NothingToRestore`` (exit 5) when there is no such checkpoint, ``IntegrityError`` for a bad index.
     """
+    from blobstate.maintenance.catalog import list_files
+
     store_key = name_store(job, task, store)
     repository = open_repository(repo, log, storage_options, log_options)
     try:
@@ -186,6 +193,8 @@ def diff(*, repo: str, base: str | int, target: str | int = "latest", log: str |
     """What changed between two checkpoints of one store (``base`` and ``target`` as ``--checkpoint`` takes them;
     ``partition``: of that partition of a partitioned store, each its snapshot): files added, removed, changed,
     and blobs shared."""
+    from blobstate.maintenance.catalog import diff_snapshots
+
     store_key = name_store(job, task, store)
     repository = open_repository(repo, log, storage_options, log_options)
     try:
@@ -197,14 +206,31 @@ def diff(*, repo: str, base: str | int, target: str | int = "latest", log: str |
 
 @api_verb
 def stats(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
-          store: str | None = None, storage_options: Options = None, log_options: Options = None) -> list[StoreStats]:
+          store: str | None = None, storage_options: Options = None, log_options: Options = None,
+          max_concurrency: int = 8) -> list[StoreStats]:
     """Space use per store (one store, or every store matching ``job``/``task``): retained checkpoints, logical
-    and stored bytes, referenced blobs, deduplication ratio."""
-    repository = open_repository(repo, log, storage_options, log_options)
-    try:
-        return [store_stats(repository, k) for k in select_stores(repository, job, task, store, require=True)]
-    finally:
-        repository.close()
+    and stored bytes, referenced blobs, deduplication ratio. The whole repository is listed once, the stores'
+    indexes read ``max_concurrency`` stores at a time."""
+    from blobstate.maintenance.catalog import store_stats
+    from blobstate.maintenance.stores import RepositoryView, calls_summary, for_each_store, matching, own_indexes
+
+    started = time.perf_counter()
+    with open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency,
+                         count_calls=True) as repository:
+        if store is not None:
+            key = name_store(job, task, store)
+            check_store(repository, key)
+            return [store_stats(repository, key)]
+        view = RepositoryView.take(repository, objects=True, match=matching(job, task))
+
+        def one(k: StoreKey) -> StoreStats:
+            own = own_indexes(repository)
+            with own.reading_indexes_once():
+                return store_stats(own, k, listing=view.listing(k), history=view.history(k))
+
+        result = for_each_store(repository, one, view.keys)
+        calls_summary("stats", repository, len(view.keys), started)
+        return result
 
 
 @api_verb
@@ -267,6 +293,8 @@ def read_state(*, repo: str, log: str | None = None, job: str = "default", task:
     readable batch), ``IntegrityError`` (exit 3), ``ConfigurationError`` (a partition outside the group, a store of
     files).
     """
+    from blobstate.restoring import state as state_reader
+
     key = name_store(job, task, store)
     with open_repository(repo, log, storage_options, log_options) as repository:
         check_store(repository, key)
@@ -275,8 +303,10 @@ def read_state(*, repo: str, log: str | None = None, job: str = "default", task:
     return _state_entries(plan, (repo, log, storage_options, log_options), scratch_dir)
 
 
-def _state_entries(plan: state_reader.StatePlan, where: tuple[Any, ...],
-                   scratch_dir: str | None) -> Iterator[tuple[Value, Value]]:
+def _state_entries(plan: StatePlan, where: tuple[Any, ...], scratch_dir: str | None) -> Iterator[tuple[Value, Value]]:
+    from blobstate.restoring import state as state_reader
+    from blobstate.restoring.entries import open_entries
+
     with open_repository(*where) as repository:
         for chain in plan.chains.values():
             with tempfile.TemporaryDirectory(prefix="blobstate-state-", dir=scratch_dir) as base:
@@ -298,6 +328,8 @@ def read_changes(*, repo: str, log: str | None = None, job: str = "default", tas
     Read only. Raises what ``read_state`` raises; ``BatchNotRetained`` names the oldest batch whose changes are
     still held.
     """
+    from blobstate.restoring import state as state_reader
+
     key = name_store(job, task, store)
     with open_repository(repo, log, storage_options, log_options) as repository:
         check_store(repository, key)
@@ -307,6 +339,8 @@ def read_changes(*, repo: str, log: str | None = None, job: str = "default", tas
 
 
 def _changes(plans: dict[int | None, list[Checkpoint]], where: tuple[Any, ...]) -> Iterator[Change]:
+    from blobstate.restoring import state as state_reader
+
     with open_repository(*where) as repository:
         for batch in sorted({r.batch_id for records in plans.values() for r in records if r.batch_id is not None}):
             for p, records in plans.items():

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +24,7 @@ from blobstate.local.checksum import Crc32cSink
 from blobstate.model import layout
 from blobstate.model.chain import current_run, latest_deltas, partition_history, partitions_of, plan_chain
 from blobstate.model.changelog import decode
-from blobstate.model.records import Checkpoint
+from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.repository.repo import Repository
 
 
@@ -233,15 +234,18 @@ def chain_problems(history: list[Checkpoint]) -> list[tuple[str, str]]:
     return problems
 
 
-def add_chain_problems(repo: Repository, reports: list[VerifyReport]) -> None:
-    """Add ``chain_problems`` of each store of ``reports`` to that store's last report."""
+def add_chain_problems(repo: Repository, reports: list[VerifyReport],
+                       history: Callable[[StoreKey], list[Checkpoint]] | None = None) -> None:
+    """Add ``chain_problems`` of each store of ``reports`` to that store's last report (``history``: the records
+    of a store as already read; default: read from the log)."""
     last: dict[Any, VerifyReport] = {}
     seen: dict[Any, set[str]] = {}  # a partition's broken chain is already reported by verify_partitions
     for report in reports:
         last[report.checkpoint.store_key] = report
         seen.setdefault(report.checkpoint.store_key, set()).update(m for _, m in report.problems)
     for key, report in last.items():
-        report.problems += [(f, m) for f, m in chain_problems(repo.log.history(key)) if m not in seen[key]]
+        records = history(key) if history is not None else repo.log.history(key)
+        report.problems += [(f, m) for f, m in chain_problems(records) if m not in seen[key]]
 
 
 def raise_for_reports(reports: list[VerifyReport]) -> None:

@@ -27,6 +27,14 @@ Rules:
   decide which run is current and are never left out of it (a `blobstate backup` of a query's store chains with
   the query's deltas). Records an abandoned run wrote before runs were recorded cannot be told apart: `verify`'s
   order check (``blobstate.maintenance.verify:chain_problems``) catches a state stitched from them.
+- Initial state (``blobstate.spark.write_state(initial_state=True)``, Spark's
+  ``flatMapGroupsWithState(initialState=...)``, Flink's State Processor API bootstrap): a snapshot record (or a
+  group of them) of batch ``INITIAL_BATCH`` (-1, the state before batch 0) of no query, naming a lineage of its own
+  (``is_initial``). A query that starts with no committed batch on a store holding one begins a run from it
+  (``blobstate.spark.alignment``): that run's lineage id is the initial record's, a dot and a new id
+  (``adopting_lineage``), and ``current_run`` counts the initial record as the first of every run so named, and
+  of no other: its deltas of batches 0, 1, ... chain onto it (``start = -1 + 1``), retention keeps it while that
+  run's chain needs it, and a run begun from the empty state (a reset, another query) never restores it.
 - A partitioned store's log holds *group* records (``Checkpoint.expand``: one delta or snapshot per partition, all
   at the group's generation). Each partition's records (``partition_history``) follow the rules above on their
   own; retention keeps, of the group records, every one from the first any partition needs.
@@ -70,6 +78,22 @@ class Chain:
 
 
 NO_RUN = ("", "")  # the run of a record that names none
+INITIAL_BATCH = -1  # the batch id of an initial state: the state before batch 0
+
+
+def is_initial(cp: Checkpoint) -> bool:
+    """True for an initial state's record (see the rules): batch ``INITIAL_BATCH`` and no query yet."""
+    return cp.batch_id == INITIAL_BATCH and not cp.query_id
+
+
+def adopting_lineage(initial: Checkpoint, new_id: str) -> str:
+    """The lineage id of a run that begins from ``initial`` (``is_initial``): its lineage id, ``.``, ``new_id``."""
+    return f"{initial.lineage_id}.{new_id}"
+
+
+def _begins(run: tuple[str, str], cp: Checkpoint) -> bool:
+    """True when ``run`` began from the initial record ``cp`` (``adopting_lineage``)."""
+    return is_initial(cp) and bool(cp.lineage_id) and run[1].startswith(cp.lineage_id + ".")
 
 
 def has_deltas(history: Sequence[Checkpoint]) -> bool:
@@ -99,12 +123,12 @@ def partition_history(history: Sequence[Checkpoint], partition: int) -> list[Che
 
 def current_run(history: Sequence[Checkpoint]) -> list[Checkpoint]:
     """The records of ``history`` of the run of its newest record that names one (by generation), with the records
-    that name no run, in order (see the rules)."""
+    that name no run and the initial record that run began from, in order (see the rules)."""
     named = [cp for cp in history if cp.run != NO_RUN]
     if not named:
         return list(history)
     run = max(named, key=lambda cp: cp.generation).run
-    return [cp for cp in history if cp.run in (run, NO_RUN)]
+    return [cp for cp in history if cp.run in (run, NO_RUN) or _begins(run, cp)]
 
 
 def latest_deltas(history: Sequence[Checkpoint]) -> dict[int, Checkpoint]:

@@ -41,7 +41,7 @@ from msgspec import Meta, field
 from blobstate.errors import ConfigurationError, CorruptIndexError, UnsafePathError
 from blobstate.local.paths import MAX_DEPTH, PATH_MAX, check_name, name_bytes
 from blobstate.model import layout
-from blobstate.model.records import StoreKey
+from blobstate.model.records import BatchId, StoreKey
 
 INDEX_SCHEMA_VERSION = 3
 SchemaVersion = Literal[1, 2, 3]
@@ -51,7 +51,7 @@ READABLE_SCHEMA_VERSIONS: tuple[int, ...] = get_args(SchemaVersion)
 # writer could make: that many real entries (about 250 bytes each) already fill ``records.MAX_INDEX_BYTES``.
 MAX_ENTRIES = 1 << 22
 _I64_MAX = (1 << 63) - 1
-Count = Annotated[int, Meta(ge=0, le=_I64_MAX)]  # bytes, offsets, ms since the epoch, batch ids: 0 .. 2^63-1
+Count = Annotated[int, Meta(ge=0, le=_I64_MAX)]  # bytes, offsets, ms since the epoch: 0 .. 2^63-1
 Int64 = Annotated[int, Meta(ge=-(1 << 63), le=_I64_MAX)]  # times that may precede the epoch (mtime, ctime, ns)
 Crc32c = Annotated[int, Meta(ge=0, le=0xFFFFFFFF)]  # unsigned
 Mode = Annotated[int, Meta(ge=0, le=0o7777)]  # permission bits
@@ -193,7 +193,7 @@ class SnapshotIndex(_Node):
     store_name: Name
     dir_index: DirIndex
     prev_snapshot_index_blob_id: Name | None = None
-    batch_id: Count | None = None
+    batch_id: BatchId | None = None  # -1: an initial state (``blobstate.model.chain.INITIAL_BATCH``)
     store_type: Name | None = None
     retain: Count | None = field(default=None, name="retainCheckpoints")
     schema_version: SchemaVersion = INDEX_SCHEMA_VERSION

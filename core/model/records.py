@@ -46,7 +46,9 @@ MAX_TEXT = 200  # characters of a writer, query or lineage id, a key column's na
 
 _KEY_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=-]{0,199}$")
 _I64_MAX = (1 << 63) - 1
-Count = Annotated[int, Meta(ge=0, le=_I64_MAX)]  # batch ids, partitions, ms since the epoch, attempts
+Count = Annotated[int, Meta(ge=0, le=_I64_MAX)]  # partitions, ms since the epoch, attempts
+# a batch id: -1 is the state before batch 0, an initial state (``blobstate.model.chain.INITIAL_BATCH``)
+BatchId = Annotated[int, Meta(ge=-1, le=_I64_MAX)]
 Crc32c = Annotated[int, Meta(ge=0, le=0xFFFFFFFF)]  # unsigned
 CheckpointId = Annotated[str, Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")]  # a token
 _ID_PATTERN_ERROR = re.compile(r"Expected `str` matching regex '[^']*'")  # msgspec's words for a bad token
@@ -115,7 +117,7 @@ class PartitionEntry(msgspec.Struct, frozen=True, rename="camel"):
     partition: Count
     kind: Literal["delta", "snapshot"]
     checkpoint_id: CheckpointId
-    batch_id: Count
+    batch_id: BatchId
     blob_id: ObjectId
     crc32c: Crc32c
     size: Size = msgspec.field(name="sizeInBytes")
@@ -148,7 +150,7 @@ class RecordDoc(msgspec.Struct, frozen=True, rename="camel"):
     index_crc32c: Crc32c = msgspec.field(name="indexCrc32c")  # not camel's indexCrc32C
     index_size_in_bytes: Annotated[int, Meta(ge=0, le=MAX_INDEX_BYTES)]
     created_time_ms: Count
-    batch_id: Count | None = None
+    batch_id: BatchId | None = None
     writer_id: Text = ""
     kind: Literal["snapshot", "delta", "group"] | UnsetType = UNSET
     query_id: Text | UnsetType = UNSET

@@ -14,8 +14,16 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from blobstate.errors import ConfigurationError
+
+#: A duration as the API takes it: an int (milliseconds), a ``timedelta``, or text such as ``"1d"``, ``"90s"``.
+Duration = int | str | timedelta
+#: A size as the API takes it: an int (bytes) or text such as ``"64MiB"``, ``"500MB"``.
+Size = int | str
+#: Storage or log options as the API takes them (fsspec/obstore keywords), None for none.
+Options = dict[str, Any] | None
 
 _SIZE_UNITS = {
     "": 1, "b": 1,

@@ -17,6 +17,7 @@ and switches the shield to settling in the same call, and every later one is pas
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import signal
 import threading
@@ -113,13 +114,15 @@ def settle(pool: ThreadPoolExecutor) -> None:
 
 
 def run_settled(fn: Callable[[T], R], items: Iterable[T], workers: int) -> list[R]:
-    """``fn`` over ``items`` on ``workers`` threads, results in input order. The first exception (an interrupt
-    included) is raised only once no request is pending or running (``settle`` under an ``InterruptShield``)."""
+    """``fn`` over ``items`` on ``workers`` threads, results in input order, each call in a copy of the caller's
+    ``contextvars`` context (an API call's keywords reach ``settings.current()`` there). The first exception (an
+    interrupt included) is raised only once no request is pending or running (``settle`` under an
+    ``InterruptShield``)."""
     pool = ThreadPoolExecutor(max_workers=workers)
     with InterruptShield() as shield:
         try:
             shield.settling = True  # an interrupt inside ``submit`` could leave a started thread unregistered
-            futures = [pool.submit(fn, item) for item in items]
+            futures = [pool.submit(contextvars.copy_context().run, fn, item) for item in items]
             shield.resume()
             return [f.result() for f in futures]
         except BaseException:

@@ -75,11 +75,14 @@ class GetRequest:
 
 @dataclass(frozen=True)
 class BlobInfo:
-    """A listed blob: id, size in bytes, last-modified time in ms since the epoch (``None`` if unknown)."""
+    """A listed blob: id, size in bytes, last-modified time in ms since the epoch (``None`` if unknown), and the
+    entity tag the listing gives it (``None`` if the store lists none; S3's is the MD5 of a one-request upload's
+    bytes unless the object is encrypted with a KMS key)."""
 
     blob_id: str
     size: int
     modified_ms: int | None
+    etag: str | None = None
 
 
 class BoundedSink(io.BytesIO):
@@ -248,6 +251,13 @@ class BlobStore(ABC):
     def remove_ttl_many(self, blob_ids: Iterable[str]) -> None:
         self.map_concurrent(self.remove_ttl, blob_ids)
 
+    def remove_own_ttl_many(self, blob_ids: Iterable[str]) -> None:
+        """Make permanent objects the caller itself put with a TTL and nothing else in their marks (a commit's own
+        uploads, a group's parts): a store may drop the marks without reading them first (S3: one
+        ``DeleteObjectTagging`` each, where ``remove_ttl`` reads the tag set to keep tags others added).
+        Idempotent. Default: ``remove_ttl_many``."""
+        self.remove_ttl_many(blob_ids)
+
     def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release connections; the store is not used afterwards."""
 
@@ -317,6 +327,13 @@ class CheckpointLog(ABC):
     def keys(self) -> list[StoreKey]:
         """Every store key with a checkpoint (for ``blobstate gc`` over a whole repository); [] if unsupported."""
         return []
+
+    def histories(self, keys: Iterable[StoreKey] | None = None) -> dict[StoreKey, list[Checkpoint]]:
+        """``history`` of each of ``keys`` (default: every key of ``keys()``), for a verb over many stores at once
+        (``list``, ``gc``, ``stats``, ``verify`` of a whole repository). A log that can read many stores in one go
+        overrides it (the file log: one listing of every record, the records read concurrently); this default
+        reads them store by store."""
+        return {key: self.history(key) for key in (self.keys() if keys is None else keys)}
 
     def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release connections."""

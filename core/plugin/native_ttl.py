@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO
 
 from blobstate.errors import BlobNotFound, StorageError
-from blobstate.model.layout import is_lease, lease_id
+from blobstate.model.layout import lease_id
 from blobstate.plugin.interfaces import BoundedSink, PutRequest
 from blobstate.plugin.transfer import ByteBudget, ObjectTooLarge, ObstoreTransport, budget_from
-from blobstate.plugins.fsspec_store import REMOTE_READ, FsspecBlobStore
+from blobstate.plugins.fsspec_store import REMOTE_READ, FsspecBlobStore, leased
 
 DAY_MS = 86_400_000  # milliseconds in a day: lifecycle rules count whole days
 
@@ -155,7 +155,7 @@ class NativeTtlBlobStore(FsspecBlobStore):
             return
         paths = [self.path(b) for b in ids]
         if not self.native:
-            paths += [self.path(lease_id(b)) for b in ids if not is_lease(b)]
+            paths += [self.path(lease_id(b)) for b in ids if leased(b)]
         self._delete_paths(paths)
 
     def remove_ttl_many(self, blob_ids: Iterable[str]) -> None:
@@ -167,7 +167,16 @@ class NativeTtlBlobStore(FsspecBlobStore):
         if self.native:
             self.map_concurrent(self._remove_native_ttl, ids)
             return
-        self._delete_paths([self.path(lease_id(b)) for b in ids if not is_lease(b)])
+        self._delete_paths([self.path(lease_id(b)) for b in ids if leased(b)])
+
+    def remove_own_ttl_many(self, blob_ids: Iterable[str]) -> None:
+        """Native mode: the marks of objects that carry none but blobstate's dropped without reading them first
+        (``_drop_native_ttl``), concurrently; lease mode: as ``remove_ttl_many``. Idempotent."""
+        ids = list(blob_ids)
+        if ids and self.native:
+            self.map_concurrent(self._drop_native_ttl, ids)
+        elif ids:
+            self.remove_ttl_many(ids)
 
     # -- hooks -------------------------------------------------------------------------------------------------
     def _obstore_transport(self, options: dict[str, Any]) -> Callable[[], ObstoreTransport] | None:
@@ -186,6 +195,11 @@ class NativeTtlBlobStore(FsspecBlobStore):
     def _remove_native_ttl(self, blob_id: str) -> None:
         """Remove the native TTL mark (idempotent; a missing blob is fine)."""
         raise NotImplementedError
+
+    def _drop_native_ttl(self, blob_id: str) -> None:
+        """Remove the native TTL mark of an object whose marks are blobstate's alone, in as few requests as the
+        service allows (default: ``_remove_native_ttl``; idempotent, a missing blob is fine)."""
+        self._remove_native_ttl(blob_id)
 
     def _expired_native(self, prefix: str, now_ms: int) -> list[str]:
         """Blob ids under ``prefix`` whose native mark says they expired by ``now_ms``."""

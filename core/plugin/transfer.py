@@ -24,6 +24,7 @@ Errors: obstore's ``NotFoundError`` -> ``FileNotFoundError``, ``AlreadyExistsErr
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import re
 import threading
@@ -184,9 +185,11 @@ class ThrottledSink:
 
     def __init__(self, sink: BinaryIO) -> None:
         self.sink = sink
+        self.bucket = limiter("download")  # resolved here: the SDK may write from a thread of its own
 
     def write(self, data: bytes) -> int:
-        throttle("download", len(data))
+        if self.bucket is not None:
+            self.bucket.take(len(data))
         return self.sink.write(data)
 
     def __getattr__(self, name: str) -> Any:
@@ -250,13 +253,15 @@ class ObstoreTransport:
         in_flight = self.part_size * (self.part_concurrency + 1)
         with self.budget.reserve(in_flight), open(source.path, "rb") as fh:
             fh.seek(source.offset)
+            bucket = limiter("upload")  # resolved here: obstore may pull the parts from a thread of its own
 
             def parts() -> Iterator[bytes]:
                 remaining = source.length
                 while remaining:
                     n = min(self.part_size, remaining)
                     part = read_exact(fh, n, source.path)
-                    throttle("upload", n)
+                    if bucket is not None:
+                        bucket.take(n)
                     yield part
                     remaining -= n
 
@@ -316,7 +321,7 @@ class ObstoreTransport:
                     if held is None:
                         break
                     off = offsets.popleft()
-                    pending.append((self._pool.submit(fetch, off, length), held))
+                    pending.append((self._pool.submit(contextvars.copy_context().run, fetch, off, length), held))
                 future, held = pending.popleft()
                 try:
                     data = future.result()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,6 +25,33 @@ from blobstate.plugin.interfaces import BlobStore, BoundedSink, CheckpointLog
 from blobstate.repository.backends import normalize_url, open_blob_store, open_checkpoint_log, url_scheme
 from blobstate.repository.log_identity import log_identity
 from blobstate.repository.marker import RepositoryInfo, bind_log, ensure_repository
+
+#: The ``BlobStore`` calls that reach the store (a listing of many pages, or a batch, counts once).
+STORE_CALLS = frozenset({"put", "put_exclusive", "get", "get_bytes", "get_bounded", "delete", "remove_ttl", "has_ttl",
+                         "list", "expired", "sweep_expired", "temporaries", "put_many", "get_many", "delete_many",
+                         "remove_ttl_many", "location_exists", "install_lifecycle"})
+
+
+class CallCounter:
+    """A blob store seen through a counter of the calls made on it that reach the store (``STORE_CALLS``), by
+    method: what a repository-wide verb reports with ``-v``. Everything passes through to the store."""
+
+    def __init__(self, inner: BlobStore) -> None:
+        self._inner = inner
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if name not in STORE_CALLS:
+            return attr
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                self.counts[name] += 1
+            return attr(*args, **kwargs)
+
+        return counted
 
 
 def declared(limit: int, what: str) -> BoundedSink:
@@ -47,8 +76,11 @@ class Repository:
     info: RepositoryInfo | None = None
     cipher: ObjectCipher | None = None
     codec: CodecBlobStore = field(init=False, repr=False)
-    #: inside ``reading_indexes_once``: the indexes read so far, by (blob id, size, CRC32C) of their records
+    #: inside ``reading_indexes_once``: the indexes read so far, by (blob id, size, CRC32C) of their records, the
+    #: most recently used last; at most ``_indexes_limit`` of them (None: no limit)
     _indexes: dict[tuple[str, int, int], SnapshotIndex] | None = field(default=None, init=False, repr=False)
+    _indexes_limit: int | None = field(default=None, init=False, repr=False)
+    _indexes_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
         # --- codec (issue 33): the one place every object passes through ---
@@ -81,7 +113,8 @@ class Repository:
     @classmethod
     def open(cls, repo: str, *, log: str | None = None, storage_options: dict[str, Any] | None = None,
              ttl_mode: str | None = None, max_concurrency: int = 8, log_options: dict[str, Any] | None = None,
-             create: bool = True, change_log: bool = False, key_config: KeyConfig | None = None) -> Repository:
+             create: bool = True, change_log: bool = False, key_config: KeyConfig | None = None,
+             count_calls: bool = False) -> Repository:
         """Open the repository at ``repo`` and its checkpoint log (``log``, default: the file log inside it).
 
         The repository marker (``blobstate.repository.marker``) is checked: with ``create`` (writers) an empty location
@@ -92,7 +125,8 @@ class Repository:
         A repository has exactly one checkpoint log: its marker records the log's identity
         (``blobstate.repository.marker.bind_log``), and a repository opened with another log raises
         ``LogMismatchError`` (exit 2) before anything is read or written through that log; ``change_log`` moves the
-        repository to ``log`` on purpose (``blobstate init --change-log``).
+        repository to ``log`` on purpose (``blobstate init --change-log``). ``count_calls``: the store (and a log
+        on it) is used through a ``CallCounter`` (``Repository.calls``), below the codec: what reaches the store.
 
         An encrypted repository (its marker records the wrapped data key) is opened with ``key_config`` (default: the
         key the settings name, ``BLOBSTATE_KEY_FILE``); a wrong key or none raises ``EncryptionKeyError`` (exit 3)
@@ -102,6 +136,8 @@ class Repository:
         url = normalize_url(repo)
         store = open_blob_store(url, storage_options=storage_options, ttl_mode=ttl_mode,
                                 max_concurrency=max_concurrency)
+        if count_calls:
+            store = CallCounter(store)  # type: ignore[assignment]
         keys = key_config or KeyConfig.current()
         try:
             identity = log_identity(normalize_url(log) if log is not None else None, url, log_options)
@@ -123,6 +159,12 @@ class Repository:
             raise
         return cls(store, checkpoint_log, url, info, cipher=cipher)
 
+    @property
+    def calls(self) -> Counter[str] | None:
+        """The calls made on the blob store so far, by method, when opened with ``count_calls``; else None."""
+        inner = self.codec.inner
+        return inner.counts if isinstance(inner, CallCounter) else None
+
     def read_index(self, checkpoint: Checkpoint) -> SnapshotIndex:
         """Fetch the checkpoint's index and verify its size and CRC32C before parsing it.
 
@@ -134,29 +176,72 @@ class Repository:
             raise ConfigurationError(f"checkpoint {checkpoint.checkpoint_id} is a {checkpoint.kind} record (batch "
                                      f"{checkpoint.batch_id}): it has no snapshot index of its own")
         read = (checkpoint.index_blob_id, checkpoint.index_size, checkpoint.index_crc32c)
-        index = self._indexes.get(read) if self._indexes is not None else None
+        with self._indexes_lock:
+            cache = self._indexes
+            index = cache.pop(read, None) if cache is not None else None
         if index is None:
             index = self._fetch_index(checkpoint)
-            if self._indexes is not None:
-                self._indexes[read] = index
+        self._keep_index(read, index)
         if index.checkpoint_id != checkpoint.checkpoint_id or index.store_key != checkpoint.store_key:
             raise ChecksumMismatch(f"snapshot index {checkpoint.index_blob_id} belongs to another checkpoint")
         return index
 
+    def _keep_index(self, read: tuple[str, int, int], index: SnapshotIndex) -> None:
+        """Inside ``reading_indexes_once``: keep ``index`` as the most recently used, within the limit."""
+        with self._indexes_lock:
+            cache = self._indexes
+            if cache is None:
+                return
+            cache[read] = index
+            while self._indexes_limit is not None and len(cache) > self._indexes_limit:
+                del cache[next(iter(cache))]
+
     @contextmanager
-    def reading_indexes_once(self) -> Iterator[Repository]:
+    def reading_indexes_once(self, *, limit: int | None = None) -> Iterator[Repository]:
         """Inside the block ``read_index`` fetches and parses each snapshot index once: a second record naming the
         same index with the same size and CRC32C gets the index already read (an index is never overwritten, and
         it was checked against those when it was read). A restore reads the index it restores, its init cleanup
-        the latest and the retained ones: each once. Nested blocks share the outer one's indexes."""
+        the latest and the retained ones: each once; a committer (``blobstate.commit.backup``) holds a block open
+        while it lives, with a ``limit`` of indexes kept (the least recently used go first), so that retention
+        reads no index again that it read or wrote before. Nested blocks share the outer one's indexes."""
         if self._indexes is not None:
             yield self
             return
-        self._indexes = {}
+        self._indexes, self._indexes_limit = {}, limit
         try:
             yield self
         finally:
-            self._indexes = None
+            self._indexes, self._indexes_limit = None, None
+
+    def remember_index(self, checkpoint: Checkpoint, index: SnapshotIndex, data: bytes) -> None:
+        """Inside ``reading_indexes_once``: ``index`` (serialized as ``data``) is ``checkpoint``'s, written by this
+        process; ``read_index`` of a record naming it with ``data``'s size and CRC32C returns it unread."""
+        if len(data) == checkpoint.index_size and crc32c_bytes(data) == checkpoint.index_crc32c:
+            self._keep_index((checkpoint.index_blob_id, checkpoint.index_size, checkpoint.index_crc32c), index)
+
+    def prefetch_indexes(self, checkpoints: Sequence[Checkpoint]) -> None:
+        """Inside ``reading_indexes_once``: fetch the indexes of ``checkpoints``' snapshots (a group's parts
+        included) that are not read yet, concurrently (``BlobStore.map_concurrent``), so that the walk that needs
+        them one after another finds them read. A failing read is left to that walk (it fails there again, with its
+        own handling)."""
+        if self._indexes is None:
+            return
+        wanted: dict[tuple[str, int, int], Checkpoint] = {}
+        for cp in checkpoints:
+            for part in cp.expand():
+                read = (part.index_blob_id, part.index_size, part.index_crc32c)
+                if not part.is_delta and not part.is_group and read not in self._indexes:
+                    wanted.setdefault(read, part)
+        if len(wanted) < 2:
+            return  # one read gains nothing from going first
+
+        def fetch(cp: Checkpoint) -> None:
+            try:
+                self.read_index(cp)
+            except BlobstateError:
+                pass
+
+        self.store.map_concurrent(fetch, list(wanted.values()))
 
     def _fetch_index(self, checkpoint: Checkpoint) -> SnapshotIndex:
         """The index of ``checkpoint``, fetched (bounded by its declared size), checked and parsed."""
@@ -190,17 +275,19 @@ class Repository:
         return data
 
     def choose(self, key: StoreKey, *, checkpoint: str | int | None = None, max_batch_id: int | None = None,
-               checkpoint_id: str | None = None) -> Checkpoint:
+               checkpoint_id: str | None = None, history: list[Checkpoint] | None = None) -> Checkpoint:
         """The latest checkpoint, the one ``checkpoint`` names (``latest``, a checkpoint id, a unique prefix of one,
         or a generation number: ``blobstate.model.selection.select_checkpoint``), or the newest with
         ``batch_id <= max_batch_id``. ``checkpoint_id`` is the older name of ``checkpoint``. Latest and
         ``max_batch_id`` choose among snapshots (``chain.valid_snapshots``): delta records are not states.
 
+        ``history``: the store's records as already read (a repository-wide verb's), instead of reading the log.
+
         Raises ``NothingToRestore`` when none qualifies, ``ConfigurationError`` for an ambiguous prefix.
         """
         checkpoint = checkpoint if checkpoint is not None else checkpoint_id
         if (checkpoint is None or checkpoint == "latest") and max_batch_id is None:
-            latest = self.log.latest(key)
+            latest = (history[-1] if history else None) if history is not None else self.log.latest(key)
             if latest is None:
                 raise NothingToRestore(f"no checkpoint for {key} in {self.log.url or self.url}{self._others(key)}")
             if latest.is_group:
@@ -208,7 +295,7 @@ class Repository:
                                        "partitions): restore one partition of it (partition=)")
             if not latest.is_delta:
                 return latest
-        history = self.log.history(key)
+        history = history if history is not None else self.log.history(key)
         if checkpoint is not None and checkpoint != "latest":
             return select_checkpoint(history, checkpoint, key)
         snapshots = valid_snapshots(history)

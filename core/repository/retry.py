@@ -186,6 +186,9 @@ class RetryingBlobStore(BlobStore):
     def remove_ttl_many(self, blob_ids: Iterable[str]) -> None:
         self._bulk("remove_ttl_many", blob_ids, "TTL removal")
 
+    def remove_own_ttl_many(self, blob_ids: Iterable[str]) -> None:
+        self._bulk("remove_own_ttl_many", blob_ids, "TTL removal")
+
     def _bulk(self, method: str, blob_ids: Iterable[str], what: str) -> None:
         """The inner store's own bulk ``method`` as one retried call, or the interface's per-blob default."""
         if not self._native(method):

@@ -37,7 +37,8 @@ Variables (the CLI's ``--help`` lists those its options read, such as ``BLOBSTAT
 - ``BLOBSTATE_KEY_FILE``: the key file of an encrypted repository (``--key-file``); ``BLOBSTATE_KEY_PROVIDER``: the
   key provider a new encrypted repository uses (default ``file``; ``blobstate.codec.keys``).
 
-The API's keywords reach the same fields through ``overriding`` (for the length of one call).
+The API's keywords reach the same fields through ``api_verb`` for the length of one call, in every thread the
+call's transfers run on (the blob stores' thread pools run each request in a copy of the caller's context).
 """
 
 from __future__ import annotations
@@ -211,7 +212,6 @@ class Settings:
 _lock = threading.Lock()
 _cached: tuple[tuple[str | None, ...], Settings] | None = None
 _command: tuple[str, dict[str, Any]] | None = None
-_overrides: dict[str, Any] = {}  # the API keywords of the call running now (``overriding``)
 
 
 #: The variables whose change rebuilds the settings (reading these few is cheap; scanning the whole environment
@@ -239,8 +239,6 @@ def current() -> Settings:
             settings = Settings.from_environ()
             if _command is not None:
                 settings = settings.with_options(_command[0], **_command[1])
-            if _overrides:
-                settings = settings.with_options(**_overrides)
             _cached = (fingerprint, settings)
         base = _cached[1]
     call = _call.get()
@@ -306,31 +304,6 @@ def set_command(command: str, options: Mapping[str, Any]) -> None:
     with _lock:
         _command = (command, dict(options))
         _cached = None
-
-
-@contextmanager
-def overriding(**options: Any) -> Iterator[Settings]:
-    """The API's keywords (``append_only``, ``limit_upload``, ``limit_download``; None: not given) over the
-    environment and the CLI's options, for the block: ``current()`` has them in every thread of the process (the
-    transfers run in thread pools). Process-wide, as restic's limits are: concurrent calls in one process with
-    different values share the last one. Raises ``ConfigurationError`` for a malformed value."""
-    global _cached
-    given = {k: v for k, v in options.items() if v is not None}
-    if not given:
-        yield current()
-        return
-    Settings().with_options(**given)  # validate before anything changes
-    with _lock:
-        previous = dict(_overrides)
-        _overrides.update(given)
-        _cached = None
-    try:
-        yield current()
-    finally:
-        with _lock:
-            _overrides.clear()
-            _overrides.update(previous)
-            _cached = None
 
 
 def reset() -> None:

@@ -23,6 +23,7 @@ from blobstate.model.progress import Progress
 from blobstate.model.records import StoreKey
 from blobstate.plugin.interfaces import LocalStore
 from blobstate.repository.repo import Repository
+from blobstate.restoring.plan import DEFAULT_VERIFY_KEPT
 from blobstate.restoring.snapshot import RestoreResult, restore_snapshot
 
 
@@ -79,8 +80,10 @@ def replay_deltas(repo: Repository, chain: Chain, dest: str) -> int:
 
 def restore_chain(repo: Repository, chain: Chain, dest: str, *, local_store: LocalStore, store_type: str,
                   work_dir: str | None = None, cache: ChecksumCache | None = None, progress: Progress | None = None,
-                  validate: bool = True, force: bool = False, dry_run: bool = False) -> RestoreResult:
-    """Restore ``chain`` into ``dest``: its snapshot (``restore_snapshot``: all or nothing), then its deltas
+                  validate: bool = True, force: bool = False, dry_run: bool = False,
+                  verify_kept: str = DEFAULT_VERIFY_KEPT) -> RestoreResult:
+    """Restore ``chain`` into ``dest``: its snapshot (``restore_snapshot``: all or nothing; ``verify_kept``: how the
+    files already there are checked, ``blobstate.restoring.plan``), then its deltas
     (``replay_deltas``; not on a dry run). A chain without a snapshot starts from an empty store, which needs
     ``force`` when ``dest`` is not empty. ``RestoreResult.checkpoint`` is the snapshot's record (the first delta's
     without one), ``deltas_applied`` and ``last_batch_id`` say how far it got.
@@ -93,7 +96,8 @@ def restore_chain(repo: Repository, chain: Chain, dest: str, *, local_store: Loc
         raise ConfigurationError(f"delta records hold RocksDB changelogs; the store type {store_type!r} has none")
     if chain.snapshot is not None:
         result = restore_snapshot(repo, chain.snapshot, dest, local_store=local_store, work_dir=work_dir,
-                                  cache=cache, progress=progress, validate=validate, force=force, dry_run=dry_run)
+                                  cache=cache, progress=progress, validate=validate, force=force, dry_run=dry_run,
+                                  verify_kept=verify_kept)
     else:
         if not chain.deltas:
             raise ConfigurationError("an empty chain restores nothing")

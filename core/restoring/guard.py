@@ -59,3 +59,11 @@ def check_destination(dest: str, protected: Iterable[tuple[str, str | None, bool
         if refuse_inside and _inside(target, guarded):
             raise UnsafeDestination(f"refusing to restore into {target}: it lies inside the {what} ({guarded}), "
                                     "which a restore must never write into. Choose a directory outside it")
+
+
+def check_restore_destination(dest: str, *, repo_url: str, log_url: str | None, work_dir: str,
+                              work_base: str) -> None:
+    """``check_destination`` with what every restore protects: the repository, its log, the store's work
+    directory (nothing inside any of them) and the work directory base."""
+    check_destination(dest, [("repository", local_path(repo_url), True), ("checkpoint log", local_path(log_url), True),
+                             ("work directory", work_dir, True), ("work directory", work_base, False)])

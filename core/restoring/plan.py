@@ -1,11 +1,30 @@
 """What a restore changes: the destination compared with a snapshot, entry by entry, never following a link.
 
-A file already in the destination with the snapshot's size, CRC32C and (when the index has one) XXH3-128 is kept;
-its CRC32C may come from the checksum cache only for an immutable file (the cache key holds ctime), a file that
-can change in place is read. Every other file is staged: hard-linked or copied from a local checkpoint of the same
-store that holds it (host affinity), or downloaded. Swap steps sit at the topmost paths that differ: an entry the
-snapshot lacks, a file whose content differs, a link whose target differs, and any change of kind (a file where
-the snapshot has a directory, at any depth, moves out whole and the directory moves in whole).
+A file already in the destination (or in a local checkpoint of the same store: host affinity) is kept when it is
+the snapshot's file; every other file is staged: hard-linked or copied from that local checkpoint, or downloaded.
+Swap steps sit at the topmost paths that differ: an entry the snapshot lacks, a file whose content differs, a link
+whose target differs, and any change of kind (a file where the snapshot has a directory, at any depth, moves out
+whole and the directory moves in whole).
+
+How a kept file is known to be the snapshot's (``verify_kept``, ``blobstate restore --verify-kept``):
+
+- a file that can change in place (RocksDB's ``MANIFEST``, ``CURRENT``, ``OPTIONS``; every file of a directory
+  store) is read in full, size, CRC32C and XXH3-128, in every mode;
+- ``cache`` (the default): an immutable file's CRC32C comes from this host's checksum cache when its key, which
+  holds ctime, matches (restic's and git's rule: a change with the mtime put back still moves ctime), else the
+  file is read. A restore never keeps a file it has not read or seen read unchanged since;
+- ``identity`` (opt-in, for a restore into a directory this host's own job wrote): an immutable file (RocksDB's
+  ``*.sst``, never rewritten under its name) whose size and mtime, to the nanosecond, are the index's is kept
+  unread (rclone's size-and-modtime check, plus the name); otherwise as ``cache``. A file of another lineage of the
+  store with the same name has another creation time, so it is read; a kept table whose footer, index or properties
+  block is damaged makes the complete new tree fail to open (``LocalStore.validate``), and the restore plans again
+  with ``full``. What it cannot see: bytes of a data block changed in place with the mtime put back, or rotten below
+  the file system. RocksDB detects those only when it reads the block, and rocksdict's iteration then ends early
+  without an error: a reader can see a wrong state. Hence opt-in;
+- ``full``: every kept file is read, no cache trusted (the paranoid mode: it also catches bit rot, which moves no
+  ctime).
+
+The files that must be read are read in parallel (``READERS`` at a time).
 """
 
 from __future__ import annotations
@@ -13,9 +32,10 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from blobstate.local.checksum import ChecksumCache, digest_file
+from blobstate.local.checksum import ChecksumCache, crc32c_file, digest_file
 from blobstate.model.index import DirIndex, FileIndex, SymlinkIndex
 from blobstate.restoring.swap import RESTORED_MODE_BITS, SwapStep
 
@@ -49,8 +69,24 @@ class RestorePlan:
         return sorted(out, key=lambda c: (c[1], c[0]))
 
 
-def file_matches(path: str, f: FileIndex, cache: ChecksumCache, *, mutable: bool) -> bool:
-    """True when ``path`` is a regular file (not a link) with ``f``'s size, CRC32C and content hash."""
+#: ``verify_kept`` modes, the default first (see the module docstring).
+VERIFY_KEPT = ("cache", "identity", "full")
+DEFAULT_VERIFY_KEPT = VERIFY_KEPT[0]
+READERS = 4  # files read at once to check them (a disk or a cloud volume serves several reads in parallel)
+
+
+def check_verify_kept(mode: str) -> str:
+    """``mode`` if it is one of ``VERIFY_KEPT``, else ``ConfigurationError``."""
+    if mode not in VERIFY_KEPT:
+        from blobstate.errors import ConfigurationError
+
+        raise ConfigurationError(f"verify_kept must be one of {', '.join(VERIFY_KEPT)}, not {mode!r}")
+    return mode
+
+
+def file_matches(path: str, f: FileIndex, cache: ChecksumCache, *, mutable: bool, verify: str = "cache") -> bool:
+    """True when ``path`` is a regular file (not a link) with ``f``'s size, CRC32C and content hash, as ``verify``
+    checks it (``VERIFY_KEPT``; ``identity`` trusts an immutable file by its size and nanosecond mtime)."""
     try:
         st = os.lstat(path)
         if not stat.S_ISREG(st.st_mode) or st.st_size != f.size_in_bytes:
@@ -58,9 +94,39 @@ def file_matches(path: str, f: FileIndex, cache: ChecksumCache, *, mutable: bool
         if mutable or f.content_hash is not None:
             d = digest_file(path, content_hash=f.content_hash is not None)
             return d.size == f.size_in_bytes and d.crc32c == f.crc32c and d.content_hash == f.content_hash
+        if verify == "identity" and f.mtime_ns is not None and st.st_mtime_ns == f.mtime_ns:
+            return True
+        if verify == "full":
+            return crc32c_file(path) == f.crc32c
         return cache.crc32c(path)[1] == f.crc32c
     except OSError:
         return False
+
+
+def _checked(dest: str, entries: dict[str, Entry], sources: list[str], cache: ChecksumCache,
+             is_mutable: Callable[[str], bool], verify: str) -> dict[str, bool]:
+    """``file_matches`` of the paths a plan asks about, ``READERS`` files at a time: every destination file of the
+    index's size, then, for the files the destination does not hold, the local checkpoints' in order of
+    preference (a file is looked for in the next only when the one before lacks it)."""
+    files = {rel: e for rel, e in entries.items() if isinstance(e, FileIndex)}
+    found: dict[str, bool] = {}
+
+    def check(rel: str, roots: list[str]) -> list[tuple[str, bool]]:
+        f, out = files[rel], []
+        for root in roots:
+            path = os.path.join(root, *rel.split("/"))
+            out.append((path, file_matches(path, f, cache, mutable=is_mutable(rel), verify=verify)))
+            if out[-1][1]:
+                break
+        return out
+
+    with ThreadPoolExecutor(max_workers=READERS) as pool:
+        for results in pool.map(lambda rel: check(rel, [dest]), files):
+            found.update(results)
+        missing = [rel for rel in files if not found[os.path.join(dest, *rel.split("/"))]]
+        for results in pool.map(lambda rel: check(rel, sources), missing if sources else []):
+            found.update(results)
+    return found
 
 
 def _attrs_differ(st: os.stat_result, entry: Entry) -> bool:
@@ -71,11 +137,16 @@ def _attrs_differ(st: os.stat_result, entry: Entry) -> bool:
 
 
 def plan_restore(dest: str, entries: dict[str, Entry], *, cache: ChecksumCache, is_mutable: Callable[[str], bool],
-                 sources: list[str], skip: set[str]) -> RestorePlan:
+                 sources: list[str], skip: set[str], verify: str = DEFAULT_VERIFY_KEPT) -> RestorePlan:
     """Compare ``dest`` (which may not exist) with the snapshot's ``entries``; ``skip``: top-level names of the
     destination that are not its content (staging directories). ``sources``: local checkpoint directories, the
-    preferred first."""
+    preferred first. ``verify``: how a kept file is checked (``VERIFY_KEPT``, the module docstring)."""
     plan = RestorePlan()
+    matches = _checked(dest, entries, sources, cache, is_mutable, check_verify_kept(verify))
+
+    def file_matches(path: str, f: FileIndex, cache: ChecksumCache, *, mutable: bool) -> bool:
+        return matches.get(path, False)
+
     children: dict[str, list[str]] = {}
     for rel in entries:
         parent, _, name = rel.rpartition("/")

@@ -20,13 +20,14 @@ With ``dry_run`` the same checks and plan run and the changes are returned, and 
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from blobstate.errors import BlobNotFound, ChecksumMismatch, LocalStoreError, RestoreRefused
+from blobstate.errors import BlobNotFound, ChecksumMismatch, IntegrityError, LocalStoreError, RestoreRefused
 from blobstate.local import workdir
 from blobstate.local.checksum import ChecksumCache, Crc32cSink
 from blobstate.local.files import fsync_dir
@@ -35,8 +36,10 @@ from blobstate.model.progress import NoProgress, Progress
 from blobstate.model.records import Checkpoint
 from blobstate.plugin.interfaces import LocalStore
 from blobstate.repository.repo import Repository
-from blobstate.restoring.plan import Entry, RestorePlan, plan_restore
+from blobstate.restoring.plan import DEFAULT_VERIFY_KEPT, Entry, RestorePlan, check_verify_kept, plan_restore
 from blobstate.restoring.swap import Staging, recover_interrupted, remove_tree, set_attributes, staging_names
+
+_logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,14 @@ class RestoreResult:
         return doc
 
 
+def recorded_store_type(repo: Repository, checkpoint: Checkpoint) -> str:
+    """The store type the snapshot records (older snapshots: ``rocksdb`` if it has a ``CURRENT`` file)."""
+    index = repo.read_index(checkpoint)
+    if index.store_type:
+        return index.store_type
+    return "rocksdb" if "CURRENT" in index.files() else "dir"
+
+
 def _join(root: str, rel: str) -> str:
     return os.path.join(root, *rel.split("/"))
 
@@ -124,11 +135,17 @@ def _make_destination(dest: str) -> list[str]:
     return created
 
 
+class TreeInvalid(IntegrityError):
+    """The complete new tree did not pass ``LocalStore.validate`` (a RocksDB that does not open)."""
+
+
 def restore_snapshot(repo: Repository, checkpoint: Checkpoint, dest: str, *, local_store: LocalStore,
                      work_dir: str | None = None, cache: ChecksumCache | None = None,
                      progress: Progress | None = None, validate: bool = True, force: bool = False,
-                     dry_run: bool = False) -> RestoreResult:
+                     dry_run: bool = False, verify_kept: str = DEFAULT_VERIFY_KEPT) -> RestoreResult:
     """Make ``dest`` hold exactly the entries of ``checkpoint``'s snapshot (see the module docstring).
+    ``verify_kept``: how a file already there is known to be the snapshot's (``blobstate.restoring.plan``); a
+    tree that does not validate while ``identity`` kept files unread is planned again reading every kept file.
 
     Raises ``ChecksumMismatch`` / ``BlobNotFound`` / ``CorruptIndexError`` / ``IntegrityError`` (exit code 3),
     ``RestoreRefused`` (exit 2), ``LocalStoreError`` (a live process holds the store, another restore runs): in
@@ -152,12 +169,22 @@ def restore_snapshot(repo: Repository, checkpoint: Checkpoint, dest: str, *, loc
             needs_force = _check_may_replace(dest, work_dir, force, set(staging_names(dest)), dry_run)
         sources = workdir.local_checkpoint_dirs(work_dir) if work_dir else []
         sources.sort(key=lambda p: os.path.basename(p) != checkpoint.checkpoint_id)  # same checkpoint id first
-        plan = plan_restore(dest, entries, cache=cache, is_mutable=local_store.is_mutable, sources=sources,
-                            skip=set(staging_names(dest)))
         files = index.files()
-        bytes_down = sum(files[rel].size_in_bytes for rel in plan.download)
+        for mode in (check_verify_kept(verify_kept), "full"):
+            plan = plan_restore(dest, entries, cache=cache, is_mutable=local_store.is_mutable, sources=sources,
+                                skip=set(staging_names(dest)), verify=mode)
+            bytes_down = sum(files[rel].size_in_bytes for rel in plan.download)
+            if dry_run:
+                break
+            try:
+                _apply(repo, plan, entries, dest, existed, local_store, progress, bytes_down, validate)
+                break
+            except TreeInvalid as exc:
+                if mode != "identity" or not (plan.keep or plan.reuse):
+                    raise
+                _logger.warning("the restored tree of %s does not open with the files kept by their size and mtime "
+                                "(%s): planning again, every kept file read", checkpoint.store_key, exc)
         if not dry_run:
-            _apply(repo, plan, entries, dest, existed, local_store, progress, bytes_down, validate)
             workdir.remember_restored(work_dir, dest)
     if not dry_run:
         for rel in [*plan.download, *plan.reuse]:
@@ -252,7 +279,10 @@ def _validate(plan: RestorePlan, entries: dict[str, Entry], dest: str, staging: 
                     except OSError:
                         pass
                 shutil.copyfile(src, path, follow_symlinks=False)
-        local_store.validate(view)
+        try:
+            local_store.validate(view)
+        except IntegrityError as exc:
+            raise TreeInvalid(str(exc)) from exc
     finally:
         remove_tree(view)
 

@@ -21,7 +21,7 @@ batch. Which records count follows ``blobstate.model.chain``: the current run on
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -222,3 +222,30 @@ def read_changes(repo: Repository, records: Sequence[Checkpoint], partition: int
 
 __all__ = ["BatchNotRetained", "Change", "StatePlan", "chain_at", "change_plans", "change_range", "plan_changes",
            "plan_state", "read_changes", "restore_into", "state_range"]
+
+
+def entries(plan: StatePlan, open_repository: Callable[[], Repository],
+            scratch_dir: str | None) -> Iterator[tuple[Value, Value]]:
+    """The entries of ``plan``'s chains, one chain at a time restored into a temporary directory under
+    ``scratch_dir`` and read (``blobstate.read_state``), through a repository ``open_repository()`` opens when the
+    iteration starts (closed when it ends)."""
+    import tempfile
+
+    from blobstate.restoring.entries import open_entries
+
+    with open_repository() as repository:
+        for chain in plan.chains.values():
+            with tempfile.TemporaryDirectory(prefix="blobstate-state-", dir=scratch_dir) as base:
+                path = restore_into(repository, chain, base)
+                if path is not None:
+                    with open_entries(path) as found:
+                        yield from found
+
+
+def changes(plans: dict[int | None, list[Checkpoint]], open_repository: Callable[[], Repository]) -> Iterator[Change]:
+    """The changes of ``plans`` (``change_plans``), batch by batch and partition by partition
+    (``blobstate.read_changes``), through a repository ``open_repository()`` opens when the iteration starts."""
+    with open_repository() as repository:
+        for batch in sorted({r.batch_id for records in plans.values() for r in records if r.batch_id is not None}):
+            for p, records in plans.items():
+                yield from read_changes(repository, [r for r in records if r.batch_id == batch], p)

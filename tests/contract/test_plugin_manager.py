@@ -1,7 +1,7 @@
 """The plugin manager uses pluggy as its authors meant it: a ``PluginManager`` subclass, hooks called through
 ``pm.hook`` (so pluggy's call monitoring sees them: ``BLOBSTATE_TRACE_PLUGINS``), configuration delivered with
 ``call_historic``, plugins blocked by name (``BLOBSTATE_DISABLE_PLUGINS``), one registration table for the
-built-ins, entry points read once per process."""
+built-ins, entry points read once per process (from a cache while nothing installed changed)."""
 
 from __future__ import annotations
 
@@ -139,13 +139,40 @@ def test_tracing_shows_every_hook_call(cli, tmp_path):
     assert "plugin trace: blobstate_blob_stores returned 1 result(s)" in traced.stderr
 
 
-def test_entry_points_are_read_once_per_process(monkeypatch):
+def test_entry_points_are_read_once_per_process_and_from_the_cache_while_nothing_installed_changed(
+        monkeypatch, tmp_path):
     from importlib import metadata
 
+    from dists import make_dist
+
+    from blobstate.plugin import entry_points as installed
+
+    monkeypatch.setenv("BLOBSTATE_CACHE_DIR", str(tmp_path / "cache"))
+    site = tmp_path / "site"
+    make_dist(site, "bs-one", "1.0", "bs_one_plugin", "")
+    monkeypatch.syspath_prepend(str(site))
     calls = []
     real = metadata.entry_points
     monkeypatch.setattr(metadata, "entry_points", lambda **kw: calls.append(kw) or real(**kw))
-    manager_module._entry_points.cache_clear()
+
+    def names():
+        installed.entry_points.cache_clear()
+        return sorted(ep.name for ep in installed.entry_points())
+
+    installed.entry_points.cache_clear()
     for _ in range(3):
         build_plugin_manager(autoload=True)
-    assert calls == [{"group": "blobstate"}]
+    assert calls == [{"group": "blobstate"}]  # once per process
+    assert "bs_one_plugin" in names() and len(calls) == 1  # a new process: from the cache, no scan
+    make_dist(site, "bs-two", "1.0", "bs_two_plugin", "")  # installed since
+    assert {"bs_one_plugin", "bs_two_plugin"} <= set(names()) and len(calls) == 2
+    ep_file = site / "bs_one-1.0.dist-info" / "entry_points.txt"
+    ep_file.write_text("[blobstate]\nbs_one_renamed = bs_one_plugin\n")  # edited in place
+    found = names()
+    assert "bs_one_renamed" in found and "bs_one_plugin" not in found and len(calls) == 3
+    (tmp_path / "cache" / installed.CACHE_NAME).write_text("{not json")  # a damaged cache only costs a scan
+    assert "bs_one_renamed" in names() and len(calls) == 4
+    monkeypatch.setenv("BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD", "1")
+    reset_plugin_manager()
+    build_plugin_manager()
+    assert len(calls) == 4  # autoload off: neither the cache nor the scan

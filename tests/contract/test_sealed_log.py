@@ -72,3 +72,22 @@ def test_a_group_record_of_the_most_partitions_fits_sealed(sealed):
     stored = sealed.seal(group, 1)
     assert len(stored.to_bytes()) < MAX_RECORD_BYTES
     assert sealed.append(group, 0).to_json() == group.with_generation(1).to_json()
+
+
+def test_retention_drops_through_the_sealed_log_exactly_the_expiring_records_without_reading_the_log(sealed,
+                                                                                                   monkeypatch, caplog):
+    """``SealedCheckpointLog.drop`` is the inner log's ``drop`` (the file log's one bulk delete of exactly the
+    records the caller read: no listing, no record read), and hands back the opened records it was given."""
+    key = new_store_key()
+    written = [sealed.append(make_checkpoint(key), g) for g in range(5)]
+    expiring = [cp for cp in sealed.history(key) if cp.generation in (1, 2, 4)]
+
+    def refused(*_args, **_kwargs):
+        raise AssertionError("drop read the log again")
+
+    monkeypatch.setattr(sealed.inner.store, "list", refused)
+    monkeypatch.setattr(sealed.inner.store, "get_bounded", refused)
+    dropped = sealed.drop(key, expiring, first_kept=3)
+    monkeypatch.undo()
+    assert dropped == [written[0], written[1], written[3]] and "does not open" not in caplog.text
+    assert sealed.history(key) == [written[2], written[4]]

@@ -14,6 +14,7 @@ from counting_proxy import CountingProxy
 
 from blobstate import api
 from blobstate.errors import StorageError
+from blobstate.model import layout
 from blobstate.repository.repo import Repository
 
 DAY_MS = 86_400_000
@@ -58,7 +59,7 @@ def test_an_append_only_backup_issues_no_delete_and_gc_removes_what_it_left(tmp_
         key = repo.log.keys()[0]
         assert len(repo.log.history(key)) == 2  # nothing pruned
         before = {b.blob_id for b in repo.store.list(key.prefix)}
-    far = api.layout.now_ms() + 2 * DAY_MS  # the aborted commit's TTL and the orphans' age have passed
+    far = layout.now_ms() + 2 * DAY_MS  # the aborted commit's TTL and the orphans' age have passed
     (report,) = api.gc(repo=s3_target.url, storage_options=options, ttl_mode=ttl_mode, now_ms=far, ttl=DAY_MS)
     assert len(report.checkpoints_pruned) == 1
     assert report.expired_deleted, "the aborted commit's blobs, left to their TTL, are gc's"

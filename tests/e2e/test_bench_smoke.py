@@ -47,7 +47,7 @@ def bench_doc(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench-out")
     proc = subprocess.run(
         [sys.executable, "-m", "bench", "--size", "4MiB", "--keys", "4000", "--runs", "1", "--cache", "warm",
-         "--work", str(work), "--out", str(out)],
+         "--delta-commits", "5", "--work", str(work), "--out", str(out)],
         cwd=REPO, capture_output=True, text=True, timeout=120, env=this_interpreters_path(),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -105,6 +105,16 @@ def test_targets_ratios_and_outputs(bench_doc):
     assert doc["meta"]["cache"] == "warm"
     md = (out / "latest.md").read_text()
     assert "| restore into an empty dir | blobstate |" in md and "### s3://" in md
+    # issue 31: every peer ratio in one table, the Spark per-batch rows (in-process delta commits) with it
+    rows = {(r["backend"], r["label"]) for r in doc["peer_ratios"]}
+    assert ("s3", "incremental backup, 1% changed") in rows and ("file", "restore into the previous version") in rows
+    assert ("file", "restore into the previous version, --verify-kept identity") in rows
+    assert all(r["ratio"]["rclone"] > 0 for r in doc["peer_ratios"])
+    for backend in ("file", "s3"):
+        deltas = doc["delta_commits"][backend]
+        assert deltas["commits"] == 5 and 0 < deltas["p50Ms"] <= deltas["p99Ms"]
+    assert doc["delta_commits"]["s3"]["requestsPerCommit"]["total"] > 0
+    assert "### Every peer ratio" in md and "Spark per batch: delta commit" in md
     png = (out / "latest.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 

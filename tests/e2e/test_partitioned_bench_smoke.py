@@ -18,7 +18,9 @@ def test_partitioned_restore_benchmark_runs_end_to_end(tmp_path, capsys):
     assert partitioned_restore.main(["--size", "4MiB", "--partitions", "4", "--runs", "1", "--work",
                                      str(tmp_path / "work"), "--out", str(out)]) == 0
     report = json.loads(out.read_text())
-    assert set(report["restore_s"]) == {"single driver", "partitions in parallel"}
+    assert set(report["restore_s"]) == {"single driver", "partitions in parallel", "partitions in one process"}
     single, parallel = report["restored_bytes"]["single driver"], report["restored_bytes"]["partitions in parallel"]
     assert abs(single - parallel) < 0.05 * single  # the same records both ways (SST overhead differs a little)
+    assert report["restored_bytes"]["partitions in one process"] == parallel  # the same partitions, one process
+    assert len(report["partition_mb_per_s"]) == 4 and report["group_mb_per_s"] > 0
     assert "partitions in parallel" in capsys.readouterr().out

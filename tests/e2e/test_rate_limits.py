@@ -15,7 +15,7 @@ from blobstate import api
 from blobstate.plugin.interfaces import GetRequest, PutRequest
 from blobstate.plugin.transfer import RateLimiter, limiter
 from blobstate.repository.backends import open_blob_store
-from blobstate.repository.settings import overriding
+from blobstate.repository.settings import api_call
 
 KiB = 1024
 RATE = 1024 * KiB  # bytes per second
@@ -56,7 +56,7 @@ def test_concurrent_uploads_and_downloads_share_one_limit(tmp_path, where, reque
     from blobstate.plugin.interfaces import FileRange
 
     puts = [PutRequest(f"j/t/s/blobs/{i:032x}", FileRange(str(src), 0, size)) for i in range(parts)]
-    with overriding(limit_upload=RATE, limit_download=RATE):
+    with api_call({"limit_upload": RATE, "limit_download": RATE}):
         t0 = time.monotonic()
         store.put_many(puts)
         up_s = time.monotonic() - t0

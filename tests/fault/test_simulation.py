@@ -8,6 +8,9 @@
 - SELF-CHECK: with a deliberately broken store (``remove_ttl`` drops the blob it should keep) the simulator
   reports the loss and shrinks the run, so these tests cannot pass on a simulator that checks nothing;
 - the seeds at which the long run found issue 27's cases 1, 2 and 3 on the code before their fixes hold now;
+- profile ``rescale``: seeds where a rescale is killed after its append (finished), killed before it (redone),
+  paused until another run committed (fenced), killed twice (redone at the end) hold every invariant; SELF-CHECKS:
+  a rescale that maps a key to another partition, copies another batch, or writes into its source is caught.
 - on an encrypted repository (profile ``encrypted``) too, with nothing but ciphertext in the world.
 
 The long run (1,000,000 steps) is ``python -m bench.simulate``.
@@ -174,3 +177,46 @@ def test_the_seeds_that_found_issue_27_cases_hold(case: str, seed: int, profile:
     second log is refused by the repository marker). Each seed holds every invariant now."""
     result = run_seed(seed, profile)
     assert not result.failed, f"{case}: {describe(result)}"
+
+
+#: profile ``rescale`` seeds: rs1 killed after its append (the rerun finds it committed), killed at its
+#: ``CommitStarted`` (rs2 redoes it), paused at its append until rs2 committed (fenced), both runs killed (the
+#: end's rerun redoes it), rs1 killed while its committer reads the generation it pins (its lock, taken just
+#: before, released as a dead process's is: the end's rerun on its host is not wedged)
+RESCALE_SEEDS = (4, 14, 15, 21, 662)
+
+
+@pytest.mark.parametrize("seed", RESCALE_SEEDS)
+def test_a_rescale_interleaved_with_every_actor_holds_the_invariants(seed: int) -> None:
+    result = run_seed(seed, "rescale")
+    assert not result.failed, describe(result)
+    outcomes = dict(result.rescales)
+    assert outcomes["final-rs1"] in ("committed", "already"), result.rescales  # the copy is there at the end
+    assert any(f.actor.startswith("rs") for f in result.fired), result.fired  # a rescale was killed or paused
+
+
+@pytest.mark.parametrize("broken", ["mapping", "batch", "source"])
+def test_self_check_a_broken_rescale_is_caught(broken: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SELF-CHECK: a rescale that sends a key to another new partition than the mapping says, copies the state of
+    the batch before the one its record names, or writes into its source must fail the run."""
+    from blobstate.model.chain import partition_history, plan_chain
+    from blobstate.plugin.interfaces import PutRequest
+    from blobstate.testing.simulation import model, rescaler
+
+    if broken == "mapping":
+        monkeypatch.setattr(rescaler, "new_partition", lambda key, m: (model.new_partition(key, m) + 1) % m)
+    elif broken == "batch":
+        def older(history, source, *, batch_id, real=rescaler.source_chains):  # noqa: ANN001, ANN202
+            record, chains = real(history, source, batch_id=batch_id)
+            return record, {p: plan_chain(partition_history(history, p), record.batch_id - 1) for p in chains}
+
+        monkeypatch.setattr(rescaler, "source_chains", older)
+    else:
+        def tamper(sim, actor, repo, target, *args, real=rescaler._write):  # noqa: ANN001, ANN202
+            repo.store.put(PutRequest("sim/group/grp/blobs/not-the-rescales", b"x", None))
+            return real(sim, actor, repo, target, *args)
+
+        monkeypatch.setattr(rescaler, "_write", tamper)
+    result = run_seed(0, "rescale")
+    expected = {"mapping": "wrong", "batch": "wrong", "source": "source"}[broken]
+    assert result.failed and result.violation.kind == expected, describe(result)

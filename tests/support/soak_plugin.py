@@ -14,9 +14,10 @@ Loaded first through ``BLOBSTATE_PLUGINS=soak_plugin[,pause_plugin|kill_plugin]`
   how many listings (one walk of a prefix: a LIST on object stores) the process made, in all and by what they
   walked (``checkpoints``, ``blobs``, ``indexes``, ``store``: a store's whole prefix, ``root``: the repository).
 - ``BLOBSTATE_TEST_STOP_AFTER_LOG_READ=N``: the process SIGSTOPs itself once, right after its N-th read of a
-  store's checkpoint history returns (a gc host paused by its hypervisor). ``gc`` reads it once to decide (N=1: it
-  has listed the store and read the log, its decision is fixed) and once more per re-check of that decision right
-  before it deletes (N=2: it has re-checked and is about to send its first delete batch).
+  store's checkpoint history (or of every store's at once, a repository-wide gc's) returns (a gc host paused by its
+  hypervisor). ``gc`` reads it once to decide (N=1: it has listed the store and read the log, its decision is
+  fixed) and once more per re-check of that decision right before it deletes (N=2: it has re-checked and is about
+  to send its first delete batch).
 - ``BLOBSTATE_TEST_STOP_BEFORE_DELETE=1``: the process SIGSTOPs itself inside its first blob delete call, before
   the request is sent: a gc paused after its last re-check, in the delete call itself (the residual window of
   docs/architecture.md, "Safety", rule 13; on file://, S3 and Azure, Azure's conditional delete included).
@@ -107,19 +108,22 @@ _stop_after_read = int(os.environ.get("BLOBSTATE_TEST_STOP_AFTER_LOG_READ", "0")
 if _stop_after_read:
     from blobstate.plugins.file_log import FileCheckpointLog
 
-    _history = FileCheckpointLog.history
     _reads = Counter[str]()
 
-    def _stopping_history(self: FileCheckpointLog, key: Any) -> Any:
-        out = _history(self, key)
-        with _lock:
-            _reads["history"] += 1
-            now = _reads["history"] == _stop_after_read
-        if now:
-            _stop_once()
-        return out
+    def _stopping(read: Any) -> Any:  # a read of the log: one store's history, or every store's at once
+        def wrapper(self: FileCheckpointLog, *args: Any, **kwargs: Any) -> Any:
+            out = read(self, *args, **kwargs)
+            with _lock:
+                _reads["history"] += 1
+                now = _reads["history"] == _stop_after_read
+            if now:
+                _stop_once()
+            return out
 
-    FileCheckpointLog.history = _stopping_history  # type: ignore[method-assign]
+        return wrapper
+
+    FileCheckpointLog.history = _stopping(FileCheckpointLog.history)  # type: ignore[method-assign]
+    FileCheckpointLog.histories = _stopping(FileCheckpointLog.histories)  # type: ignore[method-assign]
 
 if os.environ.get("BLOBSTATE_TEST_GC_RECHECK_AFTER_S"):
     from blobstate.maintenance import gc as _gc

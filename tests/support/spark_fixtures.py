@@ -180,16 +180,29 @@ def run_child(tmp_path, paths, *, kill="", kill_at_event="", connect=False, snap
     config = tmp_path / f"child-{len(list(tmp_path.glob('child-*.json')))}.json"
     config.write_text(json.dumps({**paths, "kill": kill, "connect": connect, "snapshotEvery": snapshot_every,
                                   "partitions": partitions, "partitionSnapshotEvery": partition_snapshot_every}))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SUPPORT, os.environ.get("PYTHONPATH", "")]),
-               SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
+    env = child_env()
     if connect:  # the child's own Connect server listens on a free port of its own (spark_child.connect_session)
         from cloud_servers import free_port
 
         env["BLOBSTATE_TEST_CONNECT_PORT"] = str(free_port())
     if kill_at_event:
         env.update(BLOBSTATE_PLUGINS="kill_plugin", BLOBSTATE_TEST_KILL_AT=kill_at_event, BLOBSTATE_TEST_KILL_GROUP="1")
-    child = subprocess.Popen([sys.executable, os.path.join(SUPPORT, "spark_child.py"), str(config)], env=env,
-                             start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return run_in_group([sys.executable, os.path.join(SUPPORT, "spark_child.py"), str(config)], env, timeout)
+
+
+def child_env(**extra: str) -> dict:
+    """The environment of a Spark driver child: the support modules importable (its plugins), loopback, this
+    Python for the executors, and ``extra``."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([SUPPORT, os.environ.get("PYTHONPATH", "")]),
+                SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable, **extra)
+
+
+def run_in_group(cmd: list, env: dict, timeout: float = 240) -> tuple[int, str, str]:
+    """Run ``cmd`` as the leader of a new session (a driver with its JVM and Python workers) until it dies or ends;
+    then whatever is left of its group is killed and waited for. Returns its return code, stdout and the tail of
+    stderr."""
+    child = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
     try:
         out, err = child.communicate(timeout=timeout)
     finally:

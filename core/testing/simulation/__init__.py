@@ -1,8 +1,9 @@
 """Deterministic simulation of blobstate's commit protocol (issue 27; FoundationDB's simulator, TigerBeetle's VOPR).
 
-The real pipelines (snapshot, delta and group commits, gc, restore, recover) run as actors under a seeded
-scheduler, against an in-memory blob store and checkpoint log, on a virtual clock; faults are injected and the
-invariants are checked after every step. A failing seed replays exactly and is shrunk to a short schedule.
+The real pipelines (snapshot, delta and group commits, gc, restore, recover, an offline rescale's Spark-free
+path) run as actors under a seeded scheduler, against an in-memory blob store and checkpoint log, on a virtual
+clock; faults are injected and the invariants are checked after every step. A failing seed replays exactly and is
+shrunk to a short schedule.
 
 Usage::
 

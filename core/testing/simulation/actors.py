@@ -69,6 +69,19 @@ def restore_latest(sim: Simulation, repo: Repository, key: StoreKey, name: str, 
             shutil.rmtree(dest)
         os.makedirs(dest)
         return -1
+    values = restore_into(repo, chain, dest)
+    upto = chain.upto if chain.upto is not None else (chain.snapshot.batch_id if chain.snapshot else -1)
+    assert upto is not None
+    expected = model.state(model.chain_name(name, chain.records), upto)
+    if values != expected:
+        raise Violation("wrong", f"a restore of {key} (batch {upto}, {chain.describe()}) gave {values}, expected "
+                                 f"{expected}")
+    return upto
+
+
+def restore_into(repo: Repository, chain: chains.Chain, dest: str) -> dict[str, str]:
+    """The state ``chain`` makes, restored into ``dest`` with the real restore (the snapshot, then the deltas'
+    changelogs replayed); returns it. Raises what the restore raises (``IntegrityError``)."""
     if chain.snapshot is not None:
         restore_snapshot(repo, chain.snapshot, dest, local_store=DirStore(), force=True, validate=False)
     else:
@@ -77,13 +90,7 @@ def restore_latest(sim: Simulation, repo: Repository, key: StoreKey, name: str, 
     for delta in chain.deltas:
         values = model.replay(values, repo.read_changelog(delta), delta.changelog_blob_id)
     model.write_dir(dest, values)
-    upto = chain.upto if chain.upto is not None else (chain.snapshot.batch_id if chain.snapshot else -1)
-    assert upto is not None
-    expected = model.state(model.chain_name(name, chain.records), upto)
-    if values != expected:
-        raise Violation("wrong", f"a restore of {key} (batch {upto}, {chain.describe()}) gave {values}, expected "
-                                 f"{expected}")
-    return upto
+    return values
 
 
 def _start(sim: Simulation, repo: Repository, key: StoreKey, name: str, dest: str, partition: int | None,
@@ -103,12 +110,27 @@ def _start(sim: Simulation, repo: Repository, key: StoreKey, name: str, dest: st
     return upto
 
 
-def _committer(sim: Simulation, actor: Actor, key: StoreKey, repo: Repository, retain: int,
-               expected: int | None = None) -> StoreCommitter:
-    wd = sim.work_dir(actor, key, retain)
+def committer_of(sim: Simulation, actor: Actor, key: StoreKey, repo: Repository, retain: int,
+                 expected: int | None = None, *, host: str | None = None) -> StoreCommitter:
+    """``actor``'s committer of ``key`` in the work directory of ``host`` (default: its own), its journal
+    recovered as ``StoreCommitter`` does when it opens. Its session is released like a dead process's lock when
+    the actor is killed, during that recovery too (so it is registered before the recovery runs). Constructed with a
+    placeholder generation, so that nothing in the constructor reaches a scheduling point (a kill there would leave
+    its lock held by no one the kill can release); unpinned (``expected`` None), it is forgotten again and read after
+    the recovery."""
+    wd = sim.work_dir(actor, key, retain, host=host)
     committer = StoreCommitter(key, repo, store_type="dir", work_dir=wd, ttl_ms=sim.ttl_ms, retain=retain,
-                               writer_id=actor.name, append_resolve_s=APPEND_RESOLVE_S, expected_generation=expected)
+                               writer_id=actor.name, append_resolve_s=APPEND_RESOLVE_S,
+                               expected_generation=0 if expected is None else expected, recover=False)
     actor.resources.append(committer.session)
+    try:
+        if expected is None:
+            committer.commit_point.invalidate()
+        committer.recovered = committer.recover()
+        committer.commit_point.generation()  # pinned after recovery, as ``StoreCommitter.__init__`` pins it
+    except BaseException:
+        committer.close()
+        raise
     return committer
 
 
@@ -120,7 +142,7 @@ def writer(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, retain: i
         return  # refused: the repository's one checkpoint log is another (the process exits 2)
     live = sim.local_dir(actor, "live")
     opened = repo.log.latest(key)  # the view the writer opens on (issue 27: pinned at open)
-    committer = _committer(sim, actor, key, repo, retain, (opened.generation if opened else 0) if pin else None)
+    committer = committer_of(sim, actor, key, repo, retain, (opened.generation if opened else 0) if pin else None)
     lineage = run or (opened.lineage_id if opened is not None else "")  # a new run, or the one it continues
     query = query or (opened.query_id if opened is not None and opened.query_id else name)
     committer.commit_point.fields = {"lineage_id": lineage} if lineage else {}
@@ -151,7 +173,8 @@ def group_owner(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, part
         return
     rng = random.Random(f"{sim.seed}/{actor.name}")
     opened = repo.log.latest(key) if pin else None
-    committer = _committer(sim, actor, key, repo, retain, (opened.generation if opened else 0) if pin else None)
+    committer = committer_of(sim, actor, key, repo, retain, (opened.generation if opened else 0) if pin else None)
+    query = opened.query_id if opened is not None and opened.query_id else name  # a restart keeps its query's id
     try:
         groups = GroupCommitter(committer, num_partitions=partitions)
         lives = [sim.local_dir(actor, f"p{p}") for p in range(partitions)]
@@ -187,7 +210,7 @@ def group_owner(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, part
                     shutil.rmtree(scratch, ignore_errors=True)
                     entries.append(staged.entry)
                     new_ids += staged.new_blob_ids
-            groups.commit(entries, batch_id=batch, query_id=name, created_ms=oldest, new_blob_ids=new_ids)
+            groups.commit(entries, batch_id=batch, query_id=query, created_ms=oldest, new_blob_ids=new_ids)
     except (BlobstateError, OSError):
         return
     finally:

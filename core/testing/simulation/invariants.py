@@ -17,6 +17,12 @@ For every checkpoint log of the repository and every store key in it, with the s
   (``Repository.read_index`` and ``read_changelog``, CRC-checked) so that it can run after every step.
 - ``orphan`` (final check only, after a final gc): every object under a store's prefix is referenced by a
   record.
+- ``source`` (a rescale, profile ``rescale``): a rescale never changes its source: no object under the source's
+  prefix, no record of its log (``World.on_mutation`` tells the simulation who changes what). The rescaled store
+  is checked like any partitioned store above, against the model of the source re-partitioned
+  (``model.rescaled``): its state after the batch it names is exactly the source's state after that batch.
+- ``rescale`` (the run's end, ``runner.Simulation._rescale_again``): rerun once more, every rescale command commits
+  the copy or finds exactly it committed, and nothing the copy references still carries a TTL (finished).
 
 Objects a fault lost or damaged are known (``World.damaged``): a chain that needs one is expected to fail with an
 integrity error, never to give a wrong state, and is not held against the protocol.
@@ -41,7 +47,8 @@ from blobstate.testing.simulation.world import SimBlobStore, World, history_now,
 
 
 class Violation(Exception):
-    """An invariant does not hold: ``kind`` (lost, broken, wrong, orphan, wedged, crash) and what."""
+    """An invariant does not hold: ``kind`` (lost, broken, wrong, orphan, wedged, crash; a rescale's: source,
+    rescale) and what."""
 
     def __init__(self, kind: str, detail: str) -> None:
         self.kind = kind
@@ -77,6 +84,7 @@ class Checker:
     _refs: dict[tuple[str, str, int], frozenset[str]] = field(default_factory=dict)
     _good: set[tuple] = field(default_factory=set)
     _pending: bool = False
+    tampered: list[str] = field(default_factory=list)  # changes a rescale made to its source
     _opened: dict[tuple[str, int, str], Checkpoint] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -87,6 +95,8 @@ class Checker:
         """Raise ``Violation`` for the first invariant that does not hold. ``next_batch_pending`` (at the end, before
         the final commit): a group's lost changelogs are still the executors' to put back at that next batch."""
         self._pending = next_batch_pending
+        if self.tampered:
+            raise Violation("source", self.tampered[0])
         for log_name, repo in self.repos.items():
             for key, info in self.stores.items():
                 history = self._history(repo, log_name, key)
@@ -112,7 +122,7 @@ class Checker:
         where = f"{key} in log {log_name}"
         overridden = overridden_parts(history) if info.partitions else set()
         for cp in retained:
-            missing = sorted(b for b in self._references(repo, log_name, cp, overridden) if b not in self.world.blobs
+            missing = sorted(b for b in self.references(repo, log_name, cp, overridden) if b not in self.world.blobs
                              and b not in self.world.damaged)
             if missing and not self._executors_heal(cp, history) and (final or cp.checkpoint_id in self.completed):
                 raise Violation("lost", f"{where}: generation {cp.generation} ({cp.kind} of batch {cp.batch_id}, "
@@ -137,10 +147,11 @@ class Checker:
                        and (later.batch_id or 0) > (cp.batch_id or 0) and later.checkpoint_id in self.completed
                        for later in history)
 
-    def _references(self, repo: Repository, log_name: str, cp: Checkpoint,
+    def references(self, repo: Repository, log_name: str, cp: Checkpoint,
                     overridden: set[str] | frozenset[str] = frozenset()) -> frozenset[str]:
+        """The objects ``cp`` (of log ``log_name``) references, its ``overridden`` snapshot parts left out."""
         if cp.is_group and overridden and any(e.checkpoint_id in overridden for e in cp.partitions):
-            return frozenset().union(*(self._references(repo, log_name, part) for part in cp.expand()
+            return frozenset().union(*(self.references(repo, log_name, part) for part in cp.expand()
                                        if part.checkpoint_id not in overridden))
         memo = (log_name, cp.checkpoint_id, cp.generation)
         refs = self._refs.get(memo)
@@ -223,7 +234,7 @@ class Checker:
             for key in self.stores:
                 history = self._history(repo, log_name, key)
                 for cp in history:
-                    referenced |= self._references(repo, log_name, cp)
+                    referenced |= self.references(repo, log_name, cp)
         for key in self.stores:
             if any(b.startswith(key.prefix + "/") for b in self.world.damaged):
                 continue  # a retained index a fault took stops gc for the store (nothing deleted on a partial view)

@@ -5,12 +5,18 @@ writes of batch ``b`` of a store (or of one partition) are a pure function of it
 micro-batch that is recomputed identically when it is re-run: so any writer that commits batch ``b`` (the first
 one, a zombie, a second writer that took over, a retried partition task) commits the same state ``state(b)``, and
 a checkpoint of batch ``b`` must restore to exactly ``state(b)``.
+
+The partitions of a partitioned store hold disjoint keys (partition ``p``'s are ``p<p>.k<i>``), as Spark's hash
+partitioning of the key columns gives them; so the state of the whole store is their union, and re-partitioning it
+into ``m`` partitions (``rescaled``: key ``k`` goes to ``new_partition(k, m)``, the rescale's pure key mapping)
+gives partitions whose writes per batch are the source partitions' writes of their keys.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import re
 import zlib
 from functools import lru_cache
 
@@ -33,14 +39,49 @@ def chain_name(name: str, records: list | tuple) -> str:
 
 
 def ops(name: str, batch: int) -> list[Op]:
-    """Batch ``batch``'s writes to store (or partition) ``name``: a few puts and sometimes a delete."""
+    """Batch ``batch``'s writes to store (or partition) ``name``: a few puts and sometimes a delete; of a
+    ``rescaled`` partition, the writes of its keys in every source partition."""
+    source = _rescaled_source(name)
+    if source is not None:
+        store, n, m, q = source
+        return [op for p in range(n) for op in ops(f"{store}/p{p}", batch) if new_partition(str(op[1]), m) == q]
     rng = random.Random(zlib.crc32(f"{name}/{batch}".encode()))
-    out: list[Op] = [(PUT, "k0", f"{name}:{batch}")]
+    prefix = _key_prefix(name)
+    out: list[Op] = [(PUT, f"{prefix}k0", f"{name}:{batch}")]
     for _ in range(rng.randint(1, 2)):
-        out.append((PUT, f"k{rng.randrange(1, KEYS)}", f"{batch}-{rng.getrandbits(24):06x}"))
+        out.append((PUT, f"{prefix}k{rng.randrange(1, KEYS)}", f"{batch}-{rng.getrandbits(24):06x}"))
     if rng.random() < 0.3:
-        out.append((DELETE, f"k{rng.randrange(1, KEYS)}", None))
+        out.append((DELETE, f"{prefix}k{rng.randrange(1, KEYS)}", None))
     return out
+
+
+_PARTITION = re.compile(r"/(p\d+)(?:@|$)")
+_RESCALED = re.compile(r"^(.*)%(\d+)>(\d+)/p(\d+)$")
+
+
+def _key_prefix(name: str) -> str:
+    """``p<p>.`` for partition ``p`` of a partitioned store (its keys are its own), else nothing."""
+    found = _PARTITION.search(name)
+    return f"{found.group(1)}." if found else ""
+
+
+def rescaled(store: str, n: int, m: int) -> str:
+    """The model name of partitioned store ``store`` (``n`` partitions) re-partitioned into ``m``: partition ``q``
+    of it is ``<name>/p<q>``."""
+    return f"{store}%{n}>{m}"
+
+
+def _rescaled_source(name: str) -> tuple[str, int, int, int] | None:
+    found = _RESCALED.match(name)
+    if found is None:
+        return None
+    return found.group(1), int(found.group(2)), int(found.group(3)), int(found.group(4))
+
+
+def new_partition(key: str, m: int) -> int:
+    """The rescale's key mapping (pure, as ``key_of`` and Spark's ``pmod(hash(key columns), m)`` are): the new
+    partition of stored key ``key`` among ``m``."""
+    return zlib.crc32(key.encode()) % m
 
 
 def apply(state: dict[str, str], batch_ops: list[Op]) -> dict[str, str]:

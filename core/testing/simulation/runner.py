@@ -2,10 +2,11 @@
 
 ``run(scenario)`` builds a fresh world (an in-memory blob store and its checkpoint logs), starts the actors, and
 after every scheduled step checks the invariants (``blobstate.testing.simulation.invariants``). When every actor
-is done or dead it finishes like an operator would: recovery of every work directory left behind, a final writer
-per store (the next commit and a restore must succeed: no store is wedged), time moved past the TTL, two gc runs
-through every log, and the orphan check. The result says the first violation (if any), the interleaving and the
-faults that fired: with the same scenario (and ``choices``) a run is replayed exactly.
+is done or dead it finishes like an operator would: recovery of every work directory left behind, every rescale
+command run once more (``_rescale_again``), a final writer per store (the next commit and a restore must succeed:
+no store is wedged), time moved past the TTL, two gc runs through every log, and the orphan check. The result
+says the first violation (if any), the interleaving and the faults that fired: with the same scenario (and
+``choices``) a run is replayed exactly.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from blobstate.plugin.manager import get_plugin_manager
 from blobstate.repository.log_identity import log_identity
 from blobstate.repository.marker import bind_log, ensure_repository, write_marker
 from blobstate.repository.repo import Repository
-from blobstate.testing.simulation import actors
+from blobstate.testing.simulation import actors, rescaler
 from blobstate.testing.simulation.invariants import Checker, StoreInfo, Violation
 from blobstate.testing.simulation.scheduler import Actor, Fault, Killed, Scheduler
 from blobstate.testing.simulation.world import SimBlobStore, World, sim_repository
@@ -89,6 +90,7 @@ class Result:
     fired: list[Fault]
     errors: dict[str, str]
     phase: str = "run"  # where the violation was found: "run" (after a step) or "final" (the operator's end)
+    rescales: list[tuple[str, str]] = field(default_factory=list)  # (actor, outcome) of every rescale run
 
     @property
     def failed(self) -> bool:
@@ -129,12 +131,17 @@ class Simulation:
         self.checker = Checker(self.world, scenario.stores, list(scenario.logs), cipher=scenario.cipher())
         self.work_dirs: dict[str, list[tuple[StoreKey, str, int]]] = {}
         self.killed: list[tuple[Actor, bool]] = []
+        self.rescale_sources: dict[str, StoreKey] = {}  # a rescale actor -> its source, which it never changes
+        self.rescale_batch: dict[StoreKey, int] = {}  # a rescale's destination -> the batch its command rescales
+        self.rescale_outcomes: list[tuple[str, str]] = []  # (actor, outcome) of every rescale run
         self.scheduler = Scheduler(scenario.seed, start_ms=START_MS, faults=scenario.faults,
                                    choices=scenario.choices, on_fault=self._fault)
         self.world.point = self.scheduler.point
         self.world.server_clock = lambda: self.scheduler.clock.now
         self.world.unknown_appends = {f.at: f.keep for f in scenario.faults if f.kind == "unknown"}
+        self.world.on_mutation = self._mutated
         self._targets = __import__("random").Random(scenario.damage_targets)
+        self._acting = ""  # the actor the run's end acts as, outside the scheduler
 
     # -- for the actors -----------------------------------------------------------------------------------------
     def open_repo(self, log: str) -> Repository | None:
@@ -155,8 +162,9 @@ class Simulation:
             os.makedirs(path, exist_ok=True)
         return path
 
-    def work_dir(self, actor: Actor, key: StoreKey, retain: int) -> str:
-        path = os.path.join(self.base, actor.name, "work", key.store)
+    def work_dir(self, actor: Actor, key: StoreKey, retain: int, *, host: str | None = None) -> str:
+        """``actor``'s work directory of ``key`` on ``host`` (default: its own host, named after it)."""
+        path = os.path.join(self.base, host or actor.name, "work", key.store)
         self.work_dirs.setdefault(actor.name, []).append((key, path, retain))
         return path
 
@@ -165,6 +173,14 @@ class Simulation:
         return [w for actor, kept in self.killed if kept for w in self.work_dirs.get(actor.name, [])
                 if os.path.isdir(w[1])]
 
+    def _mutated(self, op: str, target: str) -> None:
+        """A rescale never changes its source: no object of the source's prefix, no record of its log."""
+        actor = self.scheduler.current()
+        source = self.rescale_sources.get(actor.name if actor is not None else self._acting)
+        if source is not None and target.startswith(source.prefix + "/"):
+            self.checker.tampered.append(f"rescale {actor.name if actor else self._acting} made {op} {target} "
+                                         f"in its source {source}")
+
     def _fault(self, fault: Fault) -> None:
         if fault.kind == "kill":
             actor = next(a for a in self.scheduler.actors if a.name == fault.actor)
@@ -172,6 +188,8 @@ class Simulation:
                 session.close()  # the kernel releases a dead process's lock
             if not fault.keep:
                 shutil.rmtree(os.path.join(self.base, actor.name), ignore_errors=True)
+                for _, wd, _ in self.work_dirs.get(actor.name, []):  # on another host's disk too
+                    shutil.rmtree(wd, ignore_errors=True)
             self.killed.append((actor, fault.keep))
         elif fault.kind in ("lose", "damage"):
             refs = sorted(b for b in self.world.blobs if not b.startswith("checkpoints/") and "/" in b)
@@ -191,7 +209,7 @@ class Simulation:
             with layout.use_clock(self.scheduler.clock):
                 write_marker(self.store, log_identity(_log_url(self.scenario.logs[0]), SIM_URL))  # blobstate init
                 for spec in self.scenario.actors:
-                    program = getattr(actors, spec.program)
+                    program = _program(spec.program)
                     self.scheduler.spawn(spec.name, partial(_call, program, self, spec.args),
                                          start_ms=spec.start_ms, skew_ms=spec.skew_ms)
                 violation = self._loop(check_every_step)
@@ -203,7 +221,7 @@ class Simulation:
             self.scheduler.teardown()
         errors = {a.name: f"{type(a.error).__name__}: {a.error}" for a in self.scheduler.actors if a.error}
         return Result(self.scenario, violation, self.scheduler.steps, self.scheduler.trace, self.scheduler.labels,
-                      self.scheduler.fired, errors, phase)
+                      self.scheduler.fired, errors, phase, self.rescale_outcomes)
 
     def _loop(self, check_every_step: bool) -> Violation | None:
         while self.scheduler.step():
@@ -231,6 +249,8 @@ class Simulation:
                             recover(session, repo, retain=retain)
             self.checker.check(final=True, next_batch_pending=True)
             final = Actor("final", lambda a: None)
+            self._rescale_again(final)
+            self.checker.check(final=True, next_batch_pending=True)
             for key, info in sorted(self.stores.items()):
                 self._next_commit(final, key, info)
             self.checker.check(final=True)
@@ -245,6 +265,37 @@ class Simulation:
         except (BlobstateError, AssertionError, OSError) as exc:
             return Violation("wedged", f"the final recovery, commit or gc failed: {type(exc).__name__}: {exc}")
         return None
+
+    def _rescale_again(self, final: Actor) -> None:
+        """Every rescale command once more, from the host of its first run, as an operator would rerun it: a run
+        killed or paused earlier is finished or redone. It commits the copy, or finds exactly this rescale
+        committed (``RescaleAlreadyCommitted``), or finds no source state of its batch left (a source that kept
+        running pruned it), or cannot read the source (an object of it a fault lost or damaged); never anything
+        else."""
+        for spec in self.scenario.actors:
+            if spec.program != "rescaler" or spec.args.get("host", spec.name) != spec.name:
+                continue
+            self._acting = f"final-{spec.name}"
+            self.rescale_sources[self._acting] = spec.args["source"]
+            try:
+                outcome = rescaler.rescale_once(self, final, self.repos["log"], source=spec.args["source"],
+                                                target=spec.args["target"], partitions=spec.args["partitions"],
+                                                retain=spec.args["retain"], host=spec.name)
+            finally:
+                self._acting = ""
+            self.rescale_outcomes.append((f"final-{spec.name}", outcome))
+            history = self.repos["log"].log.history(spec.args["target"])
+            source_damaged = any(b.startswith(spec.args["source"].prefix + "/") for b in self.world.damaged)
+            allowed = ("committed", "already", "nothing", *(("unreadable",) if source_damaged else ()))
+            if outcome not in allowed or (outcome in ("committed", "already") and len(history) != 1):
+                raise Violation("rescale", f"rerun of {spec.name}'s rescale into {spec.args['target']}: {outcome}, "
+                                           f"the destination holds {len(history)} records")
+            if outcome in ("committed", "already"):  # finished: nothing it references still carries a TTL
+                refs = self.checker.references(self.checker.repos["log"], "log", history[0])
+                held = sorted(b for b in refs if b in self.world.blobs and self.world.blobs[b].expires_ms is not None)
+                if held:
+                    raise Violation("rescale", f"rerun of {spec.name}'s rescale: {len(held)} objects of the committed "
+                                               f"copy still carry a TTL ({held[0]}): a lifecycle rule expires them")
 
     def _next_commit(self, final: Actor, key: StoreKey, info: StoreInfo) -> None:
         """No store is wedged: a new writer commits the next batch after the latest, and it restores."""
@@ -274,6 +325,11 @@ SIM_URL = "sim://repo"
 
 def _log_url(name: str) -> str:
     return f"sim-log://{name}"
+
+
+def _program(name: str) -> Callable:
+    """An actor's program by name: ``blobstate.testing.simulation.actors``' or the rescale actor."""
+    return getattr(rescaler, name) if name == "rescaler" else getattr(actors, name)
 
 
 def _call(program: Callable, sim: Simulation, args: dict, actor: Actor) -> None:

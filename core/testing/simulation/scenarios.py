@@ -14,6 +14,10 @@ Profiles:
   store (issue 27's case 3): it opens through the repository marker like every actor and must be refused.
 - ``unpinned``: ``full`` with the delta store's second writer taking its expected generation at its first append
   instead of when it opens (today's driver binding: issue 27's case 10).
+- ``rescale``: ``full`` plus an offline rescale of the partitioned store into a new store key of 1 to 3
+  partitions (``blobstate.testing.simulation.rescaler``), run twice (the second run on the first one's host, or on
+  another), interleaved with everything else; either run may be killed (work directory kept or lost) or paused
+  past its TTL (a zombie). The run's end reruns the command once more (``runner.Simulation._rescale_again``).
 - ``encrypted``: ``full`` on an encrypted repository (issue 33): every object compressed and encrypted by the
   repository's codec, every record sealed; a damaged object fails authentication.
 
@@ -26,17 +30,19 @@ from __future__ import annotations
 import random
 
 from blobstate.model.records import StoreKey
+from blobstate.testing.simulation import model
 from blobstate.testing.simulation.invariants import StoreInfo
 from blobstate.testing.simulation.runner import ActorSpec, Scenario
 from blobstate.testing.simulation.scheduler import Fault
 
 TTL_MS = 60_000
-PROFILES = ("safe", "full", "two-logs", "unpinned", "encrypted")
+PROFILES = ("safe", "full", "two-logs", "unpinned", "rescale", "encrypted")
 
 SNAP = StoreKey("sim", "0", "snap")
 CHG = StoreKey("sim", "0", "chg")
 GRP = StoreKey("sim", "group", "grp")
 RST = StoreKey("sim", "0", "rst")
+RESCALED = StoreKey("sim", "group", "grp-rescaled")
 
 
 def scenario(seed: int, profile: str = "full") -> Scenario:
@@ -85,12 +91,21 @@ def scenario(seed: int, profile: str = "full") -> Scenario:
         specs.append(ActorSpec("x1", "writer", later(), skew(),
                                dict(key=SNAP, name="snap", retain=2, batches=rng.randint(2, 4), deltas=False,
                                     log="log2", interval_ms=every())))
+    if profile == "rescale":
+        m = rng.randint(1, 3)
+        stores[RESCALED] = StoreInfo(model.rescaled("grp", 2, m), 2, partitions=m)
+        command = dict(source=GRP, target=RESCALED, partitions=m, retain=2)
+        specs.append(ActorSpec("rs1", "rescaler", rng.randint(ttl // 4, 2 * ttl), skew(), dict(command, host="rs1")))
+        specs.append(ActorSpec("rs2", "rescaler", rng.randint(ttl // 2, 4 * ttl), skew(),
+                               dict(command, host=rng.choice(["rs1", "rs2"]))))
+        specs.append(ActorSpec("gcr", "gc", rng.randint(ttl, 4 * ttl), skew(),  # gc while a rescale waits or lands
+                               dict(runs=rng.randint(2, 4), gap_ms=rng.randint(ttl // 4, ttl))))
     for i in range(rng.randint(2, 3)):
         specs.append(ActorSpec(f"gc{i + 1}", "gc", later(), skew(), dict(runs=rng.randint(1, 3),
                                                                         gap_ms=rng.randint(ttl // 4, 2 * ttl))))
     specs.append(ActorSpec("r1", "restorer", later(), skew(), dict(cleanup=rng.random() < 0.5)))
     specs.append(ActorSpec("rec", "recoverer", rng.randint(ttl // 2, 3 * ttl), skew(), {}))
-    writers = [s.name for s in specs if s.program in ("writer", "group_owner")]
+    writers = [s.name for s in specs if s.program in ("writer", "group_owner", "rescaler")]
     faults: list[Fault] = []
     for _ in range(rng.randint(1, 4)):
         who = rng.choice(writers)
@@ -106,6 +121,13 @@ def scenario(seed: int, profile: str = "full") -> Scenario:
         faults.append(Fault("unknown", "", rng.randint(0, 20), keep=rng.random() < 0.7))
     if rng.random() < 0.15:
         faults.append(Fault(rng.choice(["lose", "damage"]), "", rng.randint(50, 800)))
+    if profile == "rescale":  # a rescale killed, or paused past its TTL, in most scenarios
+        for who in ("rs1", "rs2"):  # a rescale is one commit: its k-th point, or the first of a protocol step
+            at, label = (rng.randint(1, 60), "") if rng.random() < 0.5 else (1, rng.choice(STEPS))
+            if rng.random() < 0.5:
+                faults.append(Fault("kill", who, at, keep=rng.random() < 0.6, label=label))
+            elif rng.random() < 0.5:
+                faults.append(Fault("pause", who, at, ms=rng.randint(ttl, 3 * ttl), label=label))
     return Scenario(seed, ttl, stores, specs, _dedupe(faults), logs=("log", "log2") if profile == "two-logs"
                     else ("log",), damage_targets=seed, encrypted=profile == "encrypted")
 

@@ -134,10 +134,13 @@ def classify(result: Result) -> str:
     """Which of issue 27's cases a violation is: ``case 1`` (a writer's retention pruned the chain: the failing
     step was a ``log prune``), ``case 2`` (a group record references a deleted part), ``case 11`` (the same,
     re-appended by recovery), ``case 10`` (a stale second writer's append broke the chain), ``case 3`` (a
-    record of the second log lost its blobs), or ``other``."""
+    record of the second log lost its blobs), ``rescale`` (a rescale changed its source, or its copy is wrong,
+    lost or unfinished), or ``other``."""
     v = result.violation
     if v is None:
         return "ok"
+    if v.kind in ("source", "rescale") or "grp-rescaled" in v.detail:
+        return "rescale"
     if "log2" in result.scenario.logs and v.kind in ("lost", "orphan") and "sim/0/snap" in v.detail:
         return "case 3"
     if v.kind == "lost" and "sim/group/grp" in v.detail and "group of batch" in v.detail:

@@ -52,6 +52,9 @@ class World:
     damaged: set[str] = field(default_factory=set)  # ids a fault lost or damaged (the invariants know)
     server_clock: Callable[[], int] = field(default=lambda: layout.now_ms())
     lock: threading.Lock = field(default_factory=threading.Lock)  # never held across a scheduling point
+    #: told of every change a call makes, after its scheduling point: ``(op, object id)``, a log change as
+    #: ``(op, "<store prefix>/")`` (the simulation checks who changes what: a rescale never changes its source)
+    on_mutation: Callable[[str, str], None] = lambda op, target: None
 
     def lose(self, blob_id: str) -> None:
         """Fault: the object is gone (outside every API call)."""
@@ -84,6 +87,7 @@ class SimBlobStore(BlobStore):
 
     def put(self, request: PutRequest) -> None:
         self.world.point(f"put {request.blob_id.rsplit('/', 2)[-2]}")
+        self.world.on_mutation("put", request.blob_id)
         src = request.source
         if isinstance(src, FileRange):
             with open(src.path, "rb") as fh:
@@ -98,6 +102,7 @@ class SimBlobStore(BlobStore):
 
     def put_exclusive(self, blob_id: str, data: bytes) -> None:
         self.world.point("put_exclusive")
+        self.world.on_mutation("put", blob_id)
         with self.world.lock:
             if blob_id in self.world.blobs:
                 raise FileExistsError(blob_id)
@@ -113,10 +118,12 @@ class SimBlobStore(BlobStore):
 
     def delete(self, blob_id: str) -> None:
         self.world.point("delete")
+        self.world.on_mutation("delete", blob_id)
         self.world.blobs.pop(blob_id, None)
 
     def remove_ttl(self, blob_id: str) -> None:
         self.world.point("remove_ttl")
+        self.world.on_mutation("remove_ttl", blob_id)
         blob = self.world.blobs.get(blob_id)
         if blob is not None:
             blob.expires_ms = None
@@ -167,6 +174,7 @@ class SimCheckpointLog(CheckpointLog):
 
     def append(self, checkpoint: Checkpoint, expected_generation: int) -> Checkpoint:
         self.world.point("log append")
+        self.world.on_mutation("append", checkpoint.store_key.prefix + "/")
         n = self.world.appends
         self.world.appends += 1
         fault = self.world.unknown_appends.get(n)
@@ -196,6 +204,7 @@ class SimCheckpointLog(CheckpointLog):
 
     def prune(self, key: StoreKey, keep: int, *, below: int | None = None) -> list[Checkpoint]:
         self.world.point("log prune")
+        self.world.on_mutation("prune", key.prefix + "/")
         held = self.records.get(key, [])
         keep = max(1, keep)
         doomed = [r for r in held[:-keep] if below is None or r[0] < below]

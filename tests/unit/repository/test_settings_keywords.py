@@ -83,3 +83,32 @@ def test_plugins_get_the_keywords_of_the_call_that_builds_the_manager(tmp_path, 
     [(config, handed)] = delivered
     assert (config["retain"], config["work_base"], handed.options["retain"]) == (2, str(tmp_path / "w"), 2)
     assert config["storage_options"]["anon"] is True and "hunter2" not in repr(config)
+
+
+def test_a_calls_keywords_reach_its_blob_store_threads_and_no_other_call():
+    """A blob store's concurrent requests (``map_concurrent`` -> ``run_settled``) run in copies of the calling
+    context: the call's limits and append-only mode are what ``current()`` says in them; a concurrent call in
+    another thread keeps its own."""
+    from blobstate.plugin.inflight import run_settled
+
+    seen: dict[str, set] = {"a": set(), "b": set()}
+    ready = threading.Barrier(2)
+
+    def record(name: str) -> None:
+        now = settings.current()
+        seen[name].add((threading.current_thread().name, now.limit_upload, now.append_only))
+
+    def call(name: str, limit: str) -> None:
+        with settings.api_call({"limit_upload": limit, "append_only": name == "a"}):
+            ready.wait(5)
+            run_settled(lambda _: record(name), range(8), 4)
+
+    threads = [threading.Thread(target=call, args=(n, lim)) for n, lim in (("a", "1MiB"), ("b", "3MiB"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert {(rate, ao) for _, rate, ao in seen["a"]} == {(1 << 20, True)}
+    assert {(rate, ao) for _, rate, ao in seen["b"]} == {(3 << 20, False)}
+    assert all(thread.startswith("ThreadPoolExecutor") for thread, _, _ in seen["a"] | seen["b"])
+    assert settings.current().limit_upload is None  # nothing stays behind after the calls

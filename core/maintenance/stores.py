@@ -1,0 +1,223 @@
+"""Repository-wide verbs over many stores (``list``, ``stats``, ``verify``, ``gc`` of a whole repository): one
+listing per kind of object for the whole repository instead of one per store, and the stores worked on
+concurrently.
+
+``RepositoryView`` is what a verb reads once for every store: the stores' checkpoint records
+(``CheckpointLog.histories``: the file log lists ``checkpoints/`` once and reads the records concurrently), and
+when the verb needs them, every object of the repository from one listing (``BlobStore.list('')``, parsed by
+``blobstate.model.layout``) and every blob that carries a TTL (one ``BlobStore.expired('', far future)``). Per
+store the verb then reads only what is its own: its indexes, its blobs (``verify``), its expired TTLs when it
+has any (gc). ``for_each_store`` runs that per-store work on the store's bounded pool (``max_concurrency``),
+in the order of the keys, the first error raised once the rest have settled.
+
+gc keeps its order (Safety, rule 3): the view lists the objects and the TTLs *before* it reads the log, so a
+commit that landed before the listing is seen as a reference; the re-checks before each delete
+(``DeleteGuard``) read the store and the log afresh, never the view.
+
+A verb reports what it asked of the store with ``-v``: ``calls_summary`` of the repository opened with
+``count_calls`` (``blobstate.repository.repo.CallCounter``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, TypeVar
+
+from blobstate.model import layout
+from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.plugin.interfaces import BlobInfo
+from blobstate.repository.repo import Repository
+
+if TYPE_CHECKING:
+    from blobstate.maintenance.gc import GcReport
+    from blobstate.maintenance.verify import DataSubset, VerifyReport
+    from blobstate.model.retention import RetentionPolicy
+
+R = TypeVar("R")
+FAR_FUTURE_MS = 1 << 62  # ``expired(prefix, FAR_FUTURE_MS)`` lists every blob that carries a TTL
+_STORE_OBJECTS = (layout.ObjectKind.BLOB, layout.ObjectKind.INDEX, layout.ObjectKind.LEASE)
+
+_logger = logging.getLogger("blobstate.api")
+
+
+@dataclass
+class RepositoryView:
+    """What a repository-wide verb reads once for every store: the stores' records (``histories``), and, when
+    taken with ``objects``, every object of each store (``objects``) and the blobs with a TTL (``ttl``).
+
+    ``keys``: every store with a record, plus (with ``objects``) every store prefix holding a blob, an index or a
+    lease; sorted."""
+
+    repo: Repository
+    keys: list[StoreKey]
+    histories: dict[StoreKey, list[Checkpoint]]
+    objects: dict[StoreKey, list[BlobInfo]] | None = None
+    ttl: dict[StoreKey, set[str]] | None = None
+    _expired: dict[StoreKey, set[str]] = field(default_factory=dict)
+
+    @classmethod
+    def take(cls, repo: Repository, *, objects: bool = False, ttl: bool = False,
+             keys: Iterable[StoreKey] | None = None, match: Callable[[StoreKey], bool] | None = None,
+             now_ms: int | None = None) -> RepositoryView:
+        """Read the view: with ``objects`` the listing first, with ``ttl`` the TTLs then (``now_ms``: gc's clock,
+        for the blobs already expired), then the records: of ``keys`` one store at a time (a few named stores),
+        else of every store found (that ``match`` accepts) at once (``CheckpointLog.histories``)."""
+        found: dict[StoreKey, list[BlobInfo]] | None = None
+        with_ttl: dict[StoreKey, set[str]] | None = None
+        expired: dict[StoreKey, set[str]] = {}
+        if objects:
+            found = {}
+            for info in repo.store.list(""):
+                name = layout.parse(info.blob_id)
+                if name is not None and name.kind in _STORE_OBJECTS and name.key is not None:
+                    found.setdefault(name.key, []).append(info)
+        if ttl:
+            with_ttl = {}
+            for blob_id in repo.store.expired("", FAR_FUTURE_MS):
+                name = layout.parse(blob_id)
+                if name is not None and name.key is not None:
+                    with_ttl.setdefault(name.key, set()).add(blob_id)
+            # what has expired is a part of what has a TTL: asked (one listing each) only of the stores with any
+            now = now_ms if now_ms is not None else layout.now_ms()
+            leased = [k for k in sorted(with_ttl) if match is None or match(k)]
+            answers = repo.store.map_concurrent(lambda k: repo.store.expired(k.prefix, now), leased)
+            expired = {k: set(a) for k, a in zip(leased, answers, strict=True)}
+        if keys is not None:
+            wanted = list(keys)
+            histories = {k: repo.log.history(k) for k in wanted}
+        elif match is None:
+            histories = repo.log.histories()
+            wanted = sorted(set(histories) | set(found or ()))
+        else:
+            wanted = sorted(k for k in set(repo.log.keys()) | set(found or ()) if match(k))
+            histories = repo.log.histories(wanted)
+        return cls(repo, wanted, histories, found, with_ttl, expired)
+
+    def history(self, key: StoreKey) -> list[Checkpoint]:
+        return self.histories.get(key, [])
+
+    def latest(self, key: StoreKey) -> Checkpoint | None:
+        history = self.history(key)
+        return history[-1] if history else None
+
+    def listing(self, key: StoreKey) -> list[BlobInfo]:
+        """The store's objects (blobs, indexes; leases are the TTLs) as the view listed them, sorted by id."""
+        assert self.objects is not None, "a view taken without objects"
+        return sorted((i for i in self.objects.get(key, []) if not layout.is_lease(i.blob_id)),
+                      key=lambda i: i.blob_id)
+
+    def with_ttl(self, key: StoreKey) -> set[str]:
+        """The store's blobs that carried a TTL when the view was taken."""
+        assert self.ttl is not None, "a view taken without ttl"
+        return set(self.ttl.get(key, set()))
+
+    def expired(self, key: StoreKey) -> set[str]:
+        """The store's blobs whose TTL had expired (at the view's ``now_ms``) when the view was taken."""
+        return set(self._expired.get(key, set()))
+
+
+def for_each_store(repo: Repository, fn: Callable[[StoreKey], R], keys: list[StoreKey]) -> list[R]:
+    """``fn(key)`` for every key, at most ``max_concurrency`` at once (the store's pool: the first error raised
+    after the others settled), results in the order of ``keys``."""
+    return repo.store.map_concurrent(fn, keys)
+
+
+def matching(job: str | None, task: str | None) -> Callable[[StoreKey], bool] | None:
+    """The filter of ``--job``/``--task`` (None: every store)."""
+    if job is None and task is None:
+        return None
+    return lambda k: (job is None or k.job == job) and (task is None or k.task == task)
+
+
+def own_indexes(repo: Repository) -> Repository:
+    """``repo``'s store and log with an index cache of its own (``reading_indexes_once``): one store's work reads
+    each of its indexes once, while other stores' work runs beside it on the same repository."""
+    return replace(repo)
+
+
+def calls_summary(verb: str, repo: Repository, stores: int, started: float) -> None:
+    """Log (``-v``) what ``verb`` asked of the store, if it was counted: ``list: 3 store calls (list 2,
+    get_bounded 1) for 1 store(s) in 0.12 s``."""
+    counts = repo.calls
+    if counts is None:
+        return
+    detail = ", ".join(f"{name} {n}" for name, n in counts.most_common())
+    _logger.info("%s: %d store calls (%s) for %d store(s) in %.2f s", verb, sum(counts.values()), detail or "none",
+                 stores, time.perf_counter() - started)
+
+
+def gc_repository(repo: Repository, *, keys: list[StoreKey] | None, job: str | None, task: str | None,
+                  now_ms: int, ttl_ms: int, retain: int | RetentionPolicy | None, dry_run: bool,
+                  work_base: str | None) -> list[GcReport]:
+    """``blobstate gc``: the stores ``keys`` names (each listed on its own), or every store matching
+    ``job``/``task`` from one ``RepositoryView`` (then the file log's temporaries too, for the whole
+    repository); stores collected concurrently (``blobstate.maintenance.gc.collect``)."""
+    from blobstate.maintenance.gc import collect, collect_temporaries
+
+    started = time.perf_counter()
+
+    def one(key: StoreKey, view: RepositoryView | None = None) -> GcReport:
+        own = own_indexes(repo)
+        with own.reading_indexes_once():
+            return collect(own, key, now_ms=now_ms, ttl_ms=ttl_ms, retain=retain, dry_run=dry_run,
+                           work_base=work_base, view=view)
+
+    if keys is not None:
+        reports = for_each_store(repo, one, keys)
+    else:
+        view = RepositoryView.take(repo, objects=True, ttl=True, match=matching(job, task), now_ms=now_ms)
+        reports = for_each_store(repo, lambda k: one(k, view), view.keys)
+        if job is None and task is None:
+            temporaries = collect_temporaries(repo, now_ms=now_ms, ttl_ms=ttl_ms, dry_run=dry_run)
+            if temporaries.temporaries_deleted:
+                reports.append(temporaries)
+    calls_summary("gc", repo, len(reports), started)
+    return reports
+
+
+def verify_repository(repo: Repository, *, keys: list[StoreKey] | None, job: str | None, task: str | None,
+                      checkpoint: str | int | None, all_checkpoints: bool,
+                      subset: DataSubset | None = None) -> list[VerifyReport]:
+    """``blobstate verify``: the latest checkpoint (or ``checkpoint``, or with ``all_checkpoints`` every retained
+    one) of the stores ``keys`` names, or of every store matching ``job``/``task``, stores verified concurrently;
+    a partitioned store's latest state partition by partition; with ``subset``, only the data of the files it
+    picks (``blobstate.maintenance.verify.DataSubset``). Raises ``NothingToRestore`` when a store ``keys`` names
+    has no checkpoint, or there is nothing to verify."""
+    from blobstate.errors import NothingToRestore
+    from blobstate.maintenance.queries import check_store
+    from blobstate.maintenance.verify import add_chain_problems, verify_checkpoint, verify_partitions
+    from blobstate.model.chain import overridden_parts
+    from blobstate.repository.options import redact
+
+    started = time.perf_counter()
+    for key in keys or ():
+        check_store(repo, key)
+    view = RepositoryView.take(repo, keys=keys, match=matching(job, task))
+
+    def one(key: StoreKey) -> list[VerifyReport]:
+        own, history, latest = own_indexes(repo), view.history(key), view.latest(key)
+        if all_checkpoints:
+            chosen = history
+        elif latest is not None and latest.is_group and checkpoint in (None, "latest"):
+            _logger.info("verifying the latest state of every partition of %s", key)
+            return verify_partitions(own, history, subset)
+        elif len(view.keys) == 1 or latest is not None:
+            chosen = [own.choose(key, checkpoint=checkpoint, history=history)]
+        else:
+            return []
+        # a group's snapshot part a later delta of its batch voids may be gone: nothing restores it
+        voided = overridden_parts(history) if any(cp.is_group for cp in chosen) else set()
+        with own.reading_indexes_once():
+            for cp in chosen:
+                _logger.info("verifying %s checkpoint %s", cp.store_key, cp.checkpoint_id)
+            return [verify_checkpoint(own, cp, subset, overridden=voided) for cp in chosen]
+
+    reports = [r for found in for_each_store(repo, one, view.keys) for r in found]
+    if not reports:
+        raise NothingToRestore(f"no checkpoint to verify in {redact(repo.url)}")
+    add_chain_problems(repo, reports, history=view.history)  # each store's latest chain, not only its blobs
+    calls_summary("verify", repo, len(view.keys), started)
+    return reports

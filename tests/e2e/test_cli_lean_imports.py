@@ -1,0 +1,52 @@
+"""Issue 31: a command imports only what it needs. ``blobstate backup -q`` of a store runs without importing
+restore, the read-only catalog, gc, verify or rich (a progress bar is drawn only on a terminal), and reads the
+installed entry points from the cache once nothing installed changed (no ``importlib.metadata`` scan of its own:
+fsspec's own scan at its import is fsspec's)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+from fixtures_core import write_keys
+
+PROBE = textwrap.dedent("""
+    import json, sys
+    from importlib import metadata
+    calls = []
+    real = metadata.entry_points
+    metadata.entry_points = lambda **kw: calls.append(kw) or real(**kw)
+    from blobstate.cli import main
+    try:
+        main(sys.argv[1:], standalone_mode=False)
+    finally:
+        mods = sorted(m for m in sys.modules if m.startswith(("blobstate", "rich")))
+        print(json.dumps({"modules": mods, "scans": [c for c in calls if c.get("group") == "blobstate"]}))
+""")
+
+
+def _probe(tmp_path, *argv):
+    env = {**os.environ, "BLOBSTATE_WORK_DIR": str(tmp_path / "work"), "BLOBSTATE_CACHE_DIR": str(tmp_path / "cache"),
+           "BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD": "0"}
+    proc = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_backup_imports_no_restore_catalog_gc_verify_or_rich_and_reads_entry_points_from_the_cache(tmp_path):
+    store = tmp_path / "s"
+    write_keys(store, n=200)
+    repo = f"file://{tmp_path / 'repo'}"
+    first = _probe(tmp_path, "backup", str(store), "--repo", repo, "-q")
+    assert first["scans"] == [{"group": "blobstate"}]  # nothing cached yet: one scan, then the cache is written
+    second = _probe(tmp_path, "backup", str(store), "--repo", repo, "-q")
+    assert second["scans"] == []  # from the cache
+    modules = set(second["modules"])
+    assert "blobstate.commit.backup" in modules  # the probe saw the backup run
+    unneeded = {m for m in modules if m.startswith(("rich", "blobstate.restoring", "blobstate.maintenance.catalog",
+                                                    "blobstate.maintenance.gc", "blobstate.maintenance.verify",
+                                                    "blobstate.maintenance.stores", "blobstate.spark"))}
+    assert not unneeded, sorted(unneeded)

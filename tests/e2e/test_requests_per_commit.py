@@ -1,0 +1,108 @@
+"""Requests per commit on S3, counted at a real moto server (``bench/requests.py`` behind ``bench/s3server.py``'s
+counting middleware): an upper bound per commit kind and TTL mode, and the requests a commit must not make.
+
+``U`` is the number of objects a snapshot uploads (its new blobs and its index). Native TTL mode removes a mark in
+one request per object (S3 has no bulk tagging call); lease mode writes a lease per object and removes them all in
+one bulk delete."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+
+from bench.requests import MODES, Measured, run
+from bench.s3server import S3Server
+
+KEYS, SIZE = 2_000, 2 << 20  # a small RocksDB: a 1% change is one new SST, the MANIFEST, CURRENT, OPTIONS
+
+
+@pytest.fixture(scope="module")
+def measured() -> dict[tuple[str, str], Measured]:
+    work = tempfile.mkdtemp(prefix="requests-per-commit-")
+    server = S3Server(os.path.join(work, "moto.log"))
+    try:
+        return {(m.kind, m.mode): m for m in run(server, keys=KEYS, size=SIZE)}
+    finally:
+        server.stop()
+
+
+def _labels(m: Measured) -> list[str]:
+    return m.to_json()["sequence"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_delta_commit_is_its_upload_one_append_and_one_ttl_removal(measured, mode):
+    """A delta commit of an open committer: the changelog (and its lease), the exclusive create of the record and
+    the listing after it (rule 1: a zombie that recreated a pruned generation sees newer records only there), and
+    the TTL removal: 4 requests in native mode, 5 with leases (6 and 6 before)."""
+    m = measured[("delta", mode)]
+    assert len(m.requests) <= (4 if mode == "native" else 5), _labels(m)
+    assert not [r for r in m.requests if "tagging" in r.query and r.method == "GET"], "a tag set read before removal"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_group_commit_is_one_append_and_its_parts_ttl_removals(measured, mode):
+    """The driver's commit of a group of 4 changelog parts: the append (create, listing) and the parts' TTL
+    removals, one request each in native mode, one bulk delete of their leases otherwise (11 and 4 before)."""
+    m = measured[("group", mode)]
+    assert len(m.requests) <= (2 + 4 if mode == "native" else 3), _labels(m)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_snapshot_of_an_open_committer_reads_nothing_it_knows(measured, mode):
+    """The fourth 1% snapshot of an open committer, retention dropping one: its uploads (and leases), the append
+    (create, listing), the TTL removals, retention's read of the log (its records known by their MD5) and its two
+    bulk deletes (blobs, then records). No log read before the append (the committer's view is its own), no walk of
+    ``blobs/`` (the snapshot it reuses from is one it saw through: ``HealWalks``), no index read (retention's
+    indexes are ones it wrote). 2U + 5 requests in native mode, 2U + 6 with leases (on f14c140: 32 and 29 for
+    U = 5)."""
+    m = measured[("snapshot-open", mode)]
+    assert m.uploaded >= 2
+    assert len(m.requests) <= 2 * m.uploaded + (5 if mode == "native" else 6), _labels(m)
+    assert not [r for r in m.requests if "/blobs" in r.query or "%2Fblobs" in r.query], "a walk of blobs/"
+    assert not [r for r in m.requests if r.kind == "GET"], "a read of a record, an index or a tag set"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_backup_verb_reads_the_log_once_and_walks_beside_the_index_read(measured, mode):
+    """``blobstate.backup`` of a 1% change in a fresh process (the fifth snapshot, retention dropping one): the
+    marker, the log's latest (listing, record), the previous index with the walk of ``blobs/`` beside it, the
+    uploads, the append (create, listing), the TTL removals beside retention's log read, the two retained records
+    and two indexes it did not read yet, two bulk deletes. 2U + 14 in native mode, 2U + 15 with leases (on f14c140:
+    43 requests for U = 6 and 37 for U = 5: the log read three times, a listing before the create, a tag set read
+    before each removal, every retained record and index read one after another)."""
+    m = measured[("snapshot", mode)]
+    assert len(m.requests) <= 2 * m.uploaded + (14 if mode == "native" else 15), _labels(m)
+    walks = [r for r in m.requests if "blobs" in r.query and r.kind == "LIST"]
+    assert len(walks) == 1, "a fresh committer walks blobs/ once (rule 7)"
+    record_lists = [r for r in m.requests if r.kind == "LIST" and "checkpoints" in r.query]
+    assert len(record_lists) == 3, "the log listed at open, after the create, for retention"
+
+
+def test_the_file_log_reads_a_record_again_once_its_bytes_changed_and_drops_exactly_what_expires(s3_target):
+    """The file log's record cache (by the MD5 S3 lists as the ETag) on a real moto server: a record replaced in
+    place (damage, a hand edit) is read again, never served from memory; ``drop`` removes exactly the expiring
+    records it is given, never one appended after them."""
+    import boto3
+
+    from blobstate.model import layout
+    from blobstate.plugins.file_log import FileCheckpointLog
+    from blobstate.repository.backends import open_blob_store
+    from blobstate.testing.checkpoint_logs import make_checkpoint, new_key
+
+    log = FileCheckpointLog(open_blob_store(s3_target.url, storage_options=s3_target.storage_options))
+    key = new_key()
+    written = [log.append(make_checkpoint(key), g) for g in range(4)]
+    assert [cp.checkpoint_id for cp in log.history(key)] == [cp.checkpoint_id for cp in written]
+    other = make_checkpoint(key).with_generation(2)  # the same generation, another record
+    client = boto3.client("s3", endpoint_url=s3_target.storage_options["endpoint_url"], region_name="us-east-1",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+    client.put_object(Bucket=s3_target.bucket, Key=f"repo/{layout.record_id(key, 2)}", Body=other.to_bytes())
+    assert log.history(key)[1].checkpoint_id == other.checkpoint_id
+    newer = log.append(make_checkpoint(key), 4)
+    dropped = log.drop(key, [written[0], written[2]], first_kept=2)
+    assert sorted(cp.generation for cp in dropped) == [1, 3]
+    assert [cp.generation for cp in log.history(key)] == [2, 4, 5] and log.latest(key) == newer
+    log.close()
