@@ -14,7 +14,8 @@ execution), runs ``blobstate.spark.partition_task.run_partition`` once per parti
 - the RDD path (classic): ``repartition(N, *key_cols).rdd.mapPartitionsWithIndex``, with the number of partitions
   Spark planned checked against N (free there: the RDD is planned once). On classic it costs about 50 ms less per
   batch than the DataFrame path (Spark's Arrow runner per task; ``python -m bench.partition_job``), and needs no
-  pyarrow.
+  pyarrow. The shuffled rows are wrapped by ``place`` (``blobstate.spark.placement.SparkPlacement.place``) so that
+  task ``p`` runs on the executor holding partition ``p``'s copy.
 
 A partition with no rows still runs its task (its state moves to the batch, with an empty changelog); a task whose
 output never reaches ``collect`` (a failed, retried or speculative attempt) leaves nothing to accept: the driver's
@@ -25,8 +26,11 @@ Spark for the planned count would plan the job a second time, about 50 ms).
 from __future__ import annotations
 
 import functools
+import logging
 import pickle
-from collections.abc import Iterable, Iterator
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from blobstate.errors import ConfigurationError
@@ -37,14 +41,16 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
+log = logging.getLogger(__name__)
+
 OUTPUT_SCHEMA = "prepare binary"  # one row per task: the pickled ``Prepare``
 
 
 def run_tasks(df: DataFrame, plan: BatchPlan, update: Update, key_cols: list[str], *,
-              arrow: bool | None = None) -> list[Prepare]:
+              arrow: bool | None = None, place: Callable[[Any], Any] | None = None) -> list[Prepare]:
     """Run batch ``plan.batch_id``'s one Spark job over ``df`` and return the tasks' prepares, in the order
     ``collect`` gives them (one per successful task; ``accept`` checks them). ``arrow``: the DataFrame path (default:
-    under Spark Connect only).
+    under Spark Connect only); ``place(rdd) -> rdd``: the RDD path's shuffled rows with preferred locations.
 
     Raises what Spark raises once a task failed after its retries (the task's error in Spark's message), and
     ``ConfigurationError`` when the RDD path's Spark planned another number of partitions than N.
@@ -54,8 +60,59 @@ def run_tasks(df: DataFrame, plan: BatchPlan, update: Update, key_cols: list[str
         rdd = shuffled.rdd
         if rdd.getNumPartitions() != plan.num_partitions:
             raise ConfigurationError(f"Spark planned {rdd.getNumPartitions()} partitions, not {plan.num_partitions}")
+        if place is not None:
+            rdd = place(rdd)
         return rdd.mapPartitionsWithIndex(functools.partial(run_partition, plan, update)).collect()
     return collect_pickled(shuffled.mapInArrow(functools.partial(_task, plan, update), OUTPUT_SCHEMA))
+
+
+def run_bounded_job(sc: Any, what: str, tasks: int, place: Callable[[Any], Any] | None,
+                    task: Callable[[int, Iterable[Any]], Iterator[Any]], timeout_s: float) -> list[Any] | None:
+    """A small job of ``tasks`` tasks (``place``: where each runs) running ``task(index, rows)``, waited for at most
+    ``timeout_s``: its results, or None when it did not finish in time (cancelled) or failed (logged at INFO:
+    these jobs are optimisations). Classic PySpark, a running SparkContext."""
+    group = f"blobstate-{uuid.uuid4().hex[:12]}"
+    done: list[list[Any]] = []
+
+    def job() -> None:
+        try:
+            sc.setJobGroup(group, f"blobstate: {what}", interruptOnCancel=True)
+            rdd = sc.parallelize(list(range(tasks)), tasks)  # a list: no Python stage before the task's
+            if place is not None:
+                rdd = place(rdd)
+            done.append(rdd.mapPartitionsWithIndex(task).collect())
+        except Exception as exc:  # noqa: BLE001 - an optimisation: the caller goes on without it
+            log.info("could not %s: %s", what, exc)
+
+    thread = threading.Thread(target=job, name=group, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        log.info("could not %s within %s s", what, timeout_s)
+        sc.cancelJobGroup(group)
+        thread.join(timeout_s)
+        return None
+    return done[0] if done else None
+
+
+def release_task(plan: BatchPlan, partition: int, rows: Iterable[Any]) -> Iterator[bool]:
+    """Task ``partition`` of the release job: its host closes the partition's open database (``close``)."""
+    from blobstate.spark.partition_task import release_partition
+
+    for _ in rows:  # read to the end: Spark reuses only a Python worker that read its input
+        pass
+    yield release_partition(plan.local_dir, plan.key, partition)
+
+
+def locate_task(plan: BatchPlan, index: int, rows: Iterable[Any]) -> Iterator[tuple[str, dict[int, str]]]:
+    """A task of the locate job: (its executor, ``{partition: the record its host's copy is at}``), from the
+    markers on this host (``blobstate.spark.placement.Placement.adopt``)."""
+    from blobstate.spark.partition_task import local_markers
+    from blobstate.spark.placement import task_identity
+
+    for _ in rows:
+        pass
+    yield task_identity().executor, local_markers(plan.local_dir, plan.key, plan.num_partitions)
 
 
 def collect_pickled(out: DataFrame) -> list[Any]:
@@ -111,4 +168,5 @@ def _converter() -> Any:
     return ArrowTableToRowsConversion.convert
 
 
-__all__ = ["OUTPUT_SCHEMA", "arrow_rows", "collect_pickled", "pickled_batch", "run_tasks", "task_partition"]
+__all__ = ["OUTPUT_SCHEMA", "arrow_rows", "collect_pickled", "locate_task", "pickled_batch", "release_task",
+           "run_bounded_job", "run_tasks", "task_partition"]

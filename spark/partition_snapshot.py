@@ -35,6 +35,8 @@ import logging
 import os
 import shutil
 import threading
+import time
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -44,7 +46,8 @@ from blobstate.errors import CommitInProgressError
 from blobstate.model.layout import now_ms
 from blobstate.repository.options import redact
 from blobstate.spark.leftovers import held_dir
-from blobstate.spark.partition_task import SNAPSHOT_PREFIX, BatchPlan, LocalPartition, task_attempt, worker_repository
+from blobstate.spark.partition_task import SNAPSHOT_PREFIX, BatchPlan, LocalPartition, worker_repository
+from blobstate.spark.placement import task_identity
 
 log = logging.getLogger(__name__)
 
@@ -54,43 +57,69 @@ SNAPSHOT_LOCK_WAIT_S = 30.0  # how long a snapshot task waits for the batch task
 @dataclass(frozen=True)
 class SnapshotResult:
     """A snapshot task's answer: partition ``partition``'s ``staged`` snapshot of batch ``batch_id`` uploaded from
-    ``created_ms`` on (epoch ms), or None and the ``skipped`` reason."""
+    ``created_ms`` on (epoch ms), or None and the ``skipped`` reason; ``executor``: where the task ran (``""``:
+    unknown), ``ms``: how long (the partition held ``held_ms`` of it)."""
 
     partition: int
     batch_id: int
     created_ms: int
     staged: StagedSnapshot | None
     skipped: str = ""
+    executor: str = ""
+    ms: float = 0.0
+    held_ms: float = 0.0
 
 
 def snapshot_partition(plan: BatchPlan, partition: int, rows: Iterable[Any]) -> Iterator[SnapshotResult]:
-    """Steps 1-5 of the module docstring for ``partition`` (``mapPartitionsWithIndex``; ``rows`` unused): the
+    """Steps 1-5 of the module docstring for ``partition`` (``mapPartitionsWithIndex``; ``rows`` read to the end,
+    unused: a Python worker whose input was not read is not reused by Spark): the
     snapshot of the state after ``plan.batch_id`` (``plan.upto`` is that batch too; ``plan.base``: the generation
     the snapshot was asked at). Yields one ``SnapshotResult``. Raises ``StorageError`` from the upload (Spark
     retries the task)."""
     from blobstate.commit.group import stage_snapshot
     from blobstate.repository.backends import open_local_store
 
-    created, attempt = now_ms(), task_attempt()
+    t0, created, task = time.perf_counter(), now_ms(), task_identity()
+    for _ in rows:
+        pass
     repo = worker_repository(plan.repo, plan.log_url, plan.storage_options)
     local = LocalPartition(plan.local_dir, plan.key, partition, wait_s=SNAPSHOT_LOCK_WAIT_S)
-    target = os.path.join(local.path, f"{SNAPSHOT_PREFIX}{plan.batch_id}-{attempt}")
+    target = os.path.join(local.path, f"{SNAPSHOT_PREFIX}{plan.batch_id}-{task.task_attempt_id}")
+
+    def result(staged: StagedSnapshot | None, skipped: str = "", held_ms: float = 0.0) -> SnapshotResult:
+        return SnapshotResult(partition, plan.batch_id, created, staged, skipped, task.executor,
+                              (time.perf_counter() - t0) * 1000, held_ms)
+
     with contextlib.ExitStack() as held:
         try:
             with local:  # sweeps the partition's leftovers of snapshot tasks that died
+                t1 = time.perf_counter()
                 fetched = local.advance_locally(repo, plan.records.get(partition, ()), plan.batch_id)
                 if fetched is None:
-                    yield SnapshotResult(partition, plan.batch_id, created, None, "no local copy at this batch")
+                    yield result(None, "no local copy at this batch")
                     return
                 held.enter_context(held_dir(target))  # held until it is removed, beyond the partition's lock
                 shutil.rmtree(target, ignore_errors=True)
                 open_local_store("rocksdb").create_checkpoint(local.open_db(), target)
+                held_ms = (time.perf_counter() - t1) * 1000
         except CommitInProgressError:
-            yield SnapshotResult(partition, plan.batch_id, created, None, "the partition stayed busy")
+            yield result(None, "the partition stayed busy")
             return
         staged = stage_snapshot(repo, plan.key, partition=partition, batch_id=plan.batch_id, checkpoint_dir=target,
-                                previous=fetched.snapshot, ttl_ms=plan.ttl_ms, attempt=attempt, base=plan.base)
-    yield SnapshotResult(partition, plan.batch_id, created, staged)
+                                previous=fetched.snapshot, ttl_ms=plan.ttl_ms, attempt=task.task_attempt_id,
+                                base=plan.base)
+    yield result(staged, held_ms=held_ms)
+
+
+def query_active(query: object) -> bool:
+    """False once ``query`` (a ``StreamingQuery``; None: not started yet, True) stopped or its session went away: a
+    late progress event of a stopped query asks for nothing."""
+    if query is None:
+        return True
+    try:
+        return bool(query.isActive)  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - the session is going away
+        return False
 
 
 class SnapshotRequests:
@@ -108,6 +137,8 @@ class SnapshotRequests:
         self._ready: dict[int, SnapshotResult] = {}
         self.requested: list[int] = []
         self.skipped: dict[int, int] = {}  # partitions skipped per requested batch
+        self.skips: deque[SnapshotResult] = deque(maxlen=1000)  # the newest skipped tasks' answers
+        self.results: deque[SnapshotResult] = deque(maxlen=1000)  # every task's answer, newest last
         self.failures: list[BaseException] = []
 
     @property
@@ -134,11 +165,13 @@ class SnapshotRequests:
                 self.failures.append(exc)
             return
         with self._lock:
+            self.results.extend(results)
             for result in results:
                 if result.staged is None:
                     log.info("partition %s of %s skipped the snapshot of batch %s: %s", result.partition, plan.key,
                              plan.batch_id, result.skipped)
                     self.skipped[plan.batch_id] = self.skipped.get(plan.batch_id, 0) + 1
+                    self.skips.append(result)
                 elif result.batch_id == plan.batch_id:
                     self._ready[result.partition] = result  # a newer one replaces an older: its blobs expire
 
@@ -163,10 +196,12 @@ class SnapshotRequests:
         return not self.running
 
 
-def run_snapshot_job(spark: Any, plan: BatchPlan, *, arrow: bool | None = None) -> list[SnapshotResult]:
+def run_snapshot_job(spark: Any, plan: BatchPlan, *, arrow: bool | None = None,
+                     place: Any = None) -> list[SnapshotResult]:
     """The Spark job of ``plan``: N tasks, task ``p`` runs ``snapshot_partition`` for partition ``p``. ``arrow``:
     through the DataFrame API (``range(N)`` in N partitions, ``mapInArrow``; default: under Spark Connect only,
-    where there is no ``sparkContext``), else the RDD API."""
+    where there is no ``sparkContext``), else the RDD API, its RDD wrapped by ``place(rdd) -> rdd`` (task ``p`` on
+    the executor holding partition ``p``'s copy: ``blobstate.spark.placement``)."""
     from blobstate.spark.location import is_connect
     from blobstate.spark.partition_job import OUTPUT_SCHEMA, collect_pickled
 
@@ -175,7 +210,9 @@ def run_snapshot_job(spark: Any, plan: BatchPlan, *, arrow: bool | None = None) 
         return collect_pickled(out.mapInArrow(functools.partial(_arrow_task, plan), OUTPUT_SCHEMA))
     sc = spark.sparkContext
     sc.setJobDescription(f"blobstate snapshot of {plan.key} batch {plan.batch_id}")
-    rdd = sc.parallelize(range(plan.num_partitions), plan.num_partitions)
+    rdd = sc.parallelize(list(range(plan.num_partitions)), plan.num_partitions)  # a list: no Python stage
+    if place is not None:
+        rdd = place(rdd)
     return rdd.mapPartitionsWithIndex(functools.partial(snapshot_partition, plan)).collect()
 
 

@@ -3,7 +3,9 @@ the task context it reads.
 
 Task ``p`` of batch ``b`` (``run_partition``), in the Python worker that runs it:
 
-1. takes partition ``p``'s local directory under ``local_dir`` (a lock file: one attempt at a time on a host);
+1. takes partition ``p``'s local directory under ``local_dir`` (a lock file: one attempt at a time on a host) and
+   its RocksDB: kept open by this Python worker since its last task, or taken over from the process that has it
+   open (``blobstate.spark.open_partitions``);
 2. brings its RocksDB to the state after batch ``b - 1`` as the driver's committed records say
    (``LocalPartition.ensure_at``): the local copy is reused when its marker names a record of the chain, and the
    committed deltas after it are applied (each from the changelog this host kept when it wrote it, or downloaded,
@@ -11,8 +13,9 @@ Task ``p`` of batch ``b`` (``run_partition``), in the Python worker that runs it
    copy) it is restored from the repository (``blobstate.restoring.chain.restore_chain``: snapshot, then deltas);
 3. runs ``update(db, rows, ctx)`` on ``blobstate.model.changelog.StagedWrites``: nothing reaches RocksDB;
 4. uploads the batch's changelog with a TTL (``blobstate.commit.group.stage_changelog``) and keeps a copy;
-5. returns one small ``Prepare`` record. Nothing is applied locally yet: the driver may commit another attempt's
-   part, or none. The next batch applies whichever part the group record committed (step 2).
+5. returns one small ``Prepare`` record, with who ran it (the executor, Spark's task attempt id and stage attempt:
+   ``blobstate.spark.placement.TaskIdentity``). Nothing is applied locally yet: the driver may commit another
+   attempt's part, or none. The next batch applies whichever part the group record committed (step 2).
 
 Only committed records are ever applied to a local copy, so a retried, speculative or stale attempt never leaves
 a trace in any state; its blob expires by its TTL. Applying a changelog twice gives the same state (each op sets a
@@ -21,7 +24,6 @@ key's final value or deletes it), so a crash between applying and writing the ma
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -32,15 +34,16 @@ from typing import Any
 
 from blobstate.errors import CommitInProgressError
 from blobstate.local.checksum import crc32c_bytes
-from blobstate.local.files import replace_file, try_lock
+from blobstate.local.files import try_lock
 from blobstate.model import changelog
 from blobstate.model.chain import current_run, latest_deltas, plan_chain
 from blobstate.model.layout import now_ms
 from blobstate.model.records import Checkpoint, PartitionEntry, StoreKey
 from blobstate.repository.repo import Repository
+from blobstate.spark import open_partitions
 from blobstate.spark.leftovers import sweep
+from blobstate.spark.placement import TaskIdentity, task_identity
 
-MARKER = "applied.json"
 SNAPSHOT_PREFIX = "snapshot-"  # a snapshot task's local checkpoint in the partition's directory (held while used)
 LOCK_WAIT_S = 60.0  # how long an attempt waits for the previous one on this host to let go of the partition
 
@@ -48,13 +51,15 @@ LOCK_WAIT_S = 60.0  # how long an attempt waits for the previous one on this hos
 @dataclass(frozen=True)
 class PartitionContext:
     """What ``update`` learns about its task: ``partition`` of ``num_partitions``, ``batch_id``, the Spark task
-    ``attempt`` (0 first), the query id."""
+    ``attempt`` number (0 first; a re-run stage starts again at 0), the query id, and Spark's ``task_attempt_id``
+    (unique within the SparkContext)."""
 
     partition: int
     num_partitions: int
     batch_id: int
     attempt: int
     query_id: str
+    task_attempt_id: int = 0
 
 
 @dataclass(frozen=True)
@@ -82,10 +87,12 @@ class BatchPlan:
 
 @dataclass(frozen=True)
 class Prepare:
-    """A task's answer: partition ``partition``'s part ``entry`` of batch ``batch_id``, written by ``attempt`` on
-    top of group generation ``base`` from the state after record ``state_record`` (``""``: empty). How it got
-    there: ``restored`` (a restore from the repository, not the local copy), ``files_downloaded``,
-    ``bytes_downloaded``, ``ms`` (the whole task)."""
+    """A task's answer: partition ``partition``'s part ``entry`` of batch ``batch_id``, written by ``attempt`` (the
+    task's attempt number) on top of group generation ``base`` from the state after record ``state_record`` (``""``:
+    empty). How it got there: ``restored`` (a restore from the repository, not the local copy), ``files_downloaded``,
+    ``bytes_downloaded``, ``ms`` (the whole task). Who ran it: ``task`` (the executor, Spark's task attempt id, which
+    ``entry.attempt`` records, and the stage attempt). ``local``: the copy on the task's host was current (nothing
+    downloaded)."""
 
     partition: int
     batch_id: int
@@ -98,6 +105,11 @@ class Prepare:
     files_downloaded: int
     bytes_downloaded: int
     ms: float
+    task: TaskIdentity = TaskIdentity()
+
+    @property
+    def local(self) -> bool:
+        return not self.restored and self.files_downloaded == 0
 
 
 @dataclass
@@ -133,16 +145,20 @@ def partition_dir(local_dir: str, key: StoreKey, partition: int) -> str:
 class LocalPartition:
     """Partition ``partition``'s directory on this host: ``db/`` (RocksDB), ``applied.json`` (the record the copy is
     at), ``pending/`` (changelogs this host wrote, by checkpoint id), a lock file. A context manager: the lock is
-    taken on enter (``CommitInProgressError`` after ``wait_s``, default ``LOCK_WAIT_S``) and the database closed on
-    exit."""
+    taken on enter (``CommitInProgressError`` after ``wait_s``, default ``LOCK_WAIT_S``), then the directory's
+    ownership (``blobstate.spark.open_partitions.take``: the database this process kept open, or taken over); on
+    exit the database stays open for this process's next task (closed when ``keep_open`` is False, when the block
+    raised, or when Spark does not reuse its Python workers) and the lock is let go."""
 
-    def __init__(self, local_dir: str, key: StoreKey, partition: int, *, wait_s: float = LOCK_WAIT_S) -> None:
+    def __init__(self, local_dir: str, key: StoreKey, partition: int, *, wait_s: float = LOCK_WAIT_S,
+                 keep_open: bool = True) -> None:
         self.path = partition_dir(local_dir, key, partition)
         self.wait_s = wait_s
+        self.keep_open = keep_open
         self.db_path = os.path.join(self.path, "db")
         self.pending = os.path.join(self.path, "pending")
         self._fd: int | None = None
-        self.db: Any = None
+        self._open: open_partitions.OpenPartition | None = None
 
     def __enter__(self) -> LocalPartition:
         os.makedirs(self.pending, exist_ok=True)
@@ -152,38 +168,46 @@ class LocalPartition:
                 raise CommitInProgressError(f"another task holds {self.path}")
             time.sleep(0.05)  # another task of this partition finishes first
         self._fd = fd
-        sweep(self.path, f"{SNAPSHOT_PREFIX}*")  # local checkpoints of snapshot tasks that died
+        try:
+            sweep(self.path, f"{SNAPSHOT_PREFIX}*")  # local checkpoints of snapshot tasks that died
+            self._open = open_partitions.take(self.path, deadline)
+        except BaseException:
+            self._let_go()
+            raise
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close_db()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        try:
+            if self._open is not None:
+                handle, self._open = self._open, None
+                open_partitions.give_back(handle, close=exc_type is not None or not self.keep_open)
+        finally:
+            self._let_go()
+
+    def _let_go(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
 
-    def open_db(self) -> Any:
-        from rocksdict import Rdict
+    @property
+    def owned(self) -> open_partitions.OpenPartition:
+        if self._open is None:
+            raise RuntimeError(f"{self.path} is used outside its context")
+        return self._open
 
-        if self.db is None:
-            self.db = Rdict(self.db_path)
-        return self.db
+    def open_db(self) -> Any:
+        return self.owned.open_db()
 
     def close_db(self) -> None:
-        if self.db is not None:
-            self.db.close()
-            self.db = None
+        self.owned.close_db()
 
     def marker(self) -> dict[str, Any] | None:
-        try:
-            with open(os.path.join(self.path, MARKER), encoding="utf-8") as fh:
-                doc = json.load(fh)
-            return doc if isinstance(doc, dict) and os.path.isdir(self.db_path) else None
-        except (OSError, ValueError):
-            return None
+        return self.owned.marker if os.path.isdir(self.db_path) else None
 
     def _mark(self, record: Checkpoint | None) -> None:
-        replace_file(os.path.join(self.path, MARKER), json.dumps({
-            "checkpointId": record.checkpoint_id if record else "", "batchId": record.batch_id if record else None}))
+        """The copy is at ``record`` (None: the empty state before the first batch), its writes durable."""
+        self.owned.set_marker({"checkpointId": record.checkpoint_id if record else "",
+                               "batchId": record.batch_id if record else None})
 
     def keep(self, entry: PartitionEntry, data: bytes) -> None:
         """Keep this task's changelog: the next batch applies it from here when the driver committed it."""
@@ -251,14 +275,18 @@ class LocalPartition:
             self._restore(repo, chain, fetched)
         else:
             todo = [deltas[b] for b in range(start, (chain.upto or 0) + 1)]
-            if not restore and not all(self._kept(record) for record in todo):
+            if not restore and not all(self.owned.staged_ops(r.checkpoint_id) or self._kept(r) for r in todo):
                 return None
             if todo:
                 db = self.open_db()
                 for record in todo:
-                    changelog.replay(db, self._changelog(repo, record, fetched), source=record.changelog_blob_id)
+                    ops = self.owned.staged_ops(record.checkpoint_id)  # this process staged it: no read, no decode
+                    if ops is not None:
+                        changelog.apply_ops(db, ops)
+                    else:
+                        changelog.replay(db, self._changelog(repo, record, fetched), source=record.changelog_blob_id)
                     fetched.applied.append(record.checkpoint_id)
-                db.flush(True)
+                db.flush_wal(True)  # the database stays open: its WAL makes the writes durable before the marker
                 self._mark(todo[-1])
         fetched.record = chain.records[-1].checkpoint_id
         fetched.snapshot = chain.snapshot
@@ -290,8 +318,7 @@ class LocalPartition:
             self._wipe()
         else:  # the snapshot restore keeps the files of the local copy that are already right
             self.close_db()
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(self.path, MARKER))
+            self.owned.set_marker(None)
         result = restore_chain(repo, chain, self.db_path, local_store=open_local_store("rocksdb"),
                                store_type="rocksdb", work_dir=os.path.join(self.path, "restore-work"), force=True)
         fetched.restored = True
@@ -301,9 +328,8 @@ class LocalPartition:
 
     def _wipe(self) -> None:
         self.close_db()
+        self.owned.set_marker(None)
         shutil.rmtree(self.db_path, ignore_errors=True)
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(os.path.join(self.path, MARKER))
 
 
 Update = Callable[[changelog.StagedWrites, Iterable[Any], PartitionContext], None]
@@ -319,7 +345,9 @@ def run_partition(plan: BatchPlan, update: Update, partition: int, rows: Iterabl
     from blobstate.commit.parts import heal_parts
 
     t0, created = time.perf_counter(), now_ms()  # the TTL budget of everything this task uploads counts from here
-    ctx = PartitionContext(partition, plan.num_partitions, plan.batch_id, task_attempt(), plan.query_id)
+    task = task_identity()
+    ctx = PartitionContext(partition, plan.num_partitions, plan.batch_id, task.attempt, plan.query_id,
+                           task.task_attempt_id)
     repo = worker_repository(plan.repo, plan.log_url, plan.storage_options)
     with LocalPartition(plan.local_dir, plan.key, partition) as local:
         # the committed changelogs this host kept, put back when a late group's gc took them (issue 27 case 2)
@@ -327,22 +355,38 @@ def run_partition(plan: BatchPlan, update: Update, partition: int, rows: Iterabl
         fetched = local.ensure_at(repo, plan.records.get(partition, ()), plan.upto)
         view = changelog.StagedWrites(local.open_db())
         update(view, rows, ctx)
-        data = changelog.encode(view.ops())
+        ops = view.ops()
+        data = changelog.encode(ops)
         entry = stage_changelog(repo, plan.key, partition=partition, batch_id=plan.batch_id, data=data,
-                                ttl_ms=plan.ttl_ms, attempt=ctx.attempt, base=plan.base)
+                                ttl_ms=plan.ttl_ms, attempt=task.task_attempt_id, base=plan.base)
         local.keep(entry, data)
+        local.owned.stage(entry.checkpoint_id, ops)
     if plan.fault_hook is not None:
         plan.fault_hook("uploaded", ctx)
     yield Prepare(partition, plan.batch_id, ctx.attempt, plan.base, entry, created, fetched.record,
-                  fetched.restored, fetched.files, fetched.bytes, (time.perf_counter() - t0) * 1000)
+                  fetched.restored, fetched.files, fetched.bytes, (time.perf_counter() - t0) * 1000, task)
 
 
-def task_attempt() -> int:
-    """The running Spark task's attempt number (0 first; 0 outside a task)."""
-    try:
-        from pyspark import TaskContext
+def local_markers(local_dir: str, key: StoreKey, num_partitions: int) -> dict[int, str]:
+    """``{partition: checkpoint id}`` of the copies on this host whose marker names a record (read without the
+    partition's lock: a marker is replaced whole)."""
+    out = {}
+    for p in range(num_partitions):
+        try:
+            with open(os.path.join(partition_dir(local_dir, key, p), open_partitions.MARKER), encoding="utf-8") as fh:
+                doc = json.load(fh)
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("checkpointId"), str) and doc["checkpointId"]:
+            out[p] = doc["checkpointId"]
+    return out
 
-        context = TaskContext.get()
-        return int(context.attemptNumber()) if context is not None else 0
-    except ImportError:
-        return 0
+
+def release_partition(local_dir: str, key: StoreKey, partition: int) -> bool:
+    """Close partition ``partition``'s database on this host, wherever a process of it keeps it open (its owner is
+    asked to let go, then this one closes it); False when the host has no copy. Raises ``CommitInProgressError``."""
+    if not os.path.isdir(partition_dir(local_dir, key, partition)):
+        return False
+    with LocalPartition(local_dir, key, partition, keep_open=False):
+        return True
+

@@ -4,13 +4,16 @@
 key_cols=[...], local_dir=...)`` returns a ``PartitionedState``; ``ps.start(writer, update)`` runs, per
 micro-batch ``b`` (``foreachBatch``, on the driver):
 
-1. the group's records are read once (``CheckpointLog.history``); a driver whose generation is no longer the log's
-   latest is fenced (``FencedError``) before any task runs;
+1. the group's records are read (``CheckpointLog.history``; after a batch whose group ran no retention, the records
+   this driver knows plus its own append, and only the log's newest is read); a driver whose generation is no
+   longer the log's latest is fenced (``FencedError``) before any task runs;
 2. one Spark job (``blobstate.spark.partition_job``): the batch is repartitioned by ``key_cols`` into N partitions
    (Spark's own hash partitioning, ``pmod(murmur3(key_cols), N)``; a repartition to an explicit number is never
-   coalesced by adaptive execution), and task ``p`` runs ``blobstate.spark.partition_task.run_partition``:
-   partition ``p``'s RocksDB brought to the state after ``b - 1`` (local copy reused, or restored and verified),
-   ``update(db, rows, ctx)`` staged, the changelog uploaded with a TTL, one ``Prepare`` returned;
+   coalesced by adaptive execution), and task ``p`` runs ``blobstate.spark.partition_task.run_partition`` on the
+   executor holding partition ``p``'s copy (``blobstate.spark.placement``; classic PySpark): partition ``p``'s
+   RocksDB (kept open by that executor's Python worker since the last batch) brought to the state after ``b - 1``
+   (local copy reused, or restored and verified), ``update(db, rows, ctx)`` staged, the changelog uploaded with a
+   TTL, one ``Prepare`` returned;
 3. the driver accepts exactly one prepare per partition made for this batch on top of the generation it expects
    (a retried or speculative attempt's result never reaches ``collect``; one for another batch or base is
    refused), and commits them as one group record (``blobstate.commit.group.GroupCommitter``): the single
@@ -29,18 +32,19 @@ batches, once Spark reports the batch complete, the listener asks for partition 
 Spark job off the batch's path and committed in the next group record (``blobstate.spark.partition_snapshot``); a
 partition then restores from its newest snapshot and the deltas after it.
 
-Under Spark Connect the client checks the alignment and N when it opens, and ``foreachBatch`` (this object, pickled
+Under Spark Connect (no placement there: ``blobstate.spark.placement``) the client checks the alignment and N when it
+opens, and ``foreachBatch`` (this object, pickled
 as configuration) opens the group in the server's Python worker on its first batch and keeps it across batches, as
 the driver binding's engine does; what that worker holds (``batch_stats``) is not visible on the client.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
 from collections import deque
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from blobstate.commit.backup import StoreCommitter
@@ -55,9 +59,11 @@ from blobstate.spark.alignment import SparkAlignmentError, plan_alignment, spark
 from blobstate.spark.engine import stamp_records
 from blobstate.spark.location import CheckpointLocation, is_connect
 from blobstate.spark.partition_job import run_tasks
-from blobstate.spark.partition_snapshot import SnapshotRequests, run_snapshot_job
+from blobstate.spark.partition_snapshot import SnapshotRequests, query_active, run_snapshot_job
+from blobstate.spark.partition_stats import GroupBatchStats, batch_stats
 from blobstate.spark.partition_task import BatchPlan, PartitionContext, Prepare, Update
 from blobstate.spark.partitioning import PartitioningError, check_partitioning, recorded_partitioning
+from blobstate.spark.placement import SparkPlacement
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -71,23 +77,8 @@ log = logging.getLogger(__name__)
 
 KEEP_STATS = 10_000
 CLOSE_WAIT_S = 120.0  # how long ``close`` waits for a running snapshot job
-
-
-@dataclass(frozen=True)
-class GroupBatchStats:
-    """Per committed batch: the Spark job (ms), the group commit (ms), the group's generation, partitions restored
-    from the repository, files and bytes downloaded by the tasks, changelog bytes uploaded, and the partition
-    snapshots the group record committed (``snapshots``; taken earlier, off the batch's path)."""
-
-    batch_id: int
-    job_ms: float
-    commit_ms: float
-    generation: int
-    partitions_restored: int
-    files_downloaded: int
-    bytes_downloaded: int
-    bytes_uploaded: int
-    snapshots: int = 0
+RELEASE_WAIT_S = 30.0  # how long ``close`` waits for the executors to close the partitions they keep open
+LOCATE_WAIT_S = 30.0  # how long a restarted driver's first batch waits for the executors' report of their copies
 
 
 class PartitionedState:
@@ -98,14 +89,16 @@ class PartitionedState:
     group commits), ``work_dir`` (the driver's journal), ``log_url`` and ``storage_options`` as for the driver
     binding; ``snapshot_every``: after every K-th batch Spark completes (0: never) the listener asks for a snapshot
     of every partition (``blobstate.spark.partition_snapshot``), committed in the next group record (retention then
-    keeps ``retain`` snapshots per partition and the deltas after them); ``fault_hook``: see ``BatchPlan``.
+    keeps ``retain`` snapshots per partition and the deltas after them); ``fault_hook``: see ``BatchPlan``;
+    ``placement``: run each partition's tasks on the executor holding its copy (classic PySpark, with blobstate's JVM
+    helper; ``blobstate.spark.placement``).
     """
 
     def __init__(self, spark: SparkSession, *, repo: str, checkpoint_location: str, num_partitions: int,
                  key_cols: list[str], local_dir: str, job: str = "default", store: str = "state",
                  task: str = "group", log: str | None = None, work_dir: str | None = None,
                  storage_options: dict[str, Any] | None = None, retain: int = 3, ttl: Duration = DEFAULT_TTL_MS,
-                 snapshot_every: int = 10,
+                 snapshot_every: int = 10, placement: bool = True,
                  fault_hook: Callable[[str, PartitionContext], None] | None = None) -> None:
         ttl_ms = parse_duration_ms(ttl)
         if not key_cols:
@@ -114,6 +107,7 @@ class PartitionedState:
         if snapshot_every < 0 or retain < 2:
             raise ConfigurationError("snapshot_every must be >= 0 (0: never) and retain >= 2")
         self.snapshot_every = snapshot_every
+        self.placement = placement
         self.spark: SparkSession | None = spark
         self.connect = is_connect(spark)
         self.key = StoreKey(job, task, store)
@@ -136,10 +130,12 @@ class PartitionedState:
         self._query: StreamingQuery | None = None
         self._broken: BaseException | None = None
         self._history: list[Checkpoint] = []  # the group's records as of this driver's last commit
+        self._history_current = False  # _history is the log's (nothing pruned since): only the newest is read
         self._next_snapshot = snapshot_every - 1  # the first batch whose completion asks for snapshots
         self._session: SparkSession | None = spark  # the session snapshot jobs run in (the batch's, on Connect)
         self.snapshots = SnapshotRequests(self._snapshot_job, ttl_ms=ttl_ms)
         self._listener: Any = None
+        self._placer: SparkPlacement | None = None  # classic PySpark: where each partition's copy is
         self._run_id: str | None = None
         self._closing = False
         self.lineage_id = ""  # the run of the query this driver continues or begins (``open``)
@@ -179,6 +175,8 @@ class PartitionedState:
                                              retain=self.retain, ttl_ms=self.ttl_ms)
             self._groups = GroupCommitter(self._committer, num_partitions=self.num_partitions)
             self._committer.commit_point.generation()  # this driver's view: a later append by another fences it
+            if self.placement and not self.connect:
+                self._placer = SparkPlacement((spark or self.spark).sparkContext, self.num_partitions)
         except BaseException:
             self.close()
             raise
@@ -209,9 +207,11 @@ class PartitionedState:
 
         In this order, so that a clean shutdown logs no error: the listener is detached first (a late progress event
         of the stopping query schedules no snapshot job and calls nothing), then the query stops, the listener is
-        removed from the session (before the caller can stop the SparkContext), and a snapshot job already running
-        is waited for (``CLOSE_WAIT_S``). The committed state stays readable: ``blobstate.api.restore`` (one
-        partition with ``partition=``) or ``blobstate restore --partition``."""
+        removed from the session (before the caller can stop the SparkContext), a snapshot job already running is
+        waited for (``CLOSE_WAIT_S``), and the executors close the partitions they keep open (classic PySpark, while
+        the SparkContext runs; bounded by ``RELEASE_WAIT_S``, else they close once idle). The committed state stays
+        readable: ``blobstate.api.restore`` (one partition with ``partition=``) or ``blobstate restore
+        --partition``."""
         self._closing = True
         listener, self._listener = self._listener, None
         if listener is not None:
@@ -223,6 +223,9 @@ class PartitionedState:
         if not self.snapshots.wait(CLOSE_WAIT_S):
             log.warning("the snapshot job of %s still runs after %s s; its blobs expire by TTL", self.key,
                         CLOSE_WAIT_S)
+        placer, self._placer = self._placer, None
+        if placer is not None and self._history and placer.sc._jsc is not None:
+            placer.release(self._plan(self._history, self._history[-1].generation, None), RELEASE_WAIT_S)
         if self._committer is not None:
             self._committer.close()
             self._committer = None
@@ -232,7 +235,7 @@ class PartitionedState:
 
     # live in the process that opened them
     _HANDLES = ("_repo", "_committer", "_groups", "_query", "_broken", "_session", "_listener", "snapshots",
-                "_stamped")
+                "_stamped", "_placer", "_history_current")
 
     def __getstate__(self) -> dict[str, Any]:
         """Configuration only (Spark Connect pickles ``foreachBatch`` to the server): no session, no handles."""
@@ -278,18 +281,22 @@ class PartitionedState:
                           key_columns=tuple(zip(self.key_cols, self._key_types(df), strict=True)))
             self._stamped = True
         commit_point = self._groups.committer.commit_point
-        history = self._repo.log.history(self.key)
         base = commit_point.generation()
-        latest = history[-1].generation if history else 0
+        history = self._history if self._history_current else self._repo.log.history(self.key)
+        newest = self._repo.log.latest(self.key) if self._history_current else (history[-1] if history else None)
+        latest = newest.generation if newest else 0
         if latest != base:
             raise FencedError(f"fenced: {self.key} is at generation {latest}, this driver expected {base}: another "
                               "driver commits this group", expected=base, actual=latest)
-        plan = BatchPlan(self.repo_url, self.key, self.local_dir, self.num_partitions, batch_id, base,
-                         batch_id - 1 if batch_id > 0 else self.before_first,
-                         {p: tuple(partition_history(history, p)) for p in range(self.num_partitions)},
-                         self.query_id or "", self.log_url, self.storage_options, self.ttl_ms, self.fault_hook)
+        plan = self._plan(history, base, batch_id, batch_id - 1 if batch_id > 0 else self.before_first,
+                          self.fault_hook)
+        placer = self._placer
+        if placer is not None and not placer.placement.holders and history:
+            placer.locate(plan, LOCATE_WAIT_S)  # a restarted driver: where the executors' hosts have copies
+        locations = placer.choose() if placer is not None else []
+        place = functools.partial(placer.place, locations=locations) if placer is not None else None
         t0 = time.perf_counter()
-        prepares = run_tasks(df, plan, update, self.key_cols)
+        prepares = run_tasks(df, plan, update, self.key_cols, place=place)
         t1 = time.perf_counter()
         accepted = accept(prepares, plan)
         snapshots = self.snapshots.take(batch_id)
@@ -303,12 +310,22 @@ class PartitionedState:
         except BaseException as exc:
             self._broken = exc  # the group's outcome may be unknown: only a restart (recovery) is right now
             raise
-        self.stats.append(GroupBatchStats(
-            batch_id, (t1 - t0) * 1000, (time.perf_counter() - t1) * 1000, group.generation,
-            sum(p.restored for p in accepted), sum(p.files_downloaded for p in accepted),
-            sum(p.bytes_downloaded for p in accepted), sum(p.entry.size for p in accepted), len(snapshots)))
+        if placer is not None:
+            for p in accepted:
+                placer.placement.record(p.partition, p.task.executor)
+        self.stats.append(batch_stats(group, accepted, snapshots, locations, job_ms=(t1 - t0) * 1000,
+                                      commit_ms=(time.perf_counter() - t1) * 1000))
         self._history = [*history, group]
+        self._history_current = not snapshots  # a group with snapshot parts ran retention: read the log again
         return group
+
+    def _plan(self, history: list[Checkpoint], base: int, batch_id: int | None, upto: int | None = None,
+              fault_hook: Callable[[str, PartitionContext], None] | None = None) -> BatchPlan:
+        """The plan of batch ``batch_id`` (or of a snapshot of ``batch_id``) on top of generation ``base``."""
+        return BatchPlan(self.repo_url, self.key, self.local_dir, self.num_partitions,
+                         -1 if batch_id is None else batch_id, base, upto,
+                         {p: tuple(partition_history(history, p)) for p in range(self.num_partitions)},
+                         self.query_id or "", self.log_url, self.storage_options, self.ttl_ms, fault_hook)
 
     def _key_types(self, df: DataFrame) -> list[str]:
         """The Spark types of the key columns in ``df`` (``simpleString``: ``string``, ``int``, ``struct<...>``)."""
@@ -324,22 +341,21 @@ class PartitionedState:
         log.error("blobstate's Spark listener failed: %s", exc)
 
     def _snapshot_job(self, plan: BatchPlan) -> list[Any]:
-        return run_snapshot_job(self._session, plan)
+        placer = self._placer
+        place = functools.partial(placer.place, locations=placer.choose()) if placer is not None else None
+        return run_snapshot_job(self._session, plan, place=place)
 
     def request_snapshot(self, batch_id: int) -> bool:
         """Ask for a snapshot of every partition's state after ``batch_id`` (which Spark completed) when it is due
         (``snapshot_every``) and this driver committed it; True when the background job started. Classic: the
         listener asks; Spark Connect: the server's worker asks at the start of the next batch."""
         history = self._history
-        if getattr(self, "_closing", False):
+        if getattr(self, "_closing", False) or not (self.connect or query_active(self._query)):
             return False
         if self.snapshot_every <= 0 or batch_id < self._next_snapshot or not history or \
                 history[-1].batch_id is None or history[-1].batch_id < batch_id:
             return False
-        plan = BatchPlan(self.repo_url, self.key, self.local_dir, self.num_partitions, batch_id,
-                         history[-1].generation, batch_id,
-                         {p: tuple(partition_history(history, p)) for p in range(self.num_partitions)},
-                         self.query_id or "", self.log_url, self.storage_options, self.ttl_ms)
+        plan = self._plan(history, history[-1].generation, batch_id, batch_id)
         if not self.snapshots.request(plan):
             return False
         self._next_snapshot = batch_id + self.snapshot_every
@@ -377,7 +393,7 @@ def partitioned(spark: SparkSession, *, repo: str, checkpoint_location: str, num
                 key_cols: list[str], local_dir: str, job: str = "default", store: str = "state",
                 task: str = "group", log: str | None = None, work_dir: str | None = None,
                 storage_options: dict[str, Any] | None = None, retain: int = 3, ttl: Duration = DEFAULT_TTL_MS,
-                snapshot_every: int = 10,
+                snapshot_every: int = 10, placement: bool = True,
                 fault_hook: Callable[[str, PartitionContext], None] | None = None) -> PartitionedState:
     """Open a partitioned state (``PartitionedState``'s keywords) and check it against Spark's checkpoint.
 
@@ -394,7 +410,8 @@ def partitioned(spark: SparkSession, *, repo: str, checkpoint_location: str, num
     state = PartitionedState(spark, repo=repo, checkpoint_location=checkpoint_location,
                              num_partitions=num_partitions, key_cols=key_cols, local_dir=local_dir, job=job,
                              store=store, task=task, log=log, work_dir=work_dir, storage_options=storage_options,
-                             retain=retain, ttl=ttl, snapshot_every=snapshot_every, fault_hook=fault_hook)
+                             retain=retain, ttl=ttl, snapshot_every=snapshot_every, placement=placement,
+                             fault_hook=fault_hook)
     state.open()
     return state
 

@@ -302,9 +302,10 @@ def write_partition(plan: WritePlan, partition: int, rows: Iterable[tuple[Any, A
 
     from blobstate.commit.group import stage_snapshot
     from blobstate.repository.backends import open_local_store
-    from blobstate.spark.partition_task import task_attempt
+    from blobstate.spark.placement import task_identity
 
-    attempt = task_attempt()
+    task = task_identity()  # the part records Spark's task attempt id (unique in the SparkContext), as a batch's do
+    attempt = task.attempt
     with scratch_dir(plan.local_dir, f"{plan.scratch}-p{partition}-") as base:
         target = os.path.join(base, "checkpoint")
         db = Rdict(os.path.join(base, "db"))
@@ -321,8 +322,8 @@ def write_partition(plan: WritePlan, partition: int, rows: Iterable[tuple[Any, A
         repo = plan.repo.open()
         try:
             staged = stage_snapshot(repo, plan.key, partition=partition, batch_id=plan.batch_id,
-                                    checkpoint_dir=target, previous=None, ttl_ms=plan.ttl_ms, attempt=attempt,
-                                    writer_id=f"write-partition-{partition}")
+                                    checkpoint_dir=target, previous=None, ttl_ms=plan.ttl_ms,
+                                    attempt=task.task_attempt_id, writer_id=f"write-partition-{partition}")
         finally:
             repo.close()
         return Written(partition, attempt, keys, staged, created)

@@ -216,7 +216,8 @@ class _GroupStatsWriter:
             lines.append(json.dumps({"run": self.run, "batch": s.batch_id, "deltaMs": round(s.commit_ms, 3),
                                      "applyMs": 0, "bytes": s.bytes_uploaded, "snapshotLag": lag,
                                      "jobMs": round(s.job_ms, 3), "partitionsRestored": s.partitions_restored,
-                                     "filesDownloaded": s.files_downloaded, "snapshots": s.snapshots}))
+                                     "filesDownloaded": s.files_downloaded, "snapshots": s.snapshots,
+                                     "partitionsLocal": s.partitions_local}))
         if lines:
             with open(self.path, "a", encoding="utf-8") as fh:
                 fh.write("\n".join(lines) + "\n")

@@ -1,6 +1,8 @@
 """A clean shutdown of a partitioned query logs no ERROR (issue 29, case 9): ``PartitionedState.close()`` detaches
 its listener before the query stops, so no late progress event schedules a snapshot job, or calls into Python,
-while the SparkContext stops after it. A real local Spark in a child process (its JVM's log on stderr)."""
+while the SparkContext stops after it. In the order ``query.stop(); ps.close()`` (issue 30) a progress event that
+reaches the listener after ``query.stop()`` asks for no snapshot job either. A real local Spark in a child process
+(its JVM's log on stderr)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ def test_a_clean_shutdown_of_a_partitioned_query_logs_no_error(tmp_path):
                           env=env, capture_output=True, text=True, timeout=540, start_new_session=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "CLOSED 4" in proc.stdout and "STOPPED" in proc.stdout, (proc.stdout, proc.stderr[-3000:])
+    assert "LATE 0" in proc.stdout, proc.stdout  # no snapshot job after query.stop()
     errors = [line for line in proc.stderr.splitlines() if " ERROR " in line or "Py4JException" in line
               or "Exception in thread" in line]
     assert not errors, "\n".join(errors[:20])

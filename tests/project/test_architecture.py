@@ -292,6 +292,7 @@ def test_a_partitioned_batch_follows_its_walkthrough_call_by_call(tmp_path):
     from blobstate.repository.repo import Repository
     from blobstate.spark.partition_task import BatchPlan, run_partition
     from blobstate.spark.partitioned import accept
+    from blobstate.spark.placement import Placement
 
     def update(db, rows, ctx):  # noqa: ANN001 - the partitioned update function's shape
         for origin, count in rows:
@@ -304,15 +305,21 @@ def test_a_partitioned_batch_follows_its_walkthrough_call_by_call(tmp_path):
         groups = GroupCommitter(committer, num_partitions=parts)
         plan = BatchPlan(repo, key, str(tmp_path / "executors"), parts, 0, committer.commit_point.generation(),
                          None, {p: () for p in range(parts)}, "q-1", ttl_ms=3_600_000)
+        placement = Placement(parts)
+        assert placement.choose([]) == [""] * parts  # no executor known without Spark: where Spark puts them
         prepares = [prepare for p in range(parts) for prepare in run_partition(plan, update, p, rows[p])]
         accepted = accept(prepares, plan)
         group = groups.commit([p.entry for p in accepted], batch_id=0, query_id="q-1",
                               created_ms=min(p.created_ms for p in accepted))
+        for p in accepted:
+            placement.record(p.partition, p.task.executor)
     assert group.generation == 1 and len(group.partitions) == parts
     follows(walk, "A partitioned batch, step by step", {
         "blobstate.spark.partitioned:PartitionedState.run_batch": "Spark calls it with the batch's DataFrame",
         "blobstate.spark.partitioning:check_partitioning": "run_batch's, against the DataFrame's key types",
         "blobstate.spark.partition_job:run_tasks": "the Spark job; here each task is called in-process",
+        "blobstate.spark.placement:SparkPlacement.locate": "a restarted driver's, on a SparkContext's executors",
+        "blobstate.spark.placement:SparkPlacement.place": "the JVM helper's, on a SparkContext",
         "blobstate.spark.partitioned:PartitionedState.request_snapshot": "the listener's, once Spark completed a batch",
         "blobstate.commit.group:stage_snapshot": "a snapshot job's, after the listener asked",
     })

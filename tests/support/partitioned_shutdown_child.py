@@ -5,6 +5,10 @@
 ``PartitionedState.close()`` and ``spark.stop()``, the order the README gives. Spark logs at WARN, so that any
 ERROR (or a late snapshot job failing on the stopped SparkContext) reaches stderr. Prints ``CLOSED`` and
 ``STOPPED``.
+
+A lagging listener bus (issue 30): a listener added before the state's holds the last batch's progress event until
+``query.stop()`` returned, so the state's listener hears of that batch only after the query stopped. Prints
+``LATE <n>``: the snapshot jobs asked for between ``query.stop()`` and ``close()`` (none may start then).
 """
 
 from __future__ import annotations
@@ -28,7 +32,29 @@ def main(base: str) -> int:
              .config("spark.ui.showConsoleProgress", "false").config("spark.driver.host", "127.0.0.1")
              .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
     spark.sparkContext.setLogLevel("WARN")
+    import threading
+
+    from pyspark.sql.streaming import StreamingQueryListener
+
     from blobstate.spark import partitioned
+
+    stopped, terminated = threading.Event(), threading.Event()
+
+    class Lagging(StreamingQueryListener):  # ahead of the state's listener on Spark's listener bus
+        def onQueryStarted(self, event):  # noqa: ANN001, ANN202, N802
+            pass
+
+        def onQueryProgress(self, event):  # noqa: ANN001, ANN202, N802
+            if event.progress.batchId == 3:
+                stopped.wait(120)  # the last batch's progress reaches the next listener after query.stop()
+
+        def onQueryIdle(self, event):  # noqa: ANN001, ANN202, N802
+            pass
+
+        def onQueryTerminated(self, event):  # noqa: ANN001, ANN202, N802
+            terminated.set()  # every listener has had the last progress event
+
+    spark.streams.addListener(Lagging())
 
     def update(db, rows, ctx):  # noqa: ANN001, ANN202
         for row in rows:
@@ -41,7 +67,12 @@ def main(base: str) -> int:
               .csv(source))
     query = state.start(stream.writeStream, update)
     query.processAllAvailable()
+    state.snapshots.wait(120)
     query.stop()
+    asked = len(state.snapshots.requested)
+    stopped.set()
+    terminated.wait(120)
+    print("LATE", len(state.snapshots.requested) - asked, flush=True)
     state.close()
     print("CLOSED", len(state.batch_stats), flush=True)
     spark.stop()

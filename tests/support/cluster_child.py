@@ -1,0 +1,83 @@
+"""A Spark driver on the namespace cluster (``spark_cluster.py``): the flights stream through a partitioned state.
+
+``python cluster_child.py CONFIG.json``. CONFIG: ``conf`` (the driver's Spark conf: ``SparkCluster.driver_conf``),
+``executors`` (wait for that many), ``repo``, ``checkpoint``, ``local`` (the workers' local dir), ``work``,
+``input`` (day files), ``partitions``, ``snapshotEvery``, ``out`` (the result JSON). Prints ``READY`` once the
+executors registered and ``BATCH <b> <executor of each partition's part>`` as batches commit (the test kills a
+worker from there), runs the stream to
+its end, waits for the last snapshot job, stops the query, closes the state (in the order the README gives) and
+writes ``out``: every ``GroupBatchStats``, the snapshot requests and every skipped snapshot task (partition,
+batch, reason, executor), and the executors alive at the end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import threading
+import time
+
+
+def main(path: str) -> int:
+    with open(path, encoding="utf-8") as fh:
+        cfg = json.load(fh)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName("blobstate-cluster-test")
+    for name, value in cfg["conf"].items():
+        builder = builder.config(name, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    from spark_cluster import wait_for_executors
+
+    wait_for_executors(spark.sparkContext, cfg["executors"])
+    print("READY", flush=True)
+    from blobstate.spark import partitioned
+    from blobstate.spark.demo.flights import ROUTE_COLS, flights_schema, update_routes
+
+    ps = partitioned(spark, repo=cfg["repo"], checkpoint_location=cfg["checkpoint"], job="flights", store="routes",
+                     num_partitions=cfg["partitions"], key_cols=ROUTE_COLS, local_dir=cfg["local"],
+                     work_dir=cfg["work"], snapshot_every=cfg["snapshotEvery"])
+    results = ps.snapshots
+
+    def report(stop: threading.Event) -> None:  # progress for the test: the batches committed so far
+        seen = 0
+        while not stop.is_set():
+            stats = list(ps.stats)
+            for s in stats[seen:]:
+                print(f"BATCH {s.batch_id} {','.join(s.executors)}", flush=True)
+            seen = len(stats)
+            stop.wait(0.05)
+
+    stop = threading.Event()
+    reporter = threading.Thread(target=report, args=(stop,), daemon=True)
+    reporter.start()
+    stream = (spark.readStream.schema(flights_schema()).option("header", True).option("maxFilesPerTrigger", 1)
+              .csv(cfg["input"]))
+    query = ps.start(stream.writeStream, update_routes)
+    query.processAllAvailable()
+    deadline = time.monotonic() + 120
+    while results.running and time.monotonic() < deadline:
+        results.wait(1)
+    query.stop()
+    ps.close()
+    stop.set()
+    reporter.join()
+    skips = [dataclasses.asdict(r) | {"staged": None} for r in results.skips]
+    out = {"stats": [dataclasses.asdict(s) for s in ps.batch_stats], "requested": results.requested,
+           "skipped": {str(k): v for k, v in results.skipped.items()}, "skips": skips,
+           "failures": [repr(e) for e in results.failures],
+           "live": spark.sparkContext._jsc.sc().getExecutorIds().size()}
+    with open(cfg["out"], "w", encoding="utf-8") as fh:
+        json.dump(out, fh)
+    spark.stop()
+    print("DONE", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
