@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from fixtures_core import read_all, repo_files, write_keys
+from restore_helpers import plain_index
 
 from blobstate.journal.events import EVENT_TYPES
 from blobstate.journal.file import MAGIC, decode, encode
@@ -28,7 +29,7 @@ def _records(repo: Path) -> list[dict]:
 def _assert_repository_holds_exactly(repo: Path, committed: list[dict]) -> None:
     referenced = set()
     for record in committed:
-        index = SnapshotIndex.from_bytes((repo / record["indexBlobId"]).read_bytes())
+        index = SnapshotIndex.from_bytes(plain_index((repo / record["indexBlobId"]).read_bytes()))
         referenced |= {b.blob_id for f in index.files().values() for b in f.blobs}
     assert repo_files(repo, "blobs") == referenced, "garbage blobs left, or referenced blobs lost"
     assert repo_files(repo, "indexes") == {r["indexBlobId"] for r in committed}
