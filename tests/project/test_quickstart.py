@@ -61,6 +61,31 @@ def copy_clone(target: Path) -> None:
     archive.unlink()
 
 
+def kill_processes_under(root: Path, timeout_s: float = 30.0) -> None:
+    """SIGKILL every process whose command line names a path under ``root`` (the demo's driver and its Spark JVM
+    run from the clone's venv, in sessions of their own), then wait until none is left."""
+    def running() -> list[int]:
+        found = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    if str(root).encode() in (entry / "cmdline").read_bytes():
+                        found.append(int(entry.name))
+                except OSError:
+                    pass  # gone meanwhile
+        return found
+
+    deadline = time.monotonic() + timeout_s
+    while (pids := running()) and time.monotonic() < deadline:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.2)
+    assert not running(), f"processes of {root} outlived SIGKILL"
+
+
 @own_step
 def test_the_first_command_reaches_blobstate_demo_with_the_distributions_python(tmp_path):
     if not os.access(SYSTEM_PYTHON, os.X_OK) or shutil.which("git") is None:
@@ -83,10 +108,11 @@ def test_the_first_command_reaches_blobstate_demo_with_the_distributions_python(
             time.sleep(1)
     finally:
         try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the demo and its Spark driver: the point is made
+            os.killpg(proc.pid, signal.SIGKILL)  # the demo: the point is made
         except ProcessLookupError:
             pass
         proc.wait(60)
+        kill_processes_under(clone)  # its driver runs in a session of its own, and the JVM under it
     text = log_path.read_text(errors="replace")
     assert reached.search(text), f"the first command did not reach a committed demo batch:\n{text[-4000:]}"
     assert "externally-managed-environment" not in text
