@@ -41,10 +41,11 @@ def test_the_bucket_lets_through_its_rate_and_no_more():
     assert now[0] == pytest.approx(1.0)  # 1,100 bytes at 1,000/s with a burst of 100: one second of waiting
 
 
-@pytest.mark.parametrize("where", ["file", pytest.param("s3", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("where", ["file", pytest.param("s3", marks=pytest.mark.slow),
+                                   pytest.param("azure", marks=pytest.mark.slow)])
 def test_concurrent_uploads_and_downloads_share_one_limit(tmp_path, where, request):
-    if where == "s3":
-        target = request.getfixturevalue("s3_target")
+    if where in ("s3", "azure"):
+        target = request.getfixturevalue(f"{where}_target")
         store = open_blob_store(target.url, storage_options=target.storage_options, ttl_mode="native",
                                 max_concurrency=4)
     else:

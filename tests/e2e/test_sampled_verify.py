@@ -57,14 +57,15 @@ def _store(tmp_path, url, **kw):
     return sorted(b.blob_id for _, f in index.files().items() for b in f.blobs)
 
 
-@pytest.mark.parametrize("where", ["file", "file-encrypted", pytest.param("s3", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("where", ["file", "file-encrypted", pytest.param("s3", marks=pytest.mark.slow),
+                                   pytest.param("azure", marks=pytest.mark.slow)])
 def test_the_buckets_read_every_blob_exactly_once(tmp_path, work_base, reads, where, request, encrypt):
     options = {}
     url = f"file://{tmp_path}/repo"
     if where == "file-encrypted":
         encrypt()
-    if where == "s3":
-        target = request.getfixturevalue("s3_target")
+    if where in ("s3", "azure"):
+        target = request.getfixturevalue(f"{where}_target")
         url, options = target.url, {"storage_options": target.storage_options}
     blobs = _store(tmp_path, url, **options)
     with Repository.open(url, create=False, **options) as repo:
