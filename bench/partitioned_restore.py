@@ -25,7 +25,6 @@ own.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import shutil
@@ -40,6 +39,7 @@ if __package__ in (None, ""):  # ``python bench/partitioned_restore.py``
 
 from bench import state  # noqa: E402
 from bench.measure import can_drop_caches, drop_caches  # noqa: E402
+from bench.report import emit  # noqa: E402
 from bench.run import parse_size  # noqa: E402
 
 SINGLE = ("bench", "0", "single")
@@ -193,13 +193,10 @@ def main(argv: list[str] | None = None) -> int:
                                                             for run in per_partition), 1)
                                     for p in range(args.partitions)]
     report["group_mb_per_s"] = round(restored["partitions in one process"] / 1e6 / group, 1) if group else None
-    print(f"restore of {size / 2**20:.0f} MiB: single driver {single:.2f} s, {args.partitions} partitions in "
+    emit(report, f"restore of {size / 2**20:.0f} MiB: single driver {single:.2f} s, {args.partitions} partitions in "
           f"parallel {parallel:.2f} s (x{report['speedup']}), in one process {group:.2f} s "
           f"(x{report['speedup_one_process']}; per partition {report['partition_mb_per_s']} MB/s, group "
-          f"{report['group_mb_per_s']} MB/s), {os.cpu_count()} CPUs, cache {report['cache']}")
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as fh:
-            json.dump(report, fh, indent=2)
+          f"{report['group_mb_per_s']} MB/s), {os.cpu_count()} CPUs, cache {report['cache']}", args.out)
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import json
 import os
 import shutil
 import statistics
@@ -43,6 +42,7 @@ if __package__ in (None, ""):  # ``python bench/state_read.py``
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.measure import can_drop_caches, drop_caches  # noqa: E402
+from bench.report import emit  # noqa: E402
 from bench.run import parse_size  # noqa: E402
 
 JOB, TASK, STORE = "bench", "group", "routes"
@@ -179,13 +179,10 @@ def main(argv: list[str] | None = None, *, spark: Any = None) -> int:
               "load_average": os.getloadavg()}
     baseline = medians["restore + local scan"]
     report["scan_vs_restore"] = round(baseline / medians["read_state full scan"], 2)  # > 1: the read is faster
-    print(f"{size / 2**20:.0f} MiB in {args.partitions} partitions, {keys} entries: read_state count "
+    emit(report, f"{size / 2**20:.0f} MiB in {args.partitions} partitions, {keys} entries: read_state count "
           f"{medians['read_state count']:.2f} s, full scan {medians['read_state full scan']:.2f} s; restore + local "
           f"scan {baseline:.2f} s (x{report['scan_vs_restore']}); Spark start-up {startup:.1f} s, first read "
-          f"{first:.1f} s, cache {report['cache']}")
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as fh:
-            json.dump(report, fh, indent=2)
+          f"{first:.1f} s, cache {report['cache']}", args.out)
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
     return 0
