@@ -1,7 +1,7 @@
 """blobstate's partitioned state against Spark's own RocksDB state store, at a state that matters (issue 30).
 
 ``python -m bench.spark_state [--keys 1000000] [--partitions 4,8] [--env local,cluster] [--batches 100]
-[--rows 20000] [--load-rows 200000] [--work DIR] [--out FILE]``
+[--rows 20000] [--load-rows 200000] [--modes native,blobstate] [--work DIR] [--out FILE]``
 
 The same stateful aggregation, per key ``k``: ``(count, sum(v))``, over the same synthetic input (deterministic:
 ``numpy`` with a fixed seed; one Parquet file per batch, read one file per trigger):
@@ -187,7 +187,8 @@ def run_until_fed(proc: subprocess.Popen, what: str, log: str) -> None:
         proc.wait()
 
 
-def run_pair(env: Env, partitions: int, data: str, extra: list[str], work: str) -> dict[str, Any]:
+def run_pair(env: Env, partitions: int, data: str, extra: list[str], work: str,
+             modes: tuple[str, ...] = MODES) -> dict[str, Any]:
     """The native store and blobstate with N partitions, one driver, batch by batch in turn (ABBA) over every input
     file, SIGKILLed after the last; then each restarts twice after a SIGKILL, in turn, on one more file each."""
     run_dir = os.path.join(work, f"{env.name}-{partitions}")
@@ -196,24 +197,26 @@ def run_pair(env: Env, partitions: int, data: str, extra: list[str], work: str) 
     conf, executors, local = env.conf(run_dir)
     dirs = {mode: {"input": os.path.join(run_dir, f"input-{mode}"), "checkpoint": os.path.join(run_dir, f"ck-{mode}"),
                    "repo": f"file://{run_dir}/repo", "local": local, "work": os.path.join(run_dir, "work")}
-            for mode in MODES}
+            for mode in modes}
     for d in dirs.values():
         os.makedirs(d["input"])
     files = sorted(os.path.join(data, "input", n) for n in os.listdir(os.path.join(data, "input")))
     base = {"partitions": partitions, "conf": conf, "executors": executors, "dirs": dirs, "hold": True}
     progress = os.path.join(run_dir, "progress.jsonl")
-    proc = start_driver({**base, "modes": list(MODES), "feed": files, "progress": progress}, run_dir, "run")
+    proc = start_driver({**base, "modes": list(modes), "feed": files, "progress": progress}, run_dir, "run")
     run_until_fed(proc, "the paired run", os.path.join(run_dir, "run.log"))
     done = lines(progress)
     out: dict[str, Any] = {mode: {"batches": [b for b in done if b["mode"] == mode], "restarts": []}
-                           for mode in MODES}
-    out["native"]["local_bytes"] = env.local_bytes(run_dir, local, "native")
-    out["native"]["remote_bytes"] = du(os.path.join(dirs["native"]["checkpoint"], "state"))
-    out["blobstate"]["local_bytes"] = env.local_bytes(run_dir, local, "blobstate")
-    out["blobstate"]["remote_bytes"] = du(os.path.join(run_dir, "repo"))
-    out["blobstate"]["log_files_per_partition"] = env.log_files(run_dir, local)
+                           for mode in modes}
+    if "native" in out:
+        out["native"]["local_bytes"] = env.local_bytes(run_dir, local, "native")
+        out["native"]["remote_bytes"] = du(os.path.join(dirs["native"]["checkpoint"], "state"))
+    if "blobstate" in out:
+        out["blobstate"]["local_bytes"] = env.local_bytes(run_dir, local, "blobstate")
+        out["blobstate"]["remote_bytes"] = du(os.path.join(run_dir, "repo"))
+        out["blobstate"]["log_files_per_partition"] = env.log_files(run_dir, local)
     for i, path in enumerate(extra):
-        for mode in MODES if i % 2 == 0 else tuple(reversed(MODES)):
+        for mode in modes if i % 2 == 0 else tuple(reversed(modes)):
             target = os.path.join(dirs[mode]["input"], os.path.basename(path))
             os.link(path, target)
             os.utime(target, (1_700_000_000 + i, 1_700_000_000 + i))
@@ -257,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=20_000)
     parser.add_argument("--partitions", default="4,8", help="N: a paired run (native and blobstate) for each")
     parser.add_argument("--env", default="local")
+    parser.add_argument("--modes", default=",".join(MODES), help="native, blobstate or both (paired)")
     parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "blobstate-bench-spark-state"))
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
@@ -270,8 +274,9 @@ def main(argv: list[str] | None = None) -> int:
         env = Env(env_name, args.work)
         try:
             for n in args.partitions.split(","):
-                result = run_pair(env, int(n), data, extra, args.work)
-                for mode in MODES:
+                modes = tuple(m for m in MODES if m in args.modes.split(","))
+                result = run_pair(env, int(n), data, extra, args.work, modes)
+                for mode in modes:
                     r = result[mode]
                     summary = {**summarize(r["batches"], load_batches), "restart_s": [x["s"] for x in r["restarts"]],
                                "restarts": r["restarts"], **{k: v for k, v in r.items()

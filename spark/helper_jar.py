@@ -33,6 +33,7 @@ CLASS_NAME = "blobstate.spark.PlacedRDD"
 SOURCE_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jvm")
 SOURCES = ("blobstate/spark/PlacedRDD.java",)
 JAVAC_TIMEOUT_S = 300
+JAR_ENV = "BLOBSTATE_SPARK_HELPER_JAR"  # a prebuilt helper jar to use instead of building one
 
 _LOADED: dict[int, Any] = {}  # id of the driver's JavaSparkContext -> the helper class (None: unavailable)
 _LOAD_LOCK = threading.Lock()
@@ -54,7 +55,14 @@ def _cache_dir() -> str:
 
 
 def find_jar(spark_version: str) -> str | None:
-    """The built jar for ``spark_version``: beside the source (the install step's), else in the user cache."""
+    """The built jar for ``spark_version``: the one ``BLOBSTATE_SPARK_HELPER_JAR`` names (a jar built elsewhere, for
+    a driver host without a JDK), else beside the source (the install step's), else in the user cache. Raises
+    ``HelperUnavailable`` when the variable names no file."""
+    named = os.environ.get(JAR_ENV)
+    if named:
+        if not os.path.isfile(named):
+            raise HelperUnavailable(f"{JAR_ENV} names {named!r}, which is not a file")
+        return named
     for folder in (SOURCE_ROOT, _cache_dir()):
         path = os.path.join(folder, jar_name(spark_version))
         if os.path.isfile(path):
@@ -152,10 +160,10 @@ def _load(sc: Any) -> Any:
             loader.addURL(jvm.java.io.File(jar).toURI().toURL())  # Spark's MutableURLClassLoader
         except Exception as exc:  # noqa: BLE001 - a JVM without Spark's class loader: run without placement
             raise HelperUnavailable(f"cannot add {jar} to the driver's class loader: {exc}") from exc
-        sc._jsc.sc().addJar(jar)  # the executors fetch it before their next task
         found = _lookup(jvm)
-        if found is None:
+        if found is None:  # a damaged jar, or one without the class: nothing is shipped to the executors
             raise HelperUnavailable(f"{CLASS_NAME} is not visible after adding {jar}")
+        sc._jsc.sc().addJar(jar)  # the executors fetch it before their next task
     if not isinstance(found, JavaClass):  # pragma: no cover - py4j answers a class or a package
         raise HelperUnavailable(f"{CLASS_NAME} is not a class")
     return found

@@ -4,7 +4,9 @@
 (2 partitions, a partition snapshot after every batch: the listener is busy to the end), then ``query.stop()``,
 ``PartitionedState.close()`` and ``spark.stop()``, the order the README gives. Spark logs at WARN, so that any
 ERROR (or a late snapshot job failing on the stopped SparkContext) reaches stderr. Prints ``CLOSED`` and
-``STOPPED``.
+``STOPPED``, ``PLACED <n>`` (partition tasks that ran where the driver preferred) and ``EXACT <bool>`` (the state
+read back, ``blobstate.spark.read_state``, against the input's highest value per key). With
+``BLOBSTATE_SPARK_HELPER_JAR`` naming a damaged jar, the placement helper cannot load and the query runs without it.
 
 A lagging listener bus (issue 30): a listener added before the state's holds the last batch's progress event until
 ``query.stop()`` returned, so the state's listener hears of that batch only after the query stopped. Prints
@@ -57,8 +59,10 @@ def main(base: str) -> int:
     spark.streams.addListener(Lagging())
 
     def update(db, rows, ctx):  # noqa: ANN001, ANN202
-        for row in rows:
-            db.put(row["k"].encode(), str(row["v"]).encode())
+        for row in rows:  # the highest value per key (read-modify-write: the order within a batch is Spark's)
+            key, old = row["k"].encode(), db.get(row["k"].encode())
+            if old is None or int(old) < row["v"]:
+                db.put(key, str(row["v"]).encode())
 
     state = partitioned(spark, repo=os.path.join(base, "repo"), checkpoint_location=os.path.join(base, "ck"),
                         job="j", store="s", num_partitions=2, key_cols=["k"], local_dir=os.path.join(base, "local"),
@@ -73,8 +77,19 @@ def main(base: str) -> int:
     stopped.set()
     terminated.wait(120)
     print("LATE", len(state.snapshots.requested) - asked, flush=True)
+    placed = sum(s.partitions_placed for s in state.batch_stats)
     state.close()
     print("CLOSED", len(state.batch_stats), flush=True)
+    print("PLACED", placed, flush=True)
+    from blobstate.spark import read_state
+
+    expected: dict[str, str] = {}
+    for j in range(50):  # the last day holds each key's highest value
+        expected[f"k{j % 7}"] = str(300 + j)
+    got = {bytes(r["key"]).decode(): bytes(r["value"]).decode()
+           for r in read_state(spark, repo=os.path.join(base, "repo"), job="j", store="s", key_type="binary",
+                               value_type="binary").collect()}
+    print("EXACT", got == expected, "" if got == expected else got, flush=True)
     spark.stop()
     print("STOPPED", flush=True)
     return 0
