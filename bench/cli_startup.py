@@ -4,8 +4,9 @@
 [--out FILE]``
 
 The target: ``blobstate backup SRC --repo file://REPO -q`` of a store that has not changed since its last backup
-takes at most 2x ``python -c pass`` plus the in-process commit time (the command's own ``--json`` ``durationMs``, a
-wall time: fsyncs included), checked on wall times and on CPU times (user + sys). A RocksDB store of ``--size`` is
+takes at most 2x ``python -c pass`` plus the in-process commit time, checked on wall times (the command's own
+``--json`` ``durationMs``, fsyncs included) and on CPU times (user + sys; the commit's CPU bounded by that of a
+``blobstate.backup`` call in a warm process, ``in_process``). A RocksDB store of ``--size`` is
 backed up once, then each command runs ``--runs`` times after ``--warmup`` runs (the entry-point cache, the
 checksum cache and the bytecode written, as on an installed package: ``PYTHONDONTWRITEBYTECODE`` is dropped from
 the children's environment); each child's wall and CPU time (``os.wait4``) are taken, medians reported. With
@@ -80,6 +81,30 @@ def import_times(argv: list[str], env: dict[str, str], runs: int) -> dict[str, A
             "top_modules_ms": {k: round(v / 1000, 1) for k, v in top}}
 
 
+def in_process(src: str, repo: str, env: dict[str, str], runs: int) -> dict[str, Any]:
+    """``blobstate.backup`` of the unchanged store called ``runs`` times in this process after a first call (modules
+    imported, plugins registered): medians of its ``duration_ms`` (wall) and of the whole call's CPU time (all
+    threads; it also opens the repository, so it bounds the commit's CPU from above)."""
+    import blobstate
+
+    saved = {k: os.environ.get(k) for k in ("BLOBSTATE_WORK_DIR", "BLOBSTATE_CACHE_DIR")}
+    os.environ.update({k: env[k] for k in saved})
+    try:
+        blobstate.backup(src, repo=repo)
+        walls, cpus = [], []
+        for _ in range(runs):
+            t0 = time.process_time()
+            walls.append(blobstate.backup(src, repo=repo).duration_ms)
+            cpus.append((time.process_time() - t0) * 1000)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return {"duration_ms": round(statistics.median(walls), 1), "call_cpu_ms": round(statistics.median(cpus), 1)}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--size", default="10MiB")
@@ -105,13 +130,15 @@ def main(argv: list[str] | None = None) -> int:
     commits = [json.loads(run_child([*cli, *backup, "--json"], env)[2]) for _ in range(args.runs)]
     assert all(c["filesUploaded"] == 0 for c in commits), "the store changed between backups"
     commit_ms = round(statistics.median(c["durationMs"] for c in commits), 1)
-    # the commit's durationMs is wall time (fsyncs included): the target is checked on wall times and on CPU times
-    target = {unit: round(2 * python[unit] + commit_ms, 1) for unit in ("wall_ms", "cpu_ms")}
+    warm = in_process(src, repo, env, args.runs)
+    # durationMs is a wall time (fsyncs included): wall against wall, and CPU against the warm in-process call's CPU
+    target = {"wall_ms": round(2 * python["wall_ms"] + commit_ms, 1),
+              "cpu_ms": round(2 * python["cpu_ms"] + warm["call_cpu_ms"], 1)}
     met = {unit: command[unit] <= target[unit] for unit in target}
     doc: dict[str, Any] = {
         "size_bytes": size, "runs": args.runs, "command": " ".join(os.path.basename(a) for a in cli[:1]) + " backup",
         "load_average": os.getloadavg(), "python_c_pass": python, "backup_unchanged": command,
-        "commit_ms": commit_ms, "target_ms": target, "met": met,
+        "commit_ms": commit_ms, "in_process": warm, "target_ms": target, "met": met,
         "imports": (import_times(["-m", "blobstate.cli", *backup, "-q"], env, args.importtime)
                     if args.importtime else None)}
     for row in (python, command):
@@ -119,7 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     lines = ["| (medians) | wall ms | user + sys CPU ms |", "| --- | ---: | ---: |",
              f"| `python -c pass` | {python['wall_ms']} | {python['cpu_ms']} |",
              f"| `blobstate backup` of an unchanged store | {command['wall_ms']} | {command['cpu_ms']} |",
-             f"| in-process commit (`--json` durationMs) | {commit_ms} | |",
+             f"| its commit (`--json` durationMs) | {commit_ms} | |",
+             f"| `blobstate.backup` in a warm process (durationMs; CPU of the call) | {warm['duration_ms']} | "
+             f"{warm['call_cpu_ms']} |",
              "| target: 2 x `python -c pass` + commit | " + " | ".join(
                  f"{target[u]} ({'met' if met[u] else 'missed'})" for u in ("wall_ms", "cpu_ms")) + " |"]
     if doc["imports"]:

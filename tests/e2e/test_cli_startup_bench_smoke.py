@@ -21,6 +21,7 @@ def test_cli_startup_benchmark_runs_end_to_end(tmp_path, capsys):
     for row in ("python_c_pass", "backup_unchanged"):
         assert report[row]["cpu_ms"] > 0 and report[row]["wall_ms"] > 0
     assert report["commit_ms"] > 0 and set(report["target_ms"]) == {"wall_ms", "cpu_ms"}
+    assert report["in_process"]["duration_ms"] > 0 and report["in_process"]["call_cpu_ms"] > 0
     assert report["imports"]["modules"] > 100 and "blobstate" in report["imports"]["by_package_ms"]
     assert "fsspec" not in report["imports"]["by_package_ms"]  # a file:// backup
-    assert "in-process commit" in capsys.readouterr().out
+    assert "warm process" in capsys.readouterr().out
