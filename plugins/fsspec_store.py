@@ -45,12 +45,10 @@ LOCAL_PROTOCOLS = ("file", "local")
 
 
 def local_root(url: str, options: dict[str, Any]) -> str | None:
-    """The path fsspec's ``LocalFileSystem`` gives a plain ``file://``/``local://`` URL (``url_to_fs(url)[1]``,
-    without its trailing ``/``), or None when fsspec must answer (another protocol, a chained ``::`` URL, a
-    ``protocol`` option, a non-POSIX host). Lets a local repository open without importing fsspec (~40-100 ms of a
-    CLI command's start-up: asyncio, ssl, and a scan of every distribution's entry points); it follows
-    ``LocalFileSystem._strip_protocol`` and ``make_path_posix`` (fsspec 2024-2026), checked against them by
-    ``tests/contract/test_blobstore_conformance.py``."""
+    """The root fsspec gives a plain ``file://``/``local://`` URL (``url_to_fs(url)[1]`` without its trailing ``/``,
+    following ``LocalFileSystem._strip_protocol``; checked against it in ``tests/contract``), or None when fsspec
+    must answer (another protocol, a ``::`` chain, a ``protocol`` option, a non-POSIX host): a local repository
+    opens without importing fsspec (40-100 ms of a CLI start-up: asyncio, ssl, an entry-point scan)."""
     protocol, sep, path = url.partition("://")
     if not sep or protocol not in LOCAL_PROTOCOLS or "::" in url or "protocol" in options or os.sep != "/":
         return None
@@ -117,13 +115,12 @@ class FsspecBlobStore(BlobStore):
             raise ConfigurationError(f"{type(self).__name__} does not support ttl mode {self.ttl_mode!r}")
         self.max_concurrency = max(1, int(max_concurrency))
         self._options = options = self._fs_options(dict(storage_options or {}))
-        root = local_root(url, options)
-        self.is_local = root is not None
+        root, protocol = local_root(url, options), "file"
         if root is None:
-            protocol = self.fs.protocol if isinstance(self.fs.protocol, str) else self.fs.protocol[0]
-            self.is_local = protocol in LOCAL_PROTOCOLS
-            root = self._fs_root
+            fs, root = self._fs_and_root
+            protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         self.root = root.rstrip("/")
+        self.is_local = protocol in LOCAL_PROTOCOLS
         #: file:// only: durable writes, no symlink followed below the root (``local_files``)
         self.local: LocalRepository | None = LocalRepository(self.root or "/") if self.is_local else None
         #: leases ``expired`` ignored because they name a blob other than their own (see ``expired``)
@@ -143,10 +140,6 @@ class FsspecBlobStore(BlobStore):
         """The fsspec filesystem (``fsspec.core.url_to_fs``), made on first use: a local repository reads and writes
         through ``self.local`` and makes it only if a caller asks for it."""
         return self._fs_and_root[0]
-
-    @property
-    def _fs_root(self) -> str:
-        return self._fs_and_root[1]
 
     def _fs_options(self, options: dict[str, Any]) -> dict[str, Any]:
         """The options for the fsspec filesystem, from the resolved storage options (a subclass may take its own
