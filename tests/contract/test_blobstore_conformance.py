@@ -31,7 +31,7 @@ class TestFileStore(BlobStoreContract):
 @pytest.mark.parametrize("url", ["file:///tmp/r", "file:///tmp/r/", "file:///", "local:///tmp/r", "file://rel/r",
                                  "file://./rel", "file://.", "file://~/r", "file:///tmp/a b/r%20x", "file:////tmp//r", "file://",
                                  "file://localhost/tmp/r", "file:///tmp/r?x=1"])
-def test_a_local_repository_opens_at_the_path_fsspec_gives_without_importing_fsspec(url, monkeypatch, tmp_path):
+def test_a_local_repository_opens_at_the_root_fsspec_gives(url, monkeypatch, tmp_path):
     """``local_root`` stands in for ``fsspec.core.url_to_fs`` on local URLs (so a backup to file:// never imports
     fsspec): same root, and the filesystem is still fsspec's ``LocalFileSystem`` when asked for."""
     import fsspec.core
