@@ -19,9 +19,8 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
+from functools import cached_property
 from typing import Any, BinaryIO
-
-import fsspec
 
 from blobstate.errors import BlobNotFound, ConfigurationError, IntegrityError, StorageError
 from blobstate.model.layout import (
@@ -43,6 +42,21 @@ COPY_BUFFER = 1 << 20  # bytes per read/write when streaming a local blob (1 MiB
 REMOTE_READ = 16 << 20  # bytes per ranged GET when streaming a remote blob (fewer requests, bounded memory)
 TORN_LEASE_GRACE_MS = 24 * 3600 * 1000  # an unreadable lease counts as expired only once it is this old
 LOCAL_PROTOCOLS = ("file", "local")
+
+
+def local_root(url: str, options: dict[str, Any]) -> str | None:
+    """The root fsspec gives a plain ``file://``/``local://`` URL (``url_to_fs(url)[1]`` without its trailing ``/``,
+    following ``LocalFileSystem._strip_protocol``; checked against it in ``tests/contract``), or None when fsspec
+    must answer (another protocol, a ``::`` chain, a ``protocol`` option, a non-POSIX host): a local repository
+    opens without importing fsspec (40-100 ms of a CLI start-up: asyncio, ssl, an entry-point scan)."""
+    protocol, sep, path = url.partition("://")
+    if not sep or protocol not in LOCAL_PROTOCOLS or "::" in url or "protocol" in options or os.sep != "/":
+        return None
+    if path.startswith("~"):
+        path = os.path.expanduser(path)
+    elif not path.startswith("/"):
+        path = f"{os.getcwd()}/{'' if path == '.' else path.removeprefix('./')}"
+    return path.rstrip("/")
 
 
 def modified_ms(info: dict[str, Any]) -> int | None:
@@ -100,18 +114,32 @@ class FsspecBlobStore(BlobStore):
         if self.ttl_mode not in ("lease", "native") or (self.ttl_mode == "native" and not self.native_ttl):
             raise ConfigurationError(f"{type(self).__name__} does not support ttl mode {self.ttl_mode!r}")
         self.max_concurrency = max(1, int(max_concurrency))
-        options = self._fs_options(dict(storage_options or {}))
-        try:
-            self.fs, root = fsspec.core.url_to_fs(url, **options)
-        except (ValueError, ImportError) as exc:
-            raise ConfigurationError(f"cannot open repository {self.display_url}: {exc}") from None
+        self._options = options = self._fs_options(dict(storage_options or {}))
+        root, protocol = local_root(url, options), "file"
+        if root is None:
+            fs, root = self._fs_and_root
+            protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         self.root = root.rstrip("/")
-        protocol = self.fs.protocol if isinstance(self.fs.protocol, str) else self.fs.protocol[0]
         self.is_local = protocol in LOCAL_PROTOCOLS
         #: file:// only: durable writes, no symlink followed below the root (``local_files``)
         self.local: LocalRepository | None = LocalRepository(self.root or "/") if self.is_local else None
         #: leases ``expired`` ignored because they name a blob other than their own (see ``expired``)
         self.foreign_leases: list[str] = []
+
+    @cached_property
+    def _fs_and_root(self) -> tuple[Any, str]:
+        import fsspec.core  # here, not at the top: a local repository never needs it (``local_root``)
+
+        try:
+            return fsspec.core.url_to_fs(self.url, **self._options)
+        except (ValueError, ImportError) as exc:
+            raise ConfigurationError(f"cannot open repository {self.display_url}: {exc}") from None
+
+    @property
+    def fs(self) -> Any:
+        """The fsspec filesystem (``fsspec.core.url_to_fs``), made on first use: a local repository reads and writes
+        through ``self.local`` and makes it only if a caller asks for it."""
+        return self._fs_and_root[0]
 
     def _fs_options(self, options: dict[str, Any]) -> dict[str, Any]:
         """The options for the fsspec filesystem, from the resolved storage options (a subclass may take its own

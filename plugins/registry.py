@@ -13,6 +13,7 @@ third party's entry point goes through, so ``BLOBSTATE_DISABLE_PLUGINS=s3`` bloc
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import partial
 
 from blobstate.plugin.hookspecs import hookimpl
 from blobstate.plugin.records import (
@@ -35,26 +36,26 @@ KNOWN_IMPLEMENTATIONS: dict[str, tuple[Spec, ...]] = {
                       priority=-100, description="fallback for every other fsspec protocol (lease-mode TTL)"),
     ),
     "s3": (BlobStoreSpec(name="s3", schemes=("s3", "s3a"), factory=f"{PKG}.s3_store:S3BlobStore", priority=10,
-                         install_hint=extra_install_hint("s3"),
+                         install_hint=partial(extra_install_hint, "s3"),
                          description="Amazon S3 and S3-compatible stores (s3fs); native TTL: object tag + "
                                      "lifecycle rule"),),
     "gcs": (BlobStoreSpec(name="gcs", schemes=("gs", "gcs"), factory=f"{PKG}.gcs_store:GcsBlobStore", priority=10,
-                          install_hint=extra_install_hint("gcs"),
+                          install_hint=partial(extra_install_hint, "gcs"),
                           description="Google Cloud Storage (gcsfs); native TTL: customTime + daysSinceCustomTime "
                                       "rule"),),
     "azure": (BlobStoreSpec(name="azure", schemes=("az", "abfs", "abfss"), factory=f"{PKG}.azure_store:AzureBlobStore",
-                            priority=10, install_hint=extra_install_hint("azure"),
+                            priority=10, install_hint=partial(extra_install_hint, "azure"),
                             description="Azure Blob Storage (adlfs); native TTL: blob index tag + lifecycle policy"),),
     "file_log": (CheckpointLogSpec(name="file", schemes=("*",), factory=f"{PKG}.file_log:open_file_log",
                                    priority=-100,
                                    description="one object per generation on any blob store, exclusive create"),),
     "sql_log": (CheckpointLogSpec(name="sql", schemes=("sqlite", "postgresql", "postgres"),
                                   factory=f"{PKG}.sql_log:open_sql_log", priority=10,
-                                  install_hint=extra_install_hint("sql"),
+                                  install_hint=partial(extra_install_hint, "sql"),
                                   description="SQL table keyed by (job, task, store, generation): SQLite, "
                                               "PostgreSQL"),),
     "kafka_log": (CheckpointLogSpec(name="kafka", schemes=("kafka",), factory=f"{PKG}.kafka:open_kafka_log",
-                                    priority=10, install_hint=extra_install_hint("kafka"),
+                                    priority=10, install_hint=partial(extra_install_hint, "kafka"),
                                     description="compacted Kafka topic keyed by store key; first record per "
                                                 "generation wins"),),
     "rocksdb": (LocalStoreSpec(name="rocksdb", store_type="rocksdb", factory=f"{PKG}.rocksdb_store:RocksDBStore",
@@ -63,7 +64,7 @@ KNOWN_IMPLEMENTATIONS: dict[str, tuple[Spec, ...]] = {
     "dir_store": (LocalStoreSpec(name="dir", store_type="dir", factory=f"{PKG}.dir_store:DirStore", priority=0,
                                  detect=f"{PKG}.dir_store:looks_like_dir", description="any directory, copied"),),
     "key_file": (KeyProviderSpec(name="file", factory=f"{PKG}.key_file:FileKeyProvider",
-                                 install_hint=extra_install_hint("encrypt"),
+                                 install_hint=partial(extra_install_hint, "encrypt"),
                                  description="wraps an encrypted repository's data key with a key file "
                                              "(--key-file, BLOBSTATE_KEY_FILE)"),),
 }

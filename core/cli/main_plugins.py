@@ -16,7 +16,7 @@ import click
 
 from blobstate.errors import BlobstateError
 from blobstate.plugin.manager import KIND_NAMES, BlobstatePluginManager, PluginInfo, get_plugin_manager, spec_keys
-from blobstate.plugin.records import LocalStoreSpec, Spec
+from blobstate.plugin.records import LocalStoreSpec, Spec, hint_text
 
 
 def _factory_name(factory: object) -> str:
@@ -37,7 +37,7 @@ def _backend(spec: Spec, chosen: dict[tuple[type, str], str]) -> dict[str, Any]:
         "selectedFor": [k for k in keys if chosen.get((type(spec), k)) == spec.name],
         "factory": _factory_name(spec.factory),
         "description": spec.description,
-        "installHint": spec.install_hint,
+        "installHint": hint_text(spec.install_hint),
     }
 
 

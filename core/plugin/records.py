@@ -15,9 +15,17 @@ from typing import Any
 from blobstate.errors import MissingDependencyError, PluginError
 
 Factory = Callable[..., Any] | str
+#: how to install a missing dependency: the text, or a callable giving it when it is shown (the built-ins' hints
+#: read pip's install record, ``extra_install_hint``, which costs ``importlib.metadata``: not on every start-up)
+InstallHint = str | Callable[[], str]
 
 
-def resolve_factory(factory: Factory, *, what: str, install_hint: str = "") -> Callable[..., Any]:
+def hint_text(hint: InstallHint) -> str:
+    """The text of an install hint (a callable one is called now)."""
+    return hint() if callable(hint) else hint
+
+
+def resolve_factory(factory: Factory, *, what: str, install_hint: InstallHint = "") -> Callable[..., Any]:
     """Import a dotted-path factory (``"pkg.mod:attr"`` or ``"pkg.mod.attr"``) or return a callable as is.
 
     Raises ``MissingDependencyError`` (with ``install_hint``) when the module's dependency is not installed and
@@ -70,9 +78,10 @@ def extra_install_hint(extra: str) -> str:
             'file:///path/to/blobstate-VERSION-py3-none-any.whl" from a built wheel (blobstate is not on PyPI)')
 
 
-def missing_dependency(what: str, exc: ImportError, install_hint: str) -> MissingDependencyError:
+def missing_dependency(what: str, exc: ImportError, install_hint: InstallHint) -> MissingDependencyError:
     """The one way a missing optional dependency is reported: what needs it, and the record's install hint."""
-    hint = f"; install it with: {install_hint}" if install_hint else ""
+    text = hint_text(install_hint)
+    hint = f"; install it with: {text}" if text else ""
     return MissingDependencyError(f"{what} needs {exc.name or 'a module'!s}, which is not installed{hint}")
 
 
@@ -94,7 +103,7 @@ class _UrlBackendSpec:
     schemes: tuple[str, ...]
     factory: Factory
     priority: int = 0
-    install_hint: str = ""
+    install_hint: InstallHint = ""
     description: str = ""
 
 
@@ -129,7 +138,7 @@ class LocalStoreSpec:
     factory: Factory
     priority: int = 0
     detect: Factory | None = None
-    install_hint: str = ""
+    install_hint: InstallHint = ""
     description: str = ""
 
 
@@ -147,7 +156,7 @@ class KeyProviderSpec:
     name: str
     factory: Factory
     priority: int = 0
-    install_hint: str = ""
+    install_hint: InstallHint = ""
     description: str = ""
 
 

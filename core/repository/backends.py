@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import fsspec.core
-
 from blobstate.errors import ConfigurationError
 from blobstate.plugin.interfaces import BlobStore, CheckpointLog, LocalStore
 from blobstate.plugin.manager import get_plugin_manager
@@ -17,11 +15,15 @@ DEFAULT_MAX_CONCURRENCY = 8
 
 
 def normalize_url(url: str) -> str:
-    """Plain paths become absolute ``file://`` URLs; other URLs are returned as they are."""
+    """Plain paths become absolute ``file://`` URLs; other URLs are returned as they are.
+
+    A URL is what ``fsspec.core.split_protocol`` finds a protocol in (``<two or more chars>://...``, or ``data:``),
+    tested here without importing fsspec (a local repository never needs it: ``plugins.fsspec_store.local_root``).
+    """
     if not url:
         raise ConfigurationError("an empty URL")
-    protocol, _ = fsspec.core.split_protocol(url)
-    if protocol is None:
+    scheme, sep, _ = url.partition("://")
+    if not (sep and len(scheme) > 1) and not url.startswith("data:"):
         return "file://" + os.path.abspath(os.path.expanduser(url))
     return url
 

@@ -28,6 +28,24 @@ class TestFileStore(BlobStoreContract):
         return _open(str(self.tmp_path / "repo"), {}, "lease")
 
 
+@pytest.mark.parametrize("url", ["file:///tmp/r", "file:///tmp/r/", "file:///", "local:///tmp/r", "file://rel/r",
+                                 "file://./rel", "file://.", "file://~/r", "file:///tmp/a b/r%20x", "file:////tmp//r", "file://",
+                                 "file://localhost/tmp/r", "file:///tmp/r?x=1"])
+def test_a_local_repository_opens_at_the_root_fsspec_gives(url, monkeypatch, tmp_path):
+    """``local_root`` stands in for ``fsspec.core.url_to_fs`` on local URLs (so a backup to file:// never imports
+    fsspec): same root, and the filesystem is still fsspec's ``LocalFileSystem`` when asked for."""
+    import fsspec.core
+
+    from blobstate.plugins.fsspec_store import FsspecBlobStore
+
+    monkeypatch.chdir(tmp_path)
+    store = FsspecBlobStore(url)
+    fs, root = fsspec.core.url_to_fs(url)
+    assert store.is_local and store.local is not None
+    assert store.root == root.rstrip("/")
+    assert type(store.fs) is type(fs)
+
+
 @pytest.fixture(params=["lease", "native"])
 def ttl_mode(request):
     return request.param

@@ -1,7 +1,9 @@
 """Issue 31: a command imports only what it needs. ``blobstate backup -q`` of a store runs without importing
 restore, the read-only catalog, gc, verify or rich (a progress bar is drawn only on a terminal), and reads the
-installed entry points from the cache once nothing installed changed (no ``importlib.metadata`` scan of its own:
-fsspec's own scan at its import is fsspec's)."""
+installed entry points from the cache once nothing installed changed (no ``importlib.metadata`` scan). Into a
+``file://`` repository it imports neither fsspec (its import alone is 40-100 ms: asyncio, ssl, and its own scan of
+every distribution's entry points) nor ``importlib.metadata`` (the built-ins' install hints are read only when one
+is shown), nor the cipher of encrypted repositories."""
 
 from __future__ import annotations
 
@@ -16,15 +18,17 @@ from fixtures_core import write_keys
 PROBE = textwrap.dedent("""
     import json, sys
     from importlib import metadata
-    calls = []
-    real = metadata.entry_points
+    calls, reads = [], []
+    real, real_dists = metadata.entry_points, metadata.distributions
     metadata.entry_points = lambda **kw: calls.append(kw) or real(**kw)
+    metadata.distributions = lambda **kw: reads.append(kw) or real_dists(**kw)
     from blobstate.cli import main
     try:
         main(sys.argv[1:], standalone_mode=False)
     finally:
-        mods = sorted(m for m in sys.modules if m.startswith(("blobstate", "rich")))
-        print(json.dumps({"modules": mods, "scans": [c for c in calls if c.get("group") == "blobstate"]}))
+        mods = sorted(sys.modules)
+        print(json.dumps({"modules": mods, "scans": [c for c in calls if c.get("group") == "blobstate"],
+                          "distributions": reads}))
 """)
 
 
@@ -50,3 +54,11 @@ def test_a_backup_imports_no_restore_catalog_gc_verify_or_rich_and_reads_entry_p
                                                     "blobstate.maintenance.gc", "blobstate.maintenance.verify",
                                                     "blobstate.maintenance.stores", "blobstate.spark"))}
     assert not unneeded, sorted(unneeded)
+
+    # a file:// repository: no fsspec (the fsspec store opens it through blobstate.plugin.local_files), no cipher
+    # (not encrypted), and no read of installed distributions (the probe itself imports importlib.metadata: its
+    # calls are counted instead; the built-ins' install hints read pip's record only when one is shown)
+    costly = {m for m in modules if m.split(".")[0] in ("fsspec", "asyncio", "ssl", "cryptography", "s3fs", "obstore",
+                                                          "aiohttp")}
+    assert not costly, sorted(costly)
+    assert second["distributions"] == []
