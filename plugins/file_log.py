@@ -43,6 +43,10 @@ class FileCheckpointLog(CheckpointLog):
         self._known: dict[str, tuple[str, Checkpoint]] = {}
         #: per store key: the newest generation this instance saw (listed, or appended itself)
         self._newest: dict[StoreKey, int] = {}
+        #: optional: a host's cache of records across processes (``get(name, valid)``, ``put(name, bytes)``: the
+        #: shape of ``blobstate.local.object_cache.ObjectCache``), consulted like ``_known``: an entry is used only
+        #: when the listing names the record by the MD5 of the entry's bytes
+        self.record_cache: Any = None
 
     def _listing(self, key: StoreKey) -> dict[int, BlobInfo]:
         """The record objects of ``key`` by generation, oldest first (one listing)."""
@@ -73,11 +77,16 @@ class FileCheckpointLog(CheckpointLog):
             return known
         rid = record_id(key, generation)
         tag = _etag(info)
-        try:
-            data = self.store.get_bounded(rid, BoundedSink(MAX_RECORD_BYTES, f"checkpoint record {rid}",
-                                                           why="a checkpoint record is a few hundred bytes"))
-        except BlobNotFound:
-            return None  # pruned between list and read
+        cache = self.record_cache if tag is not None else None
+        data = cache.get(rid, lambda d: _md5(d) == tag) if cache is not None else None
+        if data is None:
+            try:
+                data = self.store.get_bounded(rid, BoundedSink(MAX_RECORD_BYTES, f"checkpoint record {rid}",
+                                                               why="a checkpoint record is a few hundred bytes"))
+            except BlobNotFound:
+                return None  # pruned between list and read
+            if cache is not None and _md5(data) == tag:
+                cache.put(rid, data)
         cp = Checkpoint.from_bytes(data, source=rid)
         if cp.generation != generation or cp.store_key != key:
             raise CorruptIndexError(f"checkpoint record {rid} holds generation {cp.generation} of {cp.store_key}")
@@ -94,7 +103,7 @@ class FileCheckpointLog(CheckpointLog):
 
     def _remember(self, rid: str, data: bytes, cp: Checkpoint) -> None:
         with self._lock:
-            self._known[rid] = (hashlib.md5(data, usedforsecurity=False).hexdigest(), cp)
+            self._known[rid] = (_md5(data), cp)
 
     def latest(self, key: StoreKey) -> Checkpoint | None:
         listing = self._listing(key)
@@ -191,25 +200,26 @@ class FileCheckpointLog(CheckpointLog):
     def keys(self) -> list[StoreKey]:
         return sorted(self._all_generations())
 
-    def _all_generations(self) -> dict[StoreKey, list[int]]:
-        """Every store's generations from one listing of ``checkpoints/``, ascending."""
-        gens: dict[StoreKey, list[int]] = {}
+    def _all_generations(self) -> dict[StoreKey, dict[int, BlobInfo]]:
+        """Every store's record objects by generation from one listing of ``checkpoints/``, ascending."""
+        gens: dict[StoreKey, dict[int, BlobInfo]] = {}
         for info in self.store.list(layout.RECORDS):
             name = layout.parse(info.blob_id)  # a foreign object under checkpoints/ is not a store's
             if name is not None and name.kind is layout.ObjectKind.RECORD and name.key is not None \
                     and name.generation is not None:
-                gens.setdefault(name.key, []).append(name.generation)
-        return {key: sorted(found) for key, found in gens.items()}
+                gens.setdefault(name.key, {})[name.generation] = info
+        return {key: dict(sorted(found.items())) for key, found in gens.items()}
 
     def histories(self, keys: Iterable[StoreKey] | None = None) -> dict[StoreKey, list[Checkpoint]]:
         """One listing of ``checkpoints/`` for every store, then the records read concurrently (the store's
-        ``map_concurrent``), instead of one listing per store."""
+        ``map_concurrent``; each known by the MD5 its listing gives it, or in ``record_cache``, is not fetched),
+        instead of one listing per store."""
         gens = self._all_generations()
         wanted = sorted(gens) if keys is None else list(keys)
-        reads = [(key, generation) for key in wanted for generation in gens.get(key, [])]
+        reads = [(key, generation, info) for key in wanted for generation, info in gens.get(key, {}).items()]
         records = self.store.map_concurrent(lambda read: self._read(*read), reads)
         out: dict[StoreKey, list[Checkpoint]] = {key: [] for key in wanted}
-        for (key, _), cp in zip(reads, records, strict=True):
+        for (key, _, _), cp in zip(reads, records, strict=True):
             if cp is not None:
                 out[key].append(cp)
         return out
@@ -217,6 +227,10 @@ class FileCheckpointLog(CheckpointLog):
     def close(self) -> None:
         if self._owns_store:
             self.store.close()
+
+
+def _md5(data: bytes) -> str:
+    return hashlib.md5(data, usedforsecurity=False).hexdigest()
 
 
 def _etag(info: BlobInfo | None) -> str | None:
