@@ -71,22 +71,37 @@ class FileCheckpointLog(CheckpointLog):
 
     def _read(self, key: StoreKey, generation: int, info: BlobInfo | None = None) -> Checkpoint | None:
         """The record at ``generation`` (None: pruned between list and read); not fetched again when ``info`` (its
-        listing) names it by the MD5 of bytes this instance read or wrote."""
+        listing) names it by the MD5 of bytes this instance read or wrote, or of ``record_cache``'s entry."""
+        local = self._local(key, generation, info)
+        return local if local is not None else self._fetch(key, generation, info)
+
+    def _fetch(self, key: StoreKey, generation: int, info: BlobInfo | None) -> Checkpoint | None:
+        """The record at ``generation`` read from the store (None: pruned between list and read), kept in
+        ``record_cache`` when ``info`` names it by the MD5 of the bytes read."""
+        rid = record_id(key, generation)
+        try:
+            data = self.store.get_bounded(rid, BoundedSink(MAX_RECORD_BYTES, f"checkpoint record {rid}",
+                                                           why="a checkpoint record is a few hundred bytes"))
+        except BlobNotFound:
+            return None  # pruned between list and read
+        cp = self._checked(key, generation, rid, data, _etag(info))
+        if self.record_cache is not None and _etag(info) is not None and _md5(data) == _etag(info):
+            self.record_cache.put(rid, data)
+        return cp
+
+    def _local(self, key: StoreKey, generation: int, info: BlobInfo | None) -> Checkpoint | None:
+        """The record at ``generation`` without a request: known to this instance, or ``record_cache``'s entry,
+        when ``info`` (its listing) names it by the MD5 of those bytes; None otherwise."""
         known = self._known_record(key, generation, info)
-        if known is not None:
+        tag = _etag(info)
+        if known is not None or tag is None or self.record_cache is None:
             return known
         rid = record_id(key, generation)
-        tag = _etag(info)
-        cache = self.record_cache if tag is not None else None
-        data = cache.get(rid, lambda d: _md5(d) == tag) if cache is not None else None
-        if data is None:
-            try:
-                data = self.store.get_bounded(rid, BoundedSink(MAX_RECORD_BYTES, f"checkpoint record {rid}",
-                                                               why="a checkpoint record is a few hundred bytes"))
-            except BlobNotFound:
-                return None  # pruned between list and read
-            if cache is not None and _md5(data) == tag:
-                cache.put(rid, data)
+        data = self.record_cache.get(rid, lambda d: _md5(d) == tag)
+        return None if data is None else self._checked(key, generation, rid, data, tag)
+
+    def _checked(self, key: StoreKey, generation: int, rid: str, data: bytes, tag: str | None) -> Checkpoint:
+        """``data`` parsed as the record of ``key`` at ``generation`` (``CorruptIndexError`` when it is another)."""
         cp = Checkpoint.from_bytes(data, source=rid)
         if cp.generation != generation or cp.store_key != key:
             raise CorruptIndexError(f"checkpoint record {rid} holds generation {cp.generation} of {cp.store_key}")
@@ -217,10 +232,13 @@ class FileCheckpointLog(CheckpointLog):
         gens = self._all_generations()
         wanted = sorted(gens) if keys is None else list(keys)
         reads = [(key, generation, info) for key in wanted for generation, info in gens.get(key, {}).items()]
-        records = self.store.map_concurrent(lambda read: self._read(*read), reads)
+        found = {read[:2]: self._local(*read) for read in reads}  # no thread for what needs no request
+        missing = [read for read in reads if found[read[:2]] is None]
+        found.update(zip((read[:2] for read in missing), self.store.map_concurrent(lambda r: self._fetch(*r), missing),
+                         strict=True))
         out: dict[StoreKey, list[Checkpoint]] = {key: [] for key in wanted}
-        for (key, _, _), cp in zip(reads, records, strict=True):
-            if cp is not None:
+        for (key, generation, _) in reads:
+            if (cp := found[key, generation]) is not None:
                 out[key].append(cp)
         return out
 
