@@ -8,10 +8,11 @@ stores instead of one PUT each): its marker (``blobstate init``), and per store 
 record (``checkpoints/<store key>/<generation>.json``), a snapshot index and ``--files`` files of one small blob
 each, exactly what ``blobstate backup`` writes (the model's own schemas build every object). Then each verb runs
 as the CLI (``blobstate <verb> --repo s3://... --json -v``, a fresh process, ``--max-concurrency``), timed, its
-requests counted by the server and its store calls read from its ``-v`` line; every answer is checked (a row
-per checkpoint, a report per store, nothing to delete). ``list`` and ``gc --dry-run`` run twice: cold (this
-host's cache of immutable objects emptied first, ``blobstate.local.object_cache``) and warm (the same command
-again, the cache as the cold run left it): the rows ``list`` and ``list (warm)``.
+requests counted by the server, its CPU seconds (user and system: the client's own work) and its store calls read
+from its ``-v`` line; every answer is checked (a row per checkpoint, a report per store, nothing to delete).
+``list`` and ``gc --dry-run`` run twice: cold (this host's cache of immutable objects emptied first,
+``blobstate.local.object_cache``) and warm (the same command again, the cache as the cold run left it): the rows
+``list`` and ``list (warm)``.
 
 Beside the verbs, the server's own limit is measured the same way: one listing of the whole bucket and GETs of
 one small object per store at each concurrency of ``--get-concurrency`` (raw obstore requests, no blobstate): a
@@ -26,6 +27,7 @@ import asyncio
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -117,12 +119,16 @@ _CALLS = re.compile(r": (\d+) store calls \(([^)]*)\)")
 def run_verb(server: S3Server, argv: list[str], *, concurrency: int, env: dict[str, str]) -> dict[str, Any]:
     """One verb as the CLI: wall seconds, the server's request counts, the verb's own store-call line, its JSON."""
     server.counts(reset=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = _cli([*argv, *_repo_args(server), "--max-concurrency", str(concurrency), "--json", "-v"], env)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     counts = server.counts()
     found = _CALLS.search(proc.stderr)
-    return {"wallS": round(wall, 3), "requests": counts, "storeCalls": int(found.group(1)) if found else None,
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wallS": round(wall, 3), "clientCpuS": round(cpu, 2), "requests": counts,
+            "storeCalls": int(found.group(1)) if found else None,
             "storeCallsByKind": found.group(2) if found else None, "answer": json.loads(proc.stdout)}
 
 
@@ -227,17 +233,17 @@ def render(doc: dict[str, Any]) -> str:
     lim = doc["serverLimit"]
     lines = [f"{doc['stores']} stores x {doc['checkpointsPerStore']} snapshot(s) of {doc['filesPerSnapshot']} files, "
              f"--max-concurrency {doc['concurrency']}, load {', '.join(f'{x:.1f}' for x in doc['load'])}", "",
-             "| verb | wall s | target s | requests (server) | by kind | store calls (client) |",
-             "| --- | ---: | ---: | ---: | --- | ---: |"]
+             "| verb | wall s | client CPU s | target s | requests (server) | by kind | store calls (client) |",
+             "| --- | ---: | ---: | ---: | ---: | --- | ---: |"]
     for verb, r in doc["verbs"].items():
         kinds = ", ".join(f"{k} {v}" for k, v in r["requests"].items() if k != "total")
         target = doc["targetsS"].get(verb.removesuffix(" (warm)"), "-")
-        lines.append(f"| {verb} | {r['wallS']:.2f} | {target} | {r['requests']['total']} | {kinds} | "
-                     f"{r['storeCalls']} |")
-    lines.append(f"| server limit: one listing of {lim['objects']} objects | {lim['listS']:.2f} | - | "
+        lines.append(f"| {verb} | {r['wallS']:.2f} | {r.get('clientCpuS', '-')} | {target} | "
+                     f"{r['requests']['total']} | {kinds} | {r['storeCalls']} |")
+    lines.append(f"| server limit: one listing of {lim['objects']} objects | {lim['listS']:.2f} | - | - | "
                  f"{lim['listRequests']} | LIST | - |")
     lines += [f"| server limit: {lim['gets']} GETs, {g['concurrency']} in flight (raw obstore) | {g['getS']:.2f} | - | "
-              f"{lim['gets']} | {g['getsPerS']}/s | - |" for g in lim["getSweep"]]
+              f"- | {lim['gets']} | {g['getsPerS']}/s | - |" for g in lim["getSweep"]]
     return "\n".join(lines)
 
 

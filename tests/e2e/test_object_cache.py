@@ -1,7 +1,8 @@
 """This host's cache of a repository's immutable objects (``blobstate.local.object_cache``), as ``list`` and ``gc``
 use it: an entry is trusted only when its bytes match what the repository says in the same run (an index: its
 record's size and CRC32C; a record: the MD5 its listing gives it), and gc takes an index from it only while the
-store still lists that index. Real subprocesses against file:// and the moto S3 server."""
+store still lists that index. Real subprocesses against file:// (indexes: their check is the same on every store)
+and the moto S3 server (records: a file:// listing carries no MD5, so there records are not cached)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,10 @@ DAY_MS = 86_400_000
 
 
 @pytest.fixture
-def target(repo_target):
-    return repo_target  # file:// and moto S3 (cloud_servers.repo_target)
+def target(tmp_path):
+    from fault_harness import Target
+
+    return Target(f"file://{tmp_path}/repo")  # an index's check is the store's plain bytes against its record
 
 
 def _entry(work_base: Path, repo_url: str, name: str) -> Path:
