@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from blobstate.codec import frame
 from blobstate.codec.cipher import ObjectCipher
@@ -16,7 +16,6 @@ from blobstate.codec.log import SealedCheckpointLog
 from blobstate.codec.store import CodecBlobStore
 from blobstate.errors import BlobNotFound, BlobstateError, ChecksumMismatch, ConfigurationError, NothingToRestore
 from blobstate.local.checksum import crc32c_bytes
-from blobstate.local.object_cache import ObjectCache
 from blobstate.model import layout
 from blobstate.model.chain import overridden_parts, valid_snapshots
 from blobstate.model.index import FileBlob, SnapshotIndex
@@ -26,6 +25,9 @@ from blobstate.plugin.interfaces import BlobStore, BoundedSink, CheckpointLog
 from blobstate.repository.backends import normalize_url, open_blob_store, open_checkpoint_log, url_scheme
 from blobstate.repository.log_identity import log_identity
 from blobstate.repository.marker import RepositoryInfo, bind_log, ensure_repository
+
+if TYPE_CHECKING:  # the repository-wide verbs open it (blobstate.maintenance.stores); a backup never does
+    from blobstate.local.object_cache import ObjectCache
 
 #: The ``BlobStore`` calls that reach the store (a listing of many pages, or a batch, counts once).
 STORE_CALLS = frozenset({"put", "put_exclusive", "get", "get_bytes", "get_bounded", "delete", "remove_ttl", "has_ttl",
