@@ -8,12 +8,16 @@ stores instead of one PUT each): its marker (``blobstate init``), and per store 
 record (``checkpoints/<store key>/<generation>.json``), a snapshot index and ``--files`` files of one small blob
 each, exactly what ``blobstate backup`` writes (the model's own schemas build every object). Then each verb runs
 as the CLI (``blobstate <verb> --repo s3://... --json -v``, a fresh process, ``--max-concurrency``), timed, its
-requests counted by the server and its store calls read from its ``-v`` line; every answer is checked (a row
-per checkpoint, a report per store, nothing to delete).
+requests counted by the server, its CPU seconds (user and system: the client's own work) and its store calls read
+from its ``-v`` line; every answer is checked (a row per checkpoint, a report per store, nothing to delete).
+``list`` and ``gc --dry-run`` run twice: cold (this host's cache of immutable objects emptied first,
+``blobstate.local.object_cache``) and warm (the same command again, the cache as the cold run left it): the rows
+``list`` and ``list (warm)``.
 
 Beside the verbs, the server's own limit is measured the same way: one listing of the whole bucket and GETs of
-one small object per store at the same concurrency (raw obstore requests, no blobstate): a verb that must read
-one record and one index per store cannot be faster than 2N such GETs.
+one small object per store at each concurrency of ``--get-concurrency`` (raw obstore requests, no blobstate): a
+verb that must read one record and one index per store cannot be faster than 2N such GETs; whether more requests
+in flight help a one-process server (moto, under the GIL) is read off the sweep.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import asyncio
 import json
 import os
 import re
+import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -113,12 +119,16 @@ _CALLS = re.compile(r": (\d+) store calls \(([^)]*)\)")
 def run_verb(server: S3Server, argv: list[str], *, concurrency: int, env: dict[str, str]) -> dict[str, Any]:
     """One verb as the CLI: wall seconds, the server's request counts, the verb's own store-call line, its JSON."""
     server.counts(reset=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = _cli([*argv, *_repo_args(server), "--max-concurrency", str(concurrency), "--json", "-v"], env)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     counts = server.counts()
     found = _CALLS.search(proc.stderr)
-    return {"wallS": round(wall, 3), "requests": counts, "storeCalls": int(found.group(1)) if found else None,
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wallS": round(wall, 3), "clientCpuS": round(cpu, 2), "requests": counts,
+            "storeCalls": int(found.group(1)) if found else None,
             "storeCallsByKind": found.group(2) if found else None, "answer": json.loads(proc.stdout)}
 
 
@@ -136,9 +146,9 @@ def check(verb: str, answer: list[dict[str, Any]], stores: int, checkpoints: int
         assert not any(r["expiredDeleted"] or r["orphansDeleted"] or r["skipped"] for r in answer), verb
 
 
-def raw_limit(server: S3Server, stores: int, concurrency: int) -> dict[str, Any]:
+def raw_limit(server: S3Server, stores: int, concurrencies: list[int]) -> dict[str, Any]:
     """The server's own pace: one listing of the whole bucket, and one GET per store of a small object (its
-    record) at ``concurrency`` in flight, by a raw obstore client."""
+    record) at each of ``concurrencies`` in flight, by a raw obstore client."""
     import obstore
     from obstore.store import S3Store
 
@@ -151,7 +161,7 @@ def raw_limit(server: S3Server, stores: int, concurrency: int) -> dict[str, Any]
     list_requests = server.counts()["total"]
     records = [k for k in keys if k.startswith(f"{REPO}/checkpoints/")][:stores]
 
-    async def get_all() -> None:
+    async def get_all(concurrency: int) -> None:
         sem = asyncio.Semaphore(concurrency)
 
         async def one(key: str) -> None:
@@ -160,12 +170,15 @@ def raw_limit(server: S3Server, stores: int, concurrency: int) -> dict[str, Any]
 
         await asyncio.gather(*(one(k) for k in records))
 
-    server.counts(reset=True)
-    t0 = time.perf_counter()
-    asyncio.run(get_all())
-    get_s = time.perf_counter() - t0
+    sweep = []
+    for concurrency in concurrencies:
+        t0 = time.perf_counter()
+        asyncio.run(get_all(concurrency))
+        get_s = time.perf_counter() - t0
+        sweep.append({"concurrency": concurrency, "getS": round(get_s, 3),
+                      "getsPerS": round(len(records) / get_s, 1) if get_s else None})
     return {"objects": len(keys), "listS": round(list_s, 3), "listRequests": list_requests, "gets": len(records),
-            "getS": round(get_s, 3), "getsPerS": round(len(records) / get_s, 1) if get_s else None}
+            "listPerPageS": round(list_s / max(1, list_requests), 3), "getSweep": sweep}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -175,6 +188,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--files", type=int, default=2, help="files (one blob each) per snapshot")
     parser.add_argument("--concurrency", type=int, default=16, help="--max-concurrency of every verb")
     parser.add_argument("--verbs", default=",".join(v for v, _ in VERBS))
+    parser.add_argument("--get-concurrency", default="1,16,64",
+                        help="in-flight GETs of the raw server limit, comma-separated (a sweep)")
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     args = parser.parse_args(argv)
     wanted = args.verbs.split(",")
@@ -191,18 +206,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     continue
                 if verb_argv[0] == "gc":
                     verb_argv = [*verb_argv, "--now", str(int(time.time() * 1000) + AHEAD_MS)]
-                result = run_verb(server, verb_argv, concurrency=args.concurrency, env=env)
-                check(verb, result.pop("answer"), args.stores, args.checkpoints)
-                results[verb] = result
-                print(f"{verb}: {result['wallS']:.2f} s, {result['requests']['total']} requests "
-                      f"({', '.join(f'{k} {v}' for k, v in result['requests'].items() if k != 'total')})",
-                      file=sys.stderr)
-            limit = raw_limit(server, args.stores, args.concurrency)
+                shutil.rmtree(os.path.join(env["BLOBSTATE_WORK_DIR"], "cache"), ignore_errors=True)  # cold
+                for name in (verb, f"{verb} (warm)") if verb in TARGETS_S else (verb,):
+                    result = run_verb(server, verb_argv, concurrency=args.concurrency, env=env)
+                    check(verb, result.pop("answer"), args.stores, args.checkpoints)
+                    results[name] = result
+                    print(f"{name}: {result['wallS']:.2f} s, {result['requests']['total']} requests "
+                          f"({', '.join(f'{k} {v}' for k, v in result['requests'].items() if k != 'total')})",
+                          file=sys.stderr)
+            limit = raw_limit(server, args.stores, [int(c) for c in args.get_concurrency.split(",")])
         finally:
             server.stop()
     doc = {"stores": args.stores, "checkpointsPerStore": args.checkpoints, "filesPerSnapshot": args.files,
            "concurrency": args.concurrency, "populateS": round(populate_s, 1), "verbs": results, "serverLimit": limit,
-           "targetsS": {k: v for k, v in TARGETS_S.items() if k in results}, "load": os.getloadavg()}
+           "targetsS": {k: v for k, v in TARGETS_S.items() if k in results}, "load": os.getloadavg(),
+           "moto": _moto_version()}
     print(render(doc))
     if args.out:
         with open(args.out, "w") as fh:
@@ -215,17 +233,27 @@ def render(doc: dict[str, Any]) -> str:
     lim = doc["serverLimit"]
     lines = [f"{doc['stores']} stores x {doc['checkpointsPerStore']} snapshot(s) of {doc['filesPerSnapshot']} files, "
              f"--max-concurrency {doc['concurrency']}, load {', '.join(f'{x:.1f}' for x in doc['load'])}", "",
-             "| verb | wall s | target s | requests (server) | by kind | store calls (client) |",
-             "| --- | ---: | ---: | ---: | --- | ---: |"]
+             "| verb | wall s | client CPU s | target s | requests (server) | by kind | store calls (client) |",
+             "| --- | ---: | ---: | ---: | ---: | --- | ---: |"]
     for verb, r in doc["verbs"].items():
         kinds = ", ".join(f"{k} {v}" for k, v in r["requests"].items() if k != "total")
-        lines.append(f"| {verb} | {r['wallS']:.2f} | {doc['targetsS'].get(verb, '-')} | {r['requests']['total']} | "
-                     f"{kinds} | {r['storeCalls']} |")
-    lines.append(f"| server limit: one listing of {lim['objects']} objects | {lim['listS']:.2f} | - | "
+        target = doc["targetsS"].get(verb.removesuffix(" (warm)"), "-")
+        lines.append(f"| {verb} | {r['wallS']:.2f} | {r.get('clientCpuS', '-')} | {target} | "
+                     f"{r['requests']['total']} | {kinds} | {r['storeCalls']} |")
+    lines.append(f"| server limit: one listing of {lim['objects']} objects | {lim['listS']:.2f} | - | - | "
                  f"{lim['listRequests']} | LIST | - |")
-    lines.append(f"| server limit: {lim['gets']} GETs, {doc['concurrency']} in flight (raw obstore) | "
-                 f"{lim['getS']:.2f} | - | {lim['gets']} | {lim['getsPerS']}/s | - |")
+    lines += [f"| server limit: {lim['gets']} GETs, {g['concurrency']} in flight (raw obstore) | {g['getS']:.2f} | - | "
+              f"- | {lim['gets']} | {g['getsPerS']}/s | - |" for g in lim["getSweep"]]
     return "\n".join(lines)
+
+
+def _moto_version() -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version("moto")
+    except Exception:  # noqa: BLE001 - only a label
+        return None
 
 
 if __name__ == "__main__":

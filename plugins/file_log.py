@@ -43,6 +43,10 @@ class FileCheckpointLog(CheckpointLog):
         self._known: dict[str, tuple[str, Checkpoint]] = {}
         #: per store key: the newest generation this instance saw (listed, or appended itself)
         self._newest: dict[StoreKey, int] = {}
+        #: optional: a host's cache of records across processes (``get(name, valid)``, ``put(name, bytes)``: the
+        #: shape of ``blobstate.local.object_cache.ObjectCache``), consulted like ``_known``: an entry is used only
+        #: when the listing names the record by the MD5 of the entry's bytes
+        self.record_cache: Any = None
 
     def _listing(self, key: StoreKey) -> dict[int, BlobInfo]:
         """The record objects of ``key`` by generation, oldest first (one listing)."""
@@ -67,17 +71,37 @@ class FileCheckpointLog(CheckpointLog):
 
     def _read(self, key: StoreKey, generation: int, info: BlobInfo | None = None) -> Checkpoint | None:
         """The record at ``generation`` (None: pruned between list and read); not fetched again when ``info`` (its
-        listing) names it by the MD5 of bytes this instance read or wrote."""
-        known = self._known_record(key, generation, info)
-        if known is not None:
-            return known
+        listing) names it by the MD5 of bytes this instance read or wrote, or of ``record_cache``'s entry."""
+        local = self._local(key, generation, info)
+        return local if local is not None else self._fetch(key, generation, info)
+
+    def _fetch(self, key: StoreKey, generation: int, info: BlobInfo | None) -> Checkpoint | None:
+        """The record at ``generation`` read from the store (None: pruned between list and read), kept in
+        ``record_cache`` when ``info`` names it by the MD5 of the bytes read."""
         rid = record_id(key, generation)
-        tag = _etag(info)
         try:
             data = self.store.get_bounded(rid, BoundedSink(MAX_RECORD_BYTES, f"checkpoint record {rid}",
                                                            why="a checkpoint record is a few hundred bytes"))
         except BlobNotFound:
             return None  # pruned between list and read
+        cp = self._checked(key, generation, rid, data, _etag(info))
+        if self.record_cache is not None and _etag(info) is not None and _md5(data) == _etag(info):
+            self.record_cache.put(rid, data)
+        return cp
+
+    def _local(self, key: StoreKey, generation: int, info: BlobInfo | None) -> Checkpoint | None:
+        """The record at ``generation`` without a request: known to this instance, or ``record_cache``'s entry,
+        when ``info`` (its listing) names it by the MD5 of those bytes; None otherwise."""
+        known = self._known_record(key, generation, info)
+        tag = _etag(info)
+        if known is not None or tag is None or self.record_cache is None:
+            return known
+        rid = record_id(key, generation)
+        data = self.record_cache.get(rid, lambda d: _md5(d) == tag)
+        return None if data is None else self._checked(key, generation, rid, data, tag)
+
+    def _checked(self, key: StoreKey, generation: int, rid: str, data: bytes, tag: str | None) -> Checkpoint:
+        """``data`` parsed as the record of ``key`` at ``generation`` (``CorruptIndexError`` when it is another)."""
         cp = Checkpoint.from_bytes(data, source=rid)
         if cp.generation != generation or cp.store_key != key:
             raise CorruptIndexError(f"checkpoint record {rid} holds generation {cp.generation} of {cp.store_key}")
@@ -94,7 +118,7 @@ class FileCheckpointLog(CheckpointLog):
 
     def _remember(self, rid: str, data: bytes, cp: Checkpoint) -> None:
         with self._lock:
-            self._known[rid] = (hashlib.md5(data, usedforsecurity=False).hexdigest(), cp)
+            self._known[rid] = (_md5(data), cp)
 
     def latest(self, key: StoreKey) -> Checkpoint | None:
         listing = self._listing(key)
@@ -191,32 +215,40 @@ class FileCheckpointLog(CheckpointLog):
     def keys(self) -> list[StoreKey]:
         return sorted(self._all_generations())
 
-    def _all_generations(self) -> dict[StoreKey, list[int]]:
-        """Every store's generations from one listing of ``checkpoints/``, ascending."""
-        gens: dict[StoreKey, list[int]] = {}
+    def _all_generations(self) -> dict[StoreKey, dict[int, BlobInfo]]:
+        """Every store's record objects by generation from one listing of ``checkpoints/``, ascending."""
+        gens: dict[StoreKey, dict[int, BlobInfo]] = {}
         for info in self.store.list(layout.RECORDS):
             name = layout.parse(info.blob_id)  # a foreign object under checkpoints/ is not a store's
             if name is not None and name.kind is layout.ObjectKind.RECORD and name.key is not None \
                     and name.generation is not None:
-                gens.setdefault(name.key, []).append(name.generation)
-        return {key: sorted(found) for key, found in gens.items()}
+                gens.setdefault(name.key, {})[name.generation] = info
+        return {key: dict(sorted(found.items())) for key, found in gens.items()}
 
     def histories(self, keys: Iterable[StoreKey] | None = None) -> dict[StoreKey, list[Checkpoint]]:
         """One listing of ``checkpoints/`` for every store, then the records read concurrently (the store's
-        ``map_concurrent``), instead of one listing per store."""
+        ``map_concurrent``; each known by the MD5 its listing gives it, or in ``record_cache``, is not fetched),
+        instead of one listing per store."""
         gens = self._all_generations()
         wanted = sorted(gens) if keys is None else list(keys)
-        reads = [(key, generation) for key in wanted for generation in gens.get(key, [])]
-        records = self.store.map_concurrent(lambda read: self._read(*read), reads)
+        reads = [(key, generation, info) for key in wanted for generation, info in gens.get(key, {}).items()]
+        found = {read[:2]: self._local(*read) for read in reads}  # no thread for what needs no request
+        missing = [read for read in reads if found[read[:2]] is None]
+        found.update(zip((read[:2] for read in missing), self.store.map_concurrent(lambda r: self._fetch(*r), missing),
+                         strict=True))
         out: dict[StoreKey, list[Checkpoint]] = {key: [] for key in wanted}
-        for (key, _), cp in zip(reads, records, strict=True):
-            if cp is not None:
+        for (key, generation, _) in reads:
+            if (cp := found[key, generation]) is not None:
                 out[key].append(cp)
         return out
 
     def close(self) -> None:
         if self._owns_store:
             self.store.close()
+
+
+def _md5(data: bytes) -> str:
+    return hashlib.md5(data, usedforsecurity=False).hexdigest()
 
 
 def _etag(info: BlobInfo | None) -> str | None:

@@ -357,13 +357,13 @@ class FsspecBlobStore(BlobStore):
         return path[len(self.root) + 1:] if self.root and path.startswith(self.root + "/") else path.lstrip("/")
 
     def list(self, prefix: str) -> Iterator[BlobInfo]:
-        for rel, info in sorted(self._find(prefix).items()):
-            if is_lease(rel) or ".tmp-" in posixpath.basename(rel):
-                continue
-            yield BlobInfo(rel, int(info.get("size") or 0), modified_ms(info), _etag(info))
+        return _objects(self._find(prefix))
 
     def temporaries(self, prefix: str) -> list[BlobInfo]:
-        """Temp files of exclusive creates cut off by a crash (``<name>.tmp-<hex>``, local stores only)."""
+        """Temp files of exclusive creates cut off by a crash (``<name>.tmp-<hex>``, local stores only: a remote
+        store creates exclusively in one request, so it has none and is not listed for them)."""
+        if self.local is None:
+            return []
         return [BlobInfo(rel, int(info.get("size") or 0), modified_ms(info))
                 for rel, info in sorted(self._find(prefix).items()) if ".tmp-" in posixpath.basename(rel)]
 
@@ -374,9 +374,27 @@ class FsspecBlobStore(BlobStore):
         ``foreign_leases``, never used to delete."""
         if self.ttl_mode != "lease":
             return []
-        leases = {rel: info for rel, info in self._find(prefix).items() if is_lease(rel)}
+        return [blob_id for blob_id, expires in self._leases(self._find(prefix)) if expires <= now_ms]
+
+    def list_with_ttl(self, prefix: str, now_ms: int) -> tuple[list[BlobInfo], set[str], set[str]] | None:
+        """What ``list(prefix)``, ``expired(prefix, far future)`` (every blob with a TTL) and ``expired(prefix,
+        now_ms)`` answer, from one listing of ``prefix`` (the capability ``interfaces.listing_with_ttl``: gc's
+        view of a whole repository). Lease mode only; None otherwise (no leases to list with the objects)."""
+        if self.ttl_mode != "lease":
+            return None
+        found = self._find(prefix)
+        leases = self._leases(found)
+        return (list(_objects(found)), {blob_id for blob_id, _ in leases},
+                {blob_id for blob_id, expires in leases if expires <= now_ms})
+
+    def _leases(self, found: dict[str, dict[str, Any]]) -> list[tuple[str, int]]:
+        """``(blob id, expiry in ms)`` of every lease among ``found`` (a listing), each lease read once; foreign
+        ones left out (``expired``). An unreadable lease (a torn write, or one being written right now) stands for
+        the blob of the same name under blobs/ or indexes/, expiring once the lease itself is old."""
         out = []
-        for rel, info in leases.items():
+        for rel, info in found.items():
+            if not is_lease(rel):
+                continue
             try:
                 body = self.get_bounded(rel, BoundedSink(MAX_LEASE_BYTES, f"lease {rel}"))
                 lease = Lease.from_bytes(body if self.metadata_seal is None else self.metadata_seal.open(rel, body))
@@ -385,17 +403,21 @@ class FsspecBlobStore(BlobStore):
                     log.warning("ignored lease %s of %s: it names %s, not its own blob %s", rel,
                                 self.display_url, self.redact(repr(lease.blob_id))[:200], leased_object(rel))
                     continue
-                if lease.expires_at_ms <= now_ms:
-                    out.append(lease.blob_id)
+                out.append((lease.blob_id, lease.expires_at_ms))
             except (FileNotFoundError, BlobNotFound):
                 continue
             except (ValueError, IntegrityError):  # msgspec's DecodeError and ValidationError are ValueErrors
-                # An unreadable lease (a torn write, or one being written right now): its blob has the same name
-                # under blobs/ or indexes/, and it expires only once the lease itself is old.
                 written = modified_ms(info)
-                if written is not None and now_ms - written >= TORN_LEASE_GRACE_MS:
-                    out.append(leased_object(rel))
+                if written is not None:
+                    out.append((leased_object(rel), written + TORN_LEASE_GRACE_MS))
         return out
+
+
+def _objects(found: dict[str, dict[str, Any]]) -> Iterator[BlobInfo]:
+    """The blobs of a listing, sorted by id: TTL bookkeeping (leases) and temp files left out."""
+    for rel, info in sorted(found.items()):
+        if not is_lease(rel) and ".tmp-" not in posixpath.basename(rel):
+            yield BlobInfo(rel, int(info.get("size") or 0), modified_ms(info), _etag(info))
 
 
 def _copy(src: Any, sink: BinaryIO, piece: int = COPY_BUFFER) -> int:

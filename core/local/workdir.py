@@ -35,15 +35,19 @@ def default_base() -> str:
     return current().work_dir or platformdirs.user_state_dir("blobstate", appauthor=False)
 
 
-def store_work_dir(repo_url: str, key: StoreKey, base: str | None = None) -> str:
-    """The work directory of ``key`` in repository ``repo_url`` under ``base`` (default: ``default_base()``).
-
-    The URL's query (storage options, perhaps a rotating token) does not take part: the same repository keeps
-    its journal however it is reached."""
+def repository_hash(repo_url: str) -> str:
+    """The 12 hex digits that name repository ``repo_url``'s directories under the base. The URL's query (storage
+    options, perhaps a rotating token) does not take part: the same repository is the same however it is
+    reached."""
     from blobstate.repository.options import split_url
 
-    digest = hashlib.sha256(split_url(repo_url)[0].encode()).hexdigest()[:12]
-    return os.path.join(base or default_base(), digest, key.job, key.task, key.store)
+    return hashlib.sha256(split_url(repo_url)[0].encode()).hexdigest()[:12]
+
+
+def store_work_dir(repo_url: str, key: StoreKey, base: str | None = None) -> str:
+    """The work directory of ``key`` in repository ``repo_url`` under ``base`` (default: ``default_base()``): the
+    same repository keeps its journal however it is reached (``repository_hash``)."""
+    return os.path.join(base or default_base(), repository_hash(repo_url), key.job, key.task, key.store)
 
 
 def checkpoints_dir(work_dir: str) -> str:

@@ -33,7 +33,7 @@ paused writers overlap:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from blobstate.errors import StorageError
@@ -45,7 +45,7 @@ from blobstate.model.chain import has_deltas, latest_snapshot
 from blobstate.model.layout import monotonic
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.model.retention import RetentionPolicy, plan_retention, recorded_policy
-from blobstate.plugin.interfaces import expired_delete
+from blobstate.plugin.interfaces import BlobInfo, expired_delete
 from blobstate.repository.repo import Repository
 from blobstate.repository.retry import call_with_retry
 
@@ -94,6 +94,14 @@ def discover_keys(repo: Repository) -> list[StoreKey]:
     return sorted(keys)
 
 
+def _indexes_listed(history: list[Checkpoint], listing: list[BlobInfo]) -> bool:
+    """Whether every snapshot index ``history`` names is in ``listing``. Only then may gc take them from the object
+    cache: an index gone from the store (or landed after the listing) is read from it, so that a missing one still
+    makes gc skip the store (nothing deleted on incomplete knowledge)."""
+    listed = {info.blob_id for info in listing}
+    return all(part.index_blob_id in listed for cp in history for part in cp.expand() if not part.is_delta)
+
+
 def in_flight_ids(work_base: str | None, repo_url: str, key: StoreKey) -> set[str]:
     """Blob ids planned by commits still open in this host's journal of ``key``."""
     path = os.path.join(workdir.store_work_dir(repo_url, key, work_base), workdir.JOURNAL)
@@ -125,6 +133,8 @@ def collect(repo: Repository, key: StoreKey, *, now_ms: int, ttl_ms: int,
         report.skipped = (f"the checkpoint log {repo.log.url or repo.url} has no checkpoint of {key}, but the "
                           "repository has snapshot indexes: is --log right? nothing deleted")
         return report
+    if repo.object_cache is not None and not _indexes_listed(history, listing):
+        repo = replace(repo, object_cache=None)  # a retained index missing from the listing is asked of the store
     deltas = has_deltas(history)
     try:
         newest = latest_snapshot(history)

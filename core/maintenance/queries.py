@@ -127,7 +127,7 @@ def describe_checkpoints(*, repo: str, log: str | None = None, job: str | None =
         named = None if key is None and store is None else [name_store(job, task, store, key)]
         for k in named or ():
             check_store(repository, k)
-        view = RepositoryView.take(repository, keys=named, match=matching(job, task))
+        view = RepositoryView.take(repository, keys=named, match=matching(job, task), cached=True)
 
         def one(k: StoreKey) -> list[CheckpointSummary]:
             own = own_indexes(repository)
@@ -221,7 +221,7 @@ def stats(*, repo: str, log: str | None = None, job: str | None = None, task: st
             key = name_store(job, task, store)
             check_store(repository, key)
             return [store_stats(repository, key)]
-        view = RepositoryView.take(repository, objects=True, match=matching(job, task))
+        view = RepositoryView.take(repository, objects=True, match=matching(job, task), cached=True)
 
         def one(k: StoreKey) -> StoreStats:
             own = own_indexes(repository)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from blobstate.model import layout
 from blobstate.model.records import Checkpoint, StoreKey
-from blobstate.plugin.interfaces import BlobInfo
+from blobstate.plugin.interfaces import BlobInfo, listing_with_ttl
 from blobstate.repository.repo import Repository
 
 if TYPE_CHECKING:
@@ -61,27 +61,34 @@ class RepositoryView:
     @classmethod
     def take(cls, repo: Repository, *, objects: bool = False, ttl: bool = False,
              keys: Iterable[StoreKey] | None = None, match: Callable[[StoreKey], bool] | None = None,
-             now_ms: int | None = None) -> RepositoryView:
+             now_ms: int | None = None, cached: bool = False, work_base: str | None = None) -> RepositoryView:
         """Read the view: with ``objects`` the listing first, with ``ttl`` the TTLs then (``now_ms``: gc's clock,
-        for the blobs already expired), then the records: of ``keys`` one store at a time (a few named stores),
-        else of every store found (that ``match`` accepts) at once (``CheckpointLog.histories``)."""
+        for the blobs already expired; both from one listing where the store offers it,
+        ``interfaces.listing_with_ttl``), then the records: of ``keys`` one store at a time (a few named stores),
+        else of every store found (that ``match`` accepts) at once (``CheckpointLog.histories``). ``cached``: the
+        records and indexes are read through this host's object cache (``with_object_cache``, under
+        ``work_base``)."""
+        if cached:
+            with_object_cache(repo, work_base)
+        now = now_ms if now_ms is not None else layout.now_ms()
+        scan = listing_with_ttl(repo.store) if objects and ttl else None
+        answer = scan("", now) if scan is not None else None
+        listed = answer[0] if answer is not None else repo.store.list("") if objects else None
         found: dict[StoreKey, list[BlobInfo]] | None = None
-        with_ttl: dict[StoreKey, set[str]] | None = None
-        expired: dict[StoreKey, set[str]] = {}
-        if objects:
+        if listed is not None:
             found = {}
-            for info in repo.store.list(""):
+            for info in listed:
                 name = layout.parse(info.blob_id)
                 if name is not None and name.kind in _STORE_OBJECTS and name.key is not None:
                     found.setdefault(name.key, []).append(info)
-        if ttl:
-            with_ttl = {}
-            for blob_id in repo.store.expired("", FAR_FUTURE_MS):
-                name = layout.parse(blob_id)
-                if name is not None and name.key is not None:
-                    with_ttl.setdefault(name.key, set()).add(blob_id)
+        with_ttl: dict[StoreKey, set[str]] | None = None
+        expired: dict[StoreKey, set[str]] = {}
+        if answer is not None:
+            with_ttl = _by_store(answer[1])
+            expired = {k: ids for k, ids in _by_store(answer[2]).items() if match is None or match(k)}
+        elif ttl:
+            with_ttl = _by_store(repo.store.expired("", FAR_FUTURE_MS))
             # what has expired is a part of what has a TTL: asked (one listing each) only of the stores with any
-            now = now_ms if now_ms is not None else layout.now_ms()
             leased = [k for k in sorted(with_ttl) if match is None or match(k)]
             answers = repo.store.map_concurrent(lambda k: repo.store.expired(k.prefix, now), leased)
             expired = {k: set(a) for k, a in zip(leased, answers, strict=True)}
@@ -119,6 +126,16 @@ class RepositoryView:
         return set(self._expired.get(key, set()))
 
 
+def _by_store(blob_ids: Iterable[str]) -> dict[StoreKey, set[str]]:
+    """``blob_ids`` grouped by the store whose prefix names them (ids of no store left out)."""
+    out: dict[StoreKey, set[str]] = {}
+    for blob_id in blob_ids:
+        name = layout.parse(blob_id)
+        if name is not None and name.key is not None:
+            out.setdefault(name.key, set()).add(blob_id)
+    return out
+
+
 def for_each_store(repo: Repository, fn: Callable[[StoreKey], R], keys: list[StoreKey]) -> list[R]:
     """``fn(key)`` for every key, at most ``max_concurrency`` at once (the store's pool: the first error raised
     after the others settled), results in the order of ``keys``."""
@@ -138,15 +155,26 @@ def own_indexes(repo: Repository) -> Repository:
     return replace(repo)
 
 
+def with_object_cache(repo: Repository, work_base: str | None = None) -> Repository:
+    """``repo`` reading its records and indexes through this host's object cache (``work_base``: the work
+    directories' base; ``blobstate.local.object_cache``): a verb run again reads only what is new."""
+    from blobstate.local.object_cache import ObjectCache
+
+    repo.use_object_cache(ObjectCache.for_repository(repo.url, work_base))
+    return repo
+
+
 def calls_summary(verb: str, repo: Repository, stores: int, started: float) -> None:
     """Log (``-v``) what ``verb`` asked of the store, if it was counted: ``list: 3 store calls (list 2,
-    get_bounded 1) for 1 store(s) in 0.12 s``."""
+    get_bounded 1) for 1 store(s) in 0.12 s``, and what the object cache answered (``cache 40 hits, 0 misses``)."""
     counts = repo.calls
     if counts is None:
         return
     detail = ", ".join(f"{name} {n}" for name, n in counts.most_common())
-    _logger.info("%s: %d store calls (%s) for %d store(s) in %.2f s", verb, sum(counts.values()), detail or "none",
-                 stores, time.perf_counter() - started)
+    cache = repo.object_cache
+    cached = f"; cache {cache.hits} hits, {cache.misses} misses" if cache is not None else ""
+    _logger.info("%s: %d store calls (%s) for %d store(s) in %.2f s%s", verb, sum(counts.values()),
+                 detail or "none", stores, time.perf_counter() - started, cached)
 
 
 def gc_repository(repo: Repository, *, keys: list[StoreKey] | None, job: str | None, task: str | None,
@@ -158,6 +186,7 @@ def gc_repository(repo: Repository, *, keys: list[StoreKey] | None, job: str | N
     from blobstate.maintenance.gc import collect, collect_temporaries
 
     started = time.perf_counter()
+    with_object_cache(repo, work_base)  # the indexes of retained snapshots: read once per host, not per run
 
     def one(key: StoreKey, view: RepositoryView | None = None) -> GcReport:
         own = own_indexes(repo)

@@ -107,6 +107,17 @@ class BoundedSink(io.BytesIO):
         return super().write(data)
 
 
+def listing_with_ttl(store: object) -> Callable[[str, int], tuple[list[BlobInfo], set[str], set[str]] | None] | None:
+    """The optional capability ``list_with_ttl(prefix, now_ms) -> (objects, with_ttl, expired) | None`` of ``store``
+    (through any wrapper that forwards attributes), or None when its class does not offer it: one listing of
+    ``prefix`` answering what ``list(prefix)``, ``expired(prefix, far future)`` and ``expired(prefix, now_ms)``
+    answer, where the TTL marks are objects beside the blobs (lease mode); the call returns None in a mode where they
+    are not. A repository-wide gc lists the repository once with it instead of twice
+    (``blobstate.maintenance.stores.RepositoryView``)."""
+    fn = getattr(store, "list_with_ttl", None)
+    return fn if callable(fn) else None
+
+
 def expired_delete(store: object) -> Callable[[Sequence[str], int], list[str] | None] | None:
     """The optional capability ``delete_if_expired(blob_ids, now_ms) -> refused ids | None`` of ``store`` (through
     any wrapper that forwards attributes, ``RetryingBlobStore``), or None when its class does not offer it.

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from blobstate.codec import frame
 from blobstate.codec.cipher import ObjectCipher
@@ -26,10 +26,13 @@ from blobstate.repository.backends import normalize_url, open_blob_store, open_c
 from blobstate.repository.log_identity import log_identity
 from blobstate.repository.marker import RepositoryInfo, bind_log, ensure_repository
 
+if TYPE_CHECKING:  # the repository-wide verbs open it (blobstate.maintenance.stores); a backup never does
+    from blobstate.local.object_cache import ObjectCache
+
 #: The ``BlobStore`` calls that reach the store (a listing of many pages, or a batch, counts once).
 STORE_CALLS = frozenset({"put", "put_exclusive", "get", "get_bytes", "get_bounded", "delete", "remove_ttl", "has_ttl",
-                         "list", "expired", "sweep_expired", "temporaries", "put_many", "get_many", "delete_many",
-                         "remove_ttl_many", "location_exists", "install_lifecycle"})
+                         "list", "list_with_ttl", "expired", "sweep_expired", "temporaries", "put_many", "get_many",
+                         "delete_many", "remove_ttl_many", "location_exists", "install_lifecycle"})
 
 
 class CallCounter:
@@ -75,6 +78,8 @@ class Repository:
     url: str
     info: RepositoryInfo | None = None
     cipher: ObjectCipher | None = None
+    #: this host's cache of the repository's immutable objects (``use_object_cache``), None: every read is remote
+    object_cache: ObjectCache | None = field(default=None, repr=False)
     codec: CodecBlobStore = field(init=False, repr=False)
     #: inside ``reading_indexes_once``: the indexes read so far, by (blob id, size, CRC32C) of their records, the
     #: most recently used last; at most ``_indexes_limit`` of them (None: no limit)
@@ -243,8 +248,27 @@ class Repository:
 
         self.store.map_concurrent(fetch, list(wanted.values()))
 
+    def use_object_cache(self, cache: ObjectCache | None) -> None:
+        """Read snapshot indexes (and, through a log that takes it, ``FileCheckpointLog.record_cache``, checkpoint
+        records) through this host's ``cache`` first (``blobstate.local.object_cache``): an index's cached bytes are
+        used only when they have the size and CRC32C its record declares, and an index read from the store is kept
+        there after its check. Not for an encrypted repository (its objects are not kept in the clear): then a
+        no-op, as with ``cache`` None."""
+        if cache is None or self.cipher is not None:
+            return
+        self.object_cache = cache
+        if hasattr(self.log, "record_cache"):
+            self.log.record_cache = cache
+
     def _fetch_index(self, checkpoint: Checkpoint) -> SnapshotIndex:
-        """The index of ``checkpoint``, fetched (bounded by its declared size), checked and parsed."""
+        """The index of ``checkpoint``, from the object cache when its bytes there match the record, else fetched
+        (bounded by its declared size) and checked; then parsed."""
+        cache = self.object_cache
+        if cache is not None:
+            data = cache.get(checkpoint.index_blob_id, lambda d: len(d) == checkpoint.index_size
+                             and crc32c_bytes(d) == checkpoint.index_crc32c)
+            if data is not None:
+                return SnapshotIndex.from_bytes(data, source=checkpoint.index_blob_id)
         sink = declared(checkpoint.index_size, f"snapshot index {checkpoint.index_blob_id} of checkpoint "
                                                f"{checkpoint.checkpoint_id}")
         try:
@@ -258,7 +282,10 @@ class Repository:
                 f"its checkpoint record (size {len(data)} vs {checkpoint.index_size}, CRC32C {crc32c_bytes(data)} vs "
                 f"{checkpoint.index_crc32c})"
             )
-        return SnapshotIndex.from_bytes(data, source=checkpoint.index_blob_id)
+        index = SnapshotIndex.from_bytes(data, source=checkpoint.index_blob_id)
+        if cache is not None:
+            cache.put(checkpoint.index_blob_id, data)
+        return index
 
     def read_changelog(self, checkpoint: Checkpoint) -> bytes:
         """Fetch a delta record's changelog blob and verify its size and CRC32C (bounded by the declared size).

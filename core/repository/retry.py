@@ -15,7 +15,15 @@ from typing import Any, BinaryIO, TypeVar
 from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from blobstate.errors import BlobstateError, StorageError, TransientStorageError
-from blobstate.plugin.interfaces import BlobInfo, BlobStore, BoundedSink, GetRequest, MetadataSeal, PutRequest
+from blobstate.plugin.interfaces import (
+    BlobInfo,
+    BlobStore,
+    BoundedSink,
+    GetRequest,
+    MetadataSeal,
+    PutRequest,
+    listing_with_ttl,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -161,6 +169,11 @@ class RetryingBlobStore(BlobStore):
 
     def expired(self, prefix: str, now_ms: int) -> list[str]:
         return self._call(lambda: self.inner.expired(prefix, now_ms), f"TTL listing of {prefix or '/'}")
+
+    def list_with_ttl(self, prefix: str, now_ms: int) -> tuple[list[BlobInfo], set[str], set[str]] | None:
+        """The inner store's ``list_with_ttl`` (``interfaces.listing_with_ttl``), retried; None without it."""
+        fn = listing_with_ttl(self.inner)
+        return None if fn is None else self._call(lambda: fn(prefix, now_ms), f"listing with TTLs of {prefix or '/'}")
 
     # -- batches: the backend's own bulk calls, when it has them ---------------------------------------------
     def _native(self, name: str) -> bool:

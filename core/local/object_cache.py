@@ -1,0 +1,79 @@
+"""This host's cache of a repository's immutable objects: checkpoint records and snapshot indexes, kept so that a
+repository-wide verb run again (``list``, ``stats``, ``gc``) reads from the blob store only what is new.
+
+Like restic's local cache of its index and snapshot files, and safe for the same reason: the objects are never
+overwritten under their names, and an entry is trusted only when its bytes match a checksum the caller read from
+the repository in the same run. A snapshot index is checked against the size and CRC32C its record carries; a
+record against the entity tag the log's listing gives it, when that tag is the MD5 of the object (S3's for a
+single PUT). Anything else (a missing, stale, damaged or foreign entry) is a miss: the object is read from the
+store as before, and written here afterwards. Nothing is ever decided from an entry that did not pass its check.
+
+``<base>/cache/<repository hash>/<2 hex>/<sha256 of the object's name>`` where ``<base>`` is the work directory's
+base (``BLOBSTATE_WORK_DIR`` or platformdirs' user state dir, ``blobstate.local.workdir``) and the repository hash is
+the one its store work directories use; ``cache`` is never a repository hash (12 hex digits). Only the plain bytes
+of an unencrypted repository are kept (an encrypted repository's are not cached: nothing it protects is written
+to this disk in the clear). Writes are all or nothing (``replace_file``); a cache that cannot be written is no
+error, only slower. ``BLOBSTATE_OBJECT_CACHE=off`` turns it off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Callable
+
+from blobstate.local.files import replace_file
+
+CACHE = "cache"
+_log = logging.getLogger("blobstate.cache")
+
+
+class ObjectCache:
+    """Immutable objects by name, each entry served only when ``valid(bytes)`` holds for it.
+
+    ``directory``: the repository's cache directory (``for_repository``). ``hits`` and ``misses`` count the lookups
+    (what ``-v`` reports)."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.hits = 0
+        self.misses = 0
+
+    @classmethod
+    def for_repository(cls, repo_url: str, base: str | None = None) -> ObjectCache | None:
+        """The cache of the repository at ``repo_url`` under ``base`` (default: the work directories' base); None
+        when ``BLOBSTATE_OBJECT_CACHE`` is ``off``."""
+        if os.environ.get("BLOBSTATE_OBJECT_CACHE", "").strip().lower() in ("off", "0", "false", "no"):
+            return None
+        from blobstate.local import workdir
+
+        return cls(os.path.join(base or workdir.default_base(), CACHE, workdir.repository_hash(repo_url)))
+
+    def _path(self, name: str) -> str:
+        digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()
+        return os.path.join(self.directory, digest[:2], digest)
+
+    def get(self, name: str, valid: Callable[[bytes], bool]) -> bytes | None:
+        """The cached bytes of ``name`` when there are any and ``valid`` accepts them; None otherwise (a miss)."""
+        try:
+            with open(self._path(name), "rb") as fh:
+                data = fh.read()
+        except OSError:
+            self.misses += 1
+            return None
+        if not valid(data):
+            self.misses += 1
+            return None
+        self.hits += 1
+        return data
+
+    def put(self, name: str, data: bytes) -> None:
+        """Keep ``data`` as ``name``'s bytes (the caller checked them against the repository); a failure to write
+        is logged, never raised."""
+        path = self._path(name)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            replace_file(path, data)
+        except OSError as exc:
+            _log.debug("object cache: cannot keep %s: %s", path, exc)

@@ -1,0 +1,44 @@
+"""``blobstate.local.object_cache``: an entry is served only when its check accepts its bytes, written whole, kept
+apart per repository, and off when the setting says so."""
+
+from __future__ import annotations
+
+import os
+
+from blobstate.local import workdir
+from blobstate.local.object_cache import ObjectCache
+
+
+def test_an_entry_is_served_only_when_its_check_accepts_the_bytes(tmp_path):
+    cache = ObjectCache(str(tmp_path / "c"))
+    assert cache.get("j/0/s/indexes/a.json", lambda d: True) is None  # nothing kept yet
+    cache.put("j/0/s/indexes/a.json", b"index bytes")
+    assert cache.get("j/0/s/indexes/a.json", lambda d: d == b"index bytes") == b"index bytes"
+    assert cache.get("j/0/s/indexes/a.json", lambda d: d == b"what the record says") is None  # a mismatch: a miss
+    assert (cache.hits, cache.misses) == (1, 2)
+    cache.put("j/0/s/indexes/a.json", b"read again")  # a miss read from the store replaces the entry
+    assert cache.get("j/0/s/indexes/a.json", lambda d: True) == b"read again"
+    leftovers = [n for _, _, names in os.walk(tmp_path) for n in names if ".tmp-" in n]
+    assert leftovers == []  # written whole: no temp file stays beside an entry
+
+
+def test_each_repository_has_its_own_directory_under_the_work_base_and_the_setting_turns_it_off(tmp_path,
+                                                                                                monkeypatch):
+    monkeypatch.delenv("BLOBSTATE_OBJECT_CACHE", raising=False)
+    one = ObjectCache.for_repository("s3://bucket/one", str(tmp_path))
+    two = ObjectCache.for_repository("s3://bucket/two?endpoint_url=x", str(tmp_path))
+    assert one is not None and two is not None
+    assert one.directory == str(tmp_path / "cache" / workdir.repository_hash("s3://bucket/one"))
+    assert two.directory != one.directory
+    one.put("checkpoints/j/0/s/00000000000000000001.json", b"record")
+    assert two.get("checkpoints/j/0/s/00000000000000000001.json", lambda d: True) is None
+    monkeypatch.setenv("BLOBSTATE_OBJECT_CACHE", "off")
+    assert ObjectCache.for_repository("s3://bucket/one", str(tmp_path)) is None
+
+
+def test_a_cache_that_cannot_be_written_is_no_error(tmp_path):
+    blocked = tmp_path / "file"
+    blocked.write_bytes(b"")  # a file where the cache's directory would go
+    cache = ObjectCache(str(blocked))
+    cache.put("x", b"data")  # logged, not raised
+    assert cache.get("x", lambda d: True) is None
