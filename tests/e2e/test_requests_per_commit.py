@@ -33,11 +33,22 @@ def _labels(m: Measured) -> list[str]:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_delta_commit_is_its_upload_one_append_and_one_ttl_removal(measured, mode):
-    """A delta commit of an open committer: the changelog (and its lease), the exclusive create of the record and
-    the listing after it (rule 1: a zombie that recreated a pruned generation sees newer records only there), and
-    the TTL removal: 4 requests in native mode, 5 with leases (6 and 6 before)."""
+def test_a_small_delta_commit_is_one_append(measured, mode):
+    """A delta of 100 keys (5 KiB, under ``MAX_INLINE_CHANGELOG_BYTES``) of an open committer: its changelog goes
+    inline in the record, so the commit is the exclusive create of the record and the listing after it (rule 1: a
+    zombie that recreated a pruned generation sees newer records only there), in either TTL mode: no blob, no
+    lease, no TTL removal (4 requests in native mode and 5 with leases before)."""
     m = measured[("delta", mode)]
+    assert [label.split(" ")[0] for label in _labels(m)] == ["PUT", "LIST"], _labels(m)
+    assert m.uploaded == 0 and m.depth == 2
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_large_delta_commit_is_its_upload_one_append_and_one_ttl_removal(measured, mode):
+    """A delta above the inline bound: the changelog blob (and its lease), the append (create, listing), and the
+    TTL removal: 4 requests in native mode, 5 with leases (6 and 6 before)."""
+    m = measured[("delta-blob", mode)]
+    assert m.uploaded == 1
     assert len(m.requests) <= (4 if mode == "native" else 5), _labels(m)
     assert not [r for r in m.requests if "tagging" in r.query and r.method == "GET"], "a tag set read before removal"
 
