@@ -5,8 +5,8 @@ CRC32C, so a corrupt or swapped index is detected before it is used. A **delta**
 checkpointing, Flink's changelog state backend) carries one changelog blob instead: the writes of one batch,
 applied in order on top of the newest snapshot below it (``blobstate.model.chain``); a small changelog (at most
 ``MAX_INLINE_CHANGELOG_BYTES``) is carried in the record itself (``changelogInline``, schema version 4), which makes
-it durable with the commit point: no blob, so no TTL to remove and nothing to heal or orphan. A **group** record (a group
-checkpoint: the one commit point of a micro-batch across the N partitions of a partitioned store) carries a
+it durable with the commit point: no blob, so no TTL to remove and nothing to heal or orphan. A **group** record (a
+group checkpoint: the one commit point of a micro-batch across the N partitions of a partitioned store) carries a
 manifest, one ``PartitionEntry`` per partition it commits, each a delta or a snapshot of that partition; it
 ``expand``s into the per-partition records the chain planning works on. All may name the query and the batch they
 belong to, and the run of the query (``lineageId``: one lineage of Spark's offsets log, see

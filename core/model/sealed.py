@@ -36,7 +36,6 @@ from blobstate.model.records import (
     Text,
 )
 
-
 #: The version a sealed envelope is written with: its shape has not changed since version 3 (what it seals may be
 #: of a later version), so an older blobstate with the key still reads the envelopes of the records it can open.
 SEALED_SCHEMA_VERSION = 3
