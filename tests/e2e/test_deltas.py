@@ -95,6 +95,18 @@ def test_snapshots_and_deltas_restore_verify_list_and_gc(target, tmp_path, cli):
     again = tmp_path / "again" / "s"
     assert cli("restore", again, *target.args(KEY), env=target.env, work=tmp_path / "h6").returncode == 0
     assert read(again) == expected
+    # the readers beside restore take both forms: the changes of each batch, stats, a copy (inline records carry
+    # their changelog, blob ones have it uploaded) that restores the same state
+    changes = list(blobstate.read_changes(repo=target.url, job="j", store="s", storage_options=target.options))
+    assert sorted({c.batch_id for c in changes}) == [3, 4, 5, 6, 7, 8]
+    [stats] = blobstate.stats(repo=target.url, job="j", store="s", storage_options=target.options)
+    assert stats.problems == [] and stats.changelog_bytes > 0
+    copy = f"file://{tmp_path}/copy"
+    blobstate.copy(source=target.url, target=copy, source_options=target.options, work_base=str(tmp_path / "h7"))
+    assert [cp.is_inline for cp in blobstate.list_checkpoints(repo=copy, key=KEY)] == \
+        [cp.is_inline for cp in records]
+    blobstate.restore(str(tmp_path / "copied"), repo=copy, job="j", store="s", work_dir=str(tmp_path / "h8"))
+    assert read(tmp_path / "copied") == expected
 
 
 CHILD = """
