@@ -67,7 +67,7 @@ from blobstate.model.layout import (
     now_ms,
 )
 from blobstate.model.progress import NoProgress, Progress
-from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.model.records import SNAPSHOT, Checkpoint, StoreKey
 from blobstate.model.retention import KEEP_ALL, RetentionPolicy, recorded_fields, recorded_policy
 from blobstate.plugin.interfaces import FileRange, PutRequest
 from blobstate.repository import settings
@@ -177,12 +177,17 @@ class StoreCommitter:
         self._indexes = ExitStack()  # the indexes this committer read or wrote, kept while it lives
         self._indexes.enter_context(self.repo.reading_indexes_once(limit=INDEXES_KEPT))
         self._prev: tuple[Checkpoint, SnapshotIndex | None] | None = None
+        #: the log as this committer opened on it (None: opened on a generation given to it), until its first commit
+        self._opened: list[Checkpoint] | None = None
         self._took_over = False
         self.recovered: list[tuple[RecoveryAction, str]] = []
         self._needs_recovery = False  # a cleanup failed or an append was ambiguous: recover before the next commit
         try:
             if recover:
                 self.recovered = self.recover()
+            if expected_generation is None:  # the whole log, not only its latest: retention's reads go first
+                self._opened = self.repo.log.history(key)
+                self.commit_point.pin(self._opened)
             self.commit_point.generation()  # this writer's view, pinned: another writer's append after it fences us
         except BaseException:
             self.close()  # release the lock: a retry in this process must not see "another process"
@@ -297,13 +302,18 @@ class StoreCommitter:
         """
         if self._prev is None:
             latest = self.commit_point.latest()  # the writer's view: read once with its pinned generation
+            opened, self._opened = self._opened, None
             if latest is not None and latest.is_delta:
                 latest = latest_snapshot(self.repo.log.history(self.key))
             if latest is not None:
-                snapshot = latest
+                snapshot, expiring = latest, self._expiring_soon(opened)
+
+                def read() -> SnapshotIndex:  # the indexes retention will read after this commit go beside it
+                    self.repo.prefetch_indexes([snapshot, *expiring])
+                    return self.repo.read_index(snapshot)
+
                 try:  # the walk of blobs/ the next commit makes goes beside this read (``HealWalks.prefetch``)
-                    index: SnapshotIndex | None = self.walks.prefetch(latest.checkpoint_id,
-                                                                      lambda: self.repo.read_index(snapshot))
+                    index: SnapshotIndex | None = self.walks.prefetch(latest.checkpoint_id, read)
                 except IntegrityError as exc:
                     log.warning("the latest snapshot index of %s (%s, checkpoint %s) is unreadable: %s; this commit "
                                 "uploads every file", self.key, latest.index_blob_id, latest.checkpoint_id,
@@ -311,6 +321,16 @@ class StoreCommitter:
                     index = None
                 self._prev = (latest, index)
         return self._prev
+
+    def _expiring_soon(self, opened: list[Checkpoint] | None) -> list[Checkpoint]:
+        """The snapshots of ``opened`` (the log as this committer opened on it) whose indexes the retention after
+        the next snapshot will read: all of them when a count policy (``--retain N``) will drop one, in a log of
+        snapshots only; none otherwise (a read ahead, never a decision: retention reads the log again after the
+        append and reads what it lacks)."""
+        last = self.policy.only_last
+        if not opened or last is None or any(cp.kind != SNAPSHOT for cp in opened) or len(opened) + 1 <= last:
+            return []
+        return opened
 
     # -- steps 3-7 -------------------------------------------------------------------------------------------
     def upload(self, local: LocalCheckpoint) -> BackupResult:
