@@ -79,12 +79,12 @@ def test_a_snapshot_of_an_open_committer_reads_nothing_it_knows(measured, mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_a_backup_verb_reads_the_log_once_and_walks_beside_the_index_read(measured, mode):
     """``blobstate.backup`` of a 1% change in a fresh process (the fifth snapshot, retention dropping one): the
-    marker, the log's latest (listing, record), the previous index with the walk of ``blobs/`` beside it, the
-    uploads, the append (create, listing), the TTL removals beside retention's log read, two bulk deletes; the
-    records and indexes retention needs and the committer did not write are read at open (the whole log, then the
-    indexes beside the previous one), off the critical path after the commit point (depth 13 before, 11 after). 2U + 14 in native mode, 2U + 15 with leases (on f14c140:
-    43 requests for U = 6 and 37 for U = 5: the log read three times, a listing before the create, a tag set read
-    before each removal, every retained record and index read one after another)."""
+    marker, the whole log (listing, records), the previous index with the walk of ``blobs/`` and the indexes
+    retention will need beside it, the uploads, the append (create, listing), the TTL removals beside retention's
+    log read, two bulk deletes: nothing read after the commit point (retention's record and index reads came after
+    it before: depth 13, now 11-12). 2U + 14 in native mode, 2U + 15 with leases (on f14c140: 43 requests for
+    U = 6 and 37 for U = 5: the log read three times, a listing before the create, a tag set read before each
+    removal, every retained record and index read one after another)."""
     m = measured[("snapshot", mode)]
     assert len(m.requests) <= 2 * m.uploaded + (14 if mode == "native" else 15), _labels(m)
     walks = [r for r in m.requests if "blobs" in r.query and r.kind == "LIST"]
