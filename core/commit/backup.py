@@ -67,8 +67,8 @@ from blobstate.model.layout import (
     now_ms,
 )
 from blobstate.model.progress import NoProgress, Progress
-from blobstate.model.records import SNAPSHOT, Checkpoint, StoreKey
-from blobstate.model.retention import KEEP_ALL, RetentionPolicy, recorded_fields, recorded_policy
+from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.model.retention import KEEP_ALL, RetentionPolicy, read_ahead, recorded_fields, recorded_policy
 from blobstate.plugin.interfaces import FileRange, PutRequest
 from blobstate.repository import settings
 from blobstate.repository.backends import open_local_store
@@ -177,8 +177,7 @@ class StoreCommitter:
         self._indexes = ExitStack()  # the indexes this committer read or wrote, kept while it lives
         self._indexes.enter_context(self.repo.reading_indexes_once(limit=INDEXES_KEPT))
         self._prev: tuple[Checkpoint, SnapshotIndex | None] | None = None
-        #: the log as this committer opened on it (None: opened on a generation given to it), until its first commit
-        self._opened: list[Checkpoint] | None = None
+        self._opened: list[Checkpoint] | None = None  # the log as it opened on it, until its first snapshot
         self._took_over = False
         self.recovered: list[tuple[RecoveryAction, str]] = []
         self._needs_recovery = False  # a cleanup failed or an append was ambiguous: recover before the next commit
@@ -302,18 +301,15 @@ class StoreCommitter:
         """
         if self._prev is None:
             latest = self.commit_point.latest()  # the writer's view: read once with its pinned generation
-            opened, self._opened = self._opened, None
+            ahead, self._opened = read_ahead(self._opened, self.policy), None  # retention's reads after this commit
             if latest is not None and latest.is_delta:
                 latest = latest_snapshot(self.repo.log.history(self.key))
             if latest is not None:
-                snapshot, expiring = latest, self._expiring_soon(opened)
-
-                def read() -> SnapshotIndex:  # the indexes retention will read after this commit go beside it
-                    self.repo.prefetch_indexes([snapshot, *expiring])
-                    return self.repo.read_index(snapshot)
-
-                try:  # the walk of blobs/ the next commit makes goes beside this read (``HealWalks.prefetch``)
-                    index: SnapshotIndex | None = self.walks.prefetch(latest.checkpoint_id, read)
+                snapshot = latest
+                try:  # the walk of blobs/ the next commit makes goes beside this read (``HealWalks.prefetch``), and
+                    index: SnapshotIndex | None = self.walks.prefetch(  # retention's reads ahead beside both
+                        latest.checkpoint_id, lambda: self.repo.prefetch_indexes([snapshot, *ahead]) or
+                        self.repo.read_index(snapshot))
                 except IntegrityError as exc:
                     log.warning("the latest snapshot index of %s (%s, checkpoint %s) is unreadable: %s; this commit "
                                 "uploads every file", self.key, latest.index_blob_id, latest.checkpoint_id,
@@ -321,16 +317,6 @@ class StoreCommitter:
                     index = None
                 self._prev = (latest, index)
         return self._prev
-
-    def _expiring_soon(self, opened: list[Checkpoint] | None) -> list[Checkpoint]:
-        """The snapshots of ``opened`` (the log as this committer opened on it) whose indexes the retention after
-        the next snapshot will read: all of them when a count policy (``--retain N``) will drop one, in a log of
-        snapshots only; none otherwise (a read ahead, never a decision: retention reads the log again after the
-        append and reads what it lacks)."""
-        last = self.policy.only_last
-        if not opened or last is None or any(cp.kind != SNAPSHOT for cp in opened) or len(opened) + 1 <= last:
-            return []
-        return opened
 
     # -- steps 3-7 -------------------------------------------------------------------------------------------
     def upload(self, local: LocalCheckpoint) -> BackupResult:
