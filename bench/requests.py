@@ -11,7 +11,9 @@ lease object per blob), with the file checkpoint log in the bucket:
   store (retention, keeping 3, drops one snapshot: the steady state);
 - **snapshot-open**: the same 1% commit by a committer that is already open and committed 3 before (a driver's
   background snapshot);
-- **delta**: one delta commit (``DeltaCommitter.commit_changelog``) of a committer that committed one before;
+- **delta**: one delta commit (``DeltaCommitter.commit_changelog``) of a committer that committed one before, of
+  100 keys (a changelog under ``MAX_INLINE_CHANGELOG_BYTES``: carried in the record);
+- **delta-blob**: the same with a changelog above that bound (52 KiB): its own blob, with a TTL;
 - **group**: the driver's commit of one group of N=4 changelog parts (``GroupCommitter.commit``) after one group
   before it; the parts' uploads, which executors make, are counted apart (``staging``).
 
@@ -184,7 +186,8 @@ def measure_snapshot(counting: Counting, url: str, options: dict[str, Any], mode
     return out
 
 
-def measure_delta(counting: Counting, url: str, options: dict[str, Any], mode: str, work: str) -> Measured:
+def measure_delta(counting: Counting, url: str, options: dict[str, Any], mode: str, work: str) -> list[Measured]:
+    """A small delta (inline in its record), then one above the inline bound (its own blob)."""
     from blobstate.commit.backup import StoreCommitter
     from blobstate.commit.delta import DeltaCommitter
     from blobstate.model import changelog
@@ -197,9 +200,14 @@ def measure_delta(counting: Counting, url: str, options: dict[str, Any], mode: s
             StoreCommitter(key, repository, work_dir=os.path.join(work, "delta-wd")) as committer:
         deltas = DeltaCommitter(committer)
         deltas.commit_changelog(changelog.encode([(changelog.PUT, "k0", "v0")]), batch_id=0, query_id="q")
-        data = changelog.encode([(changelog.PUT, f"k{i}", "v1") for i in range(100)])
-        _, reqs, wall = counting.measure(lambda: deltas.commit_changelog(data, batch_id=1, query_id="q"))
-    return Measured("delta", mode, uploads(reqs, root), reqs, wall, {"what": "one delta of an open committer"}, root)
+        out = []
+        for kind, batch, values in (("delta", 1, 100), ("delta-blob", 2, 1000)):
+            data = changelog.encode([(changelog.PUT, f"k{i}", f"value-{i:032d}") for i in range(values)])
+            _, reqs, wall = counting.measure(lambda d=data, b=batch: deltas.commit_changelog(d, batch_id=b,
+                                                                                           query_id="q"))
+            out.append(Measured(kind, mode, uploads(reqs, root), reqs, wall,
+                                {"what": f"one delta of an open committer, {len(data)} bytes of changelog"}, root))
+    return out
 
 
 def measure_group(counting: Counting, url: str, options: dict[str, Any], mode: str, work: str) -> Measured:
@@ -258,7 +266,7 @@ def run(server: Any, *, keys: int, size: int, modes: Sequence[str] = MODES,
             if "snapshot" in kinds:
                 out += measure_snapshot(counting, url, options, mode, work, keys=keys, size=size)
             if "delta" in kinds:
-                out.append(measure_delta(counting, url, options, mode, work))
+                out += measure_delta(counting, url, options, mode, work)
             if "group" in kinds:
                 out.append(measure_group(counting, url, options, mode, work))
         finally:

@@ -68,7 +68,7 @@ from blobstate.model.layout import (
 )
 from blobstate.model.progress import NoProgress, Progress
 from blobstate.model.records import Checkpoint, StoreKey
-from blobstate.model.retention import KEEP_ALL, RetentionPolicy, recorded_fields, recorded_policy
+from blobstate.model.retention import KEEP_ALL, RetentionPolicy, read_ahead, recorded_fields, recorded_policy
 from blobstate.plugin.interfaces import FileRange, PutRequest
 from blobstate.repository import settings
 from blobstate.repository.backends import open_local_store
@@ -177,12 +177,16 @@ class StoreCommitter:
         self._indexes = ExitStack()  # the indexes this committer read or wrote, kept while it lives
         self._indexes.enter_context(self.repo.reading_indexes_once(limit=INDEXES_KEPT))
         self._prev: tuple[Checkpoint, SnapshotIndex | None] | None = None
+        self._opened: list[Checkpoint] | None = None  # the log as it opened on it, until its first snapshot
         self._took_over = False
         self.recovered: list[tuple[RecoveryAction, str]] = []
         self._needs_recovery = False  # a cleanup failed or an append was ambiguous: recover before the next commit
         try:
             if recover:
                 self.recovered = self.recover()
+            if expected_generation is None:  # the whole log, not only its latest: retention's reads go first
+                self._opened = self.repo.log.history(key)
+                self.commit_point.pin(self._opened)
             self.commit_point.generation()  # this writer's view, pinned: another writer's append after it fences us
         except BaseException:
             self.close()  # release the lock: a retry in this process must not see "another process"
@@ -297,13 +301,15 @@ class StoreCommitter:
         """
         if self._prev is None:
             latest = self.commit_point.latest()  # the writer's view: read once with its pinned generation
+            ahead, self._opened = read_ahead(self._opened, self.policy), None  # retention's reads after this commit
             if latest is not None and latest.is_delta:
                 latest = latest_snapshot(self.repo.log.history(self.key))
             if latest is not None:
                 snapshot = latest
-                try:  # the walk of blobs/ the next commit makes goes beside this read (``HealWalks.prefetch``)
-                    index: SnapshotIndex | None = self.walks.prefetch(latest.checkpoint_id,
-                                                                      lambda: self.repo.read_index(snapshot))
+                try:  # the walk of blobs/ the next commit makes goes beside this read (``HealWalks.prefetch``), and
+                    index: SnapshotIndex | None = self.walks.prefetch(  # retention's reads ahead beside both
+                        latest.checkpoint_id, lambda: self.repo.prefetch_indexes([snapshot, *ahead]) or
+                        self.repo.read_index(snapshot))
                 except IntegrityError as exc:
                     log.warning("the latest snapshot index of %s (%s, checkpoint %s) is unreadable: %s; this commit "
                                 "uploads every file", self.key, latest.index_blob_id, latest.checkpoint_id,

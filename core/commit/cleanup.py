@@ -281,7 +281,9 @@ class CleanupExecutor:
         work_dir = self.session.work_dir
         blobs: dict[str, bytes] = {}
         dirs: dict[str, str] = {}
-        if checkpoint.is_delta:
+        if checkpoint.is_inline:
+            pass  # its changelog is in the record: nothing to heal
+        elif checkpoint.is_delta:
             data = load_index_copy(work_dir, state.commit_id, checkpoint.changelog_crc32c, checkpoint.changelog_size,
                                    kind="changelog")
             if data is not None:

@@ -136,7 +136,7 @@ class StoreCopier:
                    for p in parts if not p.is_delta}
         files = [(f, p) for p in parts if not p.is_delta
                  for f in SnapshotIndex.from_bytes(indexes[p.index_blob_id], source=p.index_blob_id).files().values()]
-        wanted = ([p.changelog_blob_id for p in parts if p.is_delta] + list(indexes)
+        wanted = ([p.changelog_blob_id for p in parts if p.is_delta and not p.is_inline] + list(indexes)
                   + [b.blob_id for f, _ in files for b in f.blobs])
         missing = sorted({b for b in wanted if b not in self.present})
         report.blobs_present += len(set(wanted)) - len(missing)

@@ -9,7 +9,12 @@ commits, so both kinds are ordered in one generation sequence and obey the same 
 (``blobstate.commit.backup``'s docstring):
 
 1. ``CommitStarted`` (kind ``delta``), ``UploadsPlanned``  the changelog blob id, durable before the upload
-2. the changelog bytes kept in the work directory (healing), the blob put with a TTL, ``BlobUploaded``
+2. the changelog bytes kept in the work directory (healing), the blob put with a TTL, ``BlobUploaded``; a
+   changelog of at most ``MAX_INLINE_CHANGELOG_BYTES`` is not uploaded at all: the record carries it
+   (``changelogInline``; Flink keeps state below ``state.storage.fs.memory-threshold`` inside its checkpoint
+   metadata file the same way), so it becomes durable with the commit point itself and plans no upload: nothing to
+   keep, heal, remove a TTL from or orphan. Its ``CheckpointAppending`` journals the record, payload included, so
+   recovery re-appends it like any other
 3.-4. the commit engine (``blobstate.commit.engine.CommitEngine.commit``, the same for every record kind): the
    TTL budget, ``CommitPoint.append`` of the delta record (an unknown outcome is resolved by re-appending, and
    otherwise left open for recovery), then ``CleanupExecutor.finish``: the blob made permanent (healed first when
@@ -33,7 +38,7 @@ from blobstate.commit.healing import HealSources
 from blobstate.journal import events as ev
 from blobstate.local.checksum import crc32c_bytes
 from blobstate.model.layout import new_blob_id, new_checkpoint_id, now_ms
-from blobstate.model.records import DELTA, Checkpoint
+from blobstate.model.records import DELTA, MAX_INLINE_CHANGELOG_BYTES, Checkpoint
 from blobstate.plugin.interfaces import PutRequest
 from blobstate.repository.options import display_url
 
@@ -43,7 +48,8 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class StagedDelta:
     """A changelog uploaded with its TTL, not committed yet: commit ``commit_id``, blob ``blob_id`` of ``size``
-    bytes with CRC32C ``crc32c``, for batch ``batch_id`` of query ``query_id``; ``created_ms`` when it began."""
+    bytes with CRC32C ``crc32c``, for batch ``batch_id`` of query ``query_id``; ``created_ms`` when it began.
+    ``blob_id`` is ``""`` when the changelog goes inline in the record (``inline``): nothing was uploaded."""
 
     commit_id: str
     batch_id: int
@@ -53,6 +59,10 @@ class StagedDelta:
     size: int
     created_ms: int
     data: bytes
+
+    @property
+    def inline(self) -> bool:
+        return not self.blob_id
 
 
 @dataclass(frozen=True)
@@ -72,7 +82,9 @@ class DeltaResult:
 
 
 class DeltaCommitter:
-    """Delta commits of ``committer``'s store (same repository, session, cleanup and commit point).
+    """Delta commits of ``committer``'s store (same repository, session, cleanup and commit point). A changelog of
+    at most ``inline_max_bytes`` (bytes; at most and by default ``MAX_INLINE_CHANGELOG_BYTES``, 0: never) goes
+    inline in its record, a larger one in a blob of its own.
 
     Usage::
 
@@ -83,26 +95,30 @@ class DeltaCommitter:
     Thread-safe against the store's snapshot commits running in another thread; one delta commit at a time.
     """
 
-    def __init__(self, committer: StoreCommitter) -> None:
+    def __init__(self, committer: StoreCommitter, *, inline_max_bytes: int = MAX_INLINE_CHANGELOG_BYTES) -> None:
         self.committer = committer
+        self.inline_max_bytes = max(0, min(inline_max_bytes, MAX_INLINE_CHANGELOG_BYTES))
         self.key = committer.key
         self.repo = committer.repo
         self.session = committer.session
         self.ttl_ms = committer.ttl_ms
 
     def stage(self, data: bytes, *, batch_id: int, query_id: str = "") -> StagedDelta:
-        """Steps 1-2: upload ``data`` (an encoded changelog) as one blob with a TTL. Raises ``StorageError`` (the
-        commit is aborted and the blob deleted)."""
+        """Steps 1-2: upload ``data`` (an encoded changelog) as one blob with a TTL, or nothing when it is at most
+        ``inline_max_bytes`` (the record carries it). Raises ``StorageError`` (the commit is aborted and
+        the blob deleted)."""
         self.committer.take_over()
         commit_id = new_checkpoint_id()
-        blob_id = new_blob_id(self.key)
+        blob_id = "" if len(data) <= self.inline_max_bytes else new_blob_id(self.key)
         created = now_ms()
         record = self.session.record
         c = self.committer
         record(ev.CommitStarted(commit_id, created, str(self.key), c.commit_point.generation(), batch_id, c.retain,
                                 display_url(self.repo.url), display_url(self.repo.log.url or self.repo.url),
                                 kind=DELTA, ttl_ms=self.ttl_ms))
-        record(ev.UploadsPlanned(commit_id, now_ms(), (blob_id,), "", len(data)), sync=True)
+        record(ev.UploadsPlanned(commit_id, now_ms(), (blob_id,) if blob_id else (), "", len(data)), sync=True)
+        if not blob_id:
+            return StagedDelta(commit_id, batch_id, query_id, "", crc32c_bytes(data), len(data), created, data)
         try:
             healing.save_index_copy(c.work_dir, commit_id, data, kind="changelog", sync=False)
             self.repo.store.put(PutRequest(blob_id, data, self.ttl_ms, self.repo.metadata_codec))
@@ -117,8 +133,10 @@ class DeltaCommitter:
         ``AppendOutcomeUnknown`` (left open: recovery resolves it before the store's next snapshot)."""
         record = Checkpoint(self.key, staged.commit_id, 0, "", 0, 0, staged.created_ms, staged.batch_id,
                             self.committer.writer_id, kind=DELTA, changelog_blob_id=staged.blob_id,
-                            changelog_crc32c=staged.crc32c, changelog_size=staged.size, query_id=staged.query_id)
-        return self.committer.engine.commit(record, sources=HealSources({staged.blob_id: staged.data}))
+                            changelog_crc32c=staged.crc32c, changelog_size=staged.size, query_id=staged.query_id,
+                            changelog_inline=staged.data if staged.inline else None)
+        return self.committer.engine.commit(record, sources=HealSources({} if staged.inline
+                                                                        else {staged.blob_id: staged.data}))
 
     def commit_changelog(self, data: bytes, *, batch_id: int, query_id: str = "") -> DeltaResult:
         """``stage`` then ``commit``; returns what it cost."""

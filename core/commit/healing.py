@@ -263,6 +263,8 @@ def heal_record(repo: Repository, checkpoint: Checkpoint, sources: HealSources) 
     missing: list[str] = []
     for ref in layout.walk_references([checkpoint], read):
         record, own = ref.record, ref.own
+        if record.is_inline:
+            continue  # durable with its record: nothing to check or put back
         if record.is_delta:
             missing += [] if heal_blob(repo, record.store_key, own, sources.blobs.get(own)) else [own]
         elif ref.index is None:

@@ -92,6 +92,12 @@ class CommitPoint:
                 return self._latest
             return self.repo.log.latest(self.key)
 
+    def pin(self, history: list[Checkpoint]) -> None:
+        """Pin the view from ``history`` (the store's records as just read, oldest first) as ``generation`` pins it
+        from the latest record: the same view, when the caller needs the older records too."""
+        with self._lock:
+            self._set(history[-1] if history else None)
+
     def _set(self, latest: Checkpoint | None) -> None:
         self._generation = latest.generation if latest else 0
         self._latest, self._latest_known = latest, True

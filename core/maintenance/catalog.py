@@ -252,7 +252,7 @@ def store_stats(repo: Repository, key: StoreKey, *, listing: Iterable[BlobInfo] 
     stats.checkpoints = len(history)
     for ref in layout.walk_references(history, repo.read_index):
         if ref.record.is_delta:
-            changelogs.add(ref.own)
+            changelogs |= ref.objects  # none for a changelog carried in its record
             continue
         stats.latest = summary_of(ref)
         stats.index_bytes += sizes.get(ref.own, 0)

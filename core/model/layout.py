@@ -249,8 +249,9 @@ def scratch_prefix(token: str) -> str:
 @dataclass(frozen=True)
 class Reference:
     """One record's references (a group record stands for one per partition part): the object the record names
-    itself (``own``: a snapshot's index, a delta's changelog), and a snapshot's index as read (``index``; None
-    with ``error`` set when it could not be read)."""
+    itself (``own``: a snapshot's index, a delta's changelog; ``""`` for a delta carrying its changelog inline,
+    which references no object), and a snapshot's index as read (``index``; None with ``error`` set when it could
+    not be read)."""
 
     record: Checkpoint
     index: SnapshotIndex | None = None
@@ -263,7 +264,8 @@ class Reference:
     @property
     def objects(self) -> set[str]:
         """``own`` and every blob the index references (only ``own`` when the index did not read)."""
-        return {self.own} | (self.index.referenced_blob_ids() if self.index is not None else set())
+        return ({self.own} if self.own else set()) | (self.index.referenced_blob_ids() if self.index is not None
+                                                        else set())
 
 
 def walk_references(records: Iterable[Checkpoint],

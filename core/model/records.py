@@ -3,8 +3,10 @@
 A checkpoint record is one of three kinds. A **snapshot** record carries its index's blob id, size (bytes) and
 CRC32C, so a corrupt or swapped index is detected before it is used. A **delta** record (Spark's RocksDB changelog
 checkpointing, Flink's changelog state backend) carries one changelog blob instead: the writes of one batch,
-applied in order on top of the newest snapshot below it (``blobstate.model.chain``). A **group** record (a group
-checkpoint: the one commit point of a micro-batch across the N partitions of a partitioned store) carries a
+applied in order on top of the newest snapshot below it (``blobstate.model.chain``); a small changelog (at most
+``MAX_INLINE_CHANGELOG_BYTES``) is carried in the record itself (``changelogInline``, schema version 4), which makes
+it durable with the commit point: no blob, so no TTL to remove and nothing to heal or orphan. A **group** record (a
+group checkpoint: the one commit point of a micro-batch across the N partitions of a partitioned store) carries a
 manifest, one ``PartitionEntry`` per partition it commits, each a delta or a snapshot of that partition; it
 ``expand``s into the per-partition records the chain planning works on. All may name the query and the batch they
 belong to, and the run of the query (``lineageId``: one lineage of Spark's offsets log, see
@@ -32,7 +34,7 @@ from msgspec import UNSET, Meta, UnsetType
 from blobstate.errors import ConfigurationError, CorruptIndexError
 from blobstate.model import layout
 
-CHECKPOINT_SCHEMA_VERSION = 3  # 2: ``kind``, the changelog fields and ``queryId``; 3: group records
+CHECKPOINT_SCHEMA_VERSION = 4  # 2: ``kind``, the changelog fields, ``queryId``; 3: group records; 4: inline deltas
 SNAPSHOT = "snapshot"
 DELTA = "delta"
 GROUP = "group"
@@ -40,6 +42,12 @@ SEALED = "sealed"  # a record of an encrypted repository's log, its body sealed 
 MAX_PARTITIONS = 200  # partitions of a group: its record (about 250 bytes per entry) stays under MAX_RECORD_BYTES
 MAX_CHANGELOG_BYTES = 1 << 30  # the largest changelog blob a delta record may declare (reads are bounded by it)
 MAX_RECORD_BYTES = 64 << 10  # a checkpoint record is a few hundred bytes; anything larger is not one of ours
+#: The largest changelog a delta record carries inline (``changelogInline``, bytes before base64) instead of naming a
+#: blob (Flink's ``state.storage.fs.memory-threshold``: state below it lives in the checkpoint metadata file). 32 KiB
+#: is 43.7 KiB of base64, so the record stays under ``MAX_RECORD_BYTES`` in the clear and sealed (zstd, AES-GCM and
+#: base64 again: at most 4/3 of the clear record even when zstd gains nothing), and every log's bounded read,
+#: Kafka's fetch of 2 records included, stays as it is. A batch's changelog below it is a few hundred keys.
+MAX_INLINE_CHANGELOG_BYTES = 32 << 10
 MAX_INDEX_BYTES = 1 << 30  # the largest snapshot index a record may declare (reads are bounded by the declaration)
 MAX_KEY_COLUMNS = 32  # key columns a group record may name
 MAX_TEXT = 200  # characters of a writer, query or lineage id, a key column's name or type
@@ -158,6 +166,7 @@ class RecordDoc(msgspec.Struct, frozen=True, rename="camel"):
     changelog_blob_id: ObjectId | UnsetType = UNSET
     changelog_crc32c: Crc32c | UnsetType = msgspec.field(default=UNSET, name="changelogCrc32c")
     changelog_size_in_bytes: Annotated[int, Meta(ge=0, le=MAX_CHANGELOG_BYTES)] | UnsetType = UNSET
+    changelog_inline: Annotated[bytes, Meta(max_length=MAX_INLINE_CHANGELOG_BYTES)] | UnsetType = UNSET  # base64
     num_partitions: Count | UnsetType = UNSET
     partitions: Annotated[tuple[PartitionEntry, ...], Meta(max_length=2 * MAX_PARTITIONS)] | UnsetType = UNSET
     key_columns: Annotated[tuple[KeyColumn, ...], Meta(max_length=MAX_KEY_COLUMNS)] | UnsetType = UNSET
@@ -204,6 +213,8 @@ class Checkpoint:
     partitions: tuple[PartitionEntry, ...] = ()
     lineage_id: str = ""
     key_columns: tuple[tuple[str, str], ...] = ()
+    #: a delta's changelog carried in the record itself (``changelog_blob_id`` empty): None when it names a blob
+    changelog_inline: bytes | None = None
 
     @property
     def run(self) -> tuple[str, str]:
@@ -217,6 +228,11 @@ class Checkpoint:
     @property
     def is_group(self) -> bool:
         return self.kind == GROUP
+
+    @property
+    def is_inline(self) -> bool:
+        """A delta whose changelog the record carries (``changelog_inline``): it references no blob."""
+        return self.changelog_inline is not None
 
     def expand(self) -> list[Checkpoint]:
         """The records this one stands for: a group record's per-partition records (a delta or snapshot record
@@ -254,7 +270,11 @@ class Checkpoint:
         later: dict[str, Any] = {"kind": self.kind, "query_id": self.query_id} if extended else {}
         if self.lineage_id:
             later["lineage_id"] = self.lineage_id
-        if self.is_delta:
+        if self.is_inline:  # schema 4: an older blobstate refuses the record rather than misread it
+            version = max(version, 4)
+            later.update(changelog_crc32c=self.changelog_crc32c, changelog_size_in_bytes=self.changelog_size,
+                         changelog_inline=self.changelog_inline)
+        elif self.is_delta:
             later.update(changelog_blob_id=self.changelog_blob_id, changelog_crc32c=self.changelog_crc32c,
                          changelog_size_in_bytes=self.changelog_size)
         if self.is_group:
@@ -306,7 +326,8 @@ class Checkpoint:
                 changelog_size=_given(doc.changelog_size_in_bytes, 0), query_id=_given(doc.query_id, ""),
                 num_partitions=_given(doc.num_partitions, 0), partitions=_given(doc.partitions, ()),
                 lineage_id=_given(doc.lineage_id, ""),
-                key_columns=tuple((c.name, c.type) for c in _given(doc.key_columns, ())))
+                key_columns=tuple((c.name, c.type) for c in _given(doc.key_columns, ())),
+                changelog_inline=_given(doc.changelog_inline, None))
             _check(record)
             return record
         except (ValueError, TypeError, RecursionError, msgspec.MsgspecError, ConfigurationError) as exc:
@@ -339,10 +360,13 @@ def _check_part(record: Checkpoint) -> None:
     if record.kind == SNAPSHOT:
         if not key.owns_index(record.index_blob_id):
             raise ValueError(f"its index {record.index_blob_id[:200]!r} is not an index of store {key}")
-        if record.changelog_blob_id or record.changelog_size or record.changelog_crc32c:
+        if record.changelog_blob_id or record.changelog_size or record.changelog_crc32c or record.is_inline:
             raise ValueError("a snapshot record names a changelog")
         return
-    if not key.owns_blob(record.changelog_blob_id):
+    if record.is_inline:
+        if record.changelog_blob_id or len(record.changelog_inline or b"") != record.changelog_size:
+            raise ValueError("an inline changelog names a blob too or is not of its declared size")
+    elif not key.owns_blob(record.changelog_blob_id):
         raise ValueError(f"its changelog {record.changelog_blob_id[:200]!r} is not a blob of store {key}")
     if record.index_blob_id or record.index_size or record.index_crc32c:
         raise ValueError("a delta record names an index")
@@ -355,7 +379,7 @@ def _check_group(record: Checkpoint) -> None:
     at most one delta and one snapshot per partition (a snapshot of the state after an earlier batch), every entry
     valid as the record it expands into; no index or changelog of its own."""
     if record.index_blob_id or record.index_size or record.index_crc32c or record.changelog_blob_id \
-            or record.changelog_size or record.changelog_crc32c:
+            or record.changelog_size or record.changelog_crc32c or record.is_inline:
         raise ValueError("a group record names an index or a changelog of its own")
     if not 1 <= record.num_partitions <= MAX_PARTITIONS:
         raise ValueError(f"a group of {record.num_partitions} partitions (1..{MAX_PARTITIONS})")

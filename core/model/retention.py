@@ -41,7 +41,7 @@ from datetime import UTC, datetime, timedelta
 
 from blobstate.errors import ConfigurationError, NothingToRestore
 from blobstate.model import chain
-from blobstate.model.records import Checkpoint
+from blobstate.model.records import SNAPSHOT, Checkpoint
 
 ALL = -1  # a count that keeps every bucket (restic's "unlimited")
 KEEP_ALL = (1 << 31) - 1  # the count a journal records for a policy: a fallback to it prunes nothing
@@ -375,3 +375,14 @@ def recorded_fields(policy: RetentionPolicy) -> tuple[int | None, str | None]:
     else as text with no count (an older reader then prunes nothing instead of applying a count)."""
     n = policy.only_last
     return (n, None) if n is not None else (None, policy.text())
+
+
+def read_ahead(opened: Sequence[Checkpoint] | None, policy: RetentionPolicy) -> list[Checkpoint]:
+    """The records of ``opened`` (a store's log as a committer opened on it, oldest first) whose indexes the
+    retention after its next snapshot will read: all of them when a count policy (``--retain N``) will then drop
+    one from a log of snapshots only; none otherwise. A read ahead (``StoreCommitter`` reads them beside the
+    previous index), never a decision: retention reads the log again after the append and reads what it lacks."""
+    last = policy.only_last
+    if not opened or last is None or any(cp.kind != SNAPSHOT for cp in opened) or len(opened) + 1 <= last:
+        return []
+    return list(opened)

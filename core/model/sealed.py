@@ -26,7 +26,6 @@ import msgspec
 from msgspec import Meta
 
 from blobstate.model.records import (
-    CHECKPOINT_SCHEMA_VERSION,
     MAX_RECORD_BYTES,
     SEALED,
     Checkpoint,
@@ -37,12 +36,16 @@ from blobstate.model.records import (
     Text,
 )
 
+#: The version a sealed envelope is written with: its shape has not changed since version 3 (what it seals may be
+#: of a later version), so an older blobstate with the key still reads the envelopes of the records it can open.
+SEALED_SCHEMA_VERSION = 3
+
 
 class SealedDoc(msgspec.Struct, frozen=True, rename="camel"):
     """A sealed record as it is written (``SealedRecord.to_json``, ``SealedRecord.decode``): every field
     required, in this order."""
 
-    schema_version: Annotated[int, Meta(le=CHECKPOINT_SCHEMA_VERSION)]
+    schema_version: Annotated[int, Meta(le=SEALED_SCHEMA_VERSION)]
     kind: Literal["sealed"]
     checkpoint_id: CheckpointId
     generation: Generation
@@ -70,14 +73,14 @@ class SealedRecord(Checkpoint):
 
     def to_json(self) -> dict[str, Any]:
         key = self.store_key
-        doc = SealedDoc(CHECKPOINT_SCHEMA_VERSION, SEALED, self.checkpoint_id, self.generation, key.job, key.task,
+        doc = SealedDoc(SEALED_SCHEMA_VERSION, SEALED, self.checkpoint_id, self.generation, key.job, key.task,
                         key.store, self.created_time_ms, self.sealed)
         return msgspec.to_builtins(doc)  # type: ignore[no-any-return]
 
     @classmethod
     def of(cls, key: StoreKey, checkpoint_id: str, generation: int, created_time_ms: int, body: bytes) -> SealedRecord:
         return cls(key, checkpoint_id, generation, "", 0, 0, created_time_ms, kind=SEALED,
-                   schema_version=CHECKPOINT_SCHEMA_VERSION, sealed=base64.b64encode(body).decode())
+                   schema_version=SEALED_SCHEMA_VERSION, sealed=base64.b64encode(body).decode())
 
     @classmethod
     def decode(cls, data: bytes) -> SealedRecord:

@@ -288,14 +288,19 @@ class Repository:
         return index
 
     def read_changelog(self, checkpoint: Checkpoint) -> bytes:
-        """Fetch a delta record's changelog blob and verify its size and CRC32C (bounded by the declared size).
+        """A delta record's changelog: the one it carries inline (no request), else its blob fetched (bounded by the
+        declared size); either way its size and CRC32C verified against the record.
 
         Raises ``BlobNotFound`` or ``ChecksumMismatch``."""
-        what = f"changelog {checkpoint.changelog_blob_id} of delta {checkpoint.checkpoint_id}"
-        try:
-            data = self.store.get_bounded(checkpoint.changelog_blob_id, declared(checkpoint.changelog_size, what))
-        except BlobNotFound:
-            raise BlobNotFound(checkpoint.changelog_blob_id, what) from None
+        if checkpoint.changelog_inline is not None:
+            what = f"inline changelog of delta {checkpoint.checkpoint_id}"
+            data = checkpoint.changelog_inline
+        else:
+            what = f"changelog {checkpoint.changelog_blob_id} of delta {checkpoint.checkpoint_id}"
+            try:
+                data = self.store.get_bounded(checkpoint.changelog_blob_id, declared(checkpoint.changelog_size, what))
+            except BlobNotFound:
+                raise BlobNotFound(checkpoint.changelog_blob_id, what) from None
         if len(data) != checkpoint.changelog_size or crc32c_bytes(data) != checkpoint.changelog_crc32c:
             raise ChecksumMismatch(f"{what} does not match its record (size {len(data)} vs {checkpoint.changelog_size}"
                                    f", CRC32C {crc32c_bytes(data)} vs {checkpoint.changelog_crc32c})")

@@ -20,18 +20,19 @@ parametrized fixture in ``@pytest.mark.usefixtures`` on the class)::
             return MyLog(f"my://user:{UNREACHABLE_SECRET}@127.0.0.1:1/log")
 
 What it checks: generations start at 1 and grow by one in ``history`` order; ``append`` returns the record with its
-generation and the record round-trips (every kind: snapshot, delta and group records, with their query id and a
-group's manifest; a log stores the record's JSON, so every field is carried as is); store keys are isolated; a stale
-or a future expected generation is fenced and changes nothing; re-appending a record the log already holds at that
-generation returns it (how an unknown outcome is resolved); of N writers racing on one generation exactly one wins,
-every round, and the others get ``FencedError``; a zombie is fenced after pruning; ``prune`` keeps the newest K and
-is idempotent; a malformed record raises ``CorruptIndexError`` from ``latest``/``history``/``append`` (never a
-silent skip); an unreachable backend raises ``StorageError`` within ``UNREACHABLE_DEADLINE_S`` without leaking
+generation and the record round-trips (every kind, each field as is: snapshot, delta and group records, their query
+id, a group's manifest, a delta carrying the largest inline changelog); store keys are isolated; a stale or a future
+expected generation is fenced and changes nothing; re-appending a record the log already holds at that generation
+returns it (how an unknown outcome is resolved); of N writers racing on one generation exactly one wins, every
+round, and the others get ``FencedError``; a zombie is fenced after pruning; ``prune`` keeps the newest K and is
+idempotent; a malformed record raises ``CorruptIndexError`` from ``latest``/``history``/``append`` (never a silent
+skip); an unreachable backend raises ``StorageError`` within ``UNREACHABLE_DEADLINE_S`` without leaking
 credentials, and nothing committed is lost. Every test uses fresh store keys, so one backing log may serve the whole
 suite. Set ``supports_keys = False`` on the subclass for a log whose ``keys()`` returns [] by design. """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -43,17 +44,14 @@ from typing import Any
 import pytest
 
 from blobstate.errors import CorruptIndexError, FencedError, StorageError
-from blobstate.model.records import GROUP, Checkpoint, PartitionEntry, StoreKey
+from blobstate.model.records import GROUP, MAX_INLINE_CHANGELOG_BYTES, Checkpoint, PartitionEntry, StoreKey
 from blobstate.plugin.interfaces import CheckpointLog
 from blobstate.testing.kit import ContractKit
 
 #: The password an ``open_unreachable_log`` fixture should use; it must never appear in an error.
 UNREACHABLE_SECRET = "s3cr3t-pw-never-printed"
-#: Seconds an unreachable backend may take to fail each call.
-UNREACHABLE_DEADLINE_S = 60.0
-#: Writers per round and rounds in the race test.
-RACE_WRITERS = 4
-RACE_ROUNDS = 3
+UNREACHABLE_DEADLINE_S = 60.0  # seconds an unreachable backend may take to fail each call
+RACE_WRITERS, RACE_ROUNDS = 4, 3  # writers per round and rounds in the race test
 
 
 def new_key(label: str = "store") -> StoreKey:
@@ -69,13 +67,15 @@ def make_checkpoint(key: StoreKey, *, batch_id: int | None = None, writer: str =
                       batch_id=batch_id, writer_id=writer)
 
 
-def make_delta(key: StoreKey, *, batch_id: int, query_id: str = "query-1", writer: str = "w") -> Checkpoint:
-    """A delta record for ``key`` (a changelog blob instead of an index; generation 0: the log assigns it)."""
+def make_delta(key: StoreKey, *, batch_id: int, query_id: str = "query-1", writer: str = "w",
+               inline: bytes | None = None) -> Checkpoint:
+    """A delta record for ``key`` (a changelog blob, or the changelog ``inline``; generation 0: the log assigns it)."""
     cid = uuid.uuid4().hex
     return Checkpoint(store_key=key, checkpoint_id=cid, generation=0, index_blob_id="", index_crc32c=0,
                       index_size=0, created_time_ms=int(time.time() * 1000), batch_id=batch_id, writer_id=writer,
-                      kind="delta", changelog_blob_id=f"{key.prefix}/blobs/{cid}", changelog_crc32c=int(cid[:8], 16),
-                      changelog_size=321, query_id=query_id)
+                      kind="delta", changelog_blob_id="" if inline is not None else f"{key.prefix}/blobs/{cid}",
+                      changelog_crc32c=int(cid[:8], 16), changelog_size=321 if inline is None else len(inline),
+                      query_id=query_id, changelog_inline=inline)
 
 
 def make_group(key: StoreKey, *, batch_id: int, partitions: int = 4, base: int = 0,
@@ -175,9 +175,9 @@ class CheckpointLogContract(ContractKit):
 
     def test_delta_and_snapshot_records_share_one_sequence(self, log: CheckpointLog,
                                                            open_log: Callable[[], CheckpointLog]) -> None:
-        key = new_key()
+        key, largest = new_key(), os.urandom(MAX_INLINE_CHANGELOG_BYTES)  # a 44 KiB record, compared whole below
         written = [log.append(make_delta(key, batch_id=0), 0), log.append(make_checkpoint(key, batch_id=0), 1),
-                   log.append(make_delta(key, batch_id=1), 2)]
+                   log.append(make_delta(key, batch_id=1, inline=largest), 2)]
         other = open_log()
         try:
             history = other.history(key)

@@ -12,7 +12,15 @@ import pytest
 from blobstate.codec.cipher import ObjectCipher, new_key
 from blobstate.codec.log import SealedCheckpointLog
 from blobstate.errors import CorruptIndexError
-from blobstate.model.records import DELTA, GROUP, MAX_PARTITIONS, MAX_RECORD_BYTES, Checkpoint, PartitionEntry
+from blobstate.model.records import (
+    DELTA,
+    GROUP,
+    MAX_INLINE_CHANGELOG_BYTES,
+    MAX_PARTITIONS,
+    MAX_RECORD_BYTES,
+    Checkpoint,
+    PartitionEntry,
+)
 from blobstate.plugins.file_log import open_file_log, record_id
 from blobstate.testing.checkpoint_logs import CheckpointLogContract, make_checkpoint
 from blobstate.testing.checkpoint_logs import new_key as new_store_key
@@ -72,6 +80,22 @@ def test_a_group_record_of_the_most_partitions_fits_sealed(sealed):
     stored = sealed.seal(group, 1)
     assert len(stored.to_bytes()) < MAX_RECORD_BYTES
     assert sealed.append(group, 0).to_json() == group.with_generation(1).to_json()
+
+
+def test_a_delta_carrying_the_largest_inline_changelog_fits_sealed(sealed):
+    """Random bytes (neither zstd nor base64 gains anything on them) of ``MAX_INLINE_CHANGELOG_BYTES``, inline in a
+    delta record with every text field at its longest: the sealed record stays under ``MAX_RECORD_BYTES`` and the
+    payload comes back byte for byte."""
+    import os
+
+    key = new_store_key()
+    payload = os.urandom(MAX_INLINE_CHANGELOG_BYTES)
+    delta = Checkpoint(key, "1700000000000-abcdef12", 0, "", 0, 0, 1_700_000_000_000, 10**9, "w" * 200, kind=DELTA,
+                       changelog_crc32c=4_000_000_000, changelog_size=len(payload), query_id="q" * 200,
+                       lineage_id="l" * 200, changelog_inline=payload)
+    assert len(sealed.seal(delta, 1).to_bytes()) < MAX_RECORD_BYTES
+    assert sealed.append(delta, 0).changelog_inline == payload
+    assert sealed.history(key)[0].changelog_inline == payload
 
 
 def test_retention_drops_through_the_sealed_log_exactly_the_expiring_records_without_reading_the_log(sealed,

@@ -99,8 +99,8 @@ def test_a_repository_written_before_compression_stays_readable_and_takes_compre
     blobstate.backup(str(notes), repo=url, store="notes", store_type="dir", work_base=work)
     key = StoreKey("default", "0", "counts")
     with StoreCommitter(key, url, work_dir=os.path.join(work, "counts-writer")) as committer:
-        DeltaCommitter(committer).commit_changelog(changelog.encode([(changelog.PUT, "route-0003", "new")]),
-                                                   batch_id=2)
+        DeltaCommitter(committer, inline_max_bytes=0).commit_changelog(  # a blob: compressed
+            changelog.encode([(changelog.PUT, "route-0003", "new")]), batch_id=2)
     expected_counts["route-0003"] = "new"
     with Repository.open(url, create=False) as repo:
         _, index = _latest_index(repo, StoreKey("default", "0", "notes"))

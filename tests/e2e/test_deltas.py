@@ -51,12 +51,13 @@ def read(path):
 
 
 def test_snapshots_and_deltas_restore_verify_list_and_gc(target, tmp_path, cli):
+    """Deltas inline in their records (even batches) and in blobs of their own (odd ones) in one chain."""
     db = Rdict(str(tmp_path / "db"))
     with StoreCommitter(KEY, target.url, storage_options=target.options, work_dir=str(tmp_path / "w"),
                         retain=2) as committer:
-        deltas = DeltaCommitter(committer)
+        inline, blobs = DeltaCommitter(committer), DeltaCommitter(committer, inline_max_bytes=0)
         for b in range(9):
-            batch(db, deltas, b)
+            batch(db, blobs if b % 2 else inline, b)
             if b in (2, 5):
                 committer.upload(committer.checkpoint(db, batch_id=b, query_id="q"))
     expected = dict(db.items())
@@ -67,7 +68,8 @@ def test_snapshots_and_deltas_restore_verify_list_and_gc(target, tmp_path, cli):
         ("delta", 8)]  # retention 2: snapshot 2 and the deltas after it stay; deltas 0-2 went
     store = target.store()
     listed = {i.blob_id for i in store.list(f"{KEY.prefix}/blobs")}
-    assert {cp.changelog_blob_id for cp in records if cp.is_delta} <= listed
+    assert [cp.is_inline for cp in records if cp.is_delta] == [False, True, False, True, False, True]
+    assert {cp.changelog_blob_id for cp in records if cp.is_delta and not cp.is_inline} <= listed
     assert not store.expired(KEY.prefix, 1 << 62), "a committed changelog kept its TTL"
     store.close()
 
@@ -93,6 +95,18 @@ def test_snapshots_and_deltas_restore_verify_list_and_gc(target, tmp_path, cli):
     again = tmp_path / "again" / "s"
     assert cli("restore", again, *target.args(KEY), env=target.env, work=tmp_path / "h6").returncode == 0
     assert read(again) == expected
+    # the readers beside restore take both forms: the changes of each batch, stats, a copy (inline records carry
+    # their changelog, blob ones have it uploaded) that restores the same state
+    changes = list(blobstate.read_changes(repo=target.url, job="j", store="s", storage_options=target.options))
+    assert sorted({c.batch_id for c in changes}) == [3, 4, 5, 6, 7, 8]
+    [stats] = blobstate.stats(repo=target.url, job="j", store="s", storage_options=target.options)
+    assert stats.problems == [] and stats.changelog_bytes > 0
+    copy = f"file://{tmp_path}/copy"
+    blobstate.copy(source=target.url, target=copy, source_options=target.options, work_base=str(tmp_path / "h7"))
+    assert [cp.is_inline for cp in blobstate.list_checkpoints(repo=copy, key=KEY)] == \
+        [cp.is_inline for cp in records]
+    blobstate.restore(str(tmp_path / "copied"), repo=copy, job="j", store="s", work_dir=str(tmp_path / "h8"))
+    assert read(tmp_path / "copied") == expected
 
 
 CHILD = """
@@ -102,10 +116,10 @@ from blobstate.model import changelog
 from blobstate.model.records import StoreKey
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.delta import DeltaCommitter
-repo, work, dbpath = sys.argv[1:4]
+repo, work, dbpath, inline_max = sys.argv[1:5]
 db = Rdict(dbpath)
 with StoreCommitter(StoreKey("j", "0", "s"), repo, work_dir=work) as committer:
-    deltas = DeltaCommitter(committer)
+    deltas = DeltaCommitter(committer, inline_max_bytes=int(inline_max))
     for b in range(3):
         view = changelog.StagedWrites(db)
         view[f"k{b}"] = b
@@ -115,15 +129,20 @@ print("not killed")
 """
 
 
-@pytest.mark.parametrize("event", ["UploadsPlanned", "BlobUploaded", "CheckpointAppending", "CheckpointWritten",
-                                   "TtlRemoved", "CommitCompleted"])
-def test_sigkill_at_every_step_of_a_delta_commit_is_recovered(event, tmp_path):
+@pytest.mark.parametrize(("event", "inline"), [
+    (e, False) for e in ("UploadsPlanned", "BlobUploaded", "CheckpointAppending", "CheckpointWritten", "TtlRemoved",
+                         "CommitCompleted")] + [(e, True) for e in ("UploadsPlanned", "CheckpointAppending",
+                                                                    "CheckpointWritten")])
+def test_sigkill_at_every_step_of_a_delta_commit_is_recovered(event, inline, tmp_path):
+    """A blob delta killed at each of its events, an inline one at those it has (no blob, no upload): recovery
+    aborts, re-appends (an inline one from the record its journal holds, payload and all) or finishes it."""
     repo = f"file://{tmp_path}/repo"
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     env = dict(os.environ, BLOBSTATE_PLUGINS="kill_plugin", BLOBSTATE_TEST_KILL_AT=f"{event}:2:delta",
                PYTHONPATH=os.pathsep.join([SUPPORT, os.environ.get("PYTHONPATH", "")]))
-    child = subprocess.run([sys.executable, str(script), repo, str(tmp_path / "w"), str(tmp_path / "db")],
+    child = subprocess.run([sys.executable, str(script), repo, str(tmp_path / "w"), str(tmp_path / "db"),
+                            str(1 << 20 if inline else 0)],
                            env=env, capture_output=True, text=True, timeout=120)
     assert child.returncode == -9, child.stderr
     in_log = [cp.batch_id for cp in blobstate.list_checkpoints(repo=repo, key=KEY)]
@@ -138,18 +157,20 @@ def test_sigkill_at_every_step_of_a_delta_commit_is_recovered(event, tmp_path):
     records = blobstate.list_checkpoints(repo=repo, key=KEY)
     if event == "CheckpointAppending":  # resolved by re-appending the recorded record: it lands now
         assert [cp.batch_id for cp in records] == [0, 1]
-    referenced = {cp.changelog_blob_id for cp in records}
+    assert all(cp.is_inline == inline for cp in records)
+    referenced = {cp.changelog_blob_id for cp in records} - {""}
     blobs = {str(p.relative_to(tmp_path / "repo")) for p in (tmp_path / "repo" / "j").rglob("blobs/*")}
     assert blobs == referenced, "an aborted changelog was left behind, or a committed one deleted"
     assert not list((tmp_path / "repo").rglob("ttl/*")), "a committed changelog kept its TTL"
 
 
+@pytest.mark.parametrize("inline", [True, False], ids=["inline", "blob"])
 @pytest.mark.parametrize("landed", [True, False], ids=["landed", "lost"])
-def test_an_ambiguous_delta_append_is_resolved_by_recovery(landed, tmp_path):
+def test_an_ambiguous_delta_append_is_resolved_by_recovery(landed, inline, tmp_path):
     repo = f"file://{tmp_path}/repo"
     db = Rdict(str(tmp_path / "db"))
     with StoreCommitter(KEY, repo, work_dir=str(tmp_path / "w"), append_resolve_s=0.3) as committer:
-        deltas = DeltaCommitter(committer)
+        deltas = DeltaCommitter(committer, inline_max_bytes=1 << 20 if inline else 0)
         batch(db, deltas, 0)
         log = committer.repo.log
         real = log.append
@@ -172,14 +193,17 @@ def test_an_ambiguous_delta_append_is_resolved_by_recovery(landed, tmp_path):
         assert [a.name for a, _ in committer.recovered] == (["finish"] if landed else ["resolve"])
     records = blobstate.list_checkpoints(repo=repo, key=KEY)
     assert [cp.batch_id for cp in records] == [0, 1] and [cp.generation for cp in records] == [1, 2]
+    assert [cp.is_inline for cp in records] == [inline, inline]
     assert not list((tmp_path / "repo").rglob("ttl/*"))
+    blobstate.restore(str(tmp_path / "out"), repo=repo, job="j", store="s", work_dir=str(tmp_path / "h"))
+    assert read(tmp_path / "out") == {"k0": 0, "count": 1, "k1": 1}
 
 
 def test_a_delta_that_lands_after_its_changelog_was_lost_is_healed(tmp_path, monkeypatch):
     repo = f"file://{tmp_path}/repo"
     db = Rdict(str(tmp_path / "db"))
     with StoreCommitter(KEY, repo, work_dir=str(tmp_path / "w"), ttl_ms=60_000) as committer:
-        deltas = DeltaCommitter(committer)
+        deltas = DeltaCommitter(committer, inline_max_bytes=0)
         view = changelog.StagedWrites(db)
         view["k"] = "v"
         staged = deltas.stage(changelog.encode(view.ops()), batch_id=0, query_id="q")

@@ -5,6 +5,7 @@ server; key rotation rewrites nothing but the marker; no key material in output,
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -60,7 +61,8 @@ def _stores(tmp_path: Path) -> tuple[Path, Path, dict[bytes, bytes]]:
 
 
 def _commit_all(target, tmp_path: Path, rocks: Path, notes: Path) -> None:
-    """A snapshot of each store, a delta of the RocksDB store (query ``QUERY_ID``), and a blob left under its TTL."""
+    """A snapshot of each store, two deltas of the RocksDB store (query ``QUERY_ID``; the first carried in its
+    record, the second in a blob of its own), and a blob left under its TTL."""
     opts, work = target.storage_options, str(tmp_path / "work")
     blobstate.backup(str(notes), repo=target.url, storage_options=opts, store="notes", store_type="dir", work_base=work)
     with StoreCommitter(ROCKS, Repository.open(target.url, storage_options=opts),
@@ -68,6 +70,9 @@ def _commit_all(target, tmp_path: Path, rocks: Path, notes: Path) -> None:
         committer.backup(str(rocks), batch_id=0)
         ops = [(changelog.PUT, b"route-0001", CHANGELOG_VALUE.encode()), (changelog.DELETE, b"route-0002", None)]
         DeltaCommitter(committer).commit_changelog(changelog.encode(ops), batch_id=1, query_id=QUERY_ID)
+        DeltaCommitter(committer, inline_max_bytes=0).commit_changelog(
+            changelog.encode([(changelog.PUT, b"route-0003", CHANGELOG_VALUE.encode())]), batch_id=2,
+            query_id=QUERY_ID)
         committer.repo.store.put(PutRequest(new_blob_id(ROCKS), b"staged, never committed", ttl_ms=60_000))
         committer.repo.close()
 
@@ -82,10 +87,23 @@ def _objects(target) -> dict[str, bytes]:
 
 
 def _readable(data: bytes) -> bytes:
-    """``data`` and, for a zstd frame, what it holds: plaintext is plaintext even compressed."""
+    """``data`` and, for a zstd frame, what it holds: plaintext is plaintext even compressed; for a JSON document
+    (a record), every string value that is base64 decoded too (an inline changelog is plaintext in base64)."""
     if data[:4] == ZSTD_MAGIC:
         return data + zstandard.ZstdDecompressor().decompress(data, max_output_size=64 << 20)
-    return data
+    try:
+        values = [v for v in json.loads(data).values() if isinstance(v, str)]
+    except (ValueError, AttributeError):
+        return data
+    return data + b"".join(base64.b64decode(v, validate=True) for v in values if _is_base64(v))
+
+
+def _is_base64(text: str) -> bool:
+    try:
+        base64.b64decode(text, validate=True)
+    except ValueError:
+        return False
+    return True
 
 
 def _leaks(objects: dict[str, bytes]) -> dict[str, list[str]]:
@@ -117,7 +135,7 @@ def test_an_encrypted_repository_backs_up_restores_verifies_and_collects_and_sho
     # every verb works on it
     opts = target.storage_options
     assert [c.kind for c in blobstate.list_checkpoints(repo=target.url, storage_options=opts, store="rocks")] == \
-        ["snapshot", "delta"]
+        ["snapshot", "delta", "delta"]
     assert all(r.ok for r in blobstate.verify(repo=target.url, storage_options=opts, all_checkpoints=True))
     out = tmp_path / "restored"
     blobstate.restore(str(out / "notes"), repo=target.url, storage_options=opts, store="notes",
@@ -128,7 +146,8 @@ def test_an_encrypted_repository_backs_up_restores_verifies_and_collects_and_sho
                                work_base=str(tmp_path / "host2"))
     data[b"route-0001"] = CHANGELOG_VALUE.encode()
     del data[b"route-0002"]
-    assert result.deltas_applied == 1 and read_all(out / "rocks") == data
+    data[b"route-0003"] = CHANGELOG_VALUE.encode()
+    assert result.deltas_applied == 2 and read_all(out / "rocks") == data
     # gc reads the sealed lease of the blob left under its TTL, and deletes it once expired
     later = int(time.time() * 1000) + 3_600_000
     reports = blobstate.gc(repo=target.url, storage_options=opts, now_ms=later)
@@ -146,7 +165,7 @@ def test_the_plaintext_check_finds_every_kind_in_an_unencrypted_repository(tmp_p
     found = _leaks(_objects(target))
     assert {"rocks value", "dir value", "changelog value"} <= set(found["blobs"])
     assert "file name" in found["indexes"] and "lease body" in found["ttl"]
-    assert {"query id", "index id in a record"} <= set(found["records"])
+    assert {"query id", "index id in a record", "changelog value"} <= set(found["records"])  # an inline delta
 
 
 def _state(target, proxy: CountingProxy | None, tmp_path: Path) -> object:

@@ -33,11 +33,22 @@ def _labels(m: Measured) -> list[str]:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_delta_commit_is_its_upload_one_append_and_one_ttl_removal(measured, mode):
-    """A delta commit of an open committer: the changelog (and its lease), the exclusive create of the record and
-    the listing after it (rule 1: a zombie that recreated a pruned generation sees newer records only there), and
-    the TTL removal: 4 requests in native mode, 5 with leases (6 and 6 before)."""
+def test_a_small_delta_commit_is_one_append(measured, mode):
+    """A delta of 100 keys (5 KiB, under ``MAX_INLINE_CHANGELOG_BYTES``) of an open committer: its changelog goes
+    inline in the record, so the commit is the exclusive create of the record and the listing after it (rule 1: a
+    zombie that recreated a pruned generation sees newer records only there), in either TTL mode: no blob, no
+    lease, no TTL removal (4 requests in native mode and 5 with leases before)."""
     m = measured[("delta", mode)]
+    assert [label.split(" ")[0] for label in _labels(m)] == ["PUT", "LIST"], _labels(m)
+    assert m.uploaded == 0 and m.depth == 2
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_large_delta_commit_is_its_upload_one_append_and_one_ttl_removal(measured, mode):
+    """A delta above the inline bound: the changelog blob (and its lease), the append (create, listing), and the
+    TTL removal: 4 requests in native mode, 5 with leases (6 and 6 before)."""
+    m = measured[("delta-blob", mode)]
+    assert m.uploaded == 1
     assert len(m.requests) <= (4 if mode == "native" else 5), _labels(m)
     assert not [r for r in m.requests if "tagging" in r.query and r.method == "GET"], "a tag set read before removal"
 
@@ -68,17 +79,22 @@ def test_a_snapshot_of_an_open_committer_reads_nothing_it_knows(measured, mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_a_backup_verb_reads_the_log_once_and_walks_beside_the_index_read(measured, mode):
     """``blobstate.backup`` of a 1% change in a fresh process (the fifth snapshot, retention dropping one): the
-    marker, the log's latest (listing, record), the previous index with the walk of ``blobs/`` beside it, the
-    uploads, the append (create, listing), the TTL removals beside retention's log read, the two retained records
-    and two indexes it did not read yet, two bulk deletes. 2U + 14 in native mode, 2U + 15 with leases (on f14c140:
-    43 requests for U = 6 and 37 for U = 5: the log read three times, a listing before the create, a tag set read
-    before each removal, every retained record and index read one after another)."""
+    marker, the whole log (listing, records), the previous index with the walk of ``blobs/`` and the indexes
+    retention will need beside it, the uploads, the append (create, listing), the TTL removals beside retention's
+    log read, two bulk deletes: nothing read after the commit point (retention's record and index reads came after
+    it before: depth 13, now 11-12). 2U + 14 in native mode, 2U + 15 with leases (on f14c140: 43 requests for
+    U = 6 and 37 for U = 5: the log read three times, a listing before the create, a tag set read before each
+    removal, every retained record and index read one after another)."""
     m = measured[("snapshot", mode)]
     assert len(m.requests) <= 2 * m.uploaded + (14 if mode == "native" else 15), _labels(m)
     walks = [r for r in m.requests if "blobs" in r.query and r.kind == "LIST"]
     assert len(walks) == 1, "a fresh committer walks blobs/ once (rule 7)"
     record_lists = [r for r in m.requests if r.kind == "LIST" and "checkpoints" in r.query]
     assert len(record_lists) == 3, "the log listed at open, after the create, for retention"
+    ordered = sorted(m.requests, key=lambda r: r.start)
+    create = next(i for i, r in enumerate(ordered) if r.method == "PUT" and "checkpoints" in r.path)
+    assert not [r for r in ordered[create:] if r.kind == "GET"], \
+        "retention's records and indexes are read at open, beside the previous index, not after the commit point"
 
 
 def test_the_file_log_reads_a_record_again_once_its_bytes_changed_and_drops_exactly_what_expires(s3_target):

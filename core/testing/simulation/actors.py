@@ -1,7 +1,8 @@
 """The actors' programs: each drives the real pipelines through their public classes, as a process would.
 
-- ``writer``: a store's writer (``StoreCommitter``; with ``deltas``, a ``DeltaCommitter`` commit per batch and a
-  snapshot every ``snapshot_every`` batches, Spark's changelog checkpointing); it first restores the latest state
+- ``writer``: a store's writer (``StoreCommitter``; with ``deltas``, a ``DeltaCommitter`` commit per batch, its
+  changelog in a blob of its own in odd batches and inline in its record in even ones, and a snapshot every
+  ``snapshot_every`` batches, Spark's changelog checkpointing); it first restores the latest state
   with the real restore (``blobstate.restoring``) and checks it against the model, like a restarted query. A
   second writer on the same key, a zombie (a writer paused past its TTL), a writer through a second checkpoint log
   on the same blob store are all this program with other parameters and faults; so are a reset of the engine's
@@ -150,13 +151,14 @@ def writer(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, retain: i
     try:
         # a new run (the engine's checkpoint was reset) starts from nothing; any other writer from the latest state
         start = 0 if run else _start(sim, repo, key, name, live, None, from_model) + 1
-        delta_commits = DeltaCommitter(committer) if deltas else None
+        inline, blobs = DeltaCommitter(committer), DeltaCommitter(committer, inline_max_bytes=0)
+        delta_commits = (lambda b: blobs if b % 2 else inline) if deltas else None
         for batch in range(start, start + batches):
             if batch > start and interval_ms:
                 layout.sleep(interval_ms / 1000)  # the trigger interval between micro-batches
             model.write_dir(live, model.state(state, batch))
             if delta_commits is not None:
-                delta_commits.commit_changelog(model.encoded(state, batch), batch_id=batch, query_id=query)
+                delta_commits(batch).commit_changelog(model.encoded(state, batch), batch_id=batch, query_id=query)
             if delta_commits is None or (batch + 1) % snapshot_every == 0:  # a query's snapshot names its query
                 committer.upload(committer.checkpoint(live, batch_id=batch, query_id=query if deltas else ""))
     except (BlobstateError, OSError):

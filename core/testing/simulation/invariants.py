@@ -196,7 +196,7 @@ class Checker:
     def _explained(self, repo: Repository, chain: chains.Chain, final: bool) -> bool:
         """True when the chain's failure is a fault's doing, or a landing commit's not healed yet."""
         for cp in chain.records:
-            ids = {cp.changelog_blob_id} if cp.is_delta else {cp.index_blob_id}
+            ids = ({cp.changelog_blob_id} - {""}) if cp.is_delta else {cp.index_blob_id}
             if not cp.is_delta:
                 try:
                     ids |= repo.read_index(cp).referenced_blob_ids()

@@ -16,7 +16,9 @@ from blobstate.model.records import (
     GROUP,
     MAX_CHANGELOG_BYTES,
     MAX_INDEX_BYTES,
+    MAX_INLINE_CHANGELOG_BYTES,
     MAX_PARTITIONS,
+    MAX_RECORD_BYTES,
     SNAPSHOT,
     Checkpoint,
     PartitionEntry,
@@ -47,6 +49,10 @@ def delta(**kw) -> Checkpoint:
                        "changelog_blob_id": blob_id(2), "changelog_crc32c": 4, "changelog_size": 50, **kw})
 
 
+def inline(payload: bytes = b"changes", **kw) -> Checkpoint:
+    return delta(**{"changelog_blob_id": "", "changelog_size": len(payload), "changelog_inline": payload, **kw})
+
+
 def entry(p: int, kind: str = DELTA, batch: int = 2, **kw) -> PartitionEntry:
     target = blob_id(100 + p) if kind == DELTA else index_id(100 + p)
     return PartitionEntry(**{"partition": p, "kind": kind, "checkpoint_id": f"part-{p}-{kind}", "batch_id": batch,
@@ -68,7 +74,9 @@ def test_each_kind_writes_the_oldest_version_that_holds_it():
     assert snapshot(query_id="q").to_json()["schemaVersion"] == 2
     assert delta().to_json()["schemaVersion"] == 2 and delta().to_json()["changelogSizeInBytes"] == 50
     assert group().to_json()["schemaVersion"] == 3 and len(group().to_json()["partitions"]) == 2
-    for record in (snapshot(), snapshot(query_id="q"), delta(), group()):
+    assert inline().to_json()["schemaVersion"] == 4 and "changelogBlobId" not in inline().to_json()
+    assert "changelogInline" not in delta().to_json()
+    for record in (snapshot(), snapshot(query_id="q"), delta(), group(), inline()):
         again = parse(record)
         assert again.to_json() == record.to_json()
 
@@ -107,6 +115,20 @@ def test_a_group_expands_into_one_record_per_partition_entry():
     assert shape(parse(g).expand()) == shape(parts)
 
 
+def test_an_inline_changelog_round_trips_as_base64_and_the_largest_fits_a_record():
+    """The payload (any bytes, base64 in the JSON) comes back byte for byte; one of ``MAX_INLINE_CHANGELOG_BYTES``
+    of random bytes (base64 gains nothing from them) still makes a record under ``MAX_RECORD_BYTES``."""
+    import os
+
+    payload = os.urandom(MAX_INLINE_CHANGELOG_BYTES)
+    record = inline(payload, writer_id="w" * 200, query_id="q" * 200, lineage_id="l" * 200)
+    assert record.is_inline and not delta().is_inline
+    assert len(record.to_bytes()) < MAX_RECORD_BYTES
+    again = parse(record)
+    assert again.changelog_inline == payload and again.changelog_blob_id == "" and again.is_inline
+    assert again.with_generation(9).changelog_inline == payload
+
+
 def test_summaries_name_the_checkpoint_and_a_delta_says_so():
     assert snapshot().summary_json() == {"checkpointId": "1700000000000-abcd0001", "generation": 3, "batchId": 2}
     assert delta().summary_json()["kind"] == DELTA
@@ -122,6 +144,9 @@ BAD = {
     "a changelog larger than any": lambda: delta(changelog_size=MAX_CHANGELOG_BYTES + 1),
     "a delta naming an index": lambda: delta(index_blob_id=index_id(1)),
     "a delta without a batch": lambda: delta(batch_id=None),
+    "an inline changelog of another size": lambda: inline(b"abc", changelog_size=4),
+    "an inline changelog above the bound": lambda: inline(b"x" * (MAX_INLINE_CHANGELOG_BYTES + 1)),
+    "a snapshot carrying a changelog": lambda: snapshot(changelog_inline=b"x"),
     "an unknown kind": lambda: snapshot(kind="merge"),
     "a checkpoint id with a slash": lambda: snapshot(checkpoint_id="../x"),
     "a writer id with a newline": lambda: snapshot(writer_id="a\nb"),
@@ -148,12 +173,17 @@ def test_a_record_breaking_a_rule_is_corrupt(case):
 
 
 @pytest.mark.parametrize("mutate", [
-    lambda d: d.update(schemaVersion=4), lambda d: d.update(schemaVersion="1"), lambda d: d.update(generation=True),
+    lambda d: d.update(schemaVersion=5), lambda d: d.update(schemaVersion="1"), lambda d: d.update(generation=True),
     lambda d: d.update(indexCrc32c=-1), lambda d: d.update(batchId=1.5), lambda d: d.pop("jobName"),
     lambda d: d.update(storeName="a/b"), lambda d: d.update(partitions={}), lambda d: d.update(writerId=7),
     lambda d: d.update(partitions=[1]), lambda d: d.update(filler="x" * (64 << 10)),
     lambda d: d.update(changelogBlobId=blob_id(3)),  # a snapshot naming a changelog
     lambda d: d.update(numPartitions=2),  # a snapshot naming partitions
+    lambda d: d.update(changelogInline="eA=="),  # a snapshot carrying a changelog
+    lambda d: d.update(kind=DELTA, indexBlobId="", indexCrc32c=0, indexSizeInBytes=0, changelogBlobId=blob_id(2),
+                       changelogSizeInBytes=1, changelogInline="eA=="),  # an inline changelog naming a blob too
+    lambda d: d.update(kind=GROUP, indexBlobId="", indexCrc32c=0, indexSizeInBytes=0, numPartitions=1,
+                       partitions=[entry(0).to_json()], changelogInline=""),  # a group carrying a changelog
     lambda d: d.update(kind=GROUP, indexBlobId="", indexCrc32c=0, indexSizeInBytes=0, numPartitions=1,
                        partitions=[entry(0).to_json(), entry(0).to_json()]),  # one partition's delta twice
 ])

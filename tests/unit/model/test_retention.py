@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from blobstate.errors import ConfigurationError, NothingToRestore
 from blobstate.model import chain
 from blobstate.model.records import DELTA, Checkpoint, PartitionEntry, StoreKey
-from blobstate.model.retention import RetentionPolicy, Span, apply_policy, plan_retention
+from blobstate.model.retention import RetentionPolicy, Span, apply_policy, plan_retention, read_ahead
 
 TABLE = json.loads((Path(__file__).parent / "restic_policy_table.json").read_text())
 KEY = StoreKey("j", "0", "s")
@@ -76,6 +76,18 @@ def test_keep_last_is_retain_exactly():
     for n in (1, 2, 3, 5):
         plan = plan_retention(history, RetentionPolicy(last=n))
         assert (plan.expiring, plan.retained) == chain.retention(history, n)
+
+
+def test_retention_reads_ahead_only_when_the_next_snapshot_makes_a_count_policy_drop_one():
+    """``read_ahead``: what a committer reads beside the previous index, so that retention after its commit reads
+    nothing: every record once the next snapshot exceeds ``--retain N``, nothing before, with deltas, or with a
+    calendar policy (it cannot tell cheaply what those will read)."""
+    log = [snap(g, None) for g in (1, 2, 3)]
+    last3 = RetentionPolicy(last=3)
+    assert read_ahead(log, last3) == log and read_ahead(log[:2], last3) == []
+    assert read_ahead(None, last3) == [] and read_ahead([], last3) == []
+    assert read_ahead([*log, delta(4, 7)], last3) == []
+    assert read_ahead(log, RetentionPolicy(last=3, daily=7)) == []
 
 
 def test_a_daily_snapshot_stands_alone_and_the_latest_state_keeps_its_deltas():
