@@ -18,7 +18,6 @@ import posixpath
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import datetime
 from functools import cached_property
 from typing import Any, BinaryIO
 
@@ -35,52 +34,13 @@ from blobstate.model.layout import (
 from blobstate.plugin.interfaces import BlobInfo, BlobStore, BoundedSink, FileRange, PutRequest
 from blobstate.plugin.local_files import LocalRepository
 from blobstate.plugin.transfer import ThrottledSink, throttle
+from blobstate.plugins.fsspec_info import LOCAL_PROTOCOLS, etag, local_root, modified_ms
 from blobstate.repository.options import redact, resolve, secret_values
 
 log = logging.getLogger(__name__)
 COPY_BUFFER = 1 << 20  # bytes per read/write when streaming a local blob (1 MiB: measured fastest, cache-friendly)
 REMOTE_READ = 16 << 20  # bytes per ranged GET when streaming a remote blob (fewer requests, bounded memory)
 TORN_LEASE_GRACE_MS = 24 * 3600 * 1000  # an unreadable lease counts as expired only once it is this old
-LOCAL_PROTOCOLS = ("file", "local")
-
-
-def local_root(url: str, options: dict[str, Any]) -> str | None:
-    """The root fsspec gives a plain ``file://``/``local://`` URL (``url_to_fs(url)[1]`` without its trailing ``/``,
-    following ``LocalFileSystem._strip_protocol``; checked against it in ``tests/contract``), or None when fsspec
-    must answer (another protocol, a ``::`` chain, a ``protocol`` option, a non-POSIX host): a local repository
-    opens without importing fsspec (40-100 ms of a CLI start-up: asyncio, ssl, an entry-point scan)."""
-    protocol, sep, path = url.partition("://")
-    if not sep or protocol not in LOCAL_PROTOCOLS or "::" in url or "protocol" in options or os.sep != "/":
-        return None
-    if path.startswith("~"):
-        path = os.path.expanduser(path)
-    elif not path.startswith("/"):
-        path = f"{os.getcwd()}/{'' if path == '.' else path.removeprefix('./')}"
-    return path.rstrip("/")
-
-
-def modified_ms(info: dict[str, Any]) -> int | None:
-    """Last-modified time in ms from an fsspec ``info`` dict of any backend (local, s3, gcs, azure, memory)."""
-    for key in ("mtime", "LastModified", "last_modified", "updated", "created", "creation_time"):
-        value = info.get(key)
-        if value is None:
-            continue
-        if isinstance(value, (int, float)):
-            return int(value * 1000)
-        if isinstance(value, datetime):
-            return int(value.timestamp() * 1000)
-        if isinstance(value, str):
-            try:
-                return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
-            except ValueError:
-                continue
-    return None
-
-
-def _etag(info: dict[str, Any]) -> str | None:
-    """The entity tag in an fsspec ``info`` dict (s3fs: ``ETag``; adlfs, gcsfs: ``etag``), or None."""
-    tag = info.get("ETag") or info.get("etag")
-    return str(tag) if tag else None
 
 
 def leased(blob_id: str) -> bool:
@@ -417,7 +377,7 @@ def _objects(found: dict[str, dict[str, Any]]) -> Iterator[BlobInfo]:
     """The blobs of a listing, sorted by id: TTL bookkeeping (leases) and temp files left out."""
     for rel, info in sorted(found.items()):
         if not is_lease(rel) and ".tmp-" not in posixpath.basename(rel):
-            yield BlobInfo(rel, int(info.get("size") or 0), modified_ms(info), _etag(info))
+            yield BlobInfo(rel, int(info.get("size") or 0), modified_ms(info), etag(info))
 
 
 def _copy(src: Any, sink: BinaryIO, piece: int = COPY_BUFFER) -> int:

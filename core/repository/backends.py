@@ -18,7 +18,7 @@ def normalize_url(url: str) -> str:
     """Plain paths become absolute ``file://`` URLs; other URLs are returned as they are.
 
     A URL is what ``fsspec.core.split_protocol`` finds a protocol in (``<two or more chars>://...``, or ``data:``),
-    tested here without importing fsspec (a local repository never needs it: ``plugins.fsspec_store.local_root``).
+    tested here without importing fsspec (a local repository never needs it: ``plugins.fsspec_info.local_root``).
     """
     if not url:
         raise ConfigurationError("an empty URL")
