@@ -84,8 +84,9 @@ class FileCheckpointLog(CheckpointLog):
                                                            why="a checkpoint record is a few hundred bytes"))
         except BlobNotFound:
             return None  # pruned between list and read
-        cp = self._checked(key, generation, rid, data, _etag(info))
-        if self.record_cache is not None and _etag(info) is not None and _md5(data) == _etag(info):
+        tag = _etag(info)
+        cp = self._checked(key, generation, rid, data, tag)
+        if self.record_cache is not None and tag is not None and _md5(data) == tag:
             self.record_cache.put(rid, data)
         return cp
 

@@ -265,8 +265,7 @@ class Repository:
         (bounded by its declared size) and checked; then parsed."""
         cache = self.object_cache
         if cache is not None:
-            data = cache.get(checkpoint.index_blob_id, lambda d: len(d) == checkpoint.index_size
-                             and crc32c_bytes(d) == checkpoint.index_crc32c)
+            data = cache.get(checkpoint.index_blob_id, lambda d: _index_matches(checkpoint, d))
             if data is not None:
                 return SnapshotIndex.from_bytes(data, source=checkpoint.index_blob_id)
         sink = declared(checkpoint.index_size, f"snapshot index {checkpoint.index_blob_id} of checkpoint "
@@ -276,7 +275,7 @@ class Repository:
         except BlobNotFound:
             raise BlobNotFound(checkpoint.index_blob_id,
                                f"snapshot index of checkpoint {checkpoint.checkpoint_id}") from None
-        if len(data) != checkpoint.index_size or crc32c_bytes(data) != checkpoint.index_crc32c:
+        if not _index_matches(checkpoint, data):
             raise ChecksumMismatch(
                 f"snapshot index {checkpoint.index_blob_id} of checkpoint {checkpoint.checkpoint_id} does not match "
                 f"its checkpoint record (size {len(data)} vs {checkpoint.index_size}, CRC32C {crc32c_bytes(data)} vs "
@@ -389,3 +388,9 @@ class Repository:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _index_matches(checkpoint: Checkpoint, data: bytes) -> bool:
+    """Whether ``data`` has the size and CRC32C ``checkpoint`` declares for its snapshot index (the one check of an
+    index's bytes, fetched or cached)."""
+    return len(data) == checkpoint.index_size and crc32c_bytes(data) == checkpoint.index_crc32c
