@@ -9,6 +9,7 @@ reuse of files already present (``restore_plan``: kept, reused from a local chec
    when it is not empty and no restore of this store made it, unless ``force`` (``RestoreRefused``; a dry run
    previews it anyway and says ``needs_force``);
 4. everything that changes is staged inside the destination (on its own file system, mount points included):
+   the files no plan can keep or reuse are fetched while the plan reads the kept ones (``download.Prefetch``),
    downloads verified as they stream (size, CRC32C, XXH3-128 when the index has it; a blob longer than the
    index declares is cut off at that length), files reused by hard link or copy, links and directories made;
 5. the complete new tree is validated (``LocalStore.validate``, on a throw-away view) before anything changes;
@@ -27,15 +28,16 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from blobstate.errors import BlobNotFound, ChecksumMismatch, IntegrityError, LocalStoreError, RestoreRefused
+from blobstate.errors import IntegrityError, LocalStoreError, RestoreRefused
 from blobstate.local import workdir
-from blobstate.local.checksum import ChecksumCache, Crc32cSink
+from blobstate.local.checksum import ChecksumCache
 from blobstate.local.files import fsync_dir
 from blobstate.model.index import DirIndex, FileIndex, SnapshotIndex, SymlinkIndex
 from blobstate.model.progress import NoProgress, Progress
 from blobstate.model.records import Checkpoint
 from blobstate.plugin.interfaces import LocalStore
 from blobstate.repository.repo import Repository
+from blobstate.restoring.download import Prefetch, certain_downloads, download_files
 from blobstate.restoring.plan import DEFAULT_VERIFY_KEPT, Entry, RestorePlan, check_verify_kept, plan_restore
 from blobstate.restoring.swap import Staging, recover_interrupted, remove_tree, set_attributes, staging_names
 
@@ -170,20 +172,30 @@ def restore_snapshot(repo: Repository, checkpoint: Checkpoint, dest: str, *, loc
         sources = workdir.local_checkpoint_dirs(work_dir) if work_dir else []
         sources.sort(key=lambda p: os.path.basename(p) != checkpoint.checkpoint_id)  # same checkpoint id first
         files = index.files()
-        for mode in (check_verify_kept(verify_kept), "full"):
-            plan = plan_restore(dest, entries, cache=cache, is_mutable=local_store.is_mutable, sources=sources,
-                                skip=set(staging_names(dest)), verify=mode)
-            bytes_down = sum(files[rel].size_in_bytes for rel in plan.download)
-            if dry_run:
-                break
-            try:
-                _apply(repo, plan, entries, dest, existed, local_store, progress, bytes_down, validate)
-                break
-            except TreeInvalid as exc:
-                if mode != "identity" or not (plan.keep or plan.reuse):
-                    raise
-                _logger.warning("the restored tree of %s does not open with the files kept by their size and mtime "
-                                "(%s): planning again, every kept file read", checkpoint.store_key, exc)
+        # the files no plan can keep or reuse are fetched while the plan reads the kept ones (``download``)
+        ahead = certain_downloads(files, [dest, *sources]) if existed and not dry_run else {}
+        prefetch = (Prefetch(repo, Staging.create(dest, avoid=_top_level(entries)), ahead, progress)
+                    if ahead else None)
+        try:
+            for mode in (check_verify_kept(verify_kept), "full"):
+                plan = plan_restore(dest, entries, cache=cache, is_mutable=local_store.is_mutable, sources=sources,
+                                    skip=set(staging_names(dest)), verify=mode)
+                bytes_down = sum(files[rel].size_in_bytes for rel in plan.download)
+                if dry_run:
+                    break
+                try:
+                    _apply(repo, plan, entries, dest, existed, local_store, progress, validate, prefetch)
+                    break
+                except TreeInvalid as exc:
+                    if mode != "identity" or not (plan.keep or plan.reuse):
+                        raise
+                    _logger.warning("the restored tree of %s does not open with the files kept by their size and "
+                                    "mtime (%s): planning again, every kept file read", checkpoint.store_key, exc)
+                    prefetch = None  # its staging directory went with the failed attempt
+        except BaseException:
+            if prefetch is not None:
+                prefetch.discard()
+            raise
         if not dry_run:
             workdir.remember_restored(work_dir, dest)
     if not dry_run:
@@ -200,19 +212,27 @@ def restore_snapshot(repo: Repository, checkpoint: Checkpoint, dest: str, *, loc
     )
 
 
+def _top_level(entries: dict[str, Entry]) -> set[str]:
+    """The snapshot's top-level names (a staging directory's name must be none of them)."""
+    return {rel for rel in entries if "/" not in rel}
+
+
 def _apply(repo: Repository, plan: RestorePlan, entries: dict[str, Entry], dest: str, existed: bool,
-           local_store: LocalStore, progress: Progress, bytes_down: int, validate: bool) -> None:
-    """Stage, validate, swap, then set attributes; on any error before the swap completes the destination is as
-    it was (and a destination this restore created is removed again)."""
+           local_store: LocalStore, progress: Progress, validate: bool, prefetch: Prefetch | None = None) -> None:
+    """Stage (into ``prefetch``'s staging directory when files were fetched ahead), validate, swap, then set
+    attributes; on any error before the swap completes the destination is as it was (and a destination this
+    restore created is removed again)."""
     created = [] if existed else _make_destination(dest)
-    staging = Staging.create(dest, avoid={rel for rel in entries if "/" not in rel})
+    staging = prefetch.staging if prefetch is not None else Staging.create(dest, avoid=_top_level(entries))
     try:
-        _stage(repo, plan, entries, staging, local_store, progress, bytes_down)
+        _stage(repo, plan, entries, staging, local_store, progress, prefetch)
         if validate and type(local_store).validate is not LocalStore.validate:
             _validate(plan, entries, dest, staging, local_store)
         local_store.check_destination(dest)
         staging.swap(plan.steps)
     except BaseException as exc:
+        if prefetch is not None:
+            prefetch.stop()  # nothing may still write into the staging directory removed next
         remove_tree(staging.root)
         for path in created:
             shutil.rmtree(path, ignore_errors=True)
@@ -228,7 +248,7 @@ def _apply(repo: Repository, plan: RestorePlan, entries: dict[str, Entry], dest:
 
 
 def _stage(repo: Repository, plan: RestorePlan, entries: dict[str, Entry], staging: Staging,
-           local_store: LocalStore, progress: Progress, bytes_down: int) -> None:
+           local_store: LocalStore, progress: Progress, prefetch: Prefetch | None) -> None:
     for step in plan.steps:
         if step.has_new:
             os.makedirs(os.path.dirname(staging.new_path(step.rel)), exist_ok=True)
@@ -248,8 +268,15 @@ def _stage(repo: Repository, plan: RestorePlan, entries: dict[str, Entry], stagi
                 os.link(src, target, follow_symlinks=False)
             except OSError:
                 shutil.copyfile(src, target, follow_symlinks=False)
-    _download(repo, {rel: entries[rel] for rel in plan.download}, staging, progress,  # type: ignore[misc]
-              bytes_down)
+    rest = plan.download
+    if prefetch is not None:
+        prefetch.wait()
+        rest = [rel for rel in plan.download if not prefetch.take(rel)]
+        for d in {os.path.dirname(staging.new_path(rel)) for rel in plan.download if rel not in rest}:
+            fsync_dir(d)
+    if rest or prefetch is None:
+        download_files(repo, {rel: entries[rel] for rel in rest}, staging.new_path, progress,  # type: ignore[misc]
+                       sum(entries[rel].size_in_bytes for rel in rest))  # type: ignore[union-attr]
     for rel in [*plan.reuse, *plan.download]:
         f = entries[rel]
         assert isinstance(f, FileIndex)
@@ -285,45 +312,3 @@ def _validate(plan: RestorePlan, entries: dict[str, Entry], dest: str, staging: 
             raise TreeInvalid(str(exc)) from exc
     finally:
         remove_tree(view)
-
-
-def _download(repo: Repository, files: dict[str, FileIndex], staging: Staging, progress: Progress,
-              total: int) -> None:
-    """Download ``files`` into staging, files in parallel, each file's chunks in order, verifying size, CRC32C
-    and content hash as the bytes stream past (one pass, no re-read; a chunk longer than declared stops at its
-    declared length), then fsync each file."""
-    progress.start("download", total, len(files))
-
-    def one(rel: str) -> None:
-        f = files[rel]
-        with open(staging.new_path(rel), "xb") as fh:
-            sink = Crc32cSink(fh, content_hash=f.content_hash is not None)
-            for blob, length in f.chunk_ranges():
-                sink.mark(limit=length)
-                try:
-                    got = repo.read_blob(blob, sink)  # type: ignore[arg-type]
-                except BlobNotFound:
-                    raise BlobNotFound(blob.blob_id, f"chunk at offset {blob.offset} of file {rel!r}") from None
-                except ChecksumMismatch as exc:
-                    raise ChecksumMismatch(f"blob {blob.blob_id} of file {rel!r}: {exc}") from None
-                if got != length:
-                    raise ChecksumMismatch(
-                        f"blob {blob.blob_id} of file {rel!r} holds {got} bytes, the index says {length}")
-                progress.advance(length)
-            fh.truncate()
-            if (sink.size != f.size_in_bytes or sink.crc32c != f.crc32c
-                    or sink.content_hash != f.content_hash):
-                raise ChecksumMismatch(
-                    f"file {rel!r} does not match the snapshot index after download (size {sink.size} vs "
-                    f"{f.size_in_bytes}, CRC32C {sink.crc32c:#010x} vs {f.crc32c:#010x}, content hash "
-                    f"{sink.content_hash} vs {f.content_hash}): a blob is damaged")
-            fh.flush()
-            os.fsync(fh.fileno())
-        progress.advance(0, 1)
-
-    try:
-        repo.store.map_concurrent(one, sorted(files, key=lambda rel: -files[rel].size_in_bytes))
-    finally:
-        progress.finish()
-    for d in {os.path.dirname(staging.new_path(rel)) for rel in files}:
-        fsync_dir(d)

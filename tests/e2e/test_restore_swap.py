@@ -81,15 +81,24 @@ def test_an_error_in_the_middle_of_the_swap_is_undone(tmp_path, repo, work_base,
     dest = _dest_with_content(tmp_path, ["a-first", "deep", "p", "q", "z.txt"])
     (dest / "link").symlink_to("/etc")
     before = tree_state(dest, mtimes=True)
-    real_rename, calls = os.rename, {"n": 0}
+    real_rename, real_swap, calls = os.rename, swap.Staging.swap, {"n": 0, "swapping": False}
 
     def failing_rename(a, b):
-        calls["n"] += 1
-        if calls["n"] == 4:
-            raise OSError(5, "Input/output error (injected)")
+        if calls["swapping"]:  # the swap's renames only (files fetched ahead are renamed into staging before it)
+            calls["n"] += 1
+            if calls["n"] == 4:
+                raise OSError(5, "Input/output error (injected)")
         return real_rename(a, b)
 
+    def swapping(self, steps):
+        calls["swapping"] = True
+        try:
+            return real_swap(self, steps)
+        finally:
+            calls["swapping"] = False
+
     monkeypatch.setattr(swap.os, "rename", failing_rename)
+    monkeypatch.setattr(swap.Staging, "swap", swapping)
     with pytest.raises(LocalStoreError, match="injected"):
         blobstate.restore(str(dest), repo=str(repo), force=True, work_dir=str(tmp_path / "h"))
     monkeypatch.undo()
