@@ -77,8 +77,7 @@ class FsspecBlobStore(BlobStore):
         self._options = options = self._fs_options(dict(storage_options or {}))
         root, protocol = local_root(url, options), "file"
         if root is None:
-            fs, root = self._fs_and_root
-            protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+            root, protocol = self._remote_root(url) or self._fsspec_root()
         self.root = root.rstrip("/")
         self.is_local = protocol in LOCAL_PROTOCOLS
         #: file:// only: durable writes, no symlink followed below the root (``local_files``)
@@ -94,6 +93,15 @@ class FsspecBlobStore(BlobStore):
             return fsspec.core.url_to_fs(self.url, **self._options)
         except (ValueError, ImportError) as exc:
             raise ConfigurationError(f"cannot open repository {self.display_url}: {exc}") from None
+
+    def _fsspec_root(self) -> tuple[str, str]:
+        fs, root = self._fs_and_root
+        return root, fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+
+    def _remote_root(self, url: str) -> tuple[str, str] | None:
+        """``(root, protocol)`` of a remote ``url`` known without making the fsspec filesystem (a subclass that
+        reaches its store another way); None: ask fsspec."""
+        return None
 
     @property
     def fs(self) -> Any:
@@ -171,10 +179,14 @@ class FsspecBlobStore(BlobStore):
             data = Lease(blob_id, expires).to_bytes()
             if self.metadata_seal is not None:  # an encrypted repository: the core's seal, opaque to this store
                 data = self.metadata_seal.seal(lease_id(blob_id), data)
-            if self.local is not None:
-                self.local.write_bytes(lease, data)
-            else:
-                self.fs.pipe_file(lease, data)
+            self._write_small(lease, data)
+
+    def _write_small(self, path: str, data: bytes) -> None:
+        """Write the few bytes of a lease at ``path`` in one request (durably on file://)."""
+        if self.local is not None:
+            self.local.write_bytes(path, data)
+        else:
+            self.fs.pipe_file(path, data)
 
     def put_exclusive(self, blob_id: str, data: bytes) -> None:
         path = self.path(blob_id)
@@ -270,10 +282,12 @@ class FsspecBlobStore(BlobStore):
 
     def has_ttl(self, blob_id: str) -> bool:
         if self.ttl_mode == "lease":
-            lease = self.path(lease_id(blob_id))
-            return self.local.exists(lease) if self.local is not None else bool(self.fs.exists(lease))
+            return self._exists(self.path(lease_id(blob_id)))
         tags = self._tags(blob_id)
         return bool(tags) and self.ttl_tag in tags
+
+    def _exists(self, path: str) -> bool:
+        return self.local.exists(path) if self.local is not None else bool(self.fs.exists(path))
 
     def location_exists(self) -> bool | None:
         """False when the URL's bucket (container) does not exist; None for a local directory. A refused

@@ -3,10 +3,11 @@
 Transport: blob uploads and downloads go through obstore (Rust ``object_store``; ``core/plugin/transfer.py``):
 multipart part by part, ranged parallel GETs written in order, a budget of bytes in flight. Measured on the same
 moto server, it moved blobs 1.6x (up) and 1.8x (down) faster than s3fs in less memory (``bench/README.md``).
-Everything else (listing, tags, lifecycle rules, bulk ``DeleteObjects``) stays on s3fs/botocore, and so does the
-whole store when the storage options hold something the obstore mapping does not understand (a profile, a
-session, an unknown option), no explicit credentials, or no region for AWS itself (botocore discovers a bucket's
-region, obstore does not): fsspec's options stay the user-facing convention.
+Listings, lease objects and bulk ``DeleteObjects`` go through obstore too (``metadata_by_transport``), so a commit
+in lease mode never imports s3fs or botocore; tags and lifecycle rules (native mode) and a new repository's bucket
+check stay on s3fs/botocore, and so does the whole store when the storage options hold something the obstore mapping
+does not understand (a profile, a session, an unknown option), no explicit credentials, or no region for AWS itself
+(botocore discovers a bucket's region, obstore does not): fsspec's options stay the user-facing convention.
 
 Native mode (``ttl_mode="native"``): ``put`` with a TTL writes the object with the tags ``blobstate-ttl=<days>``
 (what the lifecycle rule filters on) and ``blobstate-expires=<ms since the epoch>`` (the exact expiry, which
@@ -27,20 +28,24 @@ within seconds, naming the endpoint (the SDK's message), never the credentials.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
-import s3fs  # noqa: F401 - the dependency of this backend: importing it here makes a missing extra fail at
-
-#                           resolution, with the registration record's install hint (blobstate.plugin.records)
 from blobstate.errors import StorageError
 from blobstate.plugin.interfaces import PutRequest
 from blobstate.plugin.native_ttl import NativeTtlBlobStore, ttl_days
 from blobstate.plugin.transfer import ByteBudget, ObstoreTransport
+
+# The dependency of this backend, found (not imported: s3fs and botocore cost ~0.3 s of CPU, and a commit in lease
+# mode through obstore never needs them) when this module is resolved, so a missing extra fails there with the
+# registration record's install hint (blobstate.plugin.records).
+if importlib.util.find_spec("s3fs") is None:
+    raise ModuleNotFoundError("No module named 's3fs'", name="s3fs")
 
 TTL_TAG = "blobstate-ttl"
 EXPIRES_TAG = "blobstate-expires"
@@ -52,7 +57,8 @@ OBSTORE_OPTIONS = {"endpoint_url", "key", "secret", "token", "anon", "client_kwa
 
 
 class S3BlobStore(NativeTtlBlobStore):
-    """``BlobStore`` on S3 (or an S3-compatible server): obstore for blob bytes, s3fs for the rest.
+    """``BlobStore`` on S3 (or an S3-compatible server): obstore for blob bytes, listings and deletes, s3fs for
+    tags and lifecycle rules (and for everything when the options cannot be mapped onto obstore).
 
     ``url``: ``s3://bucket/prefix`` (query parameters become storage options, see ``blobstate.repository.options``).
     ``storage_options`` go to ``s3fs.S3FileSystem`` (``endpoint_url``, ``key``, ``secret``, ``client_kwargs``...)
@@ -61,11 +67,21 @@ class S3BlobStore(NativeTtlBlobStore):
     """
 
     ttl_tag = TTL_TAG
+    metadata_by_transport = True  # listings, leases and bulk deletes through obstore too, when it can be mapped
 
-    def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
-                 max_concurrency: int = 8) -> None:
-        super().__init__(url, storage_options=storage_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
-        self.fs.retries = 1  # s3fs's own retry loop (a class attribute, 5 by default): off, ours decides
+    @property
+    def fs(self) -> Any:
+        """The s3fs filesystem, made on first use (with obstore mapped, only native mode's tags, lifecycle rules
+        and a new repository's bucket check need it)."""
+        fs = super().fs
+        fs.retries = 1  # s3fs's own retry loop (a class attribute, 5 by default): off, ours decides
+        return fs
+
+    def _remote_root(self, url: str) -> tuple[str, str] | None:
+        if self._make_transport is None:
+            return None  # s3fs alone: its own reading of the URL
+        parts = urlsplit(url)
+        return f"{parts.netloc}{parts.path}".rstrip("/"), "s3"
 
     def _fs_options(self, options: dict[str, Any]) -> dict[str, Any]:
         options = super()._fs_options(options)
@@ -188,7 +204,10 @@ class S3BlobStore(NativeTtlBlobStore):
 
     # -- batches ---------------------------------------------------------------------------------------------
     def _delete_paths(self, paths: list[str]) -> None:
-        """Bulk ``DeleteObjects`` through s3fs (1000 keys per request)."""
+        """Bulk ``DeleteObjects`` (1000 keys per request), through obstore when mapped, else s3fs."""
+        if self._meta is not None:
+            super()._delete_paths(paths)
+            return
         try:
             self.fs.rm(paths)
         except FileNotFoundError:

@@ -204,7 +204,9 @@ def read_exact(fh: BinaryIO, n: int, what: str) -> bytes:
 
 
 class ObstoreTransport:
-    """Put and get of whole blobs on one obstore store (``obstore.store.S3Store``, ``AzureStore``...).
+    """Put and get of whole blobs on one obstore store (``obstore.store.S3Store``, ``AzureStore``...), and the
+    listing, existence checks and bulk deletes of a store that routes those through it too (``NativeTtlBlobStore.
+    metadata_by_transport``).
 
     ``store``: the obstore store, rooted at the bucket (keys are full object keys). ``budget``: shared by every
     transfer of the owning blob store. ``pool_size``: threads for ranged GETs (parts of all blobs together).
@@ -274,6 +276,38 @@ class ObstoreTransport:
 
         throttle("upload", len(data))
         self._call(lambda: obstore.put(self.store, key, data, mode="create", use_multipart=False))
+
+    def delete(self, keys: list[str]) -> None:
+        """Delete ``keys`` (missing ones are fine): one bulk request per 1,000 keys where the service has one
+        (S3 ``DeleteObjects``: object_store's bulk delete), else one request each."""
+        import obstore
+
+        if keys:
+            self._call(lambda: obstore.delete(self.store, keys))
+
+    # -- metadata --------------------------------------------------------------------------------------------
+    def list(self, prefix: str) -> list[dict[str, Any]]:
+        """Every object under the key prefix ``prefix`` ('' for all; it ends at a path segment, as fsspec's
+        ``find``), as fsspec-shaped info dicts: ``name`` (the key), ``size`` (bytes), ``LastModified`` (a
+        ``datetime``), ``ETag``, ``type`` ``file``. One request per 1,000 objects."""
+        import obstore
+
+        out: list[dict[str, Any]] = []
+        with _errors():
+            for batch in obstore.list(self.store, prefix=prefix or None, chunk_size=1000):
+                out += [{"name": meta["path"], "size": meta["size"], "LastModified": meta["last_modified"],
+                         "ETag": meta["e_tag"], "type": "file"} for meta in batch]
+        return out
+
+    def exists(self, key: str) -> bool:
+        """Whether object ``key`` exists (one HEAD request)."""
+        import obstore
+
+        try:
+            self._call(lambda: obstore.head(self.store, key))
+        except FileNotFoundError:
+            return False
+        return True
 
     # -- download --------------------------------------------------------------------------------------------
     def get(self, key: str, sink: BinaryIO, *, max_size: int | None = None) -> int:
