@@ -19,8 +19,9 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from blobstate.codec.cipher import ALGORITHM, ObjectCipher, new_key
 from blobstate.errors import ConfigurationError, CorruptIndexError, EncryptionKeyError
@@ -29,8 +30,8 @@ from blobstate.plugin.interfaces import KeyProvider
 DEFAULT_PROVIDER = "file"
 
 
-@dataclass(frozen=True)
-class EncryptionInfo:
+# msgspec Structs, not dataclasses: each created in ~0.05 ms instead of ~0.5 ms at start-up (issue 31).
+class EncryptionInfo(msgspec.Struct, frozen=True):
     """The marker's ``encryption`` object: the algorithm, the key provider's name, the id of the key that wraps the
     data key, and the wrapped data key (bytes)."""
 
@@ -62,8 +63,7 @@ class EncryptionInfo:
         return info
 
 
-@dataclass(frozen=True)
-class KeyConfig:
+class KeyConfig(msgspec.Struct, frozen=True):
     """The key the operator configured: a key provider's name (default ``file``), its key file (``--key-file``,
     ``BLOBSTATE_KEY_FILE``) and, for a new repository on a KMS, the key id (``--key-id``)."""
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 import json
 import os
 import threading
-from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import google_crc32c
+import msgspec
 import xxhash
 
 from blobstate.errors import ChecksumMismatch
@@ -31,8 +31,8 @@ BUFFER_SIZE = 1 << 20  # 1 MiB reads: streaming, never whole files in memory
 CONTENT_HASH = "xxh3-128"  # the algorithm name recorded in snapshot indexes: ``xxh3-128:<32 hex>``
 
 
-@dataclass(frozen=True)
-class FileDigest:
+# A msgspec Struct, not a dataclass: created in ~0.05 ms instead of ~0.5 ms at start-up (issue 31).
+class FileDigest(msgspec.Struct, frozen=True):
     """What a file holds: size in bytes, CRC32C (unsigned), and its XXH3-128 as ``xxh3-128:<32 hex>`` (or None
     when not computed: immutable files)."""
 

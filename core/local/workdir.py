@@ -16,8 +16,6 @@ import json
 import os
 from collections.abc import Iterator
 
-import platformdirs
-
 from blobstate.local.files import replace_file, try_lock
 from blobstate.model.records import StoreKey
 
@@ -32,7 +30,12 @@ RESTORE_LOCK = "restore.lock"
 def default_base() -> str:
     from blobstate.repository.settings import current
 
-    return current().work_dir or platformdirs.user_state_dir("blobstate", appauthor=False)
+    configured = current().work_dir
+    if configured:
+        return configured
+    import platformdirs  # deliberately here: only without BLOBSTATE_WORK_DIR / --work-dir (~2 ms, issue 31)
+
+    return platformdirs.user_state_dir("blobstate", appauthor=False)
 
 
 def repository_hash(repo_url: str) -> str:

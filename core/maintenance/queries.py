@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -304,6 +303,8 @@ def read_state(*, repo: str, log: str | None = None, job: str = "default", task:
 
 
 def _state_entries(plan: StatePlan, where: tuple[Any, ...], scratch_dir: str | None) -> Iterator[tuple[Value, Value]]:
+    import tempfile  # with the restore room: a backup, which imports this module, never needs it (issue 31)
+
     from blobstate.restoring import state as state_reader
     from blobstate.restoring.entries import open_entries
 

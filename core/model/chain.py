@@ -43,7 +43,8 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from blobstate.errors import NothingToRestore
 from blobstate.model.records import SNAPSHOT, Checkpoint
@@ -53,8 +54,8 @@ class BrokenChainError(NothingToRestore):
     """The records that would make up a state are not all there (exit code 5, like ``NothingToRestore``)."""
 
 
-@dataclass(frozen=True)
-class Chain:
+# A msgspec Struct, not a dataclass: created in ~0.05 ms instead of ~0.5 ms at start-up (issue 31).
+class Chain(msgspec.Struct, frozen=True):
     """A state: ``snapshot`` (None: the empty state) then ``deltas`` in batch order, up to batch ``upto``."""
 
     snapshot: Checkpoint | None

@@ -30,7 +30,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated
 
@@ -76,8 +75,8 @@ class ObjectKind(Enum):
 _FOLDERS = {BLOBS: ObjectKind.BLOB, INDEXES: ObjectKind.INDEX, LEASES: ObjectKind.LEASE}
 
 
-@dataclass(frozen=True)
-class ObjectName:
+# msgspec Structs, not dataclasses: each created in ~0.05 ms instead of ~0.5 ms at start-up (issue 31).
+class ObjectName(msgspec.Struct, frozen=True):
     """A parsed object id: its ``kind``, the store it belongs to (``key``; None for the marker and scratch
     objects), its last path part (``name``) and, for a checkpoint record named by its generation, ``generation``."""
 
@@ -246,8 +245,7 @@ def scratch_prefix(token: str) -> str:
 
 
 # -- what records reference --------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Reference:
+class Reference(msgspec.Struct, frozen=True):
     """One record's references (a group record stands for one per partition part): the object the record names
     itself (``own``: a snapshot's index, a delta's changelog; ``""`` for a delta carrying its changelog inline,
     which references no object), and a snapshot's index as read (``index``; None with ``error`` set when it could

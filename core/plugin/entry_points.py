@@ -26,7 +26,8 @@ import hashlib
 import json
 import os
 import sys
-from dataclasses import dataclass
+
+import msgspec
 
 GROUP = "blobstate"
 CACHE_NAME = "entry-points.json"
@@ -34,8 +35,8 @@ _FORMAT = 1
 _METADATA_DIRS = (".dist-info", ".egg-info")
 
 
-@dataclass(frozen=True)
-class EntryPointInfo:
+# A msgspec Struct, not a dataclass: created in ~0.05 ms instead of ~0.5 ms at start-up (issue 31).
+class EntryPointInfo(msgspec.Struct, frozen=True):
     """One entry point of the group: its ``name``, its ``value`` (``module`` or ``module:attr``), and the
     distribution (name, version) that declares it."""
 

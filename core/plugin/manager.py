@@ -25,9 +25,9 @@ import sys
 import threading
 import warnings
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import pluggy
 
 from blobstate.errors import ConfigurationError, PluginError
@@ -42,8 +42,8 @@ log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "blobstate"
 
 
-@dataclass(frozen=True)
-class PluginInfo:
+# msgspec Structs, not dataclasses: each created in ~0.05 ms instead of ~0.5 ms at start-up (issue 31).
+class PluginInfo(msgspec.Struct, frozen=True):
     """A plugin as ``blobstate plugins`` shows it: name, distribution and version, backends, or its error."""
 
     name: str
@@ -54,8 +54,7 @@ class PluginInfo:
     error: str | None = None
 
 
-@dataclass(frozen=True)
-class Registered:
+class Registered(msgspec.Struct, frozen=True):
     """A backend spec with the plugin and distribution that provided it."""
 
     spec: Spec

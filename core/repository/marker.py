@@ -228,12 +228,13 @@ def ensure_repository(store: BlobStore, url: str, *, create: bool, checkpoint_lo
     records ``checkpoint_log`` (the identity of the log it is opened with) and, in an empty location, the key data
     ``encryption`` makes (a repository from before the marker holds plaintext: it is never marked encrypted).
     """
-    from blobstate.repository.options import redact
-    from blobstate.repository.storage_errors import missing_bucket
-
     info = read_marker(store)
     if info is not None:
         return info
+    # imported past the common case, deliberately: an existing repository needs neither (issue 31)
+    from blobstate.repository.options import redact
+    from blobstate.repository.storage_errors import missing_bucket
+
     try:
         exists = store.location_exists()
     except AccessDeniedError:

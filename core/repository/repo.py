@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from blobstate.codec import frame
 from blobstate.codec.cipher import ObjectCipher
 from blobstate.codec.keys import KeyConfig, new_encryption, open_cipher
-from blobstate.codec.log import SealedCheckpointLog
 from blobstate.codec.store import CodecBlobStore
 from blobstate.errors import BlobNotFound, BlobstateError, ChecksumMismatch, ConfigurationError, NothingToRestore
 from blobstate.local.checksum import crc32c_bytes
@@ -158,6 +157,10 @@ class Repository:
                     log_options = storage_options
                 checkpoint_log = open_checkpoint_log(log, storage_options=log_options)
             if cipher is not None:
+                # imported here, deliberately: only an encrypted repository's log is sealed (the sealed record
+                # type is ~2 ms of a plain repository's start-up, issue 31)
+                from blobstate.codec.log import SealedCheckpointLog
+
                 checkpoint_log = SealedCheckpointLog(checkpoint_log, cipher)
         except BaseException:
             store.close()

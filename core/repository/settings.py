@@ -49,10 +49,12 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from types import MappingProxyType
 from typing import Any, ParamSpec, TypeVar
+
+import msgspec
+from msgspec.structs import replace
 
 from blobstate.errors import ConfigurationError
 from blobstate.model.units import parse_duration_ms, parse_size
@@ -122,8 +124,8 @@ def _compression(value: str | None) -> str:
     return mode
 
 
-@dataclass(frozen=True)
-class Settings:
+# A msgspec Struct, not a dataclass: created in ~0.1 ms instead of ~1.1 ms at start-up (issue 31).
+class Settings(msgspec.Struct, frozen=True):
     """What a process runs with. Sizes in bytes, durations in seconds (``append_resolve_s``).
 
     ``environ`` holds every ``BLOBSTATE_*`` variable as it was read (the storage options one included; use
@@ -148,8 +150,8 @@ class Settings:
     key_file: str | None = None
     key_provider: str | None = None
     command: str | None = None
-    options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-    environ: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    options: Mapping[str, Any] = msgspec.field(default_factory=lambda: MappingProxyType({}))
+    environ: Mapping[str, str] = msgspec.field(default_factory=lambda: MappingProxyType({}))
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
