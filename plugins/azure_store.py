@@ -210,7 +210,7 @@ class AzureBlobStore(NativeTtlBlobStore):
     def delete_if_expired(self, blob_ids: Sequence[str], now_ms: int) -> list[str] | None:
         """Blob Batch deletes conditioned on the expiry tag (``x-ms-if-tags: "blobstate_expires" <= 'now'``): a blob
         whose mark its committer removed, or that never had one, is refused by the service (412) and returned; a
-        missing one counts as deleted (``blobstate.plugin.interfaces.expired_delete``). None in lease mode or with a
+        missing one counts as deleted (``blobstate.plugin.capabilities.expired_delete``). None in lease mode or with a
         credential only adlfs can use (no conditional batch then)."""
         client = self._sync_container_client() if self.native else None
         if client is None:

@@ -43,6 +43,8 @@ class FileCheckpointLog(CheckpointLog):
         self._known: dict[str, tuple[str, Checkpoint]] = {}
         #: per store key: the newest generation this instance saw (listed, or appended itself)
         self._newest: dict[StoreKey, int] = {}
+        #: per store key: (monotonic s, the listing) taken right after this instance's last append, until used once
+        self._after_append: dict[StoreKey, tuple[float, dict[int, BlobInfo]]] = {}
         #: optional: a host's cache of records across processes (``get(name, valid)``, ``put(name, bytes)``: the
         #: shape of ``blobstate.local.object_cache.ObjectCache``), consulted like ``_known``: an entry is used only
         #: when the listing names the record by the MD5 of the entry's bytes
@@ -131,7 +133,20 @@ class FileCheckpointLog(CheckpointLog):
 
     def history(self, key: StoreKey) -> list[Checkpoint]:
         """Every record, the ones not known yet fetched concurrently (``BlobStore.map_concurrent``)."""
-        listing = self._listing(key)
+        return self._history_of(key, self._listing(key))
+
+    def history_after_append(self, key: StoreKey, max_age_s: float) -> list[Checkpoint] | None:
+        """Every record as the listing this instance took right after its last append to ``key`` named them, when
+        that listing is at most ``max_age_s`` old (``layout.monotonic``, which runs on while the process is
+        stopped); once, then forgotten. None when there is no such listing: the caller reads the log
+        (``capabilities.after_append_history``; retention's read of a commit, Safety rule 15)."""
+        with self._lock:
+            taken = self._after_append.pop(key, None)
+        if taken is None or layout.monotonic() - taken[0] > max_age_s:
+            return None
+        return self._history_of(key, taken[1])
+
+    def _history_of(self, key: StoreKey, listing: dict[int, BlobInfo]) -> list[Checkpoint]:
         known = {g: cp for g, info in listing.items() if (cp := self._known_record(key, g, info)) is not None}
         missing = [item for item in listing.items() if item[0] not in known]
         read = self.store.map_concurrent(lambda item: self._read(key, *item), missing)
@@ -173,13 +188,16 @@ class FileCheckpointLog(CheckpointLog):
             raise AppendOutcomeUnknown(f"append of generation {record.generation} of {key}: outcome unknown "
                                        f"({exc})", checkpoint_id=record.checkpoint_id) from exc
         self._remember(rid, data, record)
-        newer = [g for g in self._generations(key) if g > record.generation]
+        listing = self._listing(key)
+        newer = [g for g in listing if g > record.generation]
         if newer:
             # A pruned gap let this zombie create a stale generation: it is not the latest, so it lost. The record
             # was created exclusively by this writer: remove it, so no reader ever picks it.
             self.store.delete(rid)
             raise FencedError(f"fenced: {key} already has generation {newer[-1]}", expected=expected_generation,
                               actual=newer[-1])
+        with self._lock:
+            self._after_append[key] = (layout.monotonic(), listing)
         return record
 
     def prune(self, key: StoreKey, keep: int, *, below: int | None = None) -> list[Checkpoint]:

@@ -352,7 +352,7 @@ class FsspecBlobStore(BlobStore):
 
     def list_with_ttl(self, prefix: str, now_ms: int) -> tuple[list[BlobInfo], set[str], set[str]] | None:
         """What ``list(prefix)``, ``expired(prefix, far future)`` (every blob with a TTL) and ``expired(prefix,
-        now_ms)`` answer, from one listing of ``prefix`` (the capability ``interfaces.listing_with_ttl``: gc's
+        now_ms)`` answer, from one listing of ``prefix`` (the capability ``capabilities.listing_with_ttl``: gc's
         view of a whole repository). Lease mode only; None otherwise (no leases to list with the objects)."""
         if self.ttl_mode != "lease":
             return None

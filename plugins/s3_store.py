@@ -9,13 +9,20 @@ check stay on s3fs/botocore, and so does the whole store when the storage option
 does not understand (a profile, a session, an unknown option), no explicit credentials, or no region for AWS itself
 (botocore discovers a bucket's region, obstore does not): fsspec's options stay the user-facing convention.
 
-Native mode (``ttl_mode="native"``): ``put`` with a TTL writes the object with the tags ``blobstate-ttl=<days>``
-(what the lifecycle rule filters on) and ``blobstate-expires=<ms since the epoch>`` (the exact expiry, which
-``expired()`` reads, so ``blobstate gc`` also sweeps on stores that never run lifecycle rules, such as moto) in the
-same request (multipart: in ``CreateMultipartUpload``), so a blob never exists without its TTL. ``remove_ttl``
-removes both tags (other tags stay: it reads the tag set first); a commit's own uploads, which carry no other tags,
-lose theirs in one ``DeleteObjectTagging`` each (``remove_own_ttl_many``: S3 has no bulk tagging call).
-``install_lifecycle`` merges a rule ``blobstate-ttl-<days>d-...`` into the bucket's lifecycle configuration.
+Native mode (``ttl_mode="native"``): a data blob (``<store>/blobs/<id>``) put with a TTL records its expiry in its
+own metadata (``x-amz-meta-blobstate-expires``, ms since the epoch) in the same request, and carries no tag: its TTL
+is never removed, so a commit spends no request on it (S3 has no bulk tagging call: one ``DeleteObjectTagging`` per
+object was half of a commit's requests). Until that expiry gc treats the blob as protected whatever its own TTL
+(``recorded_expiry``, ``blobstate.maintenance.gc:past_recorded_expiry``); after it, only a retained record that
+references it keeps it (Safety rules 2 and 13, docs/architecture.md). A snapshot index keeps the tags
+``blobstate-ttl=<days>`` (what the lifecycle rule filters on) and ``blobstate-expires=<ms>`` (the exact expiry,
+which ``expired()`` reads, so ``blobstate gc`` also sweeps on stores that never run lifecycle rules, such as moto),
+set in the same request (multipart: in ``CreateMultipartUpload``), removed once its commit lands: an index without
+a TTL is what recovery takes for a completed commit. ``remove_ttl`` removes both tags (other tags stay: it reads
+the tag set first), so data blobs an earlier version tagged lose their tags as before; a commit's own uploads
+lose theirs in one ``DeleteObjectTagging`` each (``remove_own_ttl_many``), but for the data blobs this instance
+wrote untagged. ``install_lifecycle`` merges a rule ``blobstate-ttl-<days>d-...`` into the bucket's lifecycle
+configuration.
 
 The checkpoint log's exclusive create is S3's conditional PUT (``If-None-Match: *``): of two writers creating the
 same generation object, S3 rejects the second with 412 (``FileExistsError``).
@@ -32,11 +39,12 @@ import importlib.util
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from blobstate.errors import StorageError
+from blobstate.model.layout import ObjectKind, kind_of
 from blobstate.plugin.interfaces import PutRequest
 from blobstate.plugin.native_ttl import NativeTtlBlobStore, ttl_days
 from blobstate.plugin.transfer import ByteBudget, ObstoreTransport
@@ -49,6 +57,7 @@ if importlib.util.find_spec("s3fs") is None:
 
 TTL_TAG = "blobstate-ttl"
 EXPIRES_TAG = "blobstate-expires"
+EXPIRES_META = "blobstate-expires"  # a data blob's recorded expiry, user metadata (x-amz-meta-blobstate-expires)
 CONNECT_TIMEOUT_S = 5
 FSSPEC_PART = 16 << 20  # bytes per multipart part when s3fs carries the blob bytes
 #: s3fs options the obstore transport maps (anything else keeps the store on s3fs alone)
@@ -68,6 +77,18 @@ class S3BlobStore(NativeTtlBlobStore):
 
     ttl_tag = TTL_TAG
     metadata_by_transport = True  # listings, leases and bulk deletes through obstore too, when it can be mapped
+
+    def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
+                 max_concurrency: int = 8) -> None:
+        #: data blobs this instance wrote with their expiry recorded as metadata (native mode): no tag to remove
+        self._recorded: set[str] = set()
+        super().__init__(url, storage_options=storage_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
+
+    @property
+    def records_data_ttl(self) -> bool:
+        """Native mode: a data blob's TTL is the expiry recorded in its metadata, never removed (see the module
+        docstring); its snapshot index keeps the tags."""
+        return self.native
 
     @property
     def fs(self) -> Any:
@@ -101,6 +122,22 @@ class S3BlobStore(NativeTtlBlobStore):
     # -- writes ----------------------------------------------------------------------------------------------
     def _ttl_tags(self, ttl_ms: int) -> dict[str, str]:
         return {TTL_TAG: str(ttl_days(ttl_ms)), EXPIRES_TAG: str(int(time.time() * 1000) + ttl_ms)}
+
+    def _recorded_metadata(self, request: PutRequest) -> dict[str, str] | None:
+        """The metadata recording a data blob's expiry (native mode, a blob under ``blobs/`` put with a TTL), None
+        for anything else; the blob is remembered as one with no tag to remove."""
+        if not (self.native and request.ttl_ms is not None and kind_of(request.blob_id) is ObjectKind.BLOB):
+            return None
+        self._recorded.add(request.blob_id)
+        return {EXPIRES_META: str(int(time.time() * 1000) + request.ttl_ms)}
+
+    def _native_marks(self, request: PutRequest) -> tuple[dict[str, str] | None, dict[str, str] | None]:
+        metadata = self._recorded_metadata(request)
+        return (None, metadata) if metadata is not None else super()._native_marks(request)
+
+    def _put_kwargs(self, request: PutRequest) -> dict[str, Any]:
+        metadata = self._recorded_metadata(request)
+        return {"Metadata": metadata} if metadata is not None else super()._put_kwargs(request)
 
     def _native_ttl_kwargs(self, ttl_ms: int) -> dict[str, Any]:
         return {"Tagging": urlencode(self._ttl_tags(ttl_ms))}
@@ -144,6 +181,34 @@ class S3BlobStore(NativeTtlBlobStore):
         except FileNotFoundError:
             return  # deleted meanwhile: nothing left to expire
 
+    def remove_own_ttl_many(self, blob_ids: Iterable[str]) -> None:
+        """As the base class, less the data blobs this instance wrote with a recorded expiry: they carry no tag
+        (one ``DeleteObjectTagging`` per object saved on every commit). A commit's uploads another process made
+        (a recovery, a group's parts) are untagged blob by blob as before: they may come from a writer that tagged
+        them."""
+        ids = list(blob_ids)
+        tagged = [b for b in ids if b not in self._recorded]
+        self._recorded.difference_update(ids)
+        super().remove_own_ttl_many(tagged)
+
+    def recorded_expiry(self, blob_ids: Sequence[str]) -> dict[str, int | None] | None:
+        """The expiry (ms) each blob's writer recorded in its metadata, None for a blob with none or missing
+        (``capabilities.recorded_expiry``; one ``HeadObject`` each, concurrently); None in lease mode."""
+        if not self.native:
+            return None
+
+        def one(blob_id: str) -> int | None:
+            bucket, key = self.bucket_key(blob_id)
+            try:
+                head = self.fs.call_s3("head_object", Bucket=bucket, Key=key)
+            except FileNotFoundError:
+                return None
+            value = str((head.get("Metadata") or {}).get(EXPIRES_META, ""))
+            return int(value) if value.isdigit() else None
+
+        ids = list(blob_ids)
+        return dict(zip(ids, self.map_concurrent(one, ids), strict=True))
+
     def _drop_native_ttl(self, blob_id: str) -> None:
         """One ``DeleteObjectTagging``: the object carries blobstate's two tags and nothing else."""
         bucket, key = self.bucket_key(blob_id)
@@ -151,6 +216,11 @@ class S3BlobStore(NativeTtlBlobStore):
             self.fs.call_s3("delete_object_tagging", Bucket=bucket, Key=key)
         except FileNotFoundError:
             return  # deleted meanwhile: nothing left to expire
+        except OSError:
+            # S3 answers a missing key with 404 (above); the moto server with 500: a fault only if the object is
+            # there (a gc may have deleted a late commit's upload: its heal check, next, puts it back)
+            if self._exists(self.path(blob_id)):
+                raise
 
     def _expired_native(self, prefix: str, now_ms: int) -> list[str]:
         """Objects whose ``blobstate-expires`` tag is <= ``now_ms`` (one tagging call per object, run

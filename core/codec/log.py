@@ -22,6 +22,7 @@ from blobstate.codec.cipher import ObjectCipher
 from blobstate.errors import CorruptIndexError, IntegrityError
 from blobstate.model.records import MAX_RECORD_BYTES, Checkpoint, StoreKey
 from blobstate.model.sealed import SealedRecord
+from blobstate.plugin.capabilities import after_append_history
 from blobstate.plugin.interfaces import BoundedSink, CheckpointLog
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,12 @@ class SealedCheckpointLog(CheckpointLog):
 
     def history(self, key: StoreKey) -> list[Checkpoint]:
         return [self.open(stored) for stored in self.inner.history(key)]
+
+    def history_after_append(self, key: StoreKey, max_age_s: float) -> list[Checkpoint] | None:
+        """``inner``'s ``history_after_append`` (``capabilities.after_append_history``), each record opened."""
+        fn = after_append_history(self.inner)
+        stored = fn(key, max_age_s) if fn is not None else None
+        return None if stored is None else [self.open(cp) for cp in stored]
 
     def histories(self, keys: Iterable[StoreKey] | None = None) -> dict[StoreKey, list[Checkpoint]]:
         """``inner``'s ``histories`` (the file log: one listing for every store), each record opened."""

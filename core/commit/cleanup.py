@@ -45,6 +45,7 @@ from blobstate.model.index import SnapshotIndex
 from blobstate.model.layout import now_ms, owned
 from blobstate.model.records import GROUP, SNAPSHOT, Checkpoint, StoreKey
 from blobstate.model.retention import RetentionPolicy, plan_retention, recorded_policy
+from blobstate.plugin.capabilities import after_append_history
 from blobstate.repository import settings
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
@@ -54,6 +55,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: the oldest (monotonic s) a log's own read after an append may be for retention to act on it (Safety rule 15)
+APPEND_VIEW_MAX_AGE_S = 1.0
 LAST_COMPLETED = "last-completed.json"  # in a store's work dir: the checkpoint whose TTLs this host last removed
 
 
@@ -271,9 +274,18 @@ class CleanupExecutor:
         retention's read of the log (after the append) made beside it, concurrently, and returned."""
         jobs: list[Callable[[], object]] = [lambda: self.repo.store.remove_own_ttl_many(ids)] if ids else []
         if read_log:
-            jobs.append(lambda: self.repo.log.history(self.key))
+            jobs.append(self._log_after_append)
         results = self.repo.store.map_concurrent(lambda job: job(), jobs)
         return results[-1] if read_log else None  # type: ignore[return-value]
+
+    def _log_after_append(self) -> list[Checkpoint]:
+        """Retention's view of the log after the append (Safety rule 15): the log's own read right after the
+        append when it offers it and it is at most ``APPEND_VIEW_MAX_AGE_S`` old (the file log's listing after its
+        create: one request less per commit), else a read now. A writer paused for longer reads again, and so sees
+        a writer that took the store over meanwhile."""
+        recent = after_append_history(self.repo.log)
+        history = recent(self.key, APPEND_VIEW_MAX_AGE_S) if recent is not None else None
+        return history if history is not None else self.repo.log.history(self.key)
 
     def journal_sources(self, state: CommitState, checkpoint: Checkpoint) -> HealSources:
         """What this work directory keeps for ``state``'s commit: the copy of its index (or changelog) saved before

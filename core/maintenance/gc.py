@@ -9,7 +9,8 @@ paused writers overlap:
   blob whose TTL expired is deleted, unless a retained snapshot references it (then its TTL is removed: a commit
   whose cleanup never ran is healed, never broken); a blob that still carries a TTL is never an orphan.
 - An orphan (no TTL, no retained index references it, no open commit in this host's journal planned it) is
-  deleted only once it is older than ``ttl_ms`` (staged cleanup).
+  deleted only once it is older than ``ttl_ms`` (staged cleanup) and past the expiry its writer recorded on it,
+  where the store records one instead of a mark (``past_recorded_expiry``: S3 native mode's data blobs).
 - Nothing is deleted on incomplete knowledge: an unreadable retained index, or a log with no checkpoint of a store
   whose indexes exist (the wrong ``--log``), makes gc skip the store and say why (but for the missing index of a
   snapshot part a later delta overrides, which nothing needs: ``Repository.retained_references`` with the
@@ -45,7 +46,8 @@ from blobstate.model.chain import has_deltas, latest_snapshot
 from blobstate.model.layout import monotonic
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.model.retention import RetentionPolicy, plan_retention, recorded_policy
-from blobstate.plugin.interfaces import BlobInfo, expired_delete
+from blobstate.plugin.capabilities import expired_delete, recorded_expiry
+from blobstate.plugin.interfaces import BlobInfo
 from blobstate.repository.repo import Repository
 from blobstate.repository.retry import call_with_retry
 
@@ -165,6 +167,7 @@ def collect(repo: Repository, key: StoreKey, *, now_ms: int, ttl_ms: int,
             report.foreign.append(info.blob_id)
         elif info.modified_ms is not None and now_ms - info.modified_ms >= ttl_ms:
             report.orphans_deleted.append(info.blob_id)
+    report.orphans_deleted = past_recorded_expiry(repo, report.orphans_deleted, now_ms)
     if expiring and not deltas:
         report.checkpoints_pruned = [cp.checkpoint_id for cp in expiring]
     if not dry_run:
@@ -174,6 +177,18 @@ def collect(repo: Repository, key: StoreKey, *, now_ms: int, ttl_ms: int,
             # their blobs become orphans, reclaimed once older than the TTL
             repo.log.drop(key, expiring, first_kept=retained[0].generation)
     return report
+
+
+def past_recorded_expiry(repo: Repository, orphans: list[str], now_ms: int) -> list[str]:
+    """The ``orphans`` whose writer's recorded expiry (``capabilities.recorded_expiry``: S3 native mode records a
+    data blob's expiry on the object instead of marking it) has passed by ``now_ms``, or that record none. A blob
+    still inside its writer's TTL is an upload whose commit may yet land (Safety rule 2), however old it is by
+    this gc's TTL. All of them when the store records no expiry on its blobs."""
+    fn = recorded_expiry(repo.store)
+    answer = fn(orphans) if fn is not None and orphans else None
+    if answer is None:
+        return orphans
+    return [b for b in orphans if (expiry := answer.get(b)) is None or expiry <= now_ms]
 
 
 class DeleteGuard:
@@ -230,7 +245,7 @@ class DeleteGuard:
 
     def send(self, batch: list[str], expired: set[str]) -> list[str]:
         """Delete ``batch``; returns the ids the store refused. Its expired blobs go through the store's conditional
-        delete where it offers one (``interfaces.expired_delete``: deleted only while their TTL mark is still
+        delete where it offers one (``capabilities.expired_delete``: deleted only while their TTL mark is still
         expired, atomically, which closes rule 13's window for them), everything else through ``delete_many``."""
         conditional = expired_delete(self.repo.store)
         marked = [b for b in batch if b in expired]

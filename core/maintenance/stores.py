@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 from blobstate.model import layout
 from blobstate.model.records import Checkpoint, StoreKey
-from blobstate.plugin.interfaces import BlobInfo, listing_with_ttl
+from blobstate.plugin.capabilities import listing_with_ttl
+from blobstate.plugin.interfaces import BlobInfo
 from blobstate.repository.repo import Repository
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ class RepositoryView:
              now_ms: int | None = None, cached: bool = False, work_base: str | None = None) -> RepositoryView:
         """Read the view: with ``objects`` the listing first, with ``ttl`` the TTLs then (``now_ms``: gc's clock,
         for the blobs already expired; both from one listing where the store offers it,
-        ``interfaces.listing_with_ttl``), then the records: of ``keys`` one store at a time (a few named stores),
+        ``capabilities.listing_with_ttl``), then the records: of ``keys`` one store at a time (a few named stores),
         else of every store found (that ``match`` accepts) at once (``CheckpointLog.histories``). ``cached``: the
         records and indexes are read through this host's object cache (``with_object_cache``, under
         ``work_base``)."""

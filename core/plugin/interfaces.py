@@ -107,30 +107,8 @@ class BoundedSink(io.BytesIO):
         return super().write(data)
 
 
-def listing_with_ttl(store: object) -> Callable[[str, int], tuple[list[BlobInfo], set[str], set[str]] | None] | None:
-    """The optional capability ``list_with_ttl(prefix, now_ms) -> (objects, with_ttl, expired) | None`` of ``store``
-    (through any wrapper that forwards attributes), or None when its class does not offer it: one listing of
-    ``prefix`` answering what ``list(prefix)``, ``expired(prefix, far future)`` and ``expired(prefix, now_ms)``
-    answer, where the TTL marks are objects beside the blobs (lease mode); the call returns None in a mode where they
-    are not. A repository-wide gc lists the repository once with it instead of twice
-    (``blobstate.maintenance.stores.RepositoryView``)."""
-    fn = getattr(store, "list_with_ttl", None)
-    return fn if callable(fn) else None
 
 
-def expired_delete(store: object) -> Callable[[Sequence[str], int], list[str] | None] | None:
-    """The optional capability ``delete_if_expired(blob_ids, now_ms) -> refused ids | None`` of ``store`` (through
-    any wrapper that forwards attributes, ``RetryingBlobStore``), or None when its class does not offer it.
-
-    A store offers it when it can condition a delete, in the same request, on the TTL mark being still expired at
-    ``now_ms`` (Azure's ``x-ms-if-tags`` on Delete Blob: the expiry tag ``<= now``): each blob is deleted only while
-    its mark says expired; the ids the store refused (its mark was removed or moved since gc read it: 412) are
-    returned, a missing blob counts as deleted. It returns None when it cannot condition in its present mode (lease
-    mode: the mark is another object). gc deletes expired blobs through it (``blobstate.maintenance.gc``), which
-    closes Safety rule 13's residual window for them: a committer removes its TTL marks before its heal check, so
-    gc's delete either lands before the removal (the heal check puts the blob back) or is refused."""
-    fn = getattr(store, "delete_if_expired", None)
-    return fn if callable(fn) else None
 
 
 class MetadataSeal(Protocol):

@@ -120,9 +120,9 @@ class NativeTtlBlobStore(FsspecBlobStore):
             return
         if request.ttl_ms is not None:
             self._set_ttl_before_put(request.blob_id, request.ttl_ms)  # the lease first (lease mode only)
-        tags = self._ttl_tags(request.ttl_ms) if self.native and request.ttl_ms is not None else None
+        tags, metadata = self._native_marks(request)
         try:
-            self.transport.put(self.bucket_key(request.blob_id)[1], request.source, tags=tags)
+            self.transport.put(self.bucket_key(request.blob_id)[1], request.source, tags=tags, attributes=metadata)
         except FileNotFoundError as exc:
             raise StorageError(f"cannot write blob {request.blob_id}: {exc}") from exc
 
@@ -169,6 +169,13 @@ class NativeTtlBlobStore(FsspecBlobStore):
         return buf.getvalue()
 
     # -- routing between lease and native mode ---------------------------------------------------------------
+    def _native_marks(self, request: PutRequest) -> tuple[dict[str, str] | None, dict[str, str] | None]:
+        """``(tags, user metadata)`` ``put`` writes with the blob in the same request: in native mode its TTL tags
+        (a subclass may record a data blob's expiry as metadata instead), nothing otherwise."""
+        if self.native and request.ttl_ms is not None:
+            return self._ttl_tags(request.ttl_ms), None
+        return None, None
+
     def _put_kwargs(self, request: PutRequest) -> dict[str, Any]:
         if self.native and request.ttl_ms is not None:
             return self._native_ttl_kwargs(request.ttl_ms)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, BinaryIO, TypeVar
 
 from blobstate.errors import BlobstateError, StorageError, TransientStorageError
+from blobstate.plugin.capabilities import listing_with_ttl, recorded_expiry
 from blobstate.plugin.interfaces import (
     BlobInfo,
     BlobStore,
@@ -20,7 +21,6 @@ from blobstate.plugin.interfaces import (
     GetRequest,
     MetadataSeal,
     PutRequest,
-    listing_with_ttl,
 )
 
 log = logging.getLogger(__name__)
@@ -193,8 +193,13 @@ class RetryingBlobStore(BlobStore):
     def expired(self, prefix: str, now_ms: int) -> list[str]:
         return self._call(lambda: self.inner.expired(prefix, now_ms), f"TTL listing of {prefix or '/'}")
 
+    def recorded_expiry(self, blob_ids: Sequence[str]) -> dict[str, int | None] | None:
+        """The inner store's ``recorded_expiry`` (``capabilities.recorded_expiry``), retried; None without it."""
+        fn = recorded_expiry(self.inner)
+        return None if fn is None else self._call(lambda: fn(blob_ids), f"recorded expiry of {len(blob_ids)} blobs")
+
     def list_with_ttl(self, prefix: str, now_ms: int) -> tuple[list[BlobInfo], set[str], set[str]] | None:
-        """The inner store's ``list_with_ttl`` (``interfaces.listing_with_ttl``), retried; None without it."""
+        """The inner store's ``list_with_ttl`` (``capabilities.listing_with_ttl``), retried; None without it."""
         fn = listing_with_ttl(self.inner)
         return None if fn is None else self._call(lambda: fn(prefix, now_ms), f"listing with TTLs of {prefix or '/'}")
 

@@ -50,6 +50,15 @@ TTL_MS = 3_600_000  # one hour: expiry is checked by passing now_ms, never by wa
 RACERS = 8  # writers racing on one exclusive create
 
 
+def marked(store: BlobStore, prefix: str, name: str) -> str:
+    """An id under ``prefix`` of an object whose TTL is a mark the store sets and removes: a data blob's
+    (``<prefix>/blobs/<name>``), or a snapshot index's where the store records a data blob's TTL as its expiry
+    instead (``records_data_ttl``: S3 native mode; ``test_a_data_blob_records_its_expiry``)."""
+    if getattr(store, "records_data_ttl", False):
+        return f"{prefix}/indexes/{name}.json"
+    return f"{prefix}/blobs/{name}"
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -106,13 +115,14 @@ class BlobStoreContract(ContractKit):
         data = os.urandom(self.large_blob_bytes)
         path.write_bytes(data)
         offset, length = 12_345, self.large_blob_bytes - 99_999
-        store.put(PutRequest(f"{prefix}/blobs/large", FileRange(str(path), 0, len(data)), ttl_ms=TTL_MS))
-        store.put(PutRequest(f"{prefix}/blobs/range", FileRange(str(path), offset, length), ttl_ms=TTL_MS))
-        assert store.has_ttl(f"{prefix}/blobs/large") and store.has_ttl(f"{prefix}/blobs/range")
+        large, part = marked(store, prefix, "large"), marked(store, prefix, "range")
+        store.put(PutRequest(large, FileRange(str(path), 0, len(data)), ttl_ms=TTL_MS))
+        store.put(PutRequest(part, FileRange(str(path), offset, length), ttl_ms=TTL_MS))
+        assert store.has_ttl(large) and store.has_ttl(part)
         sink = io.BytesIO()
-        assert store.get(f"{prefix}/blobs/large", sink) == len(data)
+        assert store.get(large, sink) == len(data)
         assert sink.getvalue() == data
-        assert store.get_bytes(f"{prefix}/blobs/range") == data[offset:offset + length]
+        assert store.get_bytes(part) == data[offset:offset + length]
 
     def test_empty_blob(self, store: BlobStore, prefix: str) -> None:
         store.put(PutRequest(f"{prefix}/blobs/empty", b""))
@@ -144,7 +154,7 @@ class BlobStoreContract(ContractKit):
 
     # -- TTL -------------------------------------------------------------------------------------------------
     def test_ttl_set_on_put_and_removed(self, store: BlobStore, prefix: str) -> None:
-        with_ttl, without = f"{prefix}/blobs/t", f"{prefix}/indexes/p.json"
+        with_ttl, without = marked(store, prefix, "t"), f"{prefix}/indexes/p.json"
         store.put(PutRequest(with_ttl, b"tmp", ttl_ms=TTL_MS))
         store.put(PutRequest(without, b"perm"))
         assert store.has_ttl(with_ttl)
@@ -158,7 +168,7 @@ class BlobStoreContract(ContractKit):
 
     def test_ttl_expiry(self, store: BlobStore, prefix: str) -> None:
         before = now_ms()
-        doomed, kept, permanent = f"{prefix}/blobs/doomed", f"{prefix}/blobs/kept", f"{prefix}/blobs/perm"
+        doomed, kept, permanent = (marked(store, prefix, n) for n in ("doomed", "kept", "perm"))
         store.put(PutRequest(doomed, b"d", ttl_ms=TTL_MS))
         store.put(PutRequest(kept, b"k", ttl_ms=TTL_MS))
         store.put(PutRequest(permanent, b"p"))
@@ -173,6 +183,29 @@ class BlobStoreContract(ContractKit):
             store.get_bytes(doomed)
         assert store.get_bytes(kept) == b"k" and store.get_bytes(permanent) == b"p"
         assert store.expired(prefix, later) == []
+
+    def test_a_data_blob_records_its_expiry(self, store: BlobStore, prefix: str, tmp_path: Path) -> None:
+        """A store that records a data blob's TTL as its expiry (``records_data_ttl``) sets no mark on it: the
+        blob has no TTL to list or remove, and ``recorded_expiry`` (``blobstate.plugin.capabilities``) gives the
+        expiry its writer recorded in the same request (small and multipart alike), None without one."""
+        if not getattr(store, "records_data_ttl", False):
+            pytest.skip("this store marks data blobs with their TTL")
+        path = tmp_path / "large.bin"
+        path.write_bytes(os.urandom(self.large_blob_bytes))
+        small, large, plain = f"{prefix}/blobs/s", f"{prefix}/blobs/l", f"{prefix}/blobs/p"
+        before = now_ms()
+        store.put(PutRequest(small, b"tmp", ttl_ms=TTL_MS))
+        store.put(PutRequest(large, FileRange(str(path), 0, self.large_blob_bytes), ttl_ms=TTL_MS))
+        store.put(PutRequest(plain, b"perm"))
+        after = now_ms()
+        assert not store.has_ttl(small) and not store.has_ttl(large)
+        assert store.expired(prefix, after + 10 * TTL_MS) == []
+        expiry = store.recorded_expiry([small, large, plain, f"{prefix}/blobs/missing"])
+        assert expiry is not None
+        assert before + TTL_MS <= expiry[small] <= after + TTL_MS and before + TTL_MS <= expiry[large] <= after + TTL_MS
+        assert expiry[plain] is None and expiry[f"{prefix}/blobs/missing"] is None
+        store.remove_own_ttl_many([small, large])  # nothing to remove: fine
+        assert store.get_bytes(small) == b"tmp"
 
     def test_lifecycle_rule_in_native_mode(self, store: BlobStore) -> None:
         rule = store.lifecycle_rule(TTL_MS)
@@ -268,16 +301,16 @@ BATCH_CALLS = ("put_many", "get_many", "delete_many", "remove_ttl_many")
 
 def exercise_batches(store: BlobStore, prefix: str) -> None:
     """Every batch call once, with missing blobs mixed in, checking the results through single calls."""
-    ids = [f"{prefix}/blobs/{i:03d}" for i in range(20)]
+    ids = [marked(store, prefix, f"{i:03d}") for i in range(20)]
     payloads = {b: os.urandom(100 + i) for i, b in enumerate(ids)}
     store.put_many([PutRequest(b, payloads[b], ttl_ms=TTL_MS) for b in ids])
     sinks = {b: io.BytesIO() for b in ids}
     sizes = store.get_many([GetRequest(b, sinks[b]) for b in ids])
     assert sizes == [len(payloads[b]) for b in ids], (sizes, [len(payloads[b]) for b in ids])
     assert all(sinks[b].getvalue() == payloads[b] for b in ids)
-    store.remove_ttl_many(ids[:10] + [f"{prefix}/blobs/missing"])
+    store.remove_ttl_many(ids[:10] + [marked(store, prefix, "missing")])
     assert not store.has_ttl(ids[0]) and store.has_ttl(ids[15])
     assert sorted(store.expired(prefix, now_ms() + TTL_MS + 1)) == ids[10:]
-    store.delete_many(ids[::2] + [f"{prefix}/blobs/missing"])
+    store.delete_many(ids[::2] + [marked(store, prefix, "missing")])
     assert [b.blob_id for b in store.list(prefix)] == ids[1::2]
     store.delete_many([])

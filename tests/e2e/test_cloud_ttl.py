@@ -1,10 +1,12 @@
 """Native TTL on the real emulators, checked through each cloud's own SDK (not through blobstate's code):
-S3 object tags, Azure blob index tags, GCS customTime; set at upload, removed once the commit is durable;
+S3 object tags (snapshot indexes; a data blob records its expiry in its metadata), Azure blob index tags, GCS
+customTime; set at upload, removed once the commit is durable;
 lifecycle rules installed on moto and the GCS emulator, printed for Azure; lease mode still available."""
 
 from __future__ import annotations
 
 import json
+import time
 import urllib.parse
 import urllib.request
 
@@ -61,9 +63,26 @@ def gcs_object(target, key: str) -> dict | None:
         raise
 
 
+def s3_recorded_expiry(target, blob_id: str) -> int | None:
+    """The expiry an S3 object's metadata records (``x-amz-meta-blobstate-expires``), read with boto3."""
+    import boto3
+
+    client = boto3.client("s3", region_name="us-east-1", aws_access_key_id="testing",
+                          aws_secret_access_key="testing", endpoint_url=target.storage_options["endpoint_url"])
+    value = client.head_object(Bucket=target.bucket, Key=f"repo/{blob_id}").get("Metadata", {}).get(
+        "blobstate-expires")
+    return int(value) if value else None
+
+
+def _marked(target, name: str) -> str:
+    """An object whose TTL is a mark in native mode: S3 marks snapshot indexes only (a data blob records its
+    expiry in its metadata), Azure and GCS every blob."""
+    return f"j/t/s/indexes/{name}.json" if target.name == "s3" else f"j/t/s/blobs/{name}"
+
+
 def test_native_marker_set_at_upload_and_removed(cloud_target):
     store = open_blob_store(cloud_target.url, storage_options=cloud_target.storage_options, ttl_mode="native")
-    blob, plain = "j/t/s/blobs/one", "j/t/s/indexes/two.json"
+    blob, plain = _marked(cloud_target, "one"), "j/t/s/indexes/two.json"
     store.put(PutRequest(blob, b"payload", ttl_ms=TTL_MS))
     store.put(PutRequest(plain, b"{}"))
     assert native_ttl_marker(cloud_target, blob) is True
@@ -72,6 +91,11 @@ def test_native_marker_set_at_upload_and_removed(cloud_target):
     assert native_ttl_marker(cloud_target, blob) is False
     assert store.get_bytes(blob) == b"payload"
     assert not [b for b in store.list("j") if "/ttl/" in b.blob_id]  # native mode writes no lease objects
+    if cloud_target.name == "s3":  # a data blob: no tag, its expiry in its own metadata, set in the PUT
+        before = int(time.time() * 1000)
+        store.put(PutRequest("j/t/s/blobs/three", b"data", ttl_ms=TTL_MS))
+        assert native_ttl_marker(cloud_target, "j/t/s/blobs/three") is False
+        assert before + TTL_MS <= s3_recorded_expiry(cloud_target, "j/t/s/blobs/three") <= time.time() * 1000 + TTL_MS
 
 
 def test_gcs_custom_time_moves_forward(gcs_target):
@@ -111,9 +135,14 @@ def test_commit_sets_ttl_on_upload_and_removes_it_after_commit(cloud_target, tmp
                         storage_options=cloud_target.storage_options, store="db")
     assert result.files_uploaded >= 3
     assert probe.at_commit_point, "the commit did not reach the commit point"
-    assert all(v is True for v in probe.at_commit_point.values()), probe.at_commit_point
+    index, data = probe.planned[-1], probe.planned[:-1]
+    tagged = cloud_target.name != "s3"  # S3 records a data blob's expiry in its metadata instead of a tag
+    assert probe.at_commit_point[index] is True
+    assert all(probe.at_commit_point[b] is tagged for b in data), probe.at_commit_point
     after = {b: native_ttl_marker(cloud_target, b) for b in probe.planned}
     assert all(v is False for v in after.values()), after
+    if not tagged:  # the recorded expiry stays: a record references the blob now
+        assert all(s3_recorded_expiry(cloud_target, b) for b in data)
 
 
 def test_lifecycle_rule_installed_on_moto(s3_target, cli):
@@ -164,12 +193,12 @@ def test_azure_lifecycle_policy_is_printed(azure_target, cli):
 def test_gc_sweeps_expired_blobs_in_both_modes(cloud_target, mode):
     """Emulators never run lifecycle rules; ``expired``/``sweep_expired`` find the expired blobs themselves."""
     store = open_blob_store(cloud_target.url, storage_options=cloud_target.storage_options, ttl_mode=mode)
-    store.put(PutRequest("j/t/s/blobs/old", b"o", ttl_ms=1000))
-    store.put(PutRequest("j/t/s/blobs/keep", b"k", ttl_ms=TTL_MS))
-    import time
-
+    old, keep = (_marked(cloud_target, n) for n in ("old", "keep")) if mode == "native" else (
+        "j/t/s/blobs/old", "j/t/s/blobs/keep")
+    store.put(PutRequest(old, b"o", ttl_ms=1000))
+    store.put(PutRequest(keep, b"k", ttl_ms=TTL_MS))
     later = int(time.time() * 1000) + 5000
-    assert store.sweep_expired("j/t/s", later) == ["j/t/s/blobs/old"]
-    assert [b.blob_id for b in store.list("j/t/s")] == ["j/t/s/blobs/keep"]
+    assert store.sweep_expired("j/t/s", later) == [old]
+    assert [b.blob_id for b in store.list("j/t/s")] == [keep]
     leases = [b for b in store.inner._find("j/t/s") if "/ttl/" in b]
     assert leases == (["j/t/s/ttl/keep"] if mode == "lease" else [])

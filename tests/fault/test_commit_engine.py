@@ -119,6 +119,39 @@ def test_a_snapshot_writer_paused_after_its_commit_point_never_prunes_another_wr
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
+def test_a_writer_paused_after_its_append_longer_than_its_view_lasts_prunes_nothing(file_target, cli, tmp_path,
+                                                                                     work_base):
+    """Rule 15 with the listing the append took after its create: writer A (``--retain 1``) is paused right after
+    its commit point; writer B on another host appends a snapshot and prunes nothing (append-only). A is resumed
+    once its pause has
+    outlasted ``APPEND_VIEW_MAX_AGE_S``: it must not act on its append's listing (which shows no record after its
+    own) but read the log again, see B's record after its own and prune nothing. Without the age bound A prunes
+    the two snapshots before its own."""
+    from blobstate.commit.cleanup import APPEND_VIEW_MAX_AGE_S
+
+    target = file_target
+    store = tmp_path / "s"
+    write_keys(store, n=300, value_size=100, seed=1)
+    base = target.args(KEY)
+    for batch in (0, 1):                                                                        # generations 1, 2
+        done = cli("backup", store, *base, "--batch-id", str(batch), "--retain", "10", "-q", env=target.env)
+        assert done.returncode == 0, done.stderr
+    clock = tmp_path / "clock"
+    writer = subprocess.Popen([sys.executable, "-m", "blobstate.cli", "backup", str(store), *base, "--batch-id", "2",
+                               "--retain", "1", "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**cli_env(work_base), **target.env, **pause_env("CheckpointWritten", clock)})
+    wait_stopped(writer)                                                                        # A landed at 3
+    stopped = time.monotonic()
+    other = cli("backup", store, *base, "--batch-id", "3", "--append-only", "-q", env=target.env,
+                work=tmp_path / "host-b")  # B at 4, pruning nothing (its take-over would apply A's retention of 1)
+    assert other.returncode == 0, other.stderr
+    while time.monotonic() - stopped <= APPEND_VIEW_MAX_AGE_S:  # the pause must outlast the view, as a real one
+        time.sleep(0.05)
+    done = resume(writer, clock_file=clock, advance_ms=0)
+    assert done.returncode == 0, done.stderr
+    assert [cp.generation for cp in _history(target, KEY)] == [1, 2, 3, 4], "the paused writer pruned B's snapshots"
+
+
 # -- case 2 ---------------------------------------------------------------------------------------------------------
 def test_a_group_commit_that_lands_after_gc_deleted_its_parts_is_healed_at_once(file_target, cli, tmp_path,
                                                                                work_base):

@@ -276,7 +276,7 @@ def test_a_restore_follows_its_walkthrough_call_by_call(dir_store, tmp_path, mon
     restored_elsewhere(dir_store, tmp_path, monkeypatch, walk, "--max-concurrency", "1")  # one thread: stacks whole
     follows(walk, "A restore, step by step", {
         "blobstate.restoring.swap:recover_interrupted": "only when an earlier restore of the destination was cut off",
-        "blobstate.restoring.download:Prefetch": "only into a destination that exists (tests/e2e/test_restore_ahead.py)",
+        "blobstate.restoring.download:Prefetch": "only into a destination that exists (test_restore_ahead.py)",
         "blobstate.plugin.interfaces:LocalStore.validate": "a RocksDB store's; a directory store has nothing to check",
     })
     assert walk.plugin_paths[("plugins.fsspec_store", "get")] == {  # data blobs, decoded as their index entry says
