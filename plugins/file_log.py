@@ -162,6 +162,7 @@ class FileCheckpointLog(CheckpointLog):
         key = checkpoint.store_key
         record = checkpoint.with_generation(expected_generation + 1)
         with self._lock:
+            self._after_append.pop(key, None)  # a view belongs to the append that took it, and to no other
             seen = self._newest.get(key)
         if seen != expected_generation:  # not this instance's view: check it first (a future generation is fenced)
             gens = self._generations(key)

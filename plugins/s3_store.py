@@ -99,8 +99,8 @@ class S3BlobStore(NativeTtlBlobStore):
         return fs
 
     def _remote_root(self, url: str) -> tuple[str, str] | None:
-        if self._make_transport is None:
-            return None  # s3fs alone: its own reading of the URL
+        if self._make_transport is None or "#" in url or "?" in url:
+            return None  # s3fs alone, or a name only s3fs's own reading of the URL keeps whole (a '#' in a key)
         parts = urlsplit(url)
         return f"{parts.netloc}{parts.path}".rstrip("/"), "s3"
 
@@ -193,9 +193,8 @@ class S3BlobStore(NativeTtlBlobStore):
 
     def recorded_expiry(self, blob_ids: Sequence[str]) -> dict[str, int | None] | None:
         """The expiry (ms) each blob's writer recorded in its metadata, None for a blob with none or missing
-        (``capabilities.recorded_expiry``; one ``HeadObject`` each, concurrently); None in lease mode."""
-        if not self.native:
-            return None
+        (``capabilities.recorded_expiry``; one ``HeadObject`` each, concurrently), in either mode: a lease-mode gc
+        of a repository written in native mode still honours what the writers recorded."""
 
         def one(blob_id: str) -> int | None:
             bucket, key = self.bucket_key(blob_id)

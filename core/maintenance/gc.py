@@ -267,7 +267,8 @@ class DeleteGuard:
                            "log read (the gc host is paused or the log slow)")
 
     def recheck(self, expired: set[str], orphans: set[str]) -> set[str]:
-        """The ids of ``expired`` (still expired) and ``orphans`` (still without TTL) that nothing references now.
+        """The ids of ``expired`` (still expired) and ``orphans`` (still without TTL and past any expiry recorded on
+        them: a blob written again meanwhile records a new one) that nothing references now.
         The TTLs are listed first, the log read last: the re-check's age is counted from its log read."""
         with_ttl = set(self.repo.store.expired(self.key.prefix, FAR_FUTURE_MS))
         still_expired = set(self.repo.store.expired(self.key.prefix, self.now_ms))
@@ -278,7 +279,8 @@ class DeleteGuard:
                       | in_flight_ids(self.work_base, self.repo.url, self.key))
         self.seen |= {(cp.checkpoint_id, cp.generation) for cp in new}
         self.checked_at = started
-        keep = {b for b in expired if b in still_expired} | {b for b in orphans if b not in with_ttl}
+        untagged = sorted(b for b in orphans if b not in with_ttl)
+        keep = {b for b in expired if b in still_expired} | set(past_recorded_expiry(self.repo, untagged, self.now_ms))
         return keep - referenced
 
 

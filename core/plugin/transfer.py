@@ -203,6 +203,11 @@ def read_exact(fh: BinaryIO, n: int, what: str) -> bytes:
     return data
 
 
+class UnlistableKey(StorageError):
+    """A listing holds a key obstore cannot represent (an empty, ``.`` or ``..`` segment: ``a//b``); the caller
+    lists through its other client instead."""
+
+
 class ObstoreTransport:
     """Put and get of whole blobs on one obstore store (``obstore.store.S3Store``, ``AzureStore``...), and the
     listing, existence checks and bulk deletes of a store that routes those through it too (``NativeTtlBlobStore.
@@ -291,12 +296,16 @@ class ObstoreTransport:
         ``find``), as fsspec-shaped info dicts: ``name`` (the key), ``size`` (bytes), ``LastModified`` (a
         ``datetime``), ``ETag``, ``type`` ``file``. One request per 1,000 objects."""
         import obstore
+        from obstore.exceptions import InvalidPathError
 
         out: list[dict[str, Any]] = []
-        with _errors():
-            for batch in obstore.list(self.store, prefix=prefix or None, chunk_size=1000):
-                out += [{"name": meta["path"], "size": meta["size"], "LastModified": meta["last_modified"],
-                         "ETag": meta["e_tag"], "type": "file"} for meta in batch]
+        try:
+            with _errors():
+                for batch in obstore.list(self.store, prefix=prefix or None, chunk_size=1000):
+                    out += [{"name": meta["path"], "size": meta["size"], "LastModified": meta["last_modified"],
+                             "ETag": meta["e_tag"], "type": "file"} for meta in batch]
+        except InvalidPathError as exc:  # object_store refuses a key with an empty, '.' or '..' segment
+            raise UnlistableKey(first_line(exc)) from None
         return out
 
     def exists(self, key: str) -> bool:

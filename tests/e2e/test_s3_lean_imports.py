@@ -47,3 +47,40 @@ def test_an_s3_backup_and_restore_in_lease_mode_never_import_the_aws_sdk(tmp_pat
     dest = tmp_path / "restored" / "s"
     assert _modules(tmp_path, s3_target.env, "restore", dest, "--repo", repo, "-q") == set()
     assert read_all(dest) == read_all(store) != data
+
+
+@pytest.mark.slow
+def test_a_stray_key_obstore_cannot_name_never_breaks_a_listing(tmp_path, s3_target, cli):
+    """A key with an empty segment (``blobs//stray``, written by some other tool) cannot be named by object_store,
+    which refuses the whole listing: the store lists that prefix through s3fs instead, so backups and gc go on
+    (layout ignores the key)."""
+    import boto3
+
+    store = tmp_path / "s"
+    write_keys(store, n=200)
+    repo = s3_target.url
+    assert cli("backup", store, "--repo", repo, "-q", env=s3_target.env).returncode == 0
+    client = boto3.client("s3", endpoint_url=s3_target.storage_options["endpoint_url"], region_name="us-east-1",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+    client.put_object(Bucket=s3_target.bucket, Key="repo/default/0/s/blobs//stray", Body=b"x")
+    write_keys(store, n=50, seed=3)
+    again = cli("backup", store, "--repo", repo, "-q", env=s3_target.env)
+    assert again.returncode == 0, again.stderr
+    gc = cli("gc", "--repo", repo, "--json", env=s3_target.env)
+    assert gc.returncode == 0, gc.stderr
+    assert all(r["skipped"] is None for r in gc.json()), gc.json()
+
+
+def test_an_s3_url_with_a_fragment_names_the_same_prefix_whichever_client_lists_it(s3_target):
+    """``s3://bucket/a#b`` is the prefix ``a#b`` for s3fs; the root taken without s3fs must not cut it at ``#``
+    (it would name another repository)."""
+    from blobstate.repository.backends import open_blob_store
+
+    mapped = open_blob_store(f"s3://{s3_target.bucket}/a#b", storage_options=s3_target.storage_options)
+    unmapped = open_blob_store(f"s3://{s3_target.bucket}/a#b",
+                               storage_options={**s3_target.storage_options, "use_ssl": False})
+    try:
+        assert mapped.inner.root == unmapped.inner.root == f"{s3_target.bucket}/a#b"
+    finally:
+        mapped.close()
+        unmapped.close()
