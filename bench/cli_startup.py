@@ -1,7 +1,7 @@
 """CLI start-up (issue 31): ``blobstate backup`` of an unchanged store against ``python -c pass`` and the commit.
 
 ``python -m bench.cli_startup [--size 10MiB] [--keys N] [--runs 20] [--warmup 2] [--importtime 7] [--work DIR]
-[--out FILE]``
+[--s3] [--out FILE]``
 
 The target: ``blobstate backup SRC --repo file://REPO -q`` of a store that has not changed since its last backup
 takes at most 2x ``python -c pass`` plus the in-process commit time, checked on wall times (the command's own
@@ -11,7 +11,9 @@ backed up once, then each command runs ``--runs`` times after ``--warmup`` runs 
 checksum cache and the bytecode written, as on an installed package: ``PYTHONDONTWRITEBYTECODE`` is dropped from
 the children's environment); each child's wall and CPU time (``os.wait4``) are taken, medians reported. With
 ``--importtime N`` (0: off), each module's own import time is the minimum over N runs of ``python -X importtime -m
-blobstate.cli backup ...``, summed by top-level package, with the count of modules a backup imports.
+blobstate.cli backup ...``, summed by top-level package, with the count of modules a backup imports. With
+``--s3`` the repository is ``s3://`` on the counting moto server (``bench/s3server.py``, lease mode, the storage
+options in ``BLOBSTATE_STORAGE_OPTIONS``) instead of ``file://``.
 """
 
 from __future__ import annotations
@@ -81,7 +83,8 @@ def import_times(argv: list[str], env: dict[str, str], runs: int) -> dict[str, A
             "top_modules_ms": {k: round(v / 1000, 1) for k, v in top}}
 
 
-def in_process(src: str, repo: str, env: dict[str, str], runs: int) -> dict[str, Any]:
+def in_process(src: str, repo: str, env: dict[str, str], runs: int,
+               options: dict[str, Any] | None = None) -> dict[str, Any]:
     """``blobstate.backup`` of the unchanged store called ``runs`` times in this process after a first call (modules
     imported, plugins registered): medians of its ``duration_ms`` (wall) and of the whole call's CPU time (all
     threads; it also opens the repository, so it bounds the commit's CPU from above)."""
@@ -90,11 +93,11 @@ def in_process(src: str, repo: str, env: dict[str, str], runs: int) -> dict[str,
     saved = {k: os.environ.get(k) for k in ("BLOBSTATE_WORK_DIR", "BLOBSTATE_CACHE_DIR")}
     os.environ.update({k: env[k] for k in saved})
     try:
-        blobstate.backup(src, repo=repo)
+        blobstate.backup(src, repo=repo, storage_options=options)
         walls, cpus = [], []
         for _ in range(runs):
             t0 = time.process_time()
-            walls.append(blobstate.backup(src, repo=repo).duration_ms)
+            walls.append(blobstate.backup(src, repo=repo, storage_options=options).duration_ms)
             cpus.append((time.process_time() - t0) * 1000)
     finally:
         for k, v in saved.items():
@@ -114,13 +117,34 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--importtime", type=int, default=7)
     p.add_argument("--work", default=None)
     p.add_argument("--out", default=None)
+    p.add_argument("--s3", action="store_true",
+                   help="the repository on the counting moto server (bench/s3server.py) instead of file://")
     args = p.parse_args(argv)
     work = args.work or tempfile.mkdtemp(prefix="blobstate-cli-startup-")
-    size = parse_size(args.size)
-    src, repo = os.path.join(work, "src"), f"file://{os.path.join(work, 'repo')}"
-    state.generate(src, size_bytes=size, keys=args.keys or max(1, size // 1024))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env.update(BLOBSTATE_WORK_DIR=os.path.join(work, "work"), BLOBSTATE_CACHE_DIR=os.path.join(work, "cache"))
+    if not args.s3:
+        return run(args, work, f"file://{os.path.join(work, 'repo')}", env, None)
+    import boto3
+
+    from bench.s3server import S3Server, client_env
+
+    server = S3Server(os.path.join(work, "moto.log"))
+    try:
+        os.environ.update(client_env())
+        options = {"endpoint_url": server.endpoint}
+        env.update(client_env(), BLOBSTATE_STORAGE_OPTIONS=json.dumps(options))
+        boto3.client("s3", endpoint_url=server.endpoint).create_bucket(Bucket="cli-startup")
+        return run(args, work, "s3://cli-startup/repo", env, options)
+    finally:
+        server.stop()
+
+
+def run(args: argparse.Namespace, work: str, repo: str, env: dict[str, str], options: dict[str, Any] | None) -> int:
+    """The measurement of ``main`` against ``repo`` (``options``: its storage options, also in ``env``)."""
+    size = parse_size(args.size)
+    src = os.path.join(work, "src")
+    state.generate(src, size_bytes=size, keys=args.keys or max(1, size // 1024))
     script = os.path.join(os.path.dirname(sys.executable), "blobstate")
     cli = [script] if os.path.exists(script) else [sys.executable, "-m", "blobstate.cli"]
     backup = ["backup", src, "--repo", repo]
@@ -130,14 +154,15 @@ def main(argv: list[str] | None = None) -> int:
     commits = [json.loads(run_child([*cli, *backup, "--json"], env)[2]) for _ in range(args.runs)]
     assert all(c["filesUploaded"] == 0 for c in commits), "the store changed between backups"
     commit_ms = round(statistics.median(c["durationMs"] for c in commits), 1)
-    warm = in_process(src, repo, env, args.runs)
+    warm = in_process(src, repo, env, args.runs, options)
     # durationMs is a wall time (fsyncs included): wall against wall, and CPU against the warm in-process call's CPU
     target = {"wall_ms": round(2 * python["wall_ms"] + commit_ms, 1),
               "cpu_ms": round(2 * python["cpu_ms"] + warm["call_cpu_ms"], 1)}
     met = {unit: command[unit] <= target[unit] for unit in target}
     doc: dict[str, Any] = {
         "size_bytes": size, "runs": args.runs, "command": " ".join(os.path.basename(a) for a in cli[:1]) + " backup",
-        "load_average": os.getloadavg(), "python_c_pass": python, "backup_unchanged": command,
+        "repository": repo.split(":", 1)[0], "load_average": os.getloadavg(), "python_c_pass": python,
+        "backup_unchanged": command,
         "commit_ms": commit_ms, "in_process": warm, "target_ms": target, "met": met,
         "imports": (import_times(["-m", "blobstate.cli", *backup, "-q"], env, args.importtime)
                     if args.importtime else None)}
