@@ -29,15 +29,11 @@ from blobstate.local.files import fsync_dir
 from blobstate.model.index import FileIndex
 from blobstate.model.progress import NoProgress, Progress
 from blobstate.repository.repo import Repository
-from blobstate.restoring.swap import Staging, remove_tree
+from blobstate.restoring.swap import Staging, join_rel, remove_tree
 
 _logger = logging.getLogger(__name__)
 
 AHEAD = "ahead"  # the folder of a staging directory that fetched-ahead files land in
-
-
-def _join(root: str, rel: str) -> str:
-    return os.path.join(root, *rel.split("/"))
 
 
 def download_files(repo: Repository, files: dict[str, FileIndex], target: Callable[[str], str], progress: Progress,
@@ -97,7 +93,7 @@ def certain_downloads(files: dict[str, FileIndex], roots: Iterable[str]) -> dict
     def absent(rel: str, f: FileIndex) -> bool:
         for root in roots:
             try:
-                st = os.lstat(_join(root, rel))
+                st = os.lstat(join_rel(root, rel))
             except OSError:
                 continue
             if stat.S_ISREG(st.st_mode) and st.st_size == f.size_in_bytes:
@@ -126,8 +122,8 @@ class Prefetch:
 
     def _run(self, repo: Repository, progress: Progress) -> None:
         for rel in self.files:
-            os.makedirs(os.path.dirname(_join(self.root, rel)), mode=0o700, exist_ok=True)
-        download_files(repo, self.files, lambda rel: _join(self.root, rel), progress,
+            os.makedirs(os.path.dirname(join_rel(self.root, rel)), mode=0o700, exist_ok=True)
+        download_files(repo, self.files, lambda rel: join_rel(self.root, rel), progress,
                        sum(f.size_in_bytes for f in self.files.values()), stop=self._stop)
 
     def wait(self) -> None:
@@ -142,7 +138,7 @@ class Prefetch:
         when ``rel`` was not fetched ahead. Call ``wait`` first."""
         if rel not in self.files:
             return False
-        os.rename(_join(self.root, rel), self.staging.new_path(rel))
+        os.rename(join_rel(self.root, rel), self.staging.new_path(rel))
         return True
 
     def stop(self) -> None:

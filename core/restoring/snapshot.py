@@ -39,7 +39,14 @@ from blobstate.plugin.interfaces import LocalStore
 from blobstate.repository.repo import Repository
 from blobstate.restoring.download import Prefetch, certain_downloads, download_files
 from blobstate.restoring.plan import DEFAULT_VERIFY_KEPT, Entry, RestorePlan, check_verify_kept, plan_restore
-from blobstate.restoring.swap import Staging, recover_interrupted, remove_tree, set_attributes, staging_names
+from blobstate.restoring.swap import (
+    Staging,
+    join_rel,
+    recover_interrupted,
+    remove_tree,
+    set_attributes,
+    staging_names,
+)
 
 _logger = logging.getLogger(__name__)
 
@@ -104,10 +111,6 @@ def recorded_store_type(repo: Repository, checkpoint: Checkpoint) -> str:
     if index.store_type:
         return index.store_type
     return "rocksdb" if "CURRENT" in index.files() else "dir"
-
-
-def _join(root: str, rel: str) -> str:
-    return os.path.join(root, *rel.split("/"))
 
 
 def _check_may_replace(dest: str, work_dir: str | None, force: bool, skip: set[str], dry_run: bool) -> bool:
@@ -201,7 +204,7 @@ def restore_snapshot(repo: Repository, checkpoint: Checkpoint, dest: str, *, loc
     if not dry_run:
         for rel in [*plan.download, *plan.reuse]:
             if not local_store.is_mutable(rel):
-                cache.remember(_join(dest, rel), files[rel].crc32c)
+                cache.remember(join_rel(dest, rel), files[rel].crc32c)
         cache.save()
     return RestoreResult(
         checkpoint=checkpoint, files_total=len(files), files_kept=sum(1 for r in plan.keep if r in files),
@@ -242,7 +245,7 @@ def _apply(repo: Repository, plan: RestorePlan, entries: dict[str, Entry], dest:
         raise
     for rel in [*plan.attributes, *sorted(plan.staged_dirs, key=lambda r: -r.count("/"))]:
         entry = entries[rel]
-        set_attributes(_join(dest, rel), getattr(entry, "mode", None), entry.mtime_ns,
+        set_attributes(join_rel(dest, rel), getattr(entry, "mode", None), entry.mtime_ns,
                        link=isinstance(entry, SymlinkIndex))
     staging.discard()
 
@@ -292,13 +295,13 @@ def _validate(plan: RestorePlan, entries: dict[str, Entry], dest: str, staging: 
     staged = {*plan.download, *plan.reuse}
     try:
         for rel, entry in entries.items():
-            path = _join(view, rel)
+            path = join_rel(view, rel)
             if isinstance(entry, DirIndex):
                 os.mkdir(path, 0o700)
             elif isinstance(entry, SymlinkIndex):
                 os.symlink(entry.target, path)
             else:
-                src = staging.new_path(rel) if rel in staged else _join(dest, rel)
+                src = staging.new_path(rel) if rel in staged else join_rel(dest, rel)
                 if not local_store.is_mutable(rel):
                     try:
                         os.link(src, path, follow_symlinks=False)

@@ -44,7 +44,8 @@ class SwapStep:
     has_new: bool
 
 
-def _join(root: str, rel: str) -> str:
+def join_rel(root: str, rel: str) -> str:
+    """``root`` joined with the ``/``-separated relative path ``rel`` of an index entry (``root`` itself for '')."""
     return os.path.join(root, *rel.split("/")) if rel else root
 
 
@@ -104,7 +105,7 @@ class Staging:
         return staging
 
     def new_path(self, rel: str) -> str:
-        return _join(self.new, rel)
+        return join_rel(self.new, rel)
 
     def swap(self, steps: list[SwapStep]) -> None:
         """Apply ``steps`` all or nothing: on any error the steps done are undone and the error raised."""
@@ -112,13 +113,13 @@ class Staging:
         _write_json(os.path.join(self.root, SWAP), [[s.rel, s.had_old, s.has_new] for s in steps])
         try:
             for step in steps:
-                target = _join(self.dest, step.rel)
+                target = join_rel(self.dest, step.rel)
                 if step.had_old:
-                    os.makedirs(os.path.dirname(_join(self.old, step.rel)), exist_ok=True)
-                    os.rename(target, _join(self.old, step.rel))
+                    os.makedirs(os.path.dirname(join_rel(self.old, step.rel)), exist_ok=True)
+                    os.rename(target, join_rel(self.old, step.rel))
                 if step.has_new:
                     os.rename(self.new_path(step.rel), target)
-            for parent in sorted({os.path.dirname(_join(self.dest, s.rel)) for s in steps}):
+            for parent in sorted({os.path.dirname(join_rel(self.dest, s.rel)) for s in steps}):
                 fsync_dir(parent)
             _write_json(os.path.join(self.root, DONE), True)
         except BaseException:
@@ -128,14 +129,14 @@ class Staging:
     def rollback(self) -> None:
         """Undo the steps of ``swap.json`` in reverse order, each only as far as it got (idempotent)."""
         for step in reversed(self.steps):
-            target = _join(self.dest, step.rel)
-            new_slot, old_slot = self.new_path(step.rel), _join(self.old, step.rel)
+            target = join_rel(self.dest, step.rel)
+            new_slot, old_slot = self.new_path(step.rel), join_rel(self.old, step.rel)
             if step.has_new and not os.path.lexists(new_slot) and os.path.lexists(target):
                 os.makedirs(os.path.dirname(new_slot), exist_ok=True)
                 os.rename(target, new_slot)
             if step.had_old and os.path.lexists(old_slot) and not os.path.lexists(target):
                 os.rename(old_slot, target)
-        for parent in sorted({os.path.dirname(_join(self.dest, s.rel)) for s in self.steps}):
+        for parent in sorted({os.path.dirname(join_rel(self.dest, s.rel)) for s in self.steps}):
             fsync_dir(parent)
         try:
             os.unlink(os.path.join(self.root, SWAP))
