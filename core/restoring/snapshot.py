@@ -271,12 +271,13 @@ def _stage(repo: Repository, plan: RestorePlan, entries: dict[str, Entry], stagi
                 os.link(src, target, follow_symlinks=False)
             except OSError:
                 shutil.copyfile(src, target, follow_symlinks=False)
-    rest = plan.download
+    taken: set[str] = set()
     if prefetch is not None:
         prefetch.wait()
-        rest = [rel for rel in plan.download if not prefetch.take(rel)]
-        for d in {os.path.dirname(staging.new_path(rel)) for rel in plan.download if rel not in rest}:
+        taken = {rel for rel in plan.download if prefetch.take(rel)}
+        for d in {os.path.dirname(staging.new_path(rel)) for rel in taken}:
             fsync_dir(d)
+    rest = [rel for rel in plan.download if rel not in taken]
     if rest or prefetch is None:
         download_files(repo, {rel: entries[rel] for rel in rest}, staging.new_path, progress,  # type: ignore[misc]
                        sum(entries[rel].size_in_bytes for rel in rest))  # type: ignore[union-attr]
