@@ -28,15 +28,14 @@ from typing import Any
 if __package__ in (None, ""):  # ``python bench/restore_ahead.py``
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench import measure as page_cache  # noqa: E402
 from bench.report import emit  # noqa: E402
 
 
 def drop_caches() -> bool:
-    """Write back and drop the page cache; False when not permitted (then the reads come from memory)."""
-    os.sync()
+    """``bench.measure.drop_caches``; False when not permitted (then the reads come from memory)."""
     try:
-        with open("/proc/sys/vm/drop_caches", "w") as fh:
-            fh.write("3\n")
+        page_cache.drop_caches()
     except OSError:
         return False
     return True
