@@ -203,7 +203,8 @@ class StoreCommitter:
         self.close()
 
     def close(self) -> None:
-        """Save the checksum cache, close the journal and release the lock."""
+        """Remove the waiting marks of committed deltas, save the checksum cache, close the journal, unlock."""
+        self.cleanup.flush_deferred()
         self._save_cache()
         self._indexes.close()
         self.session.close()

@@ -31,6 +31,7 @@ import shutil
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from blobstate.commit.deferred import DeferredMarks
 from blobstate.commit.healing import HealSources, drop_index_copy, heal_record, load_index_copy
 from blobstate.commit.parts import heal_group, void_lost_snapshots
 from blobstate.commit.session import StoreSession
@@ -209,6 +210,7 @@ class CleanupExecutor:
         self.retain = retain
         self.commit_point = commit_point
         self._deltas_since_compact = 0
+        self.deferred = DeferredMarks()  # committed deltas' lease marks, removed with a later removal
 
     def finish(self, state: CommitState, checkpoint: Checkpoint | None = None, *, heal: bool = False,
                sources: HealSources | None = None) -> int:
@@ -232,7 +234,9 @@ class CleanupExecutor:
         new_ids = owned(self.key, sorted(state.blob_ids - state.ttl_removed), what=f"the journal of {commit_id}")
         retains = snapshot or (checkpoint is not None and checkpoint.is_group
                                and any(e.kind == SNAPSHOT for e in checkpoint.partitions))
-        history = self._remove_ttls(new_ids, read_log=retains and not heal and not settings.current().append_only)
+        defer = state.is_delta and not heal and self.repo.store.ttl_mode == "lease"
+        history = self._remove_ttls(new_ids, defer=defer, ttl_ms=state.ttl_ms,
+                                    read_log=retains and not heal and not settings.current().append_only)
         if heal and checkpoint is not None:
             kept = self.journal_sources(state, checkpoint).merged(sources)
             if checkpoint.is_group:  # parts only executors hold: ``blobstate.commit.parts``
@@ -247,7 +251,7 @@ class CleanupExecutor:
                           "from this host (%s); the next snapshot uploads their files again (a group's changelogs: "
                           "the executors that wrote them, at the next batch)", checkpoint.kind, commit_id, self.key,
                           len(unhealed), ", ".join(unhealed[:5]))
-        self.session.record(ev.TtlRemoved(commit_id, now_ms(), tuple(new_ids)), sync=snapshot)
+        self.session.record(ev.TtlRemoved(commit_id, now_ms(), () if defer else tuple(new_ids)), sync=snapshot)
         if snapshot:
             mark_completed(self.session.work_dir, commit_id)
         deleted: list[str] = []
@@ -269,14 +273,35 @@ class CleanupExecutor:
             self._deltas_since_compact = 0
         return len(deleted)
 
-    def _remove_ttls(self, ids: list[str], *, read_log: bool) -> list[Checkpoint] | None:
-        """Step 1 of ``finish``: the TTLs of ``ids`` removed (``BlobStore.remove_own_ttl_many``); with ``read_log``,
-        retention's read of the log (after the append) made beside it, concurrently, and returned."""
+    def _remove_ttls(self, ids: list[str], *, defer: bool, ttl_ms: int,
+                     read_log: bool) -> list[Checkpoint] | None:
+        """Step 1 of ``finish``: the TTLs of ``ids`` removed (``BlobStore.remove_own_ttl_many``) with the marks of
+        earlier deltas that wait (``blobstate.commit.deferred``), or, with ``defer`` (a delta committed in time, in
+        lease mode), left waiting with them; with ``read_log``, retention's read of the log (after the append) made
+        beside it, concurrently, and returned."""
+        ids = self.deferred.take(ids, defer=defer, ttl_ms=ttl_ms)
         jobs: list[Callable[[], object]] = [lambda: self.repo.store.remove_own_ttl_many(ids)] if ids else []
         if read_log:
             jobs.append(self._log_after_append)
-        results = self.repo.store.map_concurrent(lambda job: job(), jobs)
+        try:
+            results = self.repo.store.map_concurrent(lambda job: job(), jobs)
+        except BaseException:
+            self.deferred.keep(ids)
+            raise
         return results[-1] if read_log else None  # type: ignore[return-value]
+
+    def flush_deferred(self) -> None:
+        """Remove the marks of committed deltas that still wait (``blobstate.commit.deferred``); a failure is
+        logged and they stay for the next committer's take-over or gc (a mark only protects its blob longer)."""
+        ids = self.deferred.take([], defer=False, ttl_ms=0)
+        if not ids:
+            return
+        try:
+            self.repo.store.remove_own_ttl_many(ids)
+        except Exception as exc:  # noqa: BLE001 - the commits stand; their marks go later
+            self.deferred.keep(ids)
+            log.warning("the TTL marks of %d committed delta blob(s) of %s stay until the next commit or gc: %s",
+                        len(ids), self.key, redact(str(exc)))
 
     def _log_after_append(self) -> list[Checkpoint]:
         """Retention's view of the log after the append (Safety rule 15): the log's own read right after the

@@ -161,6 +161,13 @@ def test_sigkill_at_every_step_of_a_delta_commit_is_recovered(event, inline, tmp
     referenced = {cp.changelog_blob_id for cp in records} - {""}
     blobs = {str(p.relative_to(tmp_path / "repo")) for p in (tmp_path / "repo" / "j").rglob("blobs/*")}
     assert blobs == referenced, "an aborted changelog was left behind, or a committed one deleted"
+    marked = {str(p.relative_to(tmp_path / "repo")).replace("/ttl/", "/blobs/")
+              for p in (tmp_path / "repo").rglob("ttl/*")}
+    finished = {cp.changelog_blob_id for cp in records if cp.batch_id == 1 and event != "CommitCompleted"}
+    assert marked <= referenced - finished, "a mark left on a recovered commit's changelog"
+    # a completed delta's may wait, for the next writer's take-over (``blobstate.commit.deferred``)
+    with StoreCommitter(KEY, repo, work_dir=str(tmp_path / "w")) as committer:  # the next writer takes over
+        DeltaCommitter(committer).commit_changelog(b"", batch_id=2, query_id="q")
     assert not list((tmp_path / "repo").rglob("ttl/*")), "a committed changelog kept its TTL"
 
 

@@ -1,0 +1,94 @@
+"""A committed delta's lease mark waits for a later removal (``blobstate.commit.deferred``: one request less per
+delta in lease mode, issue 31), and nothing is lost when the writer dies with marks waiting: on a real ``file://``
+repository (lease mode), the writer a real process SIGKILLed right after its commit point."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from blobstate.commit.backup import StoreCommitter
+from blobstate.commit.delta import DeltaCommitter
+from blobstate.maintenance.gc import FAR_FUTURE_MS, collect
+from blobstate.model import changelog
+from blobstate.model.layout import now_ms
+from blobstate.model.records import StoreKey
+from blobstate.repository.repo import Repository
+
+KEY = StoreKey("stream", "0", "deltas")
+TTL_MS = 60_000
+
+
+def _large(batch: int) -> bytes:
+    """A changelog above the inline bound (about 40 KiB): it gets a blob of its own, with a lease."""
+    return changelog.encode([(changelog.PUT, f"b{batch}-{i}", "v" * 40) for i in range(800)])
+
+
+def _marked(repo: Repository) -> set[str]:
+    """The blobs of ``KEY`` that carry a lease (expired or not)."""
+    return set(repo.store.expired(KEY.prefix, FAR_FUTURE_MS))
+
+
+def test_a_deltas_mark_waits_for_the_next_removal_and_the_close_removes_the_rest(tmp_path):
+    url = f"file://{tmp_path}/repo"
+    repo = Repository.open(url, create=True)
+    src = tmp_path / "state"
+    src.mkdir()
+    (src / "a").write_bytes(b"a")
+    with StoreCommitter(KEY, repo, work_dir=str(tmp_path / "wd"), ttl_ms=TTL_MS, store_type="dir") as committer:
+        deltas = DeltaCommitter(committer)
+        first = deltas.commit_changelog(_large(1), batch_id=1, query_id="q").checkpoint
+        second = deltas.commit_changelog(_large(2), batch_id=2, query_id="q").checkpoint
+        assert _marked(repo) == {first.changelog_blob_id, second.changelog_blob_id}  # committed, marks waiting
+        committer.upload(committer.checkpoint(str(src), batch_id=2, query_id="q"))  # a snapshot's removal takes them along
+        assert _marked(repo) == set()
+        third = deltas.commit_changelog(_large(3), batch_id=3, query_id="q").checkpoint
+        assert _marked(repo) == {third.changelog_blob_id}
+    assert _marked(repo) == set()  # the close removed the last one
+    assert repo.read_changelog(third) == _large(3)
+    repo.close()
+
+
+_CHILD = """
+import os, signal, sys, json
+from blobstate.commit.backup import StoreCommitter
+from blobstate.commit.delta import DeltaCommitter
+from blobstate.model.records import StoreKey
+from blobstate.repository.repo import Repository
+from blobstate.model import changelog
+url, wd, ttl = sys.argv[1], sys.argv[2], int(sys.argv[3])
+data = changelog.encode([(changelog.PUT, f"b1-{i}", "v" * 40) for i in range(800)])
+committer = StoreCommitter(StoreKey("stream", "0", "deltas"), Repository.open(url, create=True), work_dir=wd,
+                           ttl_ms=ttl)
+cp = DeltaCommitter(committer).commit_changelog(data, batch_id=1, query_id="q").checkpoint
+print(json.dumps({"blob": cp.changelog_blob_id}), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # committed, its mark waiting, never closed
+"""
+
+
+@pytest.mark.parametrize("after", ["gc-past-the-expiry", "next-writer"])
+def test_a_writer_killed_with_a_mark_waiting_loses_nothing(after, tmp_path):
+    url = f"file://{tmp_path}/repo"
+    wd = str(tmp_path / "wd")
+    proc = subprocess.run([sys.executable, "-c", _CHILD, url, wd, str(TTL_MS)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    blob = json.loads(proc.stdout)["blob"]
+    repo = Repository.open(url)
+    assert _marked(repo) == {blob}  # the kill left the committed delta's mark behind
+    if after == "gc-past-the-expiry":  # the mark expired: gc keeps the referenced blob and removes the mark
+        report = collect(repo, KEY, now_ms=now_ms() + 2 * TTL_MS, ttl_ms=TTL_MS, work_base=str(tmp_path / "gc"))
+        assert blob in report.expired_healed and blob not in report.expired_deleted + report.orphans_deleted
+    else:  # the next writer of the store takes over: the marks of the deltas after the latest snapshot go
+        with StoreCommitter(KEY, repo, work_dir=str(tmp_path / "wd2"), ttl_ms=TTL_MS) as committer:
+            DeltaCommitter(committer).commit_changelog(b"", batch_id=2, query_id="q")
+    assert _marked(repo) == set()
+    (delta,) = [cp for cp in repo.log.history(KEY) if cp.batch_id == 1]
+    assert repo.read_changelog(delta) == changelog.encode([(changelog.PUT, f"b1-{i}", "v" * 40) for i in range(800)])
+    assert os.path.exists(os.path.join(str(tmp_path / "repo"), blob))
+    repo.close()
