@@ -45,7 +45,7 @@ def test_a_deltas_mark_waits_for_the_next_removal_and_the_close_removes_the_rest
         first = deltas.commit_changelog(_large(1), batch_id=1, query_id="q").checkpoint
         second = deltas.commit_changelog(_large(2), batch_id=2, query_id="q").checkpoint
         assert _marked(repo) == {first.changelog_blob_id, second.changelog_blob_id}  # committed, marks waiting
-        committer.upload(committer.checkpoint(str(src), batch_id=2, query_id="q"))  # a snapshot's removal takes them along
+        committer.upload(committer.checkpoint(str(src), batch_id=2, query_id="q"))  # a snapshot takes them along
         assert _marked(repo) == set()
         third = deltas.commit_changelog(_large(3), batch_id=3, query_id="q").checkpoint
         assert _marked(repo) == {third.changelog_blob_id}
