@@ -66,8 +66,12 @@ class ObjectCache:
 
         return cls.for_repository(repo_url, workdir.base_of(work_dir, repo_url, key))
 
+    @staticmethod
+    def _digest(name: str) -> str:
+        return hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()
+
     def _path(self, name: str) -> str:
-        digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()
+        digest = self._digest(name)
         return os.path.join(self.directory, digest[:2], digest)
 
     def get(self, name: str, valid: Callable[[bytes], bool]) -> bytes | None:
@@ -105,3 +109,29 @@ class ObjectCache:
                 pass
             except OSError as exc:
                 _log.warning("object cache: cannot remove %s: %s", path, exc)
+
+    def retain_only(self, names: Iterable[str]) -> int:
+        """Remove every entry (and any file a killed write left) but those of ``names``, the objects the repository
+        holds: what another host deleted, or a process that ran without the cache, leaves nothing here for longer
+        than until the next call (``blobstate gc`` of the whole repository). Returns how many files went; a failure
+        to remove one is logged, never raised."""
+        keep = {self._digest(name) for name in names}
+        removed = 0
+        try:
+            folders = [entry.path for entry in os.scandir(self.directory) if entry.is_dir(follow_symlinks=False)]
+        except OSError:
+            return 0
+        for folder in folders:
+            try:
+                stale = [entry.path for entry in os.scandir(folder) if entry.name not in keep]
+            except OSError:
+                continue
+            for path in stale:
+                try:
+                    os.unlink(path)
+                    removed += 1
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    _log.warning("object cache: cannot remove %s: %s", path, exc)
+        return removed

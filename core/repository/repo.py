@@ -274,7 +274,7 @@ class Repository:
     def discard_cached(self, blob_ids: Sequence[str]) -> None:
         """Drop the object cache's entries of ``blob_ids``' indexes (deleted from the store; other ids ignored)."""
         if self.object_cache is not None:
-            self.object_cache.discard([b for b in blob_ids if b.rpartition("/")[0].endswith("/" + layout.INDEXES)])
+            self.object_cache.discard([b for b in blob_ids if layout.is_index_id(b)])
 
     def _fetch_index(self, checkpoint: Checkpoint) -> SnapshotIndex:
         """The index of ``checkpoint``, from the object cache when its bytes there match the record, else fetched

@@ -161,3 +161,21 @@ def test_retention_leaves_no_cache_entry_of_what_it_deleted(backend, target, s3_
         assert records[1].is_file() and records[2].is_file(), "the records a backup appended are kept"
     files = [p for p in (work_base / "cache").rglob("*") if p.is_file()]
     assert len(files) == (4 if backend == "s3" else 2), files
+
+
+def test_gc_of_the_whole_repository_removes_the_entries_of_objects_the_repository_no_longer_holds(target, cli,
+                                                                                                 tmp_path, work_base):
+    """What another host deleted (or a process that ran without the cache, or a hand) leaves entries here that no
+    delete of this host discards: gc of the whole repository keeps only the entries of the indexes it lists and the
+    records its log names, so the cache never holds more than the repository did at the last gc."""
+    first, second = _two_snapshots(cli, target, tmp_path)
+    live = [_entry(work_base, target.url, cp["indexBlobId"]) for cp in (first, second)]
+    assert all(p.is_file() for p in live)
+    gone = [_entry(work_base, target.url, f"{KEY.prefix}/indexes/{'0' * 32}.json"),
+            _entry(work_base, target.url, record_id(KEY, 99))]
+    for path in gone:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"an object another host deleted")
+    _gc_dry_run(cli, target)
+    assert not [p for p in gone if p.exists()], "entries of objects the repository no longer holds"
+    assert all(p.is_file() for p in live), "the entries of what the repository holds stay"
