@@ -7,8 +7,11 @@ server's times of arrival and answer) and measures, in TTL mode ``native`` (S3 o
 lease object per blob), with the file checkpoint log in the bucket:
 
 - **snapshot**: a 1% incremental backup of a RocksDB store, the whole in-process verb (``blobstate.api.backup``:
-  the repository opened, the journal recovered, the commit), after a full backup and 3 incrementals of the same
-  store (retention, keeping 3, drops one snapshot: the steady state);
+  the repository opened, the journal recovered, the commit), after a full backup and 4 incrementals of the same
+  store (retention, keeping 3, drops one snapshot: the steady state), the one before it by another such verb on
+  this host (its records and indexes in this host's object cache, ``blobstate.local.object_cache``);
+- **snapshot-cold**: that one before it, whose process found nothing in the object cache (removed before it: as
+  on a host that did not write the store's last commits);
 - **snapshot-open**: the same 1% commit by a committer that is already open and committed 3 before (a driver's
   background snapshot);
 - **delta**: one delta commit (``DeltaCommitter.commit_changelog``) of a committer that committed one before, of
@@ -165,11 +168,15 @@ def measure_snapshot(counting: Counting, url: str, options: dict[str, Any], mode
     for seed in range(WARM_COMMITS):  # retention (3 kept) has a snapshot to drop from here on: the steady state
         change_state(db, keys=keys, size=size, seed=10 + seed)
         api.backup(db, **common)
-    change_state(db, keys=keys, size=size)
-    _, reqs, wall = counting.measure(lambda: api.backup(db, **common))
     root = url.split("://", 1)[1]
-    out = [Measured("snapshot", mode, uploads(reqs, root), reqs, wall, {"what": "1% incremental, blobstate.backup"},
-                    root)]
+    out = []
+    # a host whose object cache holds nothing of the store (another host wrote it), then the next process there
+    shutil.rmtree(os.path.join(work, "wd", "cache"), ignore_errors=True)
+    for kind, seed, what in (("snapshot-cold", 30, "1% incremental, blobstate.backup, nothing in the object cache"),
+                             ("snapshot", 2, "1% incremental, blobstate.backup after one on the same host")):
+        change_state(db, keys=keys, size=size, seed=seed)
+        _, reqs, wall = counting.measure(lambda: api.backup(db, **common))
+        out.append(Measured(kind, mode, uploads(reqs, root), reqs, wall, {"what": what}, root))
     key = StoreKey("default", "0", "counts")
     from blobstate.local import workdir
 

@@ -45,9 +45,11 @@ class FileCheckpointLog(CheckpointLog):
         self._newest: dict[StoreKey, int] = {}
         #: per store key: (monotonic s, the listing) taken right after this instance's last append, until used once
         self._after_append: dict[StoreKey, tuple[float, dict[int, BlobInfo]]] = {}
-        #: optional: a host's cache of records across processes (``get(name, valid)``, ``put(name, bytes)``: the
-        #: shape of ``blobstate.local.object_cache.ObjectCache``), consulted like ``_known``: an entry is used only
-        #: when the listing names the record by the MD5 of the entry's bytes
+        #: optional: a host's cache of records across processes (``get(name, valid)``, ``put(name, bytes)``,
+        #: ``discard(names)``: the shape of ``blobstate.local.object_cache.ObjectCache``), consulted like ``_known``:
+        #: an entry is used only when the listing names the record by the MD5 of the entry's bytes; a record this
+        #: instance appended is kept there when the listing after the append names it so, a record it deletes is
+        #: discarded
         self.record_cache: Any = None
 
     def _listing(self, key: StoreKey) -> dict[int, BlobInfo]:
@@ -197,6 +199,8 @@ class FileCheckpointLog(CheckpointLog):
             self.store.delete(rid)
             raise FencedError(f"fenced: {key} already has generation {newer[-1]}", expected=expected_generation,
                               actual=newer[-1])
+        if self.record_cache is not None and _etag(listing.get(record.generation)) == _md5(data):
+            self.record_cache.put(rid, data)  # the next process on this host reads it from there, as ``_local`` checks
         with self._lock:
             self._after_append[key] = (layout.monotonic(), listing)
         return record
@@ -206,7 +210,7 @@ class FileCheckpointLog(CheckpointLog):
         listing = self._listing(key)
         doomed = [g for g in list(listing)[:-keep] if below is None or g < below]
         records = [self._read(key, g, listing[g]) for g in doomed]
-        self.store.delete_many([record_id(key, g) for g in doomed])
+        self._delete([record_id(key, g) for g in doomed])
         return [cp for cp in records if cp is not None]
 
     def forget(self, key: StoreKey, records: Sequence[Checkpoint]) -> list[Checkpoint]:
@@ -220,7 +224,7 @@ class FileCheckpointLog(CheckpointLog):
                 if record.generation in listing else None
             if held is not None and held.checkpoint_id == record.checkpoint_id:
                 removed.append(held)
-        self.store.delete_many([record_id(key, cp.generation) for cp in removed])
+        self._delete([record_id(key, cp.generation) for cp in removed])
         return removed
 
     def drop(self, key: StoreKey, expiring: Sequence[Checkpoint], *, first_kept: int) -> list[Checkpoint]:
@@ -229,8 +233,14 @@ class FileCheckpointLog(CheckpointLog):
         the log has a higher generation than any it read, so it is never among them; a record never overwritten
         is the one the caller read at its generation."""
         doomed = [cp for cp in expiring if cp.generation != first_kept]
-        self.store.delete_many([record_id(key, cp.generation) for cp in doomed])
+        self._delete([record_id(key, cp.generation) for cp in doomed])
         return list(doomed)
+
+    def _delete(self, rids: list[str]) -> None:
+        """Delete the records ``rids`` (one bulk delete), and ``record_cache``'s entries of them."""
+        self.store.delete_many(rids)
+        if self.record_cache is not None:
+            self.record_cache.discard(rids)
 
     def keys(self) -> list[StoreKey]:
         return sorted(self._all_generations())

@@ -56,6 +56,7 @@ from blobstate.journal.file import Journal
 from blobstate.journal.recovery import RecoveryAction
 from blobstate.local import workdir
 from blobstate.local.checksum import ChecksumCache, crc32c_bytes
+from blobstate.local.object_cache import ObjectCache
 from blobstate.model.chain import latest_snapshot
 from blobstate.model.index import SnapshotIndex
 from blobstate.model.layout import (
@@ -159,6 +160,7 @@ class StoreCommitter:
         self.local_store = open_local_store(store_type)
         self.store_type = store_type
         self.work_dir = work_dir or workdir.store_work_dir(self.repo.url, key)
+        self.repo.use_object_cache(ObjectCache.for_writer(self.repo.url, key, self.work_dir))  # Safety rule 9
         self.ttl_ms = ttl_ms
         self.retain = self.policy.only_last or KEEP_ALL  # journaled (a count): a policy's fallback prunes nothing
         self.chunk_size = max(1, chunk_size)
@@ -295,11 +297,8 @@ class StoreCommitter:
 
     def _previous(self) -> tuple[Checkpoint, SnapshotIndex | None] | None:
         """The checkpoint and index the next commit diffs against (the log's latest snapshot; cached after our
-        commits).
-
-        An index that is missing or damaged is ``None`` (with a warning naming it): the commit then uploads every
-        file, under the next generation, instead of wedging the store.
-        """
+        commits). An index that is missing or damaged is ``None`` (with a warning naming it): the commit then
+        uploads every file, under the next generation, instead of wedging the store."""
         if self._prev is None:
             latest = self.commit_point.latest()  # the writer's view: read once with its pinned generation
             ahead, self._opened = read_ahead(self._opened, self.policy), None  # retention's reads after this commit
@@ -375,6 +374,7 @@ class StoreCommitter:
             raise
         # the commit point (the budget was checked before the index upload); aborts or leaves the commit open
         checkpoint = self.engine.append(record, budget_checked=True)
+        self.repo.cache_written_index(checkpoint, data)  # landed: the next process on this host reads it from there
         self._prev = (checkpoint, index)
         upload_ms = (time.perf_counter() - t0) * 1000
         late = landed_late(local.created_ms, self.ttl_ms)

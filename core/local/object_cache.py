@@ -1,5 +1,6 @@
 """This host's cache of a repository's immutable objects: checkpoint records and snapshot indexes, kept so that a
-repository-wide verb run again (``list``, ``stats``, ``gc``) reads from the blob store only what is new.
+repository-wide verb run again (``list``, ``stats``, ``gc``) and a writer's next process (``blobstate backup``, a
+driver: ``blobstate.commit.backup.StoreCommitter``) read from the blob store only what is new.
 
 Like restic's local cache of its index and snapshot files, and safe for the same reason: the objects are never
 overwritten under their names, and an entry is trusted only when its bytes match a checksum the caller read from
@@ -7,6 +8,8 @@ the repository in the same run. A snapshot index is checked against the size and
 record against the entity tag the log's listing gives it, when that tag is the MD5 of the object (S3's for a
 single PUT). Anything else (a missing, stale, damaged or foreign entry) is a miss: the object is read from the
 store as before, and written here afterwards. Nothing is ever decided from an entry that did not pass its check.
+A writer also keeps what it wrote itself once it landed (its index after its commit point, its record when the
+listing after the append names it by its MD5), and what its retention or gc deletes is discarded here (``discard``).
 
 ``<base>/cache/<repository hash>/<2 hex>/<sha256 of the object's name>`` where ``<base>`` is the work directory's
 base (``BLOBSTATE_WORK_DIR`` or platformdirs' user state dir, ``blobstate.local.workdir``) and the repository hash is
@@ -21,9 +24,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from blobstate.local.files import replace_file
+
+if TYPE_CHECKING:
+    from blobstate.model.records import StoreKey
 
 CACHE = "cache"
 _log = logging.getLogger("blobstate.cache")
@@ -50,8 +57,21 @@ class ObjectCache:
 
         return cls(os.path.join(base or workdir.default_base(), CACHE, workdir.repository_hash(repo_url)))
 
+    @classmethod
+    def for_writer(cls, repo_url: str, key: StoreKey, work_dir: str) -> ObjectCache | None:
+        """The cache a writer of ``key`` with the work directory ``work_dir`` uses: under the base that directory
+        lies in when it is the store's work directory there (``workdir.store_work_dir``), else under the default
+        base; None when turned off."""
+        from blobstate.local import workdir
+
+        return cls.for_repository(repo_url, workdir.base_of(work_dir, repo_url, key))
+
+    @staticmethod
+    def _digest(name: str) -> str:
+        return hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()
+
     def _path(self, name: str) -> str:
-        digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()
+        digest = self._digest(name)
         return os.path.join(self.directory, digest[:2], digest)
 
     def get(self, name: str, valid: Callable[[bytes], bool]) -> bytes | None:
@@ -77,3 +97,41 @@ class ObjectCache:
             replace_file(path, data)
         except OSError as exc:
             _log.debug("object cache: cannot keep %s: %s", path, exc)
+
+    def discard(self, names: Iterable[str]) -> None:
+        """Forget the entries of ``names`` (objects the repository deleted; a name without an entry is no error);
+        a failure to remove one is logged, never raised."""
+        for name in names:
+            path = self._path(name)
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                _log.warning("object cache: cannot remove %s: %s", path, exc)
+
+    def retain_only(self, names: Iterable[str]) -> int:
+        """Remove every entry (and any file a killed write left) but those of ``names``, the objects the repository
+        holds: what another host deleted, or a process that ran without the cache, leaves nothing here for longer
+        than until the next call (``blobstate gc`` of the whole repository). Returns how many files went; a failure
+        to remove one is logged, never raised."""
+        keep = {self._digest(name) for name in names}
+        removed = 0
+        try:
+            folders = [entry.path for entry in os.scandir(self.directory) if entry.is_dir(follow_symlinks=False)]
+        except OSError:
+            return 0
+        for folder in folders:
+            try:
+                stale = [entry.path for entry in os.scandir(folder) if entry.name not in keep]
+            except OSError:
+                continue
+            for path in stale:
+                try:
+                    os.unlink(path)
+                    removed += 1
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    _log.warning("object cache: cannot remove %s: %s", path, exc)
+        return removed

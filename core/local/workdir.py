@@ -53,6 +53,16 @@ def store_work_dir(repo_url: str, key: StoreKey, base: str | None = None) -> str
     return os.path.join(base or default_base(), repository_hash(repo_url), key.job, key.task, key.store)
 
 
+def base_of(work_dir: str, repo_url: str, key: StoreKey) -> str | None:
+    """The base ``work_dir`` lies under when it is ``key``'s work directory of ``repo_url`` there
+    (``store_work_dir``'s layout); None for a work directory placed elsewhere."""
+    path = os.path.abspath(work_dir)
+    base = path
+    for _ in range(4):  # <base>/<repo hash>/<job>/<task>/<store>
+        base = os.path.dirname(base)
+    return base if store_work_dir(repo_url, key, base) == path else None
+
+
 def checkpoints_dir(work_dir: str) -> str:
     return os.path.join(work_dir, CHECKPOINTS)
 

@@ -239,6 +239,7 @@ class DeleteGuard:
             report.spared += refused
             done += [b for b in batch if b not in refused]
         deleted = set(done)
+        self.repo.discard_cached(done)  # this host's cached copies of the deleted indexes
         report.expired_deleted = [b for b in report.expired_deleted if b in deleted]
         report.orphans_deleted = [b for b in report.orphans_deleted if b in deleted]
         return report.skipped is None

@@ -165,6 +165,20 @@ def with_object_cache(repo: Repository, work_base: str | None = None) -> Reposit
     return repo
 
 
+def sweep_object_cache(repo: Repository, view: RepositoryView) -> None:
+    """Bound this host's object cache by what the whole repository holds (``view``, taken with ``objects``): the
+    entries of indexes it no longer lists and of records its log no longer names go (deleted by another host, by a
+    process without the cache, by hand); what this process deleted went with its deletes (``discard``)."""
+    cache = repo.object_cache
+    if cache is None or view.objects is None:
+        return
+    live = [info.blob_id for infos in view.objects.values() for info in infos if layout.is_index_id(info.blob_id)]
+    live += [layout.record_id(cp.store_key, cp.generation) for history in view.histories.values() for cp in history]
+    removed = cache.retain_only(live)
+    if removed:
+        _logger.info("object cache: %d entries of objects the repository no longer holds removed", removed)
+
+
 def calls_summary(verb: str, repo: Repository, stores: int, started: float) -> None:
     """Log (``-v``) what ``verb`` asked of the store, if it was counted: ``list: 3 store calls (list 2,
     get_bounded 1) for 1 store(s) in 0.12 s``, and what the object cache answered (``cache 40 hits, 0 misses``)."""
@@ -202,6 +216,7 @@ def gc_repository(repo: Repository, *, keys: list[StoreKey] | None, job: str | N
         reports = for_each_store(repo, lambda k: one(k, view), view.keys)
         if job is None and task is None:
             temporaries = collect_temporaries(repo, now_ms=now_ms, ttl_ms=ttl_ms, dry_run=dry_run)
+            sweep_object_cache(repo, view)
             if temporaries.temporaries_deleted:
                 reports.append(temporaries)
     calls_summary("gc", repo, len(reports), started)

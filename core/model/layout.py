@@ -190,6 +190,11 @@ def lease_id(object_id: str) -> str:
     return posixpath.join(posixpath.dirname(head), LEASES, name)
 
 
+def is_index_id(object_id: str) -> bool:
+    """True for an object in an ``indexes/`` folder (a snapshot index of some store)."""
+    return posixpath.basename(posixpath.dirname(object_id)) == INDEXES
+
+
 def is_lease(object_id: str) -> bool:
     """True for a lease object (one in a ``ttl/`` folder)."""
     return posixpath.basename(posixpath.dirname(object_id)) == LEASES

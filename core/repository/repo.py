@@ -25,7 +25,7 @@ from blobstate.repository.backends import normalize_url, open_blob_store, open_c
 from blobstate.repository.log_identity import log_identity
 from blobstate.repository.marker import RepositoryInfo, bind_log, ensure_repository
 
-if TYPE_CHECKING:  # the repository-wide verbs open it (blobstate.maintenance.stores); a backup never does
+if TYPE_CHECKING:  # opened by the repository-wide verbs (blobstate.maintenance.stores) and a writer (commit.backup)
     from blobstate.local.object_cache import ObjectCache
 
 #: The ``BlobStore`` calls that reach the store (a listing of many pages, or a batch, counts once).
@@ -253,15 +253,28 @@ class Repository:
 
     def use_object_cache(self, cache: ObjectCache | None) -> None:
         """Read snapshot indexes (and, through a log that takes it, ``FileCheckpointLog.record_cache``, checkpoint
-        records) through this host's ``cache`` first (``blobstate.local.object_cache``): an index's cached bytes are
-        used only when they have the size and CRC32C its record declares, and an index read from the store is kept
-        there after its check. Not for an encrypted repository (its objects are not kept in the clear): then a
+        records) through this host's ``cache`` first (``blobstate.local.object_cache``; the repository-wide verbs
+        and every writer, ``StoreCommitter``): an index's cached bytes are used only when they have the size and
+        CRC32C its record declares (``_index_matches``), and an index read from the store is kept there after its
+        check. Not for an encrypted repository (its objects are not kept in the clear): then a
         no-op, as with ``cache`` None."""
         if cache is None or self.cipher is not None:
             return
         self.object_cache = cache
         if hasattr(self.log, "record_cache"):
             self.log.record_cache = cache
+
+    def cache_written_index(self, checkpoint: Checkpoint, data: bytes) -> None:
+        """Keep ``data``, the plain bytes of the index of ``checkpoint`` this process wrote, in the object cache
+        (when it is used): a writer calls it once its commit point landed, so that an entry is left behind only for
+        an index some record names (retention and gc discard it with the index, ``discard_cached``)."""
+        if self.object_cache is not None and _index_matches(checkpoint, data):
+            self.object_cache.put(checkpoint.index_blob_id, data)
+
+    def discard_cached(self, blob_ids: Sequence[str]) -> None:
+        """Drop the object cache's entries of ``blob_ids``' indexes (deleted from the store; other ids ignored)."""
+        if self.object_cache is not None:
+            self.object_cache.discard([b for b in blob_ids if layout.is_index_id(b)])
 
     def _fetch_index(self, checkpoint: Checkpoint) -> SnapshotIndex:
         """The index of ``checkpoint``, from the object cache when its bytes there match the record, else fetched

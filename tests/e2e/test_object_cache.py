@@ -1,8 +1,9 @@
-"""This host's cache of a repository's immutable objects (``blobstate.local.object_cache``), as ``list`` and ``gc``
-use it: an entry is trusted only when its bytes match what the repository says in the same run (an index: its
-record's size and CRC32C; a record: the MD5 its listing gives it), and gc takes an index from it only while the
-store still lists that index. Real subprocesses against file:// (indexes: their check is the same on every store)
-and the moto S3 server (records: a file:// listing carries no MD5, so there records are not cached)."""
+"""This host's cache of a repository's immutable objects (``blobstate.local.object_cache``), as ``list``, ``gc``
+and a writer (``backup``) use it: an entry is trusted only when its bytes match what the repository says in the
+same run (an index: its record's size and CRC32C; a record: the MD5 its listing gives it), and gc takes an index
+from it only while the store still lists that index. Real subprocesses against file:// (indexes: their check is
+the same on every store) and the moto S3 server (records: a file:// listing carries no MD5, so there records are
+not cached)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,14 @@ def _two_snapshots(cli, target, tmp_path) -> list[dict]:
     listed = cli("list", "--repo", target.url, "--json", env=target.env)
     assert listed.returncode == 0, listed.stderr
     return listed.json()
+
+
+def _history(target) -> list:
+    """KEY's records as the store holds them, read in this process without the object cache."""
+    from blobstate.repository.repo import Repository
+
+    with Repository.open(target.url, storage_options=target.options, create=False) as repository:
+        return repository.log.history(KEY)
 
 
 def _gc_dry_run(cli, target) -> dict:
@@ -99,3 +108,74 @@ def test_a_cached_record_is_used_only_while_the_listing_names_its_bytes(s3_targe
     assert again.returncode == 0, again.stderr
     assert [r["checkpointId"] for r in again.json()] == [first["checkpointId"], second["checkpointId"]]
     assert "cache 3 hits, 1 misses" in again.stderr  # two indexes and one record from the cache, one record read
+
+
+def test_a_backup_never_trusts_a_cached_index_whose_bytes_are_not_the_ones_its_record_names(target, cli, tmp_path,
+                                                                                            work_base):
+    """The next backup diffs against the latest index: its writer's process kept it in this host's cache. An entry
+    edited to name no file (same checkpoint) would make the backup upload every file again (or, naming other
+    blobs, reuse what the store lacks); it is not the bytes the record's size and CRC32C name, so the backup reads
+    the index from the store, keeps those bytes, uploads only what changed and commits a snapshot that verifies."""
+    _, second = _two_snapshots(cli, target, tmp_path)
+    entry = _entry(work_base, target.url, second["indexBlobId"])
+    kept = entry.read_bytes()
+    index = SnapshotIndex.from_bytes(kept)
+    entry.write_bytes(msgspec.structs.replace(index, dir_index=msgspec.structs.replace(
+        index.dir_index, files_present=())).to_bytes())
+    store = tmp_path / "s"
+    write_keys(store, n=10, value_size=200, seed=3, start=90_000)
+    done = cli("backup", store, *target.args(KEY), "--retain", "2", "--json", env=target.env)
+    assert done.returncode == 0, done.stderr
+    result = done.json()
+    assert 0 < result["filesUploaded"] < result["filesTotal"], result  # the diff was against the stored index
+    assert entry.read_bytes() == kept, "the entry is read again from the store and kept"
+    latest = _history(target)[-1]
+    assert latest.checkpoint_id == result["checkpointId"]
+    assert _entry(work_base, target.url, latest.index_blob_id).is_file(), "the backup keeps the index it wrote"
+    verified = cli("verify", *target.args(KEY), "--all", env=target.env)
+    assert verified.returncode == 0, verified.stderr
+
+
+@pytest.mark.parametrize("backend", ["file", "s3"])
+def test_retention_leaves_no_cache_entry_of_what_it_deleted(backend, target, s3_target, cli, tmp_path, work_base):
+    """A backup keeps the index and (on S3, where the listing gives a record's MD5) the record it wrote in this
+    host's cache; retention (``--retain 2``) deletes the oldest snapshot's index and record, and their entries with
+    them: what the cache holds of the store is what the store holds."""
+    from fault_harness import Target
+
+    if backend == "s3":
+        target = Target(f"{s3_target.url}-retention", s3_target.storage_options, s3_target.env)
+    store, written = tmp_path / "s", []
+    for seed in (1, 2, 3):
+        write_keys(store, n=50, value_size=200, seed=seed, start=10_000 * seed)
+        done = cli("backup", store, *target.args(KEY), "--retain", "2", "-q", env=target.env)
+        assert done.returncode == 0, done.stderr
+        written.append(_history(target)[-1])
+    assert [cp.generation for cp in _history(target)] == [2, 3]
+    indexes = [_entry(work_base, target.url, cp.index_blob_id) for cp in written]
+    records = [_entry(work_base, target.url, record_id(KEY, g)) for g in (1, 2, 3)]
+    assert not indexes[0].exists(), "retention deleted the first index: its entry goes with it"
+    assert indexes[1].is_file() and indexes[2].is_file(), "the indexes a backup wrote are kept"
+    if backend == "s3":
+        assert not records[0].exists(), "retention pruned the first record: its entry goes with it"
+        assert records[1].is_file() and records[2].is_file(), "the records a backup appended are kept"
+    files = [p for p in (work_base / "cache").rglob("*") if p.is_file()]
+    assert len(files) == (4 if backend == "s3" else 2), files
+
+
+def test_gc_of_the_whole_repository_removes_the_entries_of_objects_the_repository_no_longer_holds(target, cli,
+                                                                                                 tmp_path, work_base):
+    """What another host deleted (or a process that ran without the cache, or a hand) leaves entries here that no
+    delete of this host discards: gc of the whole repository keeps only the entries of the indexes it lists and the
+    records its log names, so the cache never holds more than the repository did at the last gc."""
+    first, second = _two_snapshots(cli, target, tmp_path)
+    live = [_entry(work_base, target.url, cp["indexBlobId"]) for cp in (first, second)]
+    assert all(p.is_file() for p in live)
+    gone = [_entry(work_base, target.url, f"{KEY.prefix}/indexes/{'0' * 32}.json"),
+            _entry(work_base, target.url, record_id(KEY, 99))]
+    for path in gone:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"an object another host deleted")
+    _gc_dry_run(cli, target)
+    assert not [p for p in gone if p.exists()], "entries of objects the repository no longer holds"
+    assert all(p.is_file() for p in live), "the entries of what the repository holds stay"

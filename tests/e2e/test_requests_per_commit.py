@@ -80,17 +80,31 @@ def test_a_snapshot_of_an_open_committer_reads_nothing_it_knows(measured, mode):
     assert not [r for r in m.requests if r.kind == "GET"], "a read of a record, an index or a tag set"
 
 
+def _reads(m: Measured) -> list[str]:
+    """The records and indexes ``m`` read from the store."""
+    return [label for label in _labels(m) if label.startswith("GET ") and ("/indexes/" in label
+                                                                          or label.startswith("GET checkpoints/"))]
+
+
+@pytest.mark.parametrize("kind", ["snapshot-cold", "snapshot"])
 @pytest.mark.parametrize("mode", MODES)
-def test_a_backup_verb_reads_the_log_once_and_walks_beside_the_index_read(measured, mode):
-    """``blobstate.backup`` of a 1% change in a fresh process (the fifth snapshot, retention dropping one): the
-    marker, the whole log (listing, records), the previous index with the walk of ``blobs/`` and the indexes
-    retention will need beside it, the uploads, the append (create, listing), the TTL removals beside retention's
-    log read, two bulk deletes: nothing read after the commit point (retention's record and index reads came after
-    it before: depth 13, now 11-12). U + 14 in native mode (one tag removed: the index's), 2U + 14 with leases (on
-    f14c140: 43 requests for U = 6 and 37 for U = 5: the log read three times, a listing before the create, a tag
-    set read before each removal, every retained record and index read one after another)."""
-    m = measured[("snapshot", mode)]
-    assert len(m.requests) <= (m.uploaded + 14 if mode == "native" else 2 * m.uploaded + 14), _labels(m)
+def test_a_backup_verb_reads_the_log_once_and_walks_beside_the_index_read(measured, mode, kind):
+    """``blobstate.backup`` of a 1% change in a fresh process (the fifth and sixth snapshots, retention dropping one
+    each): the marker, the log's listing, the walk of ``blobs/`` (a fresh committer walks, rule 7), the uploads, the
+    append (create, listing), the TTL removals beside retention's log read, two bulk deletes: nothing read after the
+    commit point. The first of the two (``snapshot-cold``) found nothing in this host's object cache: it reads the
+    records and the indexes (the previous one and the ones retention needs) beside the walk, U + 14 in native mode
+    (one tag removed: the index's), 2U + 14 with leases (on f14c140: 43 requests for U = 6 and 37 for U = 5). The
+    second (``snapshot``) finds what the first read and wrote in the object cache, checked against the listing's
+    MD5s and the records' CRC32Cs: it reads no record and no index, U + 8 and 2U + 8 (U + 14 and 2U + 14 before
+    writers used the object cache)."""
+    m = measured[(kind, mode)]
+    extra = 14 if kind == "snapshot-cold" else 8
+    assert len(m.requests) <= (m.uploaded + extra if mode == "native" else 2 * m.uploaded + extra), _labels(m)
+    if kind == "snapshot":
+        assert not _reads(m), "the second process on this host reads records and indexes from its object cache"
+    else:
+        assert len(_reads(m)) >= 3, "nothing in the object cache: the records and indexes are read from the store"
     walks = [r for r in m.requests if "blobs" in r.query and r.kind == "LIST"]
     assert len(walks) == 1, "a fresh committer walks blobs/ once (rule 7)"
     record_lists = [r for r in m.requests if r.kind == "LIST" and "checkpoints" in r.query]

@@ -42,3 +42,30 @@ def test_a_cache_that_cannot_be_written_is_no_error(tmp_path):
     cache = ObjectCache(str(blocked))
     cache.put("x", b"data")  # logged, not raised
     assert cache.get("x", lambda d: True) is None
+
+
+def test_discard_and_retain_only_remove_exactly_the_entries_they_name_or_leave_out(tmp_path):
+    cache = ObjectCache(str(tmp_path / "c"))
+    for name in ("a", "b", "c", "d"):
+        cache.put(name, name.encode())
+    cache.discard(["a", "never-kept"])  # a name without an entry is no error
+    assert cache.get("a", lambda d: True) is None and cache.get("b", lambda d: True) == b"b"
+    stray = tmp_path / "c" / "00" / "a-temp-file-a-killed-write-left"
+    stray.parent.mkdir(parents=True, exist_ok=True)
+    stray.write_bytes(b"")
+    assert cache.retain_only(["b", "d", "not-cached"]) == 2  # "c" and the stray file
+    assert [n for n in "abcd" if cache.get(n, lambda d: True) is not None] == ["b", "d"]
+    assert ObjectCache(str(tmp_path / "none")).retain_only([]) == 0  # no directory yet: nothing to do
+
+
+def test_a_writer_uses_the_base_its_work_directory_lies_in_else_the_default_one(tmp_path, monkeypatch):
+    from blobstate.model.records import StoreKey
+
+    monkeypatch.delenv("BLOBSTATE_OBJECT_CACHE", raising=False)
+    monkeypatch.setenv("BLOBSTATE_WORK_DIR", str(tmp_path / "default"))
+    key, url = StoreKey("j", "0", "s"), "s3://bucket/repo"
+    own = ObjectCache.for_writer(url, key, workdir.store_work_dir(url, key, str(tmp_path / "base")))
+    elsewhere = ObjectCache.for_writer(url, key, str(tmp_path / "somewhere" / "wd"))
+    assert own is not None and elsewhere is not None
+    assert own.directory == str(tmp_path / "base" / "cache" / workdir.repository_hash(url))
+    assert elsewhere.directory == str(tmp_path / "default" / "cache" / workdir.repository_hash(url))
