@@ -235,7 +235,8 @@ class CleanupExecutor:
         new_ids = owned(self.key, sorted(state.blob_ids - state.ttl_removed), what=f"the journal of {commit_id}")
         retains = snapshot or (checkpoint is not None and checkpoint.is_group
                                and any(e.kind == SNAPSHOT for e in checkpoint.partitions))
-        defer = state.is_delta and not heal and self.repo.store.ttl_mode == "lease"
+        changelogs = state.is_delta or (checkpoint is not None and checkpoint.is_group and not retains)
+        defer = changelogs and not heal and self.repo.store.ttl_mode == "lease"  # ``blobstate.commit.deferred``
         history = self._remove_ttls(new_ids, defer=defer, ttl_ms=state.ttl_ms,
                                     read_log=retains and not heal and not settings.current().append_only)
         if heal and checkpoint is not None:
@@ -277,8 +278,8 @@ class CleanupExecutor:
     def _remove_ttls(self, ids: list[str], *, defer: bool, ttl_ms: int,
                      read_log: bool) -> list[Checkpoint] | None:
         """Step 1 of ``finish``: the TTLs of ``ids`` removed (``BlobStore.remove_own_ttl_many``) with the marks of
-        earlier deltas that wait (``blobstate.commit.deferred``), or, with ``defer`` (a delta committed in time, in
-        lease mode), left waiting with them; with ``read_log``, retention's read of the log (after the append) made
+        earlier changelogs that wait (``blobstate.commit.deferred``), or, with ``defer`` (a delta or a group of
+        changelog parts committed in time, in lease mode), left waiting with them; with ``read_log``, retention's read of the log (after the append) made
         beside it, concurrently, and returned."""
         ids = self.deferred.take(ids, defer=defer, ttl_ms=ttl_ms)
         jobs: list[Callable[[], object]] = [lambda: self.repo.store.remove_own_ttl_many(ids)] if ids else []

@@ -92,3 +92,28 @@ def test_a_writer_killed_with_a_mark_waiting_loses_nothing(after, tmp_path):
     assert repo.read_changelog(delta) == changelog.encode([(changelog.PUT, f"b1-{i}", "v" * 40) for i in range(800)])
     assert os.path.exists(os.path.join(str(tmp_path / "repo"), blob))
     repo.close()
+
+
+def test_a_group_of_changelog_parts_leaves_its_parts_marks_for_the_close(tmp_path):
+    """The driver's commit of a group of changelog parts (staged here as executors stage them, each with its
+    lease): the parts' marks wait like a delta's, and the committer's close removes them."""
+    from blobstate.commit.group import GroupCommitter, stage_changelog
+    from blobstate.commit.healing import HealSources
+
+    url = f"file://{tmp_path}/repo"
+    repo = Repository.open(url, create=True)
+    key = StoreKey("stream", "group", "routes")
+    with StoreCommitter(key, repo, work_dir=str(tmp_path / "wd"), ttl_ms=TTL_MS, store_type="dir") as committer:
+        groups = GroupCommitter(committer, num_partitions=2)
+        for batch in (0, 1):
+            parts, kept = [], {}
+            for p in range(2):
+                data = changelog.encode([(changelog.PUT, f"p{p}-b{batch}", "v")])
+                entry = stage_changelog(repo, key, partition=p, batch_id=batch, data=data, ttl_ms=TTL_MS)
+                parts.append(entry)
+                kept[entry.blob_id] = data
+            groups.commit(parts, batch_id=batch, query_id="q", sources=HealSources(kept))
+        committed = {part.blob_id for cp in repo.log.history(key) for part in cp.partitions}
+        assert len(committed) == 4 and set(repo.store.expired(key.prefix, FAR_FUTURE_MS)) == committed
+    assert repo.store.expired(key.prefix, FAR_FUTURE_MS) == []
+    repo.close()
