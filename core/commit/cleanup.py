@@ -279,8 +279,8 @@ class CleanupExecutor:
                      read_log: bool) -> list[Checkpoint] | None:
         """Step 1 of ``finish``: the TTLs of ``ids`` removed (``BlobStore.remove_own_ttl_many``) with the marks of
         earlier changelogs that wait (``blobstate.commit.deferred``), or, with ``defer`` (a delta or a group of
-        changelog parts committed in time, in lease mode), left waiting with them; with ``read_log``, retention's read of the log (after the append) made
-        beside it, concurrently, and returned."""
+        changelog parts committed in time, in lease mode), left waiting with them; with ``read_log``, retention's
+        read of the log (after the append) made beside it, concurrently, and returned."""
         ids = self.deferred.take(ids, defer=defer, ttl_ms=ttl_ms)
         jobs: list[Callable[[], object]] = [lambda: self.repo.store.remove_own_ttl_many(ids)] if ids else []
         if read_log:
