@@ -6,8 +6,8 @@ checkpoint, then REMOVE_TTL and deferred deletes) with the commit point at the c
 1. ``CommitStarted``            one commit per store at a time (``StoreSession``'s lock), expected generation
 2. ``LocalCheckpointCreated``   consistent local copy (the local store plugin), checkpoint id written into it
 3. diff                         ``planner.diff``: unchanged only if name, size and CRC32C match
-4. ``UploadsPlanned``, ``BlobUploaded``  new and mutable files, chunked, in parallel, each with a TTL
-5. ``IndexUploaded``            the snapshot index, with a TTL
+4. ``UploadsPlanned``, ``BlobUploaded``  new and mutable files, chunked, in parallel, each with a TTL, and beside
+5. ``IndexUploaded``            them the snapshot index, with a TTL
 6. ``CheckpointWritten``        ``append(checkpoint, expected_generation)``: the commit point, through the one commit
                                 engine of every record kind (``blobstate.commit.engine.CommitEngine``; its
                                 ``CommitPoint`` shared with the store's delta and group commits)
@@ -47,7 +47,7 @@ from typing import Any
 from blobstate.commit import healing, planner
 from blobstate.commit.cleanup import CleanupExecutor, init_cleanup, last_completed
 from blobstate.commit.engine import CommitEngine, landed_late
-from blobstate.commit.point import CommitPoint, check_ttl_budget
+from blobstate.commit.point import CommitPoint
 from blobstate.commit.recover import recover
 from blobstate.commit.session import StoreSession
 from blobstate.errors import FencedError, IntegrityError
@@ -348,9 +348,6 @@ class StoreCommitter:
             bytes_planned = sum(r.size for r in plan.puts)
             self.session.record(ev.UploadsPlanned(commit_id, now_ms(), tuple(r.blob_id for r in plan.puts),
                                                   index_id, bytes_planned), sync=True)
-            self._upload_blobs(commit_id, plan.puts, bytes_planned)
-            self.journal.sync()
-            check_ttl_budget(local.commit_id, local.created_ms, self.ttl_ms)
             index = SnapshotIndex(
                 checkpoint_id=commit_id, created_time_ms=local.created_ms, job_name=self.key.job,
                 job_instance=self.writer_id, task_name=self.key.task, store_name=self.key.store,
@@ -362,7 +359,10 @@ class StoreCommitter:
             data = index.to_bytes()
             crc = crc32c_bytes(data)
             healing.save_index_copy(self.work_dir, commit_id, data)
-            self.repo.store.put(PutRequest(index_id, data, self.ttl_ms))
+            # the index goes beside the blobs (it names them, and the scan already knows their checksums): the
+            # commit point waits for both, so nothing it references is missing (rule 12), one round trip less
+            self._upload_blobs(commit_id, plan.puts, bytes_planned, index=PutRequest(index_id, data, self.ttl_ms))
+            self.journal.sync()
             self.session.record(ev.IndexUploaded(commit_id, now_ms(), index_id, crc, len(data)), sync=True)
             record = Checkpoint(self.key, commit_id, 0, index_id, crc, len(data), local.created_ms,
                                 local.batch_id, self.writer_id, query_id=local.query_id)
@@ -372,8 +372,7 @@ class StoreCommitter:
             if not isinstance(exc, FencedError):
                 self._prev = None
             raise
-        # the commit point (the budget was checked before the index upload); aborts or leaves the commit open
-        checkpoint = self.engine.append(record, budget_checked=True)
+        checkpoint = self.engine.append(record)  # the TTL budget, the commit point; aborts or leaves it open
         self.repo.cache_written_index(checkpoint, data)  # landed: the next process on this host reads it from there
         self._prev = (checkpoint, index)
         upload_ms = (time.perf_counter() - t0) * 1000
@@ -394,14 +393,16 @@ class StoreCommitter:
         """``checkpoint()`` then ``upload()``."""
         return self.upload(self.checkpoint(source, batch_id=batch_id))
 
-    def _upload_blobs(self, commit_id: str, puts: list[PutRequest], total: int) -> None:
-        # Progress counts files, not chunks: a file is done when its last chunk is.
+    def _upload_blobs(self, commit_id: str, puts: list[PutRequest], total: int, *, index: PutRequest) -> None:
+        # Progress counts files, not chunks: a file is done when its last chunk is. The index goes in the same batch.
         chunks_left = Counter(_source_name(r) for r in puts)
         lock = threading.Lock()
         self.progress.start(f"upload {self.key}", total, len(chunks_left))
 
         def one(request: PutRequest) -> None:
             self.repo.store.put(request)
+            if request is index:
+                return
             self.session.record(ev.BlobUploaded(commit_id, now_ms(), request.blob_id, request.size))
             with lock:
                 chunks_left[_source_name(request)] -= 1
@@ -409,7 +410,7 @@ class StoreCommitter:
             self.progress.advance(request.size, 1 if file_done else 0)
 
         try:
-            self.repo.store.map_concurrent(one, sorted(puts, key=lambda r: -r.size))
+            self.repo.store.map_concurrent(one, [index, *sorted(puts, key=lambda r: -r.size)])
         finally:
             self.progress.finish()
 

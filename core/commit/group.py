@@ -106,7 +106,6 @@ def stage_snapshot(repo: Repository, key: StoreKey, *, partition: int, batch_id:
     if prev_index is not None:  # rule 7, as every snapshot: a reused blob the store lost is uploaded again
         plan.puts += healing.plan_heal(plan.files, {f.relpath: f.path for f in scanned},
                                        healing.present_blobs(repo, key), {r.blob_id for r in plan.puts}, ttl_ms)
-    repo.store.put_many(plan.puts)
     commit_id, index_id = new_checkpoint_id(), new_index_id(key)
     index = SnapshotIndex(checkpoint_id=commit_id, created_time_ms=now_ms(), job_name=key.job,
                           job_instance=writer_id or f"partition-{partition}", task_name=key.task,
@@ -114,7 +113,7 @@ def stage_snapshot(repo: Repository, key: StoreKey, *, partition: int, batch_id:
                           prev_snapshot_index_blob_id=previous.index_blob_id if previous else None,
                           batch_id=batch_id, store_type="rocksdb")
     data = index.to_bytes()
-    repo.store.put(PutRequest(index_id, data, ttl_ms))
+    repo.store.put_many([PutRequest(index_id, data, ttl_ms), *plan.puts])  # the index beside the blobs (rule 12)
     entry = PartitionEntry(partition, SNAPSHOT, commit_id, batch_id, index_id, crc32c_bytes(data), len(data),
                            attempt, base)
     return StagedSnapshot(entry, tuple(r.blob_id for r in plan.puts), sum(r.size for r in plan.puts) + len(data))

@@ -13,7 +13,8 @@ listing after the append names it by its MD5), and what its retention or gc dele
 
 ``<base>/cache/<repository hash>/<2 hex>/<sha256 of the object's name>`` where ``<base>`` is the work directory's
 base (``BLOBSTATE_WORK_DIR`` or platformdirs' user state dir, ``blobstate.local.workdir``) and the repository hash is
-the one its store work directories use; ``cache`` is never a repository hash (12 hex digits). Only the plain bytes
+the one its store work directories use; ``cache`` is never a repository hash (12 hex digits). A writer whose work directory lies outside that layout keeps its own
+``<work dir>/cache/...`` instead (``for_writer``). Only the plain bytes
 of an unencrypted repository are kept (an encrypted repository's are not cached: nothing it protects is written
 to this disk in the clear). Writes are all or nothing (``replace_file``); a cache that cannot be written is no
 error, only slower. ``BLOBSTATE_OBJECT_CACHE=off`` turns it off.
@@ -59,12 +60,17 @@ class ObjectCache:
 
     @classmethod
     def for_writer(cls, repo_url: str, key: StoreKey, work_dir: str) -> ObjectCache | None:
-        """The cache a writer of ``key`` with the work directory ``work_dir`` uses: under the base that directory
-        lies in when it is the store's work directory there (``workdir.store_work_dir``), else under the default
-        base; None when turned off."""
+        """The cache a writer of ``key`` with the work directory ``work_dir`` uses: the repository's under the base
+        that directory lies in when it is the store's work directory there (``workdir.store_work_dir``), else one
+        of its own inside it (``<work_dir>/cache``: a work directory placed elsewhere shares nothing with another
+        one); None when turned off."""
         from blobstate.local import workdir
 
-        return cls.for_repository(repo_url, workdir.base_of(work_dir, repo_url, key))
+        base = workdir.base_of(work_dir, repo_url, key)
+        if base is not None:
+            return cls.for_repository(repo_url, base)
+        off = cls.for_repository(repo_url, work_dir) is None
+        return None if off else cls(os.path.join(work_dir, CACHE))
 
     @staticmethod
     def _digest(name: str) -> str:

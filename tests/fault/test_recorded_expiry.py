@@ -35,8 +35,8 @@ def _paused_writer(cli, target, tmp_path, work_base, *ttl):
     write_keys(store, n=300, value_size=200, seed=2, start=20_000)
     clock = tmp_path / "clock"
     writer = start_cli("backup", store, *target.args(KEY), *NATIVE, *ttl, "-q", work_base=work_base,
-                       env={**target.env, **pause_env("IndexUploaded", clock)})
-    wait_stopped(writer)  # paused after its uploads: data blobs with a recorded expiry, the index tagged
+                       env={**target.env, **pause_env("CheckpointAppending", clock)})
+    wait_stopped(writer)  # paused right before its append: data blobs with a recorded expiry, the index tagged
     return store, writer, clock
 
 
