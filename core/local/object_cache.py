@@ -13,10 +13,10 @@ listing after the append names it by its MD5), and what its retention or gc dele
 
 ``<base>/cache/<repository hash>/<2 hex>/<sha256 of the object's name>`` where ``<base>`` is the work directory's
 base (``BLOBSTATE_WORK_DIR`` or platformdirs' user state dir, ``blobstate.local.workdir``) and the repository hash is
-the one its store work directories use; ``cache`` is never a repository hash (12 hex digits). A writer whose work directory lies outside that layout keeps its own
-``<work dir>/cache/...`` instead (``for_writer``). Only the plain bytes
-of an unencrypted repository are kept (an encrypted repository's are not cached: nothing it protects is written
-to this disk in the clear). Writes are all or nothing (``replace_file``); a cache that cannot be written is no
+the one its store work directories use; ``cache`` is never a repository hash (12 hex digits). A writer whose work
+directory lies outside that layout keeps its own ``<work dir>/cache/...`` instead (``for_writer``). Only the plain
+bytes of an unencrypted repository are kept (an encrypted repository's are not cached: nothing it protects is
+written to this disk in the clear). Writes are all or nothing (``replace_file``); a cache that cannot be written is no
 error, only slower. ``BLOBSTATE_OBJECT_CACHE=off`` turns it off.
 """
 
