@@ -14,10 +14,10 @@ listing after the append names it by its MD5), and what its retention or gc dele
 ``<base>/cache/<repository hash>/<2 hex>/<sha256 of the object's name>`` where ``<base>`` is the work directory's
 base (``BLOBSTATE_WORK_DIR`` or platformdirs' user state dir, ``blobstate.local.workdir``) and the repository hash is
 the one its store work directories use; ``cache`` is never a repository hash (12 hex digits). A writer whose work
-directory lies outside that layout keeps its own ``<work dir>/cache/...`` instead (``for_writer``). Only the plain
-bytes of an unencrypted repository are kept (an encrypted repository's are not cached: nothing it protects is
-written to this disk in the clear). Writes are all or nothing (``replace_file``); a cache that cannot be written is no
-error, only slower. ``BLOBSTATE_OBJECT_CACHE=off`` turns it off.
+directory is a path of its own (not a store's place under a base) keeps its cache inside it, ``object-cache/``.
+Only the plain bytes of an unencrypted repository are kept (an encrypted repository's are not cached: nothing it
+protects is written to this disk in the clear). Writes are all or nothing (``replace_file``); a cache that cannot
+be written is no error, only slower. ``BLOBSTATE_OBJECT_CACHE=off`` turns it off.
 """
 
 from __future__ import annotations
@@ -37,6 +37,11 @@ CACHE = "cache"
 _log = logging.getLogger("blobstate.cache")
 
 
+def _turned_off() -> bool:
+    """``BLOBSTATE_OBJECT_CACHE`` says ``off``."""
+    return os.environ.get("BLOBSTATE_OBJECT_CACHE", "").strip().lower() in ("off", "0", "false", "no")
+
+
 class ObjectCache:
     """Immutable objects by name, each entry served only when ``valid(bytes)`` holds for it.
 
@@ -52,7 +57,7 @@ class ObjectCache:
     def for_repository(cls, repo_url: str, base: str | None = None) -> ObjectCache | None:
         """The cache of the repository at ``repo_url`` under ``base`` (default: the work directories' base); None
         when ``BLOBSTATE_OBJECT_CACHE`` is ``off``."""
-        if os.environ.get("BLOBSTATE_OBJECT_CACHE", "").strip().lower() in ("off", "0", "false", "no"):
+        if _turned_off():
             return None
         from blobstate.local import workdir
 
@@ -60,17 +65,16 @@ class ObjectCache:
 
     @classmethod
     def for_writer(cls, repo_url: str, key: StoreKey, work_dir: str) -> ObjectCache | None:
-        """The cache a writer of ``key`` with the work directory ``work_dir`` uses: the repository's under the base
-        that directory lies in when it is the store's work directory there (``workdir.store_work_dir``), else one
-        of its own inside it (``<work_dir>/cache``: a work directory placed elsewhere shares nothing with another
-        one); None when turned off."""
+        """The cache a writer of ``key`` with the work directory ``work_dir`` uses: under the base that directory
+        lies in when it is the store's work directory there (``workdir.store_work_dir``: shared with ``list`` and
+        ``gc`` of that base), else inside ``work_dir`` itself (``workdir.OBJECT_CACHE``: a writer given a directory
+        of its own writes nothing outside it, and its cache goes with it); None when turned off."""
         from blobstate.local import workdir
 
         base = workdir.base_of(work_dir, repo_url, key)
-        if base is not None:
+        if base is not None or _turned_off():
             return cls.for_repository(repo_url, base)
-        off = cls.for_repository(repo_url, work_dir) is None
-        return None if off else cls(os.path.join(work_dir, CACHE))
+        return cls(os.path.join(work_dir, workdir.OBJECT_CACHE))
 
     @staticmethod
     def _digest(name: str) -> str:

@@ -25,6 +25,7 @@ CRC_CACHE = "crc-cache.json"
 LOCK = "lock"
 RESTORED = "restored.json"
 RESTORE_LOCK = "restore.lock"
+OBJECT_CACHE = "object-cache"  # a writer's object cache when its work directory lies under no base
 
 
 def default_base() -> str:

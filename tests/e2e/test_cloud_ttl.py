@@ -202,3 +202,28 @@ def test_gc_sweeps_expired_blobs_in_both_modes(cloud_target, mode):
     assert [b.blob_id for b in store.list("j/t/s")] == [keep]
     leases = [b for b in store.inner._find("j/t/s") if "/ttl/" in b]
     assert leases == (["j/t/s/ttl/keep"] if mode == "lease" else [])
+
+
+@pytest.mark.parametrize("cloud_target", ["azure", "gcs"], indirect=True)
+def test_a_committed_deltas_changelog_loses_its_native_mark_before_the_next_commit(cloud_target, tmp_path):
+    """Native mode on Azure and GCS marks every blob, and a lifecycle rule deletes a marked blob once its mark
+    expires whatever references it: a delta's changelog mark is removed by the delta's own commit, never left to
+    wait for a later removal as in lease mode (``blobstate.commit.deferred``, Safety rule 2). Checked through the
+    cloud's SDK while the committer is still open (its close would remove a waiting mark)."""
+    from blobstate.commit.backup import StoreCommitter
+    from blobstate.commit.delta import DeltaCommitter
+    from blobstate.model import changelog
+    from blobstate.model.records import StoreKey
+    from blobstate.repository.repo import Repository
+
+    repo = Repository.open(cloud_target.url, storage_options=cloud_target.storage_options, ttl_mode="native",
+                           create=True)
+    data = changelog.encode([(changelog.PUT, f"k{i}", "v" * 40) for i in range(800)])  # above the inline bound
+    try:
+        with StoreCommitter(StoreKey("j", "t", "s"), repo, work_dir=str(tmp_path / "wd"), ttl_ms=TTL_MS) as committer:
+            deltas = DeltaCommitter(committer)
+            first = deltas.commit_changelog(data, batch_id=1, query_id="q").checkpoint
+            assert first.changelog_blob_id
+            assert native_ttl_marker(cloud_target, first.changelog_blob_id) is False, "a lifecycle rule would take it"
+    finally:
+        repo.close()

@@ -179,3 +179,43 @@ def test_gc_of_the_whole_repository_removes_the_entries_of_objects_the_repositor
     _gc_dry_run(cli, target)
     assert not [p for p in gone if p.exists()], "entries of objects the repository no longer holds"
     assert all(p.is_file() for p in live), "the entries of what the repository holds stay"
+
+
+_OWN_WORK_DIR_WRITER = """
+import json, sys
+from blobstate.commit.backup import StoreCommitter
+from blobstate.model.records import StoreKey
+from blobstate.repository.repo import Repository
+url, wd, src = sys.argv[1:4]
+with Repository.open(url, create=True) as repo:
+    with StoreCommitter(StoreKey("j", "0", "s"), repo, work_dir=wd, store_type="dir") as committer:
+        committer.backup(src)
+        print(json.dumps({"hits": repo.object_cache.hits if repo.object_cache else None}), flush=True)
+"""
+
+
+def test_a_writer_given_a_work_directory_of_its_own_writes_nothing_outside_it(tmp_path):
+    """A writer whose work directory is a path of its own (the API's and the Spark drivers' ``work_dir``), not a
+    store's place under a base: before, its object cache went to the default base (the user's state directory, or
+    ``BLOBSTATE_WORK_DIR``), a place it was never told to write, where no gc of another base sweeps it and where it
+    outlives the work directory and the repository (a test's temporary repository left entries there for good).
+    Now it lies in that work directory, and the writer's next process still reads from it."""
+    import json
+    import subprocess
+    import sys
+
+    from fixtures_core import cli_env
+
+    default_base, wd, src = tmp_path / "default-base", tmp_path / "own" / "wd", tmp_path / "state"
+    src.mkdir()
+    write_keys(src, n=50, value_size=200, seed=1)
+    url = f"file://{tmp_path}/repo"
+    runs = []
+    for seed in (2, 3):
+        write_keys(src, n=20, value_size=200, seed=seed, start=10_000 * seed)
+        proc = subprocess.run([sys.executable, "-c", _OWN_WORK_DIR_WRITER, url, str(wd), str(src)],
+                              capture_output=True, text=True, timeout=300, env=cli_env(default_base))
+        assert proc.returncode == 0, proc.stderr
+        runs.append(json.loads(proc.stdout))
+    assert not (default_base / "cache").exists(), sorted(str(p) for p in (default_base / "cache").rglob("*"))[:5]
+    assert runs[1]["hits"], "the next process of the same work directory reads the index it wrote from its cache"

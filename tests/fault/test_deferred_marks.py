@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 
 import pytest
+from fault_harness import DAY_MS, pause_env, send_cont, start_cli, wait_stopped
+from fixtures_core import cli_env
 
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.delta import DeltaCommitter
@@ -117,3 +120,60 @@ def test_a_group_of_changelog_parts_leaves_its_parts_marks_for_the_close(tmp_pat
         assert len(committed) == 4 and set(repo.store.expired(key.prefix, FAR_FUTURE_MS)) == committed
     assert repo.store.expired(key.prefix, FAR_FUTURE_MS) == []
     repo.close()
+
+_LATE_CHILD = """
+import json, sys
+from blobstate.commit.backup import StoreCommitter
+from blobstate.commit.delta import DeltaCommitter
+from blobstate.model import changelog
+from blobstate.model.records import StoreKey
+from blobstate.repository.repo import Repository
+url, wd = sys.argv[1], sys.argv[2]
+data = changelog.encode([(changelog.PUT, f"late-{i}", "v" * 40) for i in range(800)])
+with StoreCommitter(StoreKey("stream", "0", "deltas"), Repository.open(url), work_dir=wd) as committer:
+    cp = DeltaCommitter(committer).commit_changelog(data, batch_id=2, query_id="q").checkpoint  # paused, lands late
+    print(json.dumps({"blob": cp.changelog_blob_id}), flush=True)
+    sys.stdin.readline()  # the writer lives on (a driver between batches) until the test lets it close
+"""
+
+
+def test_a_late_delta_removes_its_mark_before_its_heal_check_for_a_gc_whose_log_read_lags(tmp_path):
+    """Rule 13a's TTL half for a delta: a delta paused before its append past its TTL lands late; a gc that decided
+    meanwhile (its leases expired, the delta not in the log it read) re-checks through a log replica that lags, so
+    only the removed mark spares the changelog. A late commit's marks never wait (``DeferredMarks``): they go before
+    its heal check, while its writer is still open. Real processes: the writer SIGSTOPped by
+    ``tests/support/pause_plugin.py``, gc by ``soak_plugin.py``, the replica ``lagging_log.py``."""
+    late_ms = DAY_MS + 3_600_000  # past the default one-day TTL of the delta's upload
+    url, wd = f"file://{tmp_path}/repo", str(tmp_path / "wd")
+    src = tmp_path / "state"
+    src.mkdir()
+    (src / "a").write_bytes(b"a")
+    with Repository.open(url, create=True) as repo, StoreCommitter(KEY, repo, work_dir=wd, store_type="dir") as c:
+        c.upload(c.checkpoint(str(src), batch_id=1, query_id="q"))
+    replica = tmp_path / "replica"
+    shutil.copytree(tmp_path / "repo" / "checkpoints", replica / "checkpoints")  # the replica stops following here
+    clock = tmp_path / "clock"
+    writer = subprocess.Popen([sys.executable, "-c", _LATE_CHILD, url, wd], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**cli_env(tmp_path / "writer-host"), **pause_env("CheckpointAppending", clock)})
+    try:
+        wait_stopped(writer)  # the changelog uploaded with its lease, the append about to be sent
+        gc = start_cli("gc", "--repo", url, "--now", str(now_ms() + late_ms), "--json", work_base=tmp_path / "gc-host",
+                       env={"BLOBSTATE_PLUGINS": "soak_plugin,lagging_log", "BLOBSTATE_TEST_LAGGING_LOG": str(replica),
+                            "BLOBSTATE_TEST_STOP_AFTER_LOG_READ": "1"})
+        wait_stopped(gc)  # decided: the changelog's lease expired, no record in the (lagging) log references it
+        send_cont(writer, clock_file=clock, advance_ms=late_ms)
+        blob = json.loads(writer.stdout.readline())["blob"]  # landed late, healed, committed; the writer still open
+        send_cont(gc)
+        out, err = gc.communicate(timeout=120)
+        assert gc.returncode == 0, err
+        report = json.loads(out)[0]
+        assert blob in report["spared"] and blob not in report["expiredDeleted"], report  # decided, then spared
+        with Repository.open(url) as repo:
+            (delta,) = [cp for cp in repo.log.history(KEY) if cp.batch_id == 2]
+            assert repo.read_changelog(delta) == changelog.encode(
+                [(changelog.PUT, f"late-{i}", "v" * 40) for i in range(800)])
+    finally:
+        if writer.poll() is None:
+            writer.communicate("\n", timeout=120)
+    assert writer.returncode == 0, writer.stderr.read() if writer.stderr else ""

@@ -58,7 +58,7 @@ def test_discard_and_retain_only_remove_exactly_the_entries_they_name_or_leave_o
     assert ObjectCache(str(tmp_path / "none")).retain_only([]) == 0  # no directory yet: nothing to do
 
 
-def test_a_writer_uses_the_base_its_work_directory_lies_in_else_one_inside_it(tmp_path, monkeypatch):
+def test_a_writer_uses_the_base_its_work_directory_lies_in_else_its_work_directory(tmp_path, monkeypatch):
     from blobstate.model.records import StoreKey
 
     monkeypatch.delenv("BLOBSTATE_OBJECT_CACHE", raising=False)
@@ -68,4 +68,6 @@ def test_a_writer_uses_the_base_its_work_directory_lies_in_else_one_inside_it(tm
     elsewhere = ObjectCache.for_writer(url, key, str(tmp_path / "somewhere" / "wd"))
     assert own is not None and elsewhere is not None
     assert own.directory == str(tmp_path / "base" / "cache" / workdir.repository_hash(url))
-    assert elsewhere.directory == str(tmp_path / "somewhere" / "wd" / "cache")  # never shared with another one
+    assert elsewhere.directory == str(tmp_path / "somewhere" / "wd" / workdir.OBJECT_CACHE)  # never the default base
+    monkeypatch.setenv("BLOBSTATE_OBJECT_CACHE", "off")
+    assert ObjectCache.for_writer(url, key, str(tmp_path / "somewhere" / "wd")) is None
