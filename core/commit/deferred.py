@@ -2,16 +2,18 @@
 parts, in lease mode (issue 31).
 
 A delta whose changelog has a blob of its own writes a lease beside it, as every executor does beside a group's
-changelog part; once the record is committed the committer would remove them in a request of its own. In lease
-mode nothing but gc acts on an expired mark, and gc deletes an expired blob only while no retained record
-references it (docs/architecture.md, Safety rule 2), re-checked right before it deletes (rule 13); until its expiry
-(at least a TTL after its upload began) a mark protects its blob more than its absence would. So the committer
-leaves the marks of deltas and of groups of changelog parts committed in time here, and removes them with its next
-removal (a snapshot's, a late commit's) or at its close (``CleanupExecutor.flush_deferred``), and at once when
-``DeferredMarks.MAX`` wait or the oldest has waited TTL/4. A process that dies with marks waiting leaves them to the
-next committer's take-over (``blobstate.commit.cleanup.init_cleanup``: the marks of the latest snapshot and every
-later delta, or of every retained group record) or to gc, which removes an expired mark of a referenced blob. In
-native mode a cloud lifecycle rule expires marked blobs whatever references them: nothing is deferred there.
+changelog part; once the record is committed the committer would remove them in a request of its own. In lease mode
+nothing but gc acts on an expired mark, and gc deletes an expired blob only while no retained record references it
+(docs/architecture.md, Safety rule 2), re-checked right before it deletes (rule 13); until its expiry (at least a
+TTL after its upload began) a mark protects its blob more than its absence would. So the committer leaves the marks
+of deltas and of groups of changelog parts committed in time here, and removes them with its next removal (a
+snapshot's, a late commit's) or at its close (``CleanupExecutor.flush_deferred``), and with its next commit of any
+kind once ``DeferredMarks.MAX`` wait or the oldest has waited TTL/4 (nothing runs in between: a committer idle for
+longer than its TTL keeps them past their expiry, which only leaves gc to remove them). A process that dies with
+marks waiting leaves them to the next committer's take-over (``blobstate.commit.cleanup.init_cleanup``: the marks of
+the latest snapshot and every later delta, or of every retained group record) or to gc, which removes an expired
+mark of a referenced blob. In native mode a cloud lifecycle rule expires marked blobs whatever references them:
+nothing is deferred there.
 """
 
 from __future__ import annotations
