@@ -1,7 +1,7 @@
 """CLI start-up (issue 31): ``blobstate backup`` of an unchanged store against ``python -c pass`` and the commit.
 
 ``python -m bench.cli_startup [--size 10MiB] [--keys N] [--runs 20] [--warmup 2] [--importtime 7] [--work DIR]
-[--s3] [--out FILE]``
+[--s3] [--cold N] [--out FILE]``
 
 The target: ``blobstate backup SRC --repo file://REPO -q`` of a store that has not changed since its last backup
 takes at most 2x ``python -c pass`` plus the in-process commit time, checked on wall times (the command's own
@@ -50,11 +50,18 @@ def run_child(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     return wall, (usage.ru_utime + usage.ru_stime) * 1000, out.decode()
 
 
-def measure(argv: list[str], env: dict[str, str], runs: int, warmup: int) -> dict[str, Any]:
-    """Medians over ``runs`` (after ``warmup`` runs) of wall and CPU ms, and the last run's stdout."""
+def measure(argv: list[str], env: dict[str, str], runs: int, warmup: int, *, cold: bool = False) -> dict[str, Any]:
+    """Medians over ``runs`` (after ``warmup`` runs) of wall and CPU ms, and the last run's stdout; with ``cold``
+    the page cache is dropped before each run (``bench.measure.drop_caches``)."""
+    from bench.measure import drop_caches
+
     for _ in range(warmup):
         run_child(argv, env)
-    samples = [run_child(argv, env) for _ in range(runs)]
+    samples = []
+    for _ in range(runs):
+        if cold:
+            drop_caches()
+        samples.append(run_child(argv, env))
     return {"wall_ms": round(statistics.median(s[0] for s in samples), 1),
             "cpu_ms": round(statistics.median(s[1] for s in samples), 1),
             "cpu_ms_min": round(min(s[1] for s in samples), 1), "runs": runs, "stdout": samples[-1][2]}
@@ -119,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=None)
     p.add_argument("--s3", action="store_true",
                    help="the repository on the counting moto server (bench/s3server.py) instead of file://")
+    p.add_argument("--cold", type=int, default=0,
+                   help="also N runs of each command with the page cache dropped first (the peer harness's cold "
+                        "mode, `python -m bench`): what a process start costs when its files are not cached (root)")
     args = p.parse_args(argv)
     work = args.work or tempfile.mkdtemp(prefix="blobstate-cli-startup-")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -151,6 +161,8 @@ def run(args: argparse.Namespace, work: str, repo: str, env: dict[str, str], opt
     run_child([*cli, *backup, "-q"], env)  # the first backup: everything uploaded
     python = measure([sys.executable, "-c", "pass"], env, args.runs, args.warmup)
     command = measure([*cli, *backup, "-q"], env, args.runs, args.warmup)
+    cold = {"python_c_pass": measure([sys.executable, "-c", "pass"], env, args.cold, 0, cold=True),
+            "backup_unchanged": measure([*cli, *backup, "-q"], env, args.cold, 0, cold=True)} if args.cold else None
     commits = [json.loads(run_child([*cli, *backup, "--json"], env)[2]) for _ in range(args.runs)]
     assert all(c["filesUploaded"] == 0 for c in commits), "the store changed between backups"
     commit_ms = round(statistics.median(c["durationMs"] for c in commits), 1)
@@ -163,10 +175,10 @@ def run(args: argparse.Namespace, work: str, repo: str, env: dict[str, str], opt
         "size_bytes": size, "runs": args.runs, "command": " ".join(os.path.basename(a) for a in cli[:1]) + " backup",
         "repository": repo.split(":", 1)[0], "load_average": os.getloadavg(), "python_c_pass": python,
         "backup_unchanged": command,
-        "commit_ms": commit_ms, "in_process": warm, "target_ms": target, "met": met,
+        "commit_ms": commit_ms, "in_process": warm, "target_ms": target, "met": met, "cold_page_cache": cold,
         "imports": (import_times(["-m", "blobstate.cli", *backup, "-q"], env, args.importtime)
                     if args.importtime else None)}
-    for row in (python, command):
+    for row in (python, command, *(cold or {}).values()):
         row.pop("stdout")
     lines = ["| (medians) | wall ms | user + sys CPU ms |", "| --- | ---: | ---: |",
              f"| `python -c pass` | {python['wall_ms']} | {python['cpu_ms']} |",
@@ -176,6 +188,11 @@ def run(args: argparse.Namespace, work: str, repo: str, env: dict[str, str], opt
              f"{warm['call_cpu_ms']} |",
              "| target: 2 x `python -c pass` + commit | " + " | ".join(
                  f"{target[u]} ({'met' if met[u] else 'missed'})" for u in ("wall_ms", "cpu_ms")) + " |"]
+    if cold:
+        lines += [f"| the same with the page cache dropped first: `python -c pass` | "
+                  f"{cold['python_c_pass']['wall_ms']} | {cold['python_c_pass']['cpu_ms']} |",
+                  f"| the same with the page cache dropped first: `blobstate backup` | "
+                  f"{cold['backup_unchanged']['wall_ms']} | {cold['backup_unchanged']['cpu_ms']} |"]
     if doc["imports"]:
         imp = doc["imports"]
         lines.append(f"\nimports: {imp['modules']} modules, {imp['total_ms']} ms of own import time (min of "
