@@ -71,10 +71,12 @@ class ObjectCache:
         of its own writes nothing outside it, and its cache goes with it); None when turned off."""
         from blobstate.local import workdir
 
+        if _turned_off():
+            return None
         base = workdir.base_of(work_dir, repo_url, key)
-        if base is not None or _turned_off():
-            return cls.for_repository(repo_url, base)
-        return cls(os.path.join(work_dir, workdir.OBJECT_CACHE))
+        if base is None:
+            return cls(os.path.join(work_dir, workdir.OBJECT_CACHE))
+        return cls.for_repository(repo_url, base)
 
     @staticmethod
     def _digest(name: str) -> str:
@@ -112,13 +114,7 @@ class ObjectCache:
         """Forget the entries of ``names`` (objects the repository deleted; a name without an entry is no error);
         a failure to remove one is logged, never raised."""
         for name in names:
-            path = self._path(name)
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                _log.warning("object cache: cannot remove %s: %s", path, exc)
+            _unlink(self._path(name))
 
     def retain_only(self, names: Iterable[str]) -> int:
         """Remove every entry (and any file a killed write left) but those of ``names``, the objects the repository
@@ -136,12 +132,18 @@ class ObjectCache:
                 stale = [entry.path for entry in os.scandir(folder) if entry.name not in keep]
             except OSError:
                 continue
-            for path in stale:
-                try:
-                    os.unlink(path)
-                    removed += 1
-                except FileNotFoundError:
-                    pass
-                except OSError as exc:
-                    _log.warning("object cache: cannot remove %s: %s", path, exc)
+            removed += sum(_unlink(path) for path in stale)
         return removed
+
+
+def _unlink(path: str) -> bool:
+    """Remove the entry file ``path``: True when this call removed it; a missing one is no error, a failure is
+    logged, never raised (``discard`` and ``retain_only``)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        _log.warning("object cache: cannot remove %s: %s", path, exc)
+        return False
+    return True
