@@ -295,15 +295,12 @@ class CleanupExecutor:
     def flush_deferred(self) -> None:
         """Remove the marks of committed deltas that still wait (``blobstate.commit.deferred``); a failure is
         logged and they stay for the next committer's take-over or gc (a mark only protects its blob longer)."""
-        ids = self.deferred.take([], defer=False, ttl_ms=0)
-        if not ids:
-            return
+        waiting = len(self.deferred)
         try:
-            self.repo.store.remove_own_ttl_many(ids)
+            self._remove_ttls([], defer=False, ttl_ms=0, read_log=False)  # gives them back on failure
         except Exception as exc:  # noqa: BLE001 - the commits stand; their marks go later
-            self.deferred.keep(ids)
             log.warning("the TTL marks of %d committed delta blob(s) of %s stay until the next commit or gc: %s",
-                        len(ids), self.key, redact(str(exc)))
+                        waiting, self.key, redact(str(exc)))
 
     def _log_after_append(self) -> list[Checkpoint]:
         """Retention's view of the log after the append (Safety rule 15): the log's own read right after the
