@@ -58,6 +58,19 @@ def make(commits):
             pass
 
 
+def complete(s: SnapshotScheduler, batch: int) -> None:
+    """Batch ``batch`` is applied and the engine committed it: its snapshot may be due."""
+    s.applied(batch)
+    s.committed(batch)
+
+
+def hold_in_flight(s: SnapshotScheduler, commits: Commits) -> None:
+    """Batch 0 completes and its snapshot commit starts, held at ``commits.gate`` until the test sets it."""
+    commits.gate.clear()
+    complete(s, 0)
+    assert commits.entered.wait(10)
+
+
 def test_every_must_be_at_least_one(commits):
     with pytest.raises(ConfigurationError, match="every 1 or more batches"):
         SnapshotScheduler(commits, batch_of=lambda r: r, every=0)
@@ -88,21 +101,16 @@ def test_snapshots_are_every_n_batches_after_the_last(make, commits):
     s = make(every=3)
     s.start_from(1)  # restored at batch 1, covered by a snapshot
     for b in range(2, 9):
-        s.applied(b)
-        s.committed(b)
+        complete(s, b)
         s.drain(10)
     assert commits.batches == [4, 7] and s.last_snapshot == 7 and s.lag == 1
 
 
 def test_triggers_during_a_commit_coalesce_into_the_newest_due_batch(make, commits):
     s = make()
-    commits.gate.clear()
-    s.applied(0)
-    s.committed(0)
-    assert commits.entered.wait(10)
+    hold_in_flight(s, commits)
     for b in range(1, 6):  # five batches complete while the snapshot of batch 0 uploads
-        s.applied(b)
-        s.committed(b)
+        complete(s, b)
     commits.gate.set()
     assert s.wait_for(5, 10) == 5
     s.drain(10)
@@ -112,24 +120,20 @@ def test_triggers_during_a_commit_coalesce_into_the_newest_due_batch(make, commi
 def test_a_commit_that_found_a_later_batch_waits_for_a_newer_one(make, commits):
     s = make()
     commits.answers[2] = None  # the store already held batch 3 when the checkpoint was taken
-    s.applied(2)
-    s.committed(2)
+    complete(s, 2)
     s.drain(10)
     assert commits.batches == [2] and s.last_snapshot is None
-    s.applied(2)
-    s.committed(2)
+    complete(s, 2)
     s.drain(10)
     assert commits.batches == [2]  # not again for the same batch
-    s.applied(3)
-    s.committed(3)
+    complete(s, 3)
     assert s.wait_for(3, 10) == 3 and commits.batches == [2, 3]
 
 
 def test_paused_nothing_is_committed_until_resumed(make, commits):
     s = make()
     s.pause()
-    s.applied(0)
-    s.committed(0)
+    complete(s, 0)
     s.drain(10)
     assert commits.batches == []
     s.resume()
@@ -140,15 +144,13 @@ def test_the_first_failure_stops_the_scheduler_and_is_raised_once(make, commits)
     cause = IntegrityError("the blob is damaged")
     commits.answers[0] = cause
     s = make(describe_error=lambda b, e: f"snapshot {b}: {e}")
-    s.applied(0)
-    s.committed(0)
+    complete(s, 0)
     with pytest.raises(SnapshotCommitError, match="^snapshot 0: the blob is damaged$") as info:
         s.wait_for(0, 10)
     error = info.value
     assert error.batch_id == 0 and error.__cause__ is cause and error.exit_code == 3
     assert isinstance(error, StorageError)
-    s.applied(1)
-    s.committed(1)
+    complete(s, 1)
     s.drain(10)
     assert commits.batches == [0]  # stopped
     with pytest.raises(SnapshotCommitError):
@@ -159,8 +161,7 @@ def test_the_first_failure_stops_the_scheduler_and_is_raised_once(make, commits)
 def test_close_raises_a_failure_never_reported(make, commits):
     commits.answers[0] = RuntimeError("boom")
     s = make()
-    s.applied(0)
-    s.committed(0)
+    complete(s, 0)
     s.drain(10)
     with pytest.raises(SnapshotCommitError, match="the snapshot of batch 0 failed: boom") as info:
         s.close()
@@ -169,12 +170,8 @@ def test_close_raises_a_failure_never_reported(make, commits):
 
 def test_close_commits_what_is_due_first(make, commits):
     s = make()
-    commits.gate.clear()
-    s.applied(0)
-    s.committed(0)
-    assert commits.entered.wait(10)
-    s.applied(1)
-    s.committed(1)
+    hold_in_flight(s, commits)
+    complete(s, 1)
     commits.gate.set()
     s.close(timeout_s=10)
     assert commits.batches == [0, 1] and list(s.results) == [0, 1]
@@ -182,12 +179,8 @@ def test_close_commits_what_is_due_first(make, commits):
 
 def test_close_without_drain_stops_after_the_commit_in_flight(make, commits):
     s = make()
-    commits.gate.clear()
-    s.applied(0)
-    s.committed(0)
-    assert commits.entered.wait(10)
-    s.applied(1)
-    s.committed(1)
+    hold_in_flight(s, commits)
+    complete(s, 1)
     closer = threading.Thread(target=s.close, kwargs={"drain": False, "timeout_s": 10})
     closer.start()
     commits.gate.set()
@@ -207,10 +200,7 @@ def test_waiting_for_a_snapshot_that_does_not_come_times_out_saying_where_it_is(
 
 def test_draining_a_commit_that_does_not_finish_times_out(make, commits):
     s = make()
-    commits.gate.clear()
-    s.applied(0)
-    s.committed(0)
-    assert commits.entered.wait(10)
+    hold_in_flight(s, commits)
     with pytest.raises(TimeoutError, match="the snapshot of batch 0 did not finish within 0 s"):
         s.drain(0.01)
 
