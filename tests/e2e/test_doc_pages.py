@@ -3,7 +3,9 @@
 A block marked ``<!-- docs-run: ... -->`` on the line before its fence, on any page of ``docs/`` or in README.md,
 runs as it stands in an empty directory: a ``bash`` block with ``bash -euo pipefail`` and the installed
 ``blobstate`` command first on PATH, a ``python`` block with this interpreter; each with its own work directory
-(``BLOBSTATE_WORK_DIR``). Blocks that need servers have their own tests (the README's S3 steps:
+(``BLOBSTATE_WORK_DIR``). A block marked ``<!-- docs-run s3: ... -->`` runs against a moto S3 server: its
+``s3://my-bucket/`` is a fresh bucket there, and the environment holds the server's endpoint and credentials, as
+the page's reader would have set them (the README's S3 steps show how). Blocks that need servers have their own tests (the README's S3 steps:
 ``test_readme_s3.py``; its quick start: ``tests/project/test_quickstart.py``); every other block of the site at
 least parses (``tests/project/test_docs_site.py``).
 """
@@ -20,15 +22,17 @@ import pytest
 from fixtures_core import blobstate_script
 
 ROOT = Path(__file__).resolve().parents[2]
-MARK = re.compile(r"^<!-- docs-run:[^\n]*-->\n```(bash|python)\n(.*?)^```", flags=re.S | re.M)
+MARK = re.compile(r"^<!-- docs-run( s3)?:[^\n]*-->\n```(bash|python)\n(.*?)^```", flags=re.S | re.M)
 
 
 def marked_blocks() -> list[tuple[str, str, str]]:
-    """``(id, language, code)`` of every marked block: id ``page:N`` (N counts the page's marked blocks from 1)."""
+    """``(id, language, code)`` of every marked block: id ``page:N`` (N counts the page's marked blocks from 1),
+    language ``bash``, ``python``, or ``bash s3`` for a block that runs against S3."""
     found = []
     for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
         for number, match in enumerate(MARK.finditer(page.read_text(encoding="utf-8")), 1):
-            found.append((f"{page.relative_to(ROOT)}:{number}", match.group(1), match.group(2)))
+            language = match.group(2) + (" s3" if match.group(1) else "")
+            found.append((f"{page.relative_to(ROOT)}:{number}", language, match.group(3)))
     return found
 
 
@@ -38,10 +42,15 @@ def test_the_pages_mark_their_runnable_blocks():
 
 
 @pytest.mark.parametrize(("block_id", "language", "code"), marked_blocks(), ids=[b[0] for b in marked_blocks()])
-def test_the_block_runs_as_written(block_id, language, code, tmp_path):
+def test_the_block_runs_as_written(block_id, language, code, tmp_path, request):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BLOBSTATE_", "AWS_"))}
     env.update(PATH=os.pathsep.join([str(blobstate_script().parent), env.get("PATH", "")]),
                BLOBSTATE_WORK_DIR=str(tmp_path / ".work"), HOME=str(tmp_path / ".home"))
-    command = ["bash", "-euo", "pipefail", "-c", code] if language == "bash" else [sys.executable, "-c", code]
+    if language.endswith(" s3"):
+        target = request.getfixturevalue("s3_target")  # moto, started for these blocks only
+        assert "s3://my-bucket/" in code, block_id
+        code = code.replace("s3://my-bucket/", f"s3://{target.bucket}/")
+        env.update(target.env, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing")
+    command = [sys.executable, "-c", code] if language == "python" else ["bash", "-euo", "pipefail", "-c", code]
     run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, f"{block_id} failed:\nstdout:\n{run.stdout}\nstderr:\n{run.stderr}"
