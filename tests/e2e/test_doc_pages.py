@@ -5,9 +5,9 @@ runs as it stands in an empty directory: a ``bash`` block with ``bash -euo pipef
 ``blobstate`` command first on PATH, a ``python`` block with this interpreter; each with its own work directory
 (``BLOBSTATE_WORK_DIR``). A block marked ``<!-- docs-run s3: ... -->`` runs against a moto S3 server: its
 ``s3://my-bucket/`` is a fresh bucket there, and the environment holds the server's endpoint and credentials, as
-the page's reader would have set them (the README's S3 steps show how). Blocks that need servers have their own tests (the README's S3 steps:
-``test_readme_s3.py``; its quick start: ``tests/project/test_quickstart.py``); every other block of the site at
-least parses (``tests/project/test_docs_site.py``).
+the page's reader would have set them (the README's S3 steps show how). The README's own marked blocks have their
+own tests (its S3 steps: ``test_readme_s3.py``; its quick start: ``tests/project/test_quickstart.py``); every
+other block of the site at least parses (``tests/project/test_docs_site.py``).
 """
 
 from __future__ import annotations
