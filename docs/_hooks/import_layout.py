@@ -14,6 +14,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from mkdocs.plugins import event_priority
+
 STAGE = Path("build") / "docs-packages"
 
 
@@ -40,8 +42,9 @@ def lay_out(root: Path, stage: Path) -> dict[str, Path]:
     return made
 
 
+@event_priority(100)  # before mkdocstrings reads its paths: a fresh clone has no layout yet
 def on_config(config: Any) -> Any:
-    """MkDocs event: lay the packages out before any page is rendered."""
+    """MkDocs event: lay the packages out before any page is rendered, and before mkdocstrings looks for them."""
     root = Path(config.config_file_path).resolve().parent
     lay_out(root, root / STAGE)
     return config
