@@ -63,6 +63,21 @@ def _encode_scalar(value: Scalar) -> bytes:
     return tag + _U32.pack(len(data)) + data
 
 
+def _identity(key: Scalar) -> tuple[bytes, Scalar]:
+    """What tells ``key`` apart from every other key as RocksDB does (rocksdict stores a type byte, then the value):
+    its type and its value, a float by its bits. ``1``, ``1.0`` and ``True`` are three keys; so are ``0.0`` and
+    ``-0.0``, and two NaNs of different bits."""
+    if isinstance(key, str):
+        return b"s", key
+    if isinstance(key, bool):
+        return b"t", key
+    if isinstance(key, int):
+        return b"i", key
+    if isinstance(key, float):
+        return b"f", _F64.pack(key)
+    return b"b", bytes(key)
+
+
 def encode(ops: list[Op]) -> bytes:
     """The changelog blob of ``ops`` (in order)."""
     parts = [MAGIC, _U32.pack(len(ops))]
@@ -150,11 +165,15 @@ class StagedWrites:
     Dict-style: ``view[key]``, ``view.get(key, default)``, ``key in view``, ``view[key] = value``,
     ``del view[key]``, ``view.put(key, value)``, ``view.delete(key)``, ``view.items()`` (the store's entries with
     this batch's writes applied, then the keys new in this batch). ``db`` is the store (read only here).
+
+    Keys are told apart as RocksDB tells them (rocksdict's default mode stores a type byte before the value): ``1``,
+    ``1.0`` and ``True``, or ``0.0`` and ``-0.0``, equal in Python, are distinct keys here as in the store.
     """
 
     def __init__(self, db: Any) -> None:
         self.db = db
-        self._writes: dict[Scalar, Any] = {}  # key -> value, or _DELETED; insertion order is the op order
+        #: the key's identity (``_identity``) -> (key, value or _DELETED); insertion order is the op order
+        self._writes: dict[tuple[bytes, Scalar], tuple[Scalar, Any]] = {}
 
     def __getitem__(self, key: Scalar) -> Any:
         value = self.get(key, _DELETED)
@@ -163,10 +182,16 @@ class StagedWrites:
         return value
 
     def get(self, key: Scalar, default: Any = None) -> Any:
-        if key in self._writes:
-            value = self._writes[key]
-            return default if value is _DELETED else value
+        staged = self._staged(key)
+        if staged is not None:
+            return default if staged[1] is _DELETED else staged[1]
         return self.db.get(key, default)
+
+    def _staged(self, key: object) -> tuple[Scalar, Any] | None:
+        """This batch's write of ``key``, or None (a key of a type never staged is left to the store)."""
+        if not isinstance(key, str | bytes | int | float):
+            return None
+        return self._writes.get(_identity(key))
 
     def __contains__(self, key: object) -> bool:
         return self.get(key, _DELETED) is not _DELETED  # type: ignore[arg-type]
@@ -179,27 +204,30 @@ class StagedWrites:
 
     def put(self, key: Scalar, value: Scalar) -> None:
         """Stage ``key = value``."""
-        _check("key", key)
-        self._writes.pop(key, None)  # the newest write of a key goes last
-        self._writes[key] = _check("value", value)
+        self._stage(key, _check("value", value))
 
     def delete(self, key: Scalar) -> None:
         """Stage the deletion of ``key`` (a key that does not exist is fine)."""
-        _check("key", key)
-        self._writes.pop(key, None)
-        self._writes[key] = _DELETED
+        self._stage(key, _DELETED)
+
+    def _stage(self, key: Scalar, value: Any) -> None:
+        identity = _identity(_check("key", key))
+        self._writes.pop(identity, None)  # the newest write of a key goes last
+        self._writes[identity] = (key, value)
 
     def items(self) -> Iterator[tuple[Scalar, Any]]:
+        seen: set[tuple[bytes, Scalar]] = set()
         for key, value in self.db.items():
-            if key in self._writes:
-                staged = self._writes[key]
-                if staged is not _DELETED:
-                    yield key, staged
-            else:
+            staged = self._staged(key)
+            if staged is None:
                 yield key, value
-        for key, staged in self._writes.items():
-            if staged is not _DELETED and key not in self.db:
-                yield key, staged
+                continue
+            seen.add(_identity(key))
+            if staged[1] is not _DELETED:
+                yield key, staged[1]
+        for identity, (key, staged_value) in self._writes.items():
+            if staged_value is not _DELETED and identity not in seen:
+                yield key, staged_value
 
     def __len__(self) -> int:
         """The number of staged writes (puts and deletes) of this batch."""
@@ -207,7 +235,7 @@ class StagedWrites:
 
     def ops(self) -> list[Op]:
         """The staged writes, oldest first, as changelog ops (one per key: its last write)."""
-        return [(DELETE, k, None) if v is _DELETED else (PUT, k, v) for k, v in self._writes.items()]
+        return [(DELETE, k, None) if v is _DELETED else (PUT, k, v) for k, v in self._writes.values()]
 
     def discard(self) -> None:
         """Forget the staged writes (the batch failed)."""
