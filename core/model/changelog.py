@@ -9,7 +9,8 @@ Flink's changelog state backend keep the same kind of per-batch log.
 The encoding (big-endian)::
 
     b"BSCHLOG1"  u32 op count  then per op:  u8 op (b"P" put, b"D" delete)  key  [value, puts only]
-    key / value:  u8 type (b"b" bytes, b"s" UTF-8 str, b"i" int as decimal ASCII, b"f" float64, b"t" bool)
+    key / value:  u8 type (b"b" bytes, b"s" UTF-8 str, b"i" int as decimal ASCII (a sign and at most 4300 digits),
+                  b"f" float64, b"t" bool)
                   u32 length  payload
 
 Keys and values are what rocksdict stores natively: ``str``, ``bytes``, ``int``, ``float``, ``bool``. Anything
@@ -19,8 +20,11 @@ input like any other, and decoding it never runs code.
 
 from __future__ import annotations
 
+import re
 import struct
+import sys
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any, Protocol
 
 from blobstate.errors import ConfigurationError, CorruptIndexError
@@ -29,6 +33,15 @@ MAGIC = b"BSCHLOG1"
 _U32 = struct.Struct(">I")
 _F64 = struct.Struct(">d")
 PUT, DELETE = b"P", b"D"
+#: The longest int a changelog holds, in decimal digits, its sign not counted: Python's default limit on int <-> text
+#: conversions, fixed here, so that a process with another limit (``sys.set_int_max_str_digits``,
+#: ``PYTHONINTMAXSTRDIGITS``) writes and reads the same changelogs.
+MAX_INT_DIGITS = 4300
+_INT_BOUND = 10**MAX_INT_DIGITS
+_INT_TEXT = re.compile(rb"-?[0-9]{1,%d}" % MAX_INT_DIGITS)
+#: Digits any limit lets through (no limit can be set below this): shorter ints take ``int``'s own conversion.
+_PLAIN_DIGITS = sys.int_info.str_digits_check_threshold
+_PLAIN_BOUND = 10**_PLAIN_DIGITS
 Scalar = str | bytes | int | float | bool
 Op = tuple[bytes, Scalar, Scalar | None]  # (PUT or DELETE, key, value or None)
 _DELETED = object()
@@ -53,7 +66,7 @@ def _encode_scalar(value: Scalar) -> bytes:
     if isinstance(value, bool):
         tag, data = b"t", b"\x01" if value else b"\x00"
     elif isinstance(value, int):
-        tag, data = b"i", str(value).encode()
+        tag, data = b"i", _int_text(value)
     elif isinstance(value, float):
         tag, data = b"f", _F64.pack(value)
     elif isinstance(value, str):
@@ -61,6 +74,21 @@ def _encode_scalar(value: Scalar) -> bytes:
     else:
         tag, data = b"b", bytes(value)
     return tag + _U32.pack(len(data)) + data
+
+
+def _int_text(value: int) -> bytes:
+    """``value`` in decimal ASCII, whatever this interpreter's conversion limit (``decimal`` has none); raises
+    ``ConfigurationError`` past ``MAX_INT_DIGITS`` digits."""
+    if -_PLAIN_BOUND < value < _PLAIN_BOUND:
+        return int.__repr__(value).encode("ascii")  # int's own: an int subclass's str() may be its name
+    if not -_INT_BOUND < value < _INT_BOUND:
+        raise ConfigurationError(f"blobstate's changelog holds ints of at most {MAX_INT_DIGITS} digits")
+    return str(Decimal(int(value))).encode("ascii")
+
+
+def _int_of(text: bytes) -> int:
+    """The int of a changelog's decimal ASCII (``_INT_TEXT``), whatever this interpreter's conversion limit."""
+    return int(text) if len(text) <= _PLAIN_DIGITS else int(Decimal(text.decode("ascii")))
 
 
 def _identity(key: Scalar) -> tuple[bytes, Scalar]:
@@ -129,9 +157,9 @@ def _decode_scalar(data: bytes, pos: int) -> tuple[Scalar, int]:
     if tag == b"s":
         return raw.decode("utf-8", "surrogatepass"), end
     if tag == b"i":
-        if not raw or len(raw) > 4300 or not raw.lstrip(b"-").isdigit():
+        if not _INT_TEXT.fullmatch(raw):
             raise ValueError(f"bad integer at byte {pos}")
-        return int(raw), end
+        return _int_of(raw), end
     if tag == b"f" and length == _F64.size:
         return _F64.unpack(raw)[0], end
     if tag == b"t" and raw in (b"\x00", b"\x01"):
