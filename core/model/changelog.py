@@ -55,11 +55,25 @@ class KeyValueStore(Protocol):
     def write(self, batch: Any) -> None: ...
 
 
-def _check(what: str, value: object) -> Scalar:
+def _check(what: str, value: object, key: object) -> Scalar:
+    """``value`` (the key or the value of a write to ``key``) when the changelog can hold it; else
+    ``ConfigurationError``."""
     if not isinstance(value, str | bytes | int | float):  # bool is an int
         raise ConfigurationError(f"blobstate's changelog holds str, bytes, int, float and bool {what}s, not "
                                  f"{type(value).__name__}: encode it first (json.dumps, pickle.dumps)")
+    if isinstance(value, int) and not -_INT_BOUND < value < _INT_BOUND:
+        raise ConfigurationError(f"the {what} of the write to {_describe(key)} is an int of more than "
+                                 f"{MAX_INT_DIGITS} digits, more than blobstate's changelog holds: store it as "
+                                 "bytes or a str")
     return value
+
+
+def _describe(key: object) -> str:
+    """``key`` for a message: its repr, cut at 60 characters (an int too long to print, by its size)."""
+    if isinstance(key, int) and not -_PLAIN_BOUND < key < _PLAIN_BOUND:
+        return f"an int key of {key.bit_length()} bits"
+    text = repr(key)
+    return f"key {text if len(text) <= 60 else text[:57] + '...'}"
 
 
 def _encode_scalar(value: Scalar) -> bytes:
@@ -231,15 +245,17 @@ class StagedWrites:
         self.delete(key)
 
     def put(self, key: Scalar, value: Scalar) -> None:
-        """Stage ``key = value``."""
-        self._stage(key, _check("value", value))
+        """Stage ``key = value``. Raises ``ConfigurationError`` naming the key, with nothing staged, for a key or
+        value the changelog cannot hold (another type, an int of more than ``MAX_INT_DIGITS`` digits)."""
+        _check("key", key, key)
+        self._stage(key, _check("value", value, key))
 
     def delete(self, key: Scalar) -> None:
         """Stage the deletion of ``key`` (a key that does not exist is fine)."""
-        self._stage(key, _DELETED)
+        self._stage(_check("key", key, key), _DELETED)
 
     def _stage(self, key: Scalar, value: Any) -> None:
-        identity = _identity(_check("key", key))
+        identity = _identity(key)
         self._writes.pop(identity, None)  # the newest write of a key goes last
         self._writes[identity] = (key, value)
 

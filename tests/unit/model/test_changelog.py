@@ -98,16 +98,30 @@ def test_an_int_subclass_is_written_as_its_number():
     assert c.decode(c.encode([(c.PUT, Colour.RED, Colour.RED)])) == [(c.PUT, 7, 7)]
 
 
-@pytest.mark.xfail(strict=True, reason="StagedWrites accepts an int of more than 4300 digits (rocksdict stores it), "
-                                       "then encode raises a bare ValueError when the batch is committed instead of a "
-                                       "ConfigurationError when it is written")
-def test_an_int_too_large_for_the_changelog_is_refused_when_staged_or_round_trips(db):
+@pytest.mark.parametrize("key, value, named", [
+    ("k", 10**5000, r"the value of the write to key 'k'"),
+    ("k", -(10**4300), r"the value of the write to key 'k'"),
+    (10**5000, "v", r"the key of the write to an int key of 16610 bits"),
+    ("x" * 100, 10**4300, r"the value of the write to key 'x{56}\.\.\."),
+], ids=["value", "negative-value", "key", "long-key"])
+def test_an_int_too_large_for_the_changelog_is_refused_when_staged_naming_the_key(db, key, value, named):
+    """Refused at ``put`` with a ``ConfigurationError`` (exit 2), not by ``encode`` with a bare ``ValueError``
+    when the batch commits; the write it would replace stays staged."""
     view = c.StagedWrites(db)
-    try:
-        view.put("k", 10**5000)
-    except ConfigurationError:
-        return
+    view["k"] = "staged"
+    with pytest.raises(ConfigurationError, match=rf"^{named} is an int of more than 4300 digits") as info:
+        view.put(key, value)
+    assert info.value.exit_code == 2
+    assert view.ops() == [(c.PUT, "k", "staged")] and view["k"] == "staged"
     assert c.decode(c.encode(view.ops())) == view.ops()
+
+
+def test_a_refused_write_leaves_the_write_it_would_replace(db):
+    view = c.StagedWrites(db)
+    view["k"] = "staged"
+    with pytest.raises(ConfigurationError):
+        view.put("k", [1])
+    assert view.ops() == [(c.PUT, "k", "staged")]
 
 
 GOOD = c.encode([(c.PUT, "key", "value"), (c.DELETE, 5, None)])
