@@ -61,6 +61,13 @@ def _check(what: str, value: object, key: object) -> Scalar:
     if not isinstance(value, str | bytes | int | float):  # bool is an int
         raise ConfigurationError(f"blobstate's changelog holds str, bytes, int, float and bool {what}s, not "
                                  f"{type(value).__name__}: encode it first (json.dumps, pickle.dumps)")
+    if isinstance(value, str) and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate: RocksDB (rocksdict) refuses it when applied
+            raise ConfigurationError(f"the {what} of the write to {_describe(key)} is not valid Unicode (a lone "
+                                     f"surrogate at {exc.start}), which RocksDB cannot store: store it as bytes "
+                                     "(.encode('utf-8', 'surrogatepass'))") from None
     if isinstance(value, int) and not -_INT_BOUND < value < _INT_BOUND:
         raise ConfigurationError(f"the {what} of the write to {_describe(key)} is an int of more than "
                                  f"{MAX_INT_DIGITS} digits, more than blobstate's changelog holds: store it as "
@@ -246,7 +253,8 @@ class StagedWrites:
 
     def put(self, key: Scalar, value: Scalar) -> None:
         """Stage ``key = value``. Raises ``ConfigurationError`` naming the key, with nothing staged, for a key or
-        value the changelog cannot hold (another type, an int of more than ``MAX_INT_DIGITS`` digits)."""
+        value the changelog or RocksDB cannot hold (another type, an int of more than ``MAX_INT_DIGITS`` digits, a
+        str with a lone surrogate)."""
         _check("key", key, key)
         self._stage(key, _check("value", value, key))
 

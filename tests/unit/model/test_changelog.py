@@ -116,6 +116,20 @@ def test_an_int_too_large_for_the_changelog_is_refused_when_staged_naming_the_ke
     assert c.decode(c.encode(view.ops())) == view.ops()
 
 
+@pytest.mark.parametrize("key, value, named", [("\udcff", "v", r"the key of the write to key '\\udcff'"),
+                                                ("k", "a\ud800b", r"the value of the write to key 'k'")],
+                         ids=["key", "value"])
+def test_a_str_rocksdb_cannot_store_is_refused_when_staged(db, key, value, named):
+    """A lone surrogate: the changelog encodes it, RocksDB refuses it, so a committed batch holding one could never
+    be applied, nor replayed by a restore."""
+    with pytest.raises(UnicodeEncodeError):
+        c.apply_ops(db, [(c.PUT, key, value)])
+    view = c.StagedWrites(db)
+    with pytest.raises(ConfigurationError, match=rf"^{named} is not valid Unicode \(a lone surrogate at [01]\)"):
+        view.put(key, value)
+    assert view.ops() == []
+
+
 def test_a_refused_write_leaves_the_write_it_would_replace(db):
     view = c.StagedWrites(db)
     view["k"] = "staged"
