@@ -41,6 +41,7 @@ _CREDENTIALS = {
     "az": "AZURE_STORAGE_CONNECTION_STRING, or the account_name and account_key storage options",
     "abfs": "AZURE_STORAGE_CONNECTION_STRING, or the account_name and account_key storage options",
 }
+_AZURE = ("az", "abfs", "abfss")  # schemes whose bucket is called a container
 _CODE = re.compile(r"<Code>(\w+)</Code>|\b(NoSuchBucket|InvalidAccessKeyId|SignatureDoesNotMatch|AccessDenied|"
                    r"PermanentRedirect|AuthorizationHeaderMalformed|ContainerNotFound|AuthenticationFailed|"
                    r"NoCredentialsError|EndpointConnectionError)\b")
@@ -67,15 +68,21 @@ def _display(url: str) -> str:
 
 
 def bucket_of(url: str) -> str:
-    """``s3://bucket/prefix`` -> ``bucket`` (the first path part after the scheme; '' for a local path)."""
+    """``s3://bucket/prefix`` -> ``bucket`` (the first path part after the scheme; '' for a local path), without the
+    URL's user info (``s3://KEY:SECRET@bucket`` -> ``bucket``: credentials never reach a message); Azure's
+    ``abfs://container@account/...`` -> ``container``."""
     if "://" not in url or url.startswith("file://"):
         return ""
-    return url.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0]
+    scheme, _, rest = url.partition("://")
+    userinfo, at, host = rest.split("/", 1)[0].split("?", 1)[0].rpartition("@")
+    if at and scheme.lower() in _AZURE and ":" not in userinfo:
+        return userinfo  # adlfs's container@account (a container name never holds ':')
+    return host
 
 
 def missing_bucket(url: str, detail: str = "") -> BucketNotFoundError:
     """The error for a URL whose bucket (container) does not exist."""
-    what = "container" if url.startswith(("az://", "abfs://", "abfss://")) else "bucket"
+    what = "container" if url.split("://", 1)[0].lower() in _AZURE else "bucket"
     return BucketNotFoundError(  # ``detail`` (the service's code) is left out: every command says the same
         f"the {what} {bucket_of(url)!r} of {_display(url)} does not exist: check the {what} name in --repo, "
         f"or create the {what} first (blobstate never creates one)")
