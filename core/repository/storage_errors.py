@@ -71,13 +71,14 @@ def bucket_of(url: str) -> str:
     """``s3://bucket/prefix`` -> ``bucket`` (the first path part after the scheme; '' for a local path), without the
     URL's user info (``s3://KEY:SECRET@bucket`` -> ``bucket``: credentials never reach a message); Azure's
     ``abfs://container@account/...`` -> ``container``."""
+    from blobstate.repository.options import split_userinfo
+
     if "://" not in url or url.startswith("file://"):
         return ""
-    scheme, _, rest = url.partition("://")
-    userinfo, at, host = rest.split("/", 1)[0].split("?", 1)[0].rpartition("@")
-    if at and scheme.lower() in _AZURE and ":" not in userinfo:
+    userinfo, rest = split_userinfo(url)
+    if userinfo and rest.split("://", 1)[0].lower() in _AZURE and ":" not in userinfo:
         return userinfo  # adlfs's container@account (a container name never holds ':')
-    return host
+    return rest.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0]
 
 
 def missing_bucket(url: str, detail: str = "") -> BucketNotFoundError:

@@ -36,7 +36,8 @@ def wrapped(exc: BaseException) -> StorageError:
 @pytest.mark.parametrize("url, bucket", [("s3://b/p/q", "b"), ("gs://b", "b"), ("az://container/x?sas=1", "container"),
                                          ("file:///data", ""), ("/data/repo", ""), ("abfs://c@acct/x", "c"),
                                          ("s3://KEY:hunter22@b/r", "b"), ("gs://token@b", "b"), ("s3://b/p/u@x", "b"),
-                                         ("az://KEY:hunter22@container/x", "container")])
+                                         ("az://KEY:hunter22@container/x", "container"),
+                                         ("s3://KEY:hunt/er22@b/r", "b")])
 def test_the_bucket_of_a_url_never_holds_its_user_info(url, bucket):
     assert bucket_of(url) == bucket
 
@@ -51,7 +52,8 @@ def test_a_missing_bucket_is_one_line_naming_it(exc):
                           "--repo, or create the bucket first (blobstate never creates one)")
 
 
-@pytest.mark.parametrize("url", [S3, "s3://user:hunter22@my-bucket/repo", "az://user:hunter22@my-bucket/repo"])
+@pytest.mark.parametrize("url", [S3, "s3://user:hunter22@my-bucket/repo", "az://user:hunter22@my-bucket/repo",
+                                 "s3://user:hunter22/AKIAIOSFODNN7EXAMPLE@my-bucket/repo"])
 def test_a_missing_bucket_never_shows_the_urls_credentials(url):
     error = translate(client_error("NoSuchBucket"), url)
     assert isinstance(error, BucketNotFoundError) and "'my-bucket' of " in str(error)
