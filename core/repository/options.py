@@ -211,6 +211,21 @@ def redact(value: Any, *, secrets: Iterable[str] = ()) -> Any:
     return value
 
 
+#: Where each cloud's SDK takes its credentials from (messages name them; a URL's user info is not one of them).
+CREDENTIAL_SOURCES = {
+    **dict.fromkeys(("s3", "s3a"), "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, ~/.aws/credentials, or the key "
+                                   "and secret storage options"),
+    **dict.fromkeys(("gs", "gcs"), "GOOGLE_APPLICATION_CREDENTIALS or the token storage option"),
+    **dict.fromkeys(("az", "abfs", "abfss"), "AZURE_STORAGE_CONNECTION_STRING, or the account_name and account_key "
+                                             "storage options"),
+}
+
+
+def credential_sources(scheme: str) -> str:
+    """Where the SDK of ``scheme`` (``s3``, ``gs``, ``az``...) takes credentials from, for a message."""
+    return CREDENTIAL_SOURCES.get(scheme.lower(), "the storage options (--storage-option, BLOBSTATE_STORAGE_OPTIONS)")
+
+
 def split_userinfo(url: str) -> tuple[str, str]:
     """``(user info, url without it)``: ``s3://KEY:SECRET@bucket/r`` -> ``("KEY:SECRET", "s3://bucket/r")``, the
     same user info ``redact`` hides (a password holding '/' included); ``("", url)`` when there is none."""
