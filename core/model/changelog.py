@@ -43,6 +43,9 @@ _INT_TEXT = re.compile(rb"-?[0-9]{1,%d}" % MAX_INT_DIGITS)
 _PLAIN_DIGITS = sys.int_info.str_digits_check_threshold
 _PLAIN_BOUND = 10**_PLAIN_DIGITS
 Scalar = str | bytes | int | float | bool
+_SCALARS = (str, bytes, int, float)  # bool is an int
+#: Types whose values RocksDB tells apart exactly as a Python dict does (no 1 == 1.0 == True among them).
+_AS_IS = frozenset((str, bytes, int))
 Op = tuple[bytes, Scalar, Scalar | None]  # (PUT or DELETE, key, value or None)
 _DELETED = object()
 
@@ -58,7 +61,10 @@ class KeyValueStore(Protocol):
 def _check(what: str, value: object, key: object) -> Scalar:
     """``value`` (the key or the value of a write to ``key``) when the changelog can hold it; else
     ``ConfigurationError``."""
-    if not isinstance(value, str | bytes | int | float):  # bool is an int
+    kind = type(value)
+    if kind is bytes or kind is float or kind is bool or (kind is str and value.isascii()):  # type: ignore[union-attr]
+        return value  # type: ignore[return-value]
+    if not isinstance(value, _SCALARS):  # bool is an int
         raise ConfigurationError(f"blobstate's changelog holds str, bytes, int, float and bool {what}s, not "
                                  f"{type(value).__name__}: encode it first (json.dumps, pickle.dumps)")
     if isinstance(value, str) and not value.isascii():
@@ -112,19 +118,17 @@ def _int_of(text: bytes) -> int:
     return int(text) if len(text) <= _PLAIN_DIGITS else int(Decimal(text.decode("ascii")))
 
 
-def _identity(key: Scalar) -> tuple[bytes, Scalar]:
+def _identity(key: Scalar) -> Scalar | tuple[bytes, Scalar]:
     """What tells ``key`` apart from every other key as RocksDB does (rocksdict stores a type byte, then the value):
-    its type and its value, a float by its bits. ``1``, ``1.0`` and ``True`` are three keys; so are ``0.0`` and
-    ``-0.0``, and two NaNs of different bits."""
-    if isinstance(key, str):
-        return b"s", key
+    a str, bytes or int key as it is; a bool or a float tagged with its type, a float by its bits. ``1``, ``1.0``
+    and ``True`` are three keys; so are ``0.0`` and ``-0.0``, and two NaNs of different bits."""
+    if type(key) in _AS_IS:
+        return key
     if isinstance(key, bool):
         return b"t", key
-    if isinstance(key, int):
-        return b"i", key
     if isinstance(key, float):
         return b"f", _F64.pack(key)
-    return b"b", bytes(key)
+    return key  # a subclass of str, bytes or int: equal to its value, and hashed as it
 
 
 def encode(ops: list[Op]) -> bytes:
@@ -222,7 +226,7 @@ class StagedWrites:
     def __init__(self, db: Any) -> None:
         self.db = db
         #: the key's identity (``_identity``) -> (key, value or _DELETED); insertion order is the op order
-        self._writes: dict[tuple[bytes, Scalar], tuple[Scalar, Any]] = {}
+        self._writes: dict[Scalar | tuple[bytes, Scalar], tuple[Scalar, Any]] = {}
 
     def __getitem__(self, key: Scalar) -> Any:
         value = self.get(key, _DELETED)
@@ -231,14 +235,16 @@ class StagedWrites:
         return value
 
     def get(self, key: Scalar, default: Any = None) -> Any:
-        staged = self._staged(key)
+        staged = self._writes.get(key) if type(key) in _AS_IS else self._staged(key)  # the common case inline
         if staged is not None:
             return default if staged[1] is _DELETED else staged[1]
         return self.db.get(key, default)
 
     def _staged(self, key: object) -> tuple[Scalar, Any] | None:
         """This batch's write of ``key``, or None (a key of a type never staged is left to the store)."""
-        if not isinstance(key, str | bytes | int | float):
+        if type(key) in _AS_IS:
+            return self._writes.get(key)
+        if not isinstance(key, _SCALARS):
             return None
         return self._writes.get(_identity(key))
 
@@ -263,12 +269,12 @@ class StagedWrites:
         self._stage(_check("key", key, key), _DELETED)
 
     def _stage(self, key: Scalar, value: Any) -> None:
-        identity = _identity(key)
+        identity = key if type(key) in _AS_IS else _identity(key)
         self._writes.pop(identity, None)  # the newest write of a key goes last
         self._writes[identity] = (key, value)
 
     def items(self) -> Iterator[tuple[Scalar, Any]]:
-        seen: set[tuple[bytes, Scalar]] = set()
+        seen: set[Scalar | tuple[bytes, Scalar]] = set()
         for key, value in self.db.items():
             staged = self._staged(key)
             if staged is None:
