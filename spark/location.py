@@ -80,7 +80,7 @@ class CheckpointLocation:
                 names = [str(status.getPath().getName()) for status in fs.listStatus(path)]
         except Exception as exc:  # noqa: BLE001 - py4j and Connect errors alike
             raise StorageError(f"cannot list Spark's {sub}/ in {self.location}: {exc}") from exc
-        return sorted(int(n) for n in names if n.isdigit())
+        return sorted(int(n) for n in names if n.isascii() and n.isdigit())  # never "²" or "٣": not batches
 
     def _names_via_reader(self, sub: str) -> list[str]:
         reader = self.spark.read.format("binaryFile")

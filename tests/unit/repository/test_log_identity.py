@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from blobstate.repository.log_identity import REPOSITORY_LOG, absolute_log_url, describe, log_identity
+from blobstate.repository.log_identity import (
+    REPOSITORY_LOG,
+    absolute_log_url,
+    canonical_identity,
+    describe,
+    log_identity,
+    same_log,
+)
 
 REPO = "file:///backups/repo"
 
@@ -52,11 +59,23 @@ def test_a_sql_logs_identity_has_its_host_port_database_and_table_and_no_credent
     assert log_identity("mysql://u:p@h/db?table=x", REPO) == "mysql://h/db?table=x"
 
 
-@pytest.mark.xfail(strict=True, reason="postgres:// and postgresql:// name the same log (the SQL plugin serves both "
-                                       "as postgresql+psycopg) but keep their own scheme in the identity: the marker "
-                                       "then refuses the same log written the other way")
-def test_postgres_and_postgresql_are_one_log():
-    assert log_identity("postgres://h:5432/db", REPO) == log_identity("postgresql://h:5432/db", REPO)
+def test_postgres_and_postgresql_are_one_log_in_the_canonical_spelling():
+    """The SQL plugin serves both as ``postgresql+psycopg``; the identity keeps ``postgresql``, the spelling every
+    marker recorded for it, so those markers still match."""
+    canonical = "postgresql://h:5432/db?table=blobstate_checkpoints"
+    for url in ("postgres://h:5432/db", "postgresql://h:5432/db", "postgresql+psycopg://u:pw@h:5432/db",
+                "postgresql+psycopg2://h:5432/db/", "POSTGRES://H:5432/db"):
+        assert log_identity(url, REPO) == canonical, url
+
+
+def test_a_marker_that_recorded_either_spelling_is_the_same_log():
+    canonical = log_identity("postgresql://h/db", REPO)
+    assert same_log(canonical, canonical) and same_log("postgres://h/db?table=blobstate_checkpoints", canonical)
+    assert canonical_identity("postgres://h/db?table=t") == "postgresql://h/db?table=t"
+    for other in ("postgresql://h/db2?table=blobstate_checkpoints", "postgresql://h/db?table=t",
+                  "mysql://h/db?table=blobstate_checkpoints", REPOSITORY_LOG, "postgres://h2/db?table=blobstate_checkpoints"):
+        assert not same_log(other, canonical), other
+    assert canonical_identity(REPOSITORY_LOG) == REPOSITORY_LOG
 
 
 def test_kafkas_servers_in_any_order_and_with_credentials_are_one_log():

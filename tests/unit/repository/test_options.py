@@ -108,6 +108,10 @@ def test_a_dict_keeps_its_shape_with_secret_values_hidden():
 
 @pytest.mark.parametrize("text, hidden, kept", [
     ("s3://AKIAIOSFODNN7EXAMPLE:wJalr@bucket/repo", ["wJalr", "AKIAIOSFODNN7EXAMPLE"], ["s3://***@bucket/repo"]),
+    ("s3://AKIAIOSFODNN7EXAMPLE:wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY@bucket/repo",
+     ["wJalrXUtnFEMI", "K7MDENG", "bPxRfiCYEXAMPLEKEY"], ["s3://***@bucket/repo"]),
+    ("s3://user:a/b@bucket/repo failed, see http://127.0.0.1:9000/bucket/key@v2 and https://h:443/x@y",
+     ["user", "a/b"], ["s3://***@bucket/repo", "http://127.0.0.1:9000/bucket/key@v2", "https://h:443/x@y"]),
     ("postgresql://user:pa%40ss@db:5432/x", ["pa%40ss", "user:"], ["@db:5432/x"]),
     ("DefaultEndpointsProtocol=https;AccountName=acc;AccountKey=abc+/=;EndpointSuffix=x", ["abc+/="],
      ["AccountName=acc", "AccountKey=***"]),
@@ -135,6 +139,14 @@ def test_literal_secrets_are_hidden_longest_first_and_short_ones_ignored():
 def test_secret_values_are_every_string_under_a_secret_key():
     assert sorted(o.secret_values({"key": "k1", "anon": "no", "nested": {"password": "p1", "token": None},
                                    "secret": 5})) == ["k1", "p1"]
+
+
+@pytest.mark.parametrize("url, userinfo, rest", [
+    ("s3://KEY:SEC/RET@b/r", "KEY:SEC/RET", "s3://b/r"), ("abfs://c@acct/x", "c", "abfs://acct/x"),
+    ("s3://b/p/u@x", "", "s3://b/p/u@x"), ("http://h:9000/b/k@v", "", "http://h:9000/b/k@v"), ("/data", "", "/data")])
+def test_split_userinfo_takes_what_redact_hides(url, userinfo, rest):
+    assert o.split_userinfo(url) == (userinfo, rest)
+    assert redact(url) == (rest.replace("://", f"://{REDACTED}@", 1) if userinfo else url)
 
 
 def test_a_display_url_has_no_query_and_no_credentials():

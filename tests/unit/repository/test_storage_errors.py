@@ -34,8 +34,11 @@ def wrapped(exc: BaseException) -> StorageError:
 
 
 @pytest.mark.parametrize("url, bucket", [("s3://b/p/q", "b"), ("gs://b", "b"), ("az://container/x?sas=1", "container"),
-                                         ("file:///data", ""), ("/data/repo", ""), ("abfs://c@acct/x", "c@acct")])
-def test_the_bucket_of_a_url(url, bucket):
+                                         ("file:///data", ""), ("/data/repo", ""), ("abfs://c@acct/x", "c"),
+                                         ("s3://KEY:hunter22@b/r", "b"), ("gs://token@b", "b"), ("s3://b/p/u@x", "b"),
+                                         ("az://KEY:hunter22@container/x", "container"),
+                                         ("s3://KEY:hunt/er22@b/r", "b")])
+def test_the_bucket_of_a_url_never_holds_its_user_info(url, bucket):
     assert bucket_of(url) == bucket
 
 
@@ -49,11 +52,12 @@ def test_a_missing_bucket_is_one_line_naming_it(exc):
                           "--repo, or create the bucket first (blobstate never creates one)")
 
 
-@pytest.mark.xfail(strict=True, reason="bucket_of keeps the URL's user info, and missing_bucket prints it unredacted: "
-                                       "'the bucket 'KEY:PASSWORD@my-bucket' of s3://***@my-bucket/repo'")
-def test_a_missing_bucket_never_shows_the_urls_credentials():
-    error = translate(client_error("NoSuchBucket"), S3)
-    assert "hunter22" not in str(error) and "AKIAIOSFODNN7EXAMPLE" not in str(error)
+@pytest.mark.parametrize("url", [S3, "s3://user:hunter22@my-bucket/repo", "az://user:hunter22@my-bucket/repo",
+                                 "s3://user:hunter22/AKIAIOSFODNN7EXAMPLE@my-bucket/repo"])
+def test_a_missing_bucket_never_shows_the_urls_credentials(url):
+    error = translate(client_error("NoSuchBucket"), url)
+    assert isinstance(error, BucketNotFoundError) and "'my-bucket' of " in str(error)
+    assert "hunter22" not in str(error) and "AKIAIOSFODNN7EXAMPLE" not in str(error) and "user" not in str(error)
 
 
 def test_an_azure_container_is_called_a_container():

@@ -10,6 +10,7 @@ import os
 import stat
 
 import pytest
+from unprivileged import run_unprivileged
 
 from blobstate.restoring import swap as s
 from blobstate.restoring.swap import Staging, SwapStep
@@ -173,29 +174,81 @@ def test_remove_tree_of_nothing_is_nothing(tmp_path):
     s.remove_tree(str(tmp_path / "missing"))
 
 
-def restored_tree(tmp_path, mode: int) -> str:
-    root = tmp_path / "staging"
-    (root / "old/sub").mkdir(parents=True)
+def restored_tree(base, mode: int) -> str:
+    """A staging tree whose ``old/sub`` (a file and a directory with a file in it) has ``mode``, as a snapshot's
+    directory is restored; ``old`` itself read-only."""
+    root = base / "staging"
+    (root / "old/sub/deeper").mkdir(parents=True)
     (root / "old/sub/f").write_text("x")
-    os.chmod(root / "old/sub", mode)  # as a snapshot's directory is restored
+    (root / "old/sub/deeper/g").write_text("y")
+    os.chmod(root / "old/sub", mode)
+    os.chmod(root / "old", 0o555)
     return str(root)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into every directory: nothing to get past")
-def test_remove_tree_gets_past_a_restored_directory_without_write_permission(tmp_path):
-    root = restored_tree(tmp_path, 0o555)
-    s.remove_tree(root)
-    assert not os.path.exists(root)
+@pytest.mark.parametrize("mode", [0o555, 0o500, 0o000, 0o100, 0o300, 0o400, 0o600], ids=oct)
+def test_remove_tree_gets_past_a_restored_directory_it_may_not_read_write_or_search(mode):
+    """As a user other than root (root passes every permission check): without read permission rmtree's onerror
+    was retried as ``os.open(path)`` without flags (a TypeError); without search permission (0o400, 0o600) an entry
+    that is a directory was unlinked as a file."""
+
+    def case(base):
+        root = restored_tree(base, mode)
+        s.remove_tree(root)
+        assert not os.path.exists(root)
+
+    run_unprivileged(case)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every directory: nothing to get past")
-@pytest.mark.xfail(strict=True, reason="remove_tree's onerror retries shutil.rmtree's failed call as func(path): for "
-                                       "os.open (the fd-based rmtree opening a directory it may not read) that is "
-                                       "os.open without flags, a TypeError")
-def test_remove_tree_gets_past_a_restored_directory_without_read_permission(tmp_path):
-    root = restored_tree(tmp_path, 0o000)
-    s.remove_tree(root)
-    assert not os.path.exists(root)
+def test_remove_tree_gets_past_a_directory_it_may_list_but_not_search_holding_only_a_directory():
+    """rmtree cannot stat the entry it lists (onerror(os.lstat)): it was skipped, and the rmdir of its parent
+    failed (a file listed first gave the search permission back and hid it)."""
+
+    def case(base):
+        root = base / "staging"
+        (root / "sub/deeper").mkdir(parents=True)
+        (root / "sub/deeper/g").write_text("y")
+        os.chmod(root / "sub", 0o400)
+        s.remove_tree(str(root))
+        assert not os.path.exists(root)
+
+    run_unprivileged(case)
+
+
+def test_remove_tree_gets_past_its_own_root_without_permissions():
+    def case(base):
+        root = restored_tree(base, 0o000)
+        os.chmod(root, 0o000)
+        s.remove_tree(root)
+        assert not os.path.exists(root)
+
+    run_unprivileged(case)
+
+
+def foreign(base, mode: int, file: bool = False) -> None:
+    """``staging/theirs`` owned by root with ``mode`` (a file in it when ``file``), in a ``staging`` the unprivileged
+    user owns."""
+    theirs = base / "staging" / "theirs"
+    theirs.mkdir(parents=True)
+    if file:
+        (theirs / "f").write_text("root's")
+    os.chmod(theirs, mode)
+    owner = os.stat(base)
+    os.chown(base / "staging", owner.st_uid, owner.st_gid)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make what the unprivileged user does not own")
+@pytest.mark.parametrize("mode, file", [(0o000, False), (0o1777, True)], ids=["unreadable", "sticky"])
+def test_remove_tree_raises_where_no_permission_of_its_own_stands_in_the_way(mode, file):
+    """A directory it does not own (chmod refused), or an entry a permission it may give back does not free (root's
+    file in root's sticky directory): the error, never a loop."""
+
+    def case(base):
+        with pytest.raises(PermissionError):
+            s.remove_tree(str(base / "staging"))
+        assert os.path.exists(base / "staging" / "theirs")
+
+    run_unprivileged(case, prepare=lambda base: foreign(base, mode, file))
 
 
 @pytest.mark.parametrize("mode, kept", [(0o6755, 0o755), (0o1777, 0o1777), (0o4700, 0o700), (0o644, 0o644)])

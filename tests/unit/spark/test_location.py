@@ -121,9 +121,9 @@ def test_metadata_without_a_query_id_is_a_storage_error(location, text):
         CheckpointLocation(connect_session(), str(location)).query_id()
 
 
-@pytest.mark.xfail(strict=True, reason="batches() keeps names for which str.isdigit() is true, and some of them "
-                                       "('²', a superscript two) are not numbers int() reads: a stray file named so "
-                                       "in commits/ raises a bare ValueError instead of being ignored")
-def test_a_stray_name_of_unicode_digits_is_not_a_batch(location):
-    (location / "commits" / "²").write_text("stray")
+@pytest.mark.parametrize("name", ["²", "٣", "３", "1²", "-1", "+2", " 3", "4.crc", ".5.crc", "6.tmp"])
+def test_a_stray_name_that_is_not_an_ascii_batch_number_is_not_a_batch(location, name):
+    """Spark writes batch files named by ASCII digits only: '²' (str.isdigit, not int) raised a bare ValueError, and
+    '٣' or '３' (str.isdecimal, read by int as 3) would have been taken for a batch Spark never committed."""
+    (location / "commits" / name).write_text("stray")
     assert CheckpointLocation(connect_session(), str(location)).committed() == [0, 1, 2, 10]

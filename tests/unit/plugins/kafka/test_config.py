@@ -125,3 +125,29 @@ def test_a_long_code_reference_is_shown_cut():
     with pytest.raises(ConfigurationError) as info:
         check_topic_admin("x" * 500)
     assert "x" * 80 in str(info.value) and "x" * 81 not in str(info.value)
+
+
+NO_KAFKA = """
+import sys
+sys.modules["kafka"] = None  # import kafka -> ImportError, as without the kafka extra
+from blobstate.plugins.kafka.config import parse_kafka_url
+import blobstate.plugins.kafka as package
+assert parse_kafka_url("kafka://h:1/t").topic == "t"
+assert package.parse_kafka_url is parse_kafka_url
+try:
+    package.open_kafka_log
+except ImportError as exc:
+    print("lazy:", exc)
+print(sorted(m for m in sys.modules if m.startswith("blobstate.plugins.kafka")))
+"""
+
+
+def test_the_config_module_needs_no_kafka_python():
+    """The module says it needs no kafka-python; its package imported it (through ``log``) before it could run."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", NO_KAFKA], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "lazy: import of kafka halted" in out.stdout
+    assert out.stdout.splitlines()[-1] == "['blobstate.plugins.kafka', 'blobstate.plugins.kafka.config']"
