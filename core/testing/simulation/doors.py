@@ -42,17 +42,18 @@ from weakref import WeakKeyDictionary
 from blobstate.commit.delta import DeltaCommitter
 from blobstate.commit.group import GroupCommitter, stage_changelog
 from blobstate.commit.opening import check_current, open_store
+from blobstate.commit.parts import heal_parts
 from blobstate.errors import BlobstateError, IntegrityError, NothingToRestore
 from blobstate.model import changelog, layout
 from blobstate.model.align import EngineLog, align
 from blobstate.model.chain import INITIAL_BATCH, Chain, partition_history
-from blobstate.model.records import StoreKey
+from blobstate.model.records import PartitionEntry, StoreKey
 from blobstate.restoring.state import plan_state
 from blobstate.spark.alignment import align_partitions, plan_alignment
 from blobstate.spark.state_task import RepositoryRef
 from blobstate.spark.state_write import Target, commit_written, open_destination
 from blobstate.testing.simulation import model, rescaler
-from blobstate.testing.simulation.actors import committer_of, restore_into
+from blobstate.testing.simulation.actors import _Executor, committer_of, restore_into
 from blobstate.testing.simulation.invariants import Violation
 
 if TYPE_CHECKING:
@@ -246,10 +247,11 @@ def group_query(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, part
             for batch in range(first, first + todo):
                 if batch > first and interval_ms:
                     layout.sleep(interval_ms / 1000)
-                check_current(committer, repo.log.latest(store))  # run_batch's fence: another driver appended
+                history = repo.log.history(store)
+                check_current(committer, history[-1] if history else None)  # run_batch's fence: another driver
                 oldest = layout.now_ms()
-                entries = [stage_changelog(repo, store, partition=p, batch_id=batch, ttl_ms=sim.ttl_ms,
-                                           data=changelog.encode(eng.ops(p, batch))) for p in range(n)]
+                entries = [_task(sim, repo, store, p, batch, history, changelog.encode(eng.ops(p, batch)))
+                           for p in range(n)]
                 groups.commit(entries, batch_id=batch, query_id=eng.query_id, created_ms=oldest)
                 eng.commit(batch, 0, store)
                 eng.partitions = n
@@ -257,6 +259,18 @@ def group_query(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, part
             return
         finally:
             committer.close()
+
+
+def _task(sim: Simulation, repo: Repository, key: StoreKey, partition: int, batch: int, history: list,
+          data: bytes) -> PartitionEntry:
+    """Partition ``partition``'s task of ``batch``: its executor host first puts back the committed changelogs gc
+    took (``heal_parts``, as ``run_partition`` does), then stages this batch's and keeps it until the next batch."""
+    executor = _Executor(sim, key, partition)
+    heal_parts(repo, partition_history(history, partition), executor.kept, ttl_ms=sim.ttl_ms)
+    executor.clear()
+    entry = stage_changelog(repo, key, partition=partition, batch_id=batch, data=data, ttl_ms=sim.ttl_ms)
+    executor.keep(entry.checkpoint_id, data)
+    return entry
 
 
 # -- writers and readers beside them -------------------------------------------------------------------------------
@@ -369,6 +383,8 @@ def check_engines(sim: Simulation) -> None:
         assert log.done is not None
         for p in _parts(eng.partitions):
             records = history if p is None else partition_history(history, p)
+            if p is not None:  # the restarted query's next batch: its tasks put back what gc took of the last group
+                heal_parts(sim.repos["log"], records, _Executor(sim, eng.key, p).kept, ttl_ms=sim.ttl_ms)
             try:
                 chain: Chain = align(records, engine=log, what=f"{eng.key} partition {p}").chain
                 values = sim.checker.restore(repo, chain)
