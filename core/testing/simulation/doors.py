@@ -400,5 +400,5 @@ def check_engines(sim: Simulation) -> None:
                                          f"restores as {values}, expected {eng.expected(p, log.done)}")
 
 
-__all__ = ["Engine", "check_engines", "driver_query", "engine_rescale", "engines", "group_query", "initial_writer",
-           "reader", "state_writer"]
+__all__ = ["Engine", "check_engines", "driver_query", "engine_rescale", "engines", "group_query",
+           "initial_writer", "reader", "state_writer"]
