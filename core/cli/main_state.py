@@ -9,7 +9,9 @@ is ``{"bytes": BASE64}``, a non-finite float ``{"float": "nan"}``, anything else
 ``float``, ``bool``, ``raw``) and bytes are base64. JSON escapes every non-ASCII character, and CSV on a terminal
 shows control characters escaped (``blobstate.cli.common.safe``), so no key read from a repository sends escape
 sequences to a terminal. A wrong ``--store`` is exit 5 naming the stores there are; a
-batch retention no longer keeps is exit 5 naming the oldest readable batch.
+batch retention no longer keeps is exit 5 naming the oldest readable batch. ``--checkpoint-location`` (the query's
+Spark checkpoint location) reads the state after the batch Spark committed (``blobstate.model.align``); without it
+the newest is read, and a warning on stderr says it may be a batch Spark re-runs.
 """
 
 from __future__ import annotations
