@@ -245,8 +245,8 @@ def restore_partitions(dest_dir: str, *, repo: str, log: str | None = None, job:
     """Restore every partition of a partitioned store (or ``partitions``) into ``dest_dir/<p>/`` in this process,
     ``max_concurrency`` partitions at a time (``blobstate.restoring.group``); each partition as ``restore(...,
     partition=p)`` restores it (``append_only``, ``limit_download``, ``limit_upload`` too). The result has each
-    partition's and the group's throughput. Raises what ``restore`` raises, ``NothingToRestore`` for a store that
-    is not partitioned."""
+    partition's and the group's throughput; ``checkpoint_location`` as for ``restore``. Raises what ``restore``
+    raises, ``NothingToRestore`` for a store that is not partitioned."""
     from blobstate.commit.recover import cleanup_after_restore
     from blobstate.local import workdir
     from blobstate.repository.backends import open_local_store
@@ -262,6 +262,8 @@ def restore_partitions(dest_dir: str, *, repo: str, log: str | None = None, job:
                                partitions=partitions, max_batch_id=max_batch_id, work_dir=wd,
                                max_concurrency=max_concurrency, force=force, dry_run=dry_run, verify_kept=verify_kept,
                                engine=engine_log(checkpoint_location))
+        if checkpoint_location is None and max_batch_id is None:
+            warn_unconfirmed(key, [r.checkpoint for r in result.partitions.values()])
         if cleanup and not dry_run:
             cleanup_after_restore(repository, key, wd)
         return result

@@ -51,8 +51,11 @@ def plan(repo: Repository, key: StoreKey, *, checkpoint: str | int | None = None
         if not history:
             raise NothingToRestore(f"no checkpoint of {key}" + (f" commits partition {partition}"
                                                                  if partition is not None else ""))
-        return align(history, engine=engine, what=str(key) if partition is None else f"{key} partition "
-                     f"{partition}").chain
+        chain = align(history, engine=engine, what=str(key) if partition is None else f"{key} partition "
+                      f"{partition}").chain
+        if not chain.records:
+            raise NothingToRestore(f"{engine.where}: the engine committed no batch of {key} yet: nothing to restore")
+        return chain
     if partition is not None:
         history = partition_history(repo.log.history(key), partition)
         if not history:
