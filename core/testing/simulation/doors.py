@@ -86,27 +86,34 @@ class Engine:
         return EngineLog(self.committed[-1] if self.committed else None, f"the engine of query {self.name}",
                          self.query_id)
 
-    def commit(self, batch: int, attempt: int, key: StoreKey) -> None:
+    def commit(self, batch: int, attempt: int, key: StoreKey, partitions: int = 0,
+               shape: tuple[int, int] | None = None) -> None:
+        """Spark's ``commits/<batch>``: ``attempt`` of ``batch`` committed on ``key`` (its state is there now)."""
         if batch not in self.committed:
             self.committed.append(batch)
-        self.attempts[batch], self.key = attempt, key
+        self.attempts[batch], self.key, self.partitions, self.layout = attempt, key, partitions, shape
 
-    def data(self, partition: int | None, attempt: int = 0) -> str:
-        """The model name of the writes of ``partition`` (None: a driver store) in ``attempt``."""
+    def data(self, partition: int | None, attempt: int = 0, shape: tuple[int, int] | None = None) -> str:
+        """The model name of the writes of ``partition`` (None: a driver store) in ``attempt``, on a store of
+        ``shape`` (a rescaled store's: ``(n, m)``)."""
         name = self.name if attempt == 0 else f"{self.name}~{attempt}"
-        if self.layout is not None:
-            name = model.rescaled(name, *self.layout)
+        if shape is not None:
+            name = model.rescaled(name, *shape)
         return name if partition is None else f"{name}/p{partition}"
 
-    def ops(self, partition: int | None, batch: int, attempt: int = 0) -> list[changelog.Op]:
-        return model.ops(self.data(partition, attempt), batch)
+    def ops(self, partition: int | None, batch: int, attempt: int = 0,
+            shape: tuple[int, int] | None = None) -> list[changelog.Op]:
+        return model.ops(self.data(partition, attempt, shape), batch)
 
-    def expected(self, partition: int | None, batch: int, attempts: dict[int, int] | None = None) -> dict[str, str]:
-        """The state of ``partition`` after ``batch`` (-1: the base) as the engine committed it."""
+    def expected(self, partition: int | None, batch: int, attempts: dict[int, int] | None = None, *,
+                 shape: tuple[int, int] | None | str = "committed") -> dict[str, str]:
+        """The state of ``partition`` after ``batch`` (-1: the base) as the engine committed it, on a store of
+        ``shape`` (default: the one it committed to last)."""
         attempts = self.attempts if attempts is None else attempts
+        shape = self.layout if shape == "committed" else shape
         state = dict(self.base.get(partition, {}))
         for b in range(batch + 1):
-            state = model.apply(state, self.ops(partition, b, attempts.get(b, 0)))
+            state = model.apply(state, self.ops(partition, b, attempts.get(b, 0), shape))  # type: ignore[arg-type]
         return state
 
 
@@ -124,7 +131,8 @@ def _engine(sim: Simulation, name: str) -> Engine:
 
 # -- queries -------------------------------------------------------------------------------------------------------
 def _open(sim: Simulation, actor: Actor, repo: Repository, eng: Engine, key: StoreKey, partitions: int,
-          retain: int) -> tuple[StoreCommitter, list[AlignmentPlan], list[dict[str, str]]] | None:
+          retain: int, shape: tuple[int, int] | None = None
+          ) -> tuple[StoreCommitter, list[AlignmentPlan], list[dict[str, str]]] | None:
     """The query's (re)start on ``key`` through the Open door, planned by the Align door with its engine's log;
     the state it restores checked against what the engine committed. None when it is refused (the process exits)."""
     log = eng.log()
@@ -145,7 +153,7 @@ def _open(sim: Simulation, actor: Actor, repo: Repository, eng: Engine, key: Sto
             dest = sim.local_dir(actor, f"live-{key.store}-{p}", create=False)
             values = restore_into(repo, ap.chain, dest) if ap.chain is not None else {}
             batch = INITIAL_BATCH if ap.restored_batch is None else ap.restored_batch
-            want = eng.expected(p, batch)
+            want = eng.expected(p, batch, shape=shape)
             if values != want:
                 raise Violation("wrong", f"query {eng.name} (re)started on {key} partition {p} at the engine's batch "
                                          f"{log.done}: restored {ap.chain.describe() if ap.chain else 'nothing'} "
@@ -233,12 +241,9 @@ def group_query(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, part
             return
         if store != key and switch_after_ms:
             layout.sleep(switch_after_ms / 1000)
-        if store != key:
-            eng.layout = (partitions, n)  # a rescaled store: its partitions' writes are the source's, re-mapped
-        opened = _open(sim, actor, repo, eng, store, n, retain)
+        shape = (partitions, n) if store != key else None  # a rescaled store: the source's writes, re-mapped
+        opened = _open(sim, actor, repo, eng, store, n, retain, shape)
         if opened is None:
-            if eng.key != store:
-                eng.layout = None  # refused: the engine's state stays where it was
             return
         committer = opened[0]
         try:
@@ -250,11 +255,10 @@ def group_query(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, part
                 history = repo.log.history(store)
                 check_current(committer, history[-1] if history else None)  # run_batch's fence: another driver
                 oldest = layout.now_ms()
-                entries = [_task(sim, repo, store, p, batch, history, changelog.encode(eng.ops(p, batch)))
+                entries = [_task(sim, repo, store, p, batch, history, changelog.encode(eng.ops(p, batch, 0, shape)))
                            for p in range(n)]
                 groups.commit(entries, batch_id=batch, query_id=eng.query_id, created_ms=oldest)
-                eng.commit(batch, 0, store)
-                eng.partitions = n
+                eng.commit(batch, 0, store, n, shape)
         except (BlobstateError, OSError):
             return
         finally:
