@@ -226,12 +226,14 @@ def test_self_check_a_broken_rescale_is_caught(broken: str, monkeypatch: pytest.
 #: profile ``doors`` (issue 39): the seeds at which the simulator found cases 4 and 5 with their fix reverted
 #: (``python -m bench.simulate --profile doors``; bench/README.md): case 4, seed 0 (a query restarted on a store a
 #: rescale wrote at an older batch was accepted); case 5, seed 28 (the second adopter of one initial state, paused in
-#: its open, pinned after the first one's commits and stacked its batch on them). Each holds every invariant now.
-DOORS_SEEDS = (("case 4", 0), ("case 5", 28))
+#: its open, pinned after the first one's commits and stacked its batch on them). Each holds every invariant now;
+#: so do seed 2 (the partitioned query restarts on the rescaled store, written at the batch Spark committed) and
+#: seed 3 (the driver query restarts on the store write_state wrote, likewise).
+DOORS_SEEDS = (("case 4", 0), ("case 5", 28), ("a rescale taken over", 2), ("a write_state taken over", 3))
 
 
 @pytest.mark.parametrize(("case", "seed"), DOORS_SEEDS)
-def test_the_seeds_that_found_issue_39_cases_hold(case: str, seed: int) -> None:
+def test_the_doors_seeds_hold_those_that_found_issue_39_cases_too(case: str, seed: int) -> None:
     result = run_seed(seed, "doors")
     assert not result.failed, f"{case}: {describe(result)}"
     assert result.steps > 500
