@@ -36,6 +36,7 @@ from blobstate.maintenance.queries import check_store, warn_unconfirmed
 from blobstate.model import changelog
 from blobstate.model.chain import current_run, expand_all
 from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.plugin.records import extra_install_hint, missing_dependency
 from blobstate.repository.repo import Repository
 from blobstate.restoring.state import change_plans, plan_state
 from blobstate.spark.location import CheckpointLocation
@@ -46,6 +47,16 @@ if TYPE_CHECKING:
 
 SPARK_TYPES = {str: "string", bytes: "binary", int: "bigint", float: "double", bool: "boolean"}
 INFER_FROM = 4  # newest changelogs read on the driver to choose the key and value columns' types
+
+
+def require_arrow(what: str) -> None:
+    """Raise ``MissingDependencyError`` (one line: the ``spark`` extra of this installation) unless pyarrow and
+    pandas, which ``mapInArrow`` needs, import; PySpark's own error says it in many lines, from deep in its stack."""
+    try:
+        import pandas  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ImportError as exc:
+        raise missing_dependency(what, exc, extra_install_hint("spark")) from exc
 
 
 def state_schema(key_type: str, value_type: str, *, changes: bool = False) -> str:
@@ -124,8 +135,9 @@ def read_state(spark: SparkSession, *, repo: str, job: str, store: str, task: st
     Raises, at once on the driver: ``RepositoryNotFound`` (exit 6), ``NothingToRestore`` (exit 5, naming the stores
     there are), ``BatchNotRetained`` (exit 5, naming the oldest readable batch), ``BatchNotCommitted`` (a batch
     after Spark's), ``ConfigurationError``; from an action: the tasks' ``IntegrityError`` (a damaged blob) in
-    Spark's error.
+    Spark's error. ``MissingDependencyError`` without pyarrow (the ``spark`` extra).
     """
+    require_arrow("blobstate.spark.read_state")
     ref = RepositoryRef(repo, log, storage_options, log_options)
     engine = CheckpointLocation(spark, checkpoint_location).engine_log() if checkpoint_location else None
     with ref.open() as repository:
@@ -151,6 +163,7 @@ def read_changes(spark: SparkSession, *, repo: str, job: str, store: str, from_b
     after ``from_batch - 1`` they give the state after ``to_batch`` (with ``checkpoint_location``: at most the
     batch Spark committed). Keywords as for ``read_state``. Raises ``BatchNotRetained`` (exit 5) naming the oldest
     batch whose changes are still held, and what ``read_state`` raises."""
+    require_arrow("blobstate.spark.read_changes")
     ref = RepositoryRef(repo, log, storage_options, log_options)
     engine = CheckpointLocation(spark, checkpoint_location).engine_log() if checkpoint_location else None
     with ref.open() as repository:
