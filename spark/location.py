@@ -20,6 +20,7 @@ import re
 from typing import Any
 
 from blobstate.errors import StorageError
+from blobstate.model.align import EngineLog, spark_done
 
 _GLOB = re.compile(r"([\\*?\[\]{}])")
 
@@ -134,3 +135,9 @@ class CheckpointLocation:
         except (ValueError, KeyError, IndexError, TypeError):
             raise StorageError(f"Spark's metadata in {self.location} holds no query id: {text[:200]!r}") from None
         return str(query_id)
+
+    def engine_log(self) -> EngineLog:
+        """What this location says for the Align door (``blobstate.model.align``): the batch Spark's restart takes
+        as done (``commits/``, and ``offsets/`` when it is ahead) and the query id. Raises ``StorageError``."""
+        return EngineLog(spark_done(self.last_committed(), self.last_planned()),
+                         f"Spark's checkpoint location {self.location}", self.query_id())

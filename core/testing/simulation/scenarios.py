@@ -20,6 +20,9 @@ Profiles:
   past its TTL (a zombie). The run's end reruns the command once more (``runner.Simulation._rescale_again``).
 - ``encrypted``: ``full`` on an encrypted repository (issue 33): every object compressed and encrypted by the
   repository's codec, every record sealed; a damaged object fails authentication.
+- ``doors``: ``full`` plus the doors' actors (issue 39, ``blobstate.testing.simulation.doors_scenario``): a
+  ``write_state`` and a rescale racing running queries that then restart on what they wrote, two adopters of one
+  initial state, a reader beside a query whose sink fails and whose batch Spark re-runs with other data.
 
 Every writer of the other profiles pins the generation it opened on (``StoreCommitter(expected_generation=)``,
 as the partitioned driver does and as issue 27 asks of every writer).
@@ -36,7 +39,7 @@ from blobstate.testing.simulation.runner import ActorSpec, Scenario
 from blobstate.testing.simulation.scheduler import Fault
 
 TTL_MS = 60_000
-PROFILES = ("safe", "full", "two-logs", "unpinned", "rescale", "encrypted")
+PROFILES = ("safe", "full", "two-logs", "unpinned", "rescale", "encrypted", "doors")
 
 SNAP = StoreKey("sim", "0", "snap")
 CHG = StoreKey("sim", "0", "chg")
@@ -128,6 +131,11 @@ def scenario(seed: int, profile: str = "full") -> Scenario:
                 faults.append(Fault("kill", who, at, keep=rng.random() < 0.6, label=label))
             elif rng.random() < 0.5:
                 faults.append(Fault("pause", who, at, ms=rng.randint(ttl, 3 * ttl), label=label))
+    if profile == "doors":  # issue 39: the queries, writers, adopters and readers of the doors
+        from blobstate.testing.simulation.doors_scenario import doors_part
+
+        more_specs, more_faults = doors_part(rng, ttl)
+        specs, faults = specs + more_specs, faults + more_faults
     return Scenario(seed, ttl, stores, specs, _dedupe(faults), logs=("log", "log2") if profile == "two-logs"
                     else ("log",), damage_targets=seed, encrypted=profile == "encrypted")
 
