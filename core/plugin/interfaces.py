@@ -7,19 +7,22 @@ makes a consistent point-in-time copy of a local store (RocksDB's ``Checkpoint``
 
 from __future__ import annotations
 
+import hashlib
 import io
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol, TypeVar
 
-from blobstate.errors import CorruptIndexError, IntegrityError, StorageError
+from blobstate.errors import CorruptIndexError, IntegrityError, ObjectChangedError, StorageError
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.plugin.inflight import run_settled
 
 T = TypeVar("T")
 R = TypeVar("R")
 
+#: The largest object ``rewrite`` is meant for (bytes): metadata rewritten in place is a few hundred bytes (the marker).
+REWRITE_MAX_BYTES = 1 << 20
 #: TTL modes: ``lease`` (a lease object per blob, works on every store) or ``native`` (the cloud expires objects).
 TTL_MODES = ("lease", "native")
 
@@ -106,9 +109,10 @@ class BoundedSink(io.BytesIO):
             raise self.too_large()
         return super().write(data)
 
-
-
-
+def content_version(data: bytes) -> str:
+    """A version token derived from an object's bytes (``sha256:<hex>``): what ``BlobStore.get_versioned`` gives
+    where the store itself names no version (file://, the default)."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 class MetadataSeal(Protocol):
@@ -128,13 +132,18 @@ class BlobStore(ABC):
     Blob ids are ``/``-separated paths relative to the repository root. Contract (checked by
     ``blobstate.testing``): ``put`` never leaves a blob without its TTL when ``ttl_ms`` is given; ``get`` raises
     ``BlobNotFound`` for a missing blob; ``delete`` and ``remove_ttl`` are idempotent (missing blob is fine);
-    ``put_exclusive`` raises ``FileExistsError`` when the blob exists (the basis of the file checkpoint log's fencing).
-    The ``*_many`` batch calls run at most ``max_concurrency`` operations at once.
+    ``put_exclusive`` raises ``FileExistsError`` when the blob exists (the basis of the file checkpoint log's fencing);
+    ``rewrite`` replaces an object all or nothing and only while its version is the one read (``get_versioned``),
+    else raises ``ObjectChangedError``. The ``*_many`` batch calls run at most ``max_concurrency`` operations at once.
     """
 
     url: str = ""
     max_concurrency: int = 8
     ttl_mode: str = "lease"
+    #: True when ``rewrite`` is atomic and conditional in the store itself (one request the service checks: S3 and
+    #: Azure If-Match, GCS ifGenerationMatch; file://: a compare-and-swap under a lock and a rename); False for the
+    #: interface's default, which is neither (``blobstate doctor`` warns)
+    conditional_rewrite: bool = False
     #: set by the core on an encrypted repository (``seal_metadata_with``): seals the store's own bodies (leases)
     metadata_seal: MetadataSeal | None = None
 
@@ -163,6 +172,38 @@ class BlobStore(ABC):
         (a ranged GET) or knows the size before the body does better. Raises ``BlobNotFound``."""
         self.get(blob_id, sink)
         return sink.getvalue()
+
+    def get_versioned(self, blob_id: str, sink: BoundedSink) -> tuple[bytes, str]:
+        """The whole blob, read into ``sink`` as ``get_bounded`` reads it, and its version: an opaque token that
+        changes whenever the object is written (S3 and Azure: its ETag; GCS: its generation; file://: a digest of
+        its bytes), the ``expected`` of a later ``rewrite``. Raises ``BlobNotFound``. The default derives the token
+        from the bytes (``content_version``)."""
+        data = self.get_bounded(blob_id, sink)
+        return data, content_version(data)
+
+    def rewrite(self, blob_id: str, data: bytes, *, expected: str | None) -> None:
+        """Replace the object ``blob_id`` with ``data`` (no TTL), all or nothing, and only while its version is still
+        ``expected`` (from ``get_versioned``); ``expected=None``: only while it does not exist. Raises
+        ``ObjectChangedError`` when it changed, vanished or appeared since (nothing written). The door every object
+        written twice under one name goes through (the repository marker: ``blobstate.repository.marker``).
+
+        The default, for a store that does not override it, checks the version and then ``put``s: neither atomic (a
+        store that writes in place can be cut off half-way) nor conditional (another writer can slip in between the
+        check and the put); ``conditional_rewrite`` stays False. A plugin whose service offers a conditional write
+        overrides it with that one request and sets ``conditional_rewrite`` (docs/plugins.md)."""
+        if expected is None:
+            try:
+                self.put_exclusive(blob_id, data)
+            except FileExistsError:
+                raise ObjectChangedError(f"{blob_id} was created by another writer meanwhile") from None
+            return
+        try:
+            _, current = self.get_versioned(blob_id, BoundedSink(REWRITE_MAX_BYTES, blob_id))
+        except IntegrityError:  # gone (BlobNotFound), or grown past any metadata object
+            current = ""
+        if current != expected:
+            raise ObjectChangedError(f"{blob_id} changed since it was read")
+        self.put(PutRequest(blob_id, data))
 
     @abstractmethod
     def delete(self, blob_id: str) -> None:

@@ -282,6 +282,32 @@ class ObstoreTransport:
         throttle("upload", len(data))
         self._call(lambda: obstore.put(self.store, key, data, mode="create", use_multipart=False))
 
+    def put_if(self, key: str, data: bytes, version: str) -> None:
+        """Replace object ``key`` with ``data`` in one PUT, only while its entity tag is ``version`` (``If-Match``:
+        S3, Azure); ``FileExistsError`` when it changed (412), ``FileNotFoundError`` when it is gone."""
+        import obstore
+
+        throttle("upload", len(data))
+        self._call(lambda: obstore.put(self.store, key, data, mode={"e_tag": version}, use_multipart=False))
+
+    def get_versioned(self, key: str, sink: BinaryIO, *, max_size: int) -> str:
+        """Object ``key`` streamed into ``sink`` and its entity tag (one GET: the bytes are those of that tag).
+        ``FileNotFoundError`` if it is missing; ``ObjectTooLarge`` before its body is read past ``max_size``."""
+        import obstore
+
+        with self.budget.reserve(MiB), _errors():
+            result = obstore.get(self.store, key)
+            tag, size = result.meta.get("e_tag"), int(result.meta["size"])
+            if size > max_size:
+                del result
+                raise ObjectTooLarge(f"{key}: {size} bytes, more than {max_size}")
+            for chunk in result.stream(min_chunk_size=MiB):
+                throttle("download", len(chunk))
+                sink.write(chunk)
+        if not tag:
+            raise StorageError(f"the store names no entity tag for {key}: it cannot be rewritten conditionally")
+        return str(tag)
+
     def delete(self, keys: list[str]) -> None:
         """Delete ``keys`` (missing ones are fine): one bulk request per 1,000 keys where the service has one
         (S3 ``DeleteObjects``: object_store's bulk delete), else one request each."""
