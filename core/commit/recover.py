@@ -38,7 +38,7 @@ from blobstate.journal.recovery import FinishCommit, RecoveryAction, ResolveAppe
 from blobstate.local import workdir
 from blobstate.model import layout
 from blobstate.model.layout import DEFAULT_RETAIN, now_ms
-from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.model.records import StoreKey
 from blobstate.model.retention import RetentionPolicy
 from blobstate.plugin.interfaces import BlobStore
 from blobstate.repository.backends import normalize_url
@@ -129,7 +129,7 @@ def _resolve(session: StoreSession, repo: Repository, executor: CleanupExecutor,
     """A commit whose append outcome is unknown: a commit of the engine like any other (``engine.recover_append``:
     finished when the log holds it, re-appended inside its TTL budget with its objects present, else aborted)."""
     assert state.record is not None
-    record = Checkpoint.from_bytes(state.record.encode(), source=f"the journal of {state.commit_id}")
+    record = repo.journaled_record(session.key, state.commit_id, state.record)
     try:
         return recover_append(executor, state, record)
     except AppendOutcomeUnknown as exc:

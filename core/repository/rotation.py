@@ -56,7 +56,7 @@ def rotate_data_key(store: BlobStore, url: str, old: KeyConfig, new: KeyConfig) 
     if info.encryption is None:
         raise ConfigurationError(f"the repository at {redact(url)} is not encrypted: it has no key to rotate")
     wrapped = rewrap(info.encryption, info.repository_id, old, new).to_json()
-    store.put_exclusive(layout.marker_copy_id(uuid.uuid4().hex), info.to_bytes())
+    keep_copy(store, info)
     record_encryption(store, info, wrapped)
     again = read_marker(store)
     if again is None or again.encryption != wrapped:
@@ -69,6 +69,15 @@ def rotate_data_key(store: BlobStore, url: str, old: KeyConfig, new: KeyConfig) 
                                  "kept beside it") from None
     drop_copies(store)
     return again
+
+
+def keep_copy(store: BlobStore, info: RepositoryInfo) -> str:
+    """Keep a copy of the marker ``info`` (the wrapping about to be replaced) beside it, created exclusively under a
+    fresh name; returns its id. ``marker.read_marker`` reads the newest copy where the marker is missing or
+    damaged."""
+    copy_id = layout.marker_copy_id(uuid.uuid4().hex)
+    store.put_exclusive(copy_id, info.to_bytes())
+    return copy_id
 
 
 def record_encryption(store: BlobStore, info: RepositoryInfo, encryption: dict[str, Any]) -> RepositoryInfo:

@@ -20,6 +20,8 @@ Profiles:
   past its TTL (a zombie). The run's end reruns the command once more (``runner.Simulation._rescale_again``).
 - ``encrypted``: ``full`` on an encrypted repository (issue 33): every object compressed and encrypted by the
   repository's codec, every record sealed; a damaged object fails authentication.
+- ``keys``: ``full`` plus the marker's rewriters (issue 39, ``blobstate.testing.simulation.keys``): key rotations,
+  two of them racing, and commands recording the log in a marker from before the field, killed and paused.
 
 Every writer of the other profiles pins the generation it opened on (``StoreCommitter(expected_generation=)``,
 as the partitioned driver does and as issue 27 asks of every writer).
@@ -36,7 +38,7 @@ from blobstate.testing.simulation.runner import ActorSpec, Scenario
 from blobstate.testing.simulation.scheduler import Fault
 
 TTL_MS = 60_000
-PROFILES = ("safe", "full", "two-logs", "unpinned", "rescale", "encrypted")
+PROFILES = ("safe", "full", "two-logs", "unpinned", "rescale", "encrypted", "keys")
 
 SNAP = StoreKey("sim", "0", "snap")
 CHG = StoreKey("sim", "0", "chg")
@@ -128,8 +130,14 @@ def scenario(seed: int, profile: str = "full") -> Scenario:
                 faults.append(Fault("kill", who, at, keep=rng.random() < 0.6, label=label))
             elif rng.random() < 0.5:
                 faults.append(Fault("pause", who, at, ms=rng.randint(ttl, 3 * ttl), label=label))
+    extras: tuple[str, ...] = ()
+    if profile == "keys":
+        from blobstate.testing.simulation import keys
+
+        keys.add(rng, specs, faults, ttl)
+        extras = (keys.__name__,)
     return Scenario(seed, ttl, stores, specs, _dedupe(faults), logs=("log", "log2") if profile == "two-logs"
-                    else ("log",), damage_targets=seed, encrypted=profile == "encrypted")
+                    else ("log",), damage_targets=seed, encrypted=profile == "encrypted", extras=extras)
 
 
 #: The protocol steps a pause or kill may be tied to (the k-th such journal event of the actor), besides a plain
