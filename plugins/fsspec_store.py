@@ -205,15 +205,10 @@ class FsspecBlobStore(BlobStore):
             return
         self.fs.pipe_file(path, data, mode="create")
 
-    @property
-    def conditional_rewrite(self) -> bool:  # type: ignore[override]
-        """file://: ``rewrite`` is a compare-and-swap (``LocalRepository.replace_if``); any other fsspec filesystem
-        gets the interface's default."""
-        return self.local is not None
+    conditional_rewrite = property(lambda self: self.local is not None)  # type: ignore[assignment]  # file://: CAS
 
     def rewrite(self, blob_id: str, data: bytes, *, expected: str | None) -> None:
-        """file://: the compare-and-swap of ``LocalRepository.replace_if`` on the version ``get_versioned`` gave (a
-        digest of the bytes); elsewhere the interface's default."""
+        """file://: ``LocalRepository.replace_if`` on the version ``get_versioned`` gave (a digest of the bytes)."""
         if self.local is None or expected is None:
             super().rewrite(blob_id, data, expected=expected)
             return
@@ -286,8 +281,7 @@ class FsspecBlobStore(BlobStore):
             pass
 
     def remove_empty_folder(self, prefix: str) -> None:
-        """file://: remove the folder ``prefix`` and its parents below the root while they are empty (the
-        capability ``capabilities.folder_removal``); nothing elsewhere (no folders to leave behind)."""
+        """file://: ``prefix`` and its parents removed while empty (``capabilities.folder_removal``)."""
         if self.local is not None:
             self.local.remove_empty_dirs(self.path(prefix))
 

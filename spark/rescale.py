@@ -232,11 +232,6 @@ def rescale(spark: SparkSession, *, repo: str, job: str, store: str, to_store: s
         record, chains = source_state(spark, history, source, batch_id=batch_id,
                                       checkpoint_location=checkpoint_location, repo_url=repo)
         types = infer_types(repository, history)
-    if work_dir is None:
-        from blobstate.local import workdir
-        from blobstate.repository.backends import normalize_url
-
-        work_dir = workdir.store_work_dir(normalize_url(repo), target_key)
     assert record.batch_id is not None
     target = Target(ref, target_key, num_partitions, tuple(cols),
                     tuple((f.name, f.dataType.simpleString()) for f in schema.fields), record.batch_id,

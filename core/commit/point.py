@@ -8,7 +8,7 @@ older than half its blobs' TTL is refused, its uploads' protection may lapse bef
 late anyway is healed by its cleanup). In order, under the lock:
 
 1. ``CheckpointAppending`` records the exact record (sealed under the data key in an encrypted repository:
-   ``Repository.journal_record``) and expected generation, durably: from here the append may land at any moment,
+   ``repository.host.journal_record``) and expected generation, durably: from here the append may land at any moment,
    and recovery resolves it by re-appending, never by guessing;
 2. ``CheckpointLog.append``; an unknown outcome is resolved by re-appending the same record (idempotent for it)
    with backoff for at most ``append_resolve_s`` seconds;
@@ -29,6 +29,7 @@ from blobstate.errors import AppendOutcomeUnknown, FencedError, StorageError
 from blobstate.journal import events as ev
 from blobstate.model.layout import monotonic, now_ms, sleep
 from blobstate.model.records import Checkpoint
+from blobstate.repository.host import journal_record
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
 
@@ -123,7 +124,7 @@ class CommitPoint:
             if self.fields:
                 record = replace(record, **self.fields)  # type: ignore[arg-type]
             expected = self.generation()
-            kept = self.repo.journal_record(self.key, commit_id, record.with_generation(expected + 1))
+            kept = journal_record(self.repo, self.key, commit_id, record.with_generation(expected + 1))
             self.session.record(ev.CheckpointAppending(commit_id, now_ms(), expected, kept), sync=True)
             attempt.sent = True
             try:

@@ -42,6 +42,7 @@ from blobstate.model.records import StoreKey
 from blobstate.model.retention import RetentionPolicy
 from blobstate.plugin.interfaces import BlobStore
 from blobstate.repository.backends import normalize_url
+from blobstate.repository.host import journaled_record
 from blobstate.repository.options import display_url
 from blobstate.repository.repo import Repository
 
@@ -80,10 +81,19 @@ def _completed_indexes(repo: Repository, key: StoreKey, open_states: list[Commit
 
 
 def _check_belongs(state: CommitState, key: StoreKey, repo: Repository) -> None:
+    """Refuse a commit of another store, repository or log: the repository by the id its marker records (two
+    repositories one URL reaches differ by it, issue 39 case 8), or, for an older journal or a repository from before
+    the marker, by its URL."""
     if state.store_key and state.store_key != str(key):
         raise ConfigurationError(f"the journal's commit {state.commit_id} belongs to store {state.store_key!r}, not "
                                  f"{key}: recovery changed nothing")
-    if state.repo_url and state.repo_url != display_url(repo.url):
+    ours = repo.info.repository_id if repo.info is not None else ""
+    if state.repository_id and ours:
+        if state.repository_id != ours:
+            raise ConfigurationError(f"the journal's commit {state.commit_id} was written against repository "
+                                     f"{state.repository_id} ({state.repo_url}), not {ours} at {display_url(repo.url)}"
+                                     ": recovery changed nothing")
+    elif state.repo_url and state.repo_url != display_url(repo.url):
         raise ConfigurationError(f"the journal's commit {state.commit_id} was written against repository "
                                  f"{state.repo_url}, not {display_url(repo.url)}: recovery changed nothing")
     log_url = display_url(repo.log.url or repo.url)
@@ -128,8 +138,7 @@ def _finish(session: StoreSession, repo: Repository, executor: CleanupExecutor, 
 def _resolve(session: StoreSession, repo: Repository, executor: CleanupExecutor, state: CommitState) -> str:
     """A commit whose append outcome is unknown: a commit of the engine like any other (``engine.recover_append``:
     finished when the log holds it, re-appended inside its TTL budget with its objects present, else aborted)."""
-    assert state.record is not None
-    record = repo.journaled_record(session.key, state.commit_id, state.record)
+    record = journaled_record(repo, session.key, state)
     try:
         return recover_append(executor, state, record)
     except AppendOutcomeUnknown as exc:

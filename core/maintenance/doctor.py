@@ -126,7 +126,7 @@ def run(*, repo: str, log: str | None = None, storage_options: dict[str, Any] | 
             return report
         _skew_and_semantics(report, store, url, ttl_ms, clock)
         repository = _log(report, repo, url, log, storage_options, log_options, info)
-        _open_commits(report, url, work_base)
+        _open_commits(report, info, url, work_base)
         if repository is not None:
             try:
                 _gc_and_ages(report, repository, url, work_base, ttl_ms, stale_after_ms, clock)
@@ -321,19 +321,19 @@ def normalize(log: str) -> str:
     return normalize_url(log)
 
 
-def _open_commits(report: DoctorReport, url: str, work_base: str | None) -> None:
+def _open_commits(report: DoctorReport, info: Any, url: str, work_base: str | None) -> None:
     import os
 
     from blobstate.commit.recover import open_journals
     from blobstate.local import workdir
-    from blobstate.model.records import StoreKey
 
     base = work_base or workdir.default_base()
-    repo_dir = os.path.dirname(os.path.dirname(os.path.dirname(workdir.store_work_dir(url, StoreKey("j", "t", "s"),
-                                                                                        base))))
+    # the repository's work directories (named by its id), and those from before named by its URL
+    repo_dirs = {os.path.join(base, workdir.host_key(info.repository_id, url)),
+                 os.path.join(base, workdir.repository_hash(url))}
     try:
         journals = [j for j in open_journals(base) if os.path.dirname(os.path.dirname(os.path.dirname(j.work_dir)))
-                    == repo_dir]
+                    in repo_dirs]
     except Exception as exc:  # noqa: BLE001
         report.add("open commits", WARN, f"the work directory {base} could not be read: {exc}")
         return

@@ -173,24 +173,19 @@ class BlobStore(ABC):
         self.get(blob_id, sink)
         return sink.getvalue()
 
-    def get_versioned(self, blob_id: str, sink: BoundedSink) -> tuple[bytes, str]:
-        """The whole blob, read into ``sink`` as ``get_bounded`` reads it, and its version: an opaque token that
-        changes whenever the object is written (S3 and Azure: its ETag; GCS: its generation; file://: a digest of
-        its bytes), the ``expected`` of a later ``rewrite``. Raises ``BlobNotFound``. The default derives the token
-        from the bytes (``content_version``)."""
+        """The whole blob, read into ``sink`` as ``get_bounded`` reads it, and its version: a token that changes
+        whenever it is written (S3, Azure: its ETag; GCS: its generation; default: ``content_version``), the
+        ``expected`` of a later ``rewrite``. Raises ``BlobNotFound``."""
         data = self.get_bounded(blob_id, sink)
         return data, content_version(data)
 
     def rewrite(self, blob_id: str, data: bytes, *, expected: str | None) -> None:
         """Replace the object ``blob_id`` with ``data`` (no TTL), all or nothing, and only while its version is still
-        ``expected`` (from ``get_versioned``); ``expected=None``: only while it does not exist. Raises
-        ``ObjectChangedError`` when it changed, vanished or appeared since (nothing written). The door every object
-        written twice under one name goes through (the repository marker: ``blobstate.repository.marker``).
+        ``expected`` (from ``get_versioned``; None: only while it does not exist), else ``ObjectChangedError``
+        (nothing written). What every object written twice under one name goes through (the marker).
 
-        The default, for a store that does not override it, checks the version and then ``put``s: neither atomic (a
-        store that writes in place can be cut off half-way) nor conditional (another writer can slip in between the
-        check and the put); ``conditional_rewrite`` stays False. A plugin whose service offers a conditional write
-        overrides it with that one request and sets ``conditional_rewrite`` (docs/plugins.md)."""
+        The default checks the version, then ``put``s: neither atomic nor conditional (``conditional_rewrite``
+        False); a plugin overrides it with its service's conditional write (docs/plugins.md)."""
         if expected is None:
             try:
                 self.put_exclusive(blob_id, data)

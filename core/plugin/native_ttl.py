@@ -156,13 +156,16 @@ class NativeTtlBlobStore(FsspecBlobStore):
         the generation)."""
         if self.transport is None:
             return self._get_versioned_with_fsspec(blob_id, sink)
+        tags: list[str] = []
         try:
-            version = self.transport.get_versioned(self.bucket_key(blob_id)[1], sink, max_size=sink.limit)
+            self.transport.get(self.bucket_key(blob_id)[1], sink, max_size=sink.limit, tags=tags)
         except FileNotFoundError:
             raise BlobNotFound(blob_id) from None
         except ObjectTooLarge:
             raise sink.too_large() from None
-        return sink.getvalue(), version
+        if not tags[0]:
+            raise StorageError(f"the store names no entity tag for {blob_id}: it cannot be rewritten conditionally")
+        return sink.getvalue(), tags[0]
 
     def rewrite(self, blob_id: str, data: bytes, *, expected: str | None) -> None:
         """One PUT that the service applies only while the object's version is ``expected`` (S3 and Azure
@@ -173,7 +176,7 @@ class NativeTtlBlobStore(FsspecBlobStore):
             return
         try:
             if self.transport is not None:
-                self.transport.put_if(self.bucket_key(blob_id)[1], data, expected)
+                self.transport.put_exclusive(self.bucket_key(blob_id)[1], data, version=expected)
             else:
                 self._rewrite_with_fsspec(blob_id, data, expected)
         except (FileExistsError, FileNotFoundError):

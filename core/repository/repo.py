@@ -303,25 +303,6 @@ class Repository:
             cache.put(checkpoint.index_blob_id, data)
         return index
 
-    def journal_record(self, key: StoreKey, commit_id: str, record: Checkpoint) -> str:
-        """``record`` as the journal keeps it (``CheckpointAppending``): sealed under the data key in an encrypted
-        repository (``blobstate.codec.journal``), its JSON as it is otherwise."""
-        from blobstate.codec.journal import seal_record
-
-        return seal_record(self.cipher, f"{key}/{commit_id}", record.to_bytes().decode())
-
-    def journaled_record(self, key: StoreKey, commit_id: str, kept: str) -> Checkpoint:
-        """The record ``journal_record`` kept for ``commit_id``. Raises ``CorruptJournalError`` (exit 3) when it
-        does not open or parse, ``ConfigurationError`` for a sealed one in a repository opened without its key."""
-        from blobstate.codec.journal import open_record
-        from blobstate.errors import CorruptIndexError, CorruptJournalError
-
-        text = open_record(self.cipher, f"{key}/{commit_id}", kept)
-        try:
-            return Checkpoint.from_bytes(text.encode(), source=f"the journal of {commit_id}")
-        except CorruptIndexError as exc:
-            raise CorruptJournalError(str(exc)) from None
-
     def read_changelog(self, checkpoint: Checkpoint) -> bytes:
         """A delta record's changelog: the one it carries inline (no request), else its blob fetched (bounded by the
         declared size); either way its size and CRC32C verified against the record.

@@ -9,6 +9,7 @@ the repository's id from its marker, and a journal's commits name the repository
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import boto3
 import pytest
@@ -64,3 +65,74 @@ def test_two_repositories_at_one_url_keep_their_own_journals(two_endpoints, cli,
         assert len(history) == 3
         held = [cp.generation for cp in history if repo.store.has_ttl(cp.index_blob_id)]
     assert held == [], f"committed indexes of X still carry a TTL (generations {held}): gc will delete them"
+
+
+def _legacy(work: Path, repo_url: str, store: str) -> Path:
+    """Where a blobstate before issue 39 kept the store's work directory: under a hash of the URL."""
+    from blobstate.local import workdir
+    from blobstate.repository.backends import normalize_url
+
+    return work / workdir.repository_hash(normalize_url(repo_url)) / "default" / "0" / store
+
+
+def _keyed(work: Path, repo: Path, store: str) -> Path:
+    marker = json.loads((repo / "blobstate-repository.json").read_text())
+    return work / marker["repositoryId"] / "default" / "0" / store
+
+
+def _as_an_older_blobstate_left_it(keyed: Path, legacy: Path) -> None:
+    """Move a work directory to ``legacy``, its journal naming its local checkpoints there (as a blobstate from
+    before wrote it)."""
+    from blobstate.repository.host import reroot_journal
+
+    legacy.parent.mkdir(parents=True, exist_ok=True)
+    keyed.rename(legacy)
+    reroot_journal(str(legacy), str(keyed), str(legacy))
+    assert str(keyed) not in (legacy / "journal.log").read_text(errors="replace")
+
+
+def test_an_interrupted_commit_in_a_work_directory_keyed_by_the_url_is_still_recovered(cli, tmp_path, work_base):
+    """A host upgraded with a commit left open in a work directory of the old layout (keyed by the URL): the next
+    backup moves the directory to its place under the repository's id and recovers the commit (its TTLs removed),
+    never leaving it orphaned."""
+    repo, store = tmp_path / "repo", tmp_path / "counts"
+    store.mkdir()
+    for text in ("one\n", "two\n"):
+        (store / "a.txt").write_text(text)
+        env = {} if text == "one\n" else {"BLOBSTATE_PLUGINS": "kill_plugin",
+                                          "BLOBSTATE_TEST_KILL_AT": "CheckpointWritten"}
+        cli("backup", store, "--repo", repo, "-q", env=env)
+    keyed, legacy = _keyed(work_base, repo, "counts"), _legacy(work_base, str(repo), "counts")
+    _as_an_older_blobstate_left_it(keyed, legacy)
+    (store / "a.txt").write_text("three\n")
+    assert cli("backup", store, "--repo", repo, "-q").returncode == 0
+    assert keyed.is_dir() and not legacy.exists()
+    with Repository.open(str(repo), create=False) as repository:
+        history = repository.log.history(StoreKey("default", "0", "counts"))
+        assert len(history) == 3
+        assert [cp.generation for cp in history if repository.store.has_ttl(cp.index_blob_id)] == []
+
+
+def test_a_work_directory_keyed_by_the_url_holding_another_repositorys_commit_is_left_to_recover(cli, tmp_path,
+                                                                                                  work_base):
+    """The old layout's directory at the URL of repository B holds a commit of repository A (the collision of case
+    8): B's backup leaves it where it is and says so; `blobstate recover` (no options) still recovers it against A."""
+    a, b, store = tmp_path / "a", tmp_path / "b", tmp_path / "counts"
+    store.mkdir()
+    (store / "a.txt").write_text("one\n")
+    assert cli("backup", store, "--repo", a, "-q").returncode == 0
+    (store / "a.txt").write_text("two\n")
+    killed = cli("backup", store, "--repo", a, "-q", env={"BLOBSTATE_PLUGINS": "kill_plugin",
+                                                          "BLOBSTATE_TEST_KILL_AT": "CheckpointWritten"})
+    assert killed.returncode == -9
+    legacy = _legacy(work_base, str(b), "counts")
+    _as_an_older_blobstate_left_it(_keyed(work_base, a, "counts"), legacy)
+    done = cli("-v", "backup", store, "--repo", b)
+    assert done.returncode == 0, done.stderr
+    assert legacy.is_dir() and "is left where it is" in done.stderr, done.stderr
+    assert (legacy / "journal.log").is_file()
+    recovered = cli("recover", "--json")
+    assert recovered.returncode == 0, recovered.stderr
+    with Repository.open(str(a), create=False) as repository:
+        history = repository.log.history(StoreKey("default", "0", "counts"))
+        assert len(history) == 2 and not repository.store.has_ttl(history[-1].index_blob_id)
