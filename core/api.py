@@ -373,7 +373,7 @@ def recover(*, repo: str, job: str = "default", task: str = "0", store: str | No
     key = name_store(job, task, store)
     with Repository.open(repo, log=log, storage_options=storage_options, create=False) as repository:
         with StoreSession(key, work_dir or host.work_dir(repository, key),
-                          repository_id=repository.info.repository_id if repository.info else "") as session:
+                          repository_id=host.repository_id(repository)) as session:
             return replay_journal(session, repository, dry_run=dry_run, report=report)
 
 

@@ -166,8 +166,7 @@ class StoreCommitter:
         self.chunk_size = max(1, chunk_size)
         self.progress: Progress = progress or NoProgress()
         self.writer_id = writer_id or f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self.session = StoreSession(key, self.work_dir,
-                                    repository_id=self.repo.info.repository_id if self.repo.info else "")
+        self.session = StoreSession(key, self.work_dir, repository_id=host.repository_id(self.repo))
         self.append_resolve_s = (append_resolve_s if append_resolve_s is not None
                                  else settings.current().append_resolve_s)
         self.commit_point = CommitPoint(self.session, self.repo, append_resolve_s=self.append_resolve_s,

@@ -37,9 +37,14 @@ from blobstate.repository.repo import Repository
 log = logging.getLogger(__name__)
 
 
+def repository_id(repo: Repository) -> str:
+    """The id ``repo``'s marker records ("" for a repository from before the marker, or one assembled without it)."""
+    return repo.info.repository_id if repo.info is not None else ""
+
+
 def host_key(repo: Repository) -> str:
     """The name of ``repo``'s directories on this host (``workdir.host_key``: its id from the marker)."""
-    return workdir.host_key(repo.info.repository_id if repo.info is not None else "", repo.url)
+    return workdir.host_key(repository_id(repo), repo.url)
 
 
 def work_dir(repo: Repository, key: StoreKey, base: str | None = None) -> str:
@@ -48,7 +53,7 @@ def work_dir(repo: Repository, key: StoreKey, base: str | None = None) -> str:
     provably this repository's (the module docstring)."""
     base = base or workdir.default_base()
     path = workdir.store_work_dir(host_key(repo), key, base)
-    if repo.info is not None and repo.info.repository_id and not os.path.exists(path):
+    if repository_id(repo) and not os.path.exists(path):
         _adopt(repo, key, os.path.join(base, workdir.repository_hash(repo.url), key.job, key.task, key.store), path)
     return path
 
@@ -143,7 +148,7 @@ def reroot_journal(work_dir: str, old: str, new: str) -> None:
 def foreign(repo: Repository, key: StoreKey, legacy: str) -> str | None:
     """Why the work directory ``legacy`` (keyed by the URL) may belong to another repository than ``repo``; None when
     everything in it is ``repo``'s by evidence (the module docstring)."""
-    ours = repo.info.repository_id if repo.info is not None else ""
+    ours = repository_id(repo)
     states = [s for s in project(Journal(os.path.join(legacy, workdir.JOURNAL)).read().events).values() if s.is_open]
     needing = []
     for state in states:

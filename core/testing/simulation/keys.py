@@ -83,8 +83,12 @@ class KeyRing:
 
 def add(rng: random.Random, specs: list[ActorSpec], faults: list[Fault], ttl_ms: int) -> None:
     """The ``keys`` profile's actors and their faults, drawn from ``rng``: two or three rotations (two of them
-    starting together), two binders, each maybe killed or paused at one of its first scheduling points."""
+    starting together), two binders, each maybe killed or paused at one of its first scheduling points. They start
+    in the first ``ttl_ms / 20``; every other actor after it (each one records the log in the marker too, and the
+    first one to do it would leave the binders nothing to race with)."""
     early = ttl_ms // 20
+    for spec in specs:
+        spec.start_ms += early
     together = rng.randint(0, early)
     names = []
     for i in range(rng.randint(2, 3)):
