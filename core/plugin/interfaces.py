@@ -173,9 +173,9 @@ class BlobStore(ABC):
         self.get(blob_id, sink)
         return sink.getvalue()
 
-        """The whole blob, read into ``sink`` as ``get_bounded`` reads it, and its version: a token that changes
-        whenever it is written (S3, Azure: its ETag; GCS: its generation; default: ``content_version``), the
-        ``expected`` of a later ``rewrite``. Raises ``BlobNotFound``."""
+    def get_versioned(self, blob_id: str, sink: BoundedSink) -> tuple[bytes, str]:
+        """The blob, read as ``get_bounded`` reads it, and its version (S3, Azure: its ETag; GCS: its generation;
+        default: ``content_version``): the ``expected`` of a later ``rewrite``. Raises ``BlobNotFound``."""
         data = self.get_bounded(blob_id, sink)
         return data, content_version(data)
 
