@@ -82,18 +82,17 @@ def _completed_indexes(repo: Repository, key: StoreKey, open_states: list[Commit
 
 def _check_belongs(state: CommitState, key: StoreKey, repo: Repository) -> None:
     """Refuse a commit of another store, repository or log: the repository by the id its marker records (two
-    repositories one URL reaches differ by it, issue 39 case 8), or, for an older journal or a repository from before
-    the marker, by its URL."""
+    repositories one URL reaches differ by it, issue 39 case 8) and by its URL (a byte copy of a repository elsewhere
+    has its id)."""
     if state.store_key and state.store_key != str(key):
         raise ConfigurationError(f"the journal's commit {state.commit_id} belongs to store {state.store_key!r}, not "
                                  f"{key}: recovery changed nothing")
     ours = repo.info.repository_id if repo.info is not None else ""
-    if state.repository_id and ours:
-        if state.repository_id != ours:
-            raise ConfigurationError(f"the journal's commit {state.commit_id} was written against repository "
-                                     f"{state.repository_id} ({state.repo_url}), not {ours} at {display_url(repo.url)}"
-                                     ": recovery changed nothing")
-    elif state.repo_url and state.repo_url != display_url(repo.url):
+    if state.repository_id and ours and state.repository_id != ours:
+        raise ConfigurationError(f"the journal's commit {state.commit_id} was written against repository "
+                                 f"{state.repository_id} ({state.repo_url}), not {ours} at {display_url(repo.url)}: "
+                                 "recovery changed nothing")
+    if state.repo_url and state.repo_url != display_url(repo.url):
         raise ConfigurationError(f"the journal's commit {state.commit_id} was written against repository "
                                  f"{state.repo_url}, not {display_url(repo.url)}: recovery changed nothing")
     log_url = display_url(repo.log.url or repo.url)

@@ -59,9 +59,11 @@ def store_objects(raw: RawRepository, key: StoreKey) -> set[str]:
             if "/ttl/" not in name}
 
 
-def forge_journal(work_base: Path, repo_url: str, key: StoreKey, events: list[ev.Event]) -> None:
-    """Write ``events`` as the journal of ``key``'s work directory for the repository ``repo_url``."""
-    work = located_work_dir(repo_url, key, str(work_base))
+def forge_journal(work_base: Path, repo_url: str, key: StoreKey, events: list[ev.Event],
+                  storage_options: dict | None = None) -> None:
+    """Write ``events`` as the journal of ``key``'s work directory for the repository ``repo_url`` (named by its id:
+    its marker is read with ``storage_options``)."""
+    work = located_work_dir(repo_url, key, str(work_base), storage_options)
     os.makedirs(os.path.join(work, "checkpoints"), exist_ok=True)
     with open(os.path.join(work, "journal.log"), "wb") as fh:
         fh.write(MAGIC + b"".join(encode(e) for e in events))
