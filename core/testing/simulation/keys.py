@@ -82,7 +82,7 @@ class KeyRing:
 
 
 def add(rng: random.Random, specs: list[ActorSpec], faults: list[Fault], ttl_ms: int) -> None:
-    """The ``keys`` profile's actors and their faults, drawn from ``rng``: two or three rotations (two of them
+    """The ``keys`` profile's actors and their faults, drawn from ``rng``: one to three rotations (the first two
     starting together), two binders, each maybe killed or paused at one of its first scheduling points. They start
     in the first ``ttl_ms / 20``; every other actor after it (each one records the log in the marker too, and the
     first one to do it would leave the binders nothing to race with)."""
@@ -91,7 +91,7 @@ def add(rng: random.Random, specs: list[ActorSpec], faults: list[Fault], ttl_ms:
         spec.start_ms += early
     together = rng.randint(0, early)
     names = []
-    for i in range(rng.randint(2, 3)):
+    for i in range(rng.randint(1, 3)):  # one alone races only the binders; two start together
         start = together if i < 2 else rng.randint(0, 2 * early)
         specs.append(ActorSpec(f"kr{i + 1}", "rotator", start, rng.randint(-ttl_ms // 5, ttl_ms // 5),
                                dict(to=i + 1)))

@@ -20,8 +20,9 @@ Profiles:
   past its TTL (a zombie). The run's end reruns the command once more (``runner.Simulation._rescale_again``).
 - ``encrypted``: ``full`` on an encrypted repository (issue 33): every object compressed and encrypted by the
   repository's codec, every record sealed; a damaged object fails authentication.
-- ``keys``: ``full`` plus the marker's rewriters (issue 39, ``blobstate.testing.simulation.keys``): key rotations,
-  two of them racing, and commands recording the log in a marker from before the field, killed and paused.
+- ``keys``: ``full`` plus the marker's rewriters (issue 39, ``blobstate.testing.simulation.keys``): one to three key
+  rotations (two of them racing) and commands recording the log in a marker from before the field, killed and
+  paused, before the other actors start.
 
 Every writer of the other profiles pins the generation it opened on (``StoreCommitter(expected_generation=)``,
 as the partitioned driver does and as issue 27 asks of every writer).

@@ -142,10 +142,11 @@ def classify(result: Result) -> str:
         return "ok"
     if v.kind in ("source", "rescale") or "grp-rescaled" in v.detail:
         return "rescale"
-    if v.kind == "marker" or (v.kind == "crash" and "repository marker" in v.detail and "damaged" in v.detail):
-        return "issue 39 case 1"  # no key opens the marker, or an actor read it torn
-    if v.kind == "key":
-        return "issue 39 case 2"  # a key a rotation reported was lost to a racing rewrite of the marker
+    if (v.kind == "marker" and "unreadable" in v.detail) or (v.kind == "crash" and "repository marker" in v.detail
+                                                             and "damaged" in v.detail):
+        return "issue 39 case 1"  # the marker torn: no key opens it, or an actor read it so
+    if v.kind in ("key", "marker"):
+        return "issue 39 case 2"  # a key the operator holds lost to a racing rewrite of the marker
     if "log2" in result.scenario.logs and v.kind in ("lost", "orphan") and "sim/0/snap" in v.detail:
         return "case 3"
     if v.kind == "lost" and "sim/group/grp" in v.detail and "group of batch" in v.detail:
