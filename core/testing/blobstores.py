@@ -42,7 +42,7 @@ import threading
 import time
 import uuid
 from abc import abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -252,29 +252,8 @@ class BlobStoreContract(ContractKit):
         if not self.atomic_conditional_create:
             pytest.skip("this store (or its emulator) does not enforce conditional create under concurrency")
         blob = f"checkpoints/{prefix}/00000000000000000001.json"
-        barrier = threading.Barrier(RACERS)
-        won: list[int] = []
-        lost: list[int] = []
-        errors: list[BaseException] = []
-
-        def race(i: int) -> None:
-            barrier.wait()
-            try:
-                store.put_exclusive(blob, f"writer {i}".encode())
-                won.append(i)
-            except FileExistsError:
-                lost.append(i)
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                errors.append(exc)
-
-        threads = [threading.Thread(target=race, args=(i,)) for i in range(RACERS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=120)
-        assert not errors, errors
-        assert len(won) == 1 and len(lost) == RACERS - 1
-        assert store.get_bytes(blob) == f"writer {won[0]}".encode()
+        won = race(lambda i: store.put_exclusive(blob, f"writer {i}".encode()), FileExistsError)
+        assert store.get_bytes(blob) == f"writer {won}".encode()
 
     # -- the Rewrite door ------------------------------------------------------------------------------------
     def test_rewrite(self, store: BlobStore, prefix: str) -> None:
@@ -370,27 +349,34 @@ def exercise_rewrite_race(store: BlobStore, prefix: str) -> None:
     name = f"{prefix}/metadata.json"
     store.rewrite(name, b"start", expected=None)
     _, version = store.get_versioned(name, BoundedSink(1024, name))
+    won = race(lambda i: store.rewrite(name, f"writer {i} ".encode() * 50, expected=version), ObjectChangedError)
+    assert store.get_bytes(name) == f"writer {won} ".encode() * 50
+    assert [b.blob_id for b in store.list(prefix)] == [name]
+
+
+def race(write: Callable[[int], object], refused: type[BaseException]) -> int:
+    """``RACERS`` threads released at once, the i-th calling ``write(i)``: exactly one may succeed (its i is
+    returned) and every other one must be refused with ``refused``; any other error fails."""
     barrier = threading.Barrier(RACERS)
     won: list[int] = []
     lost: list[int] = []
     errors: list[BaseException] = []
 
-    def race(i: int) -> None:
+    def attempt(i: int) -> None:
         barrier.wait()
         try:
-            store.rewrite(name, f"writer {i} ".encode() * 50, expected=version)
+            write(i)
             won.append(i)
-        except ObjectChangedError:
+        except refused:
             lost.append(i)
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=race, args=(i,)) for i in range(RACERS)]
+    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(RACERS)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=120)
     assert not errors, errors
     assert len(won) == 1 and len(lost) == RACERS - 1, (won, lost)
-    assert store.get_bytes(name) == f"writer {won[0]} ".encode() * 50
-    assert [b.blob_id for b in store.list(prefix)] == [name]
+    return won[0]
