@@ -78,6 +78,12 @@ def store_work_dir(repository: str, key: StoreKey, base: str | None = None) -> s
     return os.path.join(base or default_base(), repository, key.job, key.task, key.store)
 
 
+def url_keyed_work_dir(repo_url: str, key: StoreKey, base: str) -> str:
+    """Where a blobstate before issue 39 kept ``key``'s work directory of the repository at ``repo_url`` under
+    ``base``: named by the URL's hash (``repository_hash``)."""
+    return os.path.join(base, repository_hash(repo_url), key.job, key.task, key.store)
+
+
 def base_of(work_dir: str, repository: str, key: StoreKey) -> str | None:
     """The base ``work_dir`` lies under when it is ``key``'s work directory of the repository whose host key is
     ``repository`` there (``store_work_dir``'s layout); None for a work directory placed elsewhere."""

@@ -54,7 +54,7 @@ def work_dir(repo: Repository, key: StoreKey, base: str | None = None) -> str:
     base = base or workdir.default_base()
     path = workdir.store_work_dir(host_key(repo), key, base)
     if repository_id(repo) and not os.path.exists(path):
-        _adopt(repo, key, os.path.join(base, workdir.repository_hash(repo.url), key.job, key.task, key.store), path)
+        _adopt(repo, key, workdir.url_keyed_work_dir(repo.url, key, base), path)
     return path
 
 
@@ -63,8 +63,7 @@ def work_dirs(repo: Repository, key: StoreKey, base: str | None = None) -> list[
     repository's id and one from before (keyed by the URL) not moved yet; for what reads journals without committing
     (gc's in-flight check, `journal show`, doctor)."""
     base = base or workdir.default_base()
-    paths = [workdir.store_work_dir(host_key(repo), key, base),
-             os.path.join(base, workdir.repository_hash(repo.url), key.job, key.task, key.store)]
+    paths = [workdir.store_work_dir(host_key(repo), key, base), workdir.url_keyed_work_dir(repo.url, key, base)]
     return [p for p in dict.fromkeys(paths) if os.path.isdir(p)]
 
 
@@ -84,7 +83,7 @@ def located_work_dir(url: str, key: StoreKey, base: str | None = None,
         store.close()
     base = base or workdir.default_base()
     path = workdir.store_work_dir(workdir.host_key(info.repository_id if info else "", url), key, base)
-    legacy = os.path.join(base, workdir.repository_hash(url), key.job, key.task, key.store)
+    legacy = workdir.url_keyed_work_dir(url, key, base)
     return legacy if not os.path.isdir(path) and os.path.isdir(legacy) else path
 
 
