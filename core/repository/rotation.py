@@ -100,9 +100,11 @@ def record_encryption(store: BlobStore, info: RepositoryInfo, encryption: dict[s
 
 
 def drop_copies(store: BlobStore) -> list[str]:
-    """Remove every kept copy of the marker (older wrappings; the key they hold no longer needs to open anything) and,
-    where the store has folders, their folder. Returns the ids removed."""
+    """Remove every kept copy of the marker (older wrappings; the key they hold no longer needs to open anything), the
+    leftovers of copies a kill cut off, and, where the store has folders, their folder. Returns the ids removed."""
     ids = [info.blob_id for info in store.list(layout.MARKER_COPIES)]
+    # and the temporary files of copies whose exclusive create a kill cut off (only rotations write there)
+    ids += [info.blob_id for info in store.temporaries(layout.MARKER_COPIES)]
     store.delete_many(ids)
     remove = folder_removal(store)
     if remove is not None:
