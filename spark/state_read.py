@@ -36,6 +36,7 @@ from blobstate.maintenance.queries import check_store
 from blobstate.model import changelog
 from blobstate.model.chain import current_run, expand_all
 from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.plugin.records import extra_install_hint, missing_dependency
 from blobstate.repository.repo import Repository
 from blobstate.restoring.state import change_plans, plan_state
 from blobstate.spark.state_task import ReadPlan, RepositoryRef, TaskInfo, column_type, read_task
@@ -45,6 +46,16 @@ if TYPE_CHECKING:
 
 SPARK_TYPES = {str: "string", bytes: "binary", int: "bigint", float: "double", bool: "boolean"}
 INFER_FROM = 4  # newest changelogs read on the driver to choose the key and value columns' types
+
+
+def require_arrow(what: str) -> None:
+    """Raise ``MissingDependencyError`` (one line: the ``spark`` extra of this installation) unless pyarrow and
+    pandas, which ``mapInArrow`` needs, import; PySpark's own error says it in many lines, from deep in its stack."""
+    try:
+        import pandas  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ImportError as exc:
+        raise missing_dependency(what, exc, extra_install_hint("spark")) from exc
 
 
 def state_schema(key_type: str, value_type: str, *, changes: bool = False) -> str:
@@ -118,8 +129,10 @@ def read_state(spark: SparkSession, *, repo: str, job: str, store: str, task: st
 
     Raises, at once on the driver: ``RepositoryNotFound`` (exit 6), ``NothingToRestore`` (exit 5, naming the stores
     there are), ``BatchNotRetained`` (exit 5, naming the oldest readable batch), ``ConfigurationError``; from an
-    action: the tasks' ``IntegrityError`` (a damaged blob) in Spark's error.
+    action: the tasks' ``IntegrityError`` (a damaged blob) in Spark's error. ``MissingDependencyError`` without
+    pyarrow (the ``spark`` extra).
     """
+    require_arrow("blobstate.spark.read_state")
     ref = RepositoryRef(repo, log, storage_options, log_options)
     with ref.open() as repository:
         key = store_key(repository, job, task, store)
@@ -140,6 +153,7 @@ def read_changes(spark: SparkSession, *, repo: str, job: str, store: str, from_b
     after ``from_batch - 1`` they give the state after ``to_batch``. Keywords as for ``read_state``. Raises
     ``BatchNotRetained`` (exit 5) naming the oldest batch whose changes are still held, and what ``read_state``
     raises."""
+    require_arrow("blobstate.spark.read_changes")
     ref = RepositoryRef(repo, log, storage_options, log_options)
     with ref.open() as repository:
         key = store_key(repository, job, task, store)
