@@ -21,8 +21,6 @@ from blobstate.plugin.inflight import run_settled
 T = TypeVar("T")
 R = TypeVar("R")
 
-#: The largest object ``rewrite`` is meant for (bytes): metadata rewritten in place is a few hundred bytes (the marker).
-REWRITE_MAX_BYTES = 1 << 20
 #: TTL modes: ``lease`` (a lease object per blob, works on every store) or ``native`` (the cloud expires objects).
 TTL_MODES = ("lease", "native")
 
@@ -111,9 +109,9 @@ class BoundedSink(io.BytesIO):
             raise self.too_large()
         return super().write(data)
 
+
 def content_version(data: bytes) -> str:
-    """A version token derived from an object's bytes (``sha256:<hex>``): what ``BlobStore.get_versioned`` gives
-    where the store itself names no version (file://, the default)."""
+    """``sha256:<hex>`` of an object's bytes: its version where the store names none (``get_versioned``)."""
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
@@ -139,16 +137,14 @@ class BlobStore(ABC):
     ``blobstate.testing``): ``put`` never leaves a blob without its TTL when ``ttl_ms`` is given; ``get`` raises
     ``BlobNotFound`` for a missing blob; ``delete`` and ``remove_ttl`` are idempotent (missing blob is fine);
     ``put_exclusive`` raises ``FileExistsError`` when the blob exists (the basis of the file checkpoint log's fencing);
-    ``rewrite`` replaces an object all or nothing and only while its version is the one read (``get_versioned``),
-    else raises ``ObjectChangedError``. The ``*_many`` batch calls run at most ``max_concurrency`` operations at once.
+    ``rewrite`` is atomic and conditional on the version read. The ``*_many`` calls run ``max_concurrency`` at once.
     """
 
     url: str = ""
     max_concurrency: int = 8
     ttl_mode: str = "lease"
-    #: True when ``rewrite`` is atomic and conditional in the store itself (one request the service checks: S3 and
-    #: Azure If-Match, GCS ifGenerationMatch; file://: a compare-and-swap under a lock and a rename); False for the
-    #: interface's default, which is neither (``blobstate doctor`` warns)
+    #: True when ``rewrite`` is atomic and conditional in the store itself (S3, Azure If-Match; GCS ifGenerationMatch;
+    #: file://: a compare-and-swap); False for the interface's default, which is neither (``blobstate doctor`` warns)
     conditional_rewrite: bool = False
     #: set by the core on an encrypted repository (``seal_metadata_with``): seals the store's own bodies (leases)
     metadata_seal: MetadataSeal | None = None
@@ -180,27 +176,20 @@ class BlobStore(ABC):
         return sink.getvalue()
 
     def get_versioned(self, blob_id: str, sink: BoundedSink) -> tuple[bytes, str]:
-        """The blob, read as ``get_bounded`` reads it, and its version (S3, Azure: its ETag; GCS: its generation;
-        default: ``content_version``): the ``expected`` of a later ``rewrite``. Raises ``BlobNotFound``."""
+        """The blob as ``get_bounded`` reads it, and its version (ETag, generation, ``content_version``)."""
         data = self.get_bounded(blob_id, sink)
         return data, content_version(data)
 
     def rewrite(self, blob_id: str, data: bytes, *, expected: str | None) -> None:
-        """Replace the object ``blob_id`` with ``data`` (no TTL), all or nothing, and only while its version is still
-        ``expected`` (from ``get_versioned``; None: only while it does not exist), else ``ObjectChangedError``
-        (nothing written). What every object written twice under one name goes through (the marker).
-
-        The default checks the version, then ``put``s: neither atomic nor conditional (``conditional_rewrite``
-        False); a plugin overrides it with its service's conditional write (docs/plugins.md)."""
-        if expected is None:
-            try:
-                self.put_exclusive(blob_id, data)
-            except FileExistsError:
-                raise ObjectChangedError(f"{blob_id} was created by another writer meanwhile") from None
-            return
+        """Replace ``blob_id`` with ``data`` (no TTL) all or nothing, only while its version is still ``expected``
+        (``get_versioned``'s; None: only while absent), else ``ObjectChangedError``, nothing written: the marker's
+        door. This default checks, then ``put``s: neither atomic nor conditional (docs/plugins.md)."""
         try:
-            _, current = self.get_versioned(blob_id, BoundedSink(REWRITE_MAX_BYTES, blob_id))
-        except IntegrityError:  # gone (BlobNotFound), or grown past any metadata object
+            if expected is None:
+                self.put_exclusive(blob_id, data)
+                return
+            current = self.get_versioned(blob_id, BoundedSink(1 << 20, blob_id))[1]  # a marker: a few hundred bytes
+        except (FileExistsError, IntegrityError):  # created meanwhile; gone, or grown past any metadata object
             current = ""
         if current != expected:
             raise ObjectChangedError(f"{blob_id} changed since it was read")
