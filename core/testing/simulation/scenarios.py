@@ -23,6 +23,9 @@ Profiles:
 - ``doors``: ``full`` plus the doors' actors (issue 39, ``blobstate.testing.simulation.doors_scenario``): a
   ``write_state`` and a rescale racing running queries that then restart on what they wrote, two adopters of one
   initial state, a reader beside a query whose sink fails and whose batch Spark re-runs with other data.
+- ``keys``: ``full`` plus the marker's rewriters (issue 39, ``blobstate.testing.simulation.keys``): one to three key
+  rotations (two of them racing) and commands recording the log in a marker from before the field, killed and
+  paused, before the other actors start.
 
 Every writer of the other profiles pins the generation it opened on (``StoreCommitter(expected_generation=)``,
 as the partitioned driver does and as issue 27 asks of every writer).
@@ -39,7 +42,7 @@ from blobstate.testing.simulation.runner import ActorSpec, Scenario
 from blobstate.testing.simulation.scheduler import Fault
 
 TTL_MS = 60_000
-PROFILES = ("safe", "full", "two-logs", "unpinned", "rescale", "encrypted", "doors")
+PROFILES = ("safe", "full", "two-logs", "unpinned", "rescale", "encrypted", "doors", "keys")
 
 SNAP = StoreKey("sim", "0", "snap")
 CHG = StoreKey("sim", "0", "chg")
@@ -136,8 +139,14 @@ def scenario(seed: int, profile: str = "full") -> Scenario:
 
         more_specs, more_faults = doors_part(rng, ttl)
         specs, faults = specs + more_specs, faults + more_faults
+    extras: tuple[str, ...] = ()
+    if profile == "keys":
+        from blobstate.testing.simulation import keys
+
+        keys.add(rng, specs, faults, ttl)
+        extras = (keys.__name__,)
     return Scenario(seed, ttl, stores, specs, _dedupe(faults), logs=("log", "log2") if profile == "two-logs"
-                    else ("log",), damage_targets=seed, encrypted=profile == "encrypted")
+                    else ("log",), damage_targets=seed, encrypted=profile == "encrypted", extras=extras)
 
 
 #: The protocol steps a pause or kill may be tied to (the k-th such journal event of the actor), besides a plain
