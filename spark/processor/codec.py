@@ -6,8 +6,11 @@ the tuples field by field (RocksDB's bytewise order is the tuples' order) and no
 another (a prefix scan of a grouping key never reaches a longer one)::
 
     None 0x01 | False 0x02 | True 0x03 | integer 0x04 + 8 bytes big-endian, sign bit flipped
-    float 0x05 + 8 bytes IEEE 754, sign-folded | str 0x06 + UTF-8, 0x00 escaped as 0x00 0xFF, ended by 0x00
+    float 0x05 + 8 bytes IEEE 754, sign-folded | str 0x06 + UTF-8, 0x00 escaped as 0x00 0xFF, ended by 0x00 0x00
     bytes 0x07 + the same escaping
+
+(The end mark is two bytes so that no escape starts with it: with a one-byte end, ``""`` would be a prefix of
+``"\x00"``.)
 
 Timestamps and dates are integers (microseconds, days since the epoch), decimals their unscaled integer.
 
@@ -61,7 +64,7 @@ def _micros(value: dt.datetime) -> int:
 
 
 def _escape(data: bytes) -> bytes:
-    return data.replace(b"\x00", b"\x00\xff") + b"\x00"
+    return data.replace(b"\x00", b"\x00\xff") + b"\x00\x00"
 
 
 class KeyCodec:
@@ -129,13 +132,16 @@ class KeyCodec:
                 end = pos
                 while True:
                     end = data.index(b"\x00", end)
-                    if data[end + 1:end + 2] == b"\xff":
+                    follower = data[end + 1:end + 2]
+                    if follower == b"\xff":
                         end += 2
                         continue
+                    if follower != b"\x00":
+                        raise ValueError(f"bad string end at byte {end}")
                     break
                 raw = data[pos:end].replace(b"\x00\xff", b"\x00")
                 out.append(raw.decode("utf-8", "surrogatepass") if tag == _STR else bytes(raw))
-                pos = end + 1
+                pos = end + 2
             elif tag == _FLOAT:
                 bits = _Q.unpack_from(data, pos)[0]
                 bits = (bits ^ _SIGN) if bits & _SIGN else (bits ^ _MASK)

@@ -125,10 +125,15 @@ def _parse_ddl(ddl: str, what: str) -> Schema:
 
 
 def _split_top(text: str) -> list[str]:
-    """``text`` split at the commas outside parentheses and angle brackets."""
-    parts, depth, start = [], 0, 0
+    """``text`` split at the commas outside parentheses, angle brackets, quotes and backquotes."""
+    parts, depth, start, quote = [], 0, 0, ""
     for i, ch in enumerate(text):
-        if ch in "(<":
+        if quote:
+            if ch == quote and text[i - 1] != "\\":
+                quote = ""
+        elif ch in "'`":
+            quote = ch
+        elif ch in "(<":
             depth += 1
         elif ch in ")>":
             depth -= 1
