@@ -53,7 +53,10 @@ class OutputCollector:
                 self._rows.append(as_dict(row, names))
 
     def _aligned(self, frame: Any, where: str) -> Any:
-        if all(isinstance(c, str) for c in frame.columns):
+        columns = frame.columns.tolist()
+        if columns == self._names:  # the common case, checked cheaply
+            return frame
+        if all(isinstance(c, str) for c in columns):
             missing = [n for n in self._names if n not in frame.columns]
             if missing:
                 raise StateVariableError(f"{where} emitted a DataFrame without the output column(s) {missing} "

@@ -5,7 +5,6 @@ processors only subclass pyspark's ``StatefulProcessor``."""
 from __future__ import annotations
 
 import datetime as dt
-import random
 
 import pandas as pd
 import pyarrow as pa
@@ -15,7 +14,7 @@ from rocksdict import Rdict
 from blobstate.model.changelog import StagedWrites, apply_ops
 from blobstate.spark.processor import ProcessorSpec, StateReader, advance_watermark
 from blobstate.spark.processor.runner import BatchTimes, run_batch
-from tests.processors import dedup, page_visits, reference, running_count, sessions, top_n
+from tests.processors import dedup, inputs, page_visits, reference, running_count, sessions, top_n
 from tests.processors.reference import Batch, canonical
 
 
@@ -32,10 +31,6 @@ def run(tmp_path, make, spec, batches):
     return outputs, StateReader(db)
 
 
-def keyed(rng, n, keys, **columns):
-    return pd.DataFrame({"k": [rng.choice(keys) for _ in range(n)], **{c: f(n) for c, f in columns.items()}})
-
-
 def check(outputs, expected):
     assert len(outputs) == len(expected)
     for i, (got, want) in enumerate(zip(outputs, expected, strict=True)):
@@ -44,9 +39,7 @@ def check(outputs, expected):
 
 @pytest.mark.parametrize("flavour", ["pandas", "rows"])
 def test_running_count(tmp_path, flavour):
-    rng = random.Random(1)
-    keys = [f"k{i}" for i in range(40)]
-    batches = [Batch(keyed(rng, 60, keys, v=lambda n: list(range(n))), at=1000 * i) for i in range(6)]
+    batches = [Batch(data, at=1000 * i) for i, data in enumerate(inputs.running_count())]
     make = running_count.RunningCount if flavour == "pandas" else running_count.RunningCountRows
     outputs, state = run(tmp_path, make, ProcessorSpec(("k",), running_count.OUTPUT, flavour=flavour), batches)
     expected, final = reference.running_count(batches)
@@ -55,11 +48,8 @@ def test_running_count(tmp_path, flavour):
 
 
 def test_dedup_with_ttl(tmp_path):
-    rng = random.Random(2)
-    ids = [f"id{i}" for i in range(30)]
-    batches = [Batch(pd.DataFrame({"id": [rng.choice(ids) for _ in range(25)],
-                                   "value": [rng.randrange(1000) for _ in range(25)]}), at=2500 * i)
-               for i in range(10)]  # 2500 ms apart: an id seen in batch i expires exactly at batch i + 4
+    # 2500 ms apart: an id seen in batch i expires exactly at batch i + 4
+    batches = [Batch(data, at=2500 * i) for i, data in enumerate(inputs.dedup())]
     batches.append(Batch(None, at=2500 * 10))  # a no-data batch: the sweep still runs
     spec = ProcessorSpec(("id",), dedup.OUTPUT, time_mode="ProcessingTime")
     outputs, state = run(tmp_path, dedup.Dedup, spec, batches)
@@ -70,22 +60,11 @@ def test_dedup_with_ttl(tmp_path):
 
 
 def test_sessions_closed_by_event_time_timers(tmp_path):
-    rng = random.Random(3)
-    users = [f"u{i}" for i in range(20)]
-    base = 1_700_000_000_000
-    batches, watermark, clock = [], None, 0
-    for i in range(16):
-        clock += 5_000 * rng.randrange(1, 5)  # a 5 s grid: events land on the watermark and on timers exactly
-        events = [(rng.choice(users), base + clock - 5_000 * rng.randrange(0, 4)) for _ in range(6)] if i < 10 else []
-        if events and watermark is not None:
-            events.append((users[i], watermark))  # exactly on the late-events watermark: late
-        data = pd.DataFrame({"user": [u for u, _ in events],
-                             "ts": pd.to_datetime([t for _, t in events], unit="ms", utc=True)}) if events else None
-        batches.append(Batch(data, at=i, watermark=watermark, late=watermark))
-        if events:
-            watermark = advance_watermark(watermark, max(t for _, t in events), sessions.WATERMARK_DELAY_MS)
-        else:
-            watermark = advance_watermark(watermark, base + clock, sessions.WATERMARK_DELAY_MS)
+    batches, watermark, clock = [], None, inputs.BASE_MS
+    for data in inputs.sessions_events():
+        batches.append(Batch(data, at=len(batches), watermark=watermark, late=watermark))
+        clock = clock + 20_000 if data is None else int(data["ts"].max().timestamp() * 1000)
+        watermark = advance_watermark(watermark, clock, sessions.WATERMARK_DELAY_MS)
     spec = ProcessorSpec(("user",), sessions.OUTPUT, time_mode="EventTime", event_time_column="ts")
     outputs, state = run(tmp_path, sessions.Sessions, spec, batches)
     expected, final = reference.sessions_ref(batches)
@@ -99,10 +78,7 @@ def test_sessions_closed_by_event_time_timers(tmp_path):
 
 
 def test_top_n_in_a_list_state(tmp_path):
-    rng = random.Random(4)
-    keys = [f"k{i}" for i in range(15)]
-    batches = [Batch(keyed(rng, 30, keys, score=lambda n: [rng.randrange(10_000) for _ in range(n)]), at=i)
-               for i in range(8)]
+    batches = [Batch(data, at=i) for i, data in enumerate(inputs.top_n())]
     outputs, state = run(tmp_path, top_n.TopN, ProcessorSpec(("k",), top_n.OUTPUT), batches)
     expected, final = reference.top_n_ref(batches)
     check(outputs, expected)
@@ -113,12 +89,9 @@ def test_top_n_in_a_list_state(tmp_path):
 
 
 def test_page_visits_in_a_map_state_with_ttl(tmp_path):
-    rng = random.Random(5)
-    users, pages = [f"u{i}" for i in range(6)], [f"/p{i}" for i in range(5)]
-    batches = [Batch(pd.DataFrame({"user": [rng.choice(users) for _ in range(20)],
-                                   "page": [rng.choice(pages) for _ in range(20)]}), at=at)
-               for i, at in enumerate([0, 2000, 2500, 4000, 5000, 7500, 9000, 12500, 14000, 17500])]
     # entries written at 0, 2500, 7500, 12500 expire exactly at a later batch's time (TTL 5000)
+    times = [0, 2000, 2500, 4000, 5000, 7500, 9000, 12500, 14000, 17500]
+    batches = [Batch(data, at=at) for data, at in zip(inputs.page_visits(), times, strict=True)]
     spec = ProcessorSpec(("user",), page_visits.OUTPUT, time_mode="ProcessingTime")
     outputs, state = run(tmp_path, page_visits.PageVisits, spec, batches)
     expected, final = reference.page_visits_ref(batches)
