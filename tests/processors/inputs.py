@@ -22,8 +22,8 @@ def running_count(batches: int = 6) -> list[pd.DataFrame]:
 def dedup(batches: int = 10) -> list[pd.DataFrame]:
     rng = random.Random(2)
     ids = [f"id{i}" for i in range(30)]
-    return [pd.DataFrame({"id": [rng.choice(ids) for _ in range(25)], "value": [rng.randrange(1000) for _ in range(25)]})
-            for _ in range(batches)]
+    return [pd.DataFrame({"id": [rng.choice(ids) for _ in range(25)],
+                          "value": [rng.randrange(1000) for _ in range(25)]}) for _ in range(batches)]
 
 
 def sessions_events(batches: int = 16, with_data: int = 10) -> list[pd.DataFrame | None]:
