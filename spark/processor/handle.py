@@ -107,6 +107,13 @@ class Runtime:
             return TimerValues(-1, -1)
         return TimerValues(self.processing_time_ms, self.watermark_ms)
 
+    def next_times(self) -> tuple[int | None, int | None]:
+        """``(earliest timer, earliest TTL expiry)`` in ms after this batch's writes (None: none): when a batch
+        without input would have something to do."""
+        timer = None if self.timers is None else self.timers.earliest()
+        expiries = [e for e in (v.next_expiry() for v in self.variables.values()) if e is not None]
+        return timer, min(expiries) if expiries else None
+
     def sweep(self) -> int:
         """The TTL sweep of every declared variable; the number of values removed."""
         return sum(v.sweep() for v in self.variables.values())

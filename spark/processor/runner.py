@@ -68,7 +68,9 @@ class BatchTimes:
 
 @dataclass
 class BatchStats:
-    """Counts and wall times (ms) of one ``run_batch``."""
+    """Counts and wall times (ms) of one ``run_batch``; ``next_timer_ms``/``next_expiry_ms``: the earliest timer
+    and TTL expiry left registered (None: none), so the driver knows when a batch without input has work (a
+    processing-time timer or a TTL due at its processing time; event-time timers wait for the watermark)."""
 
     rows_in: int = 0
     rows_late: int = 0
@@ -78,6 +80,8 @@ class BatchStats:
     values_expired: int = 0
     rows_out: int = 0
     writes: int = 0
+    next_timer_ms: int | None = None
+    next_expiry_ms: int | None = None
     ms: dict[str, float] = field(default_factory=dict)
 
 
@@ -220,6 +224,7 @@ def run_batch(processor: Any, staged: StagedWrites, data: Any, spec: ProcessorSp
     t = clock()
     if time_mode == "ProcessingTime":
         stats.values_expired = rt.sweep()
+    stats.next_timer_ms, stats.next_expiry_ms = rt.next_times()
     stats.ms["sweep"] = (clock() - t) * 1000
     t = clock()
     result = out.table()

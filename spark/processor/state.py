@@ -63,6 +63,10 @@ class _Variable:
             removed += self._expire(exp, element)
         return removed
 
+    def next_expiry(self) -> int | None:
+        """The earliest TTL expiry of this variable's values (ms), None when none expires."""
+        return self._index.earliest()
+
     def _expire(self, exp: int, element: bytes) -> int:
         raise NotImplementedError
 

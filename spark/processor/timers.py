@@ -57,6 +57,11 @@ class Timers:
         hi = self.by_time + u64(threshold_ms + 1)
         return [(from_u64(key, start), key[start + 8:]) for key, _ in self.store.scan(self.by_time, self.by_time, hi)]
 
+    def earliest(self) -> int | None:
+        """The earliest registered timer's time (ms), None when none is."""
+        first = next(self.store.scan(self.by_time), None)
+        return None if first is None else from_u64(first[0], len(self.by_time))
+
     def all(self) -> Iterator[tuple[int, bytes]]:
         """Every ``(ts, gkey)``, in time order (state as data)."""
         start = len(self.by_time)

@@ -66,6 +66,11 @@ class TtlIndex:
         hi = self.group + u64(processing_time_ms + 1)
         return [(from_u64(key, start), key[start + 8:]) for key, _ in self.store.scan(self.group, self.group, hi)]
 
+    def earliest(self) -> int | None:
+        """The earliest expiry in the index (ms), None when it is empty."""
+        first = next(self.store.scan(self.group), None)
+        return None if first is None else from_u64(first[0], len(self.group))
+
     def entries(self) -> list[tuple[int, bytes]]:
         """Every ``(expiry, element)`` of the index (state as data, tests)."""
         start = len(self.group)

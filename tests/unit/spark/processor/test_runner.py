@@ -63,11 +63,13 @@ def test_a_value_past_its_ttl_is_never_read_and_its_keys_leave_rocksdb_in_that_b
 
 def test_a_timer_fires_once_at_its_time_and_never_again(db):
     b = Batches(db, Count, SPEC)
-    b.run(rows("a"), at=0)
+    first = b.run(rows("a"), at=0)
+    assert (first.stats.next_timer_ms, first.stats.next_expiry_ms) == (1000, 1000)  # when a no-data batch has work
     assert b.run(None, at=999).stats.timers_fired == 0
     # the count written at 0 expired at 1000 too: the handler sees no value (invisible from its expiry on)
     assert b.run(None, at=1000).output.to_pylist() == [{"k": "a", "n": -1, "fired": True}]
-    assert b.run(None, at=5000).stats.timers_fired == 0
+    last = b.run(None, at=5000)
+    assert last.stats.timers_fired == 0 and (last.stats.next_timer_ms, last.stats.next_expiry_ms) == (None, None)
     assert raw_keys(db, TIMERS_BY_KEY) == raw_keys(db, TIMERS_BY_TIME) == []
 
 

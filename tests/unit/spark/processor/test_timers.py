@@ -18,3 +18,4 @@ def test_register_list_due_delete(db):
     assert timers.delete(b"a", 100) and not timers.delete(b"a", 100)
     assert list(timers.all()) == [(100, b"b"), (200, b"a")]
     assert Timers(store, "EventTime").due(10**9) == []  # the other mode's index is separate
+    assert timers.earliest() == 100 and Timers(store, "EventTime").earliest() is None

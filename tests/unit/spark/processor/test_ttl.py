@@ -39,5 +39,6 @@ def test_due_is_the_index_up_to_the_processing_time_in_expiry_order(db):
     assert index.due(2499) == [(1000, b"k1")]
     assert index.due(2500) == [(1000, b"k1"), (2500, b"k2")]
     assert index.entries() == [(1000, b"k1"), (2500, b"k2"), (3000, b"k3")]
+    assert index.earliest() == 1000 and other.earliest() == 1
     index.move(b"k1", 1000, None)
     assert index.due(10**12) == [(2500, b"k2"), (3000, b"k3")]
