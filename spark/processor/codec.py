@@ -120,7 +120,7 @@ class KeyCodec:
 
     def decode(self, data: bytes, pos: int = 0) -> tuple[tuple[Any, ...], int]:
         """``(key, end)``: the tuple encoded at ``data[pos:]`` and the position after it."""
-        out = []
+        out: list[Any] = []
         for i, kind in enumerate(self._kinds):
             tag = data[pos:pos + 1]
             pos += 1

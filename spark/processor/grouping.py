@@ -85,7 +85,7 @@ class PandasInputs:
     """Per-key ``Iterator[pandas.DataFrame]`` over a ``KeyGroups`` (the batch converted to pandas once)."""
 
     def __init__(self, groups: KeyGroups, max_records: int) -> None:
-        self._frame = groups.table.to_pandas() if len(groups) else None
+        self._frame: Any = None  # converted when a processor first iterates its rows (some never do)
         self._groups = groups
         self._max = max(1, int(max_records))
 
@@ -93,6 +93,8 @@ class PandasInputs:
         """The DataFrames of group ``i`` (built as they are iterated)."""
         import pandas as pd
 
+        if self._frame is None:
+            self._frame = self._groups.table.to_pandas()
         start, end = self._groups.starts[i], self._groups.ends[i]
         for lo in range(start, end, self._max):
             hi = min(end, lo + self._max)
@@ -102,15 +104,18 @@ class PandasInputs:
 
 
 class RowInputs:
-    """Per-key ``Iterator[Row]`` over a ``KeyGroups`` (the batch's columns converted to Python once)."""
+    """Per-key ``Iterator[Row]`` over a ``KeyGroups`` (the batch's columns converted to Python once, when a
+    processor first iterates its rows)."""
 
     def __init__(self, groups: KeyGroups) -> None:
-        table = groups.table
-        self._columns = [table.column(i).to_pylist() for i in range(table.num_columns)] if len(groups) else []
-        self._make = row_class(table.column_names)
+        self._columns: list[list[Any]] | None = None
+        self._make = row_class(groups.table.column_names)
         self._groups = groups
 
     def rows(self, i: int) -> Iterator[Any]:
+        if self._columns is None:
+            table = self._groups.table
+            self._columns = [table.column(j).to_pylist() for j in range(table.num_columns)]
         start, end = self._groups.starts[i], self._groups.ends[i]
         make = self._make
         for j in range(start, end):

@@ -108,9 +108,9 @@ class Store:
                 i += 1
                 continue
             yield key, value
-        for key, value in staged[i:]:
-            if value is not None:
-                yield key, value
+        for key, mine_value in staged[i:]:
+            if mine_value is not None:
+                yield key, mine_value
 
     def _db_range(self, lo: bytes, hi: bytes) -> Iterator[tuple[bytes, bytes]]:
         for key, value in self._db.items(from_key=lo):
