@@ -10,6 +10,7 @@ changelog (``readChangeFeed``). Each is a ``pyarrow.Table`` with Spark's column 
 * changes: ``change_type`` (``"update"``/``"delete"``), ``key``, then the variable's columns (a list's
   ``list_value`` holds the whole new list: a list is one record), null for a delete.
 
+A variable with a TTL shows each value as Spark stores it, ``{"value": {...}, "ttlExpirationMs": expiry}``.
 ``as_of_ms`` hides values whose TTL expiry is at or before it (a committed state holds no value expired at its own
 batch's processing time: the sweep removed them).
 """
@@ -42,6 +43,25 @@ def _dict(schema: Schema, values: tuple) -> dict[str, Any]:
     return dict(zip(schema.names, values, strict=True))
 
 
+class _Values:
+    """A variable's values as the state data source shows them: a struct of the schema, wrapped with its expiry
+    (``{"value": ..., "ttlExpirationMs": ...}``) when the variable has a TTL, as Spark stores TTL values."""
+
+    def __init__(self, info: Variable, name: str) -> None:
+        self.codec = ValueCodec(info.schemas, what=f"state variable {name!r}")
+        self.ttl = info.ttl_ms is not None
+
+    def type(self) -> Any:
+        import pyarrow as pa
+
+        inner = _struct(self.codec.schema)
+        return pa.struct([("value", inner), ("ttlExpirationMs", pa.int64())]) if self.ttl else inner
+
+    def row(self, arr: list[Any]) -> dict[str, Any]:
+        value = _dict(self.codec.schema, self.codec.read(arr))
+        return {"value": value, "ttlExpirationMs": arr[1]} if self.ttl else value
+
+
 class StateReader:
     """Reads one partition's processor state from ``db`` (an open ``Rdict``, or a batch's ``StagedWrites``)."""
 
@@ -70,8 +90,7 @@ class StateReader:
         import pyarrow as pa
 
         info = self.variable(state_var)
-        values = ValueCodec(info.schemas, what=f"state variable {state_var!r}")
-        schema = values.schema
+        values = _Values(info, state_var)
         now = _NEVER if as_of_ms is None else as_of_ms
         key_type = _struct(self.metadata.key_schema or Schema(()))
         rows: list[dict[str, Any]] = []
@@ -82,12 +101,11 @@ class StateReader:
                 arr = codec.decode(raw)
                 if info.kind == "value":
                     if not expired(arr[1], now):
-                        rows.append({"key": gkey, "value": _dict(schema, values.read(arr))})
+                        rows.append({"key": gkey, "value": values.row(arr)})
                 else:
-                    rows += [{"key": gkey, "list_element": _dict(schema, values.read(e))}
-                             for e in arr if not expired(e[1], now)]
+                    rows += [{"key": gkey, "list_element": values.row(e)} for e in arr if not expired(e[1], now)]
             column = "value" if info.kind == "value" else "list_element"
-            out_schema = pa.schema([("key", key_type), (column, _struct(schema))])
+            out_schema = pa.schema([("key", key_type), (column, values.type())])
         else:
             assert info.user_key is not None
             user = KeyCodec(info.user_key, what=f"state variable {state_var!r} user key")
@@ -97,9 +115,9 @@ class StateReader:
                 arr = codec.decode(raw)
                 if not expired(arr[1], now):
                     rows.append({"key": gkey, "user_map_key": _dict(info.user_key, user.decode(key, end)[0]),
-                                 "user_map_value": _dict(schema, values.read(arr))})
+                                 "user_map_value": values.row(arr)})
             out_schema = pa.schema([("key", key_type), ("user_map_key", _struct(info.user_key)),
-                                    ("user_map_value", _struct(schema))])
+                                    ("user_map_value", values.type())])
         return pa.Table.from_pylist(rows, schema=out_schema)
 
     def read_timers(self) -> Any:
@@ -121,10 +139,10 @@ class StateReader:
         import pyarrow as pa
 
         info = self.variable(state_var)
-        values = ValueCodec(info.schemas, what=f"state variable {state_var!r}")
+        values = _Values(info, state_var)
         kind_space = space(MAP if info.kind == "map" else VALUES, info.vid)
         key_type = _struct(self.metadata.key_schema or Schema(()))
-        value_type = _struct(values.schema)
+        value_type = values.type()
         user = None if info.user_key is None else KeyCodec(info.user_key, what=f"{state_var!r} user key")
         rows: list[dict[str, Any]] = []
         for op, key, raw in ops:
@@ -134,13 +152,13 @@ class StateReader:
             row: dict[str, Any] = {"change_type": "delete" if op == b"D" else "update", "key": gkey}
             arr = None if raw is None else codec.decode(raw)
             if info.kind == "value":
-                row["value"] = None if arr is None else _dict(values.schema, values.read(arr))
+                row["value"] = None if arr is None else values.row(arr)
             elif info.kind == "list":
-                row["list_value"] = None if arr is None else [_dict(values.schema, values.read(e)) for e in arr]
+                row["list_value"] = None if arr is None else [values.row(e) for e in arr]
             else:
                 assert user is not None and info.user_key is not None
                 row["user_map_key"] = _dict(info.user_key, user.decode(key, end)[0])
-                row["user_map_value"] = None if arr is None else _dict(values.schema, values.read(arr))
+                row["user_map_value"] = None if arr is None else values.row(arr)
             rows.append(row)
         fields = [("change_type", pa.string()), ("key", key_type)]
         if info.kind == "value":

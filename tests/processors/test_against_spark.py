@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -69,10 +70,34 @@ def on_spark(spark: Any, tmp_path: Any, make: Callable[[], Any], frames: list[An
     checkpoint = str(tmp_path / "checkpoint")
     query = (stream.groupBy(*keys).transformWithStateInPandas(make(), outputStructType=output, outputMode="Update",
                                                               timeMode=time_mode)
-             .writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).trigger(availableNow=True)
-             .start())
-    query.awaitTermination()
-    return outputs, checkpoint, files_by_batch(checkpoint)
+             .writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).start())
+    # neither availableNow nor processAllAvailable: in ProcessingTime mode Spark runs a no-data batch after every
+    # batch (a timer may be due at any time), so neither ever sees the end. The query stops once a committed batch
+    # has read the last file (its commit file, waited on), and only committed batches count.
+    last = sum(1 for f in frames if f is not None) - 1
+    try:
+        deadline = time.monotonic() + 600
+        while not read_everything(checkpoint, last):
+            assert time.monotonic() < deadline, "Spark did not read every file in 10 minutes"
+            assert query.isActive, query.exception()
+            query.awaitTermination(1)  # returns at once when the query dies
+    finally:
+        query.stop()
+    committed = committed_batches(checkpoint)
+    return {b: rows for b, rows in outputs.items() if b in committed}, checkpoint, files_by_batch(checkpoint)
+
+
+def committed_batches(checkpoint: str) -> set[int]:
+    folder = os.path.join(checkpoint, "commits")
+    return {int(n) for n in os.listdir(folder) if n.isdigit()} if os.path.isdir(folder) else set()
+
+
+def read_everything(checkpoint: str, last_offset: int) -> bool:
+    """Whether a committed batch's file source offset is ``last_offset`` (every file read)."""
+    for batch_id in committed_batches(checkpoint):
+        if json.loads(_log(os.path.join(checkpoint, "offsets", str(batch_id)))[2])["logOffset"] >= last_offset:
+            return True
+    return False
 
 
 def _log(path: str) -> list[str]:
@@ -84,7 +109,7 @@ def files_by_batch(checkpoint: str) -> dict[int, str]:
     """Which input file each batch read: the file source's log offset in the batch's offsets file, and the files
     that offset added in the source's own log."""
     out, seen = {}, -1
-    for batch_id in sorted(int(n) for n in os.listdir(os.path.join(checkpoint, "offsets")) if n.isdigit()):
+    for batch_id in sorted(committed_batches(checkpoint)):
         offset = json.loads(_log(os.path.join(checkpoint, "offsets", str(batch_id)))[2])["logOffset"]
         if offset > seen:
             entries = [json.loads(line) for line in _log(os.path.join(checkpoint, "sources", "0", str(offset)))[1:]]
@@ -97,7 +122,7 @@ def files_by_batch(checkpoint: str) -> dict[int, str]:
 def batch_times(checkpoint: str) -> list[tuple[int, int, int]]:
     """``(batch id, batch timestamp, watermark)`` of every batch in Spark's offset log."""
     out = []
-    for batch_id in sorted(int(n) for n in os.listdir(os.path.join(checkpoint, "offsets")) if n.isdigit()):
+    for batch_id in sorted(committed_batches(checkpoint)):
         meta = json.loads(_log(os.path.join(checkpoint, "offsets", str(batch_id)))[1])
         out.append((batch_id, meta["batchTimestampMs"], meta["batchWatermarkMs"]))
     return out

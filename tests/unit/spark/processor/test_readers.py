@@ -40,8 +40,9 @@ def run(db):
 def test_each_kind_in_the_state_data_source_shape(db):
     run(db)
     reader = StateReader(db)
-    assert reader.read_variable("last").to_pylist() == [{"key": {"k": "a"}, "value": {"v": 2}},
-                                                        {"key": {"k": "b"}, "value": {"v": 3}}]
+    assert reader.read_variable("last").to_pylist() == [  # with a TTL: Spark's shape, the value and its expiry
+        {"key": {"k": "a"}, "value": {"value": {"v": 2}, "ttlExpirationMs": 110}},
+        {"key": {"k": "b"}, "value": {"value": {"v": 3}, "ttlExpirationMs": 110}}]
     assert reader.read_variable("last", as_of_ms=110).num_rows == 0  # expired by then
     assert reader.read_variable("seen").to_pylist() == [
         {"key": {"k": "a"}, "list_element": {"v": 1}}, {"key": {"k": "a"}, "list_element": {"v": 2}},
