@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from blobstate.model.changelog import StagedWrites
+from blobstate.spark.processor.codec import from_u64, u64
 from blobstate.spark.processor.errors import StateVariableError
 
 META_KEY = b"\x00processor-metadata"
@@ -117,3 +118,17 @@ class Store:
             if not isinstance(key, bytes) or key >= hi:
                 return
             yield key, value
+
+
+def time_entries(store: Store, group: bytes, upto_ms: int | None = None) -> list[tuple[int, bytes]]:
+    """``(time, rest)`` of the entries ``group + u64(time) + rest`` of a time-ordered index (the TTL index, timers
+    by time), in time order, up to ``upto_ms`` inclusive (None: all); a snapshot."""
+    start = len(group)
+    hi = None if upto_ms is None else group + u64(upto_ms + 1)
+    return [(from_u64(key, start), key[start + 8:]) for key, _ in store.scan(group, group, hi)]
+
+
+def earliest_time(store: Store, group: bytes) -> int | None:
+    """The first time of a time-ordered index, None when it is empty."""
+    first = next(store.scan(group), None)
+    return None if first is None else from_u64(first[0], len(group))

@@ -10,10 +10,16 @@ one, changes nothing (Spark logs a warning). Both indexes are written in the sam
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from blobstate.spark.processor.codec import from_u64, u64
-from blobstate.spark.processor.store import EVENT, PROCESSING, TIMERS_BY_KEY, TIMERS_BY_TIME, Store
+from blobstate.spark.processor.store import (
+    EVENT,
+    PROCESSING,
+    TIMERS_BY_KEY,
+    TIMERS_BY_TIME,
+    Store,
+    earliest_time,
+    time_entries,
+)
 
 MODES = {"ProcessingTime": PROCESSING, "EventTime": EVENT}
 
@@ -53,17 +59,12 @@ class Timers:
 
     def due(self, threshold_ms: int) -> list[tuple[int, bytes]]:
         """``(ts, gkey)`` of every timer with ``ts <= threshold_ms``, in time order (a snapshot)."""
-        start = len(self.by_time)
-        hi = self.by_time + u64(threshold_ms + 1)
-        return [(from_u64(key, start), key[start + 8:]) for key, _ in self.store.scan(self.by_time, self.by_time, hi)]
+        return time_entries(self.store, self.by_time, threshold_ms)
 
     def earliest(self) -> int | None:
         """The earliest registered timer's time (ms), None when none is."""
-        first = next(self.store.scan(self.by_time), None)
-        return None if first is None else from_u64(first[0], len(self.by_time))
+        return earliest_time(self.store, self.by_time)
 
-    def all(self) -> Iterator[tuple[int, bytes]]:
+    def all(self) -> list[tuple[int, bytes]]:
         """Every ``(ts, gkey)``, in time order (state as data)."""
-        start = len(self.by_time)
-        for key, _ in self.store.scan(self.by_time):
-            yield from_u64(key, start), key[start + 8:]
+        return time_entries(self.store, self.by_time)

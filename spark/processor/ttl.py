@@ -13,9 +13,9 @@ Index entries are ``TTL_INDEX vid expiry element-key`` with an empty value; the 
 
 from __future__ import annotations
 
-from blobstate.spark.processor.codec import from_u64, u64
+from blobstate.spark.processor.codec import u64
 from blobstate.spark.processor.errors import StateVariableError
-from blobstate.spark.processor.store import TTL_INDEX, Store, space
+from blobstate.spark.processor.store import TTL_INDEX, Store, earliest_time, space, time_entries
 
 
 def ttl_duration(ttl_ms: int | None, *, name: str, time_mode: str) -> int | None:
@@ -62,16 +62,12 @@ class TtlIndex:
     def due(self, processing_time_ms: int) -> list[tuple[int, bytes]]:
         """``(expiry, element)`` of every entry with ``expiry <= processing_time_ms``, oldest first (a snapshot:
         the sweep then changes the index freely)."""
-        start = len(self.group)
-        hi = self.group + u64(processing_time_ms + 1)
-        return [(from_u64(key, start), key[start + 8:]) for key, _ in self.store.scan(self.group, self.group, hi)]
+        return time_entries(self.store, self.group, processing_time_ms)
 
     def earliest(self) -> int | None:
         """The earliest expiry in the index (ms), None when it is empty."""
-        first = next(self.store.scan(self.group), None)
-        return None if first is None else from_u64(first[0], len(self.group))
+        return earliest_time(self.store, self.group)
 
     def entries(self) -> list[tuple[int, bytes]]:
         """Every ``(expiry, element)`` of the index (state as data, tests)."""
-        start = len(self.group)
-        return [(from_u64(key, start), key[start + 8:]) for key, _ in self.store.scan(self.group)]
+        return time_entries(self.store, self.group)
