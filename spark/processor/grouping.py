@@ -88,6 +88,7 @@ class PandasInputs:
         self._frame: Any = None  # converted when a processor first iterates its rows (some never do)
         self._groups = groups
         self._max = max(1, int(max_records))
+        self._indexes: dict[int, Any] = {}  # RangeIndex by length: immutable, shared by the frames of that length
 
     def frames(self, i: int) -> Iterator[Any]:
         """The DataFrames of group ``i`` (built as they are iterated)."""
@@ -99,7 +100,10 @@ class PandasInputs:
         for lo in range(start, end, self._max):
             hi = min(end, lo + self._max)
             frame = self._frame.iloc[lo:hi].copy(deep=False)  # a frame of its own: no chained-assignment warnings
-            frame.index = pd.RangeIndex(hi - lo)
+            index = self._indexes.get(hi - lo)
+            if index is None:
+                index = self._indexes[hi - lo] = pd.RangeIndex(hi - lo)
+            frame.index = index
             yield frame
 
 

@@ -53,7 +53,8 @@ def on_spark(spark: Any, tmp_path: Any, make: Callable[[], Any], frames: list[An
     source.mkdir()
     for i, frame in enumerate(f for f in frames if f is not None):
         path = source / f"part-{i:04d}.parquet"
-        pa.parquet.write_table(pa.Table.from_pandas(frame, preserve_index=False), str(path))
+        pa.parquet.write_table(pa.Table.from_pandas(frame, preserve_index=False), str(path),
+                               coerce_timestamps="us")  # Spark reads no nanosecond timestamps
         os.utime(path, (1_000_000 + i, 1_000_000 + i))  # the file source takes files in modification order
     schema = pa.parquet.read_schema(str(source / "part-0000.parquet"))
     spark_type = {True: "timestamp", False: "bigint"}

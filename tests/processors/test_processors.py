@@ -96,7 +96,7 @@ def test_page_visits_in_a_map_state_with_ttl(tmp_path):
     outputs, state = run(tmp_path, page_visits.PageVisits, spec, batches)
     expected, final = reference.page_visits_ref(batches)
     check(outputs, expected)
-    got = {(r["key"]["user"], r["user_map_key"]["page"]): r["user_map_value"]["visits"]
+    got = {(r["key"]["user"], r["user_map_key"]["page"]): r["user_map_value"]["value"]["visits"]
            for r in state.read_variable("visits").to_pylist()}
     assert got == {k: v for k, (v, _) in final.items()}
 
