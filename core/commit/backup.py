@@ -68,7 +68,7 @@ from blobstate.model.layout import (
     now_ms,
 )
 from blobstate.model.progress import NoProgress, Progress
-from blobstate.model.records import SNAPSHOT, Checkpoint, StoreKey
+from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.model.retention import KEEP_ALL, RetentionPolicy, read_ahead, recorded_fields, recorded_policy
 from blobstate.plugin.interfaces import FileRange, PutRequest
 from blobstate.repository import settings
@@ -179,9 +179,6 @@ class StoreCommitter:
         self._indexes = ExitStack()  # the indexes this committer read or wrote, kept while it lives
         self._indexes.enter_context(self.repo.reading_indexes_once(limit=INDEXES_KEPT))
         self._prev: tuple[Checkpoint, SnapshotIndex | None] | None = None
-        #: the snapshot records whose indexes the next walk checks are still stored (the previous one, and those the
-        #: view this committer opened on names: read through the object cache, issue 39 case 12)
-        self._stored: list[Checkpoint] = []
         self._opened: list[Checkpoint] | None = None  # the log as it opened on it, until its first snapshot
         self._took_over = False
         self.recovered: list[tuple[RecoveryAction, str]] = []
@@ -304,23 +301,21 @@ class StoreCommitter:
         uploads every file, under the next generation, instead of wedging the store."""
         if self._prev is None:
             latest = self.commit_point.latest()  # the writer's view: read once with its pinned generation
-            opened = self._opened or []
-            ahead, self._opened = read_ahead(self._opened, self.policy), None  # retention's reads after this commit
+            ahead, self._opened = read_ahead(opened := self._opened or [], self.policy), None  # retention's, later
             if latest is not None and latest.is_delta:
                 latest = latest_snapshot(self.repo.log.history(self.key))
             if latest is not None:
                 snapshot = latest
-                try:  # the walk of blobs/ the next commit makes goes beside this read (``HealWalks.prefetch``), and
-                    index: SnapshotIndex | None = self.walks.prefetch(  # retention's reads ahead beside both
+                try:  # the walk of the store the next commit makes goes beside this read (``HealWalks.prefetch``;
+                    index: SnapshotIndex | None = self.walks.prefetch(  # its indexes checked), retention's reads too
                         latest.checkpoint_id, lambda: self.repo.prefetch_indexes([snapshot, *ahead]) or
-                        self.repo.read_index(snapshot))
+                        self.repo.read_index(snapshot), stored=[snapshot, *opened])
                 except IntegrityError as exc:
                     log.warning("the latest snapshot index of %s (%s, checkpoint %s) is unreadable: %s; this commit "
                                 "uploads every file", self.key, latest.index_blob_id, latest.checkpoint_id,
                                 redact(str(exc)))
                     index = None
                 self._prev = (latest, index)
-                self._stored = [latest, *(cp for cp in opened if cp.kind == SNAPSHOT)]
         return self._prev
 
     # -- steps 3-7 -------------------------------------------------------------------------------------------
@@ -347,9 +342,6 @@ class StoreCommitter:
                                            {f.relpath: f.path for f in scanned}, {r.blob_id for r in plan.puts},
                                            self.ttl_ms)
             plan.puts += heal
-            if self.walks.listing is not None:  # a cached index is a read saved, never a loss hidden (case 12)
-                healing.put_back_indexes(self.repo, self._stored or ([prev[0]] if prev else []), self.walks.listing)
-                self._stored = []
             healed = {r.source.path for r in heal if isinstance(r.source, FileRange)}
             plan.uploaded += [f.relpath for f in scanned if f.path in healed]
             index_id = new_index_id(self.key)

@@ -126,19 +126,23 @@ class HealWalks:
         self._prefetched: tuple[str, float, set[str]] | None = None  # (previous id, monotonic s, blob ids)
         #: what the last ``plan`` knew of the store's prefix (a walk of it, its own or ``prefetch``'s), else None
         self.listing: set[str] | None = None
+        self._stored: list[Checkpoint] = []  # records whose indexes ``prefetch``'s walk checks (``put_back_indexes``)
 
     def needed(self, previous_id: str | None) -> bool:
         """True unless the snapshot reusing from ``previous_id`` may skip the walk: that snapshot is the one this
         committer saw through (``whole``), and fewer than ``every - 1`` walks were skipped in a row."""
         return previous_id is None or previous_id != self.whole or self.skipped >= self.every - 1
 
-    def prefetch(self, previous_id: str, read: Callable[[], T]) -> T:
+    def prefetch(self, previous_id: str, read: Callable[[], T], *, stored: Iterable[Checkpoint] = ()) -> T:
         """``read()`` (the previous index's fetch); when the next commit will walk, the walk runs beside it
-        (``BlobStore.map_concurrent``) and is kept for that commit."""
+        (``BlobStore.map_concurrent``) and is kept for that commit, whose ``plan`` then puts back the index of any of
+        the snapshot records ``stored`` (the previous one, the view's: read through the object cache) the walk
+        does not show (``put_back_indexes``, issue 39 case 12)."""
         if not self.needed(previous_id):
             return read()
         results = self.repo.store.map_concurrent(lambda job: job(), [read, lambda: present_blobs(self.repo, self.key)])
         self._prefetched = (previous_id, monotonic(), results[1])  # type: ignore[arg-type]
+        self._stored = list(stored)
         return results[0]  # type: ignore[no-any-return]
 
     def plan(self, previous_id: str | None, files: Mapping[str, FileIndex], local_paths: Mapping[str, str],
@@ -146,12 +150,15 @@ class HealWalks:
         """``plan_heal`` of a commit whose new snapshot lists ``files`` and reuses from ``previous_id``, walking
         only when it reuses a blob and ``needed`` says so (the walk made by ``prefetch`` if it is fresh). Returns
         the re-uploads and whether it walked; ``listing`` then holds what the walk (or a fresh ``prefetch``'s, even
-        when nothing is reused) saw under the store's prefix. Until ``done``, the next commit walks (this one may
-        fail)."""
+        when nothing is reused) saw under the store's prefix, and an index ``prefetch`` was told of that it lacks is
+        put back. Until ``done``, the next commit walks (this one may fail)."""
         prefetched, self._prefetched = self._prefetched, None
         fresh = (prefetched is not None and prefetched[0] == previous_id
                  and monotonic() - prefetched[1] < PREFETCHED_WALK_S)
         self.listing = prefetched[2] if fresh and prefetched is not None else None
+        stored, self._stored = self._stored, []
+        if self.listing is not None and stored:  # a cached index is a read saved, never a loss hidden
+            put_back_indexes(self.repo, stored, self.listing)
         reused = any(b.blob_id not in new_blob_ids for f in files.values() for b in f.blobs)
         walk = reused and self.needed(previous_id)
         self.whole = None  # a commit in flight: ``done`` says what it left, a failure leaves the next one walking
