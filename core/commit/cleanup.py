@@ -144,7 +144,8 @@ def init_cleanup(repo: Repository, key: StoreKey, work_dir: str | None = None, *
         return
     if latest.is_group:  # a partitioned store: everything its retained group records reference
         history = repo.log.history(key)
-        repo.store.remove_ttl_many(owned(key, sorted(repo.retained_references(history)), what=f"the records of {key}"))
+        refs = repo.retained_references(history, history=history)  # a voided part needs nothing
+        repo.store.remove_ttl_many(owned(key, sorted(refs), what=f"the records of {key}"))
         if work_dir is not None:
             mark_completed(work_dir, latest.checkpoint_id)
         return
@@ -376,7 +377,7 @@ class CleanupExecutor:
             if any(cp.checkpoint_id == state.commit_id for cp in history):
                 raise StorageError(f"refusing to abort {state.commit_id}: the checkpoint log has it")
             try:
-                candidates = candidates - self.repo.retained_references(history)
+                candidates = candidates - self.repo.retained_references(history, history=history)
             except IntegrityError as exc:  # never delete on incomplete knowledge, never block the abort either
                 log.warning("a retained snapshot index of %s is unreadable (%s): aborted commit %s deletes none of "
                             "its blobs now (healed blobs may share ids with retained snapshots); they keep their "

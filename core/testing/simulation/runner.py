@@ -328,8 +328,11 @@ def _log_url(name: str) -> str:
 
 
 def _program(name: str) -> Callable:
-    """An actor's program by name: ``blobstate.testing.simulation.actors``' or the rescale actor."""
-    return getattr(rescaler, name) if name == "rescaler" else getattr(actors, name)
+    """An actor's program by name: ``blobstate.testing.simulation.actors``', the rescale actor, or one of
+    ``heal_actors``."""
+    from blobstate.testing.simulation import heal_actors
+
+    return getattr(rescaler, name) if name == "rescaler" else getattr(actors, name, None) or getattr(heal_actors, name)
 
 
 def _call(program: Callable, sim: Simulation, args: dict, actor: Actor) -> None:
