@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from blobstate.commit.deferred import DeferredMarks
 from blobstate.commit.healing import HealSources, drop_index_copy, heal_record, load_index_copy
-from blobstate.commit.parts import heal_group, void_group, void_lost_snapshots
+from blobstate.commit.parts import heal_group, void_group, void_if_lost, void_lost_snapshots
 from blobstate.commit.session import StoreSession
 from blobstate.errors import BlobstateError, ForeignObjectError, IntegrityError, StorageError
 from blobstate.journal import events as ev
@@ -138,12 +138,16 @@ def init_cleanup(repo: Repository, key: StoreKey, work_dir: str | None = None, *
     references (with deltas: the latest snapshot and every delta's changelog) and apply the retention its writer
     recorded (the deferred deletes: with a retention of 1, exactly the blobs its ``filesRemoved`` lists). A snapshot
     that records no retention (an older writer) is not pruned. With ``work_dir`` the latest checkpoint is
-    remembered there as cleaned up (``mark_completed``)."""
+    remembered there as cleaned up (``mark_completed``). A writer's (``commit_point``) take-over of a partitioned
+    store first voids a latest group whose parts are gone (``parts.void_if_lost``)."""
     latest = repo.log.latest(key)
     if latest is None:
         return
     if latest.is_group:  # a partitioned store: everything its retained group records reference
         history = repo.log.history(key)
+        if commit_point is not None and void_if_lost(commit_point.session, repo, history, commit_point=commit_point):
+            history = repo.log.history(key)  # a writer never builds on a group whose parts are gone (case 7)
+            latest = history[-1]
         refs = repo.retained_references(history, history=history)  # a voided part needs nothing
         repo.store.remove_ttl_many(owned(key, sorted(refs), what=f"the records of {key}"))
         if work_dir is not None:

@@ -137,6 +137,30 @@ def void_lost_snapshots(session: StoreSession, repo: Repository, group: Checkpoi
     return _append_void(session, repo, record, history, commit_point=commit_point, ttl_ms=ttl_ms)
 
 
+def void_if_lost(session: StoreSession, repo: Repository, history: Sequence[Checkpoint], *,
+                 commit_point: CommitPoint | None = None) -> Checkpoint | None:
+    """A new owner's take-over check of the latest group of ``history`` (issue 39 case 7 when the owner that landed
+    it late died before its heal check, its journal lost with its host): from one walk of the store's prefix, a
+    part whose changelog or snapshot index (or a blob that index names) is gone makes the group voided
+    (``void_group``; a snapshot part alone: ``void_lost_snapshots``). Returns the void record, or None (nothing
+    lost, already voided, or fenced). Raises ``StorageError``, ``AppendOutcomeUnknown``."""
+    latest = history[-1] if history else None
+    if latest is None or not latest.is_group or latest.checkpoint_id in voided(history):
+        return None
+    present = present_blobs(repo, latest.store_key)
+    gone: list[str] = []
+    lost: list[Checkpoint] = []
+    for part in latest.expand():
+        own = part.changelog_blob_id if part.is_delta else part.index_blob_id
+        missing = [own] if own not in present else [] if part.is_delta else \
+            sorted(repo.read_index(part).referenced_blob_ids() - present)
+        gone += missing
+        lost += [part] if missing else []
+    if any(p.is_delta for p in lost):
+        return void_group(session, repo, latest, gone, commit_point=commit_point)
+    return void_lost_snapshots(session, repo, latest, lost, commit_point=commit_point) if lost else None
+
+
 def void_group(session: StoreSession, repo: Repository, group: Checkpoint, lost: Sequence[str], *,
                commit_point: CommitPoint | None = None, ttl_ms: int = 0) -> Checkpoint | None:
     """Void committed ``group`` (issue 39 case 7): some of its ``lost`` parts are changelogs that gc took after the

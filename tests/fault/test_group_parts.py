@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -23,7 +24,7 @@ from blobstate.model.records import StoreKey
 
 KEY = StoreKey("flights", "group", "routes")
 CHILD = os.path.join(SUPPORT_DIR, "partition_children.py")
-TTL_MS = 6_000  # short, so that real time takes the parts past their TTL (the owner's budget: 3 s)
+TTL_MS = 10_000  # short, so that real time takes the parts past their TTL (the owner's budget: 5 s)
 PARTITIONS = 2
 
 
@@ -61,7 +62,7 @@ def test_a_late_group_whose_parts_gc_took_is_voided_and_its_batch_runs_again(exe
     owner = subprocess.Popen([sys.executable, CHILD, json.dumps(_config(target, tmp_path, 1))],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env={**cli_env(work_base, **pause_env("CheckpointAppending", clock)), **env})
-    wait_stopped(owner)  # its tasks staged batch 1's parts (TTL 6 s); past its TTL check, before its append
+    wait_stopped(owner)  # its tasks staged batch 1's parts (TTL 10 s); past its TTL check, before its append
     deleted: list[str] = []
     deadline = time.monotonic() + 120
     while len(deleted) < PARTITIONS and time.monotonic() < deadline:  # until the parts expired and gc took them
@@ -93,3 +94,40 @@ def test_a_late_group_whose_parts_gc_took_is_voided_and_its_batch_runs_again(exe
     restored = cli("restore", out, *target.args(KEY), "--partition", "1", "-q", env=env, work=tmp_path / "r1")
     assert restored.returncode == 0, restored.stderr
     assert read_all(out) == {"p1-b0": "v0", "p1-b1": "v1", "p1-b2": "v2"}
+
+
+def test_a_late_group_whose_owner_died_before_its_heal_check_is_voided_by_the_next_owner(target, cli, tmp_path,
+                                                                                         work_base):
+    """The owner resumed past the TTL, appended, and was SIGKILLed right after (``CheckpointWritten``), before its
+    heal check, on a host that is gone (its journal with it); the executors' copies are gone too. The next owner,
+    from another work directory, reruns the batch Spark never committed; its take-over finds the latest group's
+    parts gone and voids it (``blobstate.commit.parts.void_if_lost``) before it appends: it never builds on it."""
+    env = target.env
+    assert _batch(_config(target, tmp_path, 0), work_base, env) == 1
+    clock = tmp_path / "clock"
+    extra = {**pause_env("CheckpointAppending", clock), "BLOBSTATE_PLUGINS": "pause_plugin,kill_plugin",
+             "BLOBSTATE_TEST_KILL_AT": "CheckpointWritten:1"}
+    owner = subprocess.Popen([sys.executable, CHILD, json.dumps(_config(target, tmp_path, 1))],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**cli_env(work_base, **extra), **env})
+    wait_stopped(owner)
+    deleted: list[str] = []
+    deadline = time.monotonic() + 120
+    while len(deleted) < PARTITIONS and time.monotonic() < deadline:
+        deleted += [b for r in blobstate.gc(repo=target.url, storage_options=target.options,
+                                            work_base=str(tmp_path / "gc-host")) for b in r.expired_deleted]
+        time.sleep(0.2)  # they expire by the clock
+    assert len(deleted) == PARTITIONS, deleted
+    for path in (tmp_path / "executors").rglob("pending/*"):
+        path.unlink()
+    done = resume(owner, clock_file=clock, advance_ms=0)
+    assert done.returncode == -9, done.stderr  # killed right after its late append: batch 1 is in the log
+    shutil.rmtree(tmp_path / "driver")  # its host is gone
+    assert _batch(_config(target, tmp_path, 1), work_base, env) == 4  # voided (3), then batch 1 again (4)
+    reports = blobstate.verify(repo=target.url, store=KEY.store, job=KEY.job, task=KEY.task, all_checkpoints=True,
+                               storage_options=target.options)
+    assert len(reports) == 4 and all(r.ok for r in reports)
+    out = tmp_path / "restored" / "routes"
+    restored = cli("restore", out, *target.args(KEY), "--partition", "0", "-q", env=env, work=tmp_path / "r1")
+    assert restored.returncode == 0, restored.stderr
+    assert read_all(out) == {"p0-b0": "v0", "p0-b1": "v1"}

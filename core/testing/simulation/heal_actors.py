@@ -28,12 +28,11 @@ from typing import TYPE_CHECKING
 
 from blobstate.commit.copy import CopyReport, StoreCopier, to_copy
 from blobstate.errors import BlobstateError
-from blobstate.maintenance.gc import collect
 from blobstate.model import layout
 from blobstate.model.chain import overridden_parts
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.testing.simulation import model
-from blobstate.testing.simulation.actors import committer_of
+from blobstate.testing.simulation.actors import committer_of, gc_runs
 from blobstate.testing.simulation.invariants import Checker, StoreInfo, Violation
 from blobstate.testing.simulation.world import SimBlobStore, World, history_now, read_now, sim_repository
 
@@ -91,16 +90,7 @@ def copier(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, retain: i
 
 def target_gc(sim: Simulation, actor: Actor, *, runs: int, gap_ms: int) -> None:
     """``blobstate gc`` of the copy target, ``runs`` times ``gap_ms`` apart, from a host of its own."""
-    _, dst = target(sim)
-    base = sim.local_dir(actor, "work-base")
-    for run in range(runs):
-        if run:
-            layout.sleep(gap_ms / 1000)
-        for key in dst.log.keys():
-            try:
-                collect(dst, key, now_ms=layout.now_ms(), ttl_ms=sim.ttl_ms, work_base=base)
-            except BlobstateError:
-                continue
+    gc_runs(sim, actor, target(sim)[1], runs=runs, gap_ms=gap_ms)
 
 
 def host_loss(sim: Simulation, actor: Actor, *, key: StoreKey, runs: int, gap_ms: int) -> None:
