@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from blobstate.commit.deferred import DeferredMarks
 from blobstate.commit.healing import HealSources, drop_index_copy, heal_record, load_index_copy
-from blobstate.commit.parts import heal_group, void_group, void_if_lost, void_lost_snapshots
+from blobstate.commit.parts import heal_group, void_if_lost, void_lost
 from blobstate.commit.session import StoreSession
 from blobstate.errors import BlobstateError, ForeignObjectError, IntegrityError, StorageError
 from blobstate.journal import events as ev
@@ -232,8 +232,8 @@ class CleanupExecutor:
         2. with ``heal`` (the commit point landed late, or recovery): every object ``checkpoint`` references
            checked and a missing one put back (``healing.heal_record``) from ``sources`` and what the work
            directory keeps (``journal_sources``), for a snapshot, a delta and every part of a group alike; a group
-           whose changelog part nobody here can put back is voided (``parts.void_group``, noted in ``voided``), one
-           whose snapshot part is gone has that part overridden (``parts.void_lost_snapshots``);
+           whose changelog part nobody here can put back is voided, one whose snapshot part is gone has that part
+           overridden (``parts.void_lost``; a whole group's void noted in ``voided``);
         3. a snapshot, or a group that commits snapshots: retention (``apply_retention`` on the log re-read now,
            pruning by generation), its count the one the committed index records, else the journal's, else the
            executor's; a snapshot also prunes the older local checkpoints;
@@ -253,13 +253,10 @@ class CleanupExecutor:
             kept = self.journal_sources(state, checkpoint).merged(sources)
             if checkpoint.is_group:  # parts only executors hold: ``blobstate.commit.parts``
                 unhealed, lost = heal_group(self.repo, checkpoint, kept)
-                if any(p.is_delta and p.changelog_blob_id in unhealed for p in checkpoint.expand()):
-                    void = void_group(self.session, self.repo, checkpoint, unhealed, commit_point=self.commit_point,
-                                      ttl_ms=state.ttl_ms)  # a changelog gone: the batch counts for no partition
-                    self.voided[commit_id] = void or checkpoint
-                elif lost:
-                    void_lost_snapshots(self.session, self.repo, checkpoint, lost, commit_point=self.commit_point,
-                                        ttl_ms=state.ttl_ms)
+                void = void_lost(self.session, self.repo, checkpoint, unhealed, lost, commit_point=self.commit_point,
+                                 ttl_ms=state.ttl_ms)
+                if void is not None:  # its batch counts for no partition: it must run again
+                    self.voided[commit_id] = void
             else:
                 unhealed = heal_record(self.repo, checkpoint, kept)
             if unhealed:

@@ -137,6 +137,20 @@ def void_lost_snapshots(session: StoreSession, repo: Repository, group: Checkpoi
     return _append_void(session, repo, record, history, commit_point=commit_point, ttl_ms=ttl_ms)
 
 
+def void_lost(session: StoreSession, repo: Repository, group: Checkpoint, unhealed: Sequence[str],
+              lost: Sequence[Checkpoint], *, commit_point: CommitPoint | None = None,
+              ttl_ms: int = 0) -> Checkpoint | None:
+    """The owner's door after its heal check of ``group`` (``heal_group``: ``unhealed`` ids, ``lost`` snapshot
+    parts): a changelog part gone makes the whole group voided (``void_group``; returned: the void record, or
+    ``group`` itself when another record voided it or another writer appended first); a snapshot part gone alone is
+    overridden (``void_lost_snapshots``; None returned: the batch stands)."""
+    if any(p.is_delta and p.changelog_blob_id in unhealed for p in group.expand()):
+        return void_group(session, repo, group, unhealed, commit_point=commit_point, ttl_ms=ttl_ms) or group
+    if lost:
+        void_lost_snapshots(session, repo, group, lost, commit_point=commit_point, ttl_ms=ttl_ms)
+    return None
+
+
 def void_if_lost(session: StoreSession, repo: Repository, history: Sequence[Checkpoint], *,
                  commit_point: CommitPoint | None = None) -> Checkpoint | None:
     """A new owner's take-over check of the latest group of ``history`` (issue 39 case 7 when the owner that landed
