@@ -26,6 +26,7 @@ from blobstate.maintenance.queries import (  # the read-only verbs, re-exported,
     Size,
     describe_checkpoints,
     diff,
+    engine_log,
     journal_events,
     list_checkpoints,
     list_stores,
@@ -37,6 +38,7 @@ from blobstate.maintenance.queries import (  # the read-only verbs, re-exported,
     require_store,
     stats,
     unfinished_commits,
+    warn_unconfirmed,
 )
 from blobstate.model.layout import DEFAULT_CHUNK_SIZE, DEFAULT_RETAIN, DEFAULT_TTL_MS
 from blobstate.repository.admin import init, lifecycle_rule, rotate_key  # the repository's own verbs, re-exported
@@ -179,10 +181,13 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
             work_dir: str | None = None, progress: Progress | None = None, cleanup: bool = True,
             validate: bool = True, force: bool = False, dry_run: bool = False,
             partition: int | None = None, verify_kept: str = "cache", append_only: bool | None = None,
-            limit_download: Size | None = None, limit_upload: Size | None = None) -> RestoreResult:
+            limit_download: Size | None = None, limit_upload: Size | None = None,
+            checkpoint_location: str | None = None) -> RestoreResult:
     """Restore the latest state (or ``checkpoint``: ``latest``, an id, a unique prefix or a generation; or the
-    state after batch ``max_batch_id``) into ``dest_dir``, downloading only what is missing or different; a store
-    with delta records gets its snapshot, then the deltas after it (``blobstate.restoring.chain``).
+    state after batch ``max_batch_id``; or, with ``checkpoint_location``, the state after the batch the query's
+    Spark checkpoint location says it committed) into ``dest_dir``, downloading only what is missing or different; a
+    store with delta records gets its snapshot, then the deltas after it (``blobstate.restoring.chain``). Without a
+    checkpoint location, the newest state of a query's store may be of a batch Spark re-runs: a warning says so.
 
     Afterwards ``dest_dir`` holds exactly the snapshot's entries. A non-empty ``dest_dir`` that no restore of this
     store made is refused unless ``force``; one a live process holds open always is, and so is one that is,
@@ -210,9 +215,11 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
     key = name_store(job, task, store, directory=dest_dir)
     with open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode,
                             max_concurrency=max_concurrency) as repository, repository.reading_indexes_once():
-        chain = replay.plan(repository, key, checkpoint=checkpoint,
-                            max_batch_id=max_batch_id, partition=partition)
+        chain = replay.plan(repository, key, checkpoint=checkpoint, max_batch_id=max_batch_id, partition=partition,
+                            engine=engine_log(checkpoint_location))
         _logger.info("restoring %s: %s", key, chain.describe())
+        if checkpoint_location is None and checkpoint in (None, "latest") and max_batch_id is None:
+            warn_unconfirmed(key, chain.records)
         wd = work_dir or workdir.store_work_dir(repository.url, key, work_base)
         guard.check_restore_destination(dest_dir, repo_url=repository.url, log_url=log, work_dir=wd,
                                         work_base=work_base or workdir.default_base())
@@ -233,12 +240,13 @@ def restore_partitions(dest_dir: str, *, repo: str, log: str | None = None, job:
                        storage_options: Options = None, log_options: Options = None, max_concurrency: int = 8,
                        work_base: str | None = None, cleanup: bool = True, force: bool = False, dry_run: bool = False,
                        verify_kept: str = "cache", append_only: bool | None = None,
-                       limit_download: Size | None = None, limit_upload: Size | None = None) -> GroupRestoreResult:
+                       limit_download: Size | None = None, limit_upload: Size | None = None,
+                       checkpoint_location: str | None = None) -> GroupRestoreResult:
     """Restore every partition of a partitioned store (or ``partitions``) into ``dest_dir/<p>/`` in this process,
     ``max_concurrency`` partitions at a time (``blobstate.restoring.group``); each partition as ``restore(...,
     partition=p)`` restores it (``append_only``, ``limit_download``, ``limit_upload`` too). The result has each
-    partition's and the group's throughput. Raises what ``restore`` raises, ``NothingToRestore`` for a store that
-    is not partitioned."""
+    partition's and the group's throughput; ``checkpoint_location`` as for ``restore``. Raises what ``restore``
+    raises, ``NothingToRestore`` for a store that is not partitioned."""
     from blobstate.commit.recover import cleanup_after_restore
     from blobstate.local import workdir
     from blobstate.repository.backends import open_local_store
@@ -252,7 +260,10 @@ def restore_partitions(dest_dir: str, *, repo: str, log: str | None = None, job:
                                         work_base=work_base or workdir.default_base())
         result = restore_group(repository, key, dest_dir, local_store=open_local_store("rocksdb"),
                                partitions=partitions, max_batch_id=max_batch_id, work_dir=wd,
-                               max_concurrency=max_concurrency, force=force, dry_run=dry_run, verify_kept=verify_kept)
+                               max_concurrency=max_concurrency, force=force, dry_run=dry_run, verify_kept=verify_kept,
+                               engine=engine_log(checkpoint_location))
+        if checkpoint_location is None and max_batch_id is None:
+            warn_unconfirmed(key, [r.checkpoint for r in result.partitions.values()])
         if cleanup and not dry_run:
             cleanup_after_restore(repository, key, wd)
         return result

@@ -59,6 +59,9 @@ class AzureBlobStore(NativeTtlBlobStore):
             if hasattr(policy, name):
                 setattr(policy, name, 0)
 
+    def _accepts_userinfo(self, userinfo: str) -> bool:
+        return ":" not in userinfo  # adlfs's container@account; a container name never holds ':'
+
     @property
     def container(self) -> str:
         """The container (Azure's name for the bucket)."""

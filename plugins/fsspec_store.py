@@ -35,7 +35,7 @@ from blobstate.plugin.interfaces import BlobInfo, BlobStore, BoundedSink, FileRa
 from blobstate.plugin.local_files import LocalRepository
 from blobstate.plugin.transfer import ThrottledSink, throttle
 from blobstate.plugins.fsspec_info import LOCAL_PROTOCOLS, etag, local_root, modified_ms
-from blobstate.repository.options import redact, resolve, secret_values
+from blobstate.repository.options import credential_sources, redact, resolve, secret_values, split_userinfo
 
 log = logging.getLogger(__name__)
 COPY_BUFFER = 1 << 20  # bytes per read/write when streaming a local blob (1 MiB: measured fastest, cache-friendly)
@@ -70,6 +70,12 @@ class FsspecBlobStore(BlobStore):
         url, storage_options = resolve(url, storage_options)
         self._secrets = secret_values(storage_options)
         self.url = url
+        userinfo, _ = split_userinfo(url)
+        if userinfo and not self._accepts_userinfo(userinfo):
+            scheme = url.split("://", 1)[0]
+            raise ConfigurationError(
+                f"the repository URL {self.display_url} holds user info, which {scheme}:// never reads as credentials "
+                f"(it would be taken for part of the bucket's name): give them through {credential_sources(scheme)}")
         self.ttl_mode = ttl_mode or "lease"
         if self.ttl_mode not in ("lease", "native") or (self.ttl_mode == "native" and not self.native_ttl):
             raise ConfigurationError(f"{type(self).__name__} does not support ttl mode {self.ttl_mode!r}")
@@ -97,6 +103,11 @@ class FsspecBlobStore(BlobStore):
     def _fsspec_root(self) -> tuple[str, str]:
         fs, root = self._fs_and_root
         return root, fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+
+    def _accepts_userinfo(self, userinfo: str) -> bool:
+        """Whether the filesystem reads a URL's user info (``sftp://user:pw@host``); a store whose SDK would take it
+        for part of the bucket's name (and so print it) says no, and the URL is refused at open."""
+        return True
 
     def _remote_root(self, url: str) -> tuple[str, str] | None:
         """``(root, protocol)`` of a remote ``url`` known without making the fsspec filesystem (a subclass that

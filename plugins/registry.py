@@ -54,7 +54,7 @@ KNOWN_IMPLEMENTATIONS: dict[str, tuple[Spec, ...]] = {
                                   install_hint=partial(extra_install_hint, "sql"),
                                   description="SQL table keyed by (job, task, store, generation): SQLite, "
                                               "PostgreSQL"),),
-    "kafka_log": (CheckpointLogSpec(name="kafka", schemes=("kafka",), factory=f"{PKG}.kafka:open_kafka_log",
+    "kafka_log": (CheckpointLogSpec(name="kafka", schemes=("kafka",), factory=f"{PKG}.kafka.log:open_kafka_log",
                                     priority=10, install_hint=partial(extra_install_hint, "kafka"),
                                     description="compacted Kafka topic keyed by store key; first record per "
                                                 "generation wins"),),

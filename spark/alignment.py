@@ -40,14 +40,17 @@ the newest planned batch ``O``, with ``O - 1`` taken as done (Spark's ``MicroBat
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from blobstate.commit.group import check_partition_count
 from blobstate.errors import NothingToRestore
-from blobstate.model.chain import INITIAL_BATCH, Chain, adopting_lineage, current_run, is_initial, plan_chain
+from blobstate.model.align import EngineLog, align, chain_to, spark_done
+from blobstate.model.chain import INITIAL_BATCH, Chain, adopting_lineage, current_run, is_initial, partition_history
+from blobstate.model.layout import new_token
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.repository.options import redact
+from blobstate.spark.partitioning import check_partitioning, recorded_partitioning
 
 log = logging.getLogger(__name__)
 
@@ -98,13 +101,6 @@ class AlignmentPlan:
         return f"Spark committed batch {self.last_committed}: restoring {what}{reset}"
 
 
-def spark_done(last_committed: int | None, last_planned: int | None) -> int | None:
-    """The batch Spark's restart takes as done: ``commits/``'s newest, or the one before ``offsets/``'s newest when
-    the offsets are ahead (Spark re-runs that planned batch); None: Spark starts at batch 0."""
-    done = max(-1 if last_committed is None else last_committed, -1 if last_planned is None else last_planned - 1)
-    return None if done < 0 else done
-
-
 def plan_alignment(history: Sequence[Checkpoint], key: StoreKey, *, last_committed: int | None,
                    query_id: str | None, location: str, repo_url: str,
                    last_planned: int | None = None) -> AlignmentPlan:
@@ -131,11 +127,11 @@ def plan_alignment(history: Sequence[Checkpoint], key: StoreKey, *, last_committ
                         "Spark's checkpoint. Starting a new run from %s; the abandoned run's records are never "
                         "used again and retention expires them", key, location, abandoned, query_id, where, start)
         if initial:  # adopt it: the new run begins from the state before batch 0
-            chain = plan_chain(initial, INITIAL_BATCH)
+            chain = chain_to(initial, INITIAL_BATCH)
             assert chain.snapshot is not None
-            return AlignmentPlan(key, None, query_id, chain, adopting_lineage(chain.snapshot, uuid.uuid4().hex),
+            return AlignmentPlan(key, None, query_id, chain, adopting_lineage(chain.snapshot, new_token()),
                                  abandoned)
-        return AlignmentPlan(key, None, query_id, None, uuid.uuid4().hex, abandoned)
+        return AlignmentPlan(key, None, query_id, None, new_token(), abandoned)
     if len(initial) == len(history):
         held, start = (" but an initial state (the state before a new query's batch 0)", "from it") if initial \
             else ("", "empty")
@@ -144,8 +140,9 @@ def plan_alignment(history: Sequence[Checkpoint], key: StoreKey, *, last_committ
             f"no state of it{held}: starting {start} would lose the state of every committed batch, so nothing "
             "was changed. Point repo= (and log=, job=/task=/store=) at the repository that holds its state, or "
             "start the query afresh with a new checkpoint location.")
-    try:
-        chain = plan_chain(history, last_committed)
+    try:  # the Align door: a chain that ends exactly at Spark's batch, never a snapshot of an older one
+        chain = align(history, engine=EngineLog(last_committed, f"Spark's checkpoint location {location}", query_id),
+                      what=where).chain
     except NothingToRestore as exc:
         raise SparkAlignmentError(
             f"Spark committed batch {last_committed} in {location}, but {where} cannot restore the state after it: "
@@ -153,3 +150,20 @@ def plan_alignment(history: Sequence[Checkpoint], key: StoreKey, *, last_committ
             "a new checkpoint location.") from exc
     lineage = chain.records[-1].lineage_id if chain.records else current_run(history)[-1].lineage_id
     return AlignmentPlan(key, last_committed, query_id, chain, lineage)
+
+
+def align_partitions(history: Sequence[Checkpoint], key: StoreKey, *, num_partitions: int, key_cols: Sequence[str],
+                     last_committed: int | None, last_planned: int | None, query_id: str | None, location: str,
+                     repo_url: str) -> list[AlignmentPlan]:
+    """The plan of every partition of the partitioned store ``key`` (its group records ``history``) against Spark's
+    checkpoint location, as ``plan_alignment``, after its partition count and key columns are checked: what the
+    partitioned driver's Open door plans from its pinned view (Spark-free: the simulator's adopters run it too).
+    Raises ``SparkAlignmentError``, ``PartitionCountError``, ``PartitioningError``."""
+    check_partition_count(history, num_partitions, f"{key}")
+    check_partitioning(recorded_partitioning(history), list(key_cols), None, f"{key}")
+    return [plan_alignment(partition_history(history, p), key, last_committed=last_committed, query_id=query_id,
+                           location=location, repo_url=repo_url, last_planned=last_planned)
+            for p in range(num_partitions)]
+
+
+__all__ = ["AlignmentPlan", "SparkAlignmentError", "align_partitions", "plan_alignment", "spark_done"]

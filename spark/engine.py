@@ -21,6 +21,7 @@ On open the engine recovers the store's journal, aligns with Spark's checkpoint 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from blobstate.commit.backup import BackupResult, StoreCommitter
 from blobstate.commit.delta import DeltaCommitter
+from blobstate.commit.opening import open_store
 from blobstate.errors import ConfigurationError, RepositoryNotFound
 from blobstate.model import changelog
 from blobstate.model.layout import DEFAULT_TTL_MS
@@ -169,14 +171,15 @@ class BatchEngine:
         self._repo = open_repository(c, create=spark_done(last, planned) is None, query_id=self.query_id,
                                      last_committed=last)
         try:
-            self._committer = StoreCommitter(c.key, self._repo, store_type="rocksdb", work_dir=c.work_dir,
-                                             retain=c.retain, ttl_ms=c.ttl_ms, **c.committer_options)
-            # this writer's view, pinned before it reads the records it restores: a later append by another
-            # writer (a second query on the key) fences its first append (issue 27, case 10)
-            self._committer.commit_point.generation()
-            plan = plan_alignment(self._repo.log.history(c.key), c.key, last_committed=last,
-                                  query_id=self.query_id, location=c.checkpoint_location, repo_url=c.repo,
-                                  last_planned=planned)
+            # the Open door: the journal recovered, the view pinned, then the plan from exactly that view: a later
+            # append by another writer (a second query on the key) fences this one's first append (issue 27, case
+            # 10; issue 39, case 5)
+            align = functools.partial(plan_alignment, key=c.key, last_committed=last, query_id=self.query_id,
+                                      location=c.checkpoint_location, repo_url=c.repo, last_planned=planned)
+            opened = open_store(c.key, self._repo, align, committer=lambda: StoreCommitter(
+                c.key, self._repo, store_type="rocksdb", work_dir=c.work_dir, retain=c.retain, ttl_ms=c.ttl_ms,
+                **c.committer_options))
+            self._committer, plan = opened.committer, opened.plan
             self._committer.commit_point.fields["lineage_id"] = plan.lineage_id  # this run's records
             log.info("%s: %s", c.key, plan.describe())
             if plan.chain is not None:

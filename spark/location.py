@@ -20,6 +20,7 @@ import re
 from typing import Any
 
 from blobstate.errors import StorageError
+from blobstate.model.align import EngineLog, spark_done
 
 _GLOB = re.compile(r"([\\*?\[\]{}])")
 
@@ -80,7 +81,7 @@ class CheckpointLocation:
                 names = [str(status.getPath().getName()) for status in fs.listStatus(path)]
         except Exception as exc:  # noqa: BLE001 - py4j and Connect errors alike
             raise StorageError(f"cannot list Spark's {sub}/ in {self.location}: {exc}") from exc
-        return sorted(int(n) for n in names if n.isdigit())
+        return sorted(int(n) for n in names if n.isascii() and n.isdigit())  # never "²" or "٣": not batches
 
     def _names_via_reader(self, sub: str) -> list[str]:
         reader = self.spark.read.format("binaryFile")
@@ -134,3 +135,9 @@ class CheckpointLocation:
         except (ValueError, KeyError, IndexError, TypeError):
             raise StorageError(f"Spark's metadata in {self.location} holds no query id: {text[:200]!r}") from None
         return str(query_id)
+
+    def engine_log(self) -> EngineLog:
+        """What this location says for the Align door (``blobstate.model.align``): the batch Spark's restart takes
+        as done (``commits/``, and ``offsets/`` when it is ahead) and the query id. Raises ``StorageError``."""
+        return EngineLog(spark_done(self.last_committed(), self.last_planned()),
+                         f"Spark's checkpoint location {self.location}", self.query_id())

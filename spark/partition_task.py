@@ -36,7 +36,8 @@ from blobstate.errors import CommitInProgressError
 from blobstate.local.checksum import crc32c_bytes
 from blobstate.local.files import try_lock
 from blobstate.model import changelog
-from blobstate.model.chain import current_run, latest_deltas, plan_chain
+from blobstate.model.align import chain_to
+from blobstate.model.chain import current_run, latest_deltas
 from blobstate.model.layout import now_ms
 from blobstate.model.records import Checkpoint, PartitionEntry, StoreKey
 from blobstate.repository.repo import Repository
@@ -254,11 +255,12 @@ class LocalPartition:
     def _bring(self, repo: Repository, records: tuple[Checkpoint, ...], upto: int | None, *,
                restore: bool) -> Fetched | None:
         fetched = Fetched()
-        chain = plan_chain(records, upto) if upto is not None and records else None
-        if upto is not None and chain is None:
+        if upto is not None and not records:
             from blobstate.model.chain import BrokenChainError
 
             raise BrokenChainError(f"partition {self.path}: no committed record up to batch {upto}")
+        # the Align door: the chain ends exactly at ``upto`` (a snapshot of an older batch never stands for it)
+        chain = chain_to(records, upto, f"partition {self.path}") if upto is not None else None
         marker = self.marker()
         if chain is None:  # the state before the first batch
             if not restore:

@@ -49,13 +49,15 @@ from typing import TYPE_CHECKING, Any
 
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.group import GroupCommitter, check_partition_count
+from blobstate.commit.opening import check_current, open_store
 from blobstate.errors import ConfigurationError, FencedError, RepositoryNotFound
 from blobstate.model.chain import partition_history
 from blobstate.model.layout import DEFAULT_TTL_MS
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.model.units import parse_duration_ms
 from blobstate.repository.repo import Repository
-from blobstate.spark.alignment import SparkAlignmentError, plan_alignment, spark_done
+from blobstate.repository.view import read_view
+from blobstate.spark.alignment import SparkAlignmentError, align_partitions, spark_done
 from blobstate.spark.engine import stamp_records
 from blobstate.spark.location import CheckpointLocation, is_connect
 from blobstate.spark.partition_job import run_tasks
@@ -144,9 +146,11 @@ class PartitionedState:
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
     def open(self, spark: SparkSession | None = None) -> None:
-        """Recover the group's journal, check its records against Spark's checkpoint location and N, and take the
-        current generation. Under Spark Connect the client (``spark`` None) only checks; the server's worker opens
-        with its batch's session. Raises ``SparkAlignmentError``, ``PartitionCountError`` (nothing changed)."""
+        """Through the Open door (``blobstate.commit.opening.open_store``): recover the group's journal, read its
+        records once and pin the generation from that read, then check them against Spark's checkpoint location and N
+        (``blobstate.spark.alignment.align_partitions``). Under Spark Connect the client (``spark`` None) only checks;
+        the server's worker opens with its batch's session. Raises ``SparkAlignmentError``, ``PartitionCountError``
+        (nothing changed)."""
         client = self.connect and spark is None
         location = CheckpointLocation(spark or self.spark, self.checkpoint_location)
         self.query_id, self.last_committed = location.query_id(), location.last_committed()
@@ -157,24 +161,22 @@ class PartitionedState:
         except RepositoryNotFound:
             raise SparkAlignmentError(f"Spark committed batch {self.last_committed} in {self.checkpoint_location}, "
                                       f"but {self.repo_url} holds no blobstate repository") from None
+        align = functools.partial(align_partitions, key=self.key, num_partitions=self.num_partitions,
+                                  key_cols=self.key_cols, last_committed=self.last_committed, last_planned=planned,
+                                  query_id=self.query_id, location=self.checkpoint_location, repo_url=self.repo_url)
         try:
-            history = self._repo.log.history(self.key)
-            self._history = list(history)
-            check_partition_count(history, self.num_partitions, f"{self.key}")
-            check_partitioning(recorded_partitioning(history), self.key_cols, None, f"{self.key}")
-            plans = [plan_alignment(partition_history(history, p), self.key, last_committed=self.last_committed,
-                                    query_id=self.query_id, location=self.checkpoint_location,
-                                    repo_url=self.repo_url, last_planned=planned)
-                     for p in range(self.num_partitions)]
-            self.lineage_id = plans[0].lineage_id
-            self.before_first = plans[0].restored_batch if plans[0].adopted else None  # an initial state: -1
-            if client:
+            if client:  # a reader: it checks, and commits nothing
+                align(list(read_view(self._repo, self.key).history))
                 self.close()
                 return
-            self._committer = StoreCommitter(self.key, self._repo, store_type="rocksdb", work_dir=self.work_dir,
-                                             retain=self.retain, ttl_ms=self.ttl_ms)
+            # the Open door: the committer (its journal recovered), the view pinned, then the plan from that view
+            opened = open_store(self.key, self._repo, align, committer=lambda: StoreCommitter(
+                self.key, self._repo, store_type="rocksdb", work_dir=self.work_dir, retain=self.retain,
+                ttl_ms=self.ttl_ms))
+            self._committer, self._history, plans = opened.committer, opened.history, opened.plan
+            self.lineage_id = plans[0].lineage_id
+            self.before_first = plans[0].restored_batch if plans[0].adopted else None  # an initial state: -1
             self._groups = GroupCommitter(self._committer, num_partitions=self.num_partitions)
-            self._committer.commit_point.generation()  # this driver's view: a later append by another fences it
             if self.placement and not self.connect:
                 self._placer = SparkPlacement((spark or self.spark).sparkContext, self.num_partitions)
         except BaseException:
@@ -280,14 +282,10 @@ class PartitionedState:
             stamp_records(self._groups.committer, lineage_id=self.lineage_id,
                           key_columns=tuple(zip(self.key_cols, self._key_types(df), strict=True)))
             self._stamped = True
-        commit_point = self._groups.committer.commit_point
-        base = commit_point.generation()
+        base = self._groups.committer.commit_point.generation()
         history = self._history if self._history_current else self._repo.log.history(self.key)
-        newest = self._repo.log.latest(self.key) if self._history_current else (history[-1] if history else None)
-        latest = newest.generation if newest else 0
-        if latest != base:
-            raise FencedError(f"fenced: {self.key} is at generation {latest}, this driver expected {base}: another "
-                              "driver commits this group", expected=base, actual=latest)
+        check_current(self._groups.committer, self._repo.log.latest(self.key) if self._history_current else (
+            history[-1] if history else None))  # another driver appended since: its plan would not hold
         plan = self._plan(history, base, batch_id, batch_id - 1 if batch_id > 0 else self.before_first,
                           self.fault_hook)
         placer = self._placer

@@ -8,7 +8,8 @@ num_partitions=M, key_schema=..., key_of=...)`` moves the state instead, with th
 1. the source group's state after one batch ``B`` is chosen: Spark's last committed batch when
    ``checkpoint_location`` is given (the query id and every partition's chain checked by
    ``blobstate.spark.alignment``, exactly what a restart would restore), else ``batch_id``, else the newest group
-   record's batch; each old partition's chain (``blobstate.model.chain.plan_chain``) is planned on the driver;
+   record's batch (which may be one Spark re-runs: the rescale says so); each old partition's chain ending exactly
+   at it (``blobstate.model.align``, the Align door) is planned on the driver;
 2. the destination ``(job, task, to_store)`` must hold no record (``RescaleRefused``, exit 2, nothing written),
    once its journal in ``work_dir`` is recovered (``blobstate.spark.state_write.destination``): a rescale killed
    before its group append is aborted there (its parts deleted) and this run starts afresh; one killed after it is
@@ -51,9 +52,11 @@ from typing import TYPE_CHECKING, Any
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.group import check_partition_count
 from blobstate.errors import ConfigurationError, NothingToRestore
-from blobstate.model.chain import Chain, partition_history, plan_chain
+from blobstate.model.align import UNCONFIRMED, chain_to, spark_done
+from blobstate.model.chain import Chain, partition_history
 from blobstate.model.layout import DEFAULT_TTL_MS
 from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.repository.view import read_view
 from blobstate.spark.alignment import plan_alignment
 from blobstate.spark.location import CheckpointLocation, is_connect
 from blobstate.spark.rescale_task import ERROR, KeyOf, KeyPlan, map_keys
@@ -104,6 +107,7 @@ class RescaleResult:
     from_partitions: int
     written: StateWriteResult
     ms: float
+    confirmed: bool = False  # the batch is one Spark's checkpoint location says it committed
 
     target = property(lambda self: self.written.key)
     batch_id = property(lambda self: self.written.batch_id)
@@ -117,7 +121,8 @@ class RescaleResult:
     def to_json(self) -> dict[str, Any]:
         doc = self.written.to_json()
         return {"source": str(self.source), "target": doc.pop("store"), "fromPartitions": self.from_partitions,
-                "toPartitions": doc.pop("partitions"), **doc, "durationMs": round(self.ms, 1)}
+                "toPartitions": doc.pop("partitions"), **doc, "confirmed": self.confirmed,
+                "durationMs": round(self.ms, 1)}
 
 
 def key_fields(spark: SparkSession, key_schema: str, key_cols: list[str] | None) -> tuple[Any, list[str]]:
@@ -146,7 +151,7 @@ def source_state(spark: SparkSession, history: list[Checkpoint], source: StoreKe
         return source_chains(history, source, batch_id=batch_id)
     groups, n = _groups(history, source)
     location = CheckpointLocation(spark, checkpoint_location)
-    committed, query_id = location.last_committed(), location.query_id()
+    committed, query_id = spark_done(location.last_committed(), location.last_planned()), location.query_id()
     if committed is None or (batch_id is not None and batch_id != committed):
         raise RescaleRefused(f"Spark committed batch {committed} in {checkpoint_location}: a restart on it "
                              f"continues from there, so that is the batch to rescale (not {batch_id})")
@@ -162,12 +167,13 @@ def source_state(spark: SparkSession, history: list[Checkpoint], source: StoreKe
 def source_chains(history: list[Checkpoint], source: StoreKey, *,
                   batch_id: int | None) -> tuple[Checkpoint, dict[int, Chain]]:
     """Step 1 without a Spark checkpoint location (pure; the deterministic simulator's rescale runs it): the group
-    record of ``batch_id`` (default: the newest group record's batch) and each old partition's chain up to it.
-    Raises ``NothingToRestore``/``BrokenChainError`` (exit 5), ``RescaleRefused``."""
+    record of ``batch_id`` (default: the newest group record's batch, which may be one Spark re-runs: the caller
+    says so, ``blobstate.model.align.UNCONFIRMED``) and each old partition's chain ending exactly at it (the Align
+    door). Raises ``NothingToRestore``/``BrokenChainError``/``StateNotHeld`` (exit 5), ``RescaleRefused``."""
     groups, n = _groups(history, source)
     batch = batch_id if batch_id is not None else groups[-1].batch_id
     assert batch is not None
-    chains = {p: plan_chain(partition_history(history, p), batch) for p in range(n)}
+    chains = {p: chain_to(partition_history(history, p), batch, f"{source} partition {p}") for p in range(n)}
     return _record(groups, batch, source), chains
 
 
@@ -228,10 +234,13 @@ def rescale(spark: SparkSession, *, repo: str, job: str, store: str, to_store: s
     source, target_key = StoreKey(job, task, store), StoreKey(job, task, to_store)
     ref = RepositoryRef(repo, log_url, storage_options, log_options)
     with ref.open() as repository:
-        history = repository.log.history(source)
+        history = list(read_view(repository, source).history)  # read once: the chains and the types from one view
         record, chains = source_state(spark, history, source, batch_id=batch_id,
                                       checkpoint_location=checkpoint_location, repo_url=repo)
         types = infer_types(repository, history)
+    confirmed = checkpoint_location is not None
+    if not confirmed and batch_id is None and record.query_id:
+        log.warning("rescale of %s at batch %s: %s", source, record.batch_id, UNCONFIRMED)
     if work_dir is None:
         from blobstate.local import workdir
         from blobstate.repository.backends import normalize_url
@@ -261,7 +270,7 @@ def rescale(spark: SparkSession, *, repo: str, job: str, store: str, to_store: s
         raise RescaleRefused(str(exc)) from None
     log.info("rescaled %s (%s partitions) to %s (%s partitions) at batch %s: %s keys", source, len(chains),
              target_key, num_partitions, record.batch_id, result.keys)
-    return RescaleResult(source, len(chains), result, (time.perf_counter() - t0) * 1000)
+    return RescaleResult(source, len(chains), result, (time.perf_counter() - t0) * 1000, confirmed)
 
 
 def _copy(spark: SparkSession, committer: StoreCommitter, target: Target, read: ReadPlan, schema: Any,

@@ -32,12 +32,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from blobstate.errors import ConfigurationError, NothingToRestore
-from blobstate.maintenance.queries import check_store
+from blobstate.maintenance.queries import check_store, warn_unconfirmed
 from blobstate.model import changelog
 from blobstate.model.chain import current_run, expand_all
 from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.plugin.records import extra_install_hint, missing_dependency
 from blobstate.repository.repo import Repository
 from blobstate.restoring.state import change_plans, plan_state
+from blobstate.spark.location import CheckpointLocation
 from blobstate.spark.state_task import ReadPlan, RepositoryRef, TaskInfo, column_type, read_task
 
 if TYPE_CHECKING:
@@ -45,6 +47,16 @@ if TYPE_CHECKING:
 
 SPARK_TYPES = {str: "string", bytes: "binary", int: "bigint", float: "double", bool: "boolean"}
 INFER_FROM = 4  # newest changelogs read on the driver to choose the key and value columns' types
+
+
+def require_arrow(what: str) -> None:
+    """Raise ``MissingDependencyError`` (one line: the ``spark`` extra of this installation) unless pyarrow and
+    pandas, which ``mapInArrow`` needs, import; PySpark's own error says it in many lines, from deep in its stack."""
+    try:
+        import pandas  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ImportError as exc:
+        raise missing_dependency(what, exc, extra_install_hint("spark")) from exc
 
 
 def state_schema(key_type: str, value_type: str, *, changes: bool = False) -> str:
@@ -103,10 +115,14 @@ def read_state(spark: SparkSession, *, repo: str, job: str, store: str, task: st
                partitions: list[int] | None = None, key_type: str | None = None, value_type: str | None = None,
                log: str | None = None, storage_options: dict[str, Any] | None = None,
                log_options: dict[str, Any] | None = None, local_dir: str | None = None,
-               on_task: Callable[[int | None, TaskInfo], None] | None = None) -> DataFrame:
-    """The state of ``(job, task, store)`` exactly as after batch ``batch_id`` (default: the newest; or after the
-    batch of the record ``checkpoint`` names) as a DataFrame ``(partition, key, value, key_raw, value_raw)`` (the
-    module docstring), read by one Spark task per partition (``partitions``: only those).
+               on_task: Callable[[int | None, TaskInfo], None] | None = None,
+               checkpoint_location: str | None = None) -> DataFrame:
+    """The state of ``(job, task, store)`` exactly as after batch ``batch_id`` (default: the newest, or with
+    ``checkpoint_location``, the query's Spark checkpoint location, the batch Spark committed; or after the batch of
+    the record ``checkpoint`` names) as a DataFrame ``(partition, key, value, key_raw, value_raw)`` (the module
+    docstring), read by one Spark task per partition (``partitions``: only those). Without a checkpoint location
+    the newest state of a query's store may be of a batch Spark re-runs (a sink failed after blobstate's commit):
+    a warning says so.
 
     ``task``: ``0`` for a driver store, ``group`` for a partitioned one (default: whichever exists); ``key_type``,
     ``value_type``: the ``key`` and ``value`` columns' Spark types (default: inferred); ``local_dir``: the
@@ -117,14 +133,20 @@ def read_state(spark: SparkSession, *, repo: str, job: str, store: str, task: st
         df.where("key like 'route/JFK-%'").show()
 
     Raises, at once on the driver: ``RepositoryNotFound`` (exit 6), ``NothingToRestore`` (exit 5, naming the stores
-    there are), ``BatchNotRetained`` (exit 5, naming the oldest readable batch), ``ConfigurationError``; from an
-    action: the tasks' ``IntegrityError`` (a damaged blob) in Spark's error.
+    there are), ``BatchNotRetained`` (exit 5, naming the oldest readable batch), ``BatchNotCommitted`` (a batch
+    after Spark's), ``ConfigurationError``; from an action: the tasks' ``IntegrityError`` (a damaged blob) in
+    Spark's error. ``MissingDependencyError`` without pyarrow (the ``spark`` extra).
     """
+    require_arrow("blobstate.spark.read_state")
     ref = RepositoryRef(repo, log, storage_options, log_options)
+    engine = CheckpointLocation(spark, checkpoint_location).engine_log() if checkpoint_location else None
     with ref.open() as repository:
         key = store_key(repository, job, task, store)
-        state = plan_state(repository, key, partitions=partitions, batch_id=batch_id, checkpoint=checkpoint)
+        state = plan_state(repository, key, partitions=partitions, batch_id=batch_id, checkpoint=checkpoint,
+                           engine=engine)
         types = _types(repository, key, key_type, value_type)
+    if batch_id is None and checkpoint in (None, "latest") and state.unconfirmed_engine_state:
+        warn_unconfirmed(key, [cp for chain in state.chains.values() for cp in chain.records])
     plan = ReadPlan(ref, key, tuple(state.chains.items()), *types, local_dir=local_dir, on_task=on_task)
     return read_frame(spark, plan, state_schema(*types))
 
@@ -133,18 +155,24 @@ def read_changes(spark: SparkSession, *, repo: str, job: str, store: str, from_b
                  to_batch: int | None = None, task: str | None = None, partitions: list[int] | None = None,
                  key_type: str | None = None, value_type: str | None = None, log: str | None = None,
                  storage_options: dict[str, Any] | None = None, log_options: dict[str, Any] | None = None,
-                 on_task: Callable[[int | None, TaskInfo], None] | None = None) -> DataFrame:
+                 on_task: Callable[[int | None, TaskInfo], None] | None = None,
+                 checkpoint_location: str | None = None) -> DataFrame:
     """The writes of batches ``from_batch..to_batch`` (both included; default: every batch whose delta the
     repository retains) as a DataFrame ``(batch_id, partition, op, key, value, key_raw, value_raw)``, one Spark task
     per partition; applied in ``batch_id`` order (each partition's rows keep their batch's order) to the state
-    after ``from_batch - 1`` they give the state after ``to_batch``. Keywords as for ``read_state``. Raises
-    ``BatchNotRetained`` (exit 5) naming the oldest batch whose changes are still held, and what ``read_state``
-    raises."""
+    after ``from_batch - 1`` they give the state after ``to_batch`` (with ``checkpoint_location``: at most the
+    batch Spark committed). Keywords as for ``read_state``. Raises ``BatchNotRetained`` (exit 5) naming the oldest
+    batch whose changes are still held, and what ``read_state`` raises."""
+    require_arrow("blobstate.spark.read_changes")
     ref = RepositoryRef(repo, log, storage_options, log_options)
+    engine = CheckpointLocation(spark, checkpoint_location).engine_log() if checkpoint_location else None
     with ref.open() as repository:
         key = store_key(repository, job, task, store)
-        plans = change_plans(repository, key, from_batch=from_batch, to_batch=to_batch, partitions=partitions)
+        plans = change_plans(repository, key, from_batch=from_batch, to_batch=to_batch, partitions=partitions,
+                             engine=engine)
         types = _types(repository, key, key_type, value_type)
+    if engine is None and to_batch is None:
+        warn_unconfirmed(key, [cp for records in plans.values() for cp in records])
     if not any(plans.values()):
         raise NothingToRestore(f"{key} holds no delta in batches {from_batch}..{to_batch}")
     slots = tuple((p, tuple(records)) for p, records in plans.items())

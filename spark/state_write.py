@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.group import GroupCommitter, StagedSnapshot, check_partition_count
+from blobstate.commit.opening import pin_view
 from blobstate.errors import ConfigurationError
 from blobstate.model.chain import INITIAL_BATCH
 from blobstate.model.layout import DEFAULT_TTL_MS
@@ -179,11 +180,10 @@ def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def check_destination(committer: StoreCommitter, target: Target, what: str) -> None:
-    """Step 1: the committer's store must hold no record. Raises ``StateAlreadyWritten`` when its one record is this
-    very write (its TTLs are removed first, as a new host's commit would, whichever work dir that run used),
-    ``DestinationNotEmpty`` otherwise."""
-    history = committer.repo.log.history(target.key)
+def check_destination(committer: StoreCommitter, history: list[Checkpoint], target: Target, what: str) -> None:
+    """Step 1: the committer's store must hold no record (``history``: its records, the view the committer is pinned
+    at). Raises ``StateAlreadyWritten`` when its one record is this very write (its TTLs are removed first, as a new
+    host's commit would, whichever work dir that run used), ``DestinationNotEmpty`` otherwise."""
     if not history:
         return
     (first, *rest) = history
@@ -224,12 +224,11 @@ def destination(target: Target, what: str) -> Iterator[StoreCommitter]:
 
 
 def open_destination(committer: StoreCommitter, target: Target, what: str) -> None:
-    """Step 1 on an open ``committer`` of the destination (its journal recovered when it opened): the store checked
-    empty (``check_destination``), then the committer's generation pinned (a later append by another writer
-    fences this one). Spark-free: the deterministic simulator's rescale runs it too. Raises
-    ``StateAlreadyWritten``, ``DestinationNotEmpty``."""
-    check_destination(committer, target, what)
-    committer.commit_point.generation()
+    """Step 1 on an open ``committer`` of the destination (its journal recovered when it opened), through the Open
+    door: its view read once and its generation pinned from it (``blobstate.commit.opening.pin_view``: a later append
+    by another writer fences this one), then that view checked empty (``check_destination``). Spark-free: the
+    deterministic simulator's rescale runs it too. Raises ``StateAlreadyWritten``, ``DestinationNotEmpty``."""
+    check_destination(committer, list(pin_view(committer).history), target, what)
 
 
 def commit_rows(committer: StoreCommitter, rows: Any, target: Target, *, what: str = "state write",

@@ -28,6 +28,10 @@ VERIFY_KEPT = ("cache", "identity", "full")
 @common.checkpoint_option
 @click.option("--max-batch-id", type=click.IntRange(0), default=None,
               help="Restore the newest checkpoint whose batch id is <= this.")
+@click.option("--checkpoint-location", default=None, metavar="PATH",
+              help="The query's Spark checkpoint location (a path or fsspec URL, read without Spark): restore the "
+                   "state after the batch Spark committed (default: the latest, which may be a batch Spark "
+                   "re-runs).")
 @click.option("--partition", type=click.IntRange(0), default=None,
               help="Of a partitioned store (group checkpoints): restore this partition.")
 @click.option("--all-partitions", is_flag=True,
@@ -56,7 +60,7 @@ def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple
             task: str, store: str | None, checkpoint: str | None, max_batch_id: int | None, partition: int | None,
             store_type: str | None, no_cleanup: bool, verify_kept: str, append_only: bool | None,
             limit_download: int | None, limit_upload: int | None, force: bool, dry_run: bool, as_json: bool,
-            quiet: bool, all_partitions: bool) -> None:
+            quiet: bool, all_partitions: bool, checkpoint_location: str | None) -> None:
     """Restore a checkpoint (default: the latest) into DEST_DIR, downloading only what is missing or different."""
     from blobstate import api
     from blobstate.model.units import format_duration, format_size
@@ -70,7 +74,7 @@ def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple
                             max_concurrency=max_concurrency, work_dir=work_dir, max_batch_id=max_batch_id,
                             cleanup=not no_cleanup, force=force, dry_run=dry_run, verify_kept=verify_kept,
                             append_only=append_only, limit_download=limit_download, limit_upload=limit_upload,
-                            as_json=as_json, quiet=quiet)
+                            as_json=as_json, quiet=quiet, checkpoint_location=checkpoint_location)
         return
     key = common.store_key(job, task, store, dest_dir)
     common.watch_store(repo, key.job, key.task, key.store, work_dir)
@@ -81,7 +85,7 @@ def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple
         ttl_mode=ttl_mode, max_concurrency=max_concurrency,
         work_base=work_dir, progress=common.progress(quiet or dry_run), cleanup=not no_cleanup, force=force,
         dry_run=dry_run, verify_kept=verify_kept, append_only=append_only, limit_download=limit_download,
-        limit_upload=limit_upload,
+        limit_upload=limit_upload, checkpoint_location=checkpoint_location,
     )
     if as_json:
         common.emit(True, result.to_json(), "")

@@ -50,7 +50,8 @@ def _key_of(value: str) -> Any:
                    "executors: e.g. blobstate.spark.demo.flights:route_of.")
 @click.option("--checkpoint-location", default=None, metavar="PATH",
               help="The query's Spark checkpoint location: rescale the state of Spark's last committed batch "
-                   "(recommended; default: --batch, else the newest group record).")
+                   "(recommended; default: --batch, else the newest group record, which may be a batch Spark "
+                   "re-runs).")
 @click.option("--batch", "batch_id", type=click.IntRange(0), default=None, help="Rescale the state after this batch.")
 @click.option("--master", default="local[*]", show_default=True, help="Spark master of the session to run on.")
 @click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE", help="Spark configuration (repeatable).")
@@ -113,3 +114,7 @@ def rescale(repo: str, log_url: str | None, storage_option: tuple[str, ...], log
                 f"({', '.join(map(str, result.keys_per_partition))}), checkpoint {result.checkpoint.checkpoint_id}\n"
                 f"restart the query with store={to_store!r}, num_partitions={result.to_partitions} on the same "
                 "checkpoint location")
+    if not result.confirmed and batch_id is None and result.query_id:
+        from blobstate.model.align import UNCONFIRMED
+
+        click.echo(f"note: batch {result.batch_id} is the newest group record's: {UNCONFIRMED}", err=True)

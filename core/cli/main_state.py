@@ -9,7 +9,9 @@ is ``{"bytes": BASE64}``, a non-finite float ``{"float": "nan"}``, anything else
 ``float``, ``bool``, ``raw``) and bytes are base64. JSON escapes every non-ASCII character, and CSV on a terminal
 shows control characters escaped (``blobstate.cli.common.safe``), so no key read from a repository sends escape
 sequences to a terminal. A wrong ``--store`` is exit 5 naming the stores there are; a
-batch retention no longer keeps is exit 5 naming the oldest readable batch.
+batch retention no longer keeps is exit 5 naming the oldest readable batch. ``--checkpoint-location`` (the query's
+Spark checkpoint location) reads the state after the batch Spark committed (``blobstate.model.align``); without it
+the newest is read, and a warning on stderr says it may be a batch Spark re-runs.
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ def _store_options(fn: Any) -> Any:
         common.repository_options, common.key_options,
         click.option("--partition", type=click.IntRange(0), default=None,
                      help="Of a partitioned store (group checkpoints): this partition only (default: every one)."),
+        click.option("--checkpoint-location", default=None, metavar="PATH",
+                     help="The query's Spark checkpoint location (a path or fsspec URL, read without Spark): read "
+                          "the state after the batch Spark committed (default: the newest in the repository, which "
+                          "may be a batch Spark re-runs)."),
     ]):
         fn = decorator(fn)
     return fn
@@ -125,8 +131,8 @@ def _write(rows: Iterable[dict[str, Any]], fmt: str, columns: list[str]) -> int:
 @common.json_option
 @common.handle_errors
 def get(key_text: str, repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...],
-        job: str, task: str, store: str | None, partition: int | None, batch_id: int | None, checkpoint: str | None,
-        key_type: str, as_json: bool) -> None:
+        job: str, task: str, store: str | None, partition: int | None, checkpoint_location: str | None,
+        batch_id: int | None, checkpoint: str | None, key_type: str, as_json: bool) -> None:
     """Print the value of KEY (of a partitioned store: looked for in every partition, or in --partition) as of the
     newest state, --batch or --checkpoint. Exit 5 when no such key."""
     from blobstate import api
@@ -137,7 +143,7 @@ def get(key_text: str, repo: str, log_url: str | None, storage_option: tuple[str
     options = common.repository(repo, log_url, storage_option, log_option)
     for p in _partitions(options, key, partition):
         for k, v in api.read_state(**options, job=job, task=task, store=key.store, partition=p, batch_id=batch_id,
-                                   checkpoint=checkpoint):
+                                   checkpoint=checkpoint, checkpoint_location=checkpoint_location):
             if type(k) is type(wanted) and k == wanted:
                 common.emit(as_json, {"partition": p, "key": _jsonable(k), "value": _jsonable(v)}, _text(v))
                 return
@@ -169,8 +175,8 @@ def _key(text: str, key_type: str) -> Any:
 @_format_option("partition, key, value")
 @common.handle_errors
 def dump(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...], job: str,
-         task: str, store: str | None, partition: int | None, batch_id: int | None, checkpoint: str | None,
-         fmt: str) -> None:
+         task: str, store: str | None, partition: int | None, checkpoint_location: str | None,
+         batch_id: int | None, checkpoint: str | None, fmt: str) -> None:
     """Print every key and value of the store (of a partitioned store: partition by partition, or --partition) as
     of the newest state, --batch or --checkpoint, in the store's key order."""
     from blobstate import api
@@ -181,7 +187,8 @@ def dump(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_op
     def rows() -> Iterable[dict[str, Any]]:
         for p in _partitions(options, key, partition):
             for k, v in api.read_state(**options, job=job, task=task, store=key.store, partition=p,
-                                       batch_id=batch_id, checkpoint=checkpoint):
+                                       batch_id=batch_id, checkpoint=checkpoint,
+                                       checkpoint_location=checkpoint_location):
                 yield {"partition": p, "key": k, "value": v}
 
     _write(rows(), fmt, ["partition", "key", "value"])
@@ -196,8 +203,8 @@ def dump(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_op
 @_format_option("batchId, partition, op, key, value")
 @common.handle_errors
 def changes(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...], job: str,
-            task: str, store: str | None, partition: int | None, from_batch: int | None, to_batch: int | None,
-            fmt: str) -> None:
+            task: str, store: str | None, partition: int | None, checkpoint_location: str | None,
+            from_batch: int | None, to_batch: int | None, fmt: str) -> None:
     """Print the writes (put, delete) of batches --from..--to, both included, from the delta changelogs the
     repository retains: batch by batch, in each batch's order. Applied to the state after batch FROM - 1 they give
     the state after batch TO."""
@@ -205,6 +212,7 @@ def changes(repo: str, log_url: str | None, storage_option: tuple[str, ...], log
 
     key = common.store_key(job, task, common.require_store(store))
     found = api.read_changes(**common.repository(repo, log_url, storage_option, log_option), job=job, task=task,
-                             store=key.store, from_batch=from_batch, to_batch=to_batch, partition=partition)
+                             store=key.store, from_batch=from_batch, to_batch=to_batch, partition=partition,
+                             checkpoint_location=checkpoint_location)
     _write(({"batchId": c.batch_id, "partition": c.partition, "op": c.op, "key": c.key, "value": c.value}
             for c in found), fmt, ["batchId", "partition", "op", "key", "value"])

@@ -68,6 +68,8 @@ class CommitPoint:
         #: the record at ``_generation`` as this process knows it (read with it, or appended), if it does
         self._latest: Checkpoint | None = None
         self._latest_known = False
+        #: the store's records the view was pinned from (``pin``), oldest first, until the generation moves
+        self.pinned: tuple[Checkpoint, ...] | None = None
         self.written: set[int] = set()  # generations this process appended
         #: fields every record appended from now on carries (the run of a query: ``lineage_id``), set at the commit
         #: point before ``CheckpointAppending`` journals the record, so recovery re-appends the same record
@@ -97,16 +99,19 @@ class CommitPoint:
         from the latest record: the same view, when the caller needs the older records too."""
         with self._lock:
             self._set(history[-1] if history else None)
+            self.pinned = tuple(history)
 
     def _set(self, latest: Checkpoint | None) -> None:
         self._generation = latest.generation if latest else 0
         self._latest, self._latest_known = latest, True
+        self.pinned = None
 
     def invalidate(self) -> None:
         """Forget the generation: the next append reads it from the log (after a failure, after recovery)."""
         with self._lock:
             self._generation = None
             self._latest, self._latest_known = None, False
+            self.pinned = None
 
     def ours_since(self, expected: int, observed: int) -> bool:
         """True when every generation in ``(expected, observed]`` was appended by this process (no other writer)."""

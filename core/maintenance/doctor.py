@@ -255,11 +255,11 @@ def _semantics(store: BlobStore, scratch: str, probe: str, exclusive: str, paylo
 
 def _log(report: DoctorReport, repo: str, url: str, log: str | None, storage_options: dict[str, Any] | None,
          log_options: dict[str, Any] | None, info: Any) -> Any:
-    from blobstate.repository.log_identity import describe, log_identity
+    from blobstate.repository.log_identity import describe, log_identity, same_log
     from blobstate.repository.repo import Repository
 
     identity = log_identity(normalize(log) if log else None, url, log_options)
-    if info.checkpoint_log is not None and info.checkpoint_log != identity:
+    if info.checkpoint_log is not None and not same_log(info.checkpoint_log, identity):
         report.add("checkpoint log", FAIL, f"the repository records its log at {describe(info.checkpoint_log)}; "
                    f"this command was given {describe(identity)}: pass --log for the recorded one (moving it on "
                    "purpose: blobstate init --change-log)", recorded=info.checkpoint_log, given=identity)

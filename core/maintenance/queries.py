@@ -8,13 +8,14 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from blobstate.errors import NothingToRestore
 from blobstate.journal.file import Journal, JournalRead
 from blobstate.journal.projection import CommitState, project
 from blobstate.local import workdir
+from blobstate.model.align import UNCONFIRMED, EngineLog
 from blobstate.model.chain import partition_history, plan_chain
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.model.selection import select_checkpoint
@@ -31,7 +32,8 @@ if TYPE_CHECKING:  # the catalog, gc and the state reader are imported by the ve
     from blobstate.restoring.state import Change, StatePlan
 
 __all__ = ["Duration", "Options", "Size", "check_store", "choose_snapshot", "describe_checkpoints", "diff",
-           "journal_events", "list_checkpoints", "list_stores", "ls", "require_store", "stats", "unfinished_commits"]
+           "engine_log", "journal_events", "list_checkpoints", "list_stores", "ls", "require_store", "stats",
+           "unfinished_commits", "warn_unconfirmed"]
 
 _logger = logging.getLogger("blobstate.api")  # one logger for the whole public API
 
@@ -55,6 +57,23 @@ def open_repository(repo: str, log_url: str | None, storage_options: Options, lo
                                  create=create, **kwargs)
     _logger.info("opened repository %s (log %s)", redact(repository.url), redact(repository.log.url or "in it"))
     return repository
+
+
+def engine_log(checkpoint_location: str | None) -> EngineLog | None:
+    """What the query's Spark checkpoint location ``checkpoint_location`` says (read without Spark,
+    ``blobstate.repository.engine_log``), for the Align door; None without one. Raises ``StorageError``."""
+    if checkpoint_location is None:
+        return None
+    from blobstate.repository.engine_log import read_spark_location
+
+    return read_spark_location(checkpoint_location)
+
+
+def warn_unconfirmed(key: StoreKey, records: Iterable[Checkpoint]) -> None:
+    """Say, on the log (stderr in the CLI), that the newest state read of ``key`` may be a batch the engine re-runs,
+    when its records name a query (``blobstate.model.align.UNCONFIRMED``)."""
+    if any(cp.query_id for cp in records):
+        _logger.warning("%s: %s", key, UNCONFIRMED)
 
 
 def check_store(repository: Repository, key: StoreKey) -> Checkpoint:
@@ -277,11 +296,14 @@ def unfinished_commits(*, repo: str, job: str = "default", task: str = "0", stor
 @api_verb
 def read_state(*, repo: str, log: str | None = None, job: str = "default", task: str = "0", store: str | None = None,
                partition: int | None = None, batch_id: int | None = None, checkpoint: str | int | None = None,
-               storage_options: Options = None, log_options: Options = None,
-               scratch_dir: str | None = None) -> Iterator[tuple[Value, Value]]:
+               storage_options: Options = None, log_options: Options = None, scratch_dir: str | None = None,
+               checkpoint_location: str | None = None) -> Iterator[tuple[Value, Value]]:
     """The ``(key, value)`` entries of a store exactly as after batch ``batch_id`` (or after the batch of the record
-    ``checkpoint`` names; default: the newest state), in the store's key order: of a driver store, of partition
-    ``partition`` of a partitioned store, or of every partition in turn (``partition`` None).
+    ``checkpoint`` names; default: the newest state, or with ``checkpoint_location``, the query's Spark checkpoint
+    location, the batch Spark committed: a batch after it is ``BatchNotCommitted``), in the store's key order: of
+    a driver store, of partition ``partition`` of a partitioned store, or of every partition in turn (``partition``
+    None). The newest state of a query's store read without a checkpoint location may be a batch Spark re-runs: a
+    warning says so.
 
     Keys and values come back as the binding wrote them (``str``, ``bytes``, ``int``, ``float``, ``bool``;
     ``Undecoded`` bytes for anything else, never unpickled: ``blobstate.restoring.entries``). Read only: each chain
@@ -298,7 +320,9 @@ def read_state(*, repo: str, log: str | None = None, job: str = "default", task:
     with open_repository(repo, log, storage_options, log_options) as repository:
         check_store(repository, key)
         plan = state_reader.plan_state(repository, key, partitions=None if partition is None else [partition],
-                                       batch_id=batch_id, checkpoint=checkpoint)
+                                       batch_id=batch_id, checkpoint=checkpoint, engine=engine_log(checkpoint_location))
+    if batch_id is None and checkpoint in (None, "latest") and plan.unconfirmed_engine_state:
+        warn_unconfirmed(key, [cp for chain in plan.chains.values() for cp in chain.records])
     return _state_entries(plan, (repo, log, storage_options, log_options), scratch_dir)
 
 
@@ -321,9 +345,10 @@ def _state_entries(plan: StatePlan, where: tuple[Any, ...], scratch_dir: str | N
 def read_changes(*, repo: str, log: str | None = None, job: str = "default", task: str = "0",
                  store: str | None = None, from_batch: int | None = None, to_batch: int | None = None,
                  partition: int | None = None, storage_options: Options = None,
-                 log_options: Options = None) -> Iterator[Change]:
-    """The writes of batches ``from_batch..to_batch`` (both included; default: every batch whose delta is retained)
-    as ``Change(batch_id, partition, op, key, value)`` rows, from the delta changelogs in the repository: batch by
+                 log_options: Options = None, checkpoint_location: str | None = None) -> Iterator[Change]:
+    """The writes of batches ``from_batch..to_batch`` (both included; default: every batch whose delta is retained,
+    or with ``checkpoint_location`` up to the batch the query's Spark checkpoint location says it committed) as
+    ``Change(batch_id, partition, op, key, value)`` rows, from the delta changelogs in the repository: batch by
     batch, each in its writes' order, partition by partition (of a partitioned store: every partition, or
     ``partition``). Applied in order to the state after ``from_batch - 1`` they give the state after ``to_batch``.
     Read only. Raises what ``read_state`` raises; ``BatchNotRetained`` names the oldest batch whose changes are
@@ -335,7 +360,10 @@ def read_changes(*, repo: str, log: str | None = None, job: str = "default", tas
     with open_repository(repo, log, storage_options, log_options) as repository:
         check_store(repository, key)
         plans = state_reader.change_plans(repository, key, from_batch=from_batch, to_batch=to_batch,
-                                          partitions=None if partition is None else [partition])
+                                          partitions=None if partition is None else [partition],
+                                          engine=engine_log(checkpoint_location))
+    if checkpoint_location is None and to_batch is None:
+        warn_unconfirmed(key, [cp for records in plans.values() for cp in records])
     return _changes(plans, (repo, log, storage_options, log_options))
 
 

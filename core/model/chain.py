@@ -179,7 +179,8 @@ def plan_chain(history: Sequence[Checkpoint], upto: int | None = None) -> Chain:
     """The chain that restores the state after batch ``upto`` (None: the newest state the log holds).
 
     A log without deltas: its newest snapshot (with ``upto``, the one with the highest ``batch_id <= upto``, the
-    newest of those). Raises
+    newest of those; the chain's ``upto`` is then that snapshot's batch, which may be older: ``upto`` is a bound
+    here, and ``blobstate.model.align.chain_to`` is the door that needs exactly that batch). Raises
     ``NothingToRestore`` when no record qualifies, ``BrokenChainError`` when a delta the chain needs is missing.
     Only the current run's records are used (``current_run``).
     """
@@ -191,9 +192,10 @@ def plan_chain(history: Sequence[Checkpoint], upto: int | None = None) -> Chain:
         if not chosen:
             raise NothingToRestore(f"no snapshot{'' if upto is None else f' with a batch id <= {upto}'} "
                                    f"(retained batch ids: {[c.batch_id for c in history]})")
-        if upto is not None:  # the state after batch ``upto``: the highest batch id below it, as with deltas
-            chosen.sort(key=lambda s: (s.batch_id, s.generation))
-        return Chain(chosen[-1], (), upto)
+        if upto is None:
+            return Chain(chosen[-1], (), None)
+        chosen.sort(key=lambda s: (s.batch_id, s.generation))  # the highest batch id at or below ``upto``
+        return Chain(chosen[-1], (), chosen[-1].batch_id)  # what it holds: never ``upto`` for an older snapshot
     if upto is None:
         upto = max([*deltas, *(s.batch_id for s in snaps if s.batch_id is not None)])
     below = [s for s in snaps if s.batch_id is not None and s.batch_id <= upto]
@@ -205,7 +207,7 @@ def plan_chain(history: Sequence[Checkpoint], upto: int | None = None) -> Chain:
         raise BrokenChainError(
             f"the state after batch {upto} needs the deltas of batches {start}..{upto} after {base}, but "
             f"{len(missing)} are missing (first: batch {missing[0]}); retained: snapshots of batches "
-            f"{[s.batch_id for s in snaps]}, deltas of batches {_ranges(sorted(deltas))}")
+            f"{[s.batch_id for s in snaps]}, deltas of batches {batch_ranges(sorted(deltas))}")
     return Chain(snapshot, tuple(deltas[b] for b in range(start, upto + 1)), upto)
 
 
@@ -240,7 +242,7 @@ def _group_retention(history: Sequence[Checkpoint], retain: int) -> tuple[list[C
     return [cp for cp in history if cp.generation < first], [cp for cp in history if cp.generation >= first]
 
 
-def _ranges(batches: list[int]) -> str:
+def batch_ranges(batches: list[int]) -> str:
     """``0-3, 7, 9-10``: a short rendering of sorted batch ids."""
     parts: list[str] = []
     for b in batches:

@@ -9,7 +9,8 @@ Flink's changelog state backend keep the same kind of per-batch log.
 The encoding (big-endian)::
 
     b"BSCHLOG1"  u32 op count  then per op:  u8 op (b"P" put, b"D" delete)  key  [value, puts only]
-    key / value:  u8 type (b"b" bytes, b"s" UTF-8 str, b"i" int as decimal ASCII, b"f" float64, b"t" bool)
+    key / value:  u8 type (b"b" bytes, b"s" UTF-8 str, b"i" int as decimal ASCII (a sign and at most 4300 digits),
+                  b"f" float64, b"t" bool)
                   u32 length  payload
 
 Keys and values are what rocksdict stores natively: ``str``, ``bytes``, ``int``, ``float``, ``bool``. Anything
@@ -19,8 +20,11 @@ input like any other, and decoding it never runs code.
 
 from __future__ import annotations
 
+import re
 import struct
+import sys
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any, Protocol
 
 from blobstate.errors import ConfigurationError, CorruptIndexError
@@ -29,7 +33,19 @@ MAGIC = b"BSCHLOG1"
 _U32 = struct.Struct(">I")
 _F64 = struct.Struct(">d")
 PUT, DELETE = b"P", b"D"
+#: The longest int a changelog holds, in decimal digits, its sign not counted: Python's default limit on int <-> text
+#: conversions, fixed here, so that a process with another limit (``sys.set_int_max_str_digits``,
+#: ``PYTHONINTMAXSTRDIGITS``) writes and reads the same changelogs.
+MAX_INT_DIGITS = 4300
+_INT_BOUND = 10**MAX_INT_DIGITS
+_INT_TEXT = re.compile(rb"-?[0-9]{1,%d}" % MAX_INT_DIGITS)
+#: Digits any limit lets through (no limit can be set below this): shorter ints take ``int``'s own conversion.
+_PLAIN_DIGITS = sys.int_info.str_digits_check_threshold
+_PLAIN_BOUND = 10**_PLAIN_DIGITS
 Scalar = str | bytes | int | float | bool
+_SCALARS = (str, bytes, int, float)  # bool is an int
+#: Types whose values RocksDB tells apart exactly as a Python dict does (no 1 == 1.0 == True among them).
+_AS_IS = frozenset((str, bytes, int))
 Op = tuple[bytes, Scalar, Scalar | None]  # (PUT or DELETE, key, value or None)
 _DELETED = object()
 
@@ -42,18 +58,42 @@ class KeyValueStore(Protocol):
     def write(self, batch: Any) -> None: ...
 
 
-def _check(what: str, value: object) -> Scalar:
-    if not isinstance(value, str | bytes | int | float):  # bool is an int
+def _check(what: str, value: object, key: object) -> Scalar:
+    """``value`` (the key or the value of a write to ``key``) when the changelog can hold it; else
+    ``ConfigurationError``."""
+    kind = type(value)
+    if kind is bytes or kind is float or kind is bool or (kind is str and value.isascii()):  # type: ignore[union-attr]
+        return value  # type: ignore[return-value]
+    if not isinstance(value, _SCALARS):  # bool is an int
         raise ConfigurationError(f"blobstate's changelog holds str, bytes, int, float and bool {what}s, not "
                                  f"{type(value).__name__}: encode it first (json.dumps, pickle.dumps)")
+    if isinstance(value, str) and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate: RocksDB (rocksdict) refuses it when applied
+            raise ConfigurationError(f"the {what} of the write to {_describe(key)} is not valid Unicode (a lone "
+                                     f"surrogate at {exc.start}), which RocksDB cannot store: store it as bytes "
+                                     "(.encode('utf-8', 'surrogatepass'))") from None
+    if isinstance(value, int) and not -_INT_BOUND < value < _INT_BOUND:
+        raise ConfigurationError(f"the {what} of the write to {_describe(key)} is an int of more than "
+                                 f"{MAX_INT_DIGITS} digits, more than blobstate's changelog holds: store it as "
+                                 "bytes or a str")
     return value
+
+
+def _describe(key: object) -> str:
+    """``key`` for a message: its repr, cut at 60 characters (an int too long to print, by its size)."""
+    if isinstance(key, int) and not -_PLAIN_BOUND < key < _PLAIN_BOUND:
+        return f"an int key of {key.bit_length()} bits"
+    text = repr(key)
+    return f"key {text if len(text) <= 60 else text[:57] + '...'}"
 
 
 def _encode_scalar(value: Scalar) -> bytes:
     if isinstance(value, bool):
         tag, data = b"t", b"\x01" if value else b"\x00"
     elif isinstance(value, int):
-        tag, data = b"i", str(value).encode()
+        tag, data = b"i", _int_text(value)
     elif isinstance(value, float):
         tag, data = b"f", _F64.pack(value)
     elif isinstance(value, str):
@@ -61,6 +101,34 @@ def _encode_scalar(value: Scalar) -> bytes:
     else:
         tag, data = b"b", bytes(value)
     return tag + _U32.pack(len(data)) + data
+
+
+def _int_text(value: int) -> bytes:
+    """``value`` in decimal ASCII, whatever this interpreter's conversion limit (``decimal`` has none); raises
+    ``ConfigurationError`` past ``MAX_INT_DIGITS`` digits."""
+    if -_PLAIN_BOUND < value < _PLAIN_BOUND:
+        return int.__repr__(value).encode("ascii")  # int's own: an int subclass's str() may be its name
+    if not -_INT_BOUND < value < _INT_BOUND:
+        raise ConfigurationError(f"blobstate's changelog holds ints of at most {MAX_INT_DIGITS} digits")
+    return str(Decimal(int(value))).encode("ascii")
+
+
+def _int_of(text: bytes) -> int:
+    """The int of a changelog's decimal ASCII (``_INT_TEXT``), whatever this interpreter's conversion limit."""
+    return int(text) if len(text) <= _PLAIN_DIGITS else int(Decimal(text.decode("ascii")))
+
+
+def _identity(key: Scalar) -> Scalar | tuple[bytes, Scalar]:
+    """What tells ``key`` apart from every other key as RocksDB does (rocksdict stores a type byte, then the value):
+    a str, bytes or int key as it is; a bool or a float tagged with its type, a float by its bits. ``1``, ``1.0``
+    and ``True`` are three keys; so are ``0.0`` and ``-0.0``, and two NaNs of different bits."""
+    if type(key) in _AS_IS:
+        return key
+    if isinstance(key, bool):
+        return b"t", key
+    if isinstance(key, float):
+        return b"f", _F64.pack(key)
+    return key  # a subclass of str, bytes or int: equal to its value, and hashed as it
 
 
 def encode(ops: list[Op]) -> bytes:
@@ -114,9 +182,9 @@ def _decode_scalar(data: bytes, pos: int) -> tuple[Scalar, int]:
     if tag == b"s":
         return raw.decode("utf-8", "surrogatepass"), end
     if tag == b"i":
-        if not raw or len(raw) > 4300 or not raw.lstrip(b"-").isdigit():
+        if not _INT_TEXT.fullmatch(raw):
             raise ValueError(f"bad integer at byte {pos}")
-        return int(raw), end
+        return _int_of(raw), end
     if tag == b"f" and length == _F64.size:
         return _F64.unpack(raw)[0], end
     if tag == b"t" and raw in (b"\x00", b"\x01"):
@@ -150,11 +218,15 @@ class StagedWrites:
     Dict-style: ``view[key]``, ``view.get(key, default)``, ``key in view``, ``view[key] = value``,
     ``del view[key]``, ``view.put(key, value)``, ``view.delete(key)``, ``view.items()`` (the store's entries with
     this batch's writes applied, then the keys new in this batch). ``db`` is the store (read only here).
+
+    Keys are told apart as RocksDB tells them (rocksdict's default mode stores a type byte before the value): ``1``,
+    ``1.0`` and ``True``, or ``0.0`` and ``-0.0``, equal in Python, are distinct keys here as in the store.
     """
 
     def __init__(self, db: Any) -> None:
         self.db = db
-        self._writes: dict[Scalar, Any] = {}  # key -> value, or _DELETED; insertion order is the op order
+        #: the key's identity (``_identity``) -> (key, value or _DELETED); insertion order is the op order
+        self._writes: dict[Scalar | tuple[bytes, Scalar], tuple[Scalar, Any]] = {}
 
     def __getitem__(self, key: Scalar) -> Any:
         value = self.get(key, _DELETED)
@@ -163,10 +235,18 @@ class StagedWrites:
         return value
 
     def get(self, key: Scalar, default: Any = None) -> Any:
-        if key in self._writes:
-            value = self._writes[key]
-            return default if value is _DELETED else value
+        staged = self._writes.get(key) if type(key) in _AS_IS else self._staged(key)  # the common case inline
+        if staged is not None:
+            return default if staged[1] is _DELETED else staged[1]
         return self.db.get(key, default)
+
+    def _staged(self, key: object) -> tuple[Scalar, Any] | None:
+        """This batch's write of ``key``, or None (a key of a type never staged is left to the store)."""
+        if type(key) in _AS_IS:
+            return self._writes.get(key)
+        if not isinstance(key, _SCALARS):
+            return None
+        return self._writes.get(_identity(key))
 
     def __contains__(self, key: object) -> bool:
         return self.get(key, _DELETED) is not _DELETED  # type: ignore[arg-type]
@@ -178,28 +258,34 @@ class StagedWrites:
         self.delete(key)
 
     def put(self, key: Scalar, value: Scalar) -> None:
-        """Stage ``key = value``."""
-        _check("key", key)
-        self._writes.pop(key, None)  # the newest write of a key goes last
-        self._writes[key] = _check("value", value)
+        """Stage ``key = value``. Raises ``ConfigurationError`` naming the key, with nothing staged, for a key or
+        value the changelog or RocksDB cannot hold (another type, an int of more than ``MAX_INT_DIGITS`` digits, a
+        str with a lone surrogate)."""
+        _check("key", key, key)
+        self._stage(key, _check("value", value, key))
 
     def delete(self, key: Scalar) -> None:
         """Stage the deletion of ``key`` (a key that does not exist is fine)."""
-        _check("key", key)
-        self._writes.pop(key, None)
-        self._writes[key] = _DELETED
+        self._stage(_check("key", key, key), _DELETED)
+
+    def _stage(self, key: Scalar, value: Any) -> None:
+        identity = key if type(key) in _AS_IS else _identity(key)
+        self._writes.pop(identity, None)  # the newest write of a key goes last
+        self._writes[identity] = (key, value)
 
     def items(self) -> Iterator[tuple[Scalar, Any]]:
+        seen: set[Scalar | tuple[bytes, Scalar]] = set()
         for key, value in self.db.items():
-            if key in self._writes:
-                staged = self._writes[key]
-                if staged is not _DELETED:
-                    yield key, staged
-            else:
+            staged = self._staged(key)
+            if staged is None:
                 yield key, value
-        for key, staged in self._writes.items():
-            if staged is not _DELETED and key not in self.db:
-                yield key, staged
+                continue
+            seen.add(_identity(key))
+            if staged[1] is not _DELETED:
+                yield key, staged[1]
+        for identity, (key, staged_value) in self._writes.items():
+            if staged_value is not _DELETED and identity not in seen:
+                yield key, staged_value
 
     def __len__(self) -> int:
         """The number of staged writes (puts and deletes) of this batch."""
@@ -207,7 +293,7 @@ class StagedWrites:
 
     def ops(self) -> list[Op]:
         """The staged writes, oldest first, as changelog ops (one per key: its last write)."""
-        return [(DELETE, k, None) if v is _DELETED else (PUT, k, v) for k, v in self._writes.items()]
+        return [(DELETE, k, None) if v is _DELETED else (PUT, k, v) for k, v in self._writes.values()]
 
     def discard(self) -> None:
         """Forget the staged writes (the batch failed)."""

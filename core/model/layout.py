@@ -354,6 +354,11 @@ def sleep(seconds: float) -> None:
     _clock.sleep(seconds)
 
 
+def new_token() -> str:
+    """A fresh random 128-bit id (32 hex) from the clock seam: a new run's lineage id."""
+    return _clock.token()
+
+
 def new_checkpoint_id() -> str:
     """``<ms since epoch>-<8 hex>``: unique, and sorts by creation time."""
     return f"{now_ms():013d}-{_clock.token()[:8]}"

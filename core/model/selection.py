@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from blobstate.errors import ConfigurationError, NothingToRestore
+from blobstate.model.layout import GENERATION_DIGITS
 from blobstate.model.records import Checkpoint, StoreKey
 
 LATEST = "latest"
@@ -32,9 +33,10 @@ def select_checkpoint(history: Sequence[Checkpoint], spec: str | int, key: Store
         if history:
             return history[-1]
         raise NothingToRestore(f"no checkpoint for {key}")
-    if text.isdigit():
+    if text.isascii() and text.isdigit() and len(text) <= GENERATION_DIGITS:  # '²' or 5000 digits: no generation
+        generation = int(text)
         for cp in history:
-            if cp.generation == int(text):
+            if cp.generation == generation:
                 return cp
     matches = [cp for cp in history if cp.checkpoint_id.startswith(text)]
     if len(matches) == 1:

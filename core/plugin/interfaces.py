@@ -99,9 +99,11 @@ class BoundedSink(io.BytesIO):
         self.why = why
 
     def too_large(self) -> IntegrityError:
+        """The error a write past ``limit`` raises (not raised here): what, the limit in bytes, and why."""
         return self.error(f"{self.what} is larger than {self.limit} bytes ({self.why}); refused unread")
 
     def write(self, data: bytes) -> int:  # type: ignore[override]
+        """Append ``data``; the bytes written. Raises ``too_large()`` instead when the sink would pass ``limit``."""
         if self.tell() + len(data) > self.limit:
             raise self.too_large()
         return super().write(data)
@@ -117,9 +119,13 @@ class MetadataSeal(Protocol):
     repository root), ``open(name, stored)`` the body back (``IntegrityError`` when it does not authenticate). A
     plugin passes such bodies through it when one is set, and never needs to know what it does."""
 
-    def seal(self, name: str, body: bytes) -> bytes: ...
+    def seal(self, name: str, body: bytes) -> bytes:
+        """The bytes to store under ``name`` (relative to the repository root) for ``body``."""
+        ...
 
-    def open(self, name: str, stored: bytes) -> bytes: ...
+    def open(self, name: str, stored: bytes) -> bytes:
+        """``body`` back from the ``stored`` bytes of ``name``; ``IntegrityError`` when they do not authenticate."""
+        ...
 
 
 class BlobStore(ABC):
@@ -229,15 +235,20 @@ class BlobStore(ABC):
         return run_settled(fn, items, min(self.max_concurrency, len(items)))
 
     def put_many(self, requests: Sequence[PutRequest]) -> None:
+        """``put`` every request, ``max_concurrency`` at a time (``map_concurrent``). A store with a bulk call of
+        its own may override any ``*_many`` method; the contract is the single call's, for each item."""
         self.map_concurrent(self.put, requests)
 
     def get_many(self, requests: Sequence[GetRequest]) -> list[int]:
+        """``get`` each request's blob into its sink, concurrently; the bytes written per request, in order."""
         return self.map_concurrent(lambda r: self.get(r.blob_id, r.sink), requests)
 
     def delete_many(self, blob_ids: Iterable[str]) -> None:
+        """``delete`` every blob, concurrently (a store with a bulk delete overrides it: S3's ``DeleteObjects``)."""
         self.map_concurrent(self.delete, blob_ids)
 
     def remove_ttl_many(self, blob_ids: Iterable[str]) -> None:
+        """``remove_ttl`` of every blob, concurrently."""
         self.map_concurrent(self.remove_ttl, blob_ids)
 
     def remove_own_ttl_many(self, blob_ids: Iterable[str]) -> None:

@@ -58,6 +58,9 @@ class NativeTtlBlobStore(FsspecBlobStore):
         if self._make_transport is not None:
             self.transport = self._make_transport()
 
+    def _accepts_userinfo(self, userinfo: str) -> bool:
+        return False  # S3's and GCS's SDKs take no credentials from a URL (Azure: container@account, its own)
+
     def _fs_options(self, options: dict[str, Any]) -> dict[str, Any]:
         self.budget = ByteBudget(budget_from(options))
         self._make_transport = self._obstore_transport(options)

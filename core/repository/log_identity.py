@@ -3,9 +3,11 @@
 A log is named by its URL, and the same log can be written many ways: ``sqlite:///log.db`` is relative to each
 process's working directory (SQLAlchemy's form), a database URL carries credentials and a driver, a Kafka URL lists
 its bootstrap servers in any order. ``log_identity`` reduces a log URL to one normalised string without
-credentials: an absolute SQLite path, the SQL URL's host, port, database and table, Kafka's sorted bootstrap servers
-and topic, a file log's URL; the file log inside the repository itself is ``REPOSITORY_LOG`` (whatever URL the
-repository is opened by). ``absolute_log_url`` makes a relative SQLite URL absolute at its first use.
+credentials: an absolute SQLite path, the SQL URL's host, port, database and table (``postgres://`` spelled
+``postgresql://``, no driver), Kafka's sorted bootstrap servers and topic, a file log's URL; the file log inside
+the repository itself is ``REPOSITORY_LOG`` (whatever URL the repository is opened by). ``absolute_log_url`` makes
+a relative SQLite URL absolute at its first use; ``same_log`` compares an identity a marker recorded with one
+computed now.
 """
 
 from __future__ import annotations
@@ -38,6 +40,22 @@ def absolute_log_url(url: str) -> str:
 
 
 _LOG_SCHEMES = ("sqlite", "postgresql", "postgres", "mysql", "mariadb", "mssql", "oracle", "kafka")
+#: Spellings of one scheme that the SQL plugin serves as one database (``blobstate.plugins.sql_log.engine_url``:
+#: ``postgres://`` and ``postgresql://`` both get ``postgresql+psycopg``); a driver suffix (``+psycopg``) is dropped
+#: before this. The identity keeps the canonical spelling, so markers that recorded it are unchanged.
+_SCHEME_ALIASES = {"postgres": "postgresql"}
+
+
+def canonical_identity(identity: str) -> str:
+    """``identity`` in the canonical spelling of its scheme: a marker that recorded ``postgres://h/db?table=t`` (before
+    the spellings were one) names the log ``postgresql://h/db?table=t`` names."""
+    scheme, sep, rest = identity.partition("://")
+    return f"{_SCHEME_ALIASES.get(scheme, scheme)}{sep}{rest}" if sep else identity
+
+
+def same_log(recorded: str, identity: str) -> bool:
+    """Whether the identity ``recorded`` in a marker and ``identity`` (``log_identity``'s) name one log."""
+    return recorded == identity or canonical_identity(recorded) == canonical_identity(identity)
 
 
 def _same_location(log_url: str, repo_url: str) -> bool:
@@ -63,6 +81,7 @@ def log_identity(log_url: str | None, repo_url: str, log_options: Mapping[str, A
     url = absolute_log_url(log_url)
     scheme = url.split("://", 1)[0].lower() if "://" in url else "file"
     base = scheme.split("+", 1)[0]
+    base = _SCHEME_ALIASES.get(base, base)
     parts = urlsplit(url)
     query = dict(parse_qsl(parts.query))
     if base == "sqlite":

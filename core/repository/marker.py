@@ -274,10 +274,11 @@ def bind_log(store: BlobStore, info: RepositoryInfo, url: str, identity: str, *,
     Raises ``LogMismatchError`` (exit 2) when the marker records another log. A repository without a marker (from
     before the marker) is left as it is: its next backup writes a marker with the identity.
     """
-    from blobstate.repository.log_identity import describe
+    from blobstate.repository.log_identity import describe, same_log
     from blobstate.repository.options import redact
 
-    if info.legacy or not info.repository_id or info.checkpoint_log == identity:
+    if info.legacy or not info.repository_id or (info.checkpoint_log is not None and
+                                                 same_log(info.checkpoint_log, identity)):
         return info
     if info.checkpoint_log is not None and not change:
         raise LogMismatchError(

@@ -51,7 +51,10 @@ _AWS_KEY_ID = re.compile(r"\b(?:AKIA|ASIA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]
 SECRET_ENV_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
                    "AZURE_STORAGE_KEY", "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_CONNECTION_STRING",
                    "AZURE_STORAGE_SAS_TOKEN", "AZURE_CLIENT_SECRET", "GOOGLE_OAUTH_ACCESS_TOKEN")
-_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][\w+.-]*://)(?P<userinfo>[^/@\s]+)@")
+# URL user info: ``user@`` or ``user:password@``, the password with '/' too (AWS secret keys hold them, and users
+# paste them unescaped), but never ``host:port/path@``: a ':' followed by digits and the path is a port.
+_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][\w+.-]*://)"
+                       r"(?P<userinfo>[^/@\s]+|[^/@\s:\[\]]+:(?!\d*(?:[/?#\s]|$))[^@\s]+)@")
 
 
 def coerce(value: str) -> Any:
@@ -206,6 +209,30 @@ def redact(value: Any, *, secrets: Iterable[str] = ()) -> Any:
             text = text.replace(literal, REDACTED)
         return text
     return value
+
+
+#: Where each cloud's SDK takes its credentials from (messages name them; a URL's user info is not one of them).
+CREDENTIAL_SOURCES = {
+    **dict.fromkeys(("s3", "s3a"), "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, ~/.aws/credentials, or the key "
+                                   "and secret storage options"),
+    **dict.fromkeys(("gs", "gcs"), "GOOGLE_APPLICATION_CREDENTIALS or the token storage option"),
+    **dict.fromkeys(("az", "abfs", "abfss"), "AZURE_STORAGE_CONNECTION_STRING, or the account_name and account_key "
+                                             "storage options"),
+}
+
+
+def credential_sources(scheme: str) -> str:
+    """Where the SDK of ``scheme`` (``s3``, ``gs``, ``az``...) takes credentials from, for a message."""
+    return CREDENTIAL_SOURCES.get(scheme.lower(), "the storage options (--storage-option, BLOBSTATE_STORAGE_OPTIONS)")
+
+
+def split_userinfo(url: str) -> tuple[str, str]:
+    """``(user info, url without it)``: ``s3://KEY:SECRET@bucket/r`` -> ``("KEY:SECRET", "s3://bucket/r")``, the
+    same user info ``redact`` hides (a password holding '/' included); ``("", url)`` when there is none."""
+    match = _USERINFO.match(url)
+    if match is None:
+        return "", url
+    return match["userinfo"], match["scheme"] + url[match.end():]
 
 
 def secret_values(options: Mapping[str, Any]) -> list[str]:

@@ -34,13 +34,7 @@ _UNREACHABLE = ("EndpointConnectionError", "Could not connect to the endpoint", 
 _ENDPOINT = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+")
 #: ``host:port`` as aiohttp and the Azure SDK name it ("Cannot connect to host 127.0.0.1:9000")
 _HOST_PORT = re.compile(r"\b(?:(?:\d{1,3}\.){3}\d{1,3}|localhost|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+):\d{2,5}\b")
-_CREDENTIALS = {
-    "s3": "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, ~/.aws/credentials, or the key and secret storage options",
-    "gs": "GOOGLE_APPLICATION_CREDENTIALS or the token storage option",
-    "gcs": "GOOGLE_APPLICATION_CREDENTIALS or the token storage option",
-    "az": "AZURE_STORAGE_CONNECTION_STRING, or the account_name and account_key storage options",
-    "abfs": "AZURE_STORAGE_CONNECTION_STRING, or the account_name and account_key storage options",
-}
+_AZURE = ("az", "abfs", "abfss")  # schemes whose bucket is called a container
 _CODE = re.compile(r"<Code>(\w+)</Code>|\b(NoSuchBucket|InvalidAccessKeyId|SignatureDoesNotMatch|AccessDenied|"
                    r"PermanentRedirect|AuthorizationHeaderMalformed|ContainerNotFound|AuthenticationFailed|"
                    r"NoCredentialsError|EndpointConnectionError)\b")
@@ -67,15 +61,22 @@ def _display(url: str) -> str:
 
 
 def bucket_of(url: str) -> str:
-    """``s3://bucket/prefix`` -> ``bucket`` (the first path part after the scheme; '' for a local path)."""
+    """``s3://bucket/prefix`` -> ``bucket`` (the first path part after the scheme; '' for a local path), without the
+    URL's user info (``s3://KEY:SECRET@bucket`` -> ``bucket``: credentials never reach a message); Azure's
+    ``abfs://container@account/...`` -> ``container``."""
+    from blobstate.repository.options import split_userinfo
+
     if "://" not in url or url.startswith("file://"):
         return ""
-    return url.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0]
+    userinfo, rest = split_userinfo(url)
+    if userinfo and rest.split("://", 1)[0].lower() in _AZURE and ":" not in userinfo:
+        return userinfo  # adlfs's container@account (a container name never holds ':')
+    return rest.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0]
 
 
 def missing_bucket(url: str, detail: str = "") -> BucketNotFoundError:
     """The error for a URL whose bucket (container) does not exist."""
-    what = "container" if url.startswith(("az://", "abfs://", "abfss://")) else "bucket"
+    what = "container" if url.split("://", 1)[0].lower() in _AZURE else "bucket"
     return BucketNotFoundError(  # ``detail`` (the service's code) is left out: every command says the same
         f"the {what} {bucket_of(url)!r} of {_display(url)} does not exist: check the {what} name in --repo, "
         f"or create the {what} first (blobstate never creates one)")
@@ -87,8 +88,9 @@ def access_denied(url: str, detail: str = "") -> AccessDeniedError:
     if not bucket_of(url):
         return AccessDeniedError(f"access denied to {_display(url)}{code}: check the permissions of the directory "
                                  "(blobstate must read, write, list and delete there)")
-    scheme = url.split("://", 1)[0].lower()
-    where = _CREDENTIALS.get(scheme, "the storage options (--storage-option, BLOBSTATE_STORAGE_OPTIONS)")
+    from blobstate.repository.options import credential_sources
+
+    where = credential_sources(url.split("://", 1)[0])
     return AccessDeniedError(
         f"access denied to {_display(url)}{code}: check the credentials ({where}) and that they may read, write, "
         "list and delete in this bucket")

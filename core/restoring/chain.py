@@ -18,22 +18,44 @@ from dataclasses import replace
 from blobstate.errors import ConfigurationError, NothingToRestore
 from blobstate.local.checksum import ChecksumCache
 from blobstate.model import changelog
+from blobstate.model.align import EngineLog, align
 from blobstate.model.chain import Chain, has_deltas, partition_history, plan_chain
 from blobstate.model.progress import Progress
 from blobstate.model.records import StoreKey
 from blobstate.plugin.interfaces import LocalStore
 from blobstate.repository.repo import Repository
+from blobstate.repository.view import read_view
 from blobstate.restoring.plan import DEFAULT_VERIFY_KEPT
 from blobstate.restoring.snapshot import RestoreResult, restore_snapshot
 
 
 def plan(repo: Repository, key: StoreKey, *, checkpoint: str | int | None = None,
-         max_batch_id: int | None = None, partition: int | None = None) -> Chain:
+         max_batch_id: int | None = None, partition: int | None = None, engine: EngineLog | None = None) -> Chain:
     """The chain a restore of ``key`` uses: the state after batch ``max_batch_id`` (None: the newest), or after the
     record ``checkpoint`` names (a snapshot alone; a delta: the state after its batch). A log without deltas gives
     exactly the snapshot ``Repository.choose`` picks (a latest snapshot without a batch id is not read further).
-    ``partition``: partition ``partition`` of a partitioned store (its records in the group records).
-    Raises ``NothingToRestore``, ``BrokenChainError``."""
+    ``partition``: partition ``partition`` of a partitioned store (its records in the group records). ``engine``
+    (the query's own commit log, without ``checkpoint``/``max_batch_id``): exactly the state after the batch the
+    engine committed, from one read of the records (the Align door, ``blobstate.model.align``).
+    Raises ``NothingToRestore``, ``BrokenChainError``, ``StateNotHeld``, ``ConfigurationError``."""
+    if engine is not None:
+        if checkpoint not in (None, "latest") or max_batch_id is not None:
+            raise ConfigurationError("a checkpoint location restores the state its query committed: not with a "
+                                     "checkpoint or a max batch id")
+        history = list(read_view(repo, key).history)
+        if partition is not None:
+            history = partition_history(history, partition)
+        elif history and history[-1].is_group:
+            raise NothingToRestore(f"{key} is a partitioned store: restore one partition of it (--partition, "
+                                   "partition=)")
+        if not history:
+            raise NothingToRestore(f"no checkpoint of {key}" + (f" commits partition {partition}"
+                                                                 if partition is not None else ""))
+        chain = align(history, engine=engine, what=str(key) if partition is None else f"{key} partition "
+                      f"{partition}").chain
+        if not chain.records:
+            raise NothingToRestore(f"{engine.where}: the engine committed no batch of {key} yet: nothing to restore")
+        return chain
     if partition is not None:
         history = partition_history(repo.log.history(key), partition)
         if not history:

@@ -25,10 +25,12 @@ from typing import Any
 from blobstate.errors import NothingToRestore
 from blobstate.local.checksum import ChecksumCache
 from blobstate.local.workdir import CRC_CACHE
+from blobstate.model.align import EngineLog, align, engine_batch
 from blobstate.model.chain import partition_history, partitions_of, plan_chain
 from blobstate.model.records import StoreKey
 from blobstate.plugin.interfaces import LocalStore
 from blobstate.repository.repo import Repository
+from blobstate.repository.view import read_view
 from blobstate.restoring.chain import restore_chain
 from blobstate.restoring.plan import DEFAULT_VERIFY_KEPT
 from blobstate.restoring.snapshot import RestoreResult
@@ -74,14 +76,16 @@ def partition_work_dir(work_dir: str, partition: int) -> str:
 def restore_partitions(repo: Repository, key: StoreKey, dest: str, *, local_store: LocalStore,
                        partitions: Iterable[int] | None = None, max_batch_id: int | None = None,
                        work_dir: str | None = None, max_concurrency: int = 8, validate: bool = True,
-                       force: bool = False, dry_run: bool = False,
-                       verify_kept: str = DEFAULT_VERIFY_KEPT) -> GroupRestoreResult:
+                       force: bool = False, dry_run: bool = False, verify_kept: str = DEFAULT_VERIFY_KEPT,
+                       engine: EngineLog | None = None) -> GroupRestoreResult:
     """Restore ``partitions`` (default: every partition the group records name) of ``key`` into ``dest/<p>/``,
-    ``max_concurrency`` at a time (see the module docstring). Raises ``NothingToRestore`` when ``key`` is not a
-    partitioned store or a partition has no record, and what ``restore_chain`` raises for the first partition that
-    fails (the others finish first; each partition is all or nothing on its own)."""
+    ``max_concurrency`` at a time (see the module docstring); ``engine``: the query's own commit log (every
+    partition exactly at the batch it committed, or at ``max_batch_id`` at most that). Raises ``NothingToRestore``
+    when ``key`` is not a partitioned store or a partition has no record, ``BatchNotCommitted``, ``StateNotHeld``,
+    and what ``restore_chain`` raises for the first partition that fails (the others finish first; each partition
+    is all or nothing on its own)."""
     t0 = time.perf_counter()
-    history = repo.log.history(key)
+    history = list(read_view(repo, key).history)
     known = partitions_of(history)
     if not known:
         raise NothingToRestore(f"{key} has no group checkpoint: it is not a partitioned store (restore it without "
@@ -90,7 +94,12 @@ def restore_partitions(repo: Repository, key: StoreKey, dest: str, *, local_stor
     missing = [p for p in wanted if p not in known]
     if missing:
         raise NothingToRestore(f"no group checkpoint of {key} commits partition(s) {missing} (it has {known})")
-    chains = {p: plan_chain(partition_history(history, p), max_batch_id) for p in wanted}
+    if engine is not None:  # exactly the batch the query's engine committed (the Align door), every partition
+        batch = engine_batch(engine, max_batch_id, str(key))
+        chains = {p: align(partition_history(history, p), engine=engine, batch=batch, what=f"{key} partition {p}")
+                  .chain for p in wanted}
+    else:
+        chains = {p: plan_chain(partition_history(history, p), max_batch_id) for p in wanted}
     destinations = {p: os.path.join(dest, str(p)) for p in wanted}
 
     def one(p: int) -> RestoreResult:

@@ -27,9 +27,19 @@ from typing import NamedTuple
 
 from blobstate.errors import ConfigurationError, NothingToRestore
 from blobstate.model import changelog
-from blobstate.model.chain import Chain, current_run, has_deltas, latest_deltas, partition_history, plan_chain
+from blobstate.model.align import EngineLog, align, engine_batch
+from blobstate.model.chain import (
+    INITIAL_BATCH,
+    Chain,
+    current_run,
+    has_deltas,
+    latest_deltas,
+    partition_history,
+    plan_chain,
+)
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.repository.repo import Repository
+from blobstate.repository.view import read_view
 from blobstate.restoring.entries import Value
 
 
@@ -63,6 +73,13 @@ class StatePlan:
     batch_id: int | None
     chains: dict[int | None, Chain]
     num_partitions: int = 0
+    confirmed: bool = False  # the engine's commit log says ``batch_id`` is committed (``blobstate.model.align``)
+
+    @property
+    def unconfirmed_engine_state(self) -> bool:
+        """An engine's state (its records name a query) that no engine log confirmed: the newest may be a batch
+        the engine re-runs (``blobstate.model.align.UNCONFIRMED``)."""
+        return not self.confirmed and any(cp.query_id for c in self.chains.values() for cp in c.records)
 
 
 def state_range(history: Sequence[Checkpoint]) -> tuple[int | None, int | None]:
@@ -95,12 +112,17 @@ def _plans(history: Sequence[Checkpoint], batch: int) -> bool:
     return True
 
 
-def chain_at(history: Sequence[Checkpoint], batch_id: int | None, what: str) -> Chain:
-    """The chain of the state after ``batch_id`` (None: the newest) of ``history``. A log without deltas gives a
-    state only at the batches of its snapshots. Raises ``BatchNotRetained`` naming the readable batches,
-    ``NothingToRestore`` when there is no state at all."""
+def chain_at(history: Sequence[Checkpoint], batch_id: int | None, what: str, engine: EngineLog | None = None) -> Chain:
+    """The chain of the state after ``batch_id`` (None: the newest; with ``engine``, the engine's done batch) of
+    ``history``, through the Align door (``blobstate.model.align.align``). A log without deltas gives a state only at
+    the batches of its snapshots. Raises ``BatchNotRetained`` naming the readable batches, ``BatchNotCommitted``
+    (a batch after the engine's), ``NothingToRestore`` when there is no state at all."""
+    if engine is not None:
+        batch_id = engine_batch(engine, batch_id, what)
+        if batch_id == INITIAL_BATCH:
+            return align(history, engine=engine, what=what).chain
     if batch_id is None:
-        return plan_chain(history)
+        return align(history, what=what).chain
     oldest, newest = state_range(history)
     exact = has_deltas(current_run(history)) or any(cp.batch_id == batch_id for cp in current_run(history))
     if oldest is None or newest is None or not oldest <= batch_id <= newest or not exact:
@@ -108,23 +130,25 @@ def chain_at(history: Sequence[Checkpoint], batch_id: int | None, what: str) -> 
         readable = "none" if oldest is None else f"the oldest readable batch is {oldest}, the newest {newest}"
         raise BatchNotRetained(f"the repository {when} the state of {what} after batch {batch_id}: {readable}",
                                oldest=oldest, newest=newest)
-    return plan_chain(history, batch_id)
+    return align(history, engine=engine, batch=batch_id, what=what).chain
 
 
 def plan_state(repo: Repository, key: StoreKey, *, partitions: Iterable[int] | None = None,
-               batch_id: int | None = None, checkpoint: str | int | None = None) -> StatePlan:
+               batch_id: int | None = None, checkpoint: str | int | None = None,
+               engine: EngineLog | None = None) -> StatePlan:
     """The chains of ``key``'s state after ``batch_id`` (or after the batch of the record ``checkpoint`` names;
-    default the newest), for a driver store or for ``partitions`` (default: every one) of a group. Raises
-    ``NothingToRestore`` (no record), ``BatchNotRetained``, ``BrokenChainError``, ``ConfigurationError`` (a
-    partition outside the group, or ``partitions`` of a driver store)."""
+    default the newest, or with ``engine`` the engine's done batch: ``confirmed``), for a driver store or for
+    ``partitions`` (default: every one) of a group; the records read once (``read_view``). Raises
+    ``NothingToRestore`` (no record), ``BatchNotRetained``, ``BatchNotCommitted``, ``BrokenChainError``,
+    ``ConfigurationError`` (a partition outside the group, or ``partitions`` of a driver store)."""
     from blobstate.restoring.chain import plan
 
-    history = repo.log.history(key)
+    history = list(read_view(repo, key).history)
     if not history:
         raise NothingToRestore(f"no checkpoint for {key}")
     groups = [cp for cp in current_run(history) if cp.is_group]
     if checkpoint is not None and checkpoint != "latest":
-        if not groups:
+        if not groups and engine is None:
             chain = plan(repo, key, checkpoint=checkpoint)
             return StatePlan(key, chain.upto if chain.upto is not None else chain.records[-1].batch_id,
                              {None: chain})
@@ -132,17 +156,21 @@ def plan_state(repo: Repository, key: StoreKey, *, partitions: Iterable[int] | N
     if not groups:
         if partitions is not None and list(partitions) != [0]:
             raise ConfigurationError(f"{key} is a driver store (no partitions): read it without a partition")
-        chain = chain_at(history, batch_id, str(key))
-        return StatePlan(key, chain.upto if chain.upto is not None else chain.records[-1].batch_id, {None: chain})
+        chain = chain_at(history, batch_id, str(key), engine)
+        batch = chain.upto if chain.upto is not None else chain.records[-1].batch_id if chain.records else None
+        return StatePlan(key, batch, {None: chain}, confirmed=engine is not None)
     n = groups[-1].num_partitions
     wanted = list(range(n)) if partitions is None else list(partitions)
     outside = [p for p in wanted if not 0 <= p < n]
     if outside:
         raise ConfigurationError(f"{key} has partitions 0..{n - 1}, not {outside[0]}")
-    batch = max(cp.batch_id for cp in groups if cp.batch_id is not None) if batch_id is None else batch_id
+    batch = batch_id if batch_id is not None or engine is not None else max(
+        cp.batch_id for cp in groups if cp.batch_id is not None)
+    if engine is not None:
+        batch = engine_batch(engine, batch, str(key))
     chains: dict[int | None, Chain] = {
-        p: chain_at(partition_history(history, p), batch, f"{key} partition {p}") for p in wanted}
-    return StatePlan(key, batch, chains, n)
+        p: chain_at(partition_history(history, p), batch, f"{key} partition {p}", engine) for p in wanted}
+    return StatePlan(key, batch, chains, n, confirmed=engine is not None)
 
 
 def restore_into(repo: Repository, chain: Chain, base: str) -> str | None:
@@ -186,14 +214,20 @@ def plan_changes(history: Sequence[Checkpoint], *, from_batch: int | None, to_ba
 
 
 def change_plans(repo: Repository, key: StoreKey, *, from_batch: int | None, to_batch: int | None,
-                 partitions: Iterable[int] | None = None) -> dict[int | None, list[Checkpoint]]:
+                 partitions: Iterable[int] | None = None,
+                 engine: EngineLog | None = None) -> dict[int | None, list[Checkpoint]]:
     """``plan_changes`` for a driver store (``{None: records}``) or for ``partitions`` (default every one) of a
-    group, all over the same batches (the group's readable range when ``from_batch``/``to_batch`` are None).
-    Raises ``NothingToRestore``, ``BatchNotRetained``, ``ConfigurationError``."""
-    history = repo.log.history(key)
+    group, all over the same batches (the group's readable range when ``from_batch``/``to_batch`` are None; with
+    ``engine``, up to the engine's done batch at most). Raises ``NothingToRestore``, ``BatchNotRetained``,
+    ``BatchNotCommitted``, ``ConfigurationError``."""
+    history = list(read_view(repo, key).history)
     groups = [cp for cp in current_run(history) if cp.is_group]
     if not history:
         raise NothingToRestore(f"no checkpoint for {key}")
+    if engine is not None:
+        to_batch = engine_batch(engine, to_batch, str(key))
+        if to_batch == INITIAL_BATCH:
+            raise NothingToRestore(f"{engine.where}: the engine committed no batch of {key} yet: no change to read")
     if not groups:
         return {None: plan_changes(history, from_batch=from_batch, to_batch=to_batch, what=str(key))}
     n = groups[-1].num_partitions

@@ -165,16 +165,37 @@ def recover_interrupted(dest: str) -> list[str]:
 
 
 def remove_tree(path: str) -> None:
-    """Remove a tree we made, even where a restored directory has no write permission."""
+    """Remove a tree we made, even where a restored directory has no read, write or search permission for us (a
+    snapshot's directory modes are restored as they were: 0o555, 0o400, 0o000). Raises ``OSError`` when what stands
+    in the way is not a permission of ours to give back (a directory of another owner, a symbolic link)."""
 
-    def fix(func: Any, p: str, _exc: Any) -> None:
-        parent = os.path.dirname(p)
-        if not os.path.islink(parent):
-            os.chmod(parent, stat.S_IMODE(os.lstat(parent).st_mode) | 0o700)
-        func(p)
+    def fix(func: Any, p: str, exc_info: Any) -> None:
+        # shutil.rmtree could not open or list the directory p (no read or search permission on it), or not stat,
+        # unlink or rmdir the entry p (none on its parent): give the owner rwx there, then remove p whole.
+        if func is os.path.islink:  # a directory replaced by a link: never followed, never removed through
+            raise exc_info[1]
+        blocked = p if func in (os.open, os.scandir) else os.path.dirname(p)
+        if os.path.islink(blocked) or not _give_owner_rwx(blocked):
+            raise exc_info[1]
+        if func is os.rmdir:
+            os.rmdir(p)
+        elif stat.S_ISDIR(os.lstat(p).st_mode):
+            shutil.rmtree(p, onerror=fix)
+        else:
+            os.unlink(p)
 
     if os.path.lexists(path):
         shutil.rmtree(path, onerror=fix)
+
+
+def _give_owner_rwx(path: str) -> bool:
+    """Add the owner's read, write and search permission to the directory ``path``; False when it had them all
+    (nothing to give: the fault was another). Raises ``PermissionError`` when we do not own it."""
+    mode = stat.S_IMODE(os.lstat(path).st_mode)
+    if mode & 0o700 == 0o700:
+        return False
+    os.chmod(path, mode | 0o700)
+    return True
 
 
 def set_attributes(path: str, mode: int | None, mtime_ns: int | None, *, link: bool = False) -> None:

@@ -53,7 +53,27 @@ Tested here (``tests/test_kafka_*.py``) against Apache Kafka 0.9.0.1 (acceptance
 unproven, and where tansu differs from Kafka.
 """
 
-from blobstate.plugins.kafka.config import KafkaLogConfig, parse_kafka_url
-from blobstate.plugins.kafka.log import KafkaCheckpointLog, open_kafka_log
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from blobstate.plugins.kafka.config import KafkaLogConfig, parse_kafka_url
+    from blobstate.plugins.kafka.log import KafkaCheckpointLog, open_kafka_log
 
 __all__ = ["KafkaCheckpointLog", "KafkaLogConfig", "open_kafka_log", "parse_kafka_url"]
+#: Each public name and the module it lives in, imported at its first use: importing the package, or ``config``
+#: through it, loads no kafka-python (``log`` and ``client`` do).
+_EXPORTS = {"KafkaLogConfig": "config", "parse_kafka_url": "config", "KafkaCheckpointLog": "log",
+            "open_kafka_log": "log"}
+
+
+def __getattr__(name: str) -> object:
+    """``blobstate.plugins.kafka.<name>`` from its module (``ImportError`` without kafka-python for ``log``'s)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

@@ -165,8 +165,8 @@ def test_v_after_the_subcommand_shows_blobstates_steps(cli, tmp_path):
 
 def test_shell_completion_works_as_documented(tmp_path):
     exe = str(blobstate_script())
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert '_BLOBSTATE_COMPLETE=bash_source blobstate' in readme
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()  # the operators' guide
+    assert '_BLOBSTATE_COMPLETE=bash_source blobstate' in guide
     script = subprocess.run([exe], env={**os.environ, "_BLOBSTATE_COMPLETE": "bash_source"}, capture_output=True,
                             text=True, timeout=60)
     assert script.returncode == 0 and "_blobstate_completion" in script.stdout

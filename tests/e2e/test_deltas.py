@@ -109,6 +109,32 @@ def test_snapshots_and_deltas_restore_verify_list_and_gc(target, tmp_path, cli):
     assert read(tmp_path / "copied") == expected
 
 
+def typed(items) -> list[str]:
+    """``items`` as typed texts (``int:1``, ``bool:True``), in order: a dict would fold ``1``, ``1.0`` and ``True``."""
+    return [f"{type(k).__name__}:{k!r}={type(v).__name__}:{v!r}" for k, v in items]
+
+
+def test_a_batch_writing_keys_python_calls_equal_restores_every_write(tmp_path):
+    """``1``, ``1.0`` and ``True`` (and ``0.0``, ``-0.0``) are five keys in RocksDB: the committed batch keeps the
+    five writes, so a restore gives the store the batch left (it kept one write of the three, to ``1``)."""
+    db = Rdict(str(tmp_path / "db"))
+    repo = f"file://{tmp_path}/repo"
+    with StoreCommitter(KEY, repo, work_dir=str(tmp_path / "w")) as committer:
+        view = changelog.StagedWrites(db)
+        view[1], view[1.0], view[True], view[0.0], view[-0.0] = "int", "float", "bool", "zero", "minus zero"
+        DeltaCommitter(committer).commit_changelog(changelog.encode(view.ops()), batch_id=0, query_id="q")
+        changelog.apply_ops(db, view.ops())
+    expected = typed(db.items())
+    db.close()
+    assert len(expected) == 5
+    blobstate.restore(str(tmp_path / "out"), repo=repo, job="j", store="s", work_dir=str(tmp_path / "h2"))
+    restored = Rdict(str(tmp_path / "out"), access_type=AccessType.read_only())
+    try:
+        assert typed(restored.items()) == expected
+    finally:
+        restored.close()
+
+
 CHILD = """
 import sys
 from rocksdict import Rdict

@@ -5,6 +5,7 @@ for a wheel; and the README installs from a clone or a wheel."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -63,3 +64,43 @@ def test_the_readme_installs_from_a_clone_or_a_wheel_never_from_an_index():
     assert not from_index, f"the README installs from an index: {from_index}"
     assert 'pip install -e ".[s3]"' in text and 'pip install "blobstate[s3] @ file://' in text
     assert "not on PyPI" in text
+
+
+READ_STATE_WITHOUT_PYARROW = """
+import os, sys
+sys.modules["pyarrow"] = None  # importing pyarrow now fails, as in an environment without it
+from pyspark.sql import SparkSession
+import blobstate.spark
+spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+         .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1").getOrCreate())
+spark.sparkContext.setLogLevel("ERROR")
+try:
+    blobstate.spark.read_state(spark, repo=sys.argv[1], job="default", store="counts").collect()
+except Exception as exc:
+    print(f"{type(exc).__name__}: {exc}")
+finally:
+    spark.stop()
+"""
+
+
+def test_read_state_without_pyarrow_says_how_to_install_it_in_one_line(tmp_path, work_base):
+    """Issue 43, friction 2: ``blobstate.spark.read_state`` runs through ``mapInArrow``, which needs pyarrow (and
+    pandas); without it the error was PySpark's own, many lines long. It is blobstate's one line now, naming the
+    ``spark`` extra of this installation, raised before anything is read."""
+    pytest.importorskip("pyspark")
+    from rocksdict import Rdict
+
+    import blobstate
+
+    db = Rdict(str(tmp_path / "counts"))
+    db["JFK-LAX"] = 1
+    db.close()
+    repo = str(tmp_path / "repo")
+    blobstate.backup(str(tmp_path / "counts"), repo=repo)
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    run = subprocess.run([sys.executable, "-c", READ_STATE_WITHOUT_PYARROW, repo], capture_output=True, text=True,
+                         timeout=300, cwd=tmp_path, env=env)
+    lines = run.stdout.strip().splitlines()
+    assert len(lines) == 1, run.stdout + run.stderr
+    assert lines[0].startswith("MissingDependencyError: blobstate.spark.read_state needs pyarrow"), lines[0]
+    assert f'pip install -e "{ROOT}[spark]"' in lines[0], lines[0]

@@ -120,3 +120,37 @@ def test_a_backup_into_a_new_s3_prefix_says_it_created_the_repository(cli, tmp_p
     first = cli("backup", store_dir, "--repo", s3_target.url, env=s3_target.env)
     assert first.returncode == 0, first.stderr
     assert f"created repository at {s3_target.url}" in first.stderr
+
+
+@pytest.mark.parametrize("userinfo", ["AKIAIOSFODNN7EXAMPLE:hunter22", "AKIAIOSFODNN7EXAMPLE:hunt/er22"])
+def test_credentials_in_the_repository_url_are_refused_without_being_shown(cli, tmp_path, store_dir, s3_target,
+                                                                         moto_server, userinfo):
+    """s3fs takes no credentials from a URL: ``s3://KEY:SECRET@bucket`` addressed a bucket named 'KEY:SECRET@bucket'
+    and the message printed it. Every command refuses such a URL, naming where credentials go, without them."""
+    repo = s3_target.url.replace("s3://", f"s3://{userinfo}@")
+    results = run_all(cli, tmp_path, store_dir, repo, s3_env(moto_server.endpoint))
+    assert_one_line_everywhere(results, 2, ["ConfigurationError", f"s3://***@{s3_target.bucket}/repo",
+                                            "AWS_ACCESS_KEY_ID"])
+    for name, out in results.items():
+        assert not {"hunter22", "hunt", "er22", "AKIAIOSFODNN7EXAMPLE"} & set(
+            out.stderr.replace("/", " ").replace(":", " ").replace("'", " ").split()), (name, out.stderr)
+    assert not (tmp_path / "dest").exists()
+
+
+@pytest.mark.parametrize("url, where", [("gs://token:hunter22@bucket/repo", "GOOGLE_APPLICATION_CREDENTIALS"),
+                                        ("az://account:hunter22@container/repo", "AZURE_STORAGE_CONNECTION_STRING"),
+                                        ("abfs://account:hunt/er22@container/repo", "AZURE_STORAGE_CONNECTION_STRING")])
+def test_a_gcs_or_azure_url_with_credentials_is_refused_when_opened(url, where):
+    """Refused before the SDK is asked anything (no server needed); Azure's own container@account is not user
+    info to refuse."""
+    from blobstate.errors import ConfigurationError
+    from blobstate.repository.backends import open_blob_store
+
+    with pytest.raises(ConfigurationError, match=rf"^the repository URL \w+://\*\*\*@\w+/repo holds user info.*{where}"
+                       ) as info:
+        open_blob_store(url)
+    assert not any(shown in str(info.value) for shown in ("hunt", "er22", "token:", "account:")), info.value
+    store = open_blob_store("abfs://container@account.dfs.core.windows.net/repo", storage_options={
+        "account_name": "account", "account_key": "a2V5"})
+    assert store.bucket == "container"
+    store.close()

@@ -289,8 +289,10 @@ def test_a_partitioned_batch_follows_its_walkthrough_call_by_call(tmp_path):
     JVM), then the driver's acceptance and group commit; the steps only Spark reaches are named below."""
     from blobstate.commit.backup import StoreCommitter
     from blobstate.commit.group import GroupCommitter
+    from blobstate.commit.opening import check_current, open_store
     from blobstate.model.records import StoreKey
     from blobstate.repository.repo import Repository
+    from blobstate.spark.alignment import align_partitions
     from blobstate.spark.partition_task import BatchPlan, run_partition
     from blobstate.spark.partitioned import accept
     from blobstate.spark.placement import Placement
@@ -301,9 +303,14 @@ def test_a_partitioned_batch_follows_its_walkthrough_call_by_call(tmp_path):
 
     key, repo, parts = StoreKey("flights", "group", "routes"), str(tmp_path / "repo"), 2
     rows = {0: [("JFK", 3), ("EWR", 1)], 1: [("LGA", 2)]}
-    with _Walk() as walk, Repository.open(repo) as repository, \
-            StoreCommitter(key, repository, store_type="rocksdb", work_dir=str(tmp_path / "driver")) as committer:
+    with _Walk() as walk, Repository.open(repo) as repository:
+        opened = open_store(key, repository, lambda history: align_partitions(
+            history, key, num_partitions=parts, key_cols=["origin"], last_committed=None, last_planned=None,
+            query_id="q-1", location="/ck", repo_url=repo), committer=lambda: StoreCommitter(
+                key, repository, store_type="rocksdb", work_dir=str(tmp_path / "driver")))
+        committer = opened.committer
         groups = GroupCommitter(committer, num_partitions=parts)
+        check_current(committer, repository.log.latest(key))
         plan = BatchPlan(repo, key, str(tmp_path / "executors"), parts, 0, committer.commit_point.generation(),
                          None, {p: () for p in range(parts)}, "q-1", ttl_ms=3_600_000)
         placement = Placement(parts)
@@ -314,8 +321,10 @@ def test_a_partitioned_batch_follows_its_walkthrough_call_by_call(tmp_path):
                               created_ms=min(p.created_ms for p in accepted))
         for p in accepted:
             placement.record(p.partition, p.task.executor)
+        committer.close()
     assert group.generation == 1 and len(group.partitions) == parts
     follows(walk, "A partitioned batch, step by step", {
+        "blobstate.spark.partitioned:PartitionedState.open": "the driver's, with Spark's checkpoint location",
         "blobstate.spark.partitioned:PartitionedState.run_batch": "Spark calls it with the batch's DataFrame",
         "blobstate.spark.partitioning:check_partitioning": "run_batch's, against the DataFrame's key types",
         "blobstate.spark.partition_job:run_tasks": "the Spark job; here each task is called in-process",

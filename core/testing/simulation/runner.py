@@ -32,7 +32,7 @@ from blobstate.plugin.manager import get_plugin_manager
 from blobstate.repository.log_identity import log_identity
 from blobstate.repository.marker import bind_log, ensure_repository, write_marker
 from blobstate.repository.repo import Repository
-from blobstate.testing.simulation import actors, rescaler
+from blobstate.testing.simulation import actors, doors, rescaler
 from blobstate.testing.simulation.invariants import Checker, StoreInfo, Violation
 from blobstate.testing.simulation.scheduler import Actor, Fault, Killed, Scheduler
 from blobstate.testing.simulation.world import SimBlobStore, World, sim_repository
@@ -248,6 +248,7 @@ class Simulation:
                         with StoreSession(key, wd) as session:
                             recover(session, repo, retain=retain)
             self.checker.check(final=True, next_batch_pending=True)
+            doors.check_engines(self)  # every query's committed state restores (issue 39)
             final = Actor("final", lambda a: None)
             self._rescale_again(final)
             self.checker.check(final=True, next_batch_pending=True)
@@ -328,11 +329,13 @@ def _log_url(name: str) -> str:
 
 
 def _program(name: str) -> Callable:
-    """An actor's program by name: ``blobstate.testing.simulation.actors``', the rescale actor, or one of
-    ``heal_actors``."""
+    """An actor's program by name: ``blobstate.testing.simulation.actors``', the rescale actor, the doors', or the
+    heal cases' (``heal_actors``)."""
     from blobstate.testing.simulation import heal_actors
 
-    return getattr(rescaler, name) if name == "rescaler" else getattr(actors, name, None) or getattr(heal_actors, name)
+    if name == "rescaler":
+        return rescaler.rescaler
+    return getattr(actors, name, None) or getattr(doors, name, None) or getattr(heal_actors, name)
 
 
 def _call(program: Callable, sim: Simulation, args: dict, actor: Actor) -> None:

@@ -20,6 +20,9 @@ Profiles:
   past its TTL (a zombie). The run's end reruns the command once more (``runner.Simulation._rescale_again``).
 - ``encrypted``: ``full`` on an encrypted repository (issue 33): every object compressed and encrypted by the
   repository's codec, every record sealed; a damaged object fails authentication.
+- ``doors``: ``full`` plus the doors' actors (issue 39, ``blobstate.testing.simulation.doors_scenario``): a
+  ``write_state`` and a rescale racing running queries that then restart on what they wrote, two adopters of one
+  initial state, a reader beside a query whose sink fails and whose batch Spark re-runs with other data.
 - ``heal``: ``full`` plus issue 39's heal actors (``blobstate.testing.simulation.heal_actors``): three copies of the
   snapshot store into a second repository (one early, one killed at a protocol step, one rerun from another host
   after its TTL) beside that repository's gc; the executors' hosts of the partitioned store losing their disks while
@@ -41,7 +44,7 @@ from blobstate.testing.simulation.runner import ActorSpec, Scenario
 from blobstate.testing.simulation.scheduler import Fault
 
 TTL_MS = 60_000
-PROFILES = ("safe", "full", "two-logs", "unpinned", "rescale", "encrypted", "heal")
+PROFILES = ("safe", "full", "two-logs", "unpinned", "rescale", "encrypted", "doors", "heal")
 
 SNAP = StoreKey("sim", "0", "snap")
 CHG = StoreKey("sim", "0", "chg")
@@ -134,6 +137,11 @@ def scenario(seed: int, profile: str = "full") -> Scenario:
                 faults.append(Fault("kill", who, at, keep=rng.random() < 0.6, label=label))
             elif rng.random() < 0.5:
                 faults.append(Fault("pause", who, at, ms=rng.randint(ttl, 3 * ttl), label=label))
+    if profile == "doors":  # issue 39: the queries, writers, adopters and readers of the doors
+        from blobstate.testing.simulation.doors_scenario import doors_part
+
+        more_specs, more_faults = doors_part(rng, ttl)
+        specs, faults = specs + more_specs, faults + more_faults
     if profile == "heal":
         _heal(rng, ttl, stores, specs, faults)
     return Scenario(seed, ttl, stores, specs, _dedupe(faults), logs=("log", "log2") if profile == "two-logs"

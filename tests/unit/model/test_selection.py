@@ -45,7 +45,7 @@ def test_an_ambiguous_prefix_is_a_usage_error_naming_the_candidates():
         select_checkpoint(HISTORY, "1700000000001-bbb", KEY)
 
 
-@pytest.mark.parametrize("spec", ["9", "nope", "1800"])
+@pytest.mark.parametrize("spec", ["9", "nope", "1800", "²", "٣", "1" * 5000])
 def test_nothing_matching_lists_what_is_retained(spec):
     with pytest.raises(NothingToRestore, match="retained generation:id: 1:1700000000000-aaaa0001"):
         select_checkpoint(HISTORY, spec, KEY)
