@@ -4,9 +4,10 @@
   own, reached through the same scheduler, ``target``), through the real ``blobstate.commit.copy.StoreCopier`` in
   the work directory of its own host. A scenario runs three: one that completes early, one killed at a protocol step
   after some uploads, and one rerun from another host after the killed one's TTL, beside ``target_gc``. Once a run
-  copied, it checks the target as the invariants check a repository (``Checker.check(final=True)``: every retained
-  record's objects present, every state restoring to the model): a rerun that counted the killed copy's expired
-  leftovers as present and appended after gc took them is case 3.
+  copied, it checks the target as the invariants check a repository (``Checker.check``, the records it copied
+  counted as completed: their objects present, every state restoring to the model; another copy's record still
+  landing is that copy's to heal): a rerun that counted the killed copy's expired leftovers as present and
+  appended after gc took them is case 3.
 - ``target_gc``: ``blobstate gc`` of the copy target, ``runs`` times.
 - ``host_loss``: the hosts of the partitioned store's executors lose their disks (every changelog their tasks kept,
   ``actors._Executor``), ``runs`` times: with the group owner paused past its TTL before its append and a gc in
