@@ -178,11 +178,11 @@ def measure_snapshot(counting: Counting, url: str, options: dict[str, Any], mode
         _, reqs, wall = counting.measure(lambda: api.backup(db, **common))
         out.append(Measured(kind, mode, uploads(reqs, root), reqs, wall, {"what": what}, root))
     key = StoreKey("default", "0", "counts")
-    from blobstate.local import workdir
+    from blobstate.repository import host
 
     with Repository.open(url, storage_options=options, ttl_mode=mode) as repository, \
             StoreCommitter(key, repository, store_type="rocksdb",
-                           work_dir=workdir.store_work_dir(repository.url, key, os.path.join(work, "wd"))) as c:
+                           work_dir=host.work_dir(repository, key, os.path.join(work, "wd"))) as c:
         for seed in range(WARM_COMMITS):  # warm: the committer's view of the store, and what retention drops, its own
             change_state(db, keys=keys, size=size, seed=20 + seed)
             c.backup(db)

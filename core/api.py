@@ -129,9 +129,9 @@ def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "de
     ``StorageError``, ``ConfigurationError``.
     """
     from blobstate.commit.backup import StoreCommitter
-    from blobstate.local import workdir
     from blobstate.model.retention import RetentionPolicy
     from blobstate.model.units import parse_duration_ms, parse_size
+    from blobstate.repository import host
     from blobstate.repository.backends import detect_store_type
     from blobstate.repository.options import redact
 
@@ -144,7 +144,7 @@ def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "de
         if on_create is not None and repository.info is not None and repository.info.created:
             on_create(str(redact(repository.url)))
         with StoreCommitter(key, repository, store_type=store_type,
-                            work_dir=work_dir or workdir.store_work_dir(repository.url, key, work_base),
+                            work_dir=work_dir or host.work_dir(repository, key, work_base),
                             ttl_ms=parse_duration_ms(ttl), retention=policy or RetentionPolicy(last=DEFAULT_RETAIN),
                             chunk_size=parse_size(chunk_size), max_concurrency=max_concurrency, progress=progress,
                             expected_generation=expected_generation) as committer:
@@ -162,15 +162,15 @@ def preview_backup(source_dir: str, *, repo: str, log: str | None = None, job: s
     """``backup --dry-run``: what a backup of ``source_dir`` would upload and drop against the latest snapshot,
     committing nothing (no lock, no journal, nothing written to the repository). Raises ``RepositoryNotFound``."""
     from blobstate.commit.preview import preview_backup as run_preview
-    from blobstate.local import workdir
     from blobstate.model.units import parse_size
+    from blobstate.repository import host
     from blobstate.repository.backends import detect_store_type
 
     key = name_store(job, task, store, directory=source_dir)
     with open_repository(repo, log, storage_options, log_options) as repository:
         return run_preview(repository, source if source is not None else source_dir, key=key,
                            store_type=store_type or detect_store_type(source_dir), chunk_size=parse_size(chunk_size),
-                           work_dir=work_dir or workdir.store_work_dir(repository.url, key, work_base))
+                           work_dir=work_dir or host.work_dir(repository, key, work_base))
 
 
 @api_verb
@@ -207,6 +207,7 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
     from blobstate.commit.recover import cleanup_after_restore
     from blobstate.local import workdir
     from blobstate.local.checksum import ChecksumCache
+    from blobstate.repository import host
     from blobstate.repository.backends import open_local_store
     from blobstate.restoring import chain as replay
     from blobstate.restoring import guard
@@ -220,7 +221,7 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
         _logger.info("restoring %s: %s", key, chain.describe())
         if checkpoint_location is None and checkpoint in (None, "latest") and max_batch_id is None:
             warn_unconfirmed(key, chain.records)
-        wd = work_dir or workdir.store_work_dir(repository.url, key, work_base)
+        wd = work_dir or host.work_dir(repository, key, work_base)
         guard.check_restore_destination(dest_dir, repo_url=repository.url, log_url=log, work_dir=wd,
                                         work_base=work_base or workdir.default_base())
         index_type = store_type or (recorded_store_type(repository, chain.snapshot) if chain.snapshot else "rocksdb")
@@ -249,13 +250,14 @@ def restore_partitions(dest_dir: str, *, repo: str, log: str | None = None, job:
     raises, ``NothingToRestore`` for a store that is not partitioned."""
     from blobstate.commit.recover import cleanup_after_restore
     from blobstate.local import workdir
+    from blobstate.repository import host
     from blobstate.repository.backends import open_local_store
     from blobstate.restoring import guard
     from blobstate.restoring.group import restore_partitions as restore_group
 
     key = name_store(job, task, store)
     with open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency) as repository:
-        wd = workdir.store_work_dir(repository.url, key, work_base)
+        wd = host.work_dir(repository, key, work_base)
         guard.check_restore_destination(dest_dir, repo_url=repository.url, log_url=log, work_dir=wd,
                                         work_base=work_base or workdir.default_base())
         result = restore_group(repository, key, dest_dir, local_store=open_local_store("rocksdb"),
@@ -376,12 +378,13 @@ def recover(*, repo: str, job: str = "default", task: str = "0", store: str | No
     """
     from blobstate.commit.recover import recover as replay_journal
     from blobstate.commit.session import StoreSession
-    from blobstate.local import workdir
+    from blobstate.repository import host
     from blobstate.repository.repo import Repository
 
     key = name_store(job, task, store)
     with Repository.open(repo, log=log, storage_options=storage_options, create=False) as repository:
-        with StoreSession(key, work_dir or workdir.store_work_dir(repository.url, key)) as session:
+        with StoreSession(key, work_dir or host.work_dir(repository, key),
+                          repository_id=host.repository_id(repository)) as session:
             return replay_journal(session, repository, dry_run=dry_run, report=report)
 
 

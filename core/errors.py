@@ -131,6 +131,15 @@ class GroupVoidedError(BlobstateError):
     exit_code = EXIT_INTEGRITY
 
 
+class ObjectChangedError(BlobstateError):
+    """A metadata object that is rewritten in place (the repository marker) changed, or vanished, since it was read:
+    the conditional rewrite (``BlobStore.rewrite``: If-Match on an ETag, a GCS generation match, a compare-and-swap
+    on file://) was refused and nothing was written (exit 4, like a fenced writer: another writer got there first).
+    Read it again and decide again; ``blobstate key rotate`` says so rather than rotate a key it did not read."""
+
+    exit_code = EXIT_FENCED
+
+
 class NothingToRestore(BlobstateError):
     """No checkpoint exists for the store key (or none matches the requested one)."""
 

@@ -63,7 +63,8 @@ class CommitStarted(Event):
     query) name the repository and checkpoint log the commit belongs to: recovery refuses another pair, and
     ``blobstate recover`` with no options reopens them. ``kind``: ``snapshot``, ``delta`` or ``group``.
     ``ttl_ms``: the TTL of its uploads (0: not recorded, an older journal), from which recovery counts its TTL
-    budget."""
+    budget. ``repository_id``: the id the repository's marker records ("" in an older journal): recovery refuses a
+    commit of another repository by it, whatever URL reaches the two (issue 39 case 8)."""
 
     store_key: str
     expected_generation: Int64
@@ -73,6 +74,7 @@ class CommitStarted(Event):
     log_url: str = ""
     kind: str = "snapshot"
     ttl_ms: Int64 = 0
+    repository_id: str = ""
 
 
 class LocalCheckpointCreated(Event):

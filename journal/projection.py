@@ -42,6 +42,7 @@ class CommitState:
     record: str | None = None  # the checkpoint record being appended (``CheckpointAppending``), JSON text
     repo_url: str = ""
     log_url: str = ""
+    repository_id: str = ""  # the id of the repository the commit was written against ("": an older journal)
     ttl_removed: frozenset[str] = frozenset()
     deleted: frozenset[str] = frozenset()
     started_ms: int = 0
@@ -71,7 +72,7 @@ def apply(state: CommitState, event: ev.Event) -> CommitState:
         return replace(s, store_key=event.store_key, expected_generation=event.expected_generation,
                        batch_id=event.batch_id, retain=event.retain, started_ms=event.time_ms,
                        repo_url=event.repo_url, log_url=event.log_url, kind=event.kind,
-                       ttl_ms=event.ttl_ms)
+                       ttl_ms=event.ttl_ms, repository_id=event.repository_id)
     if isinstance(event, ev.LocalCheckpointCreated):
         return replace(s, phase=max(s.phase, CommitPhase.LOCAL_CHECKPOINT), local_path=event.path)
     if isinstance(event, ev.UploadsPlanned):

@@ -31,7 +31,7 @@ from blobstate.model.layout import (
     lease_id,
     leased_object,
 )
-from blobstate.plugin.interfaces import BlobInfo, BlobStore, BoundedSink, FileRange, PutRequest
+from blobstate.plugin.interfaces import BlobInfo, BlobStore, BoundedSink, FileRange, PutRequest, content_version
 from blobstate.plugin.local_files import LocalRepository
 from blobstate.plugin.transfer import ThrottledSink, throttle
 from blobstate.plugins.fsspec_info import LOCAL_PROTOCOLS, etag, local_root, modified_ms
@@ -216,6 +216,16 @@ class FsspecBlobStore(BlobStore):
             return
         self.fs.pipe_file(path, data, mode="create")
 
+    conditional_rewrite = property(lambda self: self.local is not None)  # type: ignore[assignment]  # file://: CAS
+
+    def rewrite(self, blob_id: str, data: bytes, *, expected: str | None) -> None:
+        """file://: ``LocalRepository.replace_if`` on the version ``get_versioned`` gave (a digest of the bytes)."""
+        if self.local is None or expected is None:
+            super().rewrite(blob_id, data, expected=expected)
+            return
+        throttle("upload", len(data))
+        self.local.replace_if(self.path(blob_id), data, expected, content_version)
+
     # -- reads -----------------------------------------------------------------------------------------------
     def get(self, blob_id: str, sink: BinaryIO) -> int:
         path = self.path(blob_id)
@@ -280,6 +290,11 @@ class FsspecBlobStore(BlobStore):
             self.fs.rm_file(path)
         except FileNotFoundError:
             pass
+
+    def remove_empty_folder(self, prefix: str) -> None:
+        """file://: ``prefix`` and its parents removed while empty (``capabilities.folder_removal``)."""
+        if self.local is not None:
+            self.local.remove_empty_dirs(self.path(prefix))
 
     def remove_ttl(self, blob_id: str) -> None:
         if self.ttl_mode == "lease":

@@ -70,11 +70,6 @@ class StateBinding:
         self.spark = spark
         self.connect = is_connect(spark)
         key = key or StoreKey(job, task, store)
-        if work_dir is None:
-            from blobstate.local import workdir
-            from blobstate.repository.backends import normalize_url
-
-            work_dir = workdir.store_work_dir(normalize_url(repo), key)
         self.config = EngineConfig(repo=repo, checkpoint_location=checkpoint_location,
                                    state_dir=os.path.abspath(state_dir), key=key, log_url=log,
                                    work_dir=work_dir, storage_options=storage_options, retain=retain,

@@ -113,11 +113,6 @@ class PartitionedState:
         self.spark: SparkSession | None = spark
         self.connect = is_connect(spark)
         self.key = StoreKey(job, task, store)
-        if work_dir is None:
-            from blobstate.local import workdir
-            from blobstate.repository.backends import normalize_url
-
-            work_dir = workdir.store_work_dir(normalize_url(repo), self.key)
         self.repo_url, self.log_url, self.storage_options = repo, log, storage_options
         self.checkpoint_location, self.num_partitions = checkpoint_location, num_partitions
         self.key_cols, self.local_dir = list(key_cols), os.path.abspath(local_dir)

@@ -241,11 +241,6 @@ def rescale(spark: SparkSession, *, repo: str, job: str, store: str, to_store: s
     confirmed = checkpoint_location is not None
     if not confirmed and batch_id is None and record.query_id:
         log.warning("rescale of %s at batch %s: %s", source, record.batch_id, UNCONFIRMED)
-    if work_dir is None:
-        from blobstate.local import workdir
-        from blobstate.repository.backends import normalize_url
-
-        work_dir = workdir.store_work_dir(normalize_url(repo), target_key)
     assert record.batch_id is not None
     target = Target(ref, target_key, num_partitions, tuple(cols),
                     tuple((f.name, f.dataType.simpleString()) for f in schema.fields), record.batch_id,

@@ -378,11 +378,6 @@ def write_state(df: DataFrame, *, repo: str, job: str, store: str, num_partition
     rows = rows_frame(df, cols, key_col, value_col)
     key = StoreKey(job, task or ("0" if num_partitions is None else "group"), store)
     batch, query = (INITIAL_BATCH, "") if initial_state else _batch_of(df, checkpoint_location, batch_id, query_id)
-    if work_dir is None:
-        from blobstate.local import workdir
-        from blobstate.repository.backends import normalize_url
-
-        work_dir = workdir.store_work_dir(normalize_url(repo), key)
     target = Target(RepositoryRef(repo, log, storage_options, log_options), key, num_partitions, cols,
                     tuple((c, df.schema[c].dataType.simpleString()) for c in cols), batch, query, local_dir,
                     work_dir, parse_duration_ms(ttl), retain, lineage_id=uuid.uuid4().hex if initial_state else "")

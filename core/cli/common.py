@@ -390,16 +390,6 @@ def store_key(job: str, task: str, store: str | None, directory: str | None = No
     return StoreKey.for_directory(directory, job=job, task=task, store=store)
 
 
-def store_work_dir(base: str | None, repo: str, key: Any) -> str | None:
-    """The store's work directory under ``--work-dir`` (None: the API's default)."""
-    if base is None:
-        return None
-    from blobstate.local.workdir import store_work_dir as work_dir_of
-    from blobstate.repository.backends import normalize_url
-
-    return work_dir_of(normalize_url(repo), key, base)
-
-
 def emit(as_json: bool, payload: Any, text: str) -> None:
     """Print ``payload`` as JSON, or ``text`` (control characters escaped), on stdout."""
     click.echo(json.dumps(payload, indent=2) if as_json else safe(text, lines=True))

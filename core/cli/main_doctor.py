@@ -19,7 +19,8 @@ from blobstate.model.layout import DEFAULT_TTL_MS
 def doctor(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...],
            work_dir: str | None, ttl: int, as_json: bool) -> None:
     """Check the repository, its checkpoint log and this host: one line per check (ok, warn, fail); exit 1 when a
-    check fails. Writes only a few scratch objects under doctor/ in the repository, and removes them."""
+    check fails, 3 when the key of an encrypted repository does not open it (checked before anything is written).
+    Writes only a few scratch objects under doctor/ in the repository, and removes them."""
     from blobstate.maintenance import doctor as checks
 
     report = checks.run(work_base=work_dir, ttl_ms=ttl, **common.repository(repo, log_url, storage_option,
@@ -27,5 +28,5 @@ def doctor(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_
     width = max(len(c.name) for c in report.checks)
     text = "\n".join(f"{c.status:<4}  {c.name:<{width}}  {c.detail}" for c in report.checks)
     common.emit(as_json, report.to_json(), text)
-    if report.failed:
-        raise SystemExit(1)
+    if report.exit_code:
+        raise SystemExit(report.exit_code)

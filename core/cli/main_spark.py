@@ -95,7 +95,6 @@ def rescale(repo: str, log_url: str | None, storage_option: tuple[str, ...], log
     except Exception:  # noqa: BLE001 - pyspark raises its own error class when there is none
         created = True
     session = builder.getOrCreate()
-    key = common.store_key(job, task, to_store)
     try:
         result = run_rescale(session, repo=repo, job=job, task=task, store=store, to_store=to_store,
                              num_partitions=partitions, key_schema=key_schema, key_of=fn,
@@ -103,7 +102,6 @@ def rescale(repo: str, log_url: str | None, storage_option: tuple[str, ...], log
                              checkpoint_location=checkpoint_location, log_url=log_url,
                              storage_options=options["storage_options"],
                              log_options=options["log_options"], local_dir=local_dir,
-                             work_dir=common.store_work_dir(work_dir, repo, key),
                              ttl_ms=ttl_ms or DEFAULT_TTL_MS)
     finally:
         if created:

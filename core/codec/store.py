@@ -144,6 +144,17 @@ class CodecBlobStore(BlobStore):
         return sink.getvalue()
 
     # -- everything else is the inner store's --------------------------------------------------------------
+    def get_versioned(self, blob_id: str, sink: BoundedSink) -> tuple[bytes, str]:
+        """Metadata rewritten in place (the marker) is stored as it is: the inner store's."""
+        return self.inner.get_versioned(blob_id, sink)
+
+    @property
+    def conditional_rewrite(self) -> bool:  # type: ignore[override]
+        return self.inner.conditional_rewrite
+
+    def rewrite(self, blob_id: str, data: bytes, *, expected: str | None) -> None:
+        self.inner.rewrite(blob_id, data, expected=expected)
+
     def delete(self, blob_id: str) -> None:
         self.inner.delete(blob_id)
 

@@ -71,7 +71,7 @@ from blobstate.model.progress import NoProgress, Progress
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.model.retention import KEEP_ALL, RetentionPolicy, read_ahead, recorded_fields, recorded_policy
 from blobstate.plugin.interfaces import FileRange, PutRequest
-from blobstate.repository import settings
+from blobstate.repository import host, settings
 from blobstate.repository.backends import open_local_store
 from blobstate.repository.options import display_url, redact
 from blobstate.repository.repo import Repository
@@ -159,14 +159,14 @@ class StoreCommitter:
             repo, log=log, storage_options=storage_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
         self.local_store = open_local_store(store_type)
         self.store_type = store_type
-        self.work_dir = work_dir or workdir.store_work_dir(self.repo.url, key)
-        self.repo.use_object_cache(ObjectCache.for_writer(self.repo.url, key, self.work_dir))  # Safety rule 9
+        self.work_dir = work_dir or host.work_dir(self.repo, key)  # keyed by the repository's id (issue 39)
+        self.repo.use_object_cache(ObjectCache.for_writer(host.host_key(self.repo), key, self.work_dir))  # rule 9
         self.ttl_ms = ttl_ms
         self.retain = self.policy.only_last or KEEP_ALL  # journaled (a count): a policy's fallback prunes nothing
         self.chunk_size = max(1, chunk_size)
         self.progress: Progress = progress or NoProgress()
         self.writer_id = writer_id or f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self.session = StoreSession(key, self.work_dir)
+        self.session = StoreSession(key, self.work_dir, repository_id=host.repository_id(self.repo))
         self.append_resolve_s = (append_resolve_s if append_resolve_s is not None
                                  else settings.current().append_resolve_s)
         self.commit_point = CommitPoint(self.session, self.repo, append_resolve_s=self.append_resolve_s,

@@ -58,7 +58,8 @@ log = logging.getLogger(__name__)
 
 #: the oldest (monotonic s) a log's own read after an append may be for retention to act on it (Safety rule 15)
 APPEND_VIEW_MAX_AGE_S = 1.0
-LAST_COMPLETED = "last-completed.json"  # in a store's work dir: the checkpoint whose TTLs this host last removed
+LAST_COMPLETED = workdir.LAST_COMPLETED  # in a store's work dir: the checkpoint whose TTLs this host last removed
+last_completed = workdir.last_completed
 
 
 def apply_retention(repo: Repository, key: StoreKey, retain: int | RetentionPolicy, *,
@@ -168,15 +169,6 @@ def init_cleanup(repo: Repository, key: StoreKey, work_dir: str | None = None, *
         apply_retention(repo, key, policy, commit_point=commit_point)
     if work_dir is not None:
         mark_completed(work_dir, latest.checkpoint_id)
-
-
-def last_completed(work_dir: str) -> str | None:
-    """The checkpoint id whose post-commit cleanup last completed from ``work_dir`` (this host), if any."""
-    try:
-        with open(os.path.join(work_dir, LAST_COMPLETED), encoding="utf-8") as fh:
-            return str(json.load(fh)["checkpointId"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 def mark_completed(work_dir: str, checkpoint_id: str) -> None:

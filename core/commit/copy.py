@@ -50,7 +50,6 @@ from blobstate.commit.engine import landed_late
 from blobstate.commit.point import check_ttl_budget
 from blobstate.errors import ChecksumMismatch
 from blobstate.journal import events as ev
-from blobstate.local import workdir
 from blobstate.local.checksum import Crc32cSink, crc32c_bytes
 from blobstate.model import layout
 from blobstate.model.chain import overridden_parts
@@ -59,6 +58,7 @@ from blobstate.model.layout import DEFAULT_TTL_MS, FAR_FUTURE_MS, ObjectKind, no
 from blobstate.model.records import DELTA, GROUP, Checkpoint, StoreKey
 from blobstate.model.retention import KEEP_ALL, RetentionPolicy
 from blobstate.plugin.interfaces import PutRequest
+from blobstate.repository import host
 from blobstate.repository.options import display_url
 from blobstate.repository.repo import Repository, declared
 
@@ -319,7 +319,7 @@ def copy_stores(src: Repository, dst: Repository, keys: list[StoreKey], *, check
         if not records:
             continue
         log.info("copying %d checkpoint(s) of %s to %s", len(records), key, display_url(dst.url))
-        copier = StoreCopier(key, src, dst, work_dir=workdir.store_work_dir(dst.url, key, work_base),
+        copier = StoreCopier(key, src, dst, work_dir=host.work_dir(dst, key, work_base),
                              ttl_ms=ttl_ms, max_concurrency=max_concurrency, voided=overridden_parts(history))
         try:
             copier.copy(records, report)

@@ -7,8 +7,9 @@ Fencing is against other writers only. Before it, the caller checks the TTL budg
 older than half its blobs' TTL is refused, its uploads' protection may lapse before it completes; one that lands
 late anyway is healed by its cleanup). In order, under the lock:
 
-1. ``CheckpointAppending`` records the exact record and expected generation, durably: from here the append may
-   land at any moment, and recovery resolves it by re-appending, never by guessing;
+1. ``CheckpointAppending`` records the exact record (sealed under the data key in an encrypted repository:
+   ``repository.host.journal_record``) and expected generation, durably: from here the append may land at any moment,
+   and recovery resolves it by re-appending, never by guessing;
 2. ``CheckpointLog.append``; an unknown outcome is resolved by re-appending the same record (idempotent for it)
    with backoff for at most ``append_resolve_s`` seconds;
 3. ``CheckpointWritten``: the commit point.
@@ -28,6 +29,7 @@ from blobstate.errors import AppendOutcomeUnknown, FencedError, StorageError
 from blobstate.journal import events as ev
 from blobstate.model.layout import monotonic, now_ms, sleep
 from blobstate.model.records import Checkpoint
+from blobstate.repository.host import journal_record
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
 
@@ -127,8 +129,8 @@ class CommitPoint:
             if self.fields:
                 record = replace(record, **self.fields)  # type: ignore[arg-type]
             expected = self.generation()
-            self.session.record(ev.CheckpointAppending(
-                commit_id, now_ms(), expected, record.with_generation(expected + 1).to_bytes().decode()), sync=True)
+            kept = journal_record(self.repo, self.key, commit_id, record.with_generation(expected + 1))
+            self.session.record(ev.CheckpointAppending(commit_id, now_ms(), expected, kept), sync=True)
             attempt.sent = True
             try:
                 checkpoint = self._append(record, expected)

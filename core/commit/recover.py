@@ -38,10 +38,11 @@ from blobstate.journal.recovery import FinishCommit, RecoveryAction, ResolveAppe
 from blobstate.local import workdir
 from blobstate.model import layout
 from blobstate.model.layout import DEFAULT_RETAIN, now_ms
-from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.model.records import StoreKey
 from blobstate.model.retention import RetentionPolicy
 from blobstate.plugin.interfaces import BlobStore
 from blobstate.repository.backends import normalize_url
+from blobstate.repository.host import journaled_record
 from blobstate.repository.options import display_url
 from blobstate.repository.repo import Repository
 
@@ -80,9 +81,17 @@ def _completed_indexes(repo: Repository, key: StoreKey, open_states: list[Commit
 
 
 def _check_belongs(state: CommitState, key: StoreKey, repo: Repository) -> None:
+    """Refuse a commit of another store, repository or log: the repository by the id its marker records (two
+    repositories one URL reaches differ by it, issue 39 case 8) and by its URL (a byte copy of a repository elsewhere
+    has its id)."""
     if state.store_key and state.store_key != str(key):
         raise ConfigurationError(f"the journal's commit {state.commit_id} belongs to store {state.store_key!r}, not "
                                  f"{key}: recovery changed nothing")
+    ours = repo.info.repository_id if repo.info is not None else ""
+    if state.repository_id and ours and state.repository_id != ours:
+        raise ConfigurationError(f"the journal's commit {state.commit_id} was written against repository "
+                                 f"{state.repository_id} ({state.repo_url}), not {ours} at {display_url(repo.url)}: "
+                                 "recovery changed nothing")
     if state.repo_url and state.repo_url != display_url(repo.url):
         raise ConfigurationError(f"the journal's commit {state.commit_id} was written against repository "
                                  f"{state.repo_url}, not {display_url(repo.url)}: recovery changed nothing")
@@ -127,8 +136,7 @@ def _finish(session: StoreSession, repo: Repository, executor: CleanupExecutor, 
 def _resolve(session: StoreSession, repo: Repository, executor: CleanupExecutor, state: CommitState) -> str:
     """A commit whose append outcome is unknown: a commit of the engine like any other (``engine.recover_append``:
     finished when the log holds it, re-appended inside its TTL budget with its objects present, else aborted)."""
-    assert state.record is not None
-    record = Checkpoint.from_bytes(state.record.encode(), source=f"the journal of {state.commit_id}")
+    record = journaled_record(repo, session.key, state)
     try:
         return recover_append(executor, state, record)
     except AppendOutcomeUnknown as exc:

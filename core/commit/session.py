@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import threading
 
+import msgspec
+
 from blobstate.errors import CommitInProgressError
 from blobstate.journal import events as ev
 from blobstate.journal.file import Journal
@@ -24,15 +26,18 @@ from blobstate.plugin.manager import get_plugin_manager
 
 
 class StoreSession:
-    """The lock and journal of ``key``'s work directory ``work_dir``; a context manager.
+    """The lock and journal of ``key``'s work directory ``work_dir``; a context manager. ``repository_id`` (the
+    marker's) is stamped on every ``CommitStarted`` recorded without one, so recovery knows which repository each
+    commit belongs to.
 
     Raises ``CommitInProgressError`` when another process holds the lock, ``CorruptJournalError`` (exit 3) when
     the journal is damaged in the middle.
     """
 
-    def __init__(self, key: StoreKey, work_dir: str) -> None:
+    def __init__(self, key: StoreKey, work_dir: str, *, repository_id: str = "") -> None:
         self.key = key
         self.work_dir = work_dir
+        self.repository_id = repository_id
         self._lock = threading.RLock()
         os.makedirs(workdir.checkpoints_dir(work_dir), exist_ok=True)
         self._lock_fd: int | None = try_lock(os.path.join(work_dir, workdir.LOCK), 0o644)
@@ -55,6 +60,8 @@ class StoreSession:
 
     def record(self, event: ev.Event, *, sync: bool = False) -> None:
         """Append ``event`` (fsync with ``sync``), then tell the ``blobstate_journal_event`` observers."""
+        if isinstance(event, ev.CommitStarted) and self.repository_id and not event.repository_id:
+            event = msgspec.structs.replace(event, repository_id=self.repository_id)
         with self._lock:
             self.journal.append(event, sync=sync)
         self._hooks.emit("blobstate_journal_event", event=event, store_key=self.key)

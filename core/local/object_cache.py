@@ -11,9 +11,10 @@ store as before, and written here afterwards. Nothing is ever decided from an en
 A writer also keeps what it wrote itself once it landed (its index after its commit point, its record when the
 listing after the append names it by its MD5), and what its retention or gc deletes is discarded here (``discard``).
 
-``<base>/cache/<repository hash>/<2 hex>/<sha256 of the object's name>`` where ``<base>`` is the work directory's
-base (``BLOBSTATE_WORK_DIR`` or platformdirs' user state dir, ``blobstate.local.workdir``) and the repository hash is
-the one its store work directories use; ``cache`` is never a repository hash (12 hex digits). A writer whose work
+``<base>/cache/<repository id>/<2 hex>/<sha256 of the object's name>`` where ``<base>`` is the work directory's
+base (``BLOBSTATE_WORK_DIR`` or platformdirs' user state dir, ``blobstate.local.workdir``) and the repository id is
+the one its marker records, as for its store work directories (``workdir.host_key``: two repositories one URL
+reaches never share a cache); ``cache`` is never a host key (hex digits). A writer whose work
 directory is a path of its own (not a store's place under a base) keeps its cache inside it, ``object-cache/``.
 Only the plain bytes of an unencrypted repository are kept (an encrypted repository's are not cached: nothing it
 protects is written to this disk in the clear). Writes are all or nothing (``replace_file``); a cache that cannot
@@ -54,17 +55,17 @@ class ObjectCache:
         self.misses = 0
 
     @classmethod
-    def for_repository(cls, repo_url: str, base: str | None = None) -> ObjectCache | None:
-        """The cache of the repository at ``repo_url`` under ``base`` (default: the work directories' base); None
-        when ``BLOBSTATE_OBJECT_CACHE`` is ``off``."""
+    def for_repository(cls, repository: str, base: str | None = None) -> ObjectCache | None:
+        """The cache of the repository whose host key (``workdir.host_key``: its id) is ``repository``, under
+        ``base`` (default: the work directories' base); None when ``BLOBSTATE_OBJECT_CACHE`` is ``off``."""
         if _turned_off():
             return None
         from blobstate.local import workdir
 
-        return cls(os.path.join(base or workdir.default_base(), CACHE, workdir.repository_hash(repo_url)))
+        return cls(os.path.join(base or workdir.default_base(), CACHE, repository))
 
     @classmethod
-    def for_writer(cls, repo_url: str, key: StoreKey, work_dir: str) -> ObjectCache | None:
+    def for_writer(cls, repository: str, key: StoreKey, work_dir: str) -> ObjectCache | None:
         """The cache a writer of ``key`` with the work directory ``work_dir`` uses: under the base that directory
         lies in when it is the store's work directory there (``workdir.store_work_dir``: shared with ``list`` and
         ``gc`` of that base), else inside ``work_dir`` itself (``workdir.OBJECT_CACHE``: a writer given a directory
@@ -73,10 +74,10 @@ class ObjectCache:
 
         if _turned_off():
             return None
-        base = workdir.base_of(work_dir, repo_url, key)
+        base = workdir.base_of(work_dir, repository, key)
         if base is None:
             return cls(os.path.join(work_dir, workdir.OBJECT_CACHE))
-        return cls.for_repository(repo_url, base)
+        return cls.for_repository(repository, base)
 
     @staticmethod
     def _digest(name: str) -> str:

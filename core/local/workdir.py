@@ -1,8 +1,11 @@
 """The local work directory of a store: journal, lock, checksum cache, local checkpoint directories, and the
 destinations restores of the store have made.
 
-``<base>/<repo hash>/<job>/<task>/<store>/`` where ``<base>`` is ``BLOBSTATE_WORK_DIR`` or platformdirs' user
-state dir; the repository hash keeps two repositories of one store key apart.
+``<base>/<repository id>/<job>/<task>/<store>/`` where ``<base>`` is ``BLOBSTATE_WORK_DIR`` or platformdirs' user
+state dir and the repository id is the one its marker records (``host_key``): two repositories of one store key
+stay apart even when one URL reaches both (issue 39 case 8). Before, the directory was named by a hash of the URL
+(``repository_hash``); ``blobstate.repository.host`` moves such a directory to its new place when its journal is
+provably this repository's.
 
 A local checkpoint directory is named by its checkpoint id and holds the store's files only: nothing of
 blobstate's is written inside it, so no name of a user's file is taken.
@@ -14,6 +17,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterator
 
 from blobstate.local.files import replace_file, try_lock
@@ -24,6 +28,7 @@ JOURNAL = "journal.log"
 CRC_CACHE = "crc-cache.json"
 LOCK = "lock"
 RESTORED = "restored.json"
+LAST_COMPLETED = "last-completed.json"  # the checkpoint whose TTLs this host last removed (``last_completed``)
 RESTORE_LOCK = "restore.lock"
 OBJECT_CACHE = "object-cache"  # a writer's object cache when its work directory lies under no base
 
@@ -40,28 +45,62 @@ def default_base() -> str:
 
 
 def repository_hash(repo_url: str) -> str:
-    """The 12 hex digits that name repository ``repo_url``'s directories under the base. The URL's query (storage
-    options, perhaps a rotating token) does not take part: the same repository is the same however it is
-    reached."""
+    """The 12 hex digits that named repository ``repo_url``'s directories under the base before they were named by
+    the repository's id (and still name those of a repository from before the marker, which has no id). The URL's
+    query (storage options, perhaps a rotating token) does not take part."""
     from blobstate.repository.options import split_url
 
     return hashlib.sha256(split_url(repo_url)[0].encode()).hexdigest()[:12]
 
 
-def store_work_dir(repo_url: str, key: StoreKey, base: str | None = None) -> str:
-    """The work directory of ``key`` in repository ``repo_url`` under ``base`` (default: ``default_base()``): the
-    same repository keeps its journal however it is reached (``repository_hash``)."""
-    return os.path.join(base or default_base(), repository_hash(repo_url), key.job, key.task, key.store)
+_ID = re.compile(r"\A[0-9a-f]{32}\Z")
+_HOST_KEY = re.compile(r"\A(?:[0-9a-f]{32}|[0-9a-f]{12})\Z")
 
 
-def base_of(work_dir: str, repo_url: str, key: StoreKey) -> str | None:
-    """The base ``work_dir`` lies under when it is ``key``'s work directory of ``repo_url`` there
-    (``store_work_dir``'s layout); None for a work directory placed elsewhere."""
+def host_key(repository_id: str, repo_url: str) -> str:
+    """The name of a repository's directories under the base (its work directories, its object cache): the
+    repository's id from its marker (32 hex), never its URL: two repositories reached at one URL (one bucket name on
+    two endpoints, two accounts) never share a journal, a lock or a cache, and one repository reached at two URLs
+    keeps one. A marker id of another shape is hashed to 32 hex; a repository from before the marker (no id) keeps
+    ``repository_hash(repo_url)``."""
+    if _ID.match(repository_id or ""):
+        return repository_id
+    if repository_id:
+        return hashlib.sha256(f"repository id {repository_id}".encode()).hexdigest()[:32]
+    return repository_hash(repo_url)
+
+
+def store_work_dir(repository: str, key: StoreKey, base: str | None = None) -> str:
+    """The work directory of ``key`` in the repository whose host key (``host_key``) is ``repository``, under
+    ``base`` (default: ``default_base()``). Raises ``ValueError`` for anything but a host key (a URL)."""
+    if not _HOST_KEY.match(repository):
+        raise ValueError(f"not a repository's host key (its id: workdir.host_key): {repository[:80]!r}")
+    return os.path.join(base or default_base(), repository, key.job, key.task, key.store)
+
+
+def url_keyed_work_dir(repo_url: str, key: StoreKey, base: str) -> str:
+    """Where a blobstate before issue 39 kept ``key``'s work directory of the repository at ``repo_url`` under
+    ``base``: named by the URL's hash (``repository_hash``)."""
+    return os.path.join(base, repository_hash(repo_url), key.job, key.task, key.store)
+
+
+def base_of(work_dir: str, repository: str, key: StoreKey) -> str | None:
+    """The base ``work_dir`` lies under when it is ``key``'s work directory of the repository whose host key is
+    ``repository`` there (``store_work_dir``'s layout); None for a work directory placed elsewhere."""
     path = os.path.abspath(work_dir)
     base = path
-    for _ in range(4):  # <base>/<repo hash>/<job>/<task>/<store>
+    for _ in range(4):  # <base>/<host key>/<job>/<task>/<store>
         base = os.path.dirname(base)
-    return base if store_work_dir(repo_url, key, base) == path else None
+    return base if store_work_dir(repository, key, base) == path else None
+
+
+def last_completed(work_dir: str) -> str | None:
+    """The checkpoint id whose post-commit cleanup last completed from ``work_dir`` (this host), if any."""
+    try:
+        with open(os.path.join(work_dir, LAST_COMPLETED), encoding="utf-8") as fh:
+            return str(json.load(fh)["checkpointId"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def checkpoints_dir(work_dir: str) -> str:

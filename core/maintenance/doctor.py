@@ -4,7 +4,9 @@ In order, stopping where a later check would only repeat an earlier failure:
 
 1. ``endpoint``: the storage endpoint answers and the credentials are accepted (a bounded bucket check);
 2. ``bucket``: the bucket (container) the URL names exists;
-3. ``repository``: the repository marker (its id, format version, creator);
+3. ``repository``: the repository marker (its id, format version, creator); ``key``, for an encrypted repository:
+   the configured key unwraps its data key, checked before anything is written (a wrong key or none fails here and
+   nothing below runs: rule 20, exit 3);
 4. ``checkpoint log``: the log this command was given is the one the marker records (``log_identity``), and it
    answers (its stores);
 5. ``clock skew``: this host's clock against the store's, from the last-modified time of an object written now
@@ -12,14 +14,16 @@ In order, stopping where a later check would only repeat an earlier failure:
 6. ``store semantics``: what the protocol relies on, tried in a scratch prefix that is removed afterwards, the way
    Elasticsearch's repository analysis API tries a snapshot repository: a conditional create refuses a second
    create of the same object (the file log's fencing), a written object reads back at once (read-after-write) and
-   is listed at once (list-after-write), a deleted one is gone from the listing;
+   is listed at once (list-after-write), a deleted one is gone from the listing; a store whose ``rewrite`` (the
+   Rewrite door of the marker) is the interface's unconditional default warns;
 7. ``open commits``: commits this host's work directory holds open for this repository (``blobstate recover``);
 8. ``gc``: what ``blobstate gc`` would do now (a dry run): blobs waiting for their TTL, expired ones it would delete,
    orphans, checkpoints beyond retention;
 9. ``checkpoints``: the retained checkpoints' age per store (the newest one's age warns past ``stale_after_ms``).
 
-``run`` never changes the repository outside its scratch prefix (``doctor/<random>/``) and never raises for what it
-checks: a failure is a ``fail`` line. Exit code of the CLI: 1 when a check fails, else 0.
+``run`` never changes the repository outside its scratch prefix (``doctor/<random>/``), removes what it wrote there
+(the folder too, on file://) and never raises for what it checks: a failure is a ``fail`` line. Exit code of the
+CLI: 3 when the key fails, 1 when another check fails, else 0 (``DoctorReport.exit_code``).
 """
 
 from __future__ import annotations
@@ -30,10 +34,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from blobstate.errors import BlobstateError, StorageLocationError
+from blobstate.errors import EXIT_ERROR, EXIT_INTEGRITY, EXIT_OK, BlobstateError, StorageLocationError
 from blobstate.model import layout
 from blobstate.model.layout import DEFAULT_TTL_MS, now_ms
 from blobstate.model.units import format_duration
+from blobstate.plugin.capabilities import folder_removal
 from blobstate.plugin.interfaces import BlobStore, PutRequest
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -69,6 +74,14 @@ class DoctorReport:
     @property
     def failed(self) -> bool:
         return any(c.status == FAIL for c in self.checks)
+
+    @property
+    def exit_code(self) -> int:
+        """The CLI's exit code: 3 when the key check failed (a wrong key or none, as every verb exits), 1 when any
+        other check failed, else 0."""
+        if any(c.name == "key" and c.status == FAIL for c in self.checks):
+            return EXIT_INTEGRITY
+        return EXIT_ERROR if self.failed else EXIT_OK
 
     def add(self, name: str, status: str, detail: str, **data: Any) -> Check:
         check = Check(name, status, detail, data)
@@ -109,11 +122,11 @@ def run(*, repo: str, log: str | None = None, storage_options: dict[str, Any] | 
         if not _reach(report, store, url):
             return report
         info = _marker(report, store, url)
-        if info is None:
+        if info is None or not _key(report, info, url):
             return report
         _skew_and_semantics(report, store, url, ttl_ms, clock)
         repository = _log(report, repo, url, log, storage_options, log_options, info)
-        _open_commits(report, url, work_base)
+        _open_commits(report, info, url, work_base)
         if repository is not None:
             try:
                 _gc_and_ages(report, repository, url, work_base, ttl_ms, stale_after_ms, clock)
@@ -177,6 +190,23 @@ def _marker(report: DoctorReport, store: BlobStore, url: str) -> Any:
     return info
 
 
+def _key(report: DoctorReport, info: Any, url: str) -> bool:
+    """An encrypted repository's data key unwrapped with the configured key (``BLOBSTATE_KEY_FILE``, ``--key-file``)
+    before anything is written (rule 20); False (a ``fail`` line, exit 3) when it does not unwrap."""
+    from blobstate.codec.keys import KeyConfig, open_cipher
+
+    if info.legacy or info.encryption is None:
+        return True
+    try:
+        open_cipher(info.encryption, info.repository_id, KeyConfig.current(), url=url, writing=False)
+    except BlobstateError as exc:
+        report.add("key", FAIL, _fault(exc, url))
+        return False
+    report.add("key", OK, f"the configured key opens the repository (key {info.encryption.get('keyId')}, "
+               f"{info.encryption.get('algorithm')})")
+    return True
+
+
 def _skew_and_semantics(report: DoctorReport, store: BlobStore, url: str, ttl_ms: int,
                         clock: Callable[[], int]) -> None:
     scratch = layout.scratch_prefix(uuid.uuid4().hex)
@@ -192,15 +222,23 @@ def _skew_and_semantics(report: DoctorReport, store: BlobStore, url: str, ttl_ms
         problems = _semantics(store, scratch, probe, exclusive, payload, written)
         if problems:
             report.add("store semantics", FAIL, "; ".join(problems))
+        elif not store.conditional_rewrite:
+            report.add("store semantics", WARN, "conditional create, read-after-write, list-after-write and delete "
+                       "hold, but the store rewrites the repository marker with a check and a plain write, neither "
+                       "atomic nor conditional: never run two key rotations or log changes at once (a plugin "
+                       "implements BlobStore.rewrite with its service's conditional write: docs/plugins.md)")
         else:
-            report.add("store semantics", OK, "conditional create refuses a second create, read-after-write, "
-                       "list-after-write and delete hold")
+            report.add("store semantics", OK, "conditional create refuses a second create, conditional rewrite, "
+                       "read-after-write, list-after-write and delete hold")
     except Exception as exc:  # noqa: BLE001
         report.add("store semantics", FAIL, f"the scratch objects under {scratch}/ could not be written: "
                    f"{_fault(exc, url)}")
     finally:
         try:
             store.delete_many(written)
+            remove = folder_removal(store)
+            if remove is not None:
+                remove(scratch)  # file://: the scratch folder (and doctor/, when no other run uses it)
         except Exception as exc:  # noqa: BLE001
             report.add("cleanup", WARN, f"scratch objects under {scratch}/ are left: {_fault(exc, url)}")
 
@@ -283,19 +321,19 @@ def normalize(log: str) -> str:
     return normalize_url(log)
 
 
-def _open_commits(report: DoctorReport, url: str, work_base: str | None) -> None:
+def _open_commits(report: DoctorReport, info: Any, url: str, work_base: str | None) -> None:
     import os
 
     from blobstate.commit.recover import open_journals
     from blobstate.local import workdir
-    from blobstate.model.records import StoreKey
 
     base = work_base or workdir.default_base()
-    repo_dir = os.path.dirname(os.path.dirname(os.path.dirname(workdir.store_work_dir(url, StoreKey("j", "t", "s"),
-                                                                                        base))))
+    # the repository's work directories (named by its id), and those from before named by its URL
+    repo_dirs = {os.path.join(base, workdir.host_key(info.repository_id, url)),
+                 os.path.join(base, workdir.repository_hash(url))}
     try:
         journals = [j for j in open_journals(base) if os.path.dirname(os.path.dirname(os.path.dirname(j.work_dir)))
-                    == repo_dir]
+                    in repo_dirs]
     except Exception as exc:  # noqa: BLE001
         report.add("open commits", WARN, f"the work directory {base} could not be read: {exc}")
         return

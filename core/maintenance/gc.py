@@ -48,6 +48,7 @@ from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.model.retention import RetentionPolicy, plan_retention, recorded_policy
 from blobstate.plugin.capabilities import expired_delete, recorded_expiry
 from blobstate.plugin.interfaces import BlobInfo
+from blobstate.repository import host
 from blobstate.repository.repo import Repository
 from blobstate.repository.retry import call_with_retry
 
@@ -103,11 +104,14 @@ def _indexes_listed(history: list[Checkpoint], listing: list[BlobInfo]) -> bool:
     return all(part.index_blob_id in listed for cp in history for part in cp.expand() if not part.is_delta)
 
 
-def in_flight_ids(work_base: str | None, repo_url: str, key: StoreKey) -> set[str]:
-    """Blob ids planned by commits still open in this host's journal of ``key``."""
-    path = os.path.join(workdir.store_work_dir(repo_url, key, work_base), workdir.JOURNAL)
-    states = project(Journal(path).read().events)
-    return {b for s in states.values() if s.is_open for b in s.blob_ids}
+def in_flight_ids(work_base: str | None, repo: Repository, key: StoreKey) -> set[str]:
+    """Blob ids planned by commits still open in this host's journals of ``key`` (its work directory keyed by the
+    repository's id, and one from before keyed by the URL that is not moved yet: ``host.work_dirs``)."""
+    ids: set[str] = set()
+    for work_dir in host.work_dirs(repo, key, work_base):
+        states = project(Journal(os.path.join(work_dir, workdir.JOURNAL)).read().events)
+        ids |= {b for s in states.values() if s.is_open for b in s.blob_ids}
+    return ids
 
 
 def collect(repo: Repository, key: StoreKey, *, now_ms: int, ttl_ms: int,
@@ -150,7 +154,7 @@ def collect(repo: Repository, key: StoreKey, *, now_ms: int, ttl_ms: int,
     except Exception as exc:  # noqa: BLE001 - never delete on incomplete knowledge
         report.skipped = f"a retained snapshot index is unreadable, nothing deleted: {exc}"
         return report
-    referenced |= in_flight_ids(work_base, repo.url, key)
+    referenced |= in_flight_ids(work_base, repo, key)
     # 3. Decide, by the writers' recorded expiries.
     for blob_id in sorted(expired):
         if not (key.owns_blob(blob_id) or key.owns_index(blob_id)):
@@ -276,7 +280,7 @@ class DeleteGuard:
         history = self.repo.log.history(self.key)
         new = [cp for cp in history if (cp.checkpoint_id, cp.generation) not in self.seen]
         referenced = (self.repo.retained_references(new, history=history)
-                      | in_flight_ids(self.work_base, self.repo.url, self.key))
+                      | in_flight_ids(self.work_base, self.repo, self.key))
         self.seen |= {(cp.checkpoint_id, cp.generation) for cp in new}
         self.checked_at = started
         untagged = sorted(b for b in orphans if b not in with_ttl)

@@ -20,7 +20,7 @@ from blobstate.model.chain import partition_history, plan_chain
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.model.selection import select_checkpoint
 from blobstate.model.units import Duration, Options, Size  # the API's argument types, re-exported
-from blobstate.repository.backends import normalize_url
+from blobstate.repository.host import located_work_dir
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
 from blobstate.repository.settings import api_verb
@@ -278,7 +278,7 @@ def journal_events(*, work_dir: str | None = None, repo: str | None = None, key:
             key = StoreKey(job, task, store)
         if repo is None or key is None:
             raise ValueError("give work_dir, or repo and the store (store=, or key=)")
-        work_dir = workdir.store_work_dir(normalize_url(repo), key, work_base)
+        work_dir = located_work_dir(repo, key, work_base)
     return Journal(os.path.join(work_dir, workdir.JOURNAL)).read(strict=strict)
 
 

@@ -31,6 +31,7 @@ from blobstate.model.layout import FAR_FUTURE_MS
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.plugin.capabilities import listing_with_ttl
 from blobstate.plugin.interfaces import BlobInfo
+from blobstate.repository import host
 from blobstate.repository.repo import Repository
 
 if TYPE_CHECKING:
@@ -161,7 +162,7 @@ def with_object_cache(repo: Repository, work_base: str | None = None) -> Reposit
     directories' base; ``blobstate.local.object_cache``): a verb run again reads only what is new."""
     from blobstate.local.object_cache import ObjectCache
 
-    repo.use_object_cache(ObjectCache.for_repository(repo.url, work_base))
+    repo.use_object_cache(ObjectCache.for_repository(host.host_key(repo), work_base))
     return repo
 
 

@@ -5,6 +5,8 @@ objects a set of checkpoint records references (``references``), the defaults, a
 ::
 
     blobstate-repository.json                      the marker (MARKER; its format: blobstate.repository.marker)
+    blobstate-repository.previous/<32 hex>.json    a key rotation's copy of the marker it replaces (removed once the
+                                                   new one is read back: ``marker_copy_id``)
     <job>/<task>/<store>/blobs/<32 hex>            blobs: file contents (one per chunk), delta changelogs
     <job>/<task>/<store>/indexes/<32 hex>.json     snapshot indexes (blobstate.model.index)
     <job>/<task>/<store>/ttl/<blob or index name>  TTL leases (lease mode: ``Lease``)
@@ -48,6 +50,7 @@ DEFAULT_CHUNK_SIZE = 64 << 20  # bytes per blob; larger files are split
 FAR_FUTURE_MS = 1 << 62  # ``BlobStore.expired(prefix, FAR_FUTURE_MS)`` lists every object that carries a TTL
 
 MARKER = "blobstate-repository.json"
+MARKER_COPIES = "blobstate-repository.previous"
 BLOBS = "blobs"
 INDEXES = "indexes"
 LEASES = "ttl"
@@ -70,6 +73,7 @@ class ObjectKind(Enum):
     LEASE = "lease"
     RECORD = "record"
     MARKER = "marker"
+    MARKER_COPY = "marker copy"
     SCRATCH = "scratch"
 
 
@@ -97,6 +101,8 @@ def parse(object_id: str) -> ObjectName | None:
     if object_id == MARKER:
         return ObjectName(ObjectKind.MARKER, None, MARKER)
     parts = object_id.split("/")
+    if len(parts) == 2 and parts[0] == MARKER_COPIES:
+        return ObjectName(ObjectKind.MARKER_COPY, None, parts[1])
     if len(parts) != 5:  # a store whose job is named like the scratch prefix keeps its objects (five parts)
         return ObjectName(ObjectKind.SCRATCH, None, parts[-1]) if parts[0] == SCRATCH and len(parts) > 1 else None
     records = parts[0] == RECORDS
@@ -242,6 +248,12 @@ def record_generation(name: str) -> int | None:
     """The generation a record's name (its last path part) gives; None for another name."""
     stem = name[: -len(RECORD_SUFFIX)] if name.endswith(RECORD_SUFFIX) else ""
     return int(stem) if len(stem) == GENERATION_DIGITS and stem.isdigit() and stem.isascii() else None
+
+
+def marker_copy_id(token: str) -> str:
+    """The copy ``token`` (32 hex) of the marker a key rotation keeps until the new marker is read back
+    (``blobstate-repository.previous/<token>.json``)."""
+    return f"{MARKER_COPIES}/{token}{RECORD_SUFFIX}"
 
 
 def scratch_prefix(token: str) -> str:

@@ -64,3 +64,13 @@ def expired_delete(store: object) -> Callable[[Sequence[str], int], list[str] | 
     gc's delete either lands before the removal (the heal check puts the blob back) or is refused."""
     fn = getattr(store, "delete_if_expired", None)
     return fn if callable(fn) else None
+
+
+def folder_removal(store: object) -> Callable[[str], None] | None:
+    """The optional capability ``remove_empty_folder(prefix)`` of ``store`` (through any wrapper that forwards
+    attributes), or None when its class does not offer it: a store whose objects live in real directories (file://)
+    removes the folder ``prefix`` and its parents below the root while they are empty, so that objects written and
+    removed again under a folder of their own (``blobstate doctor``'s scratch objects, a key rotation's copy of the
+    marker) leave nothing behind. Stores without folders need nothing."""
+    fn = getattr(store, "remove_empty_folder", None)
+    return fn if callable(fn) else None

@@ -7,13 +7,14 @@ makes a consistent point-in-time copy of a local store (RocksDB's ``Checkpoint``
 
 from __future__ import annotations
 
+import hashlib
 import io
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol, TypeVar
 
-from blobstate.errors import CorruptIndexError, IntegrityError, StorageError
+from blobstate.errors import CorruptIndexError, IntegrityError, ObjectChangedError, StorageError
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.plugin.inflight import run_settled
 
@@ -109,8 +110,9 @@ class BoundedSink(io.BytesIO):
         return super().write(data)
 
 
-
-
+def content_version(data: bytes) -> str:
+    """``sha256:<hex>`` of an object's bytes: its version where the store names none (``get_versioned``)."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 class MetadataSeal(Protocol):
@@ -134,13 +136,16 @@ class BlobStore(ABC):
     Blob ids are ``/``-separated paths relative to the repository root. Contract (checked by
     ``blobstate.testing``): ``put`` never leaves a blob without its TTL when ``ttl_ms`` is given; ``get`` raises
     ``BlobNotFound`` for a missing blob; ``delete`` and ``remove_ttl`` are idempotent (missing blob is fine);
-    ``put_exclusive`` raises ``FileExistsError`` when the blob exists (the basis of the file checkpoint log's fencing).
-    The ``*_many`` batch calls run at most ``max_concurrency`` operations at once.
+    ``put_exclusive`` raises ``FileExistsError`` when the blob exists (the basis of the file checkpoint log's fencing);
+    ``rewrite`` is atomic and conditional on the version read. The ``*_many`` calls run ``max_concurrency`` at once.
     """
 
     url: str = ""
     max_concurrency: int = 8
     ttl_mode: str = "lease"
+    #: True when ``rewrite`` is atomic and conditional in the store itself (S3, Azure If-Match; GCS ifGenerationMatch;
+    #: file://: a compare-and-swap); False for the interface's default, which is neither (``blobstate doctor`` warns)
+    conditional_rewrite: bool = False
     #: set by the core on an encrypted repository (``seal_metadata_with``): seals the store's own bodies (leases)
     metadata_seal: MetadataSeal | None = None
 
@@ -169,6 +174,26 @@ class BlobStore(ABC):
         (a ranged GET) or knows the size before the body does better. Raises ``BlobNotFound``."""
         self.get(blob_id, sink)
         return sink.getvalue()
+
+    def get_versioned(self, blob_id: str, sink: BoundedSink) -> tuple[bytes, str]:
+        """The blob as ``get_bounded`` reads it, and its version (ETag, generation, ``content_version``)."""
+        data = self.get_bounded(blob_id, sink)
+        return data, content_version(data)
+
+    def rewrite(self, blob_id: str, data: bytes, *, expected: str | None) -> None:
+        """Replace ``blob_id`` with ``data`` (no TTL) all or nothing, only while its version is still ``expected``
+        (``get_versioned``'s; None: only while absent), else ``ObjectChangedError``, nothing written: the marker's
+        door. This default checks, then ``put``s: neither atomic nor conditional (docs/plugins.md)."""
+        try:
+            if expected is None:
+                self.put_exclusive(blob_id, data)
+                return
+            current = self.get_versioned(blob_id, BoundedSink(1 << 20, blob_id))[1]  # a marker: a few hundred bytes
+        except (FileExistsError, IntegrityError):  # created meanwhile; gone, or grown past any metadata object
+            current = ""
+        if current != expected:
+            raise ObjectChangedError(f"{blob_id} changed since it was read")
+        self.put(PutRequest(blob_id, data))
 
     @abstractmethod
     def delete(self, blob_id: str) -> None:

@@ -10,21 +10,36 @@ Containment: the repository root itself may be (or sit under) a symlink, but bel
 symlinked directory or file anywhere under the root makes read, write, list and delete raise ``UnsafePathError``
 (exit 3), so a hostile or mixed-up repository can never make gc delete, or restore read, a file outside it.
 Every path is checked component by component with ``lstat`` and opened with ``O_NOFOLLOW``.
+
+Rewriting an object in place (the repository marker: ``replace_if``) is a compare-and-swap: an exclusive ``flock``
+on the object's current file (re-taken when a rename replaced the file while it waited), its bytes compared with the
+version read before, the new bytes written to a temporary file beside it and fsynced, renamed over it, the directory
+fsynced. A reader sees the old bytes or the new ones, never a part; a SIGKILL at any point leaves one of the two
+(and at most a temporary file, which the next rewrite removes under the same lock); of two rewrites from one
+version the second is refused. Why not a lock file or a rename-away: a lock file a SIGKILLed writer leaves behind
+would block every later rewrite, and renaming the object away to claim it leaves a moment with no marker at all,
+which a first backup would take for an empty location.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import stat
-from collections.abc import Iterator
+import time
+import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from blobstate.errors import StorageError, UnsafePathError
+from blobstate.errors import ObjectChangedError, StorageError, UnsafePathError
 from blobstate.local.files import fsync_dir
 
 FSYNC_ENV = "BLOBSTATE_FILE_FSYNC"
 COPY_BUFFER = 1 << 20  # bytes per copy step when the kernel cannot copy for us (1 MiB)
+REWRITE_LOCK_WAIT_S = 30.0  # how long ``replace_if`` waits for another rewrite of the same object to finish
+REWRITE_READ_MAX = (1 << 20) + 1  # bytes of the current file compared: past a metadata object's size, it differs anyway
+REWRITE_TMP = ".tmp-rewrite-"  # ``<name>.tmp-rewrite-<hex>``: ``replace_if``'s temporary files (hidden by listings)
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -147,6 +162,85 @@ class LocalRepository:
         if self.sync:
             fsync_dir(os.path.dirname(path), strict=True)
 
+    def replace_if(self, path: str, data: bytes, expected: str, version_of: Callable[[bytes], str]) -> None:
+        """Replace the file ``path`` with ``data`` only while ``version_of`` its bytes is ``expected``: the
+        compare-and-swap of the module docstring (always durable: the file and the directory are fsynced whatever
+        ``BLOBSTATE_FILE_FSYNC`` says, as for an exclusive create). Raises ``ObjectChangedError`` when the file
+        changed or vanished (nothing written), ``StorageError`` when another rewrite holds it past
+        ``REWRITE_LOCK_WAIT_S``."""
+        self.check(path)
+        deadline = time.monotonic() + REWRITE_LOCK_WAIT_S
+        while True:
+            fd = self._locked(path, deadline)
+            try:
+                if fd is None:
+                    continue  # replaced while we waited: lock the file the name holds now
+                current = _read_fd(fd)
+                if version_of(current) != expected:
+                    raise ObjectChangedError(f"{os.path.basename(path)} changed since it was read")
+                self._swap(path, data)
+                return
+            finally:
+                if fd is not None:
+                    os.close(fd)  # releases the lock (on the file the rename just unlinked)
+
+    def _locked(self, path: str, deadline: float) -> int | None:
+        """A descriptor of ``path``'s current file holding its exclusive ``flock``; None when a rename replaced the
+        file while this waited for it."""
+        try:
+            fd = os.open(path, os.O_RDWR | NOFOLLOW)  # writable: an exclusive lock needs it on NFS
+        except FileNotFoundError:
+            raise ObjectChangedError(f"{os.path.basename(path)} vanished since it was read") from None
+        except PermissionError:
+            fd = os.open(path, os.O_RDONLY | NOFOLLOW)
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise StorageError(f"{path} is being rewritten by another process (locked for more than "
+                                           f"{REWRITE_LOCK_WAIT_S:.0f} s)") from None
+                    time.sleep(0.005)  # another rewrite holds it for a write, an fsync and a rename
+            held, now = os.fstat(fd), os.lstat(path)
+        except FileNotFoundError:
+            os.close(fd)
+            raise ObjectChangedError(f"{os.path.basename(path)} vanished since it was read") from None
+        except BaseException:
+            os.close(fd)
+            raise
+        if (held.st_dev, held.st_ino) != (now.st_dev, now.st_ino):
+            os.close(fd)
+            return None
+        return fd
+
+    def _swap(self, path: str, data: bytes) -> None:
+        """Under the lock: the leftovers of killed rewrites removed, ``data`` written to a temporary file, fsynced and
+        renamed over ``path``, the directory fsynced."""
+        directory, name = os.path.split(path)
+        for other in os.listdir(directory):
+            if other.startswith(name + REWRITE_TMP):
+                self.remove(os.path.join(directory, other))
+        tmp = f"{path}{REWRITE_TMP}{uuid.uuid4().hex}"
+        fd = self.open_write(tmp, exclusive=True)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            self.remove(tmp)
+            raise
+        os.close(fd)
+        try:
+            os.rename(tmp, path)
+        except BaseException:
+            self.remove(tmp)
+            raise
+        fsync_dir(directory, strict=True)
+
     # -- reads, deletes, listing -----------------------------------------------------------------------------
     def open_read(self, path: str) -> Any:
         """``path`` opened for binary reading, never through a symlink."""
@@ -176,6 +270,21 @@ class LocalRepository:
             os.unlink(path)
         except FileNotFoundError:
             pass
+
+    def remove_empty_dirs(self, directory: str) -> None:
+        """Remove ``directory`` and then each parent below the root, while they are empty (a missing one is fine; a
+        non-empty one ends it)."""
+        self._parts(directory)
+        current = os.path.abspath(directory)
+        while current != self.root and current.startswith(self.root + os.sep):
+            self.check(current)
+            try:
+                os.rmdir(current)
+            except FileNotFoundError:
+                pass
+            except OSError:  # not empty (or not a directory): the objects of others live there
+                return
+            current = os.path.dirname(current)
 
     def walk(self, base: str) -> Iterator[tuple[str, os.stat_result]]:
         """Every regular file under ``base`` with its ``lstat``; a symlink anywhere raises ``UnsafePathError``."""
@@ -218,3 +327,15 @@ def _copy_range(src: int, dst: int, offset: int, length: int, what: str) -> None
             raise StorageError(f"{what} shrank while it was uploaded")
         remaining -= n
         pos += n
+
+
+def _read_fd(fd: int, limit: int = REWRITE_READ_MAX) -> bytes:
+    """The bytes of the open file ``fd`` from its start, at most ``limit`` of them."""
+    chunks, offset = [], 0
+    while offset < limit:
+        data = os.pread(fd, min(COPY_BUFFER, limit - offset), offset)
+        if not data:
+            break
+        chunks.append(data)
+        offset += len(data)
+    return b"".join(chunks)

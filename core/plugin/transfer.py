@@ -275,12 +275,14 @@ class ObstoreTransport:
             self._call(lambda: obstore.put(self.store, key, parts(), chunk_size=self.part_size,
                                            max_concurrency=self.part_concurrency, **extra))
 
-    def put_exclusive(self, key: str, data: bytes) -> None:
-        """Create ``key`` only if absent (``If-None-Match: *``); ``FileExistsError`` otherwise."""
+    def put_exclusive(self, key: str, data: bytes, *, version: str | None = None) -> None:
+        """Create ``key`` only if absent (``If-None-Match: *``), or with ``version`` replace it only while its entity
+        tag is that (``If-Match``); ``FileExistsError`` otherwise (412), ``FileNotFoundError`` when it is gone."""
         import obstore
 
         throttle("upload", len(data))
-        self._call(lambda: obstore.put(self.store, key, data, mode="create", use_multipart=False))
+        mode = "create" if version is None else {"e_tag": version}
+        self._call(lambda: obstore.put(self.store, key, data, mode=mode, use_multipart=False))
 
     def delete(self, keys: list[str]) -> None:
         """Delete ``keys`` (missing ones are fine): one bulk request per 1,000 keys where the service has one
@@ -319,14 +321,16 @@ class ObstoreTransport:
         return True
 
     # -- download --------------------------------------------------------------------------------------------
-    def get(self, key: str, sink: BinaryIO, *, max_size: int | None = None) -> int:
-        """Stream object ``key`` into ``sink`` in order; return the bytes written. ``FileNotFoundError`` if it
-        is missing; ``ObjectTooLarge`` before any of its body is read when it is larger than ``max_size`` bytes."""
+    def get(self, key: str, sink: BinaryIO, *, max_size: int | None = None, tags: list[str] | None = None) -> int:
+        """Stream object ``key`` into ``sink`` in order; return the bytes written (``tags``: the GET's entity tag is
+        appended). ``FileNotFoundError`` if missing; ``ObjectTooLarge`` before reading a body over ``max_size``."""
         import obstore
 
         with self.budget.reserve(MiB), _errors():
             result = obstore.get(self.store, key)
             size = int(result.meta["size"])
+            if tags is not None:
+                tags.append(str(result.meta.get("e_tag") or ""))
             if max_size is not None and size > max_size:
                 del result  # dropped unread: the response's headers said enough
                 raise ObjectTooLarge(f"{key}: {size} bytes, more than {max_size}")

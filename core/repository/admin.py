@@ -10,8 +10,9 @@ from blobstate.errors import ConfigurationError
 from blobstate.model.layout import DEFAULT_TTL_MS
 from blobstate.model.units import Duration, Options, parse_duration_ms
 from blobstate.repository.backends import open_blob_store
-from blobstate.repository.marker import RepositoryInfo, rotate_data_key
+from blobstate.repository.marker import RepositoryInfo
 from blobstate.repository.repo import Repository
+from blobstate.repository.rotation import rotate_data_key
 from blobstate.repository.settings import api_verb
 
 __all__ = ["init", "lifecycle_rule", "rotate_key"]

@@ -14,10 +14,14 @@ A repository has exactly one checkpoint log: ``checkpointLog`` is its identity
 (``blobstate.repository.log_identity``), written with the marker by the first writer, or recorded by the first
 command that opens a repository whose marker lacks it (a marker from before the field). ``bind_log`` refuses every
 other log (``LogMismatchError``, exit 2); ``blobstate init --log NEW --change-log`` moves the repository to another
-log on purpose. The marker is created exclusively, so two first backups agree on one log. Recording the identity
-into an older marker (and ``--change-log``) rewrites it and reads it back: a first use that reads another log back
-is refused, but two first uses with different logs racing within one write-and-read-back can both go on (the
-window exists only once per pre-field repository; the next command of the loser is refused).
+log on purpose. The marker is created exclusively, so two first backups agree on one log.
+
+The marker is the one object blobstate writes twice under one name: recording the log, ``--change-log`` and a key
+rotation (``blobstate.repository.rotation``) rewrite it, and every one of them goes through one door,
+``update_marker``: read with its version, replaced all or nothing (one PUT; on file:// a temporary file renamed over
+it) and only if it did not change since (If-Match, a generation match, a compare-and-swap: ``BlobStore.rewrite``),
+else read again and decided again. A SIGKILL at any point leaves the old marker or the new one, and a writer never
+writes back a marker another writer changed in between (issue 39 cases 1 and 2).
 
 An encrypted repository's marker (format version 2, so a blobstate that reads up to 1 refuses it rather than write
 plaintext into it) adds ``"encryption": {"algorithm", "keyProvider", "keyId", "wrappedKey"}`` (``EncryptionDoc``:
@@ -32,7 +36,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
@@ -43,15 +47,13 @@ from blobstate.errors import (
     ConfigurationError,
     CorruptIndexError,
     LogMismatchError,
+    ObjectChangedError,
     RepositoryNotFound,
     StorageError,
 )
 from blobstate.model import layout
 from blobstate.model.layout import MARKER, now_ms
-from blobstate.plugin.interfaces import BlobStore, BoundedSink, PutRequest
-
-if TYPE_CHECKING:
-    from blobstate.codec.keys import KeyConfig
+from blobstate.plugin.interfaces import BlobStore, BoundedSink
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +159,9 @@ def parse_marker(data: bytes) -> RepositoryInfo:
 
 
 def read_marker(store: BlobStore) -> RepositoryInfo | None:
-    """The repository's marker, or None when there is none; read no further than ``MAX_MARKER_BYTES``.
+    """The repository's marker, or None when there is none; read no further than ``MAX_MARKER_BYTES``. A marker that
+    is missing or damaged while a key rotation's copy of it is kept (``newest_copy``) reads as that copy (the next
+    rewrite through ``update_marker`` puts it back).
 
     Raises ``CorruptIndexError`` (exit 3) for a damaged or oversized marker and ``ConfigurationError`` for one
     written by a newer blobstate (``parse_marker``).
@@ -166,8 +170,21 @@ def read_marker(store: BlobStore) -> RepositoryInfo | None:
         data = store.get_bounded(MARKER_ID, BoundedSink(MAX_MARKER_BYTES, f"the repository marker {MARKER_ID}",
                                                         why="a marker is a few hundred bytes"))
     except BlobNotFound:
-        return None
-    return parse_marker(data)
+        data = None
+    if data is not None:
+        try:
+            return parse_marker(data)
+        except CorruptIndexError:
+            kept = newest_copy(store)
+            if kept is None:
+                raise
+    else:
+        kept = newest_copy(store)
+        if kept is None:
+            return None
+    log.warning("the repository marker is %s: using the copy an interrupted key rotation kept (run `blobstate key "
+                "rotate` again to finish it)", "damaged" if data is not None else "missing")
+    return kept
 
 
 def _version() -> str:
@@ -261,15 +278,87 @@ def ensure_repository(store: BlobStore, url: str, *, create: bool, checkpoint_lo
     return write_marker(store, checkpoint_log, encryption=encryption)
 
 
-def _rewrite(store: BlobStore, info: RepositoryInfo) -> None:
-    store.put(PutRequest(MARKER_ID, info.to_bytes()))
+# --- the Rewrite door (issue 39): the marker is the one object written twice under one name ----------------------
+#: times ``update_marker`` reads again after its conditional write was refused (another writer got there first)
+UPDATE_ATTEMPTS = 8
+
+
+@dataclass(frozen=True)
+class MarkerVersion:
+    """The marker as ``update_marker`` read it: ``info`` (from a copy a key rotation kept when the marker object is
+    missing or damaged: ``repair``), and the version of the marker object (None: there is none) its conditional
+    write expects."""
+
+    info: RepositoryInfo
+    version: str | None
+    repair: bool = False
+
+
+def _read_versioned(store: BlobStore) -> MarkerVersion | None:
+    sink = BoundedSink(MAX_MARKER_BYTES, f"the repository marker {MARKER_ID}", why="a marker is a few hundred bytes")
+    try:
+        data, version = store.get_versioned(MARKER_ID, sink)
+    except BlobNotFound:
+        data, version = None, None
+    try:
+        if data is not None:
+            return MarkerVersion(parse_marker(data), version)
+    except CorruptIndexError:
+        kept = newest_copy(store)
+        if kept is None:
+            raise
+        return MarkerVersion(kept, version, repair=True)
+    kept = newest_copy(store)
+    return None if kept is None else MarkerVersion(kept, None, repair=True)
+
+
+def update_marker(store: BlobStore, change: Callable[[RepositoryInfo], RepositoryInfo | None]) -> RepositoryInfo:
+    """The one door through which the marker is ever rewritten (``bind_log``, ``init --change-log``, key rotation):
+    read it with its version (``BlobStore.get_versioned``), ask ``change`` for the marker it should be (None: as it
+    is), and replace it all or nothing and only if it did not change since (``BlobStore.rewrite``: S3 and Azure
+    If-Match, GCS ifGenerationMatch, a compare-and-swap on file://). When another writer changed it in between, the
+    write is refused and this reads it again and asks ``change`` again, so ``change`` decides on the marker as it
+    is, never on a stale copy: it raises to refuse (another key rotation, another log). A marker that is missing or
+    damaged while a key rotation's copy of it is kept (``newest_copy``) is put back from the copy. Returns the
+    marker as written (or as found). Raises ``RepositoryNotFound`` when there is none, ``ObjectChangedError`` (exit
+    4) when it kept changing, and what ``change`` raises."""
+    for _ in range(UPDATE_ATTEMPTS):
+        read = _read_versioned(store)
+        if read is None:
+            raise RepositoryNotFound("the repository marker vanished while it was rewritten")
+        updated = change(read.info)
+        if updated is None and not read.repair:
+            return read.info
+        target = replace(updated or read.info, created=False)
+        try:
+            store.rewrite(MARKER_ID, target.to_bytes(), expected=read.version)
+        except ObjectChangedError:
+            continue
+        if read.repair:
+            log.warning("put the repository marker back from the copy a key rotation kept")
+        return target
+    raise ObjectChangedError(f"the repository marker changed {UPDATE_ATTEMPTS} times while this command rewrote it: "
+                             "run it again")
+
+
+def newest_copy(store: BlobStore) -> RepositoryInfo | None:
+    """The newest readable copy of the marker a key rotation keeps until its new marker is read back
+    (``blobstate.repository.rotation``), or None: what stands for a marker that is missing or damaged."""
+    for info in sorted(store.list(layout.MARKER_COPIES), key=lambda i: (i.modified_ms or 0, i.blob_id), reverse=True):
+        try:
+            data = store.get_bounded(info.blob_id, BoundedSink(MAX_MARKER_BYTES, f"the marker copy {info.blob_id}"))
+            return parse_marker(data)
+        except (BlobNotFound, CorruptIndexError, ConfigurationError):
+            continue
+    return None
 
 
 def bind_log(store: BlobStore, info: RepositoryInfo, url: str, identity: str, *, change: bool = False,
              read_only: bool = False) -> RepositoryInfo:
     """Check that the repository's checkpoint log is ``identity``; record it when the marker has none (a marker
     from before the field; with ``read_only``, a command that only reads, a failed write is only logged); with
-    ``change``, move the repository to this log.
+    ``change``, move the repository to this log. The marker is rewritten through ``update_marker``, so recording
+    the log never writes back a marker another writer changed meanwhile (a rotated key, another log).
 
     Raises ``LogMismatchError`` (exit 2) when the marker records another log. A repository without a marker (from
     before the marker) is left as it is: its next backup writes a marker with the identity.
@@ -286,10 +375,19 @@ def bind_log(store: BlobStore, info: RepositoryInfo, url: str, identity: str, *,
             f"command was opened with {describe(identity)}: a repository has exactly one log (pass the recorded "
             "one with --log, or none for the file log inside the repository). To move the repository to another "
             f"log on purpose: blobstate init --repo {redact(url)} --log NEW --change-log")
+
+    def recorded(current: RepositoryInfo) -> RepositoryInfo | None:
+        if current.checkpoint_log == identity:
+            return None
+        if current.checkpoint_log is not None and current.checkpoint_log != info.checkpoint_log:
+            raise LogMismatchError(f"the repository at {redact(url)} was bound to another checkpoint log "
+                                   f"({describe(current.checkpoint_log)}) at the same time: run the command again "
+                                   "with that log")
+        return replace(current, checkpoint_log=identity)
+
     previous = info.checkpoint_log
-    updated = replace(info, checkpoint_log=identity, created=False)
     try:
-        _rewrite(store, updated)
+        update_marker(store, recorded)
     except StorageError as exc:
         if not read_only or change:
             raise
@@ -305,33 +403,3 @@ def bind_log(store: BlobStore, info: RepositoryInfo, url: str, identity: str, *,
     else:
         log.warning("moved the repository from the checkpoint log %s to %s", describe(previous), describe(identity))
     return replace(again, created=info.created)
-
-
-# --- encryption (issue 33): key rotation rewrites the marker's ``encryption`` only -----------------------------
-def record_encryption(store: BlobStore, info: RepositoryInfo, encryption: dict[str, Any]) -> RepositoryInfo:
-    """Rewrite the marker with ``encryption`` (a re-wrapped data key) and read it back. Raises ``StorageError``
-    when the marker cannot be written, ``ConfigurationError`` when another write replaced it in between."""
-    updated = replace(info, encryption=encryption, created=False)
-    _rewrite(store, updated)
-    again = read_marker(store)
-    if again is None or again.encryption != encryption:
-        raise ConfigurationError("the repository marker changed while its key was rotated: run the rotation again")
-    return again
-
-
-def rotate_data_key(store: BlobStore, url: str, old: KeyConfig, new: KeyConfig) -> RepositoryInfo:
-    """Re-wrap the data key of the encrypted repository in ``store`` (at ``url``): unwrapped by ``old``, wrapped by
-    ``new`` (``blobstate.codec.keys.rewrap``), the marker rewritten (``record_encryption``); nothing else changes.
-    Raises ``ConfigurationError`` (exit 2) without a new key or for a repository that is not encrypted,
-    ``RepositoryNotFound`` (exit 6), ``EncryptionKeyError`` (exit 3) when ``old`` does not unwrap the data key."""
-    from blobstate.codec.keys import rewrap
-    from blobstate.repository.options import redact
-
-    if not new.given:
-        raise ConfigurationError("name the new key (--new-key-file FILE, or --new-key-provider NAME --new-key-id ID)")
-    info = read_marker(store)
-    if info is None:
-        raise RepositoryNotFound(f"no blobstate repository at {redact(url)}")
-    if info.encryption is None:
-        raise ConfigurationError(f"the repository at {redact(url)} is not encrypted: it has no key to rotate")
-    return record_encryption(store, info, rewrap(info.encryption, info.repository_id, old, new).to_json())

@@ -31,7 +31,8 @@ if TYPE_CHECKING:  # opened by the repository-wide verbs (blobstate.maintenance.
 #: The ``BlobStore`` calls that reach the store (a listing of many pages, or a batch, counts once).
 STORE_CALLS = frozenset({"put", "put_exclusive", "get", "get_bytes", "get_bounded", "delete", "remove_ttl", "has_ttl",
                          "list", "list_with_ttl", "expired", "sweep_expired", "temporaries", "put_many", "get_many",
-                         "delete_many", "remove_ttl_many", "location_exists", "install_lifecycle", "recorded_expiry"})
+                         "delete_many", "remove_ttl_many", "location_exists", "install_lifecycle", "recorded_expiry",
+                         "get_versioned", "rewrite"})
 
 
 class CallCounter:

@@ -172,6 +172,24 @@ class RetryingBlobStore(BlobStore):
 
         return self._call(attempt, f"download of {blob_id}")
 
+    def get_versioned(self, blob_id: str, sink: BoundedSink) -> tuple[bytes, str]:
+        def attempt() -> tuple[bytes, str]:
+            sink.seek(0)
+            sink.truncate()
+            return self.inner.get_versioned(blob_id, sink)
+
+        return self._call(attempt, f"download of {blob_id}")
+
+    @property
+    def conditional_rewrite(self) -> bool:  # type: ignore[override]
+        return self.inner.conditional_rewrite
+
+    def rewrite(self, blob_id: str, data: bytes, *, expected: str | None) -> None:
+        """The inner store's conditional rewrite, retried on transient faults. A rewrite that landed but whose
+        answer was lost is refused on its retry (the version moved on: ``ObjectChangedError``); the caller reads
+        the object again and finds its own bytes (``blobstate.repository.marker.update_marker``)."""
+        self._call(lambda: self.inner.rewrite(blob_id, data, expected=expected), f"rewrite of {blob_id}")
+
     def delete(self, blob_id: str) -> None:
         self._call(lambda: self.inner.delete(blob_id), f"delete of {blob_id}")
 

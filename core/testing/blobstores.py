@@ -19,12 +19,18 @@ Capabilities a subclass may switch off (each skipped test says why):
 - ``atomic_conditional_create = False``: the store (or its emulator) does not enforce the create-only-if-absent
   precondition under concurrency, so the racing-writers test is skipped (the sequential one still runs).
 - ``sequential_conditional_create = False``: not even a second create of an existing blob is refused.
+- ``atomic_conditional_rewrite = False``: ``rewrite`` is not atomic and conditional under concurrency (the
+  interface's default), so the racing-rewriters test is skipped.
+- ``sequential_conditional_rewrite = False``: the store (or its emulator) does not even refuse a rewrite from a
+  version that is no longer current (the gcp-storage-emulator ignores ``ifGenerationMatch``).
 
 What is checked: put/get of bytes, whole files and file ranges (also a blob of ``large_blob_bytes``);
 ``BlobNotFound`` for missing blobs; overwrite;
 idempotent ``delete`` and ``remove_ttl``; ``has_ttl`` before and after ``remove_ttl``; TTL expiry through
 ``expired``/``sweep_expired`` at a chosen ``now_ms`` (no waiting); ``list`` recursion, prefix isolation, sizes and
-times; exclusive create (sequential and racing); the ``*_many`` batch calls, directly and through the core's retry
+times; exclusive create (sequential and racing); the Rewrite door (``get_versioned`` and ``rewrite``: replaced whole,
+refused from a stale version, from a deleted object and as a second create, racing rewriters of which exactly one
+wins, nothing left in listings); the ``*_many`` batch calls, directly and through the core's retry
 wrapper (a backend's own bulk call must be reached); a lifecycle rule in native TTL mode.
 """
 
@@ -36,14 +42,14 @@ import threading
 import time
 import uuid
 from abc import abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from blobstate.errors import BlobNotFound
-from blobstate.plugin.interfaces import BlobStore, FileRange, GetRequest, PutRequest
+from blobstate.errors import BlobNotFound, IntegrityError, ObjectChangedError
+from blobstate.plugin.interfaces import BlobStore, BoundedSink, FileRange, GetRequest, PutRequest
 from blobstate.testing.kit import ContractKit
 
 TTL_MS = 3_600_000  # one hour: expiry is checked by passing now_ms, never by waiting
@@ -81,6 +87,8 @@ class BlobStoreContract(ContractKit):
 
     atomic_conditional_create: bool = True
     sequential_conditional_create: bool = True
+    atomic_conditional_rewrite: bool = True
+    sequential_conditional_rewrite: bool = True
     #: bytes of the large-blob test: several multipart parts / ranged reads of the built-in stores (8 MiB each)
     large_blob_bytes: int = 20 << 20
 
@@ -244,29 +252,18 @@ class BlobStoreContract(ContractKit):
         if not self.atomic_conditional_create:
             pytest.skip("this store (or its emulator) does not enforce conditional create under concurrency")
         blob = f"checkpoints/{prefix}/00000000000000000001.json"
-        barrier = threading.Barrier(RACERS)
-        won: list[int] = []
-        lost: list[int] = []
-        errors: list[BaseException] = []
+        won = race(lambda i: store.put_exclusive(blob, f"writer {i}".encode()), FileExistsError)
+        assert store.get_bytes(blob) == f"writer {won}".encode()
 
-        def race(i: int) -> None:
-            barrier.wait()
-            try:
-                store.put_exclusive(blob, f"writer {i}".encode())
-                won.append(i)
-            except FileExistsError:
-                lost.append(i)
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                errors.append(exc)
+    # -- the Rewrite door ------------------------------------------------------------------------------------
+    def test_rewrite(self, store: BlobStore, prefix: str) -> None:
+        exercise_rewrite(store, prefix, enforced=self.sequential_conditional_rewrite)
 
-        threads = [threading.Thread(target=race, args=(i,)) for i in range(RACERS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=120)
-        assert not errors, errors
-        assert len(won) == 1 and len(lost) == RACERS - 1
-        assert store.get_bytes(blob) == f"writer {won[0]}".encode()
+    def test_rewrite_race(self, store: BlobStore, prefix: str) -> None:
+        if not self.atomic_conditional_rewrite:
+            pytest.skip("this store (or its emulator) does not make a rewrite atomic and conditional under concurrency")
+        assert store.conditional_rewrite, "a store whose rewrite is atomic and conditional says so"
+        exercise_rewrite_race(store, prefix)
 
     # -- batches ---------------------------------------------------------------------------------------------
     def test_batches(self, store: BlobStore, prefix: str) -> None:
@@ -314,3 +311,72 @@ def exercise_batches(store: BlobStore, prefix: str) -> None:
     store.delete_many(ids[::2] + [marked(store, prefix, "missing")])
     assert [b.blob_id for b in store.list(prefix)] == ids[1::2]
     store.delete_many([])
+
+
+def exercise_rewrite(store: BlobStore, prefix: str, *, enforced: bool = True) -> None:
+    """``rewrite`` and ``get_versioned`` once each way: created (and, ``enforced``, refused as a second create),
+    replaced whole from the version read, refused from a stale version and from a deleted object (``enforced``),
+    bounded reads, and nothing but the object itself in listings (no temporary files)."""
+    name = f"{prefix}/metadata.json"
+    store.rewrite(name, b"one", expected=None)
+    if enforced:
+        with pytest.raises(ObjectChangedError):
+            store.rewrite(name, b"created twice", expected=None)
+    data, first = store.get_versioned(name, BoundedSink(1024, name))
+    assert data == b"one" and first
+    store.rewrite(name, b"two, longer than one", expected=first)
+    data, second = store.get_versioned(name, BoundedSink(1024, name))
+    assert data == b"two, longer than one" and second != first
+    if enforced:
+        with pytest.raises(ObjectChangedError):
+            store.rewrite(name, b"three", expected=first)
+        assert store.get_bytes(name) == b"two, longer than one"
+    assert [b.blob_id for b in store.list(prefix)] == [name]
+    with pytest.raises(IntegrityError):  # bounded like every metadata read
+        store.get_versioned(name, BoundedSink(4, name))
+    store.delete(name)
+    with pytest.raises(BlobNotFound):
+        store.get_versioned(name, BoundedSink(1024, name))
+    if enforced:
+        with pytest.raises(ObjectChangedError):
+            store.rewrite(name, b"four", expected=second)
+        assert [b.blob_id for b in store.list(prefix)] == []
+
+
+def exercise_rewrite_race(store: BlobStore, prefix: str) -> None:
+    """``RACERS`` writers read the same version of one object, then all rewrite it from that version at once:
+    exactly one wins, every other one is refused, and the object holds the winner's bytes whole."""
+    name = f"{prefix}/metadata.json"
+    store.rewrite(name, b"start", expected=None)
+    _, version = store.get_versioned(name, BoundedSink(1024, name))
+    won = race(lambda i: store.rewrite(name, f"writer {i} ".encode() * 50, expected=version), ObjectChangedError)
+    assert store.get_bytes(name) == f"writer {won} ".encode() * 50
+    assert [b.blob_id for b in store.list(prefix)] == [name]
+
+
+def race(write: Callable[[int], object], refused: type[BaseException]) -> int:
+    """``RACERS`` threads released at once, the i-th calling ``write(i)``: exactly one may succeed (its i is
+    returned) and every other one must be refused with ``refused``; any other error fails."""
+    barrier = threading.Barrier(RACERS)
+    won: list[int] = []
+    lost: list[int] = []
+    errors: list[BaseException] = []
+
+    def attempt(i: int) -> None:
+        barrier.wait()
+        try:
+            write(i)
+            won.append(i)
+        except refused:
+            lost.append(i)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(RACERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    assert len(won) == 1 and len(lost) == RACERS - 1, (won, lost)
+    return won[0]

@@ -124,3 +124,58 @@ def test_doctor_on_file_repositories(cli, tmp_path, store_dir):
     # The newest checkpoint older than a week: a warning (a job that stopped committing).
     marker_time = checks["checkpoints"]["data"]["stores"]["default/0/counts"]["newestAgeMs"]
     assert marker_time < 60_000
+
+
+def _repository_state(target, proxy, root):  # noqa: ANN001, ANN202
+    """Writes counted at the server (cloud), or every file and directory with its bytes and mtime (file://)."""
+    if proxy is not None:
+        return sum(proxy.count(m) for m in ("PUT", "POST", "DELETE", "PATCH"))
+    return {str(p.relative_to(root)): (p.stat().st_mtime_ns, p.read_bytes() if p.is_file() else b"<dir>")
+            for p in sorted(root.rglob("*"))}
+
+
+def test_doctor_with_a_wrong_key_writes_nothing_and_exits_3(cli, tmp_path, store_dir, store_target):
+    """Issue 39 case 11: an encrypted repository checked with a wrong key. On main doctor wrote its probe objects
+    (and removed them) and exited 1; rule 20 says a wrong key writes nothing (exit 3): the key is checked right
+    after the marker is read, before any write. Counted at the server (moto, azurite) and byte for byte on file://
+    (directories included). With the right key every check passes."""
+    import os
+
+    from counting_proxy import CountingProxy, emulator_endpoint, options_through
+
+    target = store_target
+    keys = []
+    for name in ("k", "wrong"):
+        path = tmp_path / f"{name}.key"
+        path.write_bytes(os.urandom(32))
+        path.chmod(0o600)
+        keys.append(str(path))
+    env = dict(target.env)
+    assert cli("backup", store_dir, "--repo", target.url, "-q", "--key-file", keys[0], env=env).returncode == 0
+    proxy = CountingProxy(emulator_endpoint(target)) if target.name != "file" else None
+    through = options_through(target, proxy) if proxy else {}
+    root = tmp_path / "repo" if target.name == "file" else None
+    try:
+        before = _repository_state(target, proxy, root)
+        out = cli("doctor", "--repo", target.url, "--json", "--key-file", keys[1], env={**env, **through})
+        assert _repository_state(target, proxy, root) == before, "doctor wrote with a wrong key"
+    finally:
+        if proxy is not None:
+            proxy.close()
+    assert out.returncode == 3, (out.returncode, out.stdout, out.stderr)
+    checks = {c["check"]: c for c in json.loads(out.stdout)["checks"]}
+    assert checks["key"]["status"] == "fail" and "wrong key file" in checks["key"]["detail"], checks
+    assert "store semantics" not in checks
+    code, checks, doc = doctor(cli, target.url, "--key-file", keys[0], env=env)
+    assert code == 0 and all(c["status"] == "ok" for c in checks.values()), doc
+
+
+def test_doctor_on_file_leaves_no_directory_behind(cli, tmp_path, store_dir):
+    """Issue 39 case 11: every doctor on file:// left an empty ``doctor/<id>`` directory that gc never removes."""
+    repo = tmp_path / "repo"
+    assert cli("backup", store_dir, "--repo", repo, "-q").returncode == 0
+    before = sorted(str(p.relative_to(repo)) for p in repo.rglob("*"))
+    for _ in range(2):
+        code, _, doc = doctor(cli, repo)
+        assert code == 0, doc
+    assert sorted(str(p.relative_to(repo)) for p in repo.rglob("*")) == before

@@ -17,6 +17,8 @@ import pytest
 import zstandard
 from click.testing import CliRunner
 from counting_proxy import CountingProxy
+from counting_proxy import emulator_endpoint as _endpoint
+from counting_proxy import options_through as _options_through
 from fixtures_core import read_all, write_keys
 
 import blobstate
@@ -176,23 +178,6 @@ def _state(target, proxy: CountingProxy | None, tmp_path: Path) -> object:
     root = Path(target.url[len("file://"):])
     return {str(p.relative_to(root)): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
             for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def _endpoint(target) -> str:
-    """The emulator's endpoint a target's options point at."""
-    if target.name == "s3":
-        return target.storage_options["endpoint_url"]
-    return target.storage_options["connection_string"].split("BlobEndpoint=")[1].split("/devstoreaccount1")[0]
-
-
-def _options_through(target, proxy: CountingProxy) -> dict[str, str]:
-    """The environment that makes a command reach the target's emulator through ``proxy``."""
-    if target.name == "s3":
-        options = {**target.storage_options, "endpoint_url": proxy.endpoint}
-    else:
-        options = {"connection_string": target.storage_options["connection_string"].replace(
-            _endpoint(target), proxy.endpoint)}
-    return {"BLOBSTATE_STORAGE_OPTIONS": json.dumps(options)}
 
 
 def test_a_wrong_or_missing_key_is_refused_before_anything_is_written(store_target, tmp_path, key_files,

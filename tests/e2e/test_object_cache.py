@@ -19,6 +19,7 @@ from blobstate.local import workdir
 from blobstate.model.index import SnapshotIndex
 from blobstate.model.layout import record_id
 from blobstate.model.records import StoreKey
+from blobstate.repository.marker import read_marker
 
 KEY = StoreKey("j", "0", "s")
 DAY_MS = 86_400_000
@@ -31,10 +32,15 @@ def target(tmp_path):
     return Target(f"file://{tmp_path}/repo")  # an index's check is the store's plain bytes against its record
 
 
-def _entry(work_base: Path, repo_url: str, name: str) -> Path:
-    """The cache file of object ``name`` (``ObjectCache._path``'s layout, spelled out)."""
+def _entry(work_base: Path, target, name: str) -> Path:  # noqa: ANN001
+    """The cache file of object ``name`` (``ObjectCache._path``'s layout, spelled out: under the repository's id)."""
+    store = target.store()
+    try:
+        info = read_marker(store)
+    finally:
+        store.close()
     digest = hashlib.sha256(name.encode()).hexdigest()
-    return work_base / "cache" / workdir.repository_hash(repo_url) / digest[:2] / digest
+    return work_base / "cache" / workdir.host_key(info.repository_id, target.url) / digest[:2] / digest
 
 
 def _two_snapshots(cli, target, tmp_path) -> list[dict]:
@@ -68,7 +74,7 @@ def _gc_dry_run(cli, target) -> dict:
 def test_gc_never_trusts_a_cached_index_whose_bytes_are_not_the_ones_its_record_names(target, cli, tmp_path,
                                                                                        work_base):
     _, second = _two_snapshots(cli, target, tmp_path)
-    entry = _entry(work_base, target.url, second["indexBlobId"])
+    entry = _entry(work_base, target, second["indexBlobId"])
     assert entry.is_file(), "list keeps the indexes it read"
     kept = entry.read_bytes()
     # the latest index's entry now names no file (same checkpoint): trusted, the blobs only that snapshot holds
@@ -85,7 +91,7 @@ def test_gc_never_trusts_a_cached_index_whose_bytes_are_not_the_ones_its_record_
 def test_gc_reads_a_retained_index_the_store_no_longer_lists_even_when_it_is_cached(target, cli, tmp_path,
                                                                                      work_base):
     _, second = _two_snapshots(cli, target, tmp_path)
-    assert _entry(work_base, target.url, second["indexBlobId"]).is_file()
+    assert _entry(work_base, target, second["indexBlobId"]).is_file()
     store = target.store()
     try:
         store.delete(second["indexBlobId"])  # the store lost the latest index; this host still has a copy
@@ -101,7 +107,7 @@ def test_a_cached_record_is_used_only_while_the_listing_names_its_bytes(s3_targe
 
     target = Target(f"{s3_target.url}-records", s3_target.storage_options, s3_target.env)
     first, second = _two_snapshots(cli, target, tmp_path)
-    older, newer = (_entry(work_base, target.url, record_id(KEY, generation)) for generation in (1, 2))
+    older, newer = (_entry(work_base, target, record_id(KEY, generation)) for generation in (1, 2))
     assert older.is_file() and newer.is_file(), "list keeps the records it read (S3: the listing gives their MD5)"
     newer.write_bytes(older.read_bytes())  # generation 2's entry holds generation 1's record
     again = cli("list", "--repo", target.url, "--json", "-v", env=target.env)
@@ -117,7 +123,7 @@ def test_a_backup_never_trusts_a_cached_index_whose_bytes_are_not_the_ones_its_r
     blobs, reuse what the store lacks); it is not the bytes the record's size and CRC32C name, so the backup reads
     the index from the store, keeps those bytes, uploads only what changed and commits a snapshot that verifies."""
     _, second = _two_snapshots(cli, target, tmp_path)
-    entry = _entry(work_base, target.url, second["indexBlobId"])
+    entry = _entry(work_base, target, second["indexBlobId"])
     kept = entry.read_bytes()
     index = SnapshotIndex.from_bytes(kept)
     entry.write_bytes(msgspec.structs.replace(index, dir_index=msgspec.structs.replace(
@@ -131,7 +137,7 @@ def test_a_backup_never_trusts_a_cached_index_whose_bytes_are_not_the_ones_its_r
     assert entry.read_bytes() == kept, "the entry is read again from the store and kept"
     latest = _history(target)[-1]
     assert latest.checkpoint_id == result["checkpointId"]
-    assert _entry(work_base, target.url, latest.index_blob_id).is_file(), "the backup keeps the index it wrote"
+    assert _entry(work_base, target, latest.index_blob_id).is_file(), "the backup keeps the index it wrote"
     verified = cli("verify", *target.args(KEY), "--all", env=target.env)
     assert verified.returncode == 0, verified.stderr
 
@@ -142,7 +148,7 @@ def test_a_backup_puts_back_the_lost_index_it_holds_in_its_object_cache(target, 
     backup takes anyway shows the index gone, and the backup puts it back from that verified copy and says so, so
     the retained checkpoint restores again (``verify --all``)."""
     _, second = _two_snapshots(cli, target, tmp_path)
-    entry = _entry(work_base, target.url, second["indexBlobId"])
+    entry = _entry(work_base, target, second["indexBlobId"])
     assert entry.is_file(), "the writer keeps the index it wrote"
     store = target.store()
     try:
@@ -176,8 +182,8 @@ def test_retention_leaves_no_cache_entry_of_what_it_deleted(backend, target, s3_
         assert done.returncode == 0, done.stderr
         written.append(_history(target)[-1])
     assert [cp.generation for cp in _history(target)] == [2, 3]
-    indexes = [_entry(work_base, target.url, cp.index_blob_id) for cp in written]
-    records = [_entry(work_base, target.url, record_id(KEY, g)) for g in (1, 2, 3)]
+    indexes = [_entry(work_base, target, cp.index_blob_id) for cp in written]
+    records = [_entry(work_base, target, record_id(KEY, g)) for g in (1, 2, 3)]
     assert not indexes[0].exists(), "retention deleted the first index: its entry goes with it"
     assert indexes[1].is_file() and indexes[2].is_file(), "the indexes a backup wrote are kept"
     if backend == "s3":
@@ -193,10 +199,10 @@ def test_gc_of_the_whole_repository_removes_the_entries_of_objects_the_repositor
     delete of this host discards: gc of the whole repository keeps only the entries of the indexes it lists and the
     records its log names, so the cache never holds more than the repository did at the last gc."""
     first, second = _two_snapshots(cli, target, tmp_path)
-    live = [_entry(work_base, target.url, cp["indexBlobId"]) for cp in (first, second)]
+    live = [_entry(work_base, target, cp["indexBlobId"]) for cp in (first, second)]
     assert all(p.is_file() for p in live)
-    gone = [_entry(work_base, target.url, f"{KEY.prefix}/indexes/{'0' * 32}.json"),
-            _entry(work_base, target.url, record_id(KEY, 99))]
+    gone = [_entry(work_base, target, f"{KEY.prefix}/indexes/{'0' * 32}.json"),
+            _entry(work_base, target, record_id(KEY, 99))]
     for path in gone:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"an object another host deleted")

@@ -94,7 +94,7 @@ def test_3_a_journal_naming_another_stores_blobs_is_refused(tmp_path, target, cl
     forge_journal(work_base, target.url, A, [
         ev.CommitStarted(CRASHED, 1, str(A), 1, None, 3, target.url, target.url),
         ev.UploadsPlanned(CRASHED, 2, tuple(victims), victims[0], 10),
-    ])
+    ], target.options)
     recovered = cli("recover", *target.args(A), env=target.env)
     assert recovered.returncode == 3 and "ForeignObjectError" in recovered.stderr, recovered.stderr
     assert store_objects(raw, B) == before

@@ -183,12 +183,19 @@ def test_a_damaged_record_in_the_middle_of_the_journal_is_an_error_not_a_tail(tm
     assert path.read_bytes() == bytes(data), "the journal was truncated"
 
 
-def test_the_work_directory_does_not_depend_on_the_urls_query(tmp_path):
-    from blobstate.local.workdir import store_work_dir
+def test_the_work_directory_is_the_repositorys_whatever_url_reaches_it(tmp_path, repo):
+    """Named by the repository's id (issue 39 case 8), so neither a URL's query (a rotating token) nor the URL
+    itself (a path, or a file:// URL, of the same repository) moves it; a repository from before the marker keeps
+    the hash of its URL, without its query."""
+    from blobstate.local.workdir import host_key, store_work_dir
+    from blobstate.repository import host
+    from blobstate.repository.repo import Repository
 
     key = StoreKey("j", "0", "s")
-    assert store_work_dir("s3://b/r?token=one", key, str(tmp_path)) == store_work_dir("s3://b/r?token=two", key,
-                                                                                      str(tmp_path))
+    with Repository.open(f"file://{repo}") as one, Repository.open(str(repo)) as two:
+        assert host.work_dir(one, key, str(tmp_path)) == host.work_dir(two, key, str(tmp_path)) == \
+            store_work_dir(one.info.repository_id, key, str(tmp_path))
+    assert host_key("", "s3://b/r?token=one") == host_key("", "s3://b/r?token=two") != host_key("", "s3://b/q")
 
 
 def test_credentials_never_reach_the_journal_the_index_or_the_output(tmp_path, repo, cli, work_base):

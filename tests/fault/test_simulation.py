@@ -12,6 +12,9 @@
   paused until another run committed (fenced), killed twice (redone at the end) hold every invariant; SELF-CHECKS:
   a rescale that maps a key to another partition, copies another batch, or writes into its source is caught.
 - on an encrypted repository (profile ``encrypted``) too, with nothing but ciphertext in the world;
+- profile ``keys`` (issue 39): key rotations and commands recording the log, killed and racing: the seeds that found
+  cases 1 and 2 with their fixes reverted hold now; SELF-CHECK: with the Rewrite door's guarantees taken away in the
+  simulated store, they fail again;
 - profile ``heal`` (issue 39's heal actors): the seeds that found its cases 3, 7 and 12 hold, and fail again with
   each fix switched off.
 
@@ -308,3 +311,45 @@ def test_self_check_a_door_reverted_is_caught(broken: str, monkeypatch: pytest.M
         seed, kinds = 28, ("lost", "wrong")
     result = run_seed(seed, "doors")
     assert result.failed and result.violation.kind in kinds, describe(result)
+
+
+#: profile ``keys`` (issue 39): the seeds at which the simulator found cases 1 and 2 on its own with their fixes
+#: reverted (``python -m bench.simulate --profile keys``; bench/README.md gives how many seeds each took): case 1 at
+#: seed 3 (an actor read the marker torn by an in-place rewrite) and 17 (a rotation killed in the middle of its
+#: write: no key opens the marker); case 2 at seed 0 (two rotations from one key both exited 0) and 45 (a command
+#: recording the log, paused between its read and its write, wrote back the marker a rotation had replaced).
+KEYS_SEEDS = (0, 3, 17, 45)
+
+
+@pytest.mark.parametrize("seed", KEYS_SEEDS)
+def test_the_seeds_that_found_issue_39_cases_hold(seed: int) -> None:
+    result = run_seed(seed, "keys")
+    assert not result.failed, describe(result)
+    assert any(name.startswith("kr") for name in result.trace), "no rotation ran"
+
+
+@pytest.mark.parametrize(("broken", "seed", "case"), [("in place", 3, "issue 39 case 1"),
+                                                      ("in place", 17, "issue 39 case 1"),
+                                                      ("unconditional", 0, "issue 39 case 2"),
+                                                      ("unconditional", 45, "issue 39 case 2")])
+def test_self_check_a_marker_rewrite_around_the_door_is_caught(broken: str, seed: int, case: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """SELF-CHECK: with the Rewrite door's guarantees taken away in the simulated store, those seeds fail as the
+    code before issue 39 did: a rewrite written in place (a version check, then a put that truncates first) and no
+    copy of the previous wrapping; or a rewrite written whole whatever the marker holds now."""
+    from blobstate.plugin.interfaces import BlobStore
+    from blobstate.repository import rotation
+    from blobstate.testing.simulation.shrink import classify
+
+    if broken == "in place":
+        monkeypatch.setattr(SimBlobStore, "rewrite", BlobStore.rewrite)
+        monkeypatch.setattr(rotation, "keep_copy", lambda store, info: "")
+    else:
+        def unconditional(self, blob_id, data, *, expected):  # noqa: ANN001, ANN202
+            self.world.point("rewrite")
+            self.world.on_mutation("put", blob_id)
+            self.world.blobs[blob_id] = self.world.stored(bytes(data))
+
+        monkeypatch.setattr(SimBlobStore, "rewrite", unconditional)
+    result = run_seed(seed, "keys")
+    assert result.failed and classify(result) == case, describe(result)

@@ -4,7 +4,8 @@ killed by ``kill_plugin`` at a journal event, like a `blobstate` command).
 ``python commit_child.py CONFIG_JSON`` with ``{"mode", "url", "options", "job", "task", "store", "work_dir",
 "ttl_ms", "retain", "batches"}``:
 
-- ``mode="deltas"``: one delta record per batch id of ``batches`` (each writes the key ``b<batch>``);
+- ``mode="deltas"``: one delta record per batch id of ``batches`` (each writes the key ``b<batch>``, with the value
+  ``v<batch>`` or, given, ``value``);
 - ``mode="group"``: per batch id of ``batches`` one group record of ``partitions`` delta parts (each partition
   writes ``p<partition>-b<batch>``), staged by this process, which keeps their bytes to heal a late commit from.
 
@@ -37,7 +38,7 @@ def main(config: dict) -> None:
                         retain=config.get("retain", 3)) as committer:
         for batch in config["batches"]:
             if config["mode"] == "deltas":
-                data = changelog.encode([(changelog.PUT, f"b{batch}", f"v{batch}")])
+                data = changelog.encode([(changelog.PUT, f"b{batch}", config.get("value", f"v{batch}"))])
                 cp = DeltaCommitter(committer).commit_changelog(data, batch_id=batch, query_id="q").checkpoint
             else:
                 n = config["partitions"]

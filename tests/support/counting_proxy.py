@@ -128,3 +128,22 @@ class RefusingListener:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def emulator_endpoint(target: Any) -> str:
+    """The emulator's endpoint a ``cloud_servers.CloudTarget``'s options point at (moto or azurite)."""
+    if target.name == "s3":
+        return str(target.storage_options["endpoint_url"])
+    return str(target.storage_options["connection_string"].split("BlobEndpoint=")[1].split("/devstoreaccount1")[0])
+
+
+def options_through(target: Any, proxy: CountingProxy) -> dict[str, str]:
+    """The environment that makes a command reach ``target``'s emulator through ``proxy``."""
+    import json
+
+    if target.name == "s3":
+        options = {**target.storage_options, "endpoint_url": proxy.endpoint}
+    else:
+        options = {"connection_string": target.storage_options["connection_string"].replace(
+            emulator_endpoint(target), proxy.endpoint)}
+    return {"BLOBSTATE_STORAGE_OPTIONS": json.dumps(options)}

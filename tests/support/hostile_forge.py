@@ -13,9 +13,8 @@ from fsspec.implementations.local import LocalFileSystem
 
 from blobstate.journal import events as ev
 from blobstate.journal.file import MAGIC, encode
-from blobstate.local.workdir import store_work_dir
 from blobstate.model.records import StoreKey
-from blobstate.repository.backends import normalize_url
+from blobstate.repository.host import located_work_dir
 
 
 class RawRepository:
@@ -60,9 +59,11 @@ def store_objects(raw: RawRepository, key: StoreKey) -> set[str]:
             if "/ttl/" not in name}
 
 
-def forge_journal(work_base: Path, repo_url: str, key: StoreKey, events: list[ev.Event]) -> None:
-    """Write ``events`` as the journal of ``key``'s work directory for the repository ``repo_url``."""
-    work = store_work_dir(normalize_url(repo_url), key, str(work_base))
+def forge_journal(work_base: Path, repo_url: str, key: StoreKey, events: list[ev.Event],
+                  storage_options: dict | None = None) -> None:
+    """Write ``events`` as the journal of ``key``'s work directory for the repository ``repo_url`` (named by its id:
+    its marker is read with ``storage_options``)."""
+    work = located_work_dir(repo_url, key, str(work_base), storage_options)
     os.makedirs(os.path.join(work, "checkpoints"), exist_ok=True)
     with open(os.path.join(work, "journal.log"), "wb") as fh:
         fh.write(MAGIC + b"".join(encode(e) for e in events))

@@ -155,4 +155,16 @@ def _check_put_back(sim: Simulation, key: StoreKey, lost: Checkpoint) -> None:
                                 "cache and a process of this host committed since")
 
 
-__all__ = ["cached_index_writer", "copier", "host_loss", "target", "target_gc"]
+def prepare(sim: Simulation) -> None:
+    """A ``Scenario.extras`` hook: nothing to set up (the copy target is made on first use, ``target``)."""
+
+
+def check(sim: Simulation) -> None:
+    """A ``Scenario.extras`` hook: nothing to check after every step (each actor checks what its case needs)."""
+
+
+def final(sim: Simulation) -> None:
+    """A ``Scenario.extras`` hook: nothing to check at the end beyond the runner's own checks."""
+
+
+__all__ = ["cached_index_writer", "check", "copier", "final", "host_loss", "prepare", "target", "target_gc"]

@@ -12,6 +12,7 @@ says the first violation (if any), the interleaving and the faults that fired: w
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import shutil
 import tempfile
@@ -70,6 +71,9 @@ class Scenario:
     choices: list[str] | None = None
     damage_targets: int = 0  # seed of the choice of the object a lose/damage fault hits
     encrypted: bool = False  # every object encrypted, every record sealed (a data key drawn from the seed)
+    #: modules of further actors (``blobstate.testing.simulation.keys``): their programs, and ``prepare(sim)``,
+    #: ``check(sim)`` (after every step) and ``final(sim)`` (at the end) hooks
+    extras: tuple[str, ...] = ()
 
     def cipher(self) -> ObjectCipher | None:
         """The encrypted repository's cipher (None: not encrypted): the same seed, the same key."""
@@ -141,6 +145,7 @@ class Simulation:
         self.world.unknown_appends = {f.at: f.keep for f in scenario.faults if f.kind == "unknown"}
         self.world.on_mutation = self._mutated
         self._targets = __import__("random").Random(scenario.damage_targets)
+        self.extras = [importlib.import_module(name) for name in scenario.extras]
         self._acting = ""  # the actor the run's end acts as, outside the scheduler
 
     # -- for the actors -----------------------------------------------------------------------------------------
@@ -208,8 +213,10 @@ class Simulation:
         try:
             with layout.use_clock(self.scheduler.clock):
                 write_marker(self.store, log_identity(_log_url(self.scenario.logs[0]), SIM_URL))  # blobstate init
+                for extra in self.extras:
+                    extra.prepare(self)
                 for spec in self.scenario.actors:
-                    program = _program(spec.program)
+                    program = _program(spec.program, self.extras)
                     self.scheduler.spawn(spec.name, partial(_call, program, self, spec.args),
                                          start_ms=spec.start_ms, skew_ms=spec.skew_ms)
                 violation = self._loop(check_every_step)
@@ -231,6 +238,8 @@ class Simulation:
             if check_every_step:
                 try:
                     self.checker.check()
+                    for extra in self.extras:
+                        extra.check(self)
                 except Violation as exc:
                     return exc
             if self.scheduler.steps > MAX_STEPS:
@@ -261,6 +270,8 @@ class Simulation:
                     actors.gc(self, final, runs=1, gap_ms=0, log=name)
             self.checker.check(final=True)
             self.checker.orphans()
+            for extra in self.extras:
+                extra.final(self)
         except Violation as exc:
             return exc
         except (BlobstateError, AssertionError, OSError) as exc:
@@ -328,14 +339,13 @@ def _log_url(name: str) -> str:
     return f"sim-log://{name}"
 
 
-def _program(name: str) -> Callable:
-    """An actor's program by name: ``blobstate.testing.simulation.actors``', the rescale actor, the doors', or the
-    heal cases' (``heal_actors``)."""
-    from blobstate.testing.simulation import heal_actors
-
-    if name == "rescaler":
-        return rescaler.rescaler
-    return getattr(actors, name, None) or getattr(doors, name, None) or getattr(heal_actors, name)
+def _program(name: str, extras: list = ()) -> Callable:  # type: ignore[assignment]
+    """An actor's program by name: a module of ``Scenario.extras``', ``blobstate.testing.simulation.actors``', the
+    rescale actor or the doors'."""
+    for extra in extras:
+        if hasattr(extra, name):
+            return getattr(extra, name)  # type: ignore[no-any-return]
+    return getattr(rescaler, name) if name == "rescaler" else getattr(actors, name, None) or getattr(doors, name)
 
 
 def _call(program: Callable, sim: Simulation, args: dict, actor: Actor) -> None:

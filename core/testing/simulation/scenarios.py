@@ -23,6 +23,9 @@ Profiles:
 - ``doors``: ``full`` plus the doors' actors (issue 39, ``blobstate.testing.simulation.doors_scenario``): a
   ``write_state`` and a rescale racing running queries that then restart on what they wrote, two adopters of one
   initial state, a reader beside a query whose sink fails and whose batch Spark re-runs with other data.
+- ``keys``: ``full`` plus the marker's rewriters (issue 39, ``blobstate.testing.simulation.keys``): one to three key
+  rotations (two of them racing) and commands recording the log in a marker from before the field, killed and
+  paused, before the other actors start.
 - ``heal``: ``full`` plus issue 39's heal actors (``blobstate.testing.simulation.heal_actors``): three copies of the
   snapshot store into a second repository (one early, one killed at a protocol step, one rerun from another host
   after its TTL) beside that repository's gc; the executors' hosts of the partitioned store losing their disks while
@@ -44,7 +47,7 @@ from blobstate.testing.simulation.runner import ActorSpec, Scenario
 from blobstate.testing.simulation.scheduler import Fault
 
 TTL_MS = 60_000
-PROFILES = ("safe", "full", "two-logs", "unpinned", "rescale", "encrypted", "doors", "heal")
+PROFILES = ("safe", "full", "two-logs", "unpinned", "rescale", "encrypted", "doors", "keys", "heal")
 
 SNAP = StoreKey("sim", "0", "snap")
 CHG = StoreKey("sim", "0", "chg")
@@ -142,10 +145,17 @@ def scenario(seed: int, profile: str = "full") -> Scenario:
 
         more_specs, more_faults = doors_part(rng, ttl)
         specs, faults = specs + more_specs, faults + more_faults
+    extras: tuple[str, ...] = ()
+    if profile == "keys":
+        from blobstate.testing.simulation import keys
+
+        keys.add(rng, specs, faults, ttl)
+        extras = (keys.__name__,)
     if profile == "heal":
         _heal(rng, ttl, stores, specs, faults)
+        extras = ("blobstate.testing.simulation.heal_actors",)
     return Scenario(seed, ttl, stores, specs, _dedupe(faults), logs=("log", "log2") if profile == "two-logs"
-                    else ("log",), damage_targets=seed, encrypted=profile == "encrypted")
+                    else ("log",), damage_targets=seed, encrypted=profile == "encrypted", extras=extras)
 
 
 def _heal(rng: random.Random, ttl: int, stores: dict, specs: list[ActorSpec], faults: list[Fault]) -> None:

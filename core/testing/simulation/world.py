@@ -8,7 +8,10 @@ while a simulation runs). Faults the world can inject:
 
 - an unknown append outcome (``World.unknown_appends``): the log applies the append (or not) and the caller gets
   ``AppendOutcomeUnknown``, as after a timeout;
-- a lost or damaged object (``World.lose`` / ``World.damage``), outside every API call.
+- a lost or damaged object (``World.lose`` / ``World.damage``), outside every API call;
+- with ``World.torn_overwrites``, a ``put`` over an existing object writes it in place as file:// does (truncated,
+  a scheduling point, then the bytes): a kill there leaves it empty. ``rewrite`` (the Rewrite door) is atomic and
+  conditional on the version ``get_versioned`` gave.
 
 The world also keeps what the invariants need without going through a scheduling point: every blob with its
 content version, every record of every log.
@@ -23,10 +26,10 @@ from typing import BinaryIO
 
 from blobstate.codec.cipher import ObjectCipher
 from blobstate.codec.log import SealedCheckpointLog
-from blobstate.errors import AppendOutcomeUnknown, BlobNotFound, CorruptIndexError, FencedError
+from blobstate.errors import AppendOutcomeUnknown, BlobNotFound, CorruptIndexError, FencedError, ObjectChangedError
 from blobstate.model import layout
 from blobstate.model.records import Checkpoint, StoreKey
-from blobstate.plugin.interfaces import BlobInfo, BlobStore, CheckpointLog, FileRange, PutRequest
+from blobstate.plugin.interfaces import BlobInfo, BlobStore, BoundedSink, CheckpointLog, FileRange, PutRequest
 from blobstate.repository.repo import Repository
 
 
@@ -37,6 +40,7 @@ class Blob:
     data: bytes
     modified_ms: int
     expires_ms: int | None = None
+    version: int = 0  # which write of the world made it (``get_versioned``'s token)
 
 
 @dataclass
@@ -55,6 +59,17 @@ class World:
     #: told of every change a call makes, after its scheduling point: ``(op, object id)``, a log change as
     #: ``(op, "<store prefix>/")`` (the simulation checks who changes what: a rescale never changes its source)
     on_mutation: Callable[[str, str], None] = lambda op, target: None
+    #: a ``put`` over an existing object is torn by a kill between its truncation and its bytes (file://'s O_TRUNC)
+    torn_overwrites: bool = False
+    #: objects being written in place right now, by the actor writing them (``actor()``: the current one's name)
+    in_place: dict[str, str] = field(default_factory=dict)
+    actor: Callable[[], str] = lambda: ""
+    writes: int = 0  # objects written so far (each write's ``Blob.version``)
+
+    def stored(self, data: bytes, expires_ms: int | None = None) -> Blob:
+        """A new object's ``Blob``, written now (the store's clock), with the next version."""
+        self.writes += 1
+        return Blob(data, self.server_clock(), expires_ms, self.writes)
 
     def lose(self, blob_id: str) -> None:
         """Fault: the object is gone (outside every API call)."""
@@ -86,7 +101,8 @@ class SimBlobStore(BlobStore):
         self.url = url
 
     def put(self, request: PutRequest) -> None:
-        self.world.point(f"put {request.blob_id.rsplit('/', 2)[-2]}")
+        parts = request.blob_id.rsplit("/", 2)
+        self.world.point(f"put {parts[-2] if len(parts) > 1 else parts[0]}")
         self.world.on_mutation("put", request.blob_id)
         src = request.source
         if isinstance(src, FileRange):
@@ -97,7 +113,13 @@ class SimBlobStore(BlobStore):
             data = bytes(src)
         now = layout.now_ms()  # the writer's clock: a lease is written by the client
         expires = now + request.ttl_ms if request.ttl_ms is not None else None
-        self.world.blobs[request.blob_id] = Blob(data, self.world.server_clock(), expires)
+        existing = self.world.blobs.get(request.blob_id)
+        if existing is not None and self.world.torn_overwrites:  # in place: truncated before the bytes land
+            existing.data = b""
+            self.world.in_place[request.blob_id] = self.world.actor()
+            self.world.point("put in place")
+            self.world.in_place.pop(request.blob_id, None)
+        self.world.blobs[request.blob_id] = self.world.stored(data, expires)
         self.world.damaged.discard(request.blob_id)
 
     def put_exclusive(self, blob_id: str, data: bytes) -> None:
@@ -106,7 +128,27 @@ class SimBlobStore(BlobStore):
         with self.world.lock:
             if blob_id in self.world.blobs:
                 raise FileExistsError(blob_id)
-            self.world.blobs[blob_id] = Blob(bytes(data), self.world.server_clock())
+            self.world.blobs[blob_id] = self.world.stored(bytes(data))
+
+    def get_versioned(self, blob_id: str, sink: BoundedSink) -> tuple[bytes, str]:
+        self.world.point("get")
+        blob = self.world.blobs.get(blob_id)
+        if blob is None:
+            raise BlobNotFound(blob_id)
+        sink.write(blob.data)
+        return blob.data, f"v{blob.version}"
+
+    conditional_rewrite = True
+
+    def rewrite(self, blob_id: str, data: bytes, *, expected: str | None) -> None:
+        """All or nothing, and only while the object is at version ``expected`` (None: absent)."""
+        self.world.point("rewrite")
+        self.world.on_mutation("put", blob_id)
+        with self.world.lock:
+            blob = self.world.blobs.get(blob_id)
+            if (blob is None) != (expected is None) or (blob is not None and f"v{blob.version}" != expected):
+                raise ObjectChangedError(f"{blob_id} changed since it was read")
+            self.world.blobs[blob_id] = self.world.stored(bytes(data))
 
     def get(self, blob_id: str, sink: BinaryIO) -> int:
         self.world.point("get")

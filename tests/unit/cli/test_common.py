@@ -131,12 +131,6 @@ def test_the_store_key_defaults_its_store_to_the_directorys_name(tmp_path):
     assert c.require_store("s") == "s"
 
 
-def test_a_work_dir_is_the_stores_own_under_the_base(tmp_path):
-    assert c.store_work_dir(None, "file:///r", StoreKey("j", "t", "s")) is None
-    work = c.store_work_dir(str(tmp_path), str(tmp_path / "repo"), StoreKey("j", "t", "s"))
-    assert work.startswith(str(tmp_path)) and work != str(tmp_path)
-
-
 def test_emit_prints_json_or_escaped_text(capsys):
     c.emit(True, {"a": [1, "\x1b"]}, "ignored")
     c.emit(False, {"ignored": True}, "line\x1b[0m\nnext")

@@ -25,15 +25,15 @@ def test_an_entry_is_served_only_when_its_check_accepts_the_bytes(tmp_path):
 def test_each_repository_has_its_own_directory_under_the_work_base_and_the_setting_turns_it_off(tmp_path,
                                                                                                 monkeypatch):
     monkeypatch.delenv("BLOBSTATE_OBJECT_CACHE", raising=False)
-    one = ObjectCache.for_repository("s3://bucket/one", str(tmp_path))
-    two = ObjectCache.for_repository("s3://bucket/two?endpoint_url=x", str(tmp_path))
+    one = ObjectCache.for_repository(workdir.host_key("a" * 32, "s3://bucket/repo"), str(tmp_path))
+    two = ObjectCache.for_repository(workdir.host_key("b" * 32, "s3://bucket/repo"), str(tmp_path))
     assert one is not None and two is not None
-    assert one.directory == str(tmp_path / "cache" / workdir.repository_hash("s3://bucket/one"))
+    assert one.directory == str(tmp_path / "cache" / ("a" * 32))  # one URL, two repositories: two caches
     assert two.directory != one.directory
     one.put("checkpoints/j/0/s/00000000000000000001.json", b"record")
     assert two.get("checkpoints/j/0/s/00000000000000000001.json", lambda d: True) is None
     monkeypatch.setenv("BLOBSTATE_OBJECT_CACHE", "off")
-    assert ObjectCache.for_repository("s3://bucket/one", str(tmp_path)) is None
+    assert ObjectCache.for_repository("a" * 32, str(tmp_path)) is None
 
 
 def test_a_cache_that_cannot_be_written_is_no_error(tmp_path):
@@ -63,11 +63,11 @@ def test_a_writer_uses_the_base_its_work_directory_lies_in_else_its_work_directo
 
     monkeypatch.delenv("BLOBSTATE_OBJECT_CACHE", raising=False)
     monkeypatch.setenv("BLOBSTATE_WORK_DIR", str(tmp_path / "default"))
-    key, url = StoreKey("j", "0", "s"), "s3://bucket/repo"
-    own = ObjectCache.for_writer(url, key, workdir.store_work_dir(url, key, str(tmp_path / "base")))
-    elsewhere = ObjectCache.for_writer(url, key, str(tmp_path / "somewhere" / "wd"))
+    key, repository = StoreKey("j", "0", "s"), "c" * 32
+    own = ObjectCache.for_writer(repository, key, workdir.store_work_dir(repository, key, str(tmp_path / "base")))
+    elsewhere = ObjectCache.for_writer(repository, key, str(tmp_path / "somewhere" / "wd"))
     assert own is not None and elsewhere is not None
-    assert own.directory == str(tmp_path / "base" / "cache" / workdir.repository_hash(url))
+    assert own.directory == str(tmp_path / "base" / "cache" / repository)
     assert elsewhere.directory == str(tmp_path / "somewhere" / "wd" / workdir.OBJECT_CACHE)  # never the default base
     monkeypatch.setenv("BLOBSTATE_OBJECT_CACHE", "off")
-    assert ObjectCache.for_writer(url, key, str(tmp_path / "somewhere" / "wd")) is None
+    assert ObjectCache.for_writer(repository, key, str(tmp_path / "somewhere" / "wd")) is None
