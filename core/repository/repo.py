@@ -273,9 +273,8 @@ class Repository:
             self.object_cache.put(checkpoint.index_blob_id, data)
 
     def cached_index(self, checkpoint: Checkpoint) -> bytes | None:
-        """The plain bytes of ``checkpoint``'s snapshot index this host's object cache holds, when they are the ones
-        the record names (size and CRC32C, ``_index_matches``); None otherwise or without a cache. What a writer
-        puts back when the store lost that index (``blobstate.commit.healing.put_back_indexes``)."""
+        """``checkpoint``'s index bytes in this host's object cache when they are the ones its record names (else
+        None): what a writer puts back when the store lost that index (``healing.put_back_indexes``)."""
         if self.object_cache is None or checkpoint.is_delta or checkpoint.is_group:
             return None
         return self.object_cache.get(checkpoint.index_blob_id, lambda d: _index_matches(checkpoint, d))
