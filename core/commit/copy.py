@@ -47,6 +47,7 @@ from blobstate.commit import healing
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.copy_staging import Staging
 from blobstate.commit.engine import landed_late
+from blobstate.commit.opening import open_store
 from blobstate.commit.point import check_ttl_budget
 from blobstate.errors import ChecksumMismatch
 from blobstate.journal import events as ev
@@ -131,6 +132,16 @@ class StoreCopier:
 
     def close(self) -> None:
         self.committer.close()
+
+    def open(self, source: list[Checkpoint], upto: Checkpoint | None = None
+             ) -> tuple[list[Checkpoint], list[Checkpoint], list[Checkpoint]]:
+        """Open the target through the Open door (``blobstate.commit.opening.open_store``): this copy's committer
+        pinned at one read of the target's records, and ``to_copy(source, that read, upto)`` planned from exactly it,
+        so a rival copy that appends after the read fences this one's first append instead of being appended again.
+        Returns ``to_copy``'s ``(records, present, skipped)``; raises what the read raises, with the committer
+        closed."""
+        return open_store(self.key, self.target, lambda held: to_copy(source, held, upto),
+                          committer=lambda: self.committer).plan
 
     def copy(self, records: list[Checkpoint], report: CopyReport) -> None:
         """Commit each of ``records`` (in order) at the target; raises what a commit raises (``IntegrityError``
@@ -312,17 +323,16 @@ def copy_stores(src: Repository, dst: Repository, keys: list[StoreKey], *, check
     for key in keys:
         history = src.log.history(key)
         upto = src.choose(key, checkpoint=checkpoint) if checkpoint not in (None, "latest") else None
-        records, present, skipped = to_copy(history, dst.log.history(key), upto)
-        report = CopyReport(key, present=[cp.checkpoint_id for cp in present],
-                            skipped=[cp.checkpoint_id for cp in skipped])
-        reports.append(report)
-        if not records:
-            continue
-        log.info("copying %d checkpoint(s) of %s to %s", len(records), key, display_url(dst.url))
         copier = StoreCopier(key, src, dst, work_dir=host.work_dir(dst, key, work_base),
                              ttl_ms=ttl_ms, max_concurrency=max_concurrency, voided=overridden_parts(history))
         try:
-            copier.copy(records, report)
+            records, present, skipped = copier.open(history, upto)
+            report = CopyReport(key, present=[cp.checkpoint_id for cp in present],
+                                skipped=[cp.checkpoint_id for cp in skipped])
+            reports.append(report)
+            if records:
+                log.info("copying %d checkpoint(s) of %s to %s", len(records), key, display_url(dst.url))
+                copier.copy(records, report)
         finally:
             copier.close()
     return reports

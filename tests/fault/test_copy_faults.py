@@ -106,3 +106,44 @@ def test_a_copy_killed_between_encrypted_repositories_leaves_no_plaintext_and_th
     api.restore(str(tmp_path / "restored"), repo=target, store=key.store, store_type="dir", cleanup=False,
                 work_base=str(tmp_path / "host-d"))
     assert tree_digest(tmp_path / "restored") == digest
+
+
+def test_a_copy_plans_from_the_view_its_committer_pinned_so_a_rival_copy_in_between_never_doubles_a_record(
+        tmp_path, monkeypatch):
+    """Two copies to one target: the rival commits the missing records after this copy decided what the target lacks
+    and before its committer pinned the target's generation. Planned first and pinned last, this copy would append the
+    same records again on top of the rival's (two records of one checkpoint, each a delta of the chain); through
+    the Open door (``blobstate.commit.opening.open_store``: pin, then plan from that view) it is fenced instead, and
+    the target holds each checkpoint once and restores the source's state."""
+    from blobstate.commit import copy as copy_module
+    from blobstate.errors import FencedError
+
+    url, target = f"file://{tmp_path}/repo", f"file://{tmp_path}/copy"
+    digest, key = _source(tmp_path, url)
+    plan, rival_ran = copy_module.to_copy, []
+
+    def plan_then_rival(source, held, upto=None):
+        planned = plan(source, held, upto)
+        if not rival_ran:
+            rival_ran.append(True)
+            with Repository.open(url, create=False) as src, Repository.open(target, create=False) as dst:
+                copy_module.copy_stores(src, dst, [key], checkpoint=None, ttl_ms=60_000, max_concurrency=2,
+                                        work_base=str(tmp_path / "host-b"))
+        return planned
+
+    monkeypatch.setattr(copy_module, "to_copy", plan_then_rival)
+    fenced = None
+    with Repository.open(url, create=False) as src, Repository.open(target, create=True) as dst:
+        try:
+            copy_module.copy_stores(src, dst, [key], checkpoint=None, ttl_ms=60_000, max_concurrency=2,
+                                    work_base=str(tmp_path / "host-a"))
+        except FencedError as exc:
+            fenced = exc
+    assert rival_ran
+    with Repository.open(target, create=False) as dst:
+        ids = [cp.checkpoint_id for cp in dst.log.history(key)]
+    assert len(ids) == len(set(ids)), ids  # never one checkpoint twice
+    assert fenced is not None or len(ids) == 1
+    api.restore(str(tmp_path / "restored"), repo=target, store=key.store, store_type="dir", cleanup=False,
+                work_base=str(tmp_path / "host-d"))
+    assert tree_digest(tmp_path / "restored") == digest

@@ -27,7 +27,7 @@ import os
 import shutil
 from typing import TYPE_CHECKING
 
-from blobstate.commit.copy import CopyReport, StoreCopier, to_copy
+from blobstate.commit.copy import CopyReport, StoreCopier
 from blobstate.errors import BlobstateError
 from blobstate.model import layout
 from blobstate.model.chain import overridden_parts
@@ -66,12 +66,16 @@ def copier(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, retain: i
     work_dir = os.path.join(sim.base, actor.name, "work", key.store)  # its host's; its journal is the target's
     try:
         history = source.log.history(key)
-        records, _, _ = to_copy(history, dst.log.history(key))
-        if not records:
-            return
         copy = StoreCopier(key, source, dst, work_dir=work_dir, ttl_ms=sim.ttl_ms, max_concurrency=1,
                            voided=overridden_parts(history))
     except (BlobstateError, OSError):
+        return
+    try:
+        records, _, _ = copy.open(history)  # the Open door: pinned, then planned from that read
+    except (BlobstateError, OSError):
+        return
+    if not records:
+        copy.close()
         return
     actor.resources.append(copy.committer.session)  # a kill releases its lock, as the kernel does
     report = CopyReport(key)
