@@ -31,6 +31,8 @@ Profiles:
   after its TTL) beside that repository's gc; the executors' hosts of the partitioned store losing their disks while
   its owner may be paused past its TTL before an append; a host writing a store of its own whose latest index is
   lost between two of its processes.
+- ``all``: ``full`` with the actors of ``rescale``, ``doors``, ``keys`` and ``heal`` together in one scenario
+  (issue 39: a million steps with every actor).
 
 Every writer of the other profiles pins the generation it opened on (``StoreCommitter(expected_generation=)``,
 as the partitioned driver does and as issue 27 asks of every writer).
@@ -47,7 +49,14 @@ from blobstate.testing.simulation.runner import ActorSpec, Scenario
 from blobstate.testing.simulation.scheduler import Fault
 
 TTL_MS = 60_000
-PROFILES = ("safe", "full", "two-logs", "unpinned", "rescale", "encrypted", "doors", "keys", "heal")
+PROFILES = ("safe", "full", "two-logs", "unpinned", "rescale", "encrypted", "doors", "keys", "heal", "all")
+#: the profiles whose actors ``all`` runs together in one scenario
+COMBINED = ("rescale", "doors", "keys", "heal")
+
+
+def _has(profile: str, part: str) -> bool:
+    """Whether ``profile`` runs the actors of profile ``part`` (itself, or ``all``)."""
+    return profile == part or (profile == "all" and part in COMBINED)
 
 SNAP = StoreKey("sim", "0", "snap")
 CHG = StoreKey("sim", "0", "chg")
@@ -103,7 +112,7 @@ def scenario(seed: int, profile: str = "full") -> Scenario:
         specs.append(ActorSpec("x1", "writer", later(), skew(),
                                dict(key=SNAP, name="snap", retain=2, batches=rng.randint(2, 4), deltas=False,
                                     log="log2", interval_ms=every())))
-    if profile == "rescale":
+    if _has(profile, "rescale"):
         m = rng.randint(1, 3)
         stores[RESCALED] = StoreInfo(model.rescaled("grp", 2, m), 2, partitions=m)
         command = dict(source=GRP, target=RESCALED, partitions=m, retain=2)
@@ -133,27 +142,27 @@ def scenario(seed: int, profile: str = "full") -> Scenario:
         faults.append(Fault("unknown", "", rng.randint(0, 20), keep=rng.random() < 0.7))
     if rng.random() < 0.15:
         faults.append(Fault(rng.choice(["lose", "damage"]), "", rng.randint(50, 800)))
-    if profile == "rescale":  # a rescale killed, or paused past its TTL, in most scenarios
+    if _has(profile, "rescale"):  # a rescale killed, or paused past its TTL, in most scenarios
         for who in ("rs1", "rs2"):  # a rescale is one commit: its k-th point, or the first of a protocol step
             at, label = (rng.randint(1, 60), "") if rng.random() < 0.5 else (1, rng.choice(STEPS))
             if rng.random() < 0.5:
                 faults.append(Fault("kill", who, at, keep=rng.random() < 0.6, label=label))
             elif rng.random() < 0.5:
                 faults.append(Fault("pause", who, at, ms=rng.randint(ttl, 3 * ttl), label=label))
-    if profile == "doors":  # issue 39: the queries, writers, adopters and readers of the doors
+    if _has(profile, "doors"):  # issue 39: the queries, writers, adopters and readers of the doors
         from blobstate.testing.simulation.doors_scenario import doors_part
 
         more_specs, more_faults = doors_part(rng, ttl)
         specs, faults = specs + more_specs, faults + more_faults
     extras: tuple[str, ...] = ()
-    if profile == "keys":
+    if _has(profile, "keys"):
         from blobstate.testing.simulation import keys
 
         keys.add(rng, specs, faults, ttl)
-        extras = (keys.__name__,)
-    if profile == "heal":
+        extras += (keys.__name__,)
+    if _has(profile, "heal"):
         _heal(rng, ttl, stores, specs, faults)
-        extras = ("blobstate.testing.simulation.heal_actors",)
+        extras += ("blobstate.testing.simulation.heal_actors",)
     return Scenario(seed, ttl, stores, specs, _dedupe(faults), logs=("log", "log2") if profile == "two-logs"
                     else ("log",), damage_targets=seed, encrypted=profile == "encrypted", extras=extras)
 
