@@ -74,13 +74,14 @@ def _verbose_option() -> click.Option:
 
 
 def _record_configuration(command_name: str, callback: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap a command's callback so that plugins' ``blobstate_configure`` sees the options it runs with."""
+    """Wrap a command's callback so that the settings it runs with (``common.settings``: built once, handed to
+    every API call and, through the plugin manager, to ``blobstate_configure``) hold its name and options."""
 
     @functools.wraps(callback)
     def run(*args: Any, **kwargs: Any) -> Any:
-        from blobstate.repository.settings import set_configuration
+        from blobstate.cli import common
 
-        set_configuration(command_name, kwargs)
+        common.record_command(command_name, kwargs)
         return callback(*args, **kwargs)
 
     return run

@@ -22,7 +22,7 @@ def list_checkpoints(repo: str, log_url: str | None, storage_option: tuple[str, 
     shows the partitions it commits of all (parts), the files of its partition snapshots (delta: changelogs
     only) and its data size."""
     from blobstate import api
-    from blobstate.model.units import format_size
+    from blobstate.config.units import format_size
 
     summaries = api.describe_checkpoints(job=job, task=task, store=store, max_concurrency=max_concurrency,
                                          **common.repository(repo, log_url, storage_option, log_option))

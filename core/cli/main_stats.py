@@ -19,7 +19,7 @@ def stats(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_o
     snapshots, bytes stored, and the deduplication ratio (logical / stored snapshot data bytes). A partitioned
     store's latest is every partition's latest state added up."""
     from blobstate import api
-    from blobstate.model.units import format_size
+    from blobstate.config.units import format_size
 
     result = api.stats(job=job, task=task, store=store, max_concurrency=max_concurrency,
                        **common.repository(repo, log_url, storage_option, log_option))

@@ -30,7 +30,7 @@ def verify(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_
     (--store) or of every store in the repository, and check sizes and CRC32C; exit 3 on any damage. The latest of
     a partitioned store is every partition's latest state (its snapshot and the deltas after it)."""
     from blobstate import api
-    from blobstate.model.units import format_size
+    from blobstate.config.units import format_size
 
     reports = api.verify(job=job, task=task, store=store, checkpoint=checkpoint, all_checkpoints=all_checkpoints,
                          max_concurrency=max_concurrency, raise_on_error=False, read_data_subset=read_data_subset,

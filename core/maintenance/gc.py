@@ -255,7 +255,8 @@ class DeleteGuard:
         conditional = expired_delete(self.repo.store)
         marked = [b for b in batch if b in expired]
         refused = call_with_retry(lambda: conditional(marked, self.now_ms), f"conditional delete of {len(marked)} "
-                                  "blobs") if conditional is not None and marked else None
+                                  "blobs", attempts=self.repo.settings.retry_attempts) \
+            if conditional is not None and marked else None
         self.repo.store.delete_many([b for b in batch if refused is None or b not in marked])
         return refused or []
 

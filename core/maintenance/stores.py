@@ -159,10 +159,12 @@ def own_indexes(repo: Repository) -> Repository:
 
 def with_object_cache(repo: Repository, work_base: str | None = None) -> Repository:
     """``repo`` reading its records and indexes through this host's object cache (``work_base``: the work
-    directories' base; ``blobstate.local.object_cache``): a verb run again reads only what is new."""
+    directories' base, default the repository's settings'; ``blobstate.local.object_cache``): a verb run again
+    reads only what is new. Unless the repository's settings turn the cache off (``BLOBSTATE_OBJECT_CACHE=off``)."""
     from blobstate.local.object_cache import ObjectCache
 
-    repo.use_object_cache(ObjectCache.for_repository(host.host_key(repo), work_base))
+    if repo.settings.object_cache:
+        repo.use_object_cache(ObjectCache.for_repository(host.host_key(repo), work_base or repo.settings.work_base))
     return repo
 
 
@@ -232,11 +234,11 @@ def verify_repository(repo: Repository, *, keys: list[StoreKey] | None, job: str
     a partitioned store's latest state partition by partition; with ``subset``, only the data of the files it
     picks (``blobstate.maintenance.verify.DataSubset``). Raises ``NothingToRestore`` when a store ``keys`` names
     has no checkpoint, or there is nothing to verify."""
+    from blobstate.config.options import redact
+    from blobstate.entry import check_store
     from blobstate.errors import NothingToRestore
-    from blobstate.maintenance.queries import check_store
     from blobstate.maintenance.verify import add_chain_problems, verify_checkpoint, verify_partitions
     from blobstate.model.chain import overridden_parts
-    from blobstate.repository.options import redact
 
     started = time.perf_counter()
     for key in keys or ():

@@ -12,10 +12,10 @@ import time
 import pytest
 
 from blobstate import api
+from blobstate.config.settings import api_call
 from blobstate.plugin.interfaces import GetRequest, PutRequest
-from blobstate.plugin.transfer import RateLimiter, limiter
+from blobstate.plugins.toolkit.transfer import RateLimiter, limiter
 from blobstate.repository.backends import open_blob_store
-from blobstate.repository.settings import api_call
 
 KiB = 1024
 RATE = 1024 * KiB  # bytes per second

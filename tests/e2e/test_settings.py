@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from blobstate.config import settings as settings_module
+from blobstate.config.settings import Settings, parse_bool
 from blobstate.errors import ConfigurationError
-from blobstate.repository import settings as settings_module
-from blobstate.repository.settings import Settings, parse_bool
 
 
 def test_the_transfer_budget_takes_human_units(monkeypatch):
-    from blobstate.plugin.transfer import budget_from
+    from blobstate.plugins.toolkit.transfer import budget_from
 
     monkeypatch.setenv("BLOBSTATE_TRANSFER_BUDGET", "96MiB")
     assert budget_from({}) == 96 << 20

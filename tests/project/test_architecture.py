@@ -140,7 +140,7 @@ def test_a_restore_never_enters_the_backup_module(dir_store, tmp_path, monkeypat
 #: the settings object every room reads (its ``api_verb`` wrapper runs each verb): never a step of a verb's path,
 #: so they are left out of the rooms a call passes through.
 LIBRARY_ROOMS = {"model", "local", "journal", "plugin", "errors"}
-LIBRARY_MODULES = {"blobstate.repository.settings"}
+LIBRARY_MODULES = {"blobstate.config.settings"}
 
 
 def room_of(module: str) -> str | None:
