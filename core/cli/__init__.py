@@ -9,6 +9,12 @@ what is left and how to recover, a closed output pipe (``| head``) ends quietly.
 2 usage, 3 integrity, 4 fenced, 5 nothing to restore, 6 no blobstate repository, 130 SIGINT, 141 closed pipe,
 143 SIGTERM. Shell completion: ``eval "$(_BLOBSTATE_COMPLETE=bash_source blobstate)"`` (``zsh_source``,
 ``fish_source``).
+
+May import: every room below it; its commands call the public API (``blobstate.api``), with the settings the
+command builds once (``blobstate.cli.common.settings``), and name stores as the API does (``blobstate.entry``).
+Rooms: ``blobstate.api``, ``blobstate.entry``, ``blobstate.config``, ``blobstate.errors``, ``blobstate.model``,
+``blobstate.journal``, ``blobstate.plugin``, ``blobstate.repository``, ``blobstate.commit``,
+``blobstate.restoring``, ``blobstate.maintenance``, ``blobstate.spark``.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -431,6 +431,19 @@ def store_key(job: str, task: str, store: str | None, directory: str | None = No
 def emit(as_json: bool, payload: Any, text: str) -> None:
     """Print ``payload`` as JSON, or ``text`` (control characters escaped), on stdout."""
     click.echo(json.dumps(payload, indent=2) if as_json else safe(text, lines=True))
+
+
+def show_rows(as_json: bool, rows: Sequence[Any], *, empty: str, lines: Callable[[Any], list[str]],
+              header: str | None = None, json_of: Callable[[Any], Any] | None = None) -> None:
+    """What a read command prints for ``rows`` (summaries, reports): with ``as_json`` each row as JSON
+    (``json_of(row)``, default ``row.to_json()``) on stdout; else ``empty`` on stderr when there is none; else the
+    ``header`` and each row's ``lines(row)`` on stdout."""
+    if as_json:
+        emit(True, [json_of(r) if json_of is not None else r.to_json() for r in rows], "")
+    elif not rows:
+        err(empty)
+    else:
+        emit(False, None, "\n".join(([header] if header is not None else []) + [ln for r in rows for ln in lines(r)]))
 
 
 def progress(quiet: bool) -> Any:

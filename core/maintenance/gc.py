@@ -53,7 +53,7 @@ from blobstate.repository.repo import Repository
 from blobstate.repository.retry import call_with_retry
 
 if TYPE_CHECKING:
-    from blobstate.maintenance.stores import RepositoryView
+    from blobstate.maintenance.repository_view import RepositoryView
 
 FAR_FUTURE_MS = 1 << 62  # ``expired(prefix, FAR_FUTURE_MS)`` lists every blob that carries a TTL
 RECHECK_AFTER_S = 5.0  # a decision re-checked longer ago than this (monotonic seconds) is re-checked again

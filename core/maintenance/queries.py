@@ -86,7 +86,13 @@ def describe_checkpoints(*, repo: str, log: str | None = None, job: str | None =
     summary's ``error``, never raised. Every store's records are read at once, the stores' indexes
     ``max_concurrency`` stores at a time (``blobstate.maintenance.stores``)."""
     from blobstate.maintenance.catalog import summarize
-    from blobstate.maintenance.stores import RepositoryView, calls_summary, for_each_store, matching, own_indexes
+    from blobstate.maintenance.repository_view import (
+        RepositoryView,
+        calls_summary,
+        for_each_store,
+        matching,
+        own_indexes,
+    )
 
     settings = Settings.for_call(settings)
     started = time.perf_counter()
@@ -179,7 +185,13 @@ def stats(*, repo: str, log: str | None = None, job: str | None = None, task: st
     and stored bytes, referenced blobs, deduplication ratio. The whole repository is listed once, the stores'
     indexes read ``max_concurrency`` stores at a time."""
     from blobstate.maintenance.catalog import store_stats
-    from blobstate.maintenance.stores import RepositoryView, calls_summary, for_each_store, matching, own_indexes
+    from blobstate.maintenance.repository_view import (
+        RepositoryView,
+        calls_summary,
+        for_each_store,
+        matching,
+        own_indexes,
+    )
 
     settings = Settings.for_call(settings)
     started = time.perf_counter()
