@@ -63,6 +63,13 @@ UPWARD = {
 CIRCLES_LEFT = {
     frozenset({"blobstate.spark.partition_job", "blobstate.spark.partition_task", "blobstate.spark.placement"}):
         "spark/ in rooms (issue 40): the batch's job, the task and placement",
+    frozenset({"blobstate.model.index", "blobstate.model.layout", "blobstate.model.records",
+               "blobstate.model.sealed"}):
+        "the model's names and records (on main before issue 40): layout types its references with records and "
+        "indexes, a record checks its names with layout, a sealed record is a record's stored form",
+    frozenset({"blobstate.testing.simulation.actors", "blobstate.testing.simulation.doors",
+               "blobstate.testing.simulation.rescaler", "blobstate.testing.simulation.runner"}):
+        "the simulator (on main before issue 40): actors are typed with the Simulation that runs them",
 }
 #: Names of a module given as text to what imports it: an entry point's ``module:attribute``, and the argument of
 #: these functions (a lazy import is an arrow like any other).
@@ -360,11 +367,9 @@ def test_a_restore_never_enters_the_backup_module(dir_store, tmp_path, monkeypat
 
 
 # -- the three walkthroughs, call by call ------------------------------------------------------------------------
-#: Rooms every room uses (the data model, local files, the journal, the plugin interfaces and toolkit, errors) and
-#: the settings object every room reads (its ``api_verb`` wrapper runs each verb): never a step of a verb's path,
-#: so they are left out of the rooms a call passes through.
-LIBRARY_ROOMS = {"model", "local", "journal", "plugin", "errors"}
-LIBRARY_MODULES = {"blobstate.config.settings"}
+#: Rooms every room uses (configuration, the data model, local files, the journal, the plugin interfaces, errors):
+#: never a step of a verb's path, so they are left out of the rooms a call passes through.
+LIBRARY_ROOMS = {"config", "model", "local", "journal", "plugin", "errors"}
 
 
 def room_of(module: str) -> str | None:
@@ -372,9 +377,9 @@ def room_of(module: str) -> str | None:
     ``repository``, each built-in plugin its own (``plugins.fsspec_store``), and ``repository.retry``, the wrapper
     every blob store is used through, as a room of its own (a plugin storing its objects in the repository's blob
     store, as the file log does, passes through it without returning to the repository); None for a library room
-    or the settings object, or anything not blobstate's."""
+    or anything not blobstate's."""
     parts = module.split(".")
-    if parts[0] != "blobstate" or len(parts) < 2 or parts[1] in LIBRARY_ROOMS or module in LIBRARY_MODULES:
+    if parts[0] != "blobstate" or len(parts) < 2 or parts[1] in LIBRARY_ROOMS:
         return None
     if parts[1] == "plugins" or module == "blobstate.repository.retry":
         return ".".join(parts[1:3])
