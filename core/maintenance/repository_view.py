@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from blobstate.model import layout
+from blobstate.model.layout import FAR_FUTURE_MS
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.plugin.capabilities import listing_with_ttl
 from blobstate.plugin.interfaces import BlobInfo
@@ -28,7 +29,6 @@ from blobstate.repository import host
 from blobstate.repository.repo import Repository
 
 R = TypeVar("R")
-FAR_FUTURE_MS = 1 << 62  # ``expired(prefix, FAR_FUTURE_MS)`` lists every blob that carries a TTL
 _STORE_OBJECTS = (layout.ObjectKind.BLOB, layout.ObjectKind.INDEX, layout.ObjectKind.LEASE)
 
 _logger = logging.getLogger("blobstate.api")
