@@ -296,7 +296,7 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     from bench.s3server import S3Server, client_env
-    from blobstate.model.units import parse_size
+    from blobstate.config.units import parse_size
 
     parser = argparse.ArgumentParser(prog="python -m bench.requests", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=RESULTS)

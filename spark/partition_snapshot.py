@@ -42,9 +42,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from blobstate.commit.group import StagedSnapshot
+from blobstate.config.options import redact
 from blobstate.errors import CommitInProgressError
 from blobstate.model.layout import now_ms
-from blobstate.repository.options import redact
 from blobstate.spark.leftovers import held_dir
 from blobstate.spark.partition_task import SNAPSHOT_PREFIX, BatchPlan, LocalPartition, worker_repository
 from blobstate.spark.placement import task_identity
@@ -82,7 +82,7 @@ def snapshot_partition(plan: BatchPlan, partition: int, rows: Iterable[Any]) -> 
     t0, created, task = time.perf_counter(), now_ms(), task_identity()
     for _ in rows:
         pass
-    repo = worker_repository(plan.repo, plan.log_url, plan.storage_options)
+    repo = worker_repository(plan.repo, plan.log_url, plan.storage_options, plan.settings)
     local = LocalPartition(plan.local_dir, plan.key, partition, wait_s=SNAPSHOT_LOCK_WAIT_S)
     target = os.path.join(local.path, f"{SNAPSHOT_PREFIX}{plan.batch_id}-{task.task_attempt_id}")
 
@@ -100,7 +100,7 @@ def snapshot_partition(plan: BatchPlan, partition: int, rows: Iterable[Any]) -> 
                     return
                 held.enter_context(held_dir(target))  # held until it is removed, beyond the partition's lock
                 shutil.rmtree(target, ignore_errors=True)
-                open_local_store("rocksdb").create_checkpoint(local.open_db(), target)
+                open_local_store("rocksdb", settings=repo.settings).create_checkpoint(local.open_db(), target)
                 held_ms = (time.perf_counter() - t1) * 1000
         except CommitInProgressError:
             yield result(None, "the partition stayed busy")

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from blobstate.config.settings import Settings
 from blobstate.errors import CommitInProgressError
 from blobstate.local.checksum import crc32c_bytes
 from blobstate.local.files import try_lock
@@ -69,7 +70,8 @@ class BatchPlan:
     ``local_dir``, the blob TTL ``ttl_ms``, the group generation ``base`` the driver will append after, the batch
     the state must be at (``upto``: ``batch_id - 1``, None for the first batch) and each partition's committed
     records (``records[p]``, group records expanded, by generation). ``fault_hook(stage, ctx)`` is called after
-    the upload (stage ``"uploaded"``): fault injection for tests and drills."""
+    the upload (stage ``"uploaded"``): fault injection for tests and drills. ``settings``: the driver's, which the
+    tasks run with (``Settings.on_executor``), never their own environment's."""
 
     repo: str
     key: StoreKey
@@ -84,6 +86,7 @@ class BatchPlan:
     storage_options: dict[str, Any] | None = None
     ttl_ms: int = 0
     fault_hook: Callable[[str, PartitionContext], None] | None = None
+    settings: Settings = field(default_factory=Settings)
 
 
 @dataclass(frozen=True)
@@ -128,12 +131,15 @@ class Fetched:
 _REPOS: dict[tuple[str, str | None, str], Repository] = {}
 
 
-def worker_repository(url: str, log_url: str | None, storage_options: dict[str, Any] | None) -> Repository:
-    """The repository at ``url`` (its log at ``log_url``), opened once per Python worker."""
+def worker_repository(url: str, log_url: str | None, storage_options: dict[str, Any] | None,
+                      settings: Settings) -> Repository:
+    """The repository at ``url`` (its log at ``log_url``), opened once per Python worker with ``settings`` (the
+    driver's, as an executor runs with them: ``Settings.on_executor``); opened again when the settings differ."""
     cache_key = (url, log_url, json.dumps(storage_options or {}, sort_keys=True, default=str))
+    settings = settings.on_executor()
     repo = _REPOS.get(cache_key)
-    if repo is None:
-        repo = Repository.open(url, log=log_url, storage_options=storage_options)
+    if repo is None or repo.settings != settings:
+        repo = Repository.open(url, log=log_url, storage_options=storage_options, settings=settings)
         _REPOS[cache_key] = repo
     return repo
 
@@ -256,7 +262,7 @@ class LocalPartition:
                restore: bool) -> Fetched | None:
         fetched = Fetched()
         if upto is not None and not records:
-            from blobstate.model.chain import BrokenChainError
+            from blobstate.errors import BrokenChainError
 
             raise BrokenChainError(f"partition {self.path}: no committed record up to batch {upto}")
         # the Align door: the chain ends exactly at ``upto`` (a snapshot of an older batch never stands for it)
@@ -321,8 +327,9 @@ class LocalPartition:
         else:  # the snapshot restore keeps the files of the local copy that are already right
             self.close_db()
             self.owned.set_marker(None)
-        result = restore_chain(repo, chain, self.db_path, local_store=open_local_store("rocksdb"),
-                               store_type="rocksdb", work_dir=os.path.join(self.path, "restore-work"), force=True)
+        result = restore_chain(repo, chain, self.db_path,
+                               local_store=open_local_store("rocksdb", settings=repo.settings), store_type="rocksdb",
+                               work_dir=os.path.join(self.path, "restore-work"), force=True)
         fetched.restored = True
         fetched.files += result.files_downloaded + len(chain.deltas)
         fetched.bytes += result.bytes_downloaded + chain.changelog_bytes
@@ -350,7 +357,7 @@ def run_partition(plan: BatchPlan, update: Update, partition: int, rows: Iterabl
     task = task_identity()
     ctx = PartitionContext(partition, plan.num_partitions, plan.batch_id, task.attempt, plan.query_id,
                            task.task_attempt_id)
-    repo = worker_repository(plan.repo, plan.log_url, plan.storage_options)
+    repo = worker_repository(plan.repo, plan.log_url, plan.storage_options, plan.settings)
     with LocalPartition(plan.local_dir, plan.key, partition) as local:
         # the committed changelogs this host kept, put back when a late group's gc took them (issue 27 case 2)
         heal_parts(repo, plan.records.get(partition, ()), local._kept, ttl_ms=plan.ttl_ms)

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from blobstate.config.settings import Settings
 from blobstate.model.chain import Chain
 from blobstate.model.layout import now_ms
 from blobstate.model.records import Checkpoint, StoreKey
@@ -61,17 +62,20 @@ def column_type(name: str) -> str:
 @dataclass(frozen=True)
 class RepositoryRef:
     """How a task opens the repository (picklable): its URL, the checkpoint log's URL, the storage options and the
-    log's options."""
+    log's options, and the driver's ``settings``."""
 
     url: str
     log_url: str | None = None
     storage_options: dict[str, Any] | None = None
     log_options: dict[str, Any] | None = None
+    settings: Settings = field(default_factory=Settings)
 
-    def open(self, *, create: bool = False) -> Repository:
-        """The repository; an empty location becomes one only with ``create`` (``Repository.open``)."""
+    def open(self, *, create: bool = False, executor: bool = False) -> Repository:
+        """The repository with the driver's settings (on an ``executor``: as it runs with them,
+        ``Settings.on_executor``); an empty location becomes one only with ``create`` (``Repository.open``)."""
         return Repository.open(self.url, log=self.log_url, storage_options=self.storage_options,
-                               log_options=self.log_options, create=create)
+                               log_options=self.log_options, create=create,
+                               settings=self.settings.on_executor() if executor else self.settings)
 
 
 @dataclass(frozen=True)
@@ -156,7 +160,7 @@ def arrow_batch(fixed: dict[str, Any], keys: list[Any], values: list[Any], plan:
 def read_task(plan: ReadPlan, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """A read task (``mapInArrow``): the slots its input rows name (one per task), each partition's entries or
     changes as record batches. Raises what the restore raises (``IntegrityError``, ``BrokenChainError``)."""
-    repo = plan.repo.open()
+    repo = plan.repo.open(executor=True)
     try:
         for batch in batches:
             for slot in batch.column(0).to_pylist():
@@ -313,13 +317,13 @@ def write_partition(plan: WritePlan, partition: int, rows: Iterable[tuple[Any, A
             keys, problems, duplicates = fill(db, rows)
             if not problems:
                 db.flush(True)
-                open_local_store("rocksdb").create_checkpoint(db, target)
+                open_local_store("rocksdb", settings=plan.repo.settings).create_checkpoint(db, target)
         finally:
             db.close()
         created = now_ms()
         if problems:
             return Written(partition, attempt, keys, None, created, tuple(problems), duplicates)
-        repo = plan.repo.open()
+        repo = plan.repo.open(executor=True)
         try:
             staged = stage_snapshot(repo, plan.key, partition=partition, batch_id=plan.batch_id,
                                     checkpoint_dir=target, previous=None, ttl_ms=plan.ttl_ms,

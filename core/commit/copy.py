@@ -49,6 +49,7 @@ from blobstate.commit.copy_staging import Staging
 from blobstate.commit.engine import landed_late
 from blobstate.commit.opening import open_store
 from blobstate.commit.point import check_ttl_budget
+from blobstate.config.options import display_url
 from blobstate.errors import ChecksumMismatch
 from blobstate.journal import events as ev
 from blobstate.local.checksum import Crc32cSink, crc32c_bytes
@@ -60,7 +61,6 @@ from blobstate.model.records import DELTA, GROUP, Checkpoint, StoreKey
 from blobstate.model.retention import KEEP_ALL, RetentionPolicy
 from blobstate.plugin.interfaces import PutRequest
 from blobstate.repository import host
-from blobstate.repository.options import display_url
 from blobstate.repository.repo import Repository, declared
 
 log = logging.getLogger(__name__)

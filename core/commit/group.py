@@ -34,6 +34,7 @@ from blobstate.commit import healing, planner
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.delta import DeltaCommitter
 from blobstate.commit.healing import HealSources
+from blobstate.config.options import display_url, redact
 from blobstate.errors import BlobstateError, ConfigurationError, IntegrityError, PartitionCountError
 from blobstate.journal import events as ev
 from blobstate.local.checksum import ChecksumCache, crc32c_bytes
@@ -42,7 +43,6 @@ from blobstate.model.layout import DEFAULT_CHUNK_SIZE, new_blob_id, new_checkpoi
 from blobstate.model.records import DELTA, GROUP, MAX_PARTITIONS, SNAPSHOT, Checkpoint, PartitionEntry, StoreKey
 from blobstate.plugin.interfaces import PutRequest
 from blobstate.repository.backends import open_local_store
-from blobstate.repository.options import display_url, redact
 from blobstate.repository.repo import Repository
 
 log = logging.getLogger(__name__)

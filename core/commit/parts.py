@@ -47,13 +47,13 @@ from dataclasses import replace
 from blobstate.commit.healing import HealSources, heal_record, present_blobs
 from blobstate.commit.point import AppendAttempt, CommitPoint
 from blobstate.commit.session import StoreSession
+from blobstate.config.options import display_url
 from blobstate.errors import FencedError
 from blobstate.journal import events as ev
 from blobstate.model.chain import current_run, latest_deltas, partition_history, valid_snapshots, voided
 from blobstate.model.layout import DEFAULT_TTL_MS, new_checkpoint_id, now_ms
 from blobstate.model.records import DELTA, GROUP, Checkpoint, PartitionEntry
 from blobstate.plugin.interfaces import PutRequest
-from blobstate.repository.options import display_url
 from blobstate.repository.repo import Repository
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from blobstate.model.align import StateNotHeld
+from blobstate.errors import StateNotHeld
 from blobstate.model.records import DELTA, GROUP, SNAPSHOT, Checkpoint, PartitionEntry, StoreKey
 from blobstate.spark.alignment import SparkAlignmentError, align_partitions, plan_alignment
 from blobstate.spark.partition_task import LocalPartition
