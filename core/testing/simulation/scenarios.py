@@ -26,6 +26,9 @@ Profiles:
 - ``keys``: ``full`` plus the marker's rewriters (issue 39, ``blobstate.testing.simulation.keys``): one to three key
   rotations (two of them racing) and commands recording the log in a marker from before the field, killed and
   paused, before the other actors start.
+- ``processor``: ``full`` plus two stateful processors (issue 41, ``blobstate.testing.simulation.processor``): a
+  dedup with a TTL and sessions closed by event-time timers, each a query and a later restart of it on the same
+  store, killed or paused past the TTL; their committed state must be the reference fold's.
 
 Every writer of the other profiles pins the generation it opened on (``StoreCommitter(expected_generation=)``,
 as the partitioned driver does and as issue 27 asks of every writer).
@@ -42,7 +45,7 @@ from blobstate.testing.simulation.runner import ActorSpec, Scenario
 from blobstate.testing.simulation.scheduler import Fault
 
 TTL_MS = 60_000
-PROFILES = ("safe", "full", "two-logs", "unpinned", "rescale", "encrypted", "doors", "keys")
+PROFILES = ("safe", "full", "two-logs", "unpinned", "rescale", "encrypted", "doors", "keys", "processor")
 
 SNAP = StoreKey("sim", "0", "snap")
 CHG = StoreKey("sim", "0", "chg")
@@ -145,6 +148,11 @@ def scenario(seed: int, profile: str = "full") -> Scenario:
 
         keys.add(rng, specs, faults, ttl)
         extras = (keys.__name__,)
+    if profile == "processor":
+        from blobstate.testing.simulation import processor
+
+        processor.add(rng, specs, faults, ttl)
+        extras = (processor.__name__,)
     return Scenario(seed, ttl, stores, specs, _dedupe(faults), logs=("log", "log2") if profile == "two-logs"
                     else ("log",), damage_targets=seed, encrypted=profile == "encrypted", extras=extras)
 
