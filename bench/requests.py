@@ -219,8 +219,9 @@ def measure_delta(counting: Counting, url: str, options: dict[str, Any], mode: s
 
 def measure_group(counting: Counting, url: str, options: dict[str, Any], mode: str, work: str) -> Measured:
     from blobstate.commit.backup import StoreCommitter
-    from blobstate.commit.group import GroupCommitter, stage_changelog
+    from blobstate.commit.group import GroupCommitter
     from blobstate.commit.healing import HealSources
+    from blobstate.commit.staging import stage_changelog
     from blobstate.model import changelog
     from blobstate.model.layout import now_ms
     from blobstate.model.records import StoreKey

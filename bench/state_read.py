@@ -53,7 +53,8 @@ def write_group(repo_url: str, work: str, *, size_bytes: int, keys: int, partiti
     from rocksdict import Rdict, WriteBatch
 
     from blobstate.commit.backup import StoreCommitter
-    from blobstate.commit.group import GroupCommitter, stage_snapshot
+    from blobstate.commit.group import GroupCommitter
+    from blobstate.commit.staging import stage_snapshot
     from blobstate.model.layout import DEFAULT_TTL_MS
     from blobstate.model.records import StoreKey
     from blobstate.repository.backends import open_local_store

@@ -15,9 +15,9 @@ commit room's):
    and a data blob stored as its index entry records it (``codec``), since the index is copied as it is;
 3. the TTL budget (counted from when this copy commit began), then ``CommitEngine.append`` of the record, unchanged
    but for its generation (the target log's next): checkpoint id, batch id, query id, lineage, time and writer
-   stay the source's, so a Spark query restarts from the copy as from the source (``blobstate.spark.alignment``
-   reads batch and query ids); then ``CleanupExecutor.finish`` (TTLs removed, a late append healed, the retention
-   the source writer recorded applied at the target).
+   stay the source's, so a Spark query restarts from the copy as from the source
+   (``blobstate.spark.committed.alignment`` reads batch and query ids); then ``CleanupExecutor.finish`` (TTLs
+   removed, a late append healed, the retention the source writer recorded applied at the target).
 
 Records are copied in the source log's generation order, and only records newer than what the target already
 holds: after the newest source record whose checkpoint id the target has (none: the records newer, by creation

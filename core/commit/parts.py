@@ -6,7 +6,8 @@ append longer than the TTL), gc may already have deleted the expired parts; the 
 (``healing.heal_record``) finds them missing and holds no copy. Two steps close that, for the two kinds of part:
 
 - **a delta part** (a partition's changelog of the batch) is still on the executor that wrote it: the task keeps
-  it until the next batch's task on that host has applied it (``spark/partition_task.py``: ``pending/``). That
+  it until the next batch's task on that host has applied it (``pending/`` of a partition's copy,
+  ``spark/partitioned/executor/partition.py``). That
   next task first runs ``heal_parts``: every committed part it keeps a copy of, in a group old enough for gc to
   have taken it (more than TTL/2 since the group's oldest part: ``engine.landed_late``'s test, evaluated on the
   task), is checked and put back under the same id, permanent (one walk of the store's ``blobs/``, only then).

@@ -10,7 +10,7 @@ group checkpoint: the one commit point of a micro-batch across the N partitions 
 manifest, one ``PartitionEntry`` per partition it commits, each a delta or a snapshot of that partition; it
 ``expand``s into the per-partition records the chain planning works on. All may name the query and the batch they
 belong to, and the run of the query (``lineageId``: one lineage of Spark's offsets log, see
-``blobstate.spark.alignment``); a group record may name its partitioning's key columns and their Spark types
+``blobstate.spark.committed.alignment``); a group record may name its partitioning's key columns and their Spark types
 (``keyColumns``). Both fields are optional: records written before them still parse.
 
 The JSON form is declared once, as msgspec schemas (``RecordDoc``, ``PartitionEntry``, ``KeyColumn``): camelCase,

@@ -13,10 +13,10 @@ batch). Per micro-batch ``b``:
    ``commits/b`` only ever exists once batch ``b``'s change is durable;
 4. the writes applied to RocksDB in one ``WriteBatch``; the scheduler told.
 
-Snapshots run in the background (``blobstate.spark.scheduler``): the local checkpoint (hard links) is taken under
-the same lock as step 3-4, so it holds exactly one batch, and committed as a snapshot record with that batch id.
+Snapshots run in the background (``blobstate.spark.binding.scheduler``): the local checkpoint (hard links) is taken
+under the same lock as step 3-4, so it holds exactly one batch, and committed as a snapshot record with that batch id.
 On open the engine recovers the store's journal, aligns with Spark's checkpoint location
-(``blobstate.spark.alignment``) and restores the chain (``blobstate.restoring.chain``) into ``state_dir``.
+(``blobstate.spark.committed.alignment``) and restores the chain (``blobstate.restoring.chain``) into ``state_dir``.
 """
 
 from __future__ import annotations
@@ -43,9 +43,10 @@ from blobstate.repository.backends import open_local_store
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
 from blobstate.restoring import chain as replay
-from blobstate.spark.alignment import AlignmentPlan, SparkAlignmentError, plan_alignment, spark_done
-from blobstate.spark.location import CheckpointLocation
-from blobstate.spark.scheduler import SnapshotScheduler
+from blobstate.spark.binding.scheduler import SnapshotScheduler
+from blobstate.spark.committed.alignment import AlignmentPlan, plan_alignment, spark_done
+from blobstate.spark.committed.location import CheckpointLocation
+from blobstate.spark.errors import SparkAlignmentError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -76,14 +77,6 @@ class EngineConfig:
     ttl_ms: int = DEFAULT_TTL_MS
     snapshot_every: int = 1
     committer_options: dict[str, Any] = field(default_factory=dict)
-
-
-def stamp_records(committer: StoreCommitter, **fields: Any) -> None:
-    """Every record ``committer`` appends from now on (snapshot, delta or group) carries ``fields`` (the run of the
-    query: ``lineage_id``; a group's ``key_columns``): ``blobstate.commit.point:CommitPoint.fields``, set on the
-    record at the commit point before ``CheckpointAppending`` journals it, so recovery re-appends the same record.
-    A later call adds to (or replaces) the fields of an earlier one."""
-    committer.commit_point.fields.update(fields)
 
 
 def open_repository(config: EngineConfig, *, create: bool, query_id: str | None,

@@ -1,14 +1,14 @@
 """The Spark lifecycle of a binding: register, start one query, listen, close. The batches run in the engine.
 
-``register(spark, repo=..., checkpoint_location=..., state_dir=...)`` builds a ``StateBinding``;
-``binding.start(writer, fn)`` starts exactly one query with ``foreachBatch`` running ``fn(df, batch_id, state)``
-through the engine (``blobstate.spark.engine``: every batch's writes are a committed delta before ``foreachBatch``
-returns); ``binding.close()`` drains the background snapshot and releases everything.
+``register(spark, repo=..., checkpoint_location=..., state_dir=...)`` builds a ``StateBinding``; ``binding.start(writer,
+fn)`` starts exactly one query with ``foreachBatch`` running ``fn(df, batch_id, state)`` through the engine
+(``blobstate.spark.binding.engine``: every batch's writes are a committed delta before ``foreachBatch`` returns);
+``binding.close()`` drains the background snapshot and releases everything.
 
-Classic PySpark: the engine lives in this (the driver) process; ``register`` opens it at once (recovery, alignment
-with Spark's checkpoint location, restore: errors surface before the query starts), and a
-``StreamingQueryListener`` (``blobstate.spark.listener``) turns Spark's batch completions of this query's run into
-snapshot commits in the background.
+Classic PySpark: the engine lives in this (the driver) process; ``register`` opens it at once (recovery, alignment with
+Spark's checkpoint location, restore: errors surface before the query starts), and a ``StreamingQueryListener``
+(``blobstate.spark.committed.listener``) turns Spark's batch completions of this query's run into snapshot commits in
+the background.
 
 Spark Connect (``SparkSession.builder.remote(...)``): ``foreachBatch`` runs in a Python worker of the Connect server,
 so the engine is pickled there as configuration and opens on the first batch, in that process (``state_dir`` and
@@ -31,10 +31,10 @@ from blobstate.errors import ConfigurationError
 from blobstate.model.layout import DEFAULT_TTL_MS
 from blobstate.model.records import StoreKey
 from blobstate.model.units import parse_duration_ms
-from blobstate.spark.alignment import AlignmentPlan, plan_alignment, spark_done
-from blobstate.spark.engine import BatchEngine, BatchFunction, BatchStats, EngineConfig, open_repository
-from blobstate.spark.location import CheckpointLocation, is_connect
-from blobstate.spark.scheduler import SnapshotCommitError
+from blobstate.spark.binding.engine import BatchEngine, BatchFunction, BatchStats, EngineConfig, open_repository
+from blobstate.spark.committed.alignment import AlignmentPlan, plan_alignment, spark_done
+from blobstate.spark.committed.location import CheckpointLocation, is_connect
+from blobstate.spark.errors import SnapshotCommitError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -94,7 +94,7 @@ class StateBinding:
         if self.connect:
             self.plan = self._check_alignment()
             return self.plan
-        from blobstate.spark.listener import CommitListener
+        from blobstate.spark.committed.listener import CommitListener
 
         self.plan = self.engine.open(self.spark)
         self._listener = CommitListener(self)

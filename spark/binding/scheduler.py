@@ -21,21 +21,12 @@ from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from blobstate.errors import ConfigurationError, StorageError
+from blobstate.errors import ConfigurationError
+from blobstate.spark.errors import SnapshotCommitError
 
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
-
-
-class SnapshotCommitError(StorageError):
-    """The snapshot commit of a batch failed; ``batch_id`` names it, ``__cause__`` the reason. The deltas committed
-    before and after it are intact: only the snapshot lag grows. The exit code is the cause's."""
-
-    def __init__(self, message: str, *, batch_id: int | None, cause: BaseException) -> None:
-        super().__init__(message)
-        self.batch_id = batch_id
-        self.exit_code = getattr(cause, "exit_code", StorageError.exit_code)
 
 
 class SnapshotScheduler(Generic[R]):

@@ -25,16 +25,16 @@ committed batches ignores an initial record its run did not begin from, and one 
 to an initial state is refused: an initial state is the state before a new query's batch 0, not after batch ``C``.
 
 Runs. Spark names a query by its ``metadata`` id, kept across restarts and across a partial reset of the checkpoint
-location (``offsets/`` and ``commits/`` deleted, ``metadata`` kept: batch ids start at 0 again). Spark's own
-``runId`` changes at every restart, so it cannot tie a restart to the records it continues. What identifies a run
-of the state is the lineage of the offsets log: it begins when Spark plans a batch with no earlier offsets (a new
-query, or a reset) and continues through every restart that finds offsets. blobstate names that lineage when it
-begins (``lineage_id``, a new random id: nothing in Spark's location survives its purge of old offsets to derive
-one from) and every record of the run carries it; a restart that finds offsets continues the lineage of the
-records its chain is made of. The chain rules (``blobstate.model.chain.current_run``) use the newest run's
-records only, so an abandoned run's deltas never chain onto the new run's state. What Spark re-runs decides the
-state restored: the batch after ``C`` (``commits/``), or, when ``offsets/`` is ahead of ``commits/`` (commits lost),
-the newest planned batch ``O``, with ``O - 1`` taken as done (Spark's ``MicroBatchExecution`` does the same).
+location (``offsets/`` and ``commits/`` deleted, ``metadata`` kept: batch ids start at 0 again). Spark's own ``runId``
+changes at every restart, so it cannot tie a restart to the records it continues. What identifies a run of the state is
+the lineage of the offsets log: it begins when Spark plans a batch with no earlier offsets (a new query, or a reset) and
+continues through every restart that finds offsets. blobstate names that lineage when it begins (``lineage_id``, a new
+random id: nothing in Spark's location survives its purge of old offsets to derive one from) and every record of the run
+carries it (``stamp_records``); a restart that finds offsets continues the lineage of the records its chain is made of.
+The chain rules (``blobstate.model.chain.current_run``) use the newest run's records only, so an abandoned run's deltas
+never chain onto the new run's state. What Spark re-runs decides the state restored: the batch after ``C``
+(``commits/``), or, when ``offsets/`` is ahead of ``commits/`` (commits lost), the newest planned batch ``O``, with ``O
+- 1`` taken as done (Spark's ``MicroBatchExecution`` does the same).
 """
 
 from __future__ import annotations
@@ -42,21 +42,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from blobstate.commit.group import check_partition_count
 from blobstate.errors import NothingToRestore
 from blobstate.model.align import EngineLog, align, chain_to, spark_done
-from blobstate.model.chain import INITIAL_BATCH, Chain, adopting_lineage, current_run, is_initial, partition_history
+from blobstate.model.chain import INITIAL_BATCH, Chain, adopting_lineage, current_run, is_initial
 from blobstate.model.layout import new_token
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.repository.options import redact
-from blobstate.spark.partitioning import check_partitioning, recorded_partitioning
+from blobstate.spark.errors import SparkAlignmentError
+
+if TYPE_CHECKING:
+    from blobstate.commit.backup import StoreCommitter
 
 log = logging.getLogger(__name__)
-
-
-class SparkAlignmentError(NothingToRestore):
-    """The repository's records cannot be aligned with Spark's checkpoint location (exit code 5); nothing changed."""
 
 
 @dataclass(frozen=True)
@@ -152,18 +151,12 @@ def plan_alignment(history: Sequence[Checkpoint], key: StoreKey, *, last_committ
     return AlignmentPlan(key, last_committed, query_id, chain, lineage)
 
 
-def align_partitions(history: Sequence[Checkpoint], key: StoreKey, *, num_partitions: int, key_cols: Sequence[str],
-                     last_committed: int | None, last_planned: int | None, query_id: str | None, location: str,
-                     repo_url: str) -> list[AlignmentPlan]:
-    """The plan of every partition of the partitioned store ``key`` (its group records ``history``) against Spark's
-    checkpoint location, as ``plan_alignment``, after its partition count and key columns are checked: what the
-    partitioned driver's Open door plans from its pinned view (Spark-free: the simulator's adopters run it too).
-    Raises ``SparkAlignmentError``, ``PartitionCountError``, ``PartitioningError``."""
-    check_partition_count(history, num_partitions, f"{key}")
-    check_partitioning(recorded_partitioning(history), list(key_cols), None, f"{key}")
-    return [plan_alignment(partition_history(history, p), key, last_committed=last_committed, query_id=query_id,
-                           location=location, repo_url=repo_url, last_planned=last_planned)
-            for p in range(num_partitions)]
+def stamp_records(committer: StoreCommitter, **fields: Any) -> None:
+    """Every record ``committer`` appends from now on (snapshot, delta or group) carries ``fields`` (the run of the
+    query: ``lineage_id``; a group's ``key_columns``): ``blobstate.commit.point:CommitPoint.fields``, set on the
+    record at the commit point before ``CheckpointAppending`` journals it, so recovery re-appends the same record.
+    A later call adds to (or replaces) the fields of an earlier one."""
+    committer.commit_point.fields.update(fields)
 
 
-__all__ = ["AlignmentPlan", "SparkAlignmentError", "align_partitions", "plan_alignment", "spark_done"]
+__all__ = ["AlignmentPlan", "SparkAlignmentError", "plan_alignment", "spark_done", "stamp_records"]

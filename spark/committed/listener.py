@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 
 class BatchCommitTarget(Protocol):
-    """What the listener reports to (``StateBinding`` implements it)."""
+    """What the listener reports to (the driver binding's ``StateBinding`` and ``PartitionedState`` implement it)."""
 
     def on_batch_committed(self, run_id: str, batch_id: int) -> None: ...
 

@@ -1,16 +1,16 @@
 """A store's state, or its changes, as a Spark DataFrame: ``read_state`` and ``read_changes``.
 
-``read_state(spark, repo=..., job=..., store=...)`` returns ``(partition int, key, value, key_raw binary,
-value_raw binary)``: the state exactly as after batch ``batch_id`` (default: the newest; ``checkpoint`` names a
-record instead), of a driver store (``partition`` null) or of every partition of a partitioned one, keys and values
-as the binding wrote them (``blobstate.restoring.entries``). The driver plans only: it reads the records, picks each
-partition's chain (``blobstate.restoring.state.plan_state``) and builds a DataFrame of one row per partition,
-``spark.range(n, numPartitions=n)``, so that Spark runs one task per partition; each task restores its partition's
-chain into a scratch directory of its executor and streams the entries out as Arrow record batches
-(``blobstate.spark.state_task.read_task`` through ``mapInArrow``). The driver never holds the state: a state that
-does not fit one machine is read by the cluster. The DataFrame is lazy; every action reads the repository again
-(``persist()`` it to read once). Works on classic PySpark and Spark Connect alike (``mapInArrow``: the `connect`
-extra's pyarrow on the executors).
+``read_state(spark, repo=..., job=..., store=...)`` returns ``(partition int, key, value, key_raw binary, value_raw
+binary)``: the state exactly as after batch ``batch_id`` (default: the newest; ``checkpoint`` names a record instead),
+of a driver store (``partition`` null) or of every partition of a partitioned one, keys and values as the binding wrote
+them (``blobstate.restoring.entries``). The driver plans only: it reads the records, picks each partition's chain
+(``blobstate.restoring.state.plan_state``) and builds a DataFrame of one row per partition, ``spark.range(n,
+numPartitions=n)``, so that Spark runs one task per partition; each task restores its partition's chain into a scratch
+directory of its executor and streams the entries out as Arrow record batches
+(``blobstate.spark.data.executor.tasks.read_task`` through ``mapInArrow``). The driver never holds the state: a state
+that does not fit one machine is read by the cluster. The DataFrame is lazy; every action reads the repository again
+(``persist()`` it to read once). Works on classic PySpark and Spark Connect alike (``mapInArrow``: the `connect` extra's
+pyarrow on the executors).
 
 ``key`` and ``value`` are typed columns (``key_type``, ``value_type``: ``string``, ``binary``, ``bigint``,
 ``double``, ``boolean``); by default each is the type most of the store's newest changelog writes (one small blob
@@ -39,8 +39,8 @@ from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.plugin.records import extra_install_hint, missing_dependency
 from blobstate.repository.repo import Repository
 from blobstate.restoring.state import change_plans, plan_state
-from blobstate.spark.location import CheckpointLocation
-from blobstate.spark.state_task import ReadPlan, RepositoryRef, TaskInfo, column_type, read_task
+from blobstate.spark.committed.location import CheckpointLocation
+from blobstate.spark.data.executor.tasks import ReadPlan, RepositoryRef, TaskInfo, column_type, read_task
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

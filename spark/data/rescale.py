@@ -5,21 +5,21 @@ A partitioned store (``blobstate.spark.partitioned``) cannot change N in place: 
 with another N is refused (``PartitionCountError``). ``rescale(spark, repo=..., job=..., store=..., to_store=...,
 num_partitions=M, key_schema=..., key_of=...)`` moves the state instead, with the query stopped:
 
-1. the source group's state after one batch ``B`` is chosen: Spark's last committed batch when
-   ``checkpoint_location`` is given (the query id and every partition's chain checked by
-   ``blobstate.spark.alignment``, exactly what a restart would restore), else ``batch_id``, else the newest group
-   record's batch (which may be one Spark re-runs: the rescale says so); each old partition's chain ending exactly
-   at it (``blobstate.model.align``, the Align door) is planned on the driver;
+1. the source group's state after one batch ``B`` is chosen: Spark's last committed batch when ``checkpoint_location``
+   is given (the query id and every partition's chain checked by ``blobstate.spark.committed.alignment``, exactly what a
+   restart would restore), else ``batch_id``, else the newest group record's batch (which may be one Spark re-runs: the
+   rescale says so); each old partition's chain ending exactly at it (``blobstate.model.align``, the Align door) is
+   planned on the driver;
 2. the destination ``(job, task, to_store)`` must hold no record (``RescaleRefused``, exit 2, nothing written),
-   once its journal in ``work_dir`` is recovered (``blobstate.spark.state_write.destination``): a rescale killed
+   once its journal in ``work_dir`` is recovered (``blobstate.spark.data.write.destination``): a rescale killed
    before its group append is aborted there (its parts deleted) and this run starts afresh; one killed after it is
    finished (its TTLs removed) and this run is refused with ``RescaleAlreadyCommitted``, which says the copy is
    done;
-3. the source's state is ``read_state``'s DataFrame (``blobstate.spark.state_read``: one task per old partition
-   restores its chain and streams its entries out) and every key is mapped to its key columns
-   (``blobstate.spark.rescale_task.map_keys``: ``key_of``, checked against ``key_schema``); the rows are persisted,
-   and a key ``key_of`` cannot map is refused before anything is uploaded (``UnmappableKeyError``);
-4. the rows go to ``write_state``'s job (``blobstate.spark.state_write.commit_rows``): ``repartition(M,
+3. the source's state is ``read_state``'s DataFrame (``blobstate.spark.data.read``: one task per old partition restores
+   its chain and streams its entries out) and every key is mapped to its key columns
+   (``blobstate.spark.data.executor.keys.map_keys``: ``key_of``, checked against ``key_schema``); the rows are
+   persisted, and a key ``key_of`` cannot map is refused before anything is uploaded (``UnmappableKeyError``);
+4. the rows go to ``write_state``'s job (``blobstate.spark.data.write.commit_rows``): ``repartition(M,
    *key_cols)`` (the very expression the partitioned query uses, so every key lands where the restarted query's
    rows will) and task ``p`` writes new partition ``p``'s RocksDB and stages it as a snapshot of batch ``B``;
 5. the driver checks that every new partition answered once, that no key arrived twice, and that as many keys were
@@ -28,8 +28,8 @@ num_partitions=M, key_schema=..., key_of=...)`` moves the state instead, with th
    commit point; a concurrent writer is fenced).
 
 Scratch space: each task restores (or fills) its RocksDB copy in a held directory of ``local_dir``
-(``blobstate.spark.leftovers.scratch_dir``, removed at its end); what a killed rescale left there is swept by the
-next run on that host (its driver at step 2, each of its tasks as it starts), whatever partitions it runs.
+(``blobstate.spark.executor.leftovers.scratch_dir``, removed at its end); what a killed rescale left there is swept by
+the next run on that host (its driver at step 2, each of its tasks as it starts), whatever partitions it runs.
 
 Rescale is ``read_state`` then ``write_state``, one implementation: every type a key or value may have goes through
 the DataFrame exactly (a value of another type than its column rides in the raw columns).
@@ -57,43 +57,25 @@ from blobstate.model.chain import Chain, partition_history
 from blobstate.model.layout import DEFAULT_TTL_MS
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.repository.view import read_view
-from blobstate.spark.alignment import plan_alignment
-from blobstate.spark.location import CheckpointLocation, is_connect
-from blobstate.spark.rescale_task import ERROR, KeyOf, KeyPlan, map_keys
-from blobstate.spark.state_read import infer_types, read_frame, state_schema
-from blobstate.spark.state_task import ReadPlan, RepositoryRef
-from blobstate.spark.state_write import (
+from blobstate.spark.committed.alignment import plan_alignment
+from blobstate.spark.committed.location import CheckpointLocation, is_connect
+from blobstate.spark.data.executor.keys import ERROR, KeyOf, KeyPlan, map_keys
+from blobstate.spark.data.executor.tasks import ReadPlan, RepositoryRef
+from blobstate.spark.data.read import infer_types, read_frame, state_schema
+from blobstate.spark.data.write import StateWriteResult, Target, commit_rows, destination
+from blobstate.spark.errors import (
+    RescaleAlreadyCommitted,
+    RescaleRefused,
     StateAlreadyWritten,
     StateWriteRefused,
-    StateWriteResult,
-    Target,
+    UnmappableKeyError,
     UnwritableRows,
-    commit_rows,
-    destination,
 )
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
-
-
-class RescaleRefused(ConfigurationError):
-    """A rescale that cannot be done as asked (exit 2): the destination holds records, a bad key schema, a source
-    of mixed partition counts, keys held by two partitions. Nothing is committed; what was uploaded is deleted
-    (or expires by its TTL)."""
-
-
-class UnmappableKeyError(RescaleRefused):
-    """``key_of`` cannot map a stored key to key-column values (it raised, or returned the wrong number or types of
-    values); the message names the key. Nothing is uploaded."""
-
-
-class RescaleAlreadyCommitted(RescaleRefused):
-    """The destination already holds exactly this rescale (the same source batch and query id, the same number of
-    partitions, snapshots only): an earlier run committed it, then was killed or lost its answer. Nothing is done;
-    the query can restart on the destination (exit 2, like any refusal, so a script that expected a fresh copy
-    notices)."""
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,13 @@ so that a query can start from state computed elsewhere (a batch job, another sy
    deleted) and this one starts afresh; one killed after it is finished (its TTLs removed) and this one is refused
    with ``StateAlreadyWritten``, which says the copy is done;
 2. partitioned (``num_partitions=N``): one Spark job ``repartition(N, *key_cols)`` (Spark's own hash, the very
-   expression the partitioned binding uses, so every key lands in the partition the query's rows for it will)
-   and task ``p`` writes new partition ``p``'s RocksDB and stages it as a snapshot with a TTL
-   (``blobstate.spark.state_task.write_task``); the driver checks that every partition answered once, that no key
-   arrived twice and every row could be stored (else ``UnwritableRows``, exit 2: the staged blobs are deleted),
-   then commits **one** group record of N snapshots (``blobstate.commit.group.GroupCommitter``, the one commit
-   engine: a concurrent writer is fenced), recording the partitioning (key columns and their Spark types) as the
-   partitioned binding records it (``blobstate.spark.partitioning``);
+   expression the partitioned binding uses, so every key lands in the partition the query's rows for it will) and task
+   ``p`` writes new partition ``p``'s RocksDB and stages it as a snapshot with a TTL
+   (``blobstate.spark.data.executor.tasks.write_task``); the driver checks that every partition answered once, that no
+   key arrived twice and every row could be stored (else ``UnwritableRows``, exit 2: the staged blobs are deleted), then
+   commits **one** group record of N snapshots (``blobstate.commit.group.GroupCommitter``, the one commit engine: a
+   concurrent writer is fenced), recording the partitioning (key columns and their Spark types) as the partitioned
+   binding records it (``blobstate.spark.partitioned.driver.partitioning``);
 3. a driver store (``num_partitions=None``, task ``0``): the rows stream to the driver (``toLocalIterator``, one
    partition at a time), fill a RocksDB in a scratch directory there, committed as one snapshot record
    (``blobstate.commit.backup.StoreCommitter``: the same engine); it is the store ``register`` restores, which
@@ -25,8 +25,8 @@ so that a query can start from state computed elsewhere (a batch job, another sy
 
 Which batch: with ``checkpoint_location`` (a query's Spark checkpoint location) the records say the state after the
 batch Spark's restart takes as done, with the query's id, so that the query restarted on that location with the new
-store (and N, key_cols) passes the alignment check (``blobstate.spark.alignment``) and continues from it; that is
-how a query takes over state computed elsewhere, and how ``blobstate spark rescale`` writes. Without it, batch
+store (and N, key_cols) passes the alignment check (``blobstate.spark.committed.alignment``) and continues from it; that
+is how a query takes over state computed elsewhere, and how ``blobstate spark rescale`` writes. Without it, batch
 ``batch_id`` (default 0) and ``query_id``: a store to read, restore or audit, which a streaming query adopts only
 through a checkpoint location of that query id.
 
@@ -35,7 +35,7 @@ Initial state (``initial_state=True``): the records say the state *before* batch
 from, as Spark's ``flatMapGroupsWithState(initialState=...)`` and Flink's State Processor API bootstrap
 (``SavepointWriter``) give one. The first query started on that store with a fresh checkpoint location
 (``register``/``partitioned``: no committed batch) restores it before its batch 0 and chains its records onto it;
-from its first commit on the store is that query's (``blobstate.spark.alignment``).
+from its first commit on the store is that query's (``blobstate.spark.committed.alignment``).
 """
 
 from __future__ import annotations
@@ -50,8 +50,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from blobstate.commit.backup import StoreCommitter
-from blobstate.commit.group import GroupCommitter, StagedSnapshot, check_partition_count
+from blobstate.commit.group import GroupCommitter, check_partition_count
 from blobstate.commit.opening import pin_view
+from blobstate.commit.staging import StagedSnapshot
 from blobstate.errors import ConfigurationError
 from blobstate.model.chain import INITIAL_BATCH
 from blobstate.model.layout import DEFAULT_TTL_MS
@@ -59,8 +60,12 @@ from blobstate.model.records import SNAPSHOT, Checkpoint, StoreKey
 from blobstate.model.units import parse_duration_ms
 from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
-from blobstate.spark.leftovers import scratch_dir, sweep_scratch
-from blobstate.spark.state_task import RepositoryRef, WritePlan, Written, entry, fill, write_task
+from blobstate.spark.committed.alignment import spark_done
+from blobstate.spark.committed.location import CheckpointLocation
+from blobstate.spark.data.executor.tasks import RepositoryRef, WritePlan, Written, entry, fill, write_task
+from blobstate.spark.errors import DestinationNotEmpty, StateAlreadyWritten, StateWriteRefused, UnwritableRows
+from blobstate.spark.executor.leftovers import scratch_dir, sweep_scratch
+from blobstate.spark.executor.rows import OUTPUT_SCHEMA, collect_pickled
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -71,35 +76,6 @@ log = logging.getLogger(__name__)
 
 #: Spark types of a key or value column that write_state stores (their ``typeName``)
 WRITABLE = {"string", "binary", "byte", "short", "integer", "long", "float", "double", "boolean"}
-
-
-class StateWriteRefused(ConfigurationError):
-    """A state write that cannot be done as asked (exit 2); nothing is committed, what was uploaded is deleted (or
-    expires by its TTL)."""
-
-
-class DestinationNotEmpty(StateWriteRefused):
-    """The destination store key already holds checkpoints: a state is written into an empty store key only."""
-
-
-class StateAlreadyWritten(StateWriteRefused):
-    """The destination already holds exactly this write (its one record: the same batch, query id and partitions,
-    snapshots only): an earlier run committed it, then was killed or lost its answer. Nothing is done (exit 2, so
-    that a script expecting a fresh copy notices). ``checkpoint``: that record."""
-
-    def __init__(self, message: str, *, checkpoint: Checkpoint) -> None:
-        self.checkpoint = checkpoint
-        super().__init__(message)
-
-
-class UnwritableRows(StateWriteRefused):
-    """Rows that cannot make a store: a key in two rows (``duplicates``), a null key or value, raw bytes of no type
-    rocksdict stores; ``problems`` shows up to 5 per partition. Nothing is committed."""
-
-    def __init__(self, message: str, *, problems: list[str], duplicates: bool) -> None:
-        self.problems = problems
-        self.duplicates = duplicates
-        super().__init__(message)
 
 
 @dataclass(frozen=True)
@@ -204,12 +180,11 @@ def check_destination(committer: StoreCommitter, history: list[Checkpoint], targ
 
 @contextlib.contextmanager
 def destination(target: Target, what: str) -> Iterator[StoreCommitter]:
-    """Step 1: the destination's committer, its journal recovered and its store checked empty
-    (``open_destination``); held while the block runs; an initial state (``target.lineage_id``) may create the
-    repository, as a new query's first batch does. First the scratch directories a killed earlier run left in
-    ``target.local_dir`` on this host are swept (``blobstate.spark.leftovers.sweep_scratch``: also when this run
-    then runs no task, or others). Raises ``StateAlreadyWritten``, ``DestinationNotEmpty``,
-    ``CommitInProgressError``."""
+    """Step 1: the destination's committer, its journal recovered and its store checked empty (``open_destination``);
+    held while the block runs; an initial state (``target.lineage_id``) may create the repository, as a new query's
+    first batch does. First the scratch directories a killed earlier run left in ``target.local_dir`` on this host are
+    swept (``blobstate.spark.executor.leftovers.sweep_scratch``: also when this run then runs no task, or others).
+    Raises ``StateAlreadyWritten``, ``DestinationNotEmpty``, ``CommitInProgressError``."""
     sweep_scratch(target.local_dir)  # what a killed earlier run left on this host, whatever its tasks
     repository = target.repo.open(create=bool(target.lineage_id))
     try:
@@ -237,14 +212,12 @@ def commit_rows(committer: StoreCommitter, rows: Any, target: Target, *, what: s
     ``expect_keys``: the number of keys the write must hold (a copy's check). Raises ``UnwritableRows``,
     ``StateWriteRefused`` (exit 2), ``FencedError``, ``StorageError``, the tasks' errors."""
     t0 = time.perf_counter()
-    if target.lineage_id:  # an initial state's own run (``blobstate.spark.alignment``), at the commit point
+    if target.lineage_id:  # an initial state's own run (``blobstate.spark.committed.alignment``), at the commit point
         committer.commit_point.fields["lineage_id"] = target.lineage_id
     if target.num_partitions is None:
         checkpoint, keys, uploaded = _write_driver_store(committer, rows, target, what, expect_keys)
         per_partition: tuple[int, ...] = (keys,)
     else:
-        from blobstate.spark.partition_job import OUTPUT_SCHEMA, collect_pickled
-
         plan = WritePlan(target.repo, target.key, target.batch_id, target.ttl_ms, target.local_dir, target.scratch)
         written = collect_pickled(rows.repartition(target.num_partitions, *target.key_cols)
                                   .select("key", "value", "key_raw", "value_raw")
@@ -390,9 +363,6 @@ def _batch_of(df: DataFrame, location: str | None, batch_id: int | None, query_i
     id, else ``batch_id`` (default 0) and ``query_id``. Raises ``StateWriteRefused``."""
     if location is None:
         return (0 if batch_id is None else batch_id), query_id
-    from blobstate.spark.alignment import spark_done
-    from blobstate.spark.location import CheckpointLocation
-
     spark_location = CheckpointLocation(df.sparkSession, location)
     done = spark_done(spark_location.last_committed(), spark_location.last_planned())
     if done is None:

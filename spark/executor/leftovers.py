@@ -1,19 +1,19 @@
 """Local leftovers of a store on a host: scratch directories held by a lock while used, swept once abandoned.
 
 A partition snapshot task copies its partition into a RocksDB local checkpoint (hard links to the partition's SSTs:
-their disk space is only freed once every link is gone) and uploads it after letting go of the partition; the
-tasks of ``read_state``, ``write_state`` and ``blobstate spark rescale`` restore or fill scratch RocksDB copies
-(``blobstate.spark.state_task``), and ``write_state`` of a driver store fills one on the driver. A task killed with
-its driver (or its executor) leaves that directory behind, and nothing else would ever remove it. So every such
-directory is *held*: its sibling lock file ``<dir>.held`` is taken (``flock``) before the directory exists and
-released only after it is removed (``held_dir``). The next time the store is opened on that host its stale
-directories are swept (``sweep``): a directory whose lock can be taken belongs to no live process and is removed;
-one whose lock is held is left alone. A partition task sweeps its partition's stale snapshot checkpoints; every
-scratch directory taken (``scratch_dir``) and every state read, write or rescale the driver starts
-(``sweep_scratch``) sweeps the stale scratch directories of *every* kind in its directory (``SCRATCH_KINDS``), so a
-rerun that runs other partitions, fewer of them, or no task at all (it finds the copy already committed) still
-removes what a killed run left. Bounded: at most ``MAX_SWEEP`` directories per call; every removal is logged.
-``flock`` locks die with their process, so a SIGKILL never leaves a directory held for good.
+their disk space is only freed once every link is gone) and uploads it after letting go of the partition; the tasks of
+``read_state``, ``write_state`` and ``blobstate spark rescale`` restore or fill scratch RocksDB copies
+(``blobstate.spark.data.executor.tasks``), and ``write_state`` of a driver store fills one on the driver. A task killed
+with its driver (or its executor) leaves that directory behind, and nothing else would ever remove it. So every such
+directory is *held*: its sibling lock file ``<dir>.held`` is taken (``flock``) before the directory exists and released
+only after it is removed (``held_dir``). The next time the store is opened on that host its stale directories are swept
+(``sweep``): a directory whose lock can be taken belongs to no live process and is removed; one whose lock is held is
+left alone. A partition task sweeps its partition's stale snapshot checkpoints; every scratch directory taken
+(``scratch_dir``) and every state read, write or rescale the driver starts (``sweep_scratch``) sweeps the stale scratch
+directories of *every* kind in its directory (``SCRATCH_KINDS``), so a rerun that runs other partitions, fewer of them,
+or no task at all (it finds the copy already committed) still removes what a killed run left. Bounded: at most
+``MAX_SWEEP`` directories per call; every removal is logged. ``flock`` locks die with their process, so a SIGKILL never
+leaves a directory held for good.
 """
 
 from __future__ import annotations

@@ -10,9 +10,10 @@ next, then any after ``spark.locality.wait``: Spark's delay scheduling).
 
 Here the same, with what PySpark allows:
 
-- **Who holds what.** Every task reports the executor it ran on (``TaskIdentity.executor``, set by the JVM helper
-  ``blobstate.spark.PlacedRDD`` in the task's local properties); the driver records, per partition, the executor of
-  the prepare it committed (``Placement.record``): that copy is the one at the newest state.
+- **Who holds what.** Every task reports the executor it ran on (``TaskIdentity.executor``,
+  ``blobstate.spark.executor.identity``, set by the JVM helper ``blobstate.spark.PlacedRDD`` in the task's local
+  properties); the driver records, per partition, the executor of the prepare it committed (``Placement.record``):
+  that copy is the one at the newest state.
 - **The choice** (``Placement.choose``, each batch and each snapshot job): a partition whose holder is alive goes
   there; one whose holder is gone but whose host has a live executor goes to that executor (the copy is on the
   host's disk); the others (the first batch, a host lost) go to the live executor holding the fewest partitions, so
@@ -22,57 +23,29 @@ Here the same, with what PySpark allows:
   partition, the executor whose copy is at the newest committed record (``Placement.adopt``), as Spark's executors
   report the stores they load to a new ``StateStoreCoordinator``.
 - **The mechanism** (``SparkPlacement.place``): the batch's shuffled rows (or a snapshot job's ``parallelize``) are
-  wrapped one to one in ``PlacedRDD`` (``blobstate.spark.helper_jar``), whose ``getPreferredLocations`` returns the
-  choice. PySpark has no way to set a Python RDD's preferred locations (``SparkContext.makeRDD`` with locations
-  cannot carry the shuffled rows: ``zip`` needs equal partition sizes, and a zipped RDD prefers the union of its
-  parents' hosts; ``spark.shuffle.reduceLocality.enabled=false`` only removes the map host, it places nothing).
+  wrapped one to one in ``PlacedRDD`` (``blobstate.spark.placement.helper_jar``), whose ``getPreferredLocations``
+  returns the choice. PySpark has no way to set a Python RDD's preferred locations (``SparkContext.makeRDD`` with
+  locations cannot carry the shuffled rows: ``zip`` needs equal partition sizes, and a zipped RDD prefers the union of
+  its parents' hosts; ``spark.shuffle.reduceLocality.enabled=false`` only removes the map host, it places nothing).
 - **Spark Connect**: no placement. The client has no RDD API and the server runs ``foreachBatch`` in a Python
   worker that reaches Spark only through Connect's DataFrame API, which has no preferred-location hint; a
   server-side plugin would have to be installed into the server's JVM. Tasks there run where Spark puts them, as
-  before (a moved partition catches up or restores, ``blobstate.spark.partition_task``).
+  before (a moved partition catches up or restores, ``blobstate.spark.partitioned.executor.partition``).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from dataclasses import dataclass
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from blobstate.spark.errors import HelperUnavailable
+from blobstate.spark.placement.helper_jar import load
+
 log = logging.getLogger(__name__)
-
-EXECUTOR_PROPERTY = "blobstate.executor"  # the local properties the JVM helper sets in a task (PlacedRDD.java)
-STAGE_ATTEMPT_PROPERTY = "blobstate.stageAttempt"
-
-
-@dataclass(frozen=True)
-class TaskIdentity:
-    """Who ran a task: ``executor`` (``executor_<host>_<id>``; ``""`` when unknown: no helper, Spark Connect),
-    Spark's ``task_attempt_id`` (unique within a SparkContext: a re-run stage's attempts get new ones), the task's
-    ``attempt`` number (0 first; a re-run stage starts again at 0), ``stage_id`` and ``stage_attempt`` (-1 when
-    unknown)."""
-
-    executor: str = ""
-    task_attempt_id: int = 0
-    attempt: int = 0
-    stage_id: int = 0
-    stage_attempt: int = -1
-
-
-def task_identity() -> TaskIdentity:
-    """The running task's identity (``TaskIdentity()`` outside a Spark task)."""
-    try:
-        from pyspark import TaskContext
-    except ImportError:
-        return TaskIdentity()
-    context = TaskContext.get()
-    if context is None:
-        return TaskIdentity()
-    stage_attempt = context.getLocalProperty(STAGE_ATTEMPT_PROPERTY)
-    return TaskIdentity(context.getLocalProperty(EXECUTOR_PROPERTY) or "", int(context.taskAttemptId()),
-                        int(context.attemptNumber()), int(context.stageId()),
-                        int(stage_attempt) if stage_attempt is not None else -1)
-
 
 class Placement:
     """The driver's record of the executor holding each partition's newest copy, and its choice of locations.
@@ -145,8 +118,6 @@ class SparkPlacement:
     ``place`` returns its input) when the helper cannot be loaded: the reason is logged once."""
 
     def __init__(self, sc: Any, num_partitions: int) -> None:
-        from blobstate.spark.helper_jar import HelperUnavailable, load
-
         self.sc = sc
         self.placement = Placement(num_partitions)
         try:
@@ -168,28 +139,26 @@ class SparkPlacement:
     def choose(self) -> list[str]:
         return self.placement.choose(self.live_executors())
 
-    def locate(self, plan: Any, timeout_s: float) -> int:
-        """Before the first batch of this driver: one task on each live executor reports the copies of ``plan``'s
-        partitions its host has; ``Placement.adopt`` takes the newest. Returns how many partitions it placed (0:
-        one executor or none, or the job did not finish within ``timeout_s``)."""
-        from blobstate.spark.partition_job import locate_task, run_bounded_job
-
+    def locate(self, task: Callable[[int, Iterable[Any]], Iterator[tuple[str, dict[int, str]]]],
+               records: dict[int, tuple[Any, ...]], what: str, timeout_s: float) -> int:
+        """Before the first batch of this driver: ``task(index, rows)`` runs once on each live executor and reports
+        the copies of ``what``'s partitions its host has (``blobstate.spark.partitioned.executor.partition
+        .locate_task``); ``Placement.adopt`` takes the newest committed one of ``records``. Returns how many
+        partitions it placed (0: one executor or none, or the job did not finish within ``timeout_s``)."""
         live = self.live_executors()
         if len(live) < 2:
             return 0
-        reports = run_bounded_job(self.sc, f"locate the copies of {plan.key}", len(live),
-                                  functools.partial(self.place, locations=live),
-                                  functools.partial(locate_task, plan), timeout_s)
-        return self.placement.adopt(reports or [], plan.records)
+        reports = run_bounded_job(self.sc, f"locate the copies of {what}", len(live),
+                                  functools.partial(self.place, locations=live), task, timeout_s)
+        return self.placement.adopt(reports or [], records)
 
-    def release(self, plan: Any, timeout_s: float) -> None:
-        """The executors holding ``plan``'s partitions close their databases (bounded by ``timeout_s``, else
-        they close once idle)."""
-        from blobstate.spark.partition_job import release_task, run_bounded_job
-
-        run_bounded_job(self.sc, f"close the open partitions of {plan.key}", plan.num_partitions,
-                        functools.partial(self.place, locations=self.choose()),
-                        functools.partial(release_task, plan), timeout_s)
+    def release(self, task: Callable[[int, Iterable[Any]], Iterator[bool]], num_partitions: int, what: str,
+                timeout_s: float) -> None:
+        """The executors holding ``what``'s ``num_partitions`` partitions close their databases: ``task(partition,
+        rows)`` runs where each is placed (``blobstate.spark.partitioned.executor.partition.release_task``), bounded
+        by ``timeout_s`` (else they close once idle)."""
+        run_bounded_job(self.sc, f"close the open partitions of {what}", num_partitions,
+                        functools.partial(self.place, locations=self.choose()), task, timeout_s)
 
     def place(self, rdd: Any, locations: list[str]) -> Any:
         """``rdd`` (a PySpark RDD of N partitions) with partition ``p`` preferring ``locations[p]``; the same
@@ -200,3 +169,32 @@ class SparkPlacement:
 
         placed = self._helper.place(rdd._jrdd, "\n".join(locations))
         return RDD(placed, rdd.ctx, rdd._jrdd_deserializer)
+
+
+def run_bounded_job(sc: Any, what: str, tasks: int, place: Callable[[Any], Any] | None,
+                    task: Callable[[int, Iterable[Any]], Iterator[Any]], timeout_s: float) -> list[Any] | None:
+    """A small job of ``tasks`` tasks (``place``: where each runs) running ``task(index, rows)``, waited for at most
+    ``timeout_s``: its results, or None when it did not finish in time (cancelled) or failed (logged at INFO:
+    these jobs are optimisations). Classic PySpark, a running SparkContext."""
+    group = f"blobstate-{uuid.uuid4().hex[:12]}"
+    done: list[list[Any]] = []
+
+    def job() -> None:
+        try:
+            sc.setJobGroup(group, f"blobstate: {what}", interruptOnCancel=True)
+            rdd = sc.parallelize(list(range(tasks)), tasks)  # a list: no Python stage before the task's
+            if place is not None:
+                rdd = place(rdd)
+            done.append(rdd.mapPartitionsWithIndex(task).collect())
+        except Exception as exc:  # noqa: BLE001 - an optimisation: the caller goes on without it
+            log.info("could not %s: %s", what, exc)
+
+    thread = threading.Thread(target=job, name=group, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        log.info("could not %s within %s s", what, timeout_s)
+        sc.cancelJobGroup(group)
+        thread.join(timeout_s)
+        return None
+    return done[0] if done else None

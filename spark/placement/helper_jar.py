@@ -1,15 +1,16 @@
-"""blobstate's JVM helper jar for classic PySpark: built from ``spark/jvm/`` (Java source) and loaded at run time.
+"""blobstate's JVM helper jar for classic PySpark: built from ``spark/placement/jvm/`` (Java source), loaded at run
+time.
 
 PySpark cannot give a partition task a preferred location: ``RDD.getPreferredLocations`` is a JVM method, and a
 Python RDD inherits its parent's (for a batch's shuffled rows, the host of the shuffle's map output, which put every
-partition task of a batch on one host). The helper, ``blobstate.spark.PlacedRDD`` (``spark/jvm/blobstate/spark/
-PlacedRDD.java``), wraps an RDD one to one and returns the driver's chosen locations, the way Spark's own
+partition task of a batch on one host). The helper, ``blobstate.spark.PlacedRDD`` (``spark/placement/jvm/blobstate/
+spark/PlacedRDD.java``), wraps an RDD one to one and returns the driver's chosen locations, the way Spark's own
 ``StateStoreRDD`` returns the executor the ``StateStoreCoordinator`` says loaded each store.
 
-Built by ``python -m blobstate.spark.helper_jar build`` (``.ci/install-spark.sh`` runs it; needs a JDK's ``javac``)
-against the installed pyspark's jars, one jar per Spark version (``blobstate-placement-spark<version>.jar``) beside
-the source; a missing jar is built on first use into the user cache when ``javac`` is there. ``load(sc)`` makes the
-class visible to the driver (the py4j threads' context class loader, Spark's ``MutableURLClassLoader``) and to the
+Built by ``python -m blobstate.spark.placement.helper_jar build`` (``.ci/install-spark.sh`` runs it; needs a JDK's
+``javac``) against the installed pyspark's jars, one jar per Spark version (``blobstate-placement-spark<version>.jar``)
+beside the source; a missing jar is built on first use into the user cache when ``javac`` is there. ``load(sc)`` makes
+the class visible to the driver (the py4j threads' context class loader, Spark's ``MutableURLClassLoader``) and to the
 executors (``SparkContext.addJar``), once per SparkContext; a jar already on ``spark.jars`` is used as it is.
 """
 
@@ -27,6 +28,8 @@ import threading
 import zipfile
 from typing import Any
 
+from blobstate.spark.errors import HelperUnavailable
+
 log = logging.getLogger(__name__)
 
 CLASS_NAME = "blobstate.spark.PlacedRDD"
@@ -37,10 +40,6 @@ JAR_ENV = "BLOBSTATE_SPARK_HELPER_JAR"  # a prebuilt helper jar to use instead o
 
 _LOADED: dict[int, Any] = {}  # id of the driver's JavaSparkContext -> the helper class (None: unavailable)
 _LOAD_LOCK = threading.Lock()
-
-
-class HelperUnavailable(RuntimeError):
-    """The helper jar cannot be built or loaded (no ``javac``, no pyspark jars, a JVM refusing the class)."""
 
 
 def jar_name(spark_version: str) -> str:
@@ -179,10 +178,10 @@ def _lookup(jvm: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m blobstate.spark.helper_jar build [DEST_DIR]``: build the jar, print its path."""
+    """``python -m blobstate.spark.placement.helper_jar build [DEST_DIR]``: build the jar, print its path."""
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] != "build":
-        print("usage: python -m blobstate.spark.helper_jar build [DEST_DIR]", file=sys.stderr)
+        print("usage: python -m blobstate.spark.placement.helper_jar build [DEST_DIR]", file=sys.stderr)
         return 2
     try:
         print(build_jar(args[1] if len(args) > 1 else None))

@@ -18,7 +18,8 @@ from rocksdict import AccessType, Rdict
 
 import blobstate
 from blobstate.commit.backup import StoreCommitter
-from blobstate.commit.group import GroupCommitter, check_partition_count, stage_changelog, stage_snapshot
+from blobstate.commit.group import GroupCommitter, check_partition_count
+from blobstate.commit.staging import stage_changelog, stage_snapshot
 from blobstate.errors import FencedError, NothingToRestore, PartitionCountError
 from blobstate.model import changelog
 from blobstate.model.chain import partition_history, plan_chain, retention

@@ -12,7 +12,8 @@ import pytest
 from rocksdict import Rdict
 
 from blobstate.commit.backup import StoreCommitter
-from blobstate.commit.group import GroupCommitter, stage_changelog, stage_snapshot
+from blobstate.commit.group import GroupCommitter
+from blobstate.commit.staging import stage_changelog, stage_snapshot
 from blobstate.model import changelog
 from blobstate.model.records import StoreKey
 from blobstate.repository.backends import open_local_store

@@ -16,7 +16,8 @@ from rocksdict import Rdict
 import blobstate
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.delta import DeltaCommitter
-from blobstate.commit.group import GroupCommitter, stage_changelog
+from blobstate.commit.group import GroupCommitter
+from blobstate.commit.staging import stage_changelog
 from blobstate.model import changelog
 from blobstate.model.layout import DEFAULT_TTL_MS, MARKER
 from blobstate.model.records import StoreKey

@@ -292,10 +292,10 @@ def test_a_partitioned_batch_follows_its_walkthrough_call_by_call(tmp_path):
     from blobstate.commit.opening import check_current, open_store
     from blobstate.model.records import StoreKey
     from blobstate.repository.repo import Repository
-    from blobstate.spark.alignment import align_partitions
-    from blobstate.spark.partition_task import BatchPlan, run_partition
-    from blobstate.spark.partitioned import accept
-    from blobstate.spark.placement import Placement
+    from blobstate.spark.partitioned.driver.partitioning import align_partitions
+    from blobstate.spark.partitioned.driver.state import accept
+    from blobstate.spark.partitioned.executor.batch_task import BatchPlan, run_partition
+    from blobstate.spark.placement.coordinator import Placement
 
     def update(db, rows, ctx):  # noqa: ANN001 - the partitioned update function's shape
         for origin, count in rows:
@@ -323,15 +323,16 @@ def test_a_partitioned_batch_follows_its_walkthrough_call_by_call(tmp_path):
             placement.record(p.partition, p.task.executor)
         committer.close()
     assert group.generation == 1 and len(group.partitions) == parts
+    driver, placement_at = "blobstate.spark.partitioned.driver", "blobstate.spark.placement.coordinator"
     follows(walk, "A partitioned batch, step by step", {
-        "blobstate.spark.partitioned:PartitionedState.open": "the driver's, with Spark's checkpoint location",
-        "blobstate.spark.partitioned:PartitionedState.run_batch": "Spark calls it with the batch's DataFrame",
-        "blobstate.spark.partitioning:check_partitioning": "run_batch's, against the DataFrame's key types",
-        "blobstate.spark.partition_job:run_tasks": "the Spark job; here each task is called in-process",
-        "blobstate.spark.placement:SparkPlacement.locate": "a restarted driver's, on a SparkContext's executors",
-        "blobstate.spark.placement:SparkPlacement.place": "the JVM helper's, on a SparkContext",
-        "blobstate.spark.partitioned:PartitionedState.request_snapshot": "the listener's, once Spark completed a batch",
-        "blobstate.commit.group:stage_snapshot": "a snapshot job's, after the listener asked",
+        f"{driver}.state:PartitionedState.open": "the driver's, with Spark's checkpoint location",
+        f"{driver}.state:PartitionedState.run_batch": "Spark calls it with the batch's DataFrame",
+        f"{driver}.partitioning:check_partitioning": "run_batch's, against the DataFrame's key types",
+        f"{driver}.job:run_tasks": "the Spark job; here each task is called in-process",
+        f"{placement_at}:SparkPlacement.locate": "a restarted driver's, on a SparkContext's executors",
+        f"{placement_at}:SparkPlacement.place": "the JVM helper's, on a SparkContext",
+        f"{driver}.state:PartitionedState.request_snapshot": "the listener's, once Spark completed a batch",
+        "blobstate.commit.staging:stage_snapshot": "a snapshot job's, after the listener asked",
     })
     assert walk.plugin_paths[("plugins.fsspec_store", "put")] == {  # the tasks' changelogs, compressed
         ("spark", "commit", "codec", "repository.retry", "plugins.fsspec_store")}

@@ -10,7 +10,8 @@ import json
 import sys
 
 from blobstate.commit.backup import StoreCommitter
-from blobstate.commit.group import GroupCommitter, stage_snapshot
+from blobstate.commit.group import GroupCommitter
+from blobstate.commit.staging import stage_snapshot
 from blobstate.model.records import StoreKey
 from blobstate.repository.repo import Repository
 

@@ -1,12 +1,12 @@
-"""The executor side of ``blobstate.spark.rescale`` beyond reading and writing state: every stored key turned into
+"""The executor side of ``blobstate.spark.data.rescale`` beyond reading and writing state: every stored key turned into
 the key columns Spark's hash partitions by. Spark-agnostic but for the Arrow batches it maps.
 
-``map_keys`` runs as a ``mapInArrow`` over ``read_state``'s DataFrame (``blobstate.spark.state_read``): each row's
-stored key (its ``key`` column, or its raw bytes decoded: ``blobstate.restoring.entries``) goes through the user's
+``map_keys`` runs as a ``mapInArrow`` over ``read_state``'s DataFrame (``blobstate.spark.data.read``): each row's
+stored key (its ``key`` column, or its raw bytes decoded: ``blobstate.commit.staging.entries``) goes through the user's
 ``key_of``, whose answer is checked against the key schema's types (``check_values``), so that Spark hashes the
 columns exactly as the streaming query does; the row comes out as ``(*key columns, key, value, key_raw, value_raw,
 _error)``, ``_error`` None or why the key cannot be mapped (``key_of`` raised, or returned the wrong number or
-types of values). The rows then go to ``write_state``'s job (``blobstate.spark.state_write``).
+types of values). The rows then go to ``write_state``'s job (``blobstate.spark.data.write``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from blobstate.restoring import entries
+from blobstate.commit.staging import entries
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -4,10 +4,10 @@ context it reads.
 
 - ``read_task`` (``mapInArrow`` over a DataFrame of one slot number per task): the slot's partition's chain (the
   driver's choice: snapshot, then deltas) is restored into a scratch directory of the executor
-  (``blobstate.restoring.state.restore_into``: every file and changelog checked against its record; the directory
-  held while used and removed after, ``blobstate.spark.leftovers``) and read key by key
-  (``blobstate.restoring.entries.open_entries``: nothing unpickled), ``ROWS_PER_BATCH`` entries per record batch.
-  ``change_task`` does the same with the partition's delta changelogs (``blobstate.restoring.state.read_changes``).
+  (``blobstate.commit.staging.restore_into``: every file and changelog checked against its record; the directory
+  held while used and removed after, ``blobstate.spark.executor.leftovers``) and read key by key
+  (``blobstate.commit.staging.entries.open_entries``: nothing unpickled), ``ROWS_PER_BATCH`` entries per record batch.
+  ``change_task`` does the same with the partition's delta changelogs (``blobstate.commit.staging.read_changes``).
 - Columns: ``key`` and ``value`` hold each entry of the column's type (``string``, ``binary``, ``bigint``,
   ``double``, ``boolean``: ``COLUMN_TYPES``); an entry of another type (an int in a string column, a bigger int than
   64 bits, a raw pickle) has them null and its stored bytes in ``key_raw``/``value_raw`` (``entries.encode``), so
@@ -15,7 +15,7 @@ context it reads.
 - ``write_task`` (``mapInArrow`` after ``repartition(N, *key_cols)``): the rows of shuffle partition ``p`` are
   written into a fresh RocksDB (``WRITE_BATCH_OPS`` per ``WriteBatch``); a key that arrives twice or a row that
   cannot be stored is reported (``Written.problems``), never written, and nothing is uploaded; otherwise the local
-  checkpoint is staged as partition ``p``'s snapshot with a TTL (``blobstate.commit.group.stage_snapshot``). The
+  checkpoint is staged as partition ``p``'s snapshot with a TTL (``blobstate.commit.staging.stage_snapshot``). The
   driver commits every partition's snapshot in one group record; what a failed or superseded attempt uploaded is
   never referenced and expires by its TTL.
 """
@@ -27,17 +27,26 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from blobstate.commit.staging import (
+    Repository,
+    StagedSnapshot,
+    entries,
+    local_checkpoint,
+    open_repository,
+    read_changes,
+    restore_into,
+    stage_snapshot,
+)
+from blobstate.errors import ConfigurationError
 from blobstate.model.chain import Chain
 from blobstate.model.layout import now_ms
 from blobstate.model.records import Checkpoint, StoreKey
-from blobstate.repository.repo import Repository
-from blobstate.restoring import entries
-from blobstate.spark.leftovers import scratch_dir
+from blobstate.spark.executor.identity import task_identity, task_partition
+from blobstate.spark.executor.leftovers import scratch_dir
+from blobstate.spark.executor.rows import pickled_batch
 
 if TYPE_CHECKING:
     import pyarrow as pa
-
-    from blobstate.commit.group import StagedSnapshot
 
 ROWS_PER_BATCH = 10_000  # entries per Arrow record batch a read task yields
 WRITE_BATCH_OPS = 10_000  # keys per RocksDB WriteBatch while a new partition is filled
@@ -50,8 +59,6 @@ _INT64 = (-(2**63), 2**63 - 1)
 def column_type(name: str) -> str:
     """The Spark type name of a key or value column (``COLUMN_TYPES``; ``long`` is ``bigint``). Raises
     ``ConfigurationError`` for another."""
-    from blobstate.errors import ConfigurationError
-
     name = _ALIASES.get(name.lower(), name.lower())
     if name not in COLUMN_TYPES:
         raise ConfigurationError(f"a key or value column is one of {', '.join(COLUMN_TYPES)}, not {name!r}")
@@ -70,7 +77,7 @@ class RepositoryRef:
 
     def open(self, *, create: bool = False) -> Repository:
         """The repository; an empty location becomes one only with ``create`` (``Repository.open``)."""
-        return Repository.open(self.url, log=self.log_url, storage_options=self.storage_options,
+        return open_repository(self.url, log_url=self.log_url, storage_options=self.storage_options,
                                log_options=self.log_options, create=create)
 
 
@@ -170,8 +177,6 @@ def read_task(plan: ReadPlan, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.
 
 
 def _entries(repo: Repository, plan: ReadPlan, partition: int | None, chain: Chain) -> Iterator[pa.RecordBatch]:
-    from blobstate.restoring.state import restore_into
-
     with scratch_dir(plan.local_dir, f"{plan.scratch}-p{partition}-") as base:
         path = restore_into(repo, chain, base)
         if plan.on_task is not None:
@@ -193,8 +198,6 @@ def _entries(repo: Repository, plan: ReadPlan, partition: int | None, chain: Cha
 
 def _changes(repo: Repository, plan: ReadPlan, partition: int | None,
              records: tuple[Checkpoint, ...]) -> Iterator[pa.RecordBatch]:
-    from blobstate.restoring.state import read_changes
-
     if plan.on_task is not None:
         plan.on_task(partition, task_info())
     rows: list[Any] = []
@@ -300,10 +303,6 @@ def write_partition(plan: WritePlan, partition: int, rows: Iterable[tuple[Any, A
     from the upload."""
     from rocksdict import Rdict
 
-    from blobstate.commit.group import stage_snapshot
-    from blobstate.repository.backends import open_local_store
-    from blobstate.spark.placement import task_identity
-
     task = task_identity()  # the part records Spark's task attempt id (unique in the SparkContext), as a batch's do
     attempt = task.attempt
     with scratch_dir(plan.local_dir, f"{plan.scratch}-p{partition}-") as base:
@@ -313,7 +312,7 @@ def write_partition(plan: WritePlan, partition: int, rows: Iterable[tuple[Any, A
             keys, problems, duplicates = fill(db, rows)
             if not problems:
                 db.flush(True)
-                open_local_store("rocksdb").create_checkpoint(db, target)
+                local_checkpoint(db, target)
         finally:
             db.close()
         created = now_ms()
@@ -332,6 +331,4 @@ def write_partition(plan: WritePlan, partition: int, rows: Iterable[tuple[Any, A
 def write_task(plan: WritePlan, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """A write task (``mapInArrow`` after ``repartition(N, *key_cols)``): shuffle partition
     ``TaskContext.partitionId()`` written and staged; one pickled ``Written`` back."""
-    from blobstate.spark.partition_job import pickled_batch, task_partition
-
     yield pickled_batch(write_partition(plan, task_partition(), row_entries(batches)))

@@ -1,20 +1,21 @@
-"""The partitioning a partitioned store's group records carry: the key columns and their Spark types, in order.
+"""The partitioning a partitioned store's group records carry: the key columns and their Spark types, in order; and
+the plan of every partition of a group against Spark's checkpoint location (``align_partitions``).
 
 Spark's hash (``pmod(hash(cols...), N)``) depends on the number of partitions, the key columns, their order and their
 types; a restart with any of them changed would send keys to partitions whose state does not hold them. The number
-is checked by ``PartitionCountError``; the columns and types here, the same way (exit code 2, nothing changed).
+is checked by ``PartitionCountError``; the columns and types here, the same way (``PartitioningError``, exit code 2,
+nothing changed).
 """
 
 from __future__ import annotations
 
-from blobstate.errors import PartitionCountError
-from blobstate.model.records import Checkpoint
+from collections.abc import Sequence
 
-
-class PartitioningError(PartitionCountError):
-    """A partitioned store is opened (or fed a batch) with other key columns, in another order or of other Spark
-    types than its group checkpoints record (exit code 2): Spark's hash would send keys to partitions whose state
-    does not hold them. Nothing is changed."""
+from blobstate.commit.group import check_partition_count
+from blobstate.model.chain import partition_history
+from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.spark.committed.alignment import AlignmentPlan, plan_alignment
+from blobstate.spark.errors import PartitioningError
 
 
 def recorded_partitioning(history: list[Checkpoint]) -> tuple[tuple[str, str], ...]:
@@ -37,3 +38,20 @@ def check_partitioning(recorded: tuple[tuple[str, str], ...], key_cols: list[str
             f"{'' if types is None else f' of types {types}'}: Spark's hash depends on the key columns, their order "
             f"and their types, so keys would land in partitions whose state does not hold them. Open it with "
             f"key_cols={names} (of those types), or re-partition the state offline first; nothing was changed")
+
+
+def align_partitions(history: Sequence[Checkpoint], key: StoreKey, *, num_partitions: int, key_cols: Sequence[str],
+                     last_committed: int | None, last_planned: int | None, query_id: str | None, location: str,
+                     repo_url: str) -> list[AlignmentPlan]:
+    """The plan of every partition of the partitioned store ``key`` (its group records ``history``) against Spark's
+    checkpoint location, as ``plan_alignment``, after its partition count and key columns are checked: what the
+    partitioned driver's Open door plans from its pinned view (Spark-free: the simulator's adopters run it too).
+    Raises ``SparkAlignmentError``, ``PartitionCountError``, ``PartitioningError``."""
+    check_partition_count(history, num_partitions, f"{key}")
+    check_partitioning(recorded_partitioning(history), list(key_cols), None, f"{key}")
+    return [plan_alignment(partition_history(history, p), key, last_committed=last_committed, query_id=query_id,
+                           location=location, repo_url=repo_url, last_planned=last_planned)
+            for p in range(num_partitions)]
+
+
+__all__ = ["align_partitions", "check_partitioning", "recorded_partitioning"]

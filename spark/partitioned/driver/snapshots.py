@@ -1,23 +1,10 @@
 """Partition snapshots of a partitioned store, requested by the driver's listener and taken off the batch's path.
 
-After Spark completed batch ``b`` (its ``commits/b`` is written; ``blobstate.spark.listener`` reports the progress
-event), and every ``snapshot_every`` batches, the driver asks (``SnapshotRequests.request``) for a snapshot of the
-state after ``b``. A background thread on the driver runs one Spark job of N tasks (``snapshot_partition``); task
-``p``, on an executor:
-
-1. takes partition ``p``'s local directory (the lock a batch task holds while it runs; waited for up to
-   ``SNAPSHOT_LOCK_WAIT_S``, then the partition is skipped);
-2. brings the local copy to the state after ``b`` from what the host has alone (``LocalPartition.advance_locally``:
-   the changelog of ``b`` it kept when it wrote it): a copy that is missing (the partition ran on another host),
-   already past ``b`` or off the chain is skipped, never downloaded: a snapshot is an optimisation, the deltas
-   stay restorable;
-3. takes the RocksDB local checkpoint (hard links, milliseconds; a directory held by its own lock until it is
-   removed, ``blobstate.spark.leftovers``: the checkpoint of a task killed with its driver is swept by the next
-   task that opens the partition on that host) and lets go of the partition's lock: the next batch's task can
-   run while
-4. the checkpoint's new files and its snapshot index are uploaded with a TTL
-   (``blobstate.commit.group.stage_snapshot``, diffed against the partition's newest committed snapshot);
-5. the task returns a ``SnapshotResult``.
+After Spark completed batch ``b`` (its ``commits/b`` is written; ``blobstate.spark.committed.listener`` reports the
+progress event), and every ``snapshot_every`` batches, the driver asks (``SnapshotRequests.request``) for a snapshot
+of the state after ``b``. A background thread on the driver runs one Spark job of N tasks (``run_snapshot_job``):
+task ``p``, on an executor, stages partition ``p``'s local checkpoint with a TTL when its host's copy can reach ``b``
+alone (``blobstate.spark.partitioned.executor.snapshot_task``), and answers a ``SnapshotResult``.
 
 The driver keeps the staged snapshots and commits them in the **next** group record (``take``), beside that batch's
 deltas: one commit point, one generation, fencing as for any group (Flink's incremental checkpoints of RocksDB
@@ -29,86 +16,20 @@ oldest part). Until committed, a snapshot is referenced by nothing, so a crash a
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
-import os
-import shutil
 import threading
-import time
 from collections import deque
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
-from blobstate.commit.group import StagedSnapshot
-from blobstate.errors import CommitInProgressError
 from blobstate.model.layout import now_ms
 from blobstate.repository.options import redact
-from blobstate.spark.leftovers import held_dir
-from blobstate.spark.partition_task import SNAPSHOT_PREFIX, BatchPlan, LocalPartition, worker_repository
-from blobstate.spark.placement import task_identity
+from blobstate.spark.committed.location import is_connect
+from blobstate.spark.executor.rows import OUTPUT_SCHEMA, collect_pickled
+from blobstate.spark.partitioned.executor.batch_task import BatchPlan
+from blobstate.spark.partitioned.executor.snapshot_task import SnapshotResult, arrow_snapshot_task, snapshot_partition
 
 log = logging.getLogger(__name__)
-
-SNAPSHOT_LOCK_WAIT_S = 30.0  # how long a snapshot task waits for the batch task holding its partition
-
-
-@dataclass(frozen=True)
-class SnapshotResult:
-    """A snapshot task's answer: partition ``partition``'s ``staged`` snapshot of batch ``batch_id`` uploaded from
-    ``created_ms`` on (epoch ms), or None and the ``skipped`` reason; ``executor``: where the task ran (``""``:
-    unknown), ``ms``: how long (the partition held ``held_ms`` of it)."""
-
-    partition: int
-    batch_id: int
-    created_ms: int
-    staged: StagedSnapshot | None
-    skipped: str = ""
-    executor: str = ""
-    ms: float = 0.0
-    held_ms: float = 0.0
-
-
-def snapshot_partition(plan: BatchPlan, partition: int, rows: Iterable[Any]) -> Iterator[SnapshotResult]:
-    """Steps 1-5 of the module docstring for ``partition`` (``mapPartitionsWithIndex``; ``rows`` read to the end,
-    unused: a Python worker whose input was not read is not reused by Spark): the
-    snapshot of the state after ``plan.batch_id`` (``plan.upto`` is that batch too; ``plan.base``: the generation
-    the snapshot was asked at). Yields one ``SnapshotResult``. Raises ``StorageError`` from the upload (Spark
-    retries the task)."""
-    from blobstate.commit.group import stage_snapshot
-    from blobstate.repository.backends import open_local_store
-
-    t0, created, task = time.perf_counter(), now_ms(), task_identity()
-    for _ in rows:
-        pass
-    repo = worker_repository(plan.repo, plan.log_url, plan.storage_options)
-    local = LocalPartition(plan.local_dir, plan.key, partition, wait_s=SNAPSHOT_LOCK_WAIT_S)
-    target = os.path.join(local.path, f"{SNAPSHOT_PREFIX}{plan.batch_id}-{task.task_attempt_id}")
-
-    def result(staged: StagedSnapshot | None, skipped: str = "", held_ms: float = 0.0) -> SnapshotResult:
-        return SnapshotResult(partition, plan.batch_id, created, staged, skipped, task.executor,
-                              (time.perf_counter() - t0) * 1000, held_ms)
-
-    with contextlib.ExitStack() as held:
-        try:
-            with local:  # sweeps the partition's leftovers of snapshot tasks that died
-                t1 = time.perf_counter()
-                fetched = local.advance_locally(repo, plan.records.get(partition, ()), plan.batch_id)
-                if fetched is None:
-                    yield result(None, "no local copy at this batch")
-                    return
-                held.enter_context(held_dir(target))  # held until it is removed, beyond the partition's lock
-                shutil.rmtree(target, ignore_errors=True)
-                open_local_store("rocksdb").create_checkpoint(local.open_db(), target)
-                held_ms = (time.perf_counter() - t1) * 1000
-        except CommitInProgressError:
-            yield result(None, "the partition stayed busy")
-            return
-        staged = stage_snapshot(repo, plan.key, partition=partition, batch_id=plan.batch_id, checkpoint_dir=target,
-                                previous=fetched.snapshot, ttl_ms=plan.ttl_ms, attempt=task.task_attempt_id,
-                                base=plan.base)
-    yield result(staged, held_ms=held_ms)
 
 
 def query_active(query: object) -> bool:
@@ -201,13 +122,10 @@ def run_snapshot_job(spark: Any, plan: BatchPlan, *, arrow: bool | None = None,
     """The Spark job of ``plan``: N tasks, task ``p`` runs ``snapshot_partition`` for partition ``p``. ``arrow``:
     through the DataFrame API (``range(N)`` in N partitions, ``mapInArrow``; default: under Spark Connect only,
     where there is no ``sparkContext``), else the RDD API, its RDD wrapped by ``place(rdd) -> rdd`` (task ``p`` on
-    the executor holding partition ``p``'s copy: ``blobstate.spark.placement``)."""
-    from blobstate.spark.location import is_connect
-    from blobstate.spark.partition_job import OUTPUT_SCHEMA, collect_pickled
-
+    the executor holding partition ``p``'s copy: ``blobstate.spark.placement.coordinator``)."""
     if is_connect(spark) if arrow is None else arrow:
         out = spark.range(0, plan.num_partitions, 1, plan.num_partitions)
-        return collect_pickled(out.mapInArrow(functools.partial(_arrow_task, plan), OUTPUT_SCHEMA))
+        return collect_pickled(out.mapInArrow(functools.partial(arrow_snapshot_task, plan), OUTPUT_SCHEMA))
     sc = spark.sparkContext
     sc.setJobDescription(f"blobstate snapshot of {plan.key} batch {plan.batch_id}")
     rdd = sc.parallelize(list(range(plan.num_partitions)), plan.num_partitions)  # a list: no Python stage
@@ -216,11 +134,3 @@ def run_snapshot_job(spark: Any, plan: BatchPlan, *, arrow: bool | None = None,
     return rdd.mapPartitionsWithIndex(functools.partial(snapshot_partition, plan)).collect()
 
 
-def _arrow_task(plan: BatchPlan, batches: Iterator[Any]) -> Iterator[Any]:
-    """A snapshot task of the DataFrame path (``mapInArrow``): partition ``TaskContext.partitionId()``."""
-    from blobstate.spark.partition_job import pickled_batch, task_partition
-
-    for _ in batches:  # one row, unused: read to the end
-        pass
-    for result in snapshot_partition(plan, task_partition(), ()):
-        yield pickled_batch(result)

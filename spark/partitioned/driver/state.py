@@ -7,13 +7,13 @@ micro-batch ``b`` (``foreachBatch``, on the driver):
 1. the group's records are read (``CheckpointLog.history``; after a batch whose group ran no retention, the records
    this driver knows plus its own append, and only the log's newest is read); a driver whose generation is no
    longer the log's latest is fenced (``FencedError``) before any task runs;
-2. one Spark job (``blobstate.spark.partition_job``): the batch is repartitioned by ``key_cols`` into N partitions
-   (Spark's own hash partitioning, ``pmod(murmur3(key_cols), N)``; a repartition to an explicit number is never
-   coalesced by adaptive execution), and task ``p`` runs ``blobstate.spark.partition_task.run_partition`` on the
-   executor holding partition ``p``'s copy (``blobstate.spark.placement``; classic PySpark): partition ``p``'s
-   RocksDB (kept open by that executor's Python worker since the last batch) brought to the state after ``b - 1``
-   (local copy reused, or restored and verified), ``update(db, rows, ctx)`` staged, the changelog uploaded with a
-   TTL, one ``Prepare`` returned;
+2. one Spark job (``blobstate.spark.partitioned.driver.job``): the batch is repartitioned by ``key_cols`` into N
+   partitions (Spark's own hash partitioning, ``pmod(murmur3(key_cols), N)``; a repartition to an explicit number is
+   never coalesced by adaptive execution), and task ``p`` runs
+   ``blobstate.spark.partitioned.executor.batch_task.run_partition`` on the executor holding partition ``p``'s copy
+   (``blobstate.spark.placement.coordinator``; classic PySpark): partition ``p``'s RocksDB (kept open by that executor's
+   Python worker since the last batch) brought to the state after ``b - 1`` (local copy reused, or restored and
+   verified), ``update(db, rows, ctx)`` staged, the changelog uploaded with a TTL, one ``Prepare`` returned;
 3. the driver accepts exactly one prepare per partition made for this batch on top of the generation it expects
    (a retried or speculative attempt's result never reaches ``collect``; one for another batch or base is
    refused), and commits them as one group record (``blobstate.commit.group.GroupCommitter``): the single
@@ -21,21 +21,21 @@ micro-batch ``b`` (``foreachBatch``, on the driver):
    change is durable.
 
 A restart (after a crash anywhere) recovers the group's journal on the driver (an open group commit is finished,
-resolved or aborted), checks the records against Spark's checkpoint location (its query id; the state of every
-batch Spark committed is there), and Spark re-runs the batches after its last commit: a group record of a batch
-Spark never committed is superseded by the re-run's (``blobstate.model.chain``: the newest record of a batch wins).
-Opening a group with another partitioning is refused: another N (``PartitionCountError``), other key columns or
-other key column types (``PartitioningError``; Spark's hash of a row depends on the columns' order and types, so a
-key would land in a partition whose state does not hold it). Every group record names the partitioning
-(``keyColumns``) and the run of the query (``lineageId``, ``blobstate.spark.alignment``). Every ``snapshot_every``
-batches, once Spark reports the batch complete, the listener asks for partition snapshots, taken by a background
-Spark job off the batch's path and committed in the next group record (``blobstate.spark.partition_snapshot``); a
-partition then restores from its newest snapshot and the deltas after it.
+resolved or aborted), checks the records against Spark's checkpoint location (its query id; the state of every batch
+Spark committed is there), and Spark re-runs the batches after its last commit: a group record of a batch Spark never
+committed is superseded by the re-run's (``blobstate.model.chain``: the newest record of a batch wins). Opening a group
+with another partitioning is refused: another N (``PartitionCountError``), other key columns or other key column types
+(``PartitioningError``; Spark's hash of a row depends on the columns' order and types, so a key would land in a
+partition whose state does not hold it). Every group record names the partitioning (``keyColumns``) and the run of the
+query (``lineageId``, ``blobstate.spark.committed.alignment``). Every ``snapshot_every`` batches, once Spark reports the
+batch complete, the listener asks for partition snapshots, taken by a background Spark job off the batch's path and
+committed in the next group record (``blobstate.spark.partitioned.driver.snapshots``); a partition then restores from
+its newest snapshot and the deltas after it.
 
-Under Spark Connect (no placement there: ``blobstate.spark.placement``) the client checks the alignment and N when it
-opens, and ``foreachBatch`` (this object, pickled
-as configuration) opens the group in the server's Python worker on its first batch and keeps it across batches, as
-the driver binding's engine does; what that worker holds (``batch_stats``) is not visible on the client.
+Under Spark Connect (no placement there: ``blobstate.spark.placement.coordinator``) the client checks the alignment and
+N when it opens, and ``foreachBatch`` (this object, pickled as configuration) opens the group in the server's Python
+worker on its first batch and keeps it across batches, as the driver binding's engine does; what that worker holds
+(``batch_stats``) is not visible on the client.
 """
 
 from __future__ import annotations
@@ -57,15 +57,16 @@ from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.model.units import parse_duration_ms
 from blobstate.repository.repo import Repository
 from blobstate.repository.view import read_view
-from blobstate.spark.alignment import SparkAlignmentError, align_partitions, spark_done
-from blobstate.spark.engine import stamp_records
-from blobstate.spark.location import CheckpointLocation, is_connect
-from blobstate.spark.partition_job import run_tasks
-from blobstate.spark.partition_snapshot import SnapshotRequests, query_active, run_snapshot_job
-from blobstate.spark.partition_stats import GroupBatchStats, batch_stats
-from blobstate.spark.partition_task import BatchPlan, PartitionContext, Prepare, Update
-from blobstate.spark.partitioning import PartitioningError, check_partitioning, recorded_partitioning
-from blobstate.spark.placement import SparkPlacement
+from blobstate.spark.committed.alignment import spark_done, stamp_records
+from blobstate.spark.committed.location import CheckpointLocation, is_connect
+from blobstate.spark.errors import SparkAlignmentError
+from blobstate.spark.partitioned.driver.job import run_tasks
+from blobstate.spark.partitioned.driver.partitioning import align_partitions, check_partitioning, recorded_partitioning
+from blobstate.spark.partitioned.driver.snapshots import SnapshotRequests, query_active, run_snapshot_job
+from blobstate.spark.partitioned.driver.stats import GroupBatchStats, batch_stats
+from blobstate.spark.partitioned.executor.batch_task import BatchPlan, PartitionContext, Prepare, Update
+from blobstate.spark.partitioned.executor.partition import locate_task, release_task
+from blobstate.spark.placement.coordinator import SparkPlacement
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -86,14 +87,14 @@ LOCATE_WAIT_S = 30.0  # how long a restarted driver's first batch waits for the 
 class PartitionedState:
     """One Spark query's partitioned state (see the module docstring), on classic PySpark or Spark Connect.
 
-    ``key_cols``: the columns rows are partitioned by; ``local_dir``: where executors keep partitions (each host
-    its own); ``task``: the store key's task part (default ``group``); ``retain``, ``ttl_ms`` (blobs until their
-    group commits), ``work_dir`` (the driver's journal), ``log_url`` and ``storage_options`` as for the driver
-    binding; ``snapshot_every``: after every K-th batch Spark completes (0: never) the listener asks for a snapshot
-    of every partition (``blobstate.spark.partition_snapshot``), committed in the next group record (retention then
+    ``key_cols``: the columns rows are partitioned by; ``local_dir``: where executors keep partitions (each host its
+    own); ``task``: the store key's task part (default ``group``); ``retain``, ``ttl_ms`` (blobs until their group
+    commits), ``work_dir`` (the driver's journal), ``log_url`` and ``storage_options`` as for the driver binding;
+    ``snapshot_every``: after every K-th batch Spark completes (0: never) the listener asks for a snapshot of every
+    partition (``blobstate.spark.partitioned.driver.snapshots``), committed in the next group record (retention then
     keeps ``retain`` snapshots per partition and the deltas after them); ``fault_hook``: see ``BatchPlan``;
     ``placement``: run each partition's tasks on the executor holding its copy (classic PySpark, with blobstate's JVM
-    helper; ``blobstate.spark.placement``).
+    helper; ``blobstate.spark.placement.coordinator``).
     """
 
     def __init__(self, spark: SparkSession, *, repo: str, checkpoint_location: str, num_partitions: int,
@@ -143,9 +144,9 @@ class PartitionedState:
     def open(self, spark: SparkSession | None = None) -> None:
         """Through the Open door (``blobstate.commit.opening.open_store``): recover the group's journal, read its
         records once and pin the generation from that read, then check them against Spark's checkpoint location and N
-        (``blobstate.spark.alignment.align_partitions``). Under Spark Connect the client (``spark`` None) only checks;
-        the server's worker opens with its batch's session. Raises ``SparkAlignmentError``, ``PartitionCountError``
-        (nothing changed)."""
+        (``blobstate.spark.partitioned.driver.partitioning.align_partitions``). Under Spark Connect the client
+        (``spark`` None) only checks; the server's worker opens with its batch's session. Raises
+        ``SparkAlignmentError``, ``PartitionCountError`` (nothing changed)."""
         client = self.connect and spark is None
         location = CheckpointLocation(spark or self.spark, self.checkpoint_location)
         self.query_id, self.last_committed = location.query_id(), location.last_committed()
@@ -189,7 +190,7 @@ class PartitionedState:
         if query_name:
             writer = writer.queryName(query_name)
         if self.snapshot_every > 0 and self._listener is None:
-            from blobstate.spark.listener import CommitListener
+            from blobstate.spark.committed.listener import CommitListener
 
             self._listener = CommitListener(self)
             self.spark.streams.addListener(self._listener)
@@ -222,7 +223,8 @@ class PartitionedState:
                         CLOSE_WAIT_S)
         placer, self._placer = self._placer, None
         if placer is not None and self._history and placer.sc._jsc is not None:
-            placer.release(self._plan(self._history, self._history[-1].generation, None), RELEASE_WAIT_S)
+            placer.release(functools.partial(release_task, self.local_dir, self.key), self.num_partitions,
+                           f"{self.key}", RELEASE_WAIT_S)
         if self._committer is not None:
             self._committer.close()
             self._committer = None
@@ -285,7 +287,9 @@ class PartitionedState:
                           self.fault_hook)
         placer = self._placer
         if placer is not None and not placer.placement.holders and history:
-            placer.locate(plan, LOCATE_WAIT_S)  # a restarted driver: where the executors' hosts have copies
+            # a restarted driver: where the executors' hosts have copies
+            placer.locate(functools.partial(locate_task, plan.local_dir, plan.key, plan.num_partitions),
+                          plan.records, f"{plan.key}", LOCATE_WAIT_S)
         locations = placer.choose() if placer is not None else []
         place = functools.partial(placer.place, locations=locations) if placer is not None else None
         t0 = time.perf_counter()
@@ -409,5 +413,4 @@ def partitioned(spark: SparkSession, *, repo: str, checkpoint_location: str, num
     return state
 
 
-__all__ = ["GroupBatchStats", "PartitionedState", "PartitioningError", "accept", "check_partitioning", "partitioned",
-           "recorded_partitioning"]
+__all__ = ["PartitionedState", "accept", "partitioned"]

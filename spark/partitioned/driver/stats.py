@@ -5,18 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from blobstate.model.records import Checkpoint
-from blobstate.spark.partition_snapshot import SnapshotResult
-from blobstate.spark.partition_task import Prepare
+from blobstate.spark.partitioned.executor.batch_task import Prepare
+from blobstate.spark.partitioned.executor.snapshot_task import SnapshotResult
 
 
 @dataclass(frozen=True)
 class GroupBatchStats:
-    """Per committed batch: the Spark job (ms), the group commit (ms), the group's generation, partitions restored
-    from the repository, files and bytes downloaded by the tasks, changelog bytes uploaded, and the partition
-    snapshots the group record committed (``snapshots``; taken earlier, off the batch's path). Where the tasks ran:
+    """Per committed batch: the Spark job (ms), the group commit (ms), the group's generation, partitions restored from
+    the repository, files and bytes downloaded by the tasks, changelog bytes uploaded, and the partition snapshots the
+    group record committed (``snapshots``; taken earlier, off the batch's path). Where the tasks ran:
     ``partitions_local`` found the copy on their host current (nothing downloaded), ``partitions_placed`` ran on the
-    executor the driver preferred (``blobstate.spark.placement``), ``executors[p]`` is where partition ``p``'s
-    committed part was written (``""``: unknown), in ``task_ms[p]`` ms."""
+    executor the driver preferred (``blobstate.spark.placement.coordinator``), ``executors[p]`` is where partition
+    ``p``'s committed part was written (``""``: unknown), in ``task_ms[p]`` ms."""
 
     batch_id: int
     job_ms: float

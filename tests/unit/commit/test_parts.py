@@ -9,8 +9,9 @@ import pytest
 
 from blobstate.codec import frame
 from blobstate.commit.backup import StoreCommitter
-from blobstate.commit.group import GroupCommitter, stage_changelog, stage_snapshot
+from blobstate.commit.group import GroupCommitter
 from blobstate.commit.parts import heal_group, heal_parts, void_lost_snapshots
+from blobstate.commit.staging import stage_changelog, stage_snapshot
 from blobstate.errors import BlobNotFound
 from blobstate.maintenance.gc import collect
 from blobstate.maintenance.verify import verify_checkpoint

@@ -1,8 +1,8 @@
-"""``blobstate.spark.scheduler.SnapshotScheduler`` with its real worker thread: a snapshot is due once a batch is
-both applied and committed and ``every`` batches after the last; one commit runs at a time and the triggers that
+"""``blobstate.spark.binding.scheduler.SnapshotScheduler`` with its real worker thread: a snapshot is due once a batch
+is both applied and committed and ``every`` batches after the last; one commit runs at a time and the triggers that
 arrive meanwhile coalesce into the newest due batch; a commit that found a later batch skips until a newer one is due;
-the first failure stops it and reaches the caller once (``raise_if_failed``, ``close``). Synchronised on events and
-on the scheduler's own waits, never on sleeps."""
+the first failure stops it and reaches the caller once (``raise_if_failed``, ``close``). Synchronised on events and on
+the scheduler's own waits, never on sleeps."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import threading
 import pytest
 
 from blobstate.errors import ConfigurationError, IntegrityError, StorageError
-from blobstate.spark.scheduler import SnapshotCommitError, SnapshotScheduler
+from blobstate.spark.binding.scheduler import SnapshotScheduler
+from blobstate.spark.errors import SnapshotCommitError
 
 
 class Commits:

@@ -1,7 +1,7 @@
 """Issue 39 case 4 at the level of the Spark binding's pure planning, no Spark: a restart
-(``blobstate.spark.alignment.plan_alignment``, ``align_partitions``) and a partition task bringing its copy to a
-batch (``LocalPartition.ensure_at``) never take a snapshot of an older batch for the batch Spark committed. Before
-the fix both accepted it (the restart restored the state after batch 2, the partition ran batch 5 on it)."""
+(``blobstate.spark.committed.alignment.plan_alignment``, ``align_partitions``) and a partition task bringing its copy to
+a batch (``LocalPartition.ensure_at``) never take a snapshot of an older batch for the batch Spark committed. Before the
+fix both accepted it (the restart restored the state after batch 2, the partition ran batch 5 on it)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import pytest
 
 from blobstate.model.align import StateNotHeld
 from blobstate.model.records import DELTA, GROUP, SNAPSHOT, Checkpoint, PartitionEntry, StoreKey
-from blobstate.spark.alignment import SparkAlignmentError, align_partitions, plan_alignment
-from blobstate.spark.partition_task import LocalPartition
+from blobstate.spark.committed.alignment import plan_alignment
+from blobstate.spark.errors import SparkAlignmentError
+from blobstate.spark.partitioned.driver.partitioning import align_partitions
+from blobstate.spark.partitioned.executor.partition import LocalPartition
 
 KEY = StoreKey("flights", "0", "stats")
 GKEY = StoreKey("flights", "group", "routes-m3")

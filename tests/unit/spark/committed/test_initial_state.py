@@ -1,7 +1,7 @@
 """Pure logic of an initial state (issue 32, bootstrap): the record of the state before batch 0
 (``write_state(initial_state=True)``: batch -1, no query, a lineage of its own), which query adopts it
-(``blobstate.spark.alignment.plan_alignment``), how the adopting run's records chain onto it and nothing else's do
-(``blobstate.model.chain.current_run``), and what retention keeps. No Spark: records built in memory."""
+(``blobstate.spark.committed.alignment.plan_alignment``), how the adopting run's records chain onto it and nothing
+else's do (``blobstate.model.chain.current_run``), and what retention keeps. No Spark: records built in memory."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 from blobstate.errors import CorruptIndexError
 from blobstate.model.chain import INITIAL_BATCH, is_initial, partition_history, plan_chain, retention
 from blobstate.model.records import DELTA, GROUP, SNAPSHOT, Checkpoint, PartitionEntry, StoreKey
-from blobstate.spark.alignment import SparkAlignmentError, plan_alignment
+from blobstate.spark.committed.alignment import plan_alignment
+from blobstate.spark.errors import SparkAlignmentError
 
 KEY = StoreKey("flights", "0", "stats")
 GKEY = StoreKey("flights", "group", "routes")

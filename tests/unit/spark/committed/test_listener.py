@@ -1,6 +1,6 @@
-"""``blobstate.spark.listener.CommitListener``, its pure part (no Spark session: the progress events are shaped as
-Spark's ``QueryProgressEvent``, ``event.progress.runId`` and ``.batchId``): each completed batch is forwarded as
-``(run id, batch id)``; nothing is ever raised back to Spark (a failure goes to the target); ``detach`` ends the
+"""``blobstate.spark.committed.listener.CommitListener``, its pure part (no Spark session: the progress events are
+shaped as Spark's ``QueryProgressEvent``, ``event.progress.runId`` and ``.batchId``): each completed batch is forwarded
+as ``(run id, batch id)``; nothing is ever raised back to Spark (a failure goes to the target); ``detach`` ends the
 forwarding for good and waits for a callback in flight."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 from pyspark.sql.streaming import StreamingQueryListener
 
-from blobstate.spark.listener import CommitListener
+from blobstate.spark.committed.listener import CommitListener
 
 
 def progress(run_id, batch_id) -> SimpleNamespace:

@@ -1,7 +1,7 @@
-"""``blobstate.spark.location``, its pure parts: which session is a Connect one, Hadoop glob characters escaped,
-Spark's "path not found" told from other errors, and what ``CheckpointLocation`` makes of what a Connect session's
-file sources list and read (batch ids from ``commits/`` and ``offsets/``, the query id in ``metadata``). The session
-here is a stand-in for Spark Connect's reader API (``spark.read.format("binaryFile").load(glob)`` and
+"""``blobstate.spark.committed.location``, its pure parts: which session is a Connect one, Hadoop glob characters
+escaped, Spark's "path not found" told from other errors, and what ``CheckpointLocation`` makes of what a Connect
+session's file sources list and read (batch ids from ``commits/`` and ``offsets/``, the query id in ``metadata``). The
+session here is a stand-in for Spark Connect's reader API (``spark.read.format("binaryFile").load(glob)`` and
 ``spark.read.text(glob)``) over a real checkpoint folder under ``tmp_path``; the JVM path is covered by
 ``tests/e2e``."""
 
@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from blobstate.errors import StorageError
-from blobstate.spark.location import CheckpointLocation, _escape_glob, _missing, is_connect
+from blobstate.spark.committed.location import CheckpointLocation, _escape_glob, _missing, is_connect
 
 
 class PathNotFound(Exception):

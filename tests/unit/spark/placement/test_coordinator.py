@@ -1,10 +1,11 @@
-"""The driver's choice of where each partition's task runs (``blobstate.spark.placement.Placement``): pure logic."""
+"""The driver's choice of where each partition's task runs (``blobstate.spark.placement.coordinator.Placement``): pure
+logic."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from blobstate.spark.placement import Placement, host_of
+from blobstate.spark.placement.coordinator import Placement, host_of
 
 A0, A1, B0 = "executor_127.0.0.2_0", "executor_127.0.0.2_7", "executor_127.0.0.3_1"
 

@@ -13,8 +13,9 @@
  * compute() also tells the task where it runs: before the Python worker reads the task's local properties (PySpark's
  * PythonRDD evaluates its parent's iterator, this compute, before its runner writes them), it sets
  * "blobstate.executor" (this executor's location string) and "blobstate.stageAttempt" (the stage attempt number,
- * which PySpark's TaskContext does not expose). Built from this source by `python -m blobstate.spark.placement
- * build` against the installed pyspark's jars (a JDK's javac), and loaded at run time (blobstate.spark.placement).
+ * which PySpark's TaskContext does not expose; read by blobstate.spark.executor.identity). Built from this source by
+ * `python -m blobstate.spark.placement.helper_jar build` against the installed pyspark's jars (a JDK's javac), and
+ * loaded at run time (blobstate.spark.placement.helper_jar).
  */
 package blobstate.spark;
 

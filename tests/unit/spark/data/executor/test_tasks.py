@@ -1,7 +1,7 @@
-"""The pure parts of ``blobstate.spark.state_task`` (no Spark): entries into Arrow record batches (typed columns,
-anything else in the raw columns) and back into a store exactly (``row_entries``, ``fill``, on a real RocksDB),
+"""The pure parts of ``blobstate.spark.data.executor.tasks`` (no Spark): entries into Arrow record batches (typed
+columns, anything else in the raw columns) and back into a store exactly (``row_entries``, ``fill``, on a real RocksDB),
 with keys that arrive twice and rows that cannot be stored reported, never written; the key mapping of a rescale
-(``blobstate.spark.rescale_task``)."""
+(``blobstate.spark.data.executor.keys``)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from rocksdict import Rdict  # noqa: E402
 from blobstate.model.records import StoreKey  # noqa: E402
 from blobstate.restoring import entries  # noqa: E402
 from blobstate.restoring.entries import Undecoded  # noqa: E402
-from blobstate.spark.rescale_task import KeyPlan, key_row, map_keys  # noqa: E402
-from blobstate.spark.state_task import ReadPlan, RepositoryRef, arrow_batch, column_type, fill, row_entries  # noqa: E402
+from blobstate.spark.data.executor.keys import KeyPlan, key_row, map_keys  # noqa: E402
+from blobstate.spark.data.executor.tasks import ReadPlan, RepositoryRef, arrow_batch, column_type, fill, row_entries  # noqa: E402
 
 PLAN = ReadPlan(RepositoryRef("file:///nowhere"), StoreKey("j", "group", "s"), (), "string", "bigint")
 PICKLE = Undecoded(b"\x06" + b"\x80\x04K\x01.")  # a pickle of 1, as rocksdict stores it

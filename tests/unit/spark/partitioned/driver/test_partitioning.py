@@ -1,6 +1,6 @@
-"""``blobstate.spark.partitioning``: the key columns a partitioned store's group records carry, and the check that
-refuses (exit 2, ``PartitioningError``, a ``PartitionCountError``) a store opened with other columns, another order or
-other Spark types, naming both partitionings."""
+"""``blobstate.spark.partitioned.driver.partitioning``: the key columns a partitioned store's group records carry, and
+the check that refuses (exit 2, ``PartitioningError``, a ``PartitionCountError``) a store opened with other columns,
+another order or other Spark types, naming both partitionings."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 from blobstate.errors import PartitionCountError
 from blobstate.model import layout
 from blobstate.model.records import DELTA, GROUP, Checkpoint, PartitionEntry, StoreKey
-from blobstate.spark.partitioning import PartitioningError, check_partitioning, recorded_partitioning
+from blobstate.spark.errors import PartitioningError
+from blobstate.spark.partitioned.driver.partitioning import check_partitioning, recorded_partitioning
 
 KEY = StoreKey("job", "0", "flights")
 RECORDED = (("origin", "StringType()"), ("dest", "StringType()"))

@@ -1,15 +1,15 @@
-"""``blobstate.spark.partition_stats.batch_stats``: what a committed batch of a partitioned state reports, summed
-from the tasks' answers in partition order: restores, downloads, the changelog bytes uploaded, where each part was
-written and how long it took, and how many tasks ran where the driver wanted them."""
+"""``blobstate.spark.partitioned.driver.stats.batch_stats``: what a committed batch of a partitioned state reports,
+summed from the tasks' answers in partition order: restores, downloads, the changelog bytes uploaded, where each part
+was written and how long it took, and how many tasks ran where the driver wanted them."""
 
 from __future__ import annotations
 
 from blobstate.model import layout
 from blobstate.model.records import DELTA, GROUP, Checkpoint, PartitionEntry, StoreKey
-from blobstate.spark.partition_snapshot import SnapshotResult
-from blobstate.spark.partition_stats import GroupBatchStats, batch_stats
-from blobstate.spark.partition_task import Prepare
-from blobstate.spark.placement import TaskIdentity
+from blobstate.spark.executor.identity import TaskIdentity
+from blobstate.spark.partitioned.driver.stats import GroupBatchStats, batch_stats
+from blobstate.spark.partitioned.executor.batch_task import Prepare
+from blobstate.spark.partitioned.executor.snapshot_task import SnapshotResult
 
 KEY = StoreKey("job", "0", "flights")
 
