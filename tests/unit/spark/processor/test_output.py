@@ -1,0 +1,49 @@
+"""Emitted rows gathered into an Arrow table of the output schema (both flavours, Spark's matching rules)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from blobstate.spark.processor import output
+from blobstate.spark.processor.errors import StateVariableError
+from blobstate.spark.processor.output import OutputCollector
+from blobstate.spark.processor.schema import parse
+
+SCHEMA = parse("k string, n long")
+
+
+def test_pandas_frames_by_name_or_position_in_chunks(monkeypatch):
+    monkeypatch.setattr(output, "CHUNK_FRAMES", 2)
+    out = OutputCollector(SCHEMA, "pandas")
+    out.add(iter([pd.DataFrame({"n": [1], "k": ["a"], "extra": [0]}), pd.DataFrame([["b", 2]])]), where="h")
+    out.add(None, where="h")
+    out.add([pd.DataFrame({"k": ["c"], "n": [3.0]}), pd.DataFrame({"k": [], "n": []})], where="h")
+    table = out.table()
+    assert table.schema == SCHEMA.arrow() and table.to_pylist() == [
+        {"k": "a", "n": 1}, {"k": "b", "n": 2}, {"k": "c", "n": 3}]
+
+
+@pytest.mark.parametrize("emitted, match", [([{"k": "a"}], "DataFrame"), ([pd.DataFrame({"k": ["a"]})], "'n'"),
+                                            ([pd.DataFrame([[1, 2, 3]])], "3 unnamed"),
+                                            ([pd.DataFrame({"k": ["a"], "n": ["x"]})], "output schema")])
+def test_pandas_frames_that_do_not_fit_are_refused(emitted, match):
+    out = OutputCollector(SCHEMA, "pandas")
+    with pytest.raises(StateVariableError, match=match):
+        out.add(emitted, where="handleInputRows")
+        out.table()
+
+
+def test_rows_by_field_name_dict_or_position():
+    from pyspark.sql import Row
+
+    out = OutputCollector(SCHEMA, "rows")
+    out.add([Row(n=1, k="a"), {"k": "b", "n": 2}, ("c", 3)], where="h")
+    assert out.table().to_pylist() == [{"k": "a", "n": 1}, {"k": "b", "n": 2}, {"k": "c", "n": 3}]
+    assert OutputCollector(SCHEMA, "rows").table().num_rows == 0
+    bad = OutputCollector(SCHEMA, "rows")
+    bad.add([("c", "not a number")], where="h")
+    with pytest.raises(StateVariableError):
+        bad.table()
+    assert isinstance(OutputCollector(SCHEMA, "pandas").table(), pa.Table)
