@@ -7,7 +7,10 @@ is that error's), in one place; each module of the rooms raises them from here.
 - state as data: ``StateWriteRefused`` and its ``DestinationNotEmpty``, ``StateAlreadyWritten``, ``UnwritableRows``;
   ``RescaleRefused`` and its ``UnmappableKeyError``, ``RescaleAlreadyCommitted``;
 - placement: ``HelperUnavailable`` (the JVM helper cannot be built or loaded; never reaches a user: placement is
-  skipped).
+  skipped);
+- the stateful-processor runtime: ``StateVariableError`` (a state variable or timer used against Spark's rules),
+  ``StateSchemaError`` (a restart declares a variable incompatibly with what the store recorded), both exit 2 and
+  raised before a batch's writes are applied.
 
 Imports ``blobstate.errors`` and the model's record type, nothing of ``blobstate.spark``: every room may import it.
 """
@@ -89,10 +92,32 @@ class RescaleAlreadyCommitted(RescaleRefused):
     notices)."""
 
 
+class StateVariableError(ConfigurationError):
+    """A state variable or timer used against Spark's rules: a TTL without the ProcessingTime time mode, a
+    negative TTL, a variable declared twice or outside ``init``, a state call without a grouping key, a value that
+    does not fit its schema, an empty list given to ``ListState.put``, a timer in time mode None (exit 2)."""
+
+
+class StateSchemaError(ConfigurationError):
+    """A restart declares a state variable (or the grouping key, or the time mode) incompatibly with what the store
+    recorded: a field removed or retyped, a map's user key changed, a variable of another kind (exit 2). Raised
+    right after the processor's ``init``, before the batch writes anything.
+
+    ``variable`` names the variable (``"<grouping key>"``, ``"<time mode>"`` for those), ``role`` the schema
+    (``"value"``, ``"user key"``, ``"kind"``), ``recorded``/``declared`` both sides."""
+
+    def __init__(self, variable: str, role: str, recorded: str, declared: str, detail: str = "") -> None:
+        self.variable, self.role, self.recorded, self.declared = variable, role, recorded, declared
+        super().__init__(f"state variable {variable!r}: the {role} schema declared now ({declared}) is incompatible "
+                         f"with the one recorded with the store ({recorded})" + (f": {detail}" if detail else "")
+                         + "; only nullable fields may be added. Use a new variable name, or "
+                         "handle.deleteIfExists() the old one first")
+
+
 class HelperUnavailable(RuntimeError):
     """The JVM helper jar cannot be built or loaded (no ``javac``, no pyspark jars, a JVM refusing the class)."""
 
 
 __all__ = ["DestinationNotEmpty", "HelperUnavailable", "PartitioningError", "RescaleAlreadyCommitted",
-           "RescaleRefused", "SnapshotCommitError", "SparkAlignmentError", "StateAlreadyWritten", "StateWriteRefused",
-           "UnmappableKeyError", "UnwritableRows"]
+           "RescaleRefused", "SnapshotCommitError", "SparkAlignmentError", "StateAlreadyWritten", "StateSchemaError",
+           "StateVariableError", "StateWriteRefused", "UnmappableKeyError", "UnwritableRows"]

@@ -1,7 +1,7 @@
 """The runtime's typed errors: usage errors (exit 2) that name what is wrong."""
 
 from blobstate.errors import EXIT_USAGE, ConfigurationError
-from blobstate.spark.processor.errors import StateSchemaError, StateVariableError
+from blobstate.spark.errors import StateSchemaError, StateVariableError
 
 
 def test_both_are_usage_errors_and_the_schema_error_names_the_variable_and_both_schemas():
