@@ -333,6 +333,7 @@ def test_a_partitioned_batch_follows_its_walkthrough_call_by_call(tmp_path):
         f"{placement_at}:SparkPlacement.place": "the JVM helper's, on a SparkContext",
         f"{driver}.state:PartitionedState.request_snapshot": "the listener's, once Spark completed a batch",
         "blobstate.commit.staging:stage_snapshot": "a snapshot job's, after the listener asked",
+        "blobstate.commit.staging:restore_partition": "a copy that cannot be reused (a first batch restores nothing)",
     })
     assert walk.plugin_paths[("plugins.fsspec_store", "put")] == {  # the tasks' changelogs, compressed
         ("spark", "commit", "codec", "repository.retry", "plugins.fsspec_store")}
