@@ -1,7 +1,6 @@
 """The pure parts of ``blobstate.spark.data.executor.tasks`` (no Spark): entries into Arrow record batches (typed
 columns, anything else in the raw columns) and back into a store exactly (``row_entries``, ``fill``, on a real RocksDB),
-with keys that arrive twice and rows that cannot be stored reported, never written; the key mapping of a rescale
-(``blobstate.spark.data.executor.keys``)."""
+with keys that arrive twice and rows that cannot be stored reported, never written."""
 
 from __future__ import annotations
 
@@ -14,7 +13,6 @@ from rocksdict import Rdict  # noqa: E402
 from blobstate.model.records import StoreKey  # noqa: E402
 from blobstate.restoring import entries  # noqa: E402
 from blobstate.restoring.entries import Undecoded  # noqa: E402
-from blobstate.spark.data.executor.keys import KeyPlan, key_row, map_keys  # noqa: E402
 from blobstate.spark.data.executor.tasks import ReadPlan, RepositoryRef, arrow_batch, column_type, fill, row_entries  # noqa: E402
 
 PLAN = ReadPlan(RepositoryRef("file:///nowhere"), StoreKey("j", "group", "s"), (), "string", "bigint")
@@ -58,20 +56,3 @@ def test_a_key_twice_and_rows_no_store_holds_are_reported_and_never_written(tmp_
     assert column_type("long") == "bigint"
     with pytest.raises(Exception, match="not 'struct'"):
         column_type("struct")
-
-
-def route(key):
-    origin, dest = key.split("-")
-    return origin, dest
-
-
-def test_keys_mapped_to_key_columns_with_their_problems_named():
-    plan = KeyPlan(route, (("origin", "string", True), ("dest", "string", True)), (pa.string(), pa.string()))
-    assert key_row(plan, "JFK-LAX") == (("JFK", "LAX"), None)
-    values, problem = key_row(plan, "nodash")
-    assert values == (None, None) and "key 'nodash': key_of raised ValueError" in problem
-    batch = pa.RecordBatch.from_pydict({"key": ["JFK-LAX", None], "value": ["1", "2"],
-                                        "key_raw": [None, entries.encode("EWR-SFO")], "value_raw": [None, None]})
-    (out,) = map_keys(plan, [batch])
-    assert out.schema.names == ["origin", "dest", "key", "value", "key_raw", "value_raw", "_error"]
-    assert out.column("origin").to_pylist() == ["JFK", "EWR"] and out.column("_error").to_pylist() == [None, None]
