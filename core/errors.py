@@ -123,6 +123,14 @@ class FencedError(BlobstateError):
         super().__init__(message)
 
 
+class GroupVoidedError(BlobstateError):
+    """A group record landed after gc took parts of it that nobody could put back, and its owner voided it (exit
+    3: objects were lost; ``blobstate.commit.parts.void_group``): the batch counts for no partition, and the engine
+    must run it again (a Spark query fails its batch; its restart re-runs it)."""
+
+    exit_code = EXIT_INTEGRITY
+
+
 class ObjectChangedError(BlobstateError):
     """A metadata object that is rewritten in place (the repository marker) changed, or vanished, since it was read:
     the conditional rewrite (``BlobStore.rewrite``: If-Match on an ETag, a GCS generation match, a compare-and-swap

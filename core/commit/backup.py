@@ -301,15 +301,15 @@ class StoreCommitter:
         uploads every file, under the next generation, instead of wedging the store."""
         if self._prev is None:
             latest = self.commit_point.latest()  # the writer's view: read once with its pinned generation
-            ahead, self._opened = read_ahead(self._opened, self.policy), None  # retention's reads after this commit
+            ahead, self._opened = read_ahead(opened := self._opened or [], self.policy), None  # retention's, later
             if latest is not None and latest.is_delta:
                 latest = latest_snapshot(self.repo.log.history(self.key))
             if latest is not None:
                 snapshot = latest
-                try:  # the walk of blobs/ the next commit makes goes beside this read (``HealWalks.prefetch``), and
-                    index: SnapshotIndex | None = self.walks.prefetch(  # retention's reads ahead beside both
+                try:  # the walk of the store the next commit makes goes beside this read (``HealWalks.prefetch``;
+                    index: SnapshotIndex | None = self.walks.prefetch(  # its indexes checked), retention's reads too
                         latest.checkpoint_id, lambda: self.repo.prefetch_indexes([snapshot, *ahead]) or
-                        self.repo.read_index(snapshot))
+                        self.repo.read_index(snapshot), stored=[snapshot, *opened])
                 except IntegrityError as exc:
                     log.warning("the latest snapshot index of %s (%s, checkpoint %s) is unreadable: %s; this commit "
                                 "uploads every file", self.key, latest.index_blob_id, latest.checkpoint_id,

@@ -130,8 +130,7 @@ def _finish(session: StoreSession, repo: Repository, executor: CleanupExecutor, 
     if state.generation is None and checkpoint is not None:
         session.record(ev.CheckpointWritten(commit_id, now_ms(), checkpoint.generation), sync=True)
         state = session.states()[commit_id]
-    deleted = executor.finish(state, checkpoint, heal=True)
-    return f"finished: blobs checked, TTL removed, {deleted} blobs deleted by retention"
+    return executor.finished(commit_id, executor.finish(state, checkpoint, heal=True))
 
 
 def _resolve(session: StoreSession, repo: Repository, executor: CleanupExecutor, state: CommitState) -> str:

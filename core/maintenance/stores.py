@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypeVar
 
 from blobstate.model import layout
+from blobstate.model.layout import FAR_FUTURE_MS
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.plugin.capabilities import listing_with_ttl
 from blobstate.plugin.interfaces import BlobInfo
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
     from blobstate.model.retention import RetentionPolicy
 
 R = TypeVar("R")
-FAR_FUTURE_MS = 1 << 62  # ``expired(prefix, FAR_FUTURE_MS)`` lists every blob that carries a TTL
 _STORE_OBJECTS = (layout.ObjectKind.BLOB, layout.ObjectKind.INDEX, layout.ObjectKind.LEASE)
 
 _logger = logging.getLogger("blobstate.api")

@@ -272,6 +272,13 @@ class Repository:
         if self.object_cache is not None and _index_matches(checkpoint, data):
             self.object_cache.put(checkpoint.index_blob_id, data)
 
+    def cached_index(self, checkpoint: Checkpoint) -> bytes | None:
+        """``checkpoint``'s index bytes in this host's object cache when they are the ones its record names (else
+        None): what a writer puts back when the store lost that index (``healing.put_back_indexes``)."""
+        if self.object_cache is None or checkpoint.is_delta or checkpoint.is_group:
+            return None
+        return self.object_cache.get(checkpoint.index_blob_id, lambda d: _index_matches(checkpoint, d))
+
     def discard_cached(self, blob_ids: Sequence[str]) -> None:
         """Drop the object cache's entries of ``blob_ids``' indexes (deleted from the store; other ids ignored)."""
         if self.object_cache is not None:

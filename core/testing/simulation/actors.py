@@ -250,8 +250,12 @@ class _Executor:
 
 def gc(sim: Simulation, actor: Actor, *, runs: int, gap_ms: int, log: str = "log") -> None:
     repo = sim.open_repo(log)
-    if repo is None:
-        return
+    if repo is not None:
+        gc_runs(sim, actor, repo, runs=runs, gap_ms=gap_ms)
+
+
+def gc_runs(sim: Simulation, actor: Actor, repo: Repository, *, runs: int, gap_ms: int) -> None:
+    """``runs`` gc runs of every store of ``repo``, ``gap_ms`` apart, from ``actor``'s host."""
     base = sim.local_dir(actor, "work-base")
     for run in range(runs):
         if run:
