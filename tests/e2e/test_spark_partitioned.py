@@ -354,9 +354,9 @@ def test_the_executors_run_with_the_settings_the_driver_was_given(spark_session,
     settings = Settings(retry_attempts=3, transfer_budget=7 * MiB)
 
     def record_settings(db, rows, ctx):  # on an executor: the settings its task's repository was opened with
-        from blobstate.spark import partition_task
+        from blobstate import worker
 
-        seen = {(r.settings.retry_attempts, r.settings.transfer_budget) for r in partition_task._REPOS.values()
+        seen = {(r.settings.retry_attempts, r.settings.transfer_budget) for r in worker._REPOS.values()
                 if repo_root in r.url}
         assert len(seen) == 1, seen
         (attempts, budget), = seen
