@@ -48,14 +48,14 @@ NOT_PURE: dict[str, str] = {
     "plugins/kafka/admin.py": f"the Kafka topic admin: {_SERVERS} (Kafka)",
     "plugins/kafka/client.py": f"kafka-python's clients: {_SERVERS} (Kafka)",
     "plugins/kafka/log.py": f"the Kafka log: {_SERVERS} (Kafka)",
-    "spark/binding.py": "a query's lifecycle on a Spark session (tests/e2e, local Spark)",
-    "spark/engine.py": "foreachBatch's side of the binding, on a Spark session (tests/e2e, local Spark)",
-    "spark/helper_jar.py": "builds and loads the JVM helper with javac and py4j (tests/e2e)",
-    "spark/partition_job.py": "the Spark job of a partitioned batch (tests/e2e, local Spark)",
-    "spark/partitioned.py": "partitioned state on a Spark session (tests/e2e, local Spark)",
-    "spark/rescale.py": "an offline Spark job (tests/e2e, local Spark)",
-    "spark/state_read.py": "state as a Spark DataFrame (tests/e2e, local Spark)",
-    "spark/state_write.py": "a DataFrame written as state (tests/e2e, local Spark)",
+    "spark/binding/lifecycle.py": "a query's lifecycle on a Spark session (tests/e2e, local Spark)",
+    "spark/binding/engine.py": "foreachBatch's side of the binding, on a Spark session (tests/e2e, local Spark)",
+    "spark/placement/helper_jar.py": "builds and loads the JVM helper with javac and py4j (tests/e2e)",
+    "spark/partitioned/driver/job.py": "the Spark job of a partitioned batch (tests/e2e, local Spark)",
+    "spark/partitioned/driver/state.py": "partitioned state on a Spark session (tests/e2e, local Spark)",
+    "spark/data/rescale.py": "an offline Spark job (tests/e2e, local Spark)",
+    "spark/data/read.py": "state as a Spark DataFrame (tests/e2e, local Spark)",
+    "spark/data/write.py": "a DataFrame written as state (tests/e2e, local Spark)",
 }
 #: module -> why it has no logic of its own to test
 NO_LOGIC: dict[str, str] = {

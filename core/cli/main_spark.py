@@ -81,7 +81,7 @@ def rescale(repo: str, log_url: str | None, storage_option: tuple[str, ...], log
         from pyspark.sql import SparkSession
     except ImportError:
         raise click.ClickException("spark rescale needs pyspark: " + extra_install_hint("spark")) from None
-    from blobstate.spark.rescale import rescale as run_rescale
+    from blobstate.spark.data.rescale import rescale as run_rescale
 
     builder = SparkSession.builder.master(master).appName("blobstate-rescale")
     for pair in conf:

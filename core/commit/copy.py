@@ -21,9 +21,10 @@ commit room's):
    (``codec``), since the index is copied as it is;
 3. the TTL budget (counted from when this copy commit began), then ``CommitEngine.append`` of the record, unchanged
    but for its generation (the target log's next): checkpoint id, batch id, query id, lineage, time and writer
-   stay the source's, so a Spark query restarts from the copy as from the source (``blobstate.spark.alignment``
-   reads batch and query ids); then ``CleanupExecutor.finish`` (TTLs removed, a late append healed, the retention
-   the source writer recorded applied at the target); then rule 5's heal check, whatever the timing
+   stay the source's, so a Spark query restarts from the copy as from the source
+   (``blobstate.spark.committed.alignment`` reads batch and query ids); then ``CleanupExecutor.finish`` (TTLs
+   removed, a late append healed, the retention the source writer recorded applied at the target); then rule 5's
+   heal check, whatever the timing
    (``StoreCopier.heal``): every object the record references is looked for in one listing, and one that is gone
    (counted as held, then taken by gc before the append) is put back from the source, permanent.
 

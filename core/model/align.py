@@ -3,9 +3,9 @@
 Given a store's records (a driver store's, or one partition's) and, when there is one, what the engine's own commit
 log says (Spark's ``commits/`` and ``offsets/``: ``EngineLog``), ``align`` returns the chain that provably ends at
 the batch asked for, or refuses naming what the log holds and what is needed. Nothing else decides it: the
-driver binding's and the partitioned driver's (re)start (``blobstate.spark.alignment``), a partition task bringing
-its copy to a batch (``blobstate.spark.partition_task``), ``read_state`` and ``read_changes`` (``blobstate state``),
-a rescale's source and ``blobstate restore`` all ask here.
+driver binding's and the partitioned driver's (re)start (``blobstate.spark.committed.alignment``), a partition
+task bringing its copy to a batch (``blobstate.spark.partitioned.executor.partition``), ``read_state`` and
+``read_changes`` (``blobstate state``), a rescale's source and ``blobstate restore`` all ask here.
 
 Rules:
 

@@ -9,5 +9,5 @@ Each takes one shape (``blobstate.testing.kit.ContractKit``): implement the cont
 May import: every room of the package (it exercises them, the simulator through the real pipelines):
 ``blobstate.errors``, ``blobstate.model``, ``blobstate.local``, ``blobstate.journal``, ``blobstate.plugin``,
 ``blobstate.codec``, ``blobstate.repository``, ``blobstate.commit``, ``blobstate.restoring``,
-``blobstate.maintenance``, ``blobstate.plugins``, ``blobstate.api``, ``blobstate.spark``.
+``blobstate.maintenance``, ``blobstate.plugins``, ``blobstate.api``, ``blobstate.worker``, ``blobstate.spark``.
 """

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from blobstate.spark.processor.errors import StateVariableError
+from blobstate.spark.errors import StateVariableError
 from blobstate.spark.processor.rows import row_class
 
 

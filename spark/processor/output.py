@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from blobstate.spark.processor.errors import StateVariableError
+from blobstate.spark.errors import StateVariableError
 from blobstate.spark.processor.rows import as_dict
 from blobstate.spark.processor.schema import Schema
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from blobstate.model.changelog import StagedWrites
-from blobstate.spark.processor.errors import StateVariableError
+from blobstate.spark.errors import StateVariableError
 from blobstate.spark.processor.grouping import PandasInputs, RowInputs, as_table, group_by_key
 from blobstate.spark.processor.handle import ExpiredTimerInfo, Handle, QueryInfo, Runtime, canonical_time_mode
 from blobstate.spark.processor.output import OutputCollector

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from blobstate.spark.processor.errors import StateVariableError
+from blobstate.spark.errors import StateVariableError
 from blobstate.spark.processor.grouping import PandasInputs, RowInputs, as_table, group_by_key
 
 

@@ -6,8 +6,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from blobstate.spark.errors import StateVariableError
 from blobstate.spark.processor import output
-from blobstate.spark.processor.errors import StateVariableError
 from blobstate.spark.processor.output import OutputCollector
 from blobstate.spark.processor.schema import parse
 
