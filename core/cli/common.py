@@ -447,15 +447,23 @@ def show_rows(as_json: bool, rows: Sequence[Any], *, empty: str, lines: Callable
 
 
 def progress(quiet: bool) -> Any:
-    """Rich progress bars on stderr, unless ``quiet`` or stderr is not a terminal (and rich's FORCE_COLOR,
-    TTY_COMPATIBLE, TTY_INTERACTIVE do not say to draw). rich is imported only to draw: a script does not pay for it."""
-    try:
-        drawable = not quiet and (sys.stderr.isatty() or any(os.environ.get(v) for v in
-                                                             ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")))
-    except (AttributeError, ValueError):  # a closed or replaced stream
-        drawable = False
-    if not drawable:
+    """Rich progress bars on stderr when it is a terminal (or rich's FORCE_COLOR, TTY_COMPATIBLE, TTY_INTERACTIVE
+    say to draw); otherwise a plain line every ``Settings.progress_interval_s`` (``LineProgress``: what a log can
+    read; 0 turns them off); nothing with ``quiet``. rich is imported only to draw: a script does not pay for it."""
+    if quiet:
         return NoProgress()
-    from blobstate.cli.progress import RichProgress
+    try:
+        drawable = sys.stderr.isatty() or any(os.environ.get(v) for v in
+                                              ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"))
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        return NoProgress()
+    if drawable:
+        from blobstate.cli.progress import RichProgress
 
-    return RichProgress(enabled=True)
+        return RichProgress(enabled=True)
+    interval_s = settings().progress_interval_s
+    if interval_s <= 0:
+        return NoProgress()
+    from blobstate.cli.progress_lines import LineProgress
+
+    return LineProgress(sys.stderr, interval_s=interval_s)

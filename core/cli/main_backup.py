@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from blobstate.model.records import StoreKey
 
 
-@click.command()
+@click.command(short_help="Back up STORE_DIR as a new committed snapshot.")
 @click.argument("store_dir", type=click.Path(exists=True, file_okay=False))
 @common.repository_options
 @common.ttl_mode_option

@@ -29,7 +29,7 @@ def _path(key_file: str | None) -> str | None:
     return os.path.abspath(os.path.expanduser(key_file)) if key_file else None
 
 
-@click.command()
+@click.command(short_help="Copy checkpoints from one repository into another.")
 @_side("from", "source", "BLOBSTATE_REPO")  # the repository the other commands work on is the one copied
 @_side("to", "target", "BLOBSTATE_COPY_TO_REPO", " (made a repository when empty)")
 @common.ttl_mode_option

@@ -14,7 +14,7 @@ import sys
 import click
 
 
-@click.command()
+@click.command(short_help="Spark demo: kill the driver mid-batch, restart, check.")
 @click.option("--repo", default=None, metavar="URL",
               help="Repository URL (default: a directory 'repo' in the work dir).")
 @click.option("--work-dir", default=None, type=click.Path(file_okay=False),

@@ -7,7 +7,7 @@ import click
 from blobstate.cli import common
 
 
-@click.command()
+@click.command(short_help="Files added, removed and changed between two checkpoints.")
 @click.argument("base", metavar="FROM")
 @click.argument("target", metavar="[TO]", required=False, default="latest")
 @common.repository_options

@@ -9,7 +9,7 @@ from blobstate.cli import common
 from blobstate.model.layout import DEFAULT_TTL_MS
 
 
-@click.command()
+@click.command(short_help="Check the repository, its checkpoint log and this host.")
 @common.repository_options
 @common.work_dir_option
 @click.option("--ttl", type=common.Duration(), default=DEFAULT_TTL_MS, show_default="1d", envvar="BLOBSTATE_TTL",

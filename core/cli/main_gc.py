@@ -43,7 +43,7 @@ def render_text(reports: list[dict[str, Any]], dry_run: bool) -> str:
     return "\n".join(lines)
 
 
-@click.command()
+@click.command(short_help="Delete expired and orphan blobs; prune past the retention.")
 @common.repository_options
 @common.ttl_mode_option
 @common.concurrency_option

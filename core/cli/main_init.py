@@ -8,7 +8,7 @@ import click
 from blobstate.cli import common
 
 
-@click.command()
+@click.command(short_help="Create a repository in an empty location.")
 @common.repository_options
 @click.option("--change-log", is_flag=True,
               help="Move an existing repository to the checkpoint log --log (the checkpoints of the old log are not "

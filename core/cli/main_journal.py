@@ -9,12 +9,12 @@ import click
 from blobstate.cli import common
 
 
-@click.group()
+@click.group(short_help="Inspect a store's commit journal.")
 def journal() -> None:
     """Inspect a store's commit journal."""
 
 
-@journal.command("show")
+@journal.command("show", short_help="Print a store's journal events and each commit's phase.")
 @click.option("--repo", default=None, envvar="BLOBSTATE_REPO",
               help="Repository URL (with the key options, to find the work directory).")
 @common.key_file_option

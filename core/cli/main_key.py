@@ -7,12 +7,12 @@ import click
 from blobstate.cli import common
 
 
-@click.group()
+@click.group(short_help="The key of an encrypted repository.")
 def key() -> None:
     """The key of an encrypted repository."""
 
 
-@key.command()
+@key.command(short_help="Wrap the data key with a new key (only the marker changes).")
 @click.option("--repo", required=True, envvar="BLOBSTATE_REPO", help="Repository URL or path.")
 @click.option("--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE",
               help="fsspec storage option for the repository (repeatable; also BLOBSTATE_STORAGE_OPTIONS as JSON).")

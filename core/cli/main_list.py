@@ -10,7 +10,7 @@ import click
 from blobstate.cli import common
 
 
-@click.command("list")
+@click.command("list", short_help="List retained checkpoints of one store or of every store.")
 @common.repository_options
 @common.concurrency_option
 @common.filter_options

@@ -7,7 +7,7 @@ import click
 from blobstate.cli import common
 
 
-@click.command()
+@click.command(short_help="List the files of a snapshot (default: the latest).")
 @click.argument("prefix", required=False, default="")
 @common.repository_options
 @common.key_options

@@ -87,7 +87,7 @@ def render_text(payload: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@click.command()
+@click.command(short_help="List plugins, their backends and broken plugins' errors.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def plugins(ctx: click.Context, as_json: bool) -> None:

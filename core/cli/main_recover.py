@@ -15,7 +15,7 @@ import click
 from blobstate.cli import common
 
 
-@click.command()
+@click.command(short_help="Replay journals: finish or abort the open commits.")
 @click.option("--repo", default=None, envvar="BLOBSTATE_REPO",
               help="Only stores of this repository (default: every store with an open commit).")
 @click.option("--log", "log_url", default=None, envvar="BLOBSTATE_LOG",

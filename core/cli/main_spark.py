@@ -13,7 +13,7 @@ import click
 from blobstate.cli import common
 
 
-@click.group()
+@click.group(short_help="Partitioned Spark state, with the query stopped.")
 def spark() -> None:
     """Partitioned Spark state: operations run with the streaming query stopped."""
 
@@ -32,7 +32,7 @@ def _key_of(value: str) -> Any:
     return fn
 
 
-@spark.command()
+@spark.command(short_help="Rewrite a partitioned store's state as M partitions.")
 @common.repository_options
 @click.option("--job", required=True, envvar="BLOBSTATE_JOB", help="Job name of the partitioned store.")
 @click.option("--task", default="group", show_default=True, envvar="BLOBSTATE_TASK",

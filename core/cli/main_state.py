@@ -34,7 +34,7 @@ def _format_option(fields: str) -> Any:
                         help=f"JSON lines ({{{fields}}}) or CSV with type columns.")
 
 
-@click.group()
+@click.group(short_help="A store's keys and values: a key, every key, changes.")
 def state() -> None:
     """A store's keys and values as data: one key, every key, or the changes between batches."""
 
@@ -123,7 +123,7 @@ def _write(rows: Iterable[dict[str, Any]], fmt: str, columns: list[str]) -> int:
     return count
 
 
-@state.command()
+@state.command(short_help="Print the value of one key.")
 @click.argument("key_text", metavar="KEY")
 @_store_options
 @_at_options
@@ -170,7 +170,7 @@ def _key(text: str, key_type: str) -> Any:
     return text
 
 
-@state.command()
+@state.command(short_help="Print every key and value of the store.")
 @_store_options
 @_at_options
 @_format_option("partition, key, value")
@@ -195,7 +195,7 @@ def dump(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_op
     _write(rows(), fmt, ["partition", "key", "value"])
 
 
-@state.command()
+@state.command(short_help="Print the writes of batches FROM..TO from the changelogs.")
 @_store_options
 @click.option("--from", "from_batch", type=click.IntRange(0), default=None,
               help="The first batch whose writes to print (default: the oldest retained).")

@@ -9,7 +9,7 @@ import click
 from blobstate.cli import common
 
 
-@click.command()
+@click.command(short_help="Per store: checkpoints, sizes, bytes stored, deduplication.")
 @common.repository_options
 @common.concurrency_option
 @common.filter_options

@@ -10,7 +10,7 @@ import click
 from blobstate.cli import common
 
 
-@click.command()
+@click.command(short_help="Read and check every blob of a checkpoint (size, CRC32C).")
 @common.repository_options
 @common.concurrency_option
 @common.filter_options

@@ -55,6 +55,7 @@ from blobstate.config.settings import Settings
 from blobstate.errors import FencedError, IntegrityError
 from blobstate.journal import events as ev
 from blobstate.journal.file import Journal
+from blobstate.journal.projection import CommitPhase
 from blobstate.journal.recovery import RecoveryAction
 from blobstate.local import workdir
 from blobstate.local.checksum import ChecksumCache, crc32c_bytes
@@ -269,20 +270,19 @@ class StoreCommitter:
         expected = self.commit_point.generation()
         commit_id = new_checkpoint_id()
         record = self.session.record
-        record(ev.CommitStarted(commit_id, now_ms(), str(self.key), expected, batch_id, self.retain,
-                                display_url(self.repo.url), display_url(self.repo.log.url or self.repo.url),
-                                ttl_ms=self.ttl_ms), sync=True)
         path = os.path.join(workdir.checkpoints_dir(self.work_dir), commit_id)
-        try:
+        try:  # from its first event: an interrupt anywhere here (one Ctrl-C) aborts the commit, as later on
+            record(ev.CommitStarted(commit_id, now_ms(), str(self.key), expected, batch_id, self.retain,
+                                    display_url(self.repo.url), display_url(self.repo.log.url or self.repo.url),
+                                    ttl_ms=self.ttl_ms), sync=True)
             self.local_store.create_checkpoint(source, path)  # its name is the checkpoint id: no marker inside
-        except Exception as exc:
-            shutil.rmtree(path, ignore_errors=True)
-            record(ev.CommitAborted(commit_id, now_ms(), f"local checkpoint failed: {exc}"), sync=True)
-            self.session.compact()
+            record(ev.LocalCheckpointCreated(commit_id, now_ms(), path), sync=True)
+            return LocalCheckpoint(commit_id, path, batch_id, expected, now_ms(),
+                                   (time.perf_counter() - t0) * 1000, query_id)
+        except BaseException as exc:
+            shutil.rmtree(path, ignore_errors=True)  # a copy half taken is not yet in the journal
+            self.engine.abort(commit_id, exc, keep_view=True)
             raise
-        record(ev.LocalCheckpointCreated(commit_id, now_ms(), path), sync=True)
-        return LocalCheckpoint(commit_id, path, batch_id, expected, now_ms(), (time.perf_counter() - t0) * 1000,
-                               query_id)
 
     def take_over(self) -> None:
         """Before this committer's first commit (snapshot or delta; later calls do nothing): when the latest
@@ -396,8 +396,16 @@ class StoreCommitter:
         )
 
     def backup(self, source: object, *, batch_id: int | None = None) -> BackupResult:
-        """``checkpoint()`` then ``upload()``."""
-        return self.upload(self.checkpoint(source, batch_id=batch_id))
+        """``checkpoint()`` then ``upload()``; an interrupt between the two aborts the commit as one inside either
+        does (nothing was uploaded yet)."""
+        local = self.checkpoint(source, batch_id=batch_id)
+        try:
+            return self.upload(local)
+        except BaseException as exc:
+            state = self.session.states().get(local.commit_id)
+            if state is not None and state.phase == CommitPhase.LOCAL_CHECKPOINT:  # upload's own steps not begun
+                self.engine.abort(local.commit_id, exc, keep_view=True)
+            raise
 
     def _upload_blobs(self, commit_id: str, puts: list[PutRequest], total: int, *, index: PutRequest) -> None:
         # Progress counts files, not chunks: a file is done when its last chunk is. The index goes in the same batch.

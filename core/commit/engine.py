@@ -114,10 +114,11 @@ class CommitEngine:
                         "finishes it): %s", checkpoint.kind, commit_id, self.key, redact(str(exc)))
             return 0
 
-    def abort(self, commit_id: str, exc: BaseException) -> None:
+    def abort(self, commit_id: str, exc: BaseException, *, keep_view: bool = False) -> None:
         """Abort open commit ``commit_id`` because of ``exc`` (``CleanupExecutor.abort``); a failing abort is
         logged and left to recovery (the blobs keep their TTL meanwhile). Forgets the cached generation unless
-        ``exc`` is a fence (the pinned view stays: the writer is fenced for good)."""
+        ``exc`` is a fence (the pinned view stays: the writer is fenced for good) or ``keep_view`` (a commit that
+        failed before it read or wrote the store: its local checkpoint, an interrupt before its first upload)."""
         try:
             state = self.session.states().get(commit_id)
             if state is not None and state.is_open:
@@ -128,7 +129,7 @@ class CommitEngine:
                         redact(str(cleanup_exc)))
             if not isinstance(cleanup_exc, Exception):
                 raise
-        if not isinstance(exc, FencedError):
+        if not isinstance(exc, FencedError) and not keep_view:
             self.commit_point.invalidate()
 
 

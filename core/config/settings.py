@@ -26,6 +26,8 @@ Variables (the CLI's ``--help`` lists those its options read, such as ``BLOBSTAT
 - ``BLOBSTATE_TRANSFER_BUDGET``: bytes in flight per store (a size; default 128 MiB, at least 1 MiB).
 - ``BLOBSTATE_FILE_FSYNC``: ``0`` skips fsync of local files (a benchmark switch; default on).
 - ``BLOBSTATE_APPEND_RESOLVE_S``: how long an unknown append outcome is resolved (seconds, or ``30s``/``500ms``).
+- ``BLOBSTATE_PROGRESS_INTERVAL_S``: seconds between the CLI's progress lines when stderr is not a terminal
+  (default 10, like rclone's ``--stats``; ``0`` turns them off).
 - ``BLOBSTATE_PLUGINS``, ``BLOBSTATE_DISABLE_PLUGINS``: plugin modules to add, plugin names to block (commas).
 - ``BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD``: ignore installed plugins' entry points.
 - ``BLOBSTATE_TRACE_PLUGINS``: trace every hook call on stderr.
@@ -61,6 +63,7 @@ MiB = 1 << 20
 DEFAULT_RETRY_ATTEMPTS = 5
 DEFAULT_TRANSFER_BUDGET = 128 * MiB
 DEFAULT_APPEND_RESOLVE_S = 30.0
+DEFAULT_PROGRESS_INTERVAL_S = 10.0
 #: The API keywords (and the CLI options under the API's names) that are settings, with the field each sets.
 KEYWORDS = {"work_base": "work_dir", "append_only": "append_only", "limit_upload": "limit_upload",
             "limit_download": "limit_download", "key_file": "key_file"}
@@ -151,7 +154,8 @@ class FrozenMap(Mapping[str, Any]):
 
 # A msgspec Struct, not a dataclass: created in ~0.1 ms instead of ~1.1 ms at start-up (issue 31).
 class Settings(msgspec.Struct, frozen=True):
-    """What a command or an API call runs with. Sizes in bytes, durations in seconds (``append_resolve_s``).
+    """What a command or an API call runs with. Sizes in bytes, durations in seconds (``append_resolve_s``,
+    ``progress_interval_s``).
 
     ``work_dir`` is the work directory base (``work_base`` resolves the platform's default); ``environ`` holds every
     ``BLOBSTATE_*`` variable as it was read (the storage options one included; ``blobstate.config.options.from_env``
@@ -164,6 +168,7 @@ class Settings(msgspec.Struct, frozen=True):
     transfer_budget: int = DEFAULT_TRANSFER_BUDGET
     file_fsync: bool = True
     append_resolve_s: float = DEFAULT_APPEND_RESOLVE_S
+    progress_interval_s: float = DEFAULT_PROGRESS_INTERVAL_S
     plugins: tuple[str, ...] = ()
     disabled_plugins: tuple[str, ...] = ()
     plugins_autoload: bool = True
@@ -202,6 +207,8 @@ class Settings(msgspec.Struct, frozen=True):
             file_fsync=parse_bool("BLOBSTATE_FILE_FSYNC", get("BLOBSTATE_FILE_FSYNC"), True),
             append_resolve_s=_seconds("BLOBSTATE_APPEND_RESOLVE_S",
                                       get("BLOBSTATE_APPEND_RESOLVE_S") or DEFAULT_APPEND_RESOLVE_S),
+            progress_interval_s=_seconds("BLOBSTATE_PROGRESS_INTERVAL_S",
+                                         get("BLOBSTATE_PROGRESS_INTERVAL_S") or DEFAULT_PROGRESS_INTERVAL_S),
             plugins=_names(get("BLOBSTATE_PLUGINS")),
             disabled_plugins=_names(get("BLOBSTATE_DISABLE_PLUGINS")),
             plugins_autoload=not parse_bool("BLOBSTATE_DISABLE_PLUGIN_AUTOLOAD",

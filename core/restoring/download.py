@@ -37,15 +37,16 @@ AHEAD = "ahead"  # the folder of a staging directory that fetched-ahead files la
 
 
 def download_files(repo: Repository, files: dict[str, FileIndex], target: Callable[[str], str], progress: Progress,
-                   total: int, *, stop: threading.Event | None = None) -> None:
+                   total: int, *, stop: threading.Event | None = None, label: str = "download") -> None:
     """Download ``files`` (relative path -> its index entry) to ``target(rel)`` (a new file: ``FileExistsError``
     if it exists), the largest first, verifying each as it streams, then fsync each file and its directory.
-    ``total``: their bytes, for ``progress``. With ``stop`` set, files not yet begun are skipped.
+    ``total``: their bytes, for ``progress`` (started under ``label``: a restore's names its store). With
+    ``stop`` set, files not yet begun are skipped.
 
     Raises ``BlobNotFound`` (a chunk's blob is gone) and ``ChecksumMismatch`` (a blob or the assembled file is not
     what the index declares), both exit code 3.
     """
-    progress.start("download", total, len(files))
+    progress.start(label, total, len(files))
 
     def one(rel: str) -> None:
         if stop is not None and stop.is_set():

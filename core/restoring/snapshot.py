@@ -183,7 +183,8 @@ def restore_snapshot(repo: Repository, checkpoint: Checkpoint, dest: str, *, loc
                 if dry_run:
                     break
                 try:
-                    _apply(repo, plan, entries, dest, existed, local_store, progress, validate, prefetch)
+                    _apply(repo, plan, entries, dest, existed, local_store, progress, validate, prefetch,
+                           label=f"restore {checkpoint.store_key}")
                     break
                 except TreeInvalid as exc:
                     if mode != "identity" or not (plan.keep or plan.reuse):
@@ -217,14 +218,15 @@ def _top_level(entries: dict[str, Entry]) -> set[str]:
 
 
 def _apply(repo: Repository, plan: RestorePlan, entries: dict[str, Entry], dest: str, existed: bool,
-           local_store: LocalStore, progress: Progress, validate: bool, prefetch: Prefetch | None = None) -> None:
-    """Stage (into ``prefetch``'s staging directory when files were fetched ahead), validate, swap, then set
-    attributes; on any error before the swap completes the destination is as it was (and a destination this
-    restore created is removed again)."""
+           local_store: LocalStore, progress: Progress, validate: bool, prefetch: Prefetch | None = None, *,
+           label: str = "restore") -> None:
+    """Stage (into ``prefetch``'s staging directory when files were fetched ahead; ``label`` names the download's
+    progress), validate, swap, then set attributes; on any error before the swap completes the destination is as
+    it was (and a destination this restore created is removed again)."""
     created = [] if existed else _make_destination(dest)
     staging = prefetch.staging if prefetch is not None else Staging.create(dest, avoid=_top_level(entries))
     try:
-        _stage(repo, plan, entries, staging, local_store, progress, prefetch)
+        _stage(repo, plan, entries, staging, local_store, progress, prefetch, label=label)
         if validate and type(local_store).validate is not LocalStore.validate:
             _validate(plan, entries, dest, staging, local_store)
         local_store.check_destination(dest)
@@ -247,7 +249,7 @@ def _apply(repo: Repository, plan: RestorePlan, entries: dict[str, Entry], dest:
 
 
 def _stage(repo: Repository, plan: RestorePlan, entries: dict[str, Entry], staging: Staging,
-           local_store: LocalStore, progress: Progress, prefetch: Prefetch | None) -> None:
+           local_store: LocalStore, progress: Progress, prefetch: Prefetch | None, *, label: str) -> None:
     for step in plan.steps:
         if step.has_new:
             os.makedirs(os.path.dirname(staging.new_path(step.rel)), exist_ok=True)
@@ -276,7 +278,8 @@ def _stage(repo: Repository, plan: RestorePlan, entries: dict[str, Entry], stagi
     rest = [rel for rel in plan.download if rel not in taken]
     if rest or prefetch is None:
         download_files(repo, {rel: entries[rel] for rel in rest}, staging.new_path, progress,  # type: ignore[misc]
-                       sum(entries[rel].size_in_bytes for rel in rest))  # type: ignore[union-attr]
+                       sum(entries[rel].size_in_bytes for rel in rest),  # type: ignore[union-attr]
+                       label=label)
     for rel in [*plan.reuse, *plan.download]:
         f = entries[rel]
         assert isinstance(f, FileIndex)

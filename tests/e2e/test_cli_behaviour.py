@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fault_harness import start_cli, wait_stopped
 from fixtures_core import blobstate_script, cli_env
 
 from blobstate.cli import COMMANDS, main
@@ -88,6 +89,29 @@ def test_a_second_interrupt_during_cleanup_says_what_is_left_and_how_to_recover(
     assert blob_files(repo) == []
     again = cli("backup", store, "--repo", f"pausefile://{repo}", "-q", env={"BLOBSTATE_PLUGINS": "hold_store"})
     assert again.returncode == 0, again.stderr
+
+
+@pytest.mark.parametrize("step", ["CommitStarted", "LocalCheckpointCreated"])
+def test_one_interrupt_before_any_upload_leaves_no_commit_open(tmp_path, work_base, step):
+    """Issue 43 item 6: one Ctrl-C aborts the commit wherever it lands, before the first upload too (the local
+    checkpoint being taken); only a second one during the abort's cleanup leaves it to `blobstate recover`."""
+    store = tmp_path / "s"
+    store.mkdir()
+    for i in range(6):
+        (store / f"f{i}").write_bytes(os.urandom(10_000))
+    repo = tmp_path / "repo"
+    proc = start_cli("backup", store, "--repo", repo, "-q", work_base=work_base,
+                     env={"BLOBSTATE_PLUGINS": "pause_plugin", "BLOBSTATE_TEST_PAUSE_AT": step})
+    wait_stopped(proc)  # stopped by its own SIGSTOP right after `step` is durable
+    proc.send_signal(signal.SIGINT)  # pending until it runs again
+    proc.send_signal(signal.SIGCONT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "no commit of default/0/s is left open" in stderr, stderr
+    assert "blobstate recover" not in stderr and "Traceback" not in stderr
+    assert blob_files(repo) == []
+    checkpoints = [p for p in work_base.rglob("checkpoints/*") if p.is_dir()]
+    assert checkpoints == []  # the half-taken local checkpoint went with the commit
 
 
 @pytest.mark.parametrize("args", [("plugins",), ("journal", "show", "--repo", "REPO", "--store", "s"),

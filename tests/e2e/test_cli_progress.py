@@ -17,11 +17,13 @@ import blobstate
 class Recorder:
     def __init__(self) -> None:
         self.starts: list[tuple[int, int]] = []
+        self.labels: list[str] = []
         self.files = 0
         self.bytes = 0
 
     def start(self, label: str, total_bytes: int, total_files: int) -> None:
         self.starts.append((total_bytes, total_files))
+        self.labels.append(label)
 
     def advance(self, nbytes: int, nfiles: int = 0) -> None:
         self.bytes += nbytes
@@ -45,6 +47,18 @@ def test_the_backup_reports_files_not_chunks(tmp_path, work_base):
     blobstate.backup(str(store), repo=str(tmp_path / "repo"), chunk_size="100KiB", progress=progress)
     assert progress.starts == [(300 * 1024 + 30, 3)]
     assert (progress.files, progress.bytes) == (3, 300 * 1024 + 30)
+
+
+def test_the_progress_of_a_backup_and_a_restore_names_the_store(tmp_path, work_base):
+    """Issue 43 item 8: the restore bar said only "download"."""
+    store = tmp_path / "s"
+    make_store(store)
+    up, down = Recorder(), Recorder()
+    blobstate.backup(str(store), repo=str(tmp_path / "repo"), job="j", task="t", progress=up)
+    blobstate.restore(str(tmp_path / "out"), repo=str(tmp_path / "repo"), job="j", task="t", store="s",
+                      progress=down)
+    assert up.labels == ["upload j/t/s"]
+    assert down.labels == ["restore j/t/s"]
 
 
 def test_the_terminal_bar_counts_files(tmp_path, work_base):

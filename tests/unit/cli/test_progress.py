@@ -68,3 +68,24 @@ def test_both_implement_the_progress_protocol():
 
     drive(NoProgress())
     drive(RichProgress(console(terminal=False)[0]))
+
+
+def test_the_bar_fits_80_columns_in_iec_units_and_names_the_store():
+    """Issue 43 item 8: the bar showed MB (the final line MiB), wrapped in an 80-column terminal, and the restore
+    bar did not name the store. The bar as the live display draws it, on a clock the test moves."""
+    now = [100.0]
+    con, _ = console(terminal=True)
+    bar = RichProgress(con, clock=lambda: now[0])
+    bar.start("restore a-rather-long-job-name/0/a-store-with-a-long-name", 4 << 30, 4000)
+    for _ in range(3):
+        now[0] += 1
+        bar.advance(1 << 29, 400)
+    out = io.StringIO()
+    Console(file=out, width=80, color_system=None).print(bar._progress.get_renderable())
+    bar.finish()
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1 and len(lines[0]) <= 80, lines  # one line: nothing wrapped
+    line = lines[0]
+    assert line.startswith("restore a-rather-long"), line
+    assert "1.5/4.0 GiB" in line and "512.0 MiB/s" in line and "1200/4000 files" in line, line
+    assert " MB" not in line and " GB" not in line, line
