@@ -49,18 +49,7 @@ def on_spark(spark: Any, tmp_path: Any, make: Callable[[], Any], frames: list[An
              time_mode: str, watermark: tuple[str, str] | None = None) -> tuple[dict[int, list[dict]], str, dict]:
     """Run ``make()`` on Spark over ``frames`` (one Parquet file each, one per trigger); returns the output rows by
     batch id, the checkpoint location and the input file of each batch id."""
-    source = tmp_path / "in"
-    source.mkdir()
-    for i, frame in enumerate(f for f in frames if f is not None):
-        path = source / f"part-{i:04d}.parquet"
-        pa.parquet.write_table(pa.Table.from_pandas(frame, preserve_index=False), str(path),
-                               coerce_timestamps="us")  # Spark reads no nanosecond timestamps
-        os.utime(path, (1_000_000 + i, 1_000_000 + i))  # the file source takes files in modification order
-    schema = pa.parquet.read_schema(str(source / "part-0000.parquet"))
-    spark_type = {True: "timestamp", False: "bigint"}
-    ddl = ", ".join(f"`{n}` {'string' if pa.types.is_string(t) else spark_type[pa.types.is_timestamp(t)]}"
-                    for n, t in zip(schema.names, schema.types, strict=True))
-    stream = spark.readStream.schema(ddl).option("maxFilesPerTrigger", 1).parquet(str(source))
+    stream = input_stream(spark, write_inputs(tmp_path / "in", frames))
     if watermark is not None:
         stream = stream.withWatermark(*watermark)
     outputs: dict[int, list[dict]] = {}
@@ -86,6 +75,26 @@ def on_spark(spark: Any, tmp_path: Any, make: Callable[[], Any], frames: list[An
         query.stop()
     committed = committed_batches(checkpoint)
     return {b: rows for b, rows in outputs.items() if b in committed}, checkpoint, files_by_batch(checkpoint)
+
+
+def write_inputs(source: Any, frames: list[Any]) -> Any:
+    """``frames`` (None: a no-data batch, skipped) as one Parquet file each in ``source`` (created), in order."""
+    source.mkdir()
+    for i, frame in enumerate(f for f in frames if f is not None):
+        path = source / f"part-{i:04d}.parquet"
+        pa.parquet.write_table(pa.Table.from_pandas(frame, preserve_index=False), str(path),
+                               coerce_timestamps="us")  # Spark reads no nanosecond timestamps
+        os.utime(path, (1_000_000 + i, 1_000_000 + i))  # the file source takes files in modification order
+    return source
+
+
+def input_stream(spark: Any, source: Any) -> Any:
+    """The streaming DataFrame of ``write_inputs``'s files, one file per micro-batch."""
+    schema = pa.parquet.read_schema(str(source / "part-0000.parquet"))
+    spark_type = {True: "timestamp", False: "bigint"}
+    ddl = ", ".join(f"`{n}` {'string' if pa.types.is_string(t) else spark_type[pa.types.is_timestamp(t)]}"
+                    for n, t in zip(schema.names, schema.types, strict=True))
+    return spark.readStream.schema(ddl).option("maxFilesPerTrigger", 1).parquet(str(source))
 
 
 def committed_batches(checkpoint: str) -> set[int]:

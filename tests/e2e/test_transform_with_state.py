@@ -1,0 +1,170 @@
+"""``blobstate.spark.transform_with_state`` end to end on local Spark: the five processors of ``tests/processors``
+(written only against Spark's API) run through it on the driver's store and on N=4 partitions, over the same input
+files as Spark's own ``transformWithStateInPandas`` (RocksDB provider, changelog checkpointing).
+
+* time-insensitive processors (running count, top-N: time mode None; sessions: EventTime, whose times are Spark's
+  watermark, the same in both runs): the output rows per batch id (sessions: their union, Spark's no-data batches
+  being the passes before our batches' input) and the final state (Spark's state data source at its last batch
+  with input) are Spark's;
+* processing-time TTL processors (dedup, page visits): each run has its own clock, so our output and final state
+  are checked against the plain-Python reference (``tests/processors/reference.py``, itself checked against Spark
+  with Spark's times) fed with the batch timestamps our own query's offset log recorded.
+
+Slow (a few streaming queries per case): ``python -m pytest -n 0 tests/e2e/test_transform_with_state.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import pytest
+from rocksdict import Rdict
+
+from blobstate import api
+from blobstate.spark.processor import StateReader
+from tests.processors import dedup, page_visits, reference, sessions
+from tests.processors.reference import Batch, canonical
+from tests.processors.test_against_spark import (
+    CASES,
+    _flat,
+    _log,
+    committed_batches,
+    input_stream,
+    on_spark,
+    read_everything,
+    spark_state,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark-processors")]
+
+ROCKSDB = {"spark.sql.streaming.stateStore.providerClass":
+           "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+           "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+           "spark.sql.streaming.fileSource.log.compactInterval": "1000",
+           "spark.sql.session.timeZone": "UTC"}
+WATERMARK_MS = {"sessions": sessions.WATERMARK_DELAY_MS}
+STATE_VAR = {"running_count": "count", "dedup": "seen", "top_n": "top", "page_visits": "visits"}
+
+
+@pytest.fixture
+def spark(spark_session):
+    before = {k: spark_session.conf.get(k, None) for k in ROCKSDB}
+    for k, v in ROCKSDB.items():
+        spark_session.conf.set(k, v)
+    yield spark_session
+    for k, v in before.items():
+        if v is None:
+            spark_session.conf.unset(k)
+        else:
+            spark_session.conf.set(k, v)
+
+
+def run_ours(spark: Any, tmp_path: Any, name: str, source: Any, partitions: int | None, *, flavour: str = "pandas",
+             make: Any = None, last_file: int) -> tuple[dict[int, list[dict]], str]:
+    """``name``'s processor through ``transform_with_state`` over ``source`` until a committed batch read file
+    ``last_file``; returns the output rows by batch id and the checkpoint location."""
+    from blobstate.spark import transform_with_state
+
+    make_default, _, keys, output, time_mode, watermark, _ = CASES[name]
+    outputs: dict[int, list[dict]] = {}
+
+    def sink(df: Any, batch_id: int) -> None:
+        outputs[batch_id] = [r.asDict() for r in df.collect()]  # an overwrite by batch id: idempotent
+
+    checkpoint = str(tmp_path / "ours-checkpoint")
+    query = transform_with_state(
+        input_stream(spark, source), (make or make_default)(), key_cols=keys, output_schema=output,
+        time_mode=time_mode, sink=sink, repo=f"file://{tmp_path}/repo", checkpoint_location=checkpoint, job="tws",
+        store=name, num_partitions=partitions, flavour=flavour, state_dir=str(tmp_path / "driver-state"),
+        local_dir=str(tmp_path / "local"), event_time_column=watermark[0] if watermark else None,
+        watermark_delay_ms=WATERMARK_MS.get(name, 0))
+    try:
+        deadline = time.monotonic() + 600
+        while not read_everything(checkpoint, last_file):
+            assert time.monotonic() < deadline, "blobstate's query did not read every file in 10 minutes"
+            assert query.isActive, query.exception()
+            query.awaitTermination(1)  # returns at once when the query dies
+    finally:
+        query.close()
+    committed = committed_batches(checkpoint)
+    return {b: rows for b, rows in outputs.items() if b in committed}, checkpoint
+
+
+def our_state(tmp_path: Any, name: str, partitions: int | None, *, as_of_ms: int | None = None,
+              timers: bool = False) -> list[dict]:
+    """The final state of ``name``'s processor, restored from the repository and read with ``StateReader``."""
+    dest = tmp_path / "restored"
+    repo = f"file://{tmp_path}/repo"
+    if partitions is None:
+        api.restore(str(dest / "0"), repo=repo, job="tws", task="0", store=name)
+        dirs = [dest / "0"]
+    else:
+        api.restore_partitions(str(dest), repo=repo, job="tws", task="group", store=name)
+        dirs = [dest / str(p) for p in range(partitions)]
+    rows: list[dict] = []
+    for d in dirs:
+        db = Rdict(str(d))
+        try:
+            reader = StateReader(db)
+            if reader.metadata.variables:
+                rows += reader.read_timers().to_pylist() if timers else \
+                    reader.read_variable(STATE_VAR[name], as_of_ms=as_of_ms).to_pylist()
+        finally:
+            db.close()
+    return [_flat(r) for r in rows]
+
+
+def offsets(checkpoint: str, batch_id: int) -> dict:
+    return json.loads(_log(os.path.join(checkpoint, "offsets", str(batch_id)))[1])
+
+
+@pytest.mark.parametrize("partitions", [None, 4], ids=["driver", "n4"])
+@pytest.mark.parametrize("name", ["running_count", "top_n", "sessions"])
+def test_the_same_outputs_and_state_as_sparks_operator(spark, tmp_path, name, partitions):
+    make, frames, keys, output, time_mode, watermark, state_options = CASES[name]
+    spark_out, spark_checkpoint, files = on_spark(spark, tmp_path, make, frames(), keys, output, time_mode,
+                                                  watermark)
+    last_file = len(files) - 1
+    ours, _ = run_ours(spark, tmp_path, name, tmp_path / "in", partitions, last_file=last_file)
+    last_data = max(files)  # Spark's batch that read the last file; later ones are its trailing no-data batches
+    if time_mode == "None":  # no no-data batches on either side: batch for batch
+        assert sorted(ours) == sorted(spark_out)
+        for batch_id in ours:
+            assert canonical(ours[batch_id]) == canonical(spark_out[batch_id]), f"batch {batch_id}"
+    else:
+        theirs = [r for b, rows in spark_out.items() if b <= last_data for r in rows]
+        assert canonical([r for rows in ours.values() for r in rows]) == canonical(theirs)
+    assert any(ours.values())
+    expected = spark_state(spark, spark_checkpoint, batchId=last_data, **state_options)
+    got = our_state(tmp_path, name, partitions, timers="readRegisteredTimers" in state_options)
+    assert canonical(got) == canonical([_flat(r) for r in expected])
+
+
+@pytest.mark.parametrize("partitions", [None, 4], ids=["driver", "n4"])
+@pytest.mark.parametrize("name", ["dedup", "page_visits"])
+def test_ttl_processors_follow_spark_semantics_on_their_own_batch_times(spark, tmp_path, name, partitions):
+    from tests.processors.test_against_spark import write_inputs
+
+    _, frames, *_ = CASES[name]
+    data = frames()
+    source = write_inputs(tmp_path / "in", data)
+    ours, checkpoint = run_ours(spark, tmp_path, name, source, partitions, last_file=len(data) - 1)
+    assert sorted(ours) == list(range(len(data)))  # foreachBatch: one batch per file, no no-data batches
+    batches = [Batch(frame, offsets(checkpoint, b)["batchTimestampMs"]) for b, frame in enumerate(data)]
+    ref = {"dedup": reference.dedup_ref, "page_visits": reference.page_visits_ref}[name]
+    expected_out, expected_state = ref(batches)
+    for batch_id, rows in enumerate(expected_out):
+        assert canonical(ours[batch_id]) == canonical(rows), f"batch {batch_id}"
+    got = our_state(tmp_path, name, partitions, as_of_ms=batches[-1].at)
+    if name == "dedup":
+        assert {r["key"][0][1]: dict(r["value"])["ttlExpirationMs"] for r in got} == expected_state
+        assert expected_state and all(e > batches[-1].at for e in expected_state.values())
+        assert max(expected_state.values()) <= batches[-1].at + dedup.TTL_MS
+    else:
+        assert {(r["key"][0][1], r["user_map_key"][0][1]): (dict(dict(r["user_map_value"])["value"])["visits"],
+                                                             dict(r["user_map_value"])["ttlExpirationMs"])
+                for r in got} == expected_state
+        assert expected_state and max(e for _, e in expected_state.values()) <= batches[-1].at + page_visits.TTL_MS
