@@ -110,26 +110,9 @@ class CheckpointLocation:
     def query_id(self) -> str | None:
         """The query id in ``metadata``, or None when the query never started here. Raises ``StorageError`` for a
         ``metadata`` that does not hold one."""
-        try:
-            if self.connect:
-                try:
-                    rows = self.spark.read.text(_escape_glob(f"{self.location}/metadata")).collect()
-                except Exception as exc:
-                    if _missing(exc):
-                        return None
-                    raise
-                text = "\n".join(str(r.value) for r in rows)
-            else:
-                fs, path = self._jvm_fs("metadata")
-                if not fs.exists(path):
-                    return None
-                stream = fs.open(path)
-                try:
-                    text = str(self.spark._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
-                finally:
-                    stream.close()
-        except Exception as exc:  # noqa: BLE001
-            raise StorageError(f"cannot read Spark's metadata in {self.location}: {exc}") from exc
+        text = self._read_text("metadata")
+        if text is None:
+            return None
         try:
             query_id = json.loads(text.strip().splitlines()[0])["id"]
         except (ValueError, KeyError, IndexError, TypeError):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from typing import Any
 
@@ -168,3 +169,71 @@ def test_ttl_processors_follow_spark_semantics_on_their_own_batch_times(spark, t
                                                              dict(r["user_map_value"])["ttlExpirationMs"])
                 for r in got} == expected_state
         assert expected_state and max(e for _, e in expected_state.values()) <= batches[-1].at + page_visits.TTL_MS
+
+
+def sessions_expected(checkpoint: str, data: list[Any]) -> tuple[dict[int, list[dict]], dict]:
+    """What the sessions processor must emit per batch of our query, and its final state, by the reference
+    (``reference.sessions_ref``) fed with our query's times: per batch, the no-data pass when its watermark moved,
+    then its input, with the watermark Spark recorded in ``offsets/N``."""
+    batches, owner, previous = [], [], None
+    for b, frame in enumerate(data):
+        meta = offsets(checkpoint, b)
+        wm = meta["batchWatermarkMs"]
+        late = wm if b > 0 else None
+        if previous is not None and wm > previous:
+            batches.append(Batch(None, meta["batchTimestampMs"], wm, late))
+            owner.append(b)
+        batches.append(Batch(frame, meta["batchTimestampMs"], wm, late))
+        owner.append(b)
+        previous = wm
+    out, state = reference.sessions_ref(batches)
+    per_batch: dict[int, list[dict]] = {b: [] for b in range(len(data))}
+    for b, rows in zip(owner, out, strict=True):
+        per_batch[b] += rows
+    return per_batch, state
+
+
+@pytest.mark.parametrize("partitions", [None, 4], ids=["driver", "n4"])
+def test_a_timer_fires_exactly_once_across_a_sigkill_between_commit_and_sink(tmp_path, partitions):
+    """The query is SIGKILLed right after the commit point of its 4th batch (its record appended; foreachBatch
+    not returned, so the sink never saw that batch), then restarted: Spark re-runs the batch from the state before
+    it with the same times, the sink gets the same rows once (an overwrite by batch id), and every session closed
+    by a timer is emitted exactly once."""
+    import signal
+
+    from tests.processors import inputs
+    from tests.processors.test_against_spark import write_inputs
+    from tests.support.spark_fixtures import child_env, run_in_group
+
+    data = [f for f in inputs.sessions_events() if f is not None]
+    source = write_inputs(tmp_path / "in", data)
+    config = {"source": str(source), "checkpoint": str(tmp_path / "checkpoint"), "repo": f"file://{tmp_path}/repo",
+              "out": str(tmp_path / "out"), "partitions": partitions, "state_dir": str(tmp_path / "driver-state"),
+              "local": str(tmp_path / "local"), "last_file": len(data) - 1}
+    path = tmp_path / "child.json"
+    path.write_text(json.dumps(config))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    child = os.path.join(root, "tests", "support", "stateful_child.py")
+    env = child_env(PYTHONPATH=os.pathsep.join([root, os.path.join(root, "tests", "support")]))
+    kind = "delta" if partitions is None else "group"
+    killed = dict(env, BLOBSTATE_PLUGINS="kill_plugin", BLOBSTATE_TEST_KILL_AT=f"CheckpointWritten:4:{kind}",
+                  BLOBSTATE_TEST_KILL_GROUP="1")
+    code, out, err = run_in_group([sys.executable, child, str(path)], killed, timeout=600)
+    assert code == -signal.SIGKILL, (code, out, err)
+    done = sorted(committed_batches(config["checkpoint"]))
+    assert done == [0, 1, 2]  # batch 3 committed in blobstate, never in Spark
+    assert not os.path.exists(tmp_path / "out" / "3.json")  # killed before its sink
+    code, out, err = run_in_group([sys.executable, child, str(path)], env, timeout=600)
+    assert code == 0 and "not killed" in out, (code, out, err)
+
+    got = {int(n[:-5]): json.loads((tmp_path / "out" / n).read_text())
+           for n in os.listdir(tmp_path / "out") if n.endswith(".json")}
+    expected, state = sessions_expected(config["checkpoint"], data)
+    assert sorted(got) == sorted(expected)
+    for b in expected:
+        assert canonical(got[b]) == canonical(expected[b]), f"batch {b}"
+    closed = [(r["user"], r["start_ms"]) for rows in got.values() for r in rows]
+    assert closed and len(closed) == len(set(closed))  # each timer's session emitted exactly once
+    assert any(got[3])  # the re-run batch fired timers and its output reached the sink
+    timers = our_state(tmp_path, "sessions", partitions, timers=True)
+    assert sorted(dict(r["key"])["user"] for r in timers) == sorted(state)
