@@ -237,3 +237,21 @@ def test_a_timer_fires_exactly_once_across_a_sigkill_between_commit_and_sink(tmp
     assert any(got[3])  # the re-run batch fired timers and its output reached the sink
     timers = our_state(tmp_path, "sessions", partitions, timers=True)
     assert sorted(dict(r["key"])["user"] for r in timers) == sorted(state)
+
+
+def test_the_rows_flavour_on_four_partitions(spark, tmp_path):
+    """``flavour="rows"`` (Spark's ``transformWithState``: ``Row``s in and out) through the partitioned state: the
+    running count, batch for batch and its final state, as the reference counts it."""
+    from tests.processors import inputs, running_count
+    from tests.processors.test_against_spark import write_inputs
+
+    data = inputs.running_count()
+    source = write_inputs(tmp_path / "in", data)
+    ours, _ = run_ours(spark, tmp_path, "running_count", source, 4, flavour="rows",
+                       make=running_count.RunningCountRows, last_file=len(data) - 1)
+    expected, counts = reference.running_count([Batch(frame, 0) for frame in data])
+    assert sorted(ours) == list(range(len(data)))
+    for batch_id, rows in enumerate(expected):
+        assert canonical(ours[batch_id]) == canonical(rows), f"batch {batch_id}"
+    got = our_state(tmp_path, "running_count", 4)
+    assert {dict(r["key"])["k"]: dict(r["value"])["count"] for r in got} == counts
