@@ -3,9 +3,8 @@
 files as Spark's own ``transformWithStateInPandas`` (RocksDB provider, changelog checkpointing).
 
 * time-insensitive processors (running count, top-N: time mode None; sessions: EventTime, whose times are Spark's
-  watermark, the same in both runs): the output rows per batch id (sessions: their union, Spark's no-data batches
-  being the passes before our batches' input) and the final state (Spark's state data source at its last batch
-  with input) are Spark's;
+  watermark, the same in both runs): the output rows per batch id and the final state (Spark's state data source
+  at its last batch with input, before its trailing no-data batches) are Spark's;
 * processing-time TTL processors (dedup, page visits): each run has its own clock, so our output and final state
   are checked against the plain-Python reference (``tests/processors/reference.py``, itself checked against Spark
   with Spark's times) fed with the batch timestamps our own query's offset log recorded.
@@ -131,13 +130,10 @@ def test_the_same_outputs_and_state_as_sparks_operator(spark, tmp_path, name, pa
     last_file = len(files) - 1
     ours, _ = run_ours(spark, tmp_path, name, tmp_path / "in", partitions, last_file=last_file)
     last_data = max(files)  # Spark's batch that read the last file; later ones are its trailing no-data batches
-    if time_mode == "None":  # no no-data batches on either side: batch for batch
-        assert sorted(ours) == sorted(spark_out)
-        for batch_id in ours:
-            assert canonical(ours[batch_id]) == canonical(spark_out[batch_id]), f"batch {batch_id}"
-    else:
-        theirs = [r for b, rows in spark_out.items() if b <= last_data for r in rows]
-        assert canonical([r for rows in ours.values() for r in rows]) == canonical(theirs)
+    # input always waiting, Spark runs no no-data batch before the last file: batch for batch on both sides
+    assert sorted(ours) == sorted(b for b in spark_out if b <= last_data)
+    for batch_id in ours:
+        assert canonical(ours[batch_id]) == canonical(spark_out[batch_id]), f"batch {batch_id}"
     assert any(ours.values())
     expected = spark_state(spark, spark_checkpoint, batchId=last_data, **state_options)
     got = our_state(tmp_path, name, partitions, timers="readRegisteredTimers" in state_options)
@@ -173,24 +169,15 @@ def test_ttl_processors_follow_spark_semantics_on_their_own_batch_times(spark, t
 
 def sessions_expected(checkpoint: str, data: list[Any]) -> tuple[dict[int, list[dict]], dict]:
     """What the sessions processor must emit per batch of our query, and its final state, by the reference
-    (``reference.sessions_ref``) fed with our query's times: per batch, the no-data pass when its watermark moved,
-    then its input, with the watermark Spark recorded in ``offsets/N``."""
-    batches, owner, previous = [], [], None
+    (``reference.sessions_ref``) fed with our query's times: the watermark Spark recorded in ``offsets/N`` for the
+    timers, the previous batch's for the late rows."""
+    batches, previous = [], None
     for b, frame in enumerate(data):
         meta = offsets(checkpoint, b)
-        wm = meta["batchWatermarkMs"]
-        late = wm if b > 0 else None
-        if previous is not None and wm > previous:
-            batches.append(Batch(None, meta["batchTimestampMs"], wm, late))
-            owner.append(b)
-        batches.append(Batch(frame, meta["batchTimestampMs"], wm, late))
-        owner.append(b)
-        previous = wm
+        batches.append(Batch(frame, meta["batchTimestampMs"], meta["batchWatermarkMs"], previous))
+        previous = meta["batchWatermarkMs"]
     out, state = reference.sessions_ref(batches)
-    per_batch: dict[int, list[dict]] = {b: [] for b in range(len(data))}
-    for b, rows in zip(owner, out, strict=True):
-        per_batch[b] += rows
-    return per_batch, state
+    return dict(enumerate(out)), state
 
 
 @pytest.mark.parametrize("partitions", [None, 4], ids=["driver", "n4"])

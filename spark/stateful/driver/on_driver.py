@@ -49,12 +49,12 @@ class DriverRun:
         location = CheckpointLocation(df.sparkSession, self.binding.config.checkpoint_location)
         if not self.spec.query_id:
             self.spec = replace(self.spec, query_id=location.query_id() or "")
-        times, no_data_pass = read_batch_times(location, batch_id, self.spec.time_mode)
+        times = read_batch_times(location, batch_id, self.spec.time_mode)
         batch = without_heartbeat(df)
         first = self.initial is not None and self.binding.engine.applied is None
         if first:
             batch = self.initial(batch)  # type: ignore[misc]
-        job = TaskJob(self.processor, self.spec, times, first, self.initial_columns, no_data_pass)
+        job = TaskJob(self.processor, self.spec, times, first, self.initial_columns)
         self._pending.append((df.sparkSession, run_job(job, staged, batch.toArrow().to_batches())))
 
     def __call__(self, df: Any, batch_id: int) -> None:

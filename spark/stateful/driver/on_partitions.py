@@ -67,7 +67,7 @@ def stateful_job(df: Any, plan: BatchPlan, update: Any, key_cols: list[str], *, 
     first = plan.upto is None and not any(plan.records.values())
     if initial is not None and first:
         df = initial(df)
-        job = replace(job, initial=True)
+        job = TaskJob(job.processor, job.spec, job.times, True, job.initial_columns)
     schema = task_schema(job.spec)
     shuffled = df.repartition(plan.num_partitions, *key_cols)
     rows = shuffled.mapInArrow(functools.partial(stateful_task, plan, job), from_arrow_schema(schema))
@@ -104,13 +104,13 @@ class PartitionedRun:
 
     def __call__(self, df: Any, batch_id: int) -> None:
         location = CheckpointLocation(df.sparkSession, self.state.checkpoint_location)
-        times, no_data_pass = read_batch_times(location, batch_id, self.spec.time_mode)
+        times = read_batch_times(location, batch_id, self.spec.time_mode)
         spec = self.spec
         if not spec.query_id:
             spec = self.spec = replace(spec, query_id=location.query_id() or "")
         kept = Kept()
-        task_job = TaskJob(self.processor, spec, times, False, self.initial_columns, no_data_pass)
-        job = functools.partial(stateful_job, job=task_job, kept=kept, initial=self.initial)
+        job = functools.partial(stateful_job, job=TaskJob(self.processor, spec, times, False, self.initial_columns),
+                                kept=kept, initial=self.initial)
         try:
             self.state.run_batch(without_heartbeat(df), batch_id, job=job)
             self.sink(kept.output, batch_id)  # only once the group record of batch_id is committed

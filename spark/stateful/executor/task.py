@@ -6,10 +6,8 @@ state's task, its output rows and its prepare handed back through one ``mapInArr
 ``blobstate.spark.partitioned.executor.batch_task.run_partition`` (the partition's RocksDB brought to the state
 after the previous batch, the batch's writes staged, its changelog uploaded with a TTL, nothing applied), with an
 ``update`` that runs ``blobstate.spark.processor.run_batch`` over the partition's rows with the batch's times fixed
-by the driver (``TaskJob``), after a pass with no data at the same times when the driver asks for Spark's no-data
-batch (``TaskJob.no_data_pass``: the timers due and the TTL sweep before the input, in the same staged batch). It
-yields the batch's output rows, then one row holding the pickled ``Prepare``, all of ``task_schema``: the output
-schema's columns (nullable) and ``PREPARE`` (null on output rows).
+by the driver (``TaskJob``). It yields the batch's output rows, then one row holding the pickled ``Prepare``, all of
+``task_schema``: the output schema's columns (nullable) and ``PREPARE`` (null on output rows).
 
 The batch's input may carry an initial state's rows (the query's first batch, ``TaskJob.initial``): marked by the
 ``INITIAL`` column, their own columns under ``INITIAL_PREFIX`` (``initial_columns``), so that both land in the
@@ -44,7 +42,6 @@ class TaskJob:
     times: BatchTimes
     initial: bool = False
     initial_columns: tuple[str, ...] = ()
-    no_data_pass: bool = False
 
 
 def task_schema(spec: ProcessorSpec) -> Any:
@@ -82,22 +79,11 @@ def as_input(batches: Iterable[Any]) -> Any:
 
 
 def run_job(job: TaskJob, staged: Any, batches: Iterable[Any]) -> BatchResult:
-    """The processor's batch on ``staged`` (a partition's or the driver's ``StagedWrites``) over ``batches``: the
-    no-data pass first when ``job`` asks for it and there is input, then the input."""
-    import pyarrow as pa
-
+    """The processor's batch on ``staged`` (a partition's or the driver's ``StagedWrites``) over ``batches``."""
     data, init = split_initial(as_input(batches), job)
     key_cols = tuple(job.spec.key_columns)
-    first = None
-    if job.no_data_pass and data is not None:
-        first = run_batch(job.processor, staged, None, job.spec, job.times)
-    result = run_batch(job.processor, staged, data, job.spec, job.times, initial_state=init,
-                       initial_key_columns=key_cols if init is not None else None)
-    if first is not None and first.output.num_rows:
-        result.output = pa.concat_tables([first.output, result.output])
-        result.stats.timers_fired += first.stats.timers_fired
-        result.stats.values_expired += first.stats.values_expired
-    return result
+    return run_batch(job.processor, staged, data, job.spec, job.times, initial_state=init,
+                     initial_key_columns=key_cols if init is not None else None)
 
 
 def output_batches(output: Any, schema: Any) -> Iterator[Any]:

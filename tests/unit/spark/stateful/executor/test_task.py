@@ -1,6 +1,6 @@
 """``blobstate.spark.stateful.executor.task`` without Spark: the task's output schema and rows, an initial state's
-rows taken apart from the input, and a batch's no-data pass before its input (on a real RocksDB, a virtual
-clock: every batch is given its times)."""
+rows taken apart from the input, and a batch run on staged writes (on a real RocksDB, a virtual clock: every
+batch is given its times)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from blobstate.spark.stateful.executor.task import (
     split_initial,
     task_schema,
 )
-from tests.processors import running_count, sessions
+from tests.processors import running_count
 
 
 @pytest.fixture
@@ -71,27 +71,3 @@ def test_a_run_job_counts_the_batches_rows_on_the_staged_writes(db):
                          frame.to_batches())
         apply_ops(db, staged.ops())
     assert result.output.to_pylist() == [{"k": "a", "count": 3}]
-
-
-def _sessions_batch(db, batch_id, users, ms, watermark, no_data_pass):
-    spec = ProcessorSpec(("user",), sessions.OUTPUT, time_mode="EventTime", event_time_column="ts")
-    frame = pd.DataFrame({"user": users, "ts": pd.to_datetime(ms, unit="ms", utc=True)})
-    staged = StagedWrites(db)
-    job = TaskJob(sessions.Sessions(), spec, BatchTimes(batch_id, 0, watermark, watermark if batch_id else None),
-                  no_data_pass=no_data_pass)
-    result = run_job(job, staged, pa.Table.from_pandas(frame, preserve_index=False).to_batches())
-    apply_ops(db, staged.ops())
-    return result.output.to_pylist()
-
-
-@pytest.mark.parametrize("no_data_pass", [True, False])
-def test_the_no_data_pass_closes_a_due_session_before_the_batchs_input_reopens_it(db, no_data_pass):
-    """Spark's no-data batch (the watermark moved past the session's timer) runs before the next batch's input: the
-    session is closed first and the new event starts another one; without the pass the event extends it."""
-    assert _sessions_batch(db, 0, ["u"], [1_000], 0, False) == []
-    gap = sessions.GAP_MS
-    out = _sessions_batch(db, 1, ["u"], [1_000 + gap + 5_000], 1_000 + gap, no_data_pass)
-    if no_data_pass:
-        assert out == [{"user": "u", "start_ms": 1_000, "end_ms": 1_000 + gap, "events": 1}]
-    else:  # the event extended the session and moved its timer past the watermark
-        assert out == []
