@@ -14,7 +14,6 @@ machine shows in all of them; run it on an idle one.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import sys
@@ -121,12 +120,11 @@ def main(argv: list[str] | None = None) -> int:
                            for what in args.runs.split(",")}}
     finally:
         spark.stop()
-    for what, run in report["runs"].items():
-        print(f"{what:12s} p50 {run['p50_ms']:8.0f} ms  p99 {run['p99_ms']:8.0f} ms  wall {run['wall_s']:7.1f} s  "
-              f"rows out {run['rows_out']}")
-    if args.out:
-        with open(args.out, "w") as fh:
-            json.dump(report, fh, indent=1)
+    from bench.report import emit
+
+    emit(report, "\n".join(f"{what:12s} p50 {run['p50_ms']:8.0f} ms  p99 {run['p99_ms']:8.0f} ms  wall "
+                           f"{run['wall_s']:7.1f} s  rows out {run['rows_out']}"
+                           for what, run in report["runs"].items()), args.out)
     return 0
 
 
