@@ -201,7 +201,8 @@ def test_a_timer_fires_exactly_once_across_a_sigkill_between_commit_and_sink(tmp
     path.write_text(json.dumps(config))
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     child = os.path.join(root, "tests", "support", "stateful_child.py")
-    env = child_env(PYTHONPATH=os.pathsep.join([root, os.path.join(root, "tests", "support")]))
+    env = child_env()
+    env["PYTHONPATH"] = os.pathsep.join([root, env["PYTHONPATH"]])  # the executors unpickle tests.processors
     kind = "delta" if partitions is None else "group"
     killed = dict(env, BLOBSTATE_PLUGINS="kill_plugin", BLOBSTATE_TEST_KILL_AT=f"CheckpointWritten:4:{kind}",
                   BLOBSTATE_TEST_KILL_GROUP="1")
