@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     from tests.processors.test_against_spark import write_inputs
 
     work = args.work or tempfile.mkdtemp(prefix="blobstate-bench-stateful-")
+    os.makedirs(work, exist_ok=True)
     from pathlib import Path
 
     source = write_inputs(Path(work) / "in", frames(args.keys, args.rows, args.batches))
