@@ -244,3 +244,54 @@ def test_the_rows_flavour_on_four_partitions(spark, tmp_path):
         assert canonical(ours[batch_id]) == canonical(rows), f"batch {batch_id}"
     got = our_state(tmp_path, "running_count", 4)
     assert {dict(r["key"])["k"]: dict(r["value"])["count"] for r in got} == counts
+
+
+def test_the_heartbeat_keeps_batches_coming_so_timers_fire_without_input(spark, tmp_path):
+    """``heartbeat=True``: once the last file is read, batches of heartbeat rows only keep coming (Spark's batch ids,
+    no input for the processor): the watermark the last file moved fires the sessions' timers there, every batch's
+    rows as the reference gives them for that batch's input and times."""
+    from blobstate.spark import transform_with_state
+    from tests.processors import inputs
+    from tests.processors.test_against_spark import write_inputs
+
+    data = [f for f in inputs.sessions_events() if f is not None]
+    source = write_inputs(tmp_path / "in", data)
+    outputs: dict[int, list[dict]] = {}
+
+    def sink(df: Any, batch_id: int) -> None:
+        outputs[batch_id] = [r.asDict() for r in df.collect()]
+
+    checkpoint = str(tmp_path / "ours-checkpoint")
+    query = transform_with_state(
+        input_stream(spark, source), sessions.Sessions(), key_cols=["user"], output_schema=sessions.OUTPUT,
+        time_mode="EventTime", sink=sink, repo=f"file://{tmp_path}/repo", checkpoint_location=checkpoint,
+        job="tws", store="sessions", state_dir=str(tmp_path / "driver-state"), event_time_column="ts",
+        watermark_delay_ms=sessions.WATERMARK_DELAY_MS, heartbeat=True)
+
+    def file_of(batch_id: int) -> int:
+        return json.loads(_log(os.path.join(checkpoint, "offsets", str(batch_id)))[2])["logOffset"]
+
+    def idle_batch_committed() -> bool:  # a batch after the one that read the last file
+        done = sorted(committed_batches(checkpoint))
+        last = next((b for b in done if file_of(b) >= len(data) - 1), None)
+        return last is not None and done[-1] > last
+
+    try:
+        deadline = time.monotonic() + 600
+        while not idle_batch_committed():
+            assert time.monotonic() < deadline, "no batch without input came in 10 minutes"
+            assert query.isActive, query.exception()
+            query.awaitTermination(1)  # returns at once when the query dies
+    finally:
+        query.close()
+    done = sorted(committed_batches(checkpoint))
+    batches, seen, previous = [], -1, None
+    for b in done:
+        meta, offset = offsets(checkpoint, b), file_of(b)
+        batches.append(Batch(data[offset] if offset > seen else None, meta["batchTimestampMs"],
+                             meta["batchWatermarkMs"], previous))
+        seen, previous = max(seen, offset), meta["batchWatermarkMs"]
+    expected, _ = reference.sessions_ref(batches)
+    assert any(b.data is None and rows for b, rows in zip(batches, expected, strict=True))  # fired without input
+    for b, rows in zip(done, expected, strict=True):
+        assert canonical(outputs[b]) == canonical(rows), f"batch {b}"
