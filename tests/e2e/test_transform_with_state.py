@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from typing import Any
 
 import pytest
@@ -35,31 +34,20 @@ from tests.processors.test_against_spark import (
     input_stream,
     on_spark,
     read_everything,
+    run_until,
     spark_state,
+    with_rocksdb,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark-processors")]
 
-ROCKSDB = {"spark.sql.streaming.stateStore.providerClass":
-           "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-           "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-           "spark.sql.streaming.fileSource.log.compactInterval": "1000",
-           "spark.sql.session.timeZone": "UTC"}
-WATERMARK_MS = {"sessions": sessions.WATERMARK_DELAY_MS}
-STATE_VAR = {"running_count": "count", "dedup": "seen", "top_n": "top", "page_visits": "visits"}
-
-
 @pytest.fixture
 def spark(spark_session):
-    before = {k: spark_session.conf.get(k, None) for k in ROCKSDB}
-    for k, v in ROCKSDB.items():
-        spark_session.conf.set(k, v)
-    yield spark_session
-    for k, v in before.items():
-        if v is None:
-            spark_session.conf.unset(k)
-        else:
-            spark_session.conf.set(k, v)
+    yield from with_rocksdb(spark_session)
+
+
+WATERMARK_MS = {"sessions": sessions.WATERMARK_DELAY_MS}
+STATE_VAR = {"running_count": "count", "dedup": "seen", "top_n": "top", "page_visits": "visits"}
 
 
 def run_ours(spark: Any, tmp_path: Any, name: str, source: Any, partitions: int | None, *, flavour: str = "pandas",
@@ -82,11 +70,7 @@ def run_ours(spark: Any, tmp_path: Any, name: str, source: Any, partitions: int 
         local_dir=str(tmp_path / "local"), event_time_column=watermark[0] if watermark else None,
         watermark_delay_ms=WATERMARK_MS.get(name, 0))
     try:
-        deadline = time.monotonic() + 600
-        while not read_everything(checkpoint, last_file):
-            assert time.monotonic() < deadline, "blobstate's query did not read every file in 10 minutes"
-            assert query.isActive, query.exception()
-            query.awaitTermination(1)  # returns at once when the query dies
+        run_until(query, lambda: read_everything(checkpoint, last_file), "blobstate's query did not read every file")
     finally:
         query.close()
     committed = committed_batches(checkpoint)
@@ -277,11 +261,7 @@ def test_the_heartbeat_keeps_batches_coming_so_timers_fire_without_input(spark, 
         return last is not None and done[-1] > last
 
     try:
-        deadline = time.monotonic() + 600
-        while not idle_batch_committed():
-            assert time.monotonic() < deadline, "no batch without input came in 10 minutes"
-            assert query.isActive, query.exception()
-            query.awaitTermination(1)  # returns at once when the query dies
+        run_until(query, idle_batch_committed, "no batch without input came")
     finally:
         query.close()
     done = sorted(committed_batches(checkpoint))

@@ -34,6 +34,12 @@ ROCKSDB = {"spark.sql.streaming.stateStore.providerClass":
 
 @pytest.fixture
 def spark(spark_session):
+    yield from with_rocksdb(spark_session)
+
+
+def with_rocksdb(spark_session: Any) -> Any:
+    """A fixture's body: ``spark_session`` with Spark's RocksDB provider and changelog checkpointing, then as it
+    was."""
     before = {k: spark_session.conf.get(k, None) for k in ROCKSDB}
     for k, v in ROCKSDB.items():
         spark_session.conf.set(k, v)
@@ -66,11 +72,7 @@ def on_spark(spark: Any, tmp_path: Any, make: Callable[[], Any], frames: list[An
     # has read the last file (its commit file, waited on), and only committed batches count.
     last = sum(1 for f in frames if f is not None) - 1
     try:
-        deadline = time.monotonic() + 600
-        while not read_everything(checkpoint, last):
-            assert time.monotonic() < deadline, "Spark did not read every file in 10 minutes"
-            assert query.isActive, query.exception()
-            query.awaitTermination(1)  # returns at once when the query dies
+        run_until(query, lambda: read_everything(checkpoint, last), "Spark did not read every file")
     finally:
         query.stop()
     committed = committed_batches(checkpoint)
@@ -95,6 +97,16 @@ def input_stream(spark: Any, source: Any) -> Any:
     ddl = ", ".join(f"`{n}` {'string' if pa.types.is_string(t) else spark_type[pa.types.is_timestamp(t)]}"
                     for n, t in zip(schema.names, schema.types, strict=True))
     return spark.readStream.schema(ddl).option("maxFilesPerTrigger", 1).parquet(str(source))
+
+
+def run_until(query: Any, done: Callable[[], bool], what: str, timeout_s: float = 600) -> None:
+    """Wait until ``done()`` (a file of the checkpoint location: the condition, never a sleep) while ``query``
+    runs; fails with ``what`` after ``timeout_s``, or with the query's error once it died."""
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, f"{what} in {timeout_s:.0f} s"
+        assert query.isActive, query.exception()
+        query.awaitTermination(1)  # returns at once when the query dies
 
 
 def committed_batches(checkpoint: str) -> set[int]:
