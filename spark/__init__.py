@@ -17,8 +17,8 @@ the partition's local copy, the snapshot task), ``data/`` (state as data: read, 
 ``data/executor/``), ``stateful/`` (``transform_with_state``: a class written for Spark 4's ``StatefulProcessor`` run
 by the processor runtime on the driver's store or on N partitions, each batch's output to a sink once its state is
 committed: ``driver/`` and ``executor/``), and ``demo/`` (``blobstate demo``). The executor side (every ``executor/``
-folder) reaches the core through one door, ``blobstate.commit.staging``, and runs the processor runtime
-(``processor/``, Spark-agnostic, held to the executor side's rules).
+folder) reaches the core through one door, ``blobstate.worker``, and runs the processor runtime (``processor/``,
+Spark-agnostic, held to the executor side's rules).
 """
 
 from blobstate.spark.binding.lifecycle import StateBinding, register

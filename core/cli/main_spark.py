@@ -102,7 +102,7 @@ def rescale(repo: str, log_url: str | None, storage_option: tuple[str, ...], log
                              checkpoint_location=checkpoint_location, log_url=log_url,
                              storage_options=options["storage_options"],
                              log_options=options["log_options"], local_dir=local_dir,
-                             ttl_ms=ttl_ms or DEFAULT_TTL_MS)
+                             ttl_ms=ttl_ms or DEFAULT_TTL_MS, settings=options["settings"])
     finally:
         if created:
             session.stop()

@@ -73,6 +73,19 @@ def not_authentic(what: str) -> IntegrityError:
                             "without the key, or another object's bytes under its name)")
 
 
+def keystream_at(key: bytes, iv: bytes, offset: int) -> Any:
+    """An AES-256-CTR encryptor (CTR is its own inverse: it decrypts too) of ``key`` and the 16-byte initial
+    counter ``iv``, positioned at byte ``offset`` of the stream: for bytes that never leave this host and whose key
+    is never stored (a copy's staged chunks, ``blobstate.commit.copy_staging``), where a retried write starts again
+    at an earlier offset. Unauthenticated: what it protects is checked by its CRC32C on the way back."""
+    cipher, algorithms, modes, _, _ = _gcm()
+    block, skip = divmod(offset, 16)
+    counter = ((int.from_bytes(iv, "big") + block) % (1 << 128)).to_bytes(16, "big")
+    stream = cipher(algorithms.AES(key), modes.CTR(counter)).encryptor()
+    stream.update(bytes(skip))
+    return stream
+
+
 class ObjectCipher:
     """AES-256-GCM under one repository's data key (``key``, 32 bytes) and id (``repository_id``, bound into every
     ciphertext). Never logged: ``repr`` shows the repository id only."""

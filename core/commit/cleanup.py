@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING
 
 from blobstate.commit.deferred import DeferredMarks
 from blobstate.commit.healing import HealSources, drop_index_copy, heal_record, load_index_copy
-from blobstate.commit.parts import heal_group, void_lost_snapshots
+from blobstate.commit.parts import heal_group, void_if_lost, void_lost
 from blobstate.commit.session import StoreSession
+from blobstate.config.options import redact
 from blobstate.errors import BlobstateError, ForeignObjectError, IntegrityError, StorageError
 from blobstate.journal import events as ev
 from blobstate.journal.projection import CommitState
@@ -47,8 +48,6 @@ from blobstate.model.layout import now_ms, owned
 from blobstate.model.records import GROUP, SNAPSHOT, Checkpoint, StoreKey
 from blobstate.model.retention import RetentionPolicy, plan_retention, recorded_policy
 from blobstate.plugin.capabilities import after_append_history
-from blobstate.repository import settings
-from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
 
 if TYPE_CHECKING:
@@ -75,7 +74,7 @@ def apply_retention(repo: Repository, key: StoreKey, retain: int | RetentionPoli
     record appended meanwhile is never pruned in its place. A log that cannot forget a record inside it keeps that
     record and its blobs. When a record that this process did not append (``commit_point.written``) follows
     ``committed``, another writer took the store over after it: retention is that writer's, and nothing is
-    deleted here. In append-only mode (``settings.append_only``) nothing is pruned or deleted: that is
+    deleted here. In append-only mode (the repository's settings' ``append_only``) nothing is pruned or deleted: that is
     ``blobstate gc``'s. Returns ``(deleted blob ids, pruned checkpoint ids)``. Blobs are deleted before the
     records, so a crash in between is finished by running it again. A log with deltas is left alone without
     ``commit_point`` (gc, a restore on another host: the writer prunes it). ``history``: the log as the caller
@@ -83,7 +82,7 @@ def apply_retention(repo: Repository, key: StoreKey, retain: int | RetentionPoli
     The indexes it needs are fetched concurrently (``Repository.prefetch_indexes``).
     """
     policy = RetentionPolicy.of(retain)
-    if settings.current().append_only:
+    if repo.settings.append_only:
         log.info("append-only: retention of %s (%s) is left to `blobstate gc`", key, policy.describe())
         return [], []
     if history is None:
@@ -139,13 +138,18 @@ def init_cleanup(repo: Repository, key: StoreKey, work_dir: str | None = None, *
     references (with deltas: the latest snapshot and every delta's changelog) and apply the retention its writer
     recorded (the deferred deletes: with a retention of 1, exactly the blobs its ``filesRemoved`` lists). A snapshot
     that records no retention (an older writer) is not pruned. With ``work_dir`` the latest checkpoint is
-    remembered there as cleaned up (``mark_completed``)."""
+    remembered there as cleaned up (``mark_completed``). A writer's (``commit_point``) take-over of a partitioned
+    store first voids a latest group whose parts are gone (``parts.void_if_lost``)."""
     latest = repo.log.latest(key)
     if latest is None:
         return
     if latest.is_group:  # a partitioned store: everything its retained group records reference
         history = repo.log.history(key)
-        repo.store.remove_ttl_many(owned(key, sorted(repo.retained_references(history)), what=f"the records of {key}"))
+        if commit_point is not None and void_if_lost(commit_point.session, repo, history, commit_point=commit_point):
+            history = repo.log.history(key)  # a writer never builds on a group whose parts are gone (case 7)
+            latest = history[-1]
+        refs = repo.retained_references(history, history=history)  # a voided part needs nothing
+        repo.store.remove_ttl_many(owned(key, sorted(refs), what=f"the records of {key}"))
         if work_dir is not None:
             mark_completed(work_dir, latest.checkpoint_id)
         return
@@ -189,7 +193,8 @@ class CleanupExecutor:
 
     ``retain``: checkpoints kept (a count or a ``RetentionPolicy``) when a commit does not record its own
     retention; ``commit_point``: the store's commit point in this process, held while retention prunes a log with
-    deltas. In append-only mode (``settings.append_only``) neither ``finish`` nor ``abort`` deletes anything.
+    deltas. In append-only mode (the repository's settings' ``append_only``) neither ``finish`` nor ``abort``
+    deletes anything.
     """
 
     #: Completed delta commits between two compactions of the journal (a delta completes every batch).
@@ -204,6 +209,9 @@ class CleanupExecutor:
         self.commit_point = commit_point
         self._deltas_since_compact = 0
         self.deferred = DeferredMarks()  # committed deltas' lease marks, removed with a later removal
+        #: commit id -> the void record of a group ``finish`` voided (issue 39 case 7; the group itself when another
+        #: record voided it or another writer appended first): ``CommitEngine.commit`` fails that commit's batch
+        self.voided: dict[str, Checkpoint] = {}
 
     def finish(self, state: CommitState, checkpoint: Checkpoint | None = None, *, heal: bool = False,
                sources: HealSources | None = None) -> int:
@@ -215,7 +223,9 @@ class CleanupExecutor:
            the log (after the append) goes beside it;
         2. with ``heal`` (the commit point landed late, or recovery): every object ``checkpoint`` references
            checked and a missing one put back (``healing.heal_record``) from ``sources`` and what the work
-           directory keeps (``journal_sources``), for a snapshot, a delta and every part of a group alike;
+           directory keeps (``journal_sources``), for a snapshot, a delta and every part of a group alike; a group
+           whose changelog part nobody here can put back is voided, one whose snapshot part is gone has that part
+           overridden (``parts.void_lost``; a whole group's void noted in ``voided``);
         3. a snapshot, or a group that commits snapshots: retention (``apply_retention`` on the log re-read now,
            pruning by generation), its count the one the committed index records, else the journal's, else the
            executor's; a snapshot also prunes the older local checkpoints;
@@ -230,21 +240,22 @@ class CleanupExecutor:
         changelogs = state.is_delta or (checkpoint is not None and checkpoint.is_group and not retains)
         defer = changelogs and not heal and self.repo.store.ttl_mode == "lease"  # ``blobstate.commit.deferred``
         history = self._remove_ttls(new_ids, defer=defer, ttl_ms=state.ttl_ms,
-                                    read_log=retains and not heal and not settings.current().append_only)
+                                    read_log=retains and not heal and not self.repo.settings.append_only)
         if heal and checkpoint is not None:
             kept = self.journal_sources(state, checkpoint).merged(sources)
             if checkpoint.is_group:  # parts only executors hold: ``blobstate.commit.parts``
                 unhealed, lost = heal_group(self.repo, checkpoint, kept)
-                if lost:
-                    void_lost_snapshots(self.session, self.repo, checkpoint, lost, commit_point=self.commit_point,
-                                        ttl_ms=state.ttl_ms)
+                void = void_lost(self.session, self.repo, checkpoint, unhealed, lost, commit_point=self.commit_point,
+                                 ttl_ms=state.ttl_ms)
+                if void is not None:  # its batch counts for no partition: it must run again
+                    self.voided[commit_id] = void
             else:
                 unhealed = heal_record(self.repo, checkpoint, kept)
             if unhealed:
                 log.error("committed %s %s of %s references %d objects that are lost and could not be put back "
-                          "from this host (%s); the next snapshot uploads their files again (a group's changelogs: "
-                          "the executors that wrote them, at the next batch)", checkpoint.kind, commit_id, self.key,
-                          len(unhealed), ", ".join(unhealed[:5]))
+                          "from this host (%s)%s", checkpoint.kind, commit_id, self.key, len(unhealed),
+                          ", ".join(unhealed[:5]), "" if checkpoint.is_group else
+                          "; the next snapshot uploads their files again")
         self.session.record(ev.TtlRemoved(commit_id, now_ms(), () if defer else tuple(new_ids)), sync=snapshot)
         if snapshot:
             mark_completed(self.session.work_dir, commit_id)
@@ -266,6 +277,13 @@ class CleanupExecutor:
             self.session.compact()
             self._deltas_since_compact = 0
         return len(deleted)
+
+    def finished(self, commit_id: str, deleted: int) -> str:
+        """Recovery's words for a commit ``finish`` finished (``deleted``: blobs retention deleted), or voided."""
+        void = self.voided.pop(commit_id, None)
+        if void is not None:  # its changelogs are gone and nobody here holds them: the batch runs again
+            return f"voided (record {void.checkpoint_id}): its lost parts cannot be put back; its batch runs again"
+        return f"finished: blobs checked, TTL removed, {deleted} blobs deleted by retention"
 
     def _remove_ttls(self, ids: list[str], *, defer: bool, ttl_ms: int,
                      read_log: bool) -> list[Checkpoint] | None:
@@ -343,7 +361,7 @@ class CleanupExecutor:
         gc) but the abort completes: it never wedges recovery. Raises ``StorageError`` when the checkpoint log holds
         the commit. Idempotent."""
         candidates = frozenset(owned(self.key, state.blob_ids, what=f"the journal of {state.commit_id}"))
-        if candidates and settings.current().append_only:
+        if candidates and self.repo.settings.append_only:
             log.info("append-only: aborted commit %s of %s leaves its %d blob(s) to their TTL (`blobstate gc` "
                      "deletes them once expired)", state.commit_id, self.key, len(candidates))
             candidates = frozenset()
@@ -352,7 +370,7 @@ class CleanupExecutor:
             if any(cp.checkpoint_id == state.commit_id for cp in history):
                 raise StorageError(f"refusing to abort {state.commit_id}: the checkpoint log has it")
             try:
-                candidates = candidates - self.repo.retained_references(history)
+                candidates = candidates - self.repo.retained_references(history, history=history)
             except IntegrityError as exc:  # never delete on incomplete knowledge, never block the abort either
                 log.warning("a retained snapshot index of %s is unreadable (%s): aborted commit %s deletes none of "
                             "its blobs now (healed blobs may share ids with retained snapshots); they keep their "

@@ -5,19 +5,28 @@ so the copy obeys every safety rule a backup does (the copy is in this room for 
 commit room's):
 
 1. ``CommitStarted`` (the record's own checkpoint id as the commit id), ``UploadsPlanned``: every object the record
-   references that the target lacks (its index, the index's data blobs, a changelog; a group's every part), from
-   one listing of the target store's prefix;
+   references that the target does not hold for certain (its index, the index's data blobs, a changelog; a group's
+   every part). Copy is a commit (issue 39 case 3): an object the one listing of the target store's prefix shows
+   counts as held only when a retained target record references it or it carries no TTL mark
+   (``StoreCopier.held``). One under a mark that no record references is another copy's or commit's leftover, which
+   gc may take at any moment (a copy killed after its uploads, rerun from another host after their TTL): it is
+   uploaded again, under this commit's own fresh TTL;
 2. each object read from the source and written to the target with a TTL, verified on the way: an index or a
    changelog against the size and CRC32C its record declares, a file's data blobs against the size and CRC32C
-   the index records for the file (all its chunks are read when one is missing); a mismatch aborts the commit
-   (``IntegrityError``, exit 3): nothing unverified is ever referenced at the target. Objects move as plain bytes
-   through both repositories' codecs (``blobstate.codec``): read with the source's key, written with the target's,
-   and a data blob stored as its index entry records it (``codec``), since the index is copied as it is;
+   the index records for the file (all its chunks are read when one is missing, and wait in the work directory's
+   staging, ``blobstate.commit.copy_staging``: swept when a killed copy leaves it, never in the clear from an
+   encrypted source); a mismatch aborts the commit (``IntegrityError``, exit 3): nothing unverified is ever
+   referenced at the target. Objects move as plain bytes through both repositories' codecs (``blobstate.codec``):
+   read with the source's key, written with the target's, and a data blob stored as its index entry records it
+   (``codec``), since the index is copied as it is;
 3. the TTL budget (counted from when this copy commit began), then ``CommitEngine.append`` of the record, unchanged
    but for its generation (the target log's next): checkpoint id, batch id, query id, lineage, time and writer
    stay the source's, so a Spark query restarts from the copy as from the source
    (``blobstate.spark.committed.alignment`` reads batch and query ids); then ``CleanupExecutor.finish`` (TTLs
-   removed, a late append healed, the retention the source writer recorded applied at the target).
+   removed, a late append healed, the retention the source writer recorded applied at the target); then rule 5's
+   heal check, whatever the timing
+   (``StoreCopier.heal``): every object the record references is looked for in one listing, and one that is gone
+   (counted as held, then taken by gc before the append) is put back from the source, permanent.
 
 Records are copied in the source log's generation order, and only records newer than what the target already
 holds: after the newest source record whose checkpoint id the target has (none: the records newer, by creation
@@ -30,8 +39,6 @@ and finishes one cut after it; a rerun with nothing new uploads nothing.
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,19 +46,22 @@ from typing import Any
 
 from blobstate.commit import healing
 from blobstate.commit.backup import StoreCommitter
+from blobstate.commit.copy_staging import Staging
 from blobstate.commit.engine import landed_late
+from blobstate.commit.opening import open_store
 from blobstate.commit.point import check_ttl_budget
+from blobstate.config.options import display_url
 from blobstate.errors import ChecksumMismatch
 from blobstate.journal import events as ev
 from blobstate.local.checksum import Crc32cSink, crc32c_bytes
 from blobstate.model import layout
-from blobstate.model.index import FileBlob, SnapshotIndex
-from blobstate.model.layout import DEFAULT_TTL_MS, ObjectKind, now_ms
+from blobstate.model.chain import overridden_parts
+from blobstate.model.index import SnapshotIndex
+from blobstate.model.layout import DEFAULT_TTL_MS, FAR_FUTURE_MS, ObjectKind, now_ms
 from blobstate.model.records import DELTA, GROUP, Checkpoint, StoreKey
 from blobstate.model.retention import KEEP_ALL, RetentionPolicy
-from blobstate.plugin.interfaces import FileRange, PutRequest
+from blobstate.plugin.interfaces import PutRequest
 from blobstate.repository import host
-from blobstate.repository.options import display_url
 from blobstate.repository.repo import Repository, declared
 
 log = logging.getLogger(__name__)
@@ -101,20 +111,38 @@ class StoreCopier:
     """Copies the records of one store from ``source`` to ``target`` (see the module docstring).
 
     ``work_dir``: the target store's work directory on this host (journal and lock, as a backup to the target
-    would use); ``ttl_ms``: the TTL of the uploads until their commit completes; ``temp_dir``: where a data blob
-    waits between its download and its upload (default: the work directory)."""
+    would use; a file's chunks wait there, ``blobstate.commit.copy_staging``); ``ttl_ms``: the TTL of the uploads
+    until their commit completes; ``voided``: the ids of the source's parts that nothing needs
+    (``model.chain.overridden_parts`` of its history: a lost snapshot part or a voided group's), copied as records
+    only, their objects left out."""
 
     def __init__(self, key: StoreKey, source: Repository, target: Repository, *, work_dir: str,
-                 ttl_ms: int = DEFAULT_TTL_MS, max_concurrency: int = 8) -> None:
+                 ttl_ms: int = DEFAULT_TTL_MS, max_concurrency: int = 8,
+                 voided: frozenset[str] | set[str] = frozenset()) -> None:
         self.key, self.source, self.target = key, source, target
         self.ttl_ms = ttl_ms
+        self.voided = voided
         self.committer = StoreCommitter(key, target, work_dir=work_dir, ttl_ms=ttl_ms, max_concurrency=max_concurrency,
                                         retention=RetentionPolicy(last=KEEP_ALL), writer_id="blobstate-copy")
-        self.present: set[str] = set()
+        self.present: set[str] = set()  # what the target's listing shows (and this copy uploaded since)
+        self.mine: set[str] = set()  # what this copy uploaded or committed: held for certain
+        self._marked: set[str] | None = None  # lease mode: every object of the store under a TTL mark
+        self._references: set[str] | None = None  # what the target's retained records reference
+        self.staging: Staging | None = None
         self._lock = threading.Lock()
 
     def close(self) -> None:
         self.committer.close()
+
+    def open(self, source: list[Checkpoint], upto: Checkpoint | None = None
+             ) -> tuple[list[Checkpoint], list[Checkpoint], list[Checkpoint]]:
+        """Open the target through the Open door (``blobstate.commit.opening.open_store``): this copy's committer
+        pinned at one read of the target's records, and ``to_copy(source, that read, upto)`` planned from exactly it,
+        so a rival copy that appends after the read fences this one's first append instead of being appended again.
+        Returns ``to_copy``'s ``(records, present, skipped)``; raises what the read raises, with the committer
+        closed."""
+        return open_store(self.key, self.target, lambda held: to_copy(source, held, upto),
+                          committer=lambda: self.committer).plan
 
     def copy(self, records: list[Checkpoint], report: CopyReport) -> None:
         """Commit each of ``records`` (in order) at the target; raises what a commit raises (``IntegrityError``
@@ -123,23 +151,55 @@ class StoreCopier:
             return
         self.committer.take_over()
         self.present = {info.blob_id for info in self.target.store.list(self.key.prefix)}
-        for record in records:
-            self.copy_one(record, report)
-            report.copied.append(record.checkpoint_id)
+        with Staging(self.committer.work_dir, sealed=self.source.cipher is not None) as self.staging:
+            for record in records:
+                self.copy_one(record, report)
+                report.copied.append(record.checkpoint_id)
+
+    def held(self, wanted: set[str]) -> set[str]:
+        """The objects of ``wanted`` the target holds for certain: listed, and referenced by a retained target record
+        (or committed by this copy), or carrying no TTL mark. Lease mode tells the marks from one listing of the
+        store's leases, and reads the target's indexes only when a wanted object carries one; native mode reads the
+        references first and asks the mark of what they leave (``BlobStore.has_ttl``: leftovers only)."""
+        listed = wanted & self.present
+        unsure = listed - self.mine
+        if not unsure:
+            return listed
+        store = self.target.store
+        if store.ttl_mode == "lease":
+            if self._marked is None:
+                self._marked = set(store.expired(self.key.prefix, FAR_FUTURE_MS))
+            leftovers = (unsure & self._marked) - self._referenced() if unsure & self._marked else set()
+        else:
+            ask = sorted(unsure - self._referenced())
+            leftovers = {b for b, marked in zip(ask, store.map_concurrent(store.has_ttl, ask), strict=True) if marked}
+        if leftovers:
+            log.info("%d object(s) of %s at the target are under a TTL no retained record explains (another copy's "
+                     "or commit's leftovers): uploading them again", len(leftovers), self.key)
+        return listed - leftovers
+
+    def _referenced(self) -> set[str]:
+        """What the target's retained records reference (read once per run; an unreadable index counts as
+        referencing nothing but itself: its objects are then uploaded again, never trusted)."""
+        if self._references is None:
+            history = self.target.log.history(self.key)
+            self._references = self.target.retained_references(history, history=history,
+                                                               on_unreadable=lambda cp, exc: None)
+        return self._references
 
     def copy_one(self, record: Checkpoint, report: CopyReport) -> Checkpoint:
         """Steps 1-3 of the module docstring for one record."""
         c = self.committer
         commit_id, started = record.checkpoint_id, now_ms()
-        parts = record.expand()
+        parts = [p for p in record.expand() if p.checkpoint_id not in self.voided]
         indexes = {p.index_blob_id: self._metadata(p.index_blob_id, p.index_size, p.index_crc32c, "index")
                    for p in parts if not p.is_delta}
         files = [(f, p) for p in parts if not p.is_delta
                  for f in SnapshotIndex.from_bytes(indexes[p.index_blob_id], source=p.index_blob_id).files().values()]
-        wanted = ([p.changelog_blob_id for p in parts if p.is_delta and not p.is_inline] + list(indexes)
-                  + [b.blob_id for f, _ in files for b in f.blobs])
-        missing = sorted({b for b in wanted if b not in self.present})
-        report.blobs_present += len(set(wanted)) - len(missing)
+        wanted = set([p.changelog_blob_id for p in parts if p.is_delta and not p.is_inline] + list(indexes)
+                     + [b.blob_id for f, _ in files for b in f.blobs])
+        missing = sorted(wanted - self.held(wanted))
+        report.blobs_present += len(wanted) - len(missing)
         kind = GROUP if record.is_group else DELTA if record.is_delta else "snapshot"
         c.session.record(ev.CommitStarted(commit_id, started, str(self.key), c.commit_point.generation(),
                                           record.batch_id, KEEP_ALL, display_url(self.target.url),
@@ -151,7 +211,8 @@ class StoreCopier:
         try:
             self._upload(commit_id, missing, indexes, files, parts, report)
             if kind == "snapshot":
-                healing.save_index_copy(c.work_dir, commit_id, indexes[index_id])
+                if self.source.cipher is None:  # an encrypted source's plain bytes never wait on this disk
+                    healing.save_index_copy(c.work_dir, commit_id, indexes[index_id])
                 c.session.record(ev.IndexUploaded(commit_id, now_ms(), index_id, record.index_crc32c,
                                                   record.index_size), sync=True)
             check_ttl_budget(commit_id, started, self.ttl_ms)
@@ -160,7 +221,21 @@ class StoreCopier:
             raise
         checkpoint = c.engine.append(record.with_generation(0), budget_checked=True)
         c.engine.finish_quietly(commit_id, checkpoint, late=landed_late(started, self.ttl_ms))
+        self.heal(wanted, indexes, files, parts, report)
+        self.mine |= wanted
         return checkpoint
+
+    def heal(self, wanted: set[str], indexes: dict[str, bytes], files: list[Any], parts: list[Checkpoint],
+             report: CopyReport) -> list[str]:
+        """Rule 5 after every copy's append (its TTLs already removed): every object the committed record references
+        (``wanted``) looked for in one walk of the store's prefix, and one that is gone put back from the source,
+        verified as on the way in, permanent. Returns the ids put back."""
+        gone = sorted(wanted - healing.present_blobs(self.target, self.key))
+        if gone:
+            log.warning("%d object(s) the copied record of %s references are gone from the target (gc took them "
+                        "before the append); putting them back from the source", len(gone), self.key)
+            self._upload(None, gone, indexes, files, parts, report)
+        return gone
 
     def _metadata(self, blob_id: str, size: int, crc: int, what: str) -> bytes:
         """An index's or changelog's bytes from the source, checked against the size and CRC32C its record
@@ -171,9 +246,10 @@ class StoreCopier:
                                    f"{size}, CRC32C {crc32c_bytes(data)} vs {crc}): not copied")
         return data
 
-    def _upload(self, commit_id: str, missing: list[str], indexes: dict[str, bytes], files: list[Any],
+    def _upload(self, commit_id: str | None, missing: list[str], indexes: dict[str, bytes], files: list[Any],
                 parts: list[Checkpoint], report: CopyReport) -> None:
-        """Put every ``missing`` object at the target with a TTL, verified; journal each (``BlobUploaded``)."""
+        """Put every ``missing`` object at the target, verified: with a TTL, journaled (``BlobUploaded``) for commit
+        ``commit_id``; permanent and unjournaled with None (the heal of a committed record)."""
         todo = set(missing)
         small: dict[str, bytes] = {k: v for k, v in indexes.items() if k in todo}
         for p in parts:
@@ -195,46 +271,48 @@ class StoreCopier:
         (``Repository.metadata_codec``), an index as the target's codec does by itself."""
         return None if layout.kind_of(blob_id) is ObjectKind.INDEX else self.target.metadata_codec
 
-    def _put(self, commit_id: str, blob_id: str, source: bytes | FileRange, report: CopyReport,
-             codec: str | None) -> None:
-        """Put one object at the target with the copy's TTL, stored as ``codec`` says (a data blob: as its index
-        entry records, since the index is copied as it is), and journal it."""
-        request = PutRequest(blob_id, source, self.ttl_ms, codec)
+    def _put(self, commit_id: str | None, blob_id: str, source: Any, report: CopyReport, codec: str | None) -> None:
+        """Put one object at the target, stored as ``codec`` says (a data blob: as its index entry records, since
+        the index is copied as it is): with the copy's TTL and journaled for ``commit_id``, or permanent (None)."""
+        request = PutRequest(blob_id, source, self.ttl_ms if commit_id is not None else None, codec)
         self.target.store.put(request)
-        self.committer.session.record(ev.BlobUploaded(commit_id, now_ms(), blob_id, request.size))
+        if commit_id is not None:
+            self.committer.session.record(ev.BlobUploaded(commit_id, now_ms(), blob_id, request.size))
         with self._lock:
             self.present.add(blob_id)
+            self.mine.add(blob_id)
             report.blobs_uploaded += 1
             report.bytes_uploaded += request.size
 
-    def _copy_file(self, commit_id: str, f: Any, todo: set[str], report: CopyReport) -> None:
-        """Stream each chunk of file ``f`` from the source into a temp file (a retried read rewrites its range),
+    def _copy_file(self, commit_id: str | None, f: Any, todo: set[str], report: CopyReport) -> None:
+        """Stream each chunk of file ``f`` from the source into the staging (a retried read rewrites its range),
         check the file's size and CRC32C across its chunks, and put the chunks the target lacks."""
+        assert self.staging is not None
         crc = Crc32cSink()  # the whole file's, fed from the staged chunks in order
-        staged: list[tuple[FileBlob, str, int]] = []
+        staged = []
         try:
             for blob, length in f.chunk_ranges():
-                fd, path = tempfile.mkstemp(prefix="copy-", dir=self.committer.work_dir)
-                staged.append((blob, path, length))
-                with os.fdopen(fd, "w+b") as fh:
+                chunk = self.staging.chunk()
+                staged.append((blob, chunk))
+                with chunk.writer() as fh:
                     sink = Crc32cSink(fh)
                     sink.mark(length)  # a blob larger than its index says stops at once
                     self.source.read_blob(blob, sink)  # type: ignore[arg-type]  # decoded as its entry says
-                    if sink.size != length:
-                        raise ChecksumMismatch(f"blob {blob.blob_id} at the source holds {sink.size} bytes, its "
-                                               f"index says {length}: not copied")
-                    fh.seek(0)
-                    while piece := fh.read(1 << 20):
-                        crc.write(piece)
+                if sink.size != length:
+                    raise ChecksumMismatch(f"blob {blob.blob_id} at the source holds {sink.size} bytes, its "
+                                           f"index says {length}: not copied")
+                for piece in chunk.pieces():
+                    crc.write(piece)
             if crc.size != f.size_in_bytes or crc.crc32c != f.crc32c:
                 raise ChecksumMismatch(f"file {f.file_name} at the source does not match its index (CRC32C "
                                        f"{crc.crc32c:#010x} vs {f.crc32c:#010x}): not copied")
-            for blob, path, size in staged:
+            for blob, chunk in staged:
                 if blob.blob_id in todo:
-                    self._put(commit_id, blob.blob_id, FileRange(path, 0, size), report, blob.codec)
+                    with chunk.source() as source:
+                        self._put(commit_id, blob.blob_id, source, report, blob.codec)
         finally:
-            for _, path, _ in staged:
-                os.unlink(path)
+            for _, chunk in staged:
+                chunk.remove()
 
 
 def copy_stores(src: Repository, dst: Repository, keys: list[StoreKey], *, checkpoint: str | int | None,
@@ -246,17 +324,16 @@ def copy_stores(src: Repository, dst: Repository, keys: list[StoreKey], *, check
     for key in keys:
         history = src.log.history(key)
         upto = src.choose(key, checkpoint=checkpoint) if checkpoint not in (None, "latest") else None
-        records, present, skipped = to_copy(history, dst.log.history(key), upto)
-        report = CopyReport(key, present=[cp.checkpoint_id for cp in present],
-                            skipped=[cp.checkpoint_id for cp in skipped])
-        reports.append(report)
-        if not records:
-            continue
-        log.info("copying %d checkpoint(s) of %s to %s", len(records), key, display_url(dst.url))
         copier = StoreCopier(key, src, dst, work_dir=host.work_dir(dst, key, work_base),
-                             ttl_ms=ttl_ms, max_concurrency=max_concurrency)
+                             ttl_ms=ttl_ms, max_concurrency=max_concurrency, voided=overridden_parts(history))
         try:
-            copier.copy(records, report)
+            records, present, skipped = copier.open(history, upto)
+            report = CopyReport(key, present=[cp.checkpoint_id for cp in present],
+                                skipped=[cp.checkpoint_id for cp in skipped])
+            reports.append(report)
+            if records:
+                log.info("copying %d checkpoint(s) of %s to %s", len(records), key, display_url(dst.url))
+                copier.copy(records, report)
         finally:
             copier.close()
     return reports

@@ -30,12 +30,12 @@ from collections.abc import Callable
 from blobstate.commit.cleanup import CleanupExecutor
 from blobstate.commit.healing import HealSources, heal_record
 from blobstate.commit.point import AppendAttempt, CommitPoint, check_ttl_budget
-from blobstate.errors import FencedError, StorageError
+from blobstate.config.options import redact
+from blobstate.errors import FencedError, GroupVoidedError, StorageError
 from blobstate.journal import events as ev
 from blobstate.journal.projection import CommitState
 from blobstate.model.layout import DEFAULT_TTL_MS, now_ms
 from blobstate.model.records import Checkpoint
-from blobstate.repository.options import redact
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +67,17 @@ class CommitEngine:
     def commit(self, record: Checkpoint, *, sources: HealSources | None = None) -> Checkpoint:
         """``append`` then ``finish_quietly`` (healed from ``sources`` and the work directory's copies when it
         landed late): a whole commit of ``record``, whose ``CommitStarted`` and ``UploadsPlanned`` are journaled
-        and whose uploads are done. Raises as ``append``."""
+        and whose uploads are done. Raises as ``append``, and ``GroupVoidedError`` when the finish voided the group
+        (its changelogs gone, nobody holding them: ``blobstate.commit.parts.void_group``)."""
         checkpoint = self.append(record)
         self.finish_quietly(record.checkpoint_id, checkpoint, late=landed_late(record.created_time_ms, self.ttl_ms),
                             sources=sources)
+        void = self.cleanup.voided.pop(record.checkpoint_id, None)
+        if void is not None:  # landed late with parts gone that nobody holds: voided, the batch must run again
+            raise GroupVoidedError(
+                f"the group record of batch {record.batch_id} of {self.key} landed after gc took parts of it that "
+                f"nobody can put back; it is voided (record {void.checkpoint_id}, generation {void.generation}), so "
+                "the batch counts for no partition: run it again (a Spark query: restart it)")
         return checkpoint
 
     def append(self, record: Checkpoint, *, budget_checked: bool = False) -> Checkpoint:
@@ -156,5 +163,5 @@ def recover_append(cleanup: CleanupExecutor, state: CommitState, record: Checkpo
     if state.generation is None:
         cleanup.session.record(ev.CheckpointWritten(state.commit_id, now_ms(), landed.generation), sync=True)
     state = cleanup.session.states()[state.commit_id]
-    deleted = cleanup.finish(state, landed, heal=True, sources=cleanup.journal_sources(state, landed))
-    return f"finished: blobs checked, TTL removed, {deleted} blobs deleted by retention"
+    return cleanup.finished(state.commit_id, cleanup.finish(state, landed, heal=True,
+                                                             sources=cleanup.journal_sources(state, landed)))

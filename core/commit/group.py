@@ -1,7 +1,7 @@
 """Group checkpoints: one commit point for a micro-batch across the N partitions of a partitioned store.
 
 The partitions' writers (Spark tasks on executors) stage their parts on their own, through
-``blobstate.commit.staging`` (the executors' one door into the core): each uploads its partition's changelog (or
+``blobstate.worker`` (the executors' one door into the core): each uploads its partition's changelog (or
 snapshot) with a TTL under the group's store key and hands back a small prepare record, never touching the
 checkpoint log. This module is the other half, the driver's (no executor imports it): the one process that owns
 the group commits exactly one part per partition as **one** group record (``Checkpoint`` of kind ``group``, a
@@ -33,11 +33,11 @@ from collections.abc import Sequence
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.delta import DeltaCommitter
 from blobstate.commit.healing import HealSources
+from blobstate.config.options import display_url
 from blobstate.errors import BlobstateError, ConfigurationError, PartitionCountError
 from blobstate.journal import events as ev
 from blobstate.model.layout import new_checkpoint_id, now_ms
 from blobstate.model.records import GROUP, MAX_PARTITIONS, SNAPSHOT, Checkpoint, PartitionEntry
-from blobstate.repository.options import display_url
 
 
 def check_partition_count(history: Sequence[Checkpoint], num_partitions: int, what: str) -> None:

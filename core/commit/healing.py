@@ -38,13 +38,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from blobstate.config.options import redact
 from blobstate.local.checksum import crc32c_bytes, crc32c_file
 from blobstate.model import layout
 from blobstate.model.index import FileIndex, SnapshotIndex
 from blobstate.model.layout import monotonic
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.plugin.interfaces import FileRange, PutRequest
-from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
 
 log = logging.getLogger(__name__)
@@ -57,8 +57,33 @@ PREFETCHED_WALK_S = 60.0
 
 
 def present_blobs(repo: Repository, key: StoreKey) -> set[str]:
-    """Every blob id under ``key``'s own ``blobs/`` prefix: one walk of that prefix."""
-    return {info.blob_id for info in repo.store.list(layout.blobs_prefix(key))}
+    """Every object id under ``key``'s own prefix: its blobs and its snapshot indexes (leases left out), from one
+    walk of that prefix, so that a writer learns from the same listing whether an index it holds is still stored
+    (``put_back_indexes``)."""
+    return {info.blob_id for info in repo.store.list(key.prefix)}
+
+
+def put_back_indexes(repo: Repository, records: Iterable[Checkpoint], present: set[str]) -> list[str]:
+    """The heal of an index a writer used from this host's object cache (issue 39 case 12): every snapshot record of
+    ``records`` whose index ``present`` (a walk of the store's prefix, ``present_blobs``) lacks is put back, under
+    its id and permanent (its record is committed), from the object cache's copy when that copy's bytes are the ones
+    the record names (``Repository.cached_index``). Returns the ids put back; one without a verified copy is left
+    (``verify`` names it; the diff of a next commit against it then uploads everything, rule 8)."""
+    healed = []
+    for cp in records:
+        if cp.is_delta or cp.is_group or cp.index_blob_id in present or cp.index_blob_id in healed:
+            continue
+        data = repo.cached_index(cp)
+        if data is None:
+            log.warning("the snapshot index %s of checkpoint %s of %s is missing from the store and this host holds "
+                        "no verified copy of it: that checkpoint does not restore", cp.index_blob_id,
+                        cp.checkpoint_id, cp.store_key)
+            continue
+        log.warning("the snapshot index %s of checkpoint %s of %s is missing from the store; putting it back from "
+                    "this host's verified copy", cp.index_blob_id, cp.checkpoint_id, cp.store_key)
+        repo.store.put(PutRequest(cp.index_blob_id, data))
+        healed.append(cp.index_blob_id)
+    return healed
 
 
 def chunk_puts(f: FileIndex, path: str, wanted: Iterable[str], ttl_ms: int | None) -> list[PutRequest]:
@@ -99,37 +124,49 @@ class HealWalks:
         self.whole: str | None = None  # the checkpoint id of this committer's last snapshot seen through
         self.skipped = 0
         self._prefetched: tuple[str, float, set[str]] | None = None  # (previous id, monotonic s, blob ids)
+        #: what the last ``plan`` knew of the store's prefix (a walk of it, its own or ``prefetch``'s), else None
+        self.listing: set[str] | None = None
+        self._stored: list[Checkpoint] = []  # records whose indexes ``prefetch``'s walk checks (``put_back_indexes``)
 
     def needed(self, previous_id: str | None) -> bool:
         """True unless the snapshot reusing from ``previous_id`` may skip the walk: that snapshot is the one this
         committer saw through (``whole``), and fewer than ``every - 1`` walks were skipped in a row."""
         return previous_id is None or previous_id != self.whole or self.skipped >= self.every - 1
 
-    def prefetch(self, previous_id: str, read: Callable[[], T]) -> T:
+    def prefetch(self, previous_id: str, read: Callable[[], T], *, stored: Iterable[Checkpoint] = ()) -> T:
         """``read()`` (the previous index's fetch); when the next commit will walk, the walk runs beside it
-        (``BlobStore.map_concurrent``) and is kept for that commit."""
+        (``BlobStore.map_concurrent``) and is kept for that commit, whose ``plan`` then puts back the index of any of
+        the snapshot records ``stored`` (the previous one, the view's: read through the object cache) the walk
+        does not show (``put_back_indexes``, issue 39 case 12)."""
         if not self.needed(previous_id):
             return read()
         results = self.repo.store.map_concurrent(lambda job: job(), [read, lambda: present_blobs(self.repo, self.key)])
         self._prefetched = (previous_id, monotonic(), results[1])  # type: ignore[arg-type]
+        self._stored = list(stored)
         return results[0]  # type: ignore[no-any-return]
 
     def plan(self, previous_id: str | None, files: Mapping[str, FileIndex], local_paths: Mapping[str, str],
              new_blob_ids: set[str], ttl_ms: int) -> tuple[list[PutRequest], bool]:
         """``plan_heal`` of a commit whose new snapshot lists ``files`` and reuses from ``previous_id``, walking
         only when it reuses a blob and ``needed`` says so (the walk made by ``prefetch`` if it is fresh). Returns
-        the re-uploads and whether it walked. Until ``done``, the next commit walks (this one may fail)."""
+        the re-uploads and whether it walked; ``listing`` then holds what the walk (or a fresh ``prefetch``'s, even
+        when nothing is reused) saw under the store's prefix, and an index ``prefetch`` was told of that it lacks is
+        put back. Until ``done``, the next commit walks (this one may fail)."""
         prefetched, self._prefetched = self._prefetched, None
+        fresh = (prefetched is not None and prefetched[0] == previous_id
+                 and monotonic() - prefetched[1] < PREFETCHED_WALK_S)
+        self.listing = prefetched[2] if fresh and prefetched is not None else None
+        stored, self._stored = self._stored, []
+        if self.listing is not None and stored:  # a cached index is a read saved, never a loss hidden
+            put_back_indexes(self.repo, stored, self.listing)
         reused = any(b.blob_id not in new_blob_ids for f in files.values() for b in f.blobs)
         walk = reused and self.needed(previous_id)
         self.whole = None  # a commit in flight: ``done`` says what it left, a failure leaves the next one walking
         if not walk:
             return [], False
-        if prefetched is not None and prefetched[0] == previous_id and monotonic() - prefetched[1] < PREFETCHED_WALK_S:
-            present = prefetched[2]
-        else:
-            present = present_blobs(self.repo, self.key)
-        return plan_heal(files, local_paths, present, new_blob_ids, ttl_ms), True
+        if self.listing is None:
+            self.listing = present_blobs(self.repo, self.key)
+        return plan_heal(files, local_paths, self.listing, new_blob_ids, ttl_ms), True
 
     def done(self, checkpoint_id: str, *, walked: bool, whole: bool) -> None:
         """After snapshot ``checkpoint_id`` committed: ``walked`` as ``plan`` said; ``whole`` when it landed and its
@@ -200,12 +237,12 @@ def heal_committed(repo: Repository, index: SnapshotIndex, index_blob_id: str, i
     backup of the store uploads their files again (``plan_heal``), and ``verify`` reports them.
     """
     key = index.store_key
-    if index_blob_id not in {i.blob_id for i in repo.store.list(layout.indexes_prefix(key))}:
+    present = present_blobs(repo, key)  # its blobs and its indexes: one walk
+    if index_blob_id not in present:
         if index_bytes is None:
             return [index_blob_id]
         log.warning("the committed index %s of %s was lost; putting it back", index_blob_id, key)
         repo.store.put(PutRequest(index_blob_id, index_bytes))
-    present = present_blobs(repo, key)
     files = index.files()
     missing = {rel: {b.blob_id for b in f.blobs} - present for rel, f in files.items()}
     missing = {rel: ids for rel, ids in missing.items() if ids}

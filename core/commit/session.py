@@ -19,7 +19,7 @@ from blobstate.errors import CommitInProgressError
 from blobstate.journal import events as ev
 from blobstate.journal.file import Journal
 from blobstate.journal.projection import CommitState, project
-from blobstate.local import workdir
+from blobstate.local import held, workdir
 from blobstate.local.files import try_lock
 from blobstate.model.records import StoreKey
 from blobstate.plugin.manager import get_plugin_manager
@@ -43,6 +43,7 @@ class StoreSession:
         self._lock_fd: int | None = try_lock(os.path.join(work_dir, workdir.LOCK), 0o644)
         if self._lock_fd is None:
             raise CommitInProgressError(f"another process is committing {key} (work dir {work_dir})")
+        held.sweep_work_dir(work_dir)  # what a killed process of this store left (a copy's staged chunks)
         self.journal = Journal(os.path.join(work_dir, workdir.JOURNAL))
         try:
             self.journal.open()

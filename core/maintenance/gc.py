@@ -43,7 +43,7 @@ from blobstate.journal.projection import project
 from blobstate.local import workdir
 from blobstate.model import layout
 from blobstate.model.chain import has_deltas, latest_snapshot
-from blobstate.model.layout import monotonic
+from blobstate.model.layout import FAR_FUTURE_MS, monotonic
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.model.retention import RetentionPolicy, plan_retention, recorded_policy
 from blobstate.plugin.capabilities import expired_delete, recorded_expiry
@@ -53,9 +53,8 @@ from blobstate.repository.repo import Repository
 from blobstate.repository.retry import call_with_retry
 
 if TYPE_CHECKING:
-    from blobstate.maintenance.stores import RepositoryView
+    from blobstate.maintenance.repository_view import RepositoryView
 
-FAR_FUTURE_MS = 1 << 62  # ``expired(prefix, FAR_FUTURE_MS)`` lists every blob that carries a TTL
 RECHECK_AFTER_S = 5.0  # a decision re-checked longer ago than this (monotonic seconds) is re-checked again
 DELETE_BATCH = 1000  # ids per delete call (S3's DeleteObjects takes at most 1,000)
 MAX_RECHECKS = 5  # re-checks in a row that may each come out stale before gc gives up on the store
@@ -255,7 +254,8 @@ class DeleteGuard:
         conditional = expired_delete(self.repo.store)
         marked = [b for b in batch if b in expired]
         refused = call_with_retry(lambda: conditional(marked, self.now_ms), f"conditional delete of {len(marked)} "
-                                  "blobs") if conditional is not None and marked else None
+                                  "blobs", attempts=self.repo.settings.retry_attempts) \
+            if conditional is not None and marked else None
         self.repo.store.delete_many([b for b in batch if refused is None or b not in marked])
         return refused or []
 

@@ -114,11 +114,13 @@ def verify_checkpoint(repo: Repository, checkpoint: Checkpoint, subset: DataSubs
 
     Never raises for damaged data: problems are collected in the report (an unreadable index is one problem). A
     group's snapshot part in ``overridden`` (``model.chain.overridden_parts`` of its log: a later delta of its
-    batch voids it, issue 27 case 2) whose index is gone is no problem: nothing restores it.
+    batch voids it, issue 27 case 2) whose index is gone is no problem: nothing restores it; nor is any part of a
+    voided group (every part of it in ``overridden``, its changelogs too: issue 39 case 7).
     """
     report = VerifyReport(checkpoint)
+    whole = checkpoint.is_group and all(e.checkpoint_id in overridden for e in checkpoint.partitions)
     for ref in layout.walk_references([checkpoint], repo.read_index):
-        if ref.record.checkpoint_id in overridden and isinstance(ref.error, BlobNotFound):
+        if ref.record.checkpoint_id in overridden and (whole or isinstance(ref.error, BlobNotFound)):
             continue
         label = f"partition {getattr(ref.record, 'partition', '?')}: " if checkpoint.is_group else ""
         files, skipped, nbytes, problems = _verify_reference(repo, ref, subset)

@@ -38,6 +38,10 @@ Rules:
 - A partitioned store's log holds *group* records (``Checkpoint.expand``: one delta or snapshot per partition, all
   at the group's generation). Each partition's records (``partition_history``) follow the rules above on their
   own; retention keeps, of the group records, every one from the first any partition needs.
+- A group record a later void record names (``Checkpoint.voids``: it landed after gc took parts nobody can put back,
+  ``blobstate.commit.parts.void_group``) counts for nothing: no partition's records include its parts
+  (``partition_history``, ``expand_all``), so the batch it held is the engine's to run again, and its parts are
+  needed by nothing (``overridden_parts``).
 """
 
 from __future__ import annotations
@@ -46,12 +50,8 @@ from collections.abc import Sequence
 
 import msgspec
 
-from blobstate.errors import NothingToRestore
+from blobstate.errors import BrokenChainError, NothingToRestore
 from blobstate.model.records import SNAPSHOT, Checkpoint
-
-
-class BrokenChainError(NothingToRestore):
-    """The records that would make up a state are not all there (exit code 5, like ``NothingToRestore``)."""
 
 
 # A msgspec Struct, not a dataclass: created in ~0.05 ms instead of ~0.5 ms at start-up (issue 31).
@@ -106,9 +106,16 @@ def has_groups(history: Sequence[Checkpoint]) -> bool:
     return any(cp.is_group for cp in history)
 
 
+def voided(history: Sequence[Checkpoint]) -> set[str]:
+    """The checkpoint ids of the group records of ``history`` that a void record names (see the rules)."""
+    return {v for cp in history if cp.voids for v in cp.voids}
+
+
 def expand_all(history: Sequence[Checkpoint]) -> list[Checkpoint]:
-    """Every record ``history`` stands for: group records expanded into their partitions' records, in order."""
-    return [part for cp in history for part in cp.expand()]
+    """Every record ``history`` stands for: group records expanded into their partitions' records, in order (a
+    voided group's left out)."""
+    void = voided(history)
+    return [part for cp in history if cp.checkpoint_id not in void for part in cp.expand()]
 
 
 def partitions_of(history: Sequence[Checkpoint]) -> list[int]:
@@ -117,8 +124,10 @@ def partitions_of(history: Sequence[Checkpoint]) -> list[int]:
 
 
 def partition_history(history: Sequence[Checkpoint], partition: int) -> list[Checkpoint]:
-    """The records of ``partition`` in a partitioned store's ``history`` (group records expanded), by generation."""
-    return [part for cp in history if cp.is_group for part in cp.expand()
+    """The records of ``partition`` in a partitioned store's ``history`` (group records expanded, a voided group's
+    left out), by generation."""
+    void = voided(history)
+    return [part for cp in history if cp.is_group and cp.checkpoint_id not in void for part in cp.expand()
             if getattr(part, "partition", None) == partition]
 
 
@@ -242,8 +251,10 @@ def batch_ranges(batches: list[int]) -> str:
 
 def overridden_parts(history: Sequence[Checkpoint]) -> set[str]:
     """The ids of the snapshot parts of a partitioned store's ``history`` that a later delta of a batch they cover
-    overrides (``valid_snapshots``, per partition): no restore and no retention uses them."""
-    out: set[str] = set()
+    overrides (``valid_snapshots``, per partition), and of every part of a voided group (``voided``): no restore and
+    no retention uses them."""
+    void = voided(history)
+    out = {part.checkpoint_id for cp in history if cp.checkpoint_id in void for part in cp.expand()}
     for p in partitions_of(history):
         part = partition_history(history, p)
         valid = {s.checkpoint_id for s in valid_snapshots(part)}

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 DEFAULT_TTL_MS = 24 * 3600 * 1000  # leases and tags expire after a day unless the commit completes
 DEFAULT_RETAIN = 3  # checkpoints a store keeps
 DEFAULT_CHUNK_SIZE = 64 << 20  # bytes per blob; larger files are split
+FAR_FUTURE_MS = 1 << 62  # ``BlobStore.expired(prefix, FAR_FUTURE_MS)`` lists every object that carries a TTL
 
 MARKER = "blobstate-repository.json"
 MARKER_COPIES = "blobstate-repository.previous"

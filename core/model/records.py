@@ -8,10 +8,12 @@ applied in order on top of the newest snapshot below it (``blobstate.model.chain
 it durable with the commit point: no blob, so no TTL to remove and nothing to heal or orphan. A **group** record (a
 group checkpoint: the one commit point of a micro-batch across the N partitions of a partitioned store) carries a
 manifest, one ``PartitionEntry`` per partition it commits, each a delta or a snapshot of that partition; it
-``expand``s into the per-partition records the chain planning works on. All may name the query and the batch they
-belong to, and the run of the query (``lineageId``: one lineage of Spark's offsets log, see
-``blobstate.spark.committed.alignment``); a group record may name its partitioning's key columns and their Spark types
-(``keyColumns``). Both fields are optional: records written before them still parse.
+``expand``s into the per-partition records the chain planning works on. A *void* record is a group record that
+commits no partition and names earlier group records of its store that count for nothing (``voids``, schema
+version 5: a group that landed after gc took parts nobody can put back, ``blobstate.commit.parts.void_group``).
+All may name the query and the batch they belong to, and the run of the query (``lineageId``: one lineage of
+Spark's offsets log, see ``blobstate.spark.committed.alignment``); a group record may name its partitioning's key
+columns and their Spark types (``keyColumns``). Both fields are optional: records written before them still parse.
 
 The JSON form is declared once, as msgspec schemas (``RecordDoc``, ``PartitionEntry``, ``KeyColumn``): camelCase,
 ``schemaVersion`` first, each field decoded within the limits its type declares (integers in range and never a
@@ -34,7 +36,7 @@ from msgspec import UNSET, Meta, UnsetType
 from blobstate.errors import ConfigurationError, CorruptIndexError
 from blobstate.model import layout
 
-CHECKPOINT_SCHEMA_VERSION = 4  # 2: ``kind``, the changelog fields, ``queryId``; 3: group records; 4: inline deltas
+CHECKPOINT_SCHEMA_VERSION = 5  # 2: ``kind``, the changelog fields, ``queryId``; 3: groups; 4: inline deltas; 5: voids
 SNAPSHOT = "snapshot"
 DELTA = "delta"
 GROUP = "group"
@@ -51,6 +53,7 @@ MAX_INLINE_CHANGELOG_BYTES = 32 << 10
 MAX_INDEX_BYTES = 1 << 30  # the largest snapshot index a record may declare (reads are bounded by the declaration)
 MAX_KEY_COLUMNS = 32  # key columns a group record may name
 MAX_TEXT = 200  # characters of a writer, query or lineage id, a key column's name or type
+MAX_VOIDS = 16  # group records one void record names
 
 _KEY_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=-]{0,199}$")
 _I64_MAX = (1 << 63) - 1
@@ -170,6 +173,7 @@ class RecordDoc(msgspec.Struct, frozen=True, rename="camel"):
     num_partitions: Count | UnsetType = UNSET
     partitions: Annotated[tuple[PartitionEntry, ...], Meta(max_length=2 * MAX_PARTITIONS)] | UnsetType = UNSET
     key_columns: Annotated[tuple[KeyColumn, ...], Meta(max_length=MAX_KEY_COLUMNS)] | UnsetType = UNSET
+    voids: Annotated[tuple[CheckpointId, ...], Meta(max_length=MAX_VOIDS)] | UnsetType = UNSET
 
 
 class _Kind(msgspec.Struct, frozen=True):
@@ -215,6 +219,9 @@ class Checkpoint:
     key_columns: tuple[tuple[str, str], ...] = ()
     #: a delta's changelog carried in the record itself (``changelog_blob_id`` empty): None when it names a blob
     changelog_inline: bytes | None = None
+    #: a void record's: the checkpoint ids of earlier group records of its store that count for nothing
+    #: (``blobstate.commit.parts.void_group``: a group landed after gc took parts nobody holds, issue 39 case 7)
+    voids: tuple[str, ...] = ()
 
     @property
     def run(self) -> tuple[str, str]:
@@ -281,6 +288,9 @@ class Checkpoint:
             later.update(num_partitions=self.num_partitions, partitions=self.partitions)
             if self.key_columns:
                 later["key_columns"] = tuple(KeyColumn(n, t) for n, t in self.key_columns)
+            if self.voids:  # schema 5: an older blobstate refuses a void rather than read a group of no partition
+                version = max(version, 5)
+                later["voids"] = self.voids
         key = self.store_key
         doc = RecordDoc(version, self.checkpoint_id, self.generation, key.job, key.task, key.store,
                         self.index_blob_id, self.index_crc32c, self.index_size, self.created_time_ms, self.batch_id,
@@ -327,7 +337,7 @@ class Checkpoint:
                 num_partitions=_given(doc.num_partitions, 0), partitions=_given(doc.partitions, ()),
                 lineage_id=_given(doc.lineage_id, ""),
                 key_columns=tuple((c.name, c.type) for c in _given(doc.key_columns, ())),
-                changelog_inline=_given(doc.changelog_inline, None))
+                changelog_inline=_given(doc.changelog_inline, None), voids=_given(doc.voids, ()))
             _check(record)
             return record
         except (ValueError, TypeError, RecursionError, msgspec.MsgspecError, ConfigurationError) as exc:
@@ -343,8 +353,8 @@ def _check(record: Checkpoint) -> None:
     for name, text in texts + [("key column", t) for c in record.key_columns for t in c]:
         if not text.isprintable():
             raise ValueError(f"the {name} is not printable text")
-    if record.key_columns and not record.is_group:
-        raise ValueError(f"a {record.kind} record names key columns")
+    if (record.key_columns or record.voids) and not record.is_group:
+        raise ValueError(f"a {record.kind} record names key columns or voids")
     if record.is_group:
         _check_group(record)
         return
@@ -375,7 +385,8 @@ def _check_part(record: Checkpoint) -> None:
 
 
 def _check_group(record: Checkpoint) -> None:
-    """A group record's manifest: 1..MAX_PARTITIONS partitions, each entry of a partition below ``num_partitions``,
+    """A group record's manifest: 1..MAX_PARTITIONS partitions, each entry of a partition below ``num_partitions``
+    (none in a void record, which voids at least one other group),
     at most one delta and one snapshot per partition (a snapshot of the state after an earlier batch), every entry
     valid as the record it expands into; no index or changelog of its own."""
     if record.index_blob_id or record.index_size or record.index_crc32c or record.changelog_blob_id \
@@ -383,8 +394,10 @@ def _check_group(record: Checkpoint) -> None:
         raise ValueError("a group record names an index or a changelog of its own")
     if not 1 <= record.num_partitions <= MAX_PARTITIONS:
         raise ValueError(f"a group of {record.num_partitions} partitions (1..{MAX_PARTITIONS})")
-    if not record.partitions:
-        raise ValueError("a group record commits no partition")
+    if not record.partitions and not record.voids:
+        raise ValueError("a group record commits no partition and voids nothing")
+    if record.checkpoint_id in record.voids:
+        raise ValueError("a group record voids itself")
     seen: set[tuple[int, str]] = set()
     for e in record.partitions:
         if e.partition >= record.num_partitions or (e.partition, e.kind) in seen:

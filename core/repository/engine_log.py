@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from blobstate.config.options import redact
 from blobstate.errors import StorageError
 from blobstate.model.align import EngineLog, spark_done
-from blobstate.repository.options import redact
 
 
 def _batches(fs: Any, path: str) -> list[int]:

@@ -13,6 +13,7 @@ from blobstate.codec import frame
 from blobstate.codec.cipher import ObjectCipher
 from blobstate.codec.keys import KeyConfig, new_encryption, open_cipher
 from blobstate.codec.store import CodecBlobStore
+from blobstate.config.settings import Settings
 from blobstate.errors import BlobNotFound, BlobstateError, ChecksumMismatch, ConfigurationError, NothingToRestore
 from blobstate.local.checksum import crc32c_bytes
 from blobstate.model import layout
@@ -68,9 +69,12 @@ class Repository:
     """The blob store and checkpoint log of one repository URL (the log defaults to the file log inside it).
 
     Every object passes through the repository's codec on its way to and from ``store``
-    (``blobstate.codec.store.CodecBlobStore``, put around the store given here): compressed as
-    ``BLOBSTATE_COMPRESSION`` says and, with ``cipher`` (an encrypted repository), encrypted; callers keep handing
-    it plain bytes, and read data blobs with ``read_blob``.
+    (``blobstate.codec.store.CodecBlobStore``, put around the store given here): compressed as the settings'
+    ``compression`` says (``BLOBSTATE_COMPRESSION``) and, with ``cipher`` (an encrypted repository), encrypted;
+    callers keep handing it plain bytes, and read data blobs with ``read_blob``.
+
+    ``settings``: what the repository was opened with (``Repository.open``; ``Settings()``, the defaults, for one
+    assembled by hand): the committers, restore and maintenance given this repository run with them.
     """
 
     store: BlobStore
@@ -78,6 +82,7 @@ class Repository:
     url: str
     info: RepositoryInfo | None = None
     cipher: ObjectCipher | None = None
+    settings: Settings = field(default_factory=Settings, repr=False)
     #: this host's cache of the repository's immutable objects (``use_object_cache``), None: every read is remote
     object_cache: ObjectCache | None = field(default=None, repr=False)
     codec: CodecBlobStore = field(init=False, repr=False)
@@ -90,11 +95,8 @@ class Repository:
     def __post_init__(self) -> None:
         # --- codec (issue 33): the one place every object passes through ---
         if not isinstance(self.store, CodecBlobStore):
-            from blobstate.repository import settings
-
-            current = settings.current()
-            self.store = CodecBlobStore(self.store, cipher=self.cipher, compress=current.compression != "off",
-                                        budget=current.transfer_budget)
+            self.store = CodecBlobStore(self.store, cipher=self.cipher, compress=self.settings.compression != "off",
+                                        budget=self.settings.transfer_budget)
         self.codec = self.store
 
     def choose_codec(self, path: str, size: int) -> str | None:
@@ -119,8 +121,11 @@ class Repository:
     def open(cls, repo: str, *, log: str | None = None, storage_options: dict[str, Any] | None = None,
              ttl_mode: str | None = None, max_concurrency: int = 8, log_options: dict[str, Any] | None = None,
              create: bool = True, change_log: bool = False, key_config: KeyConfig | None = None,
-             count_calls: bool = False) -> Repository:
-        """Open the repository at ``repo`` and its checkpoint log (``log``, default: the file log inside it).
+             count_calls: bool = False, settings: Settings | None = None) -> Repository:
+        """Open the repository at ``repo`` and its checkpoint log (``log``, default: the file log inside it), with
+        ``settings`` (what the verb runs with; a program that opens a repository itself may leave them out: then
+        the environment's, ``Settings.from_environ``), handed to the blob store and log factories and kept as
+        ``settings``.
 
         The repository marker (``blobstate.repository.marker``) is checked: with ``create`` (writers) an empty location
         becomes a repository, without it (readers) a location without one raises ``RepositoryNotFound`` (exit 6).
@@ -134,16 +139,17 @@ class Repository:
         on it) is used through a ``CallCounter`` (``Repository.calls``), below the codec: what reaches the store.
 
         An encrypted repository (its marker records the wrapped data key) is opened with ``key_config`` (default: the
-        key the settings name, ``BLOBSTATE_KEY_FILE``); a wrong key or none raises ``EncryptionKeyError`` (exit 3)
+        key ``settings`` name, ``BLOBSTATE_KEY_FILE``); a wrong key or none raises ``EncryptionKeyError`` (exit 3)
         before anything is written, as does a key given to a writer of a repository that is not encrypted. A
         writer creating a repository while a key is configured creates it encrypted (``blobstate.codec.keys``).
         """
+        settings = settings if settings is not None else Settings.from_environ()
         url = normalize_url(repo)
-        store = open_blob_store(url, storage_options=storage_options, ttl_mode=ttl_mode,
+        store = open_blob_store(url, settings=settings, storage_options=storage_options, ttl_mode=ttl_mode,
                                 max_concurrency=max_concurrency)
         if count_calls:
             store = CallCounter(store)  # type: ignore[assignment]
-        keys = key_config or KeyConfig.current()
+        keys = key_config or KeyConfig.of(settings)
         try:
             identity = log_identity(normalize_url(log) if log is not None else None, url, log_options)
             info = ensure_repository(store, url, create=create, checkpoint_log=identity,
@@ -152,11 +158,12 @@ class Repository:
             cipher = open_cipher(info.encryption, info.repository_id, keys, url=url, writing=create)
             info = bind_log(store, info, url, identity, change=change_log, read_only=not create)
             if log is None or normalize_url(log) == url:
-                checkpoint_log = open_checkpoint_log(url, storage_options=storage_options, blob_store=store)
+                checkpoint_log = open_checkpoint_log(url, settings=settings, storage_options=storage_options,
+                                                     blob_store=store)
             else:
                 if log_options is None and url_scheme(normalize_url(log)) == url_scheme(url):
                     log_options = storage_options
-                checkpoint_log = open_checkpoint_log(log, storage_options=log_options)
+                checkpoint_log = open_checkpoint_log(log, settings=settings, storage_options=log_options)
             if cipher is not None:
                 # imported here, deliberately: only an encrypted repository's log is sealed (the sealed record
                 # type is ~2 ms of a plain repository's start-up, issue 31)
@@ -166,7 +173,7 @@ class Repository:
         except BaseException:
             store.close()
             raise
-        return cls(store, checkpoint_log, url, info, cipher=cipher)
+        return cls(store, checkpoint_log, url, info, cipher=cipher, settings=settings)
 
     @property
     def calls(self) -> Counter[str] | None:
@@ -271,6 +278,13 @@ class Repository:
         an index some record names (retention and gc discard it with the index, ``discard_cached``)."""
         if self.object_cache is not None and _index_matches(checkpoint, data):
             self.object_cache.put(checkpoint.index_blob_id, data)
+
+    def cached_index(self, checkpoint: Checkpoint) -> bytes | None:
+        """``checkpoint``'s index bytes in this host's object cache when they are the ones its record names (else
+        None): what a writer puts back when the store lost that index (``healing.put_back_indexes``)."""
+        if self.object_cache is None or checkpoint.is_delta or checkpoint.is_group:
+            return None
+        return self.object_cache.get(checkpoint.index_blob_id, lambda d: _index_matches(checkpoint, d))
 
     def discard_cached(self, blob_ids: Sequence[str]) -> None:
         """Drop the object cache's entries of ``blob_ids``' indexes (deleted from the store; other ids ignored)."""

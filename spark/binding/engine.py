@@ -35,12 +35,13 @@ from typing import TYPE_CHECKING, Any
 from blobstate.commit.backup import BackupResult, StoreCommitter
 from blobstate.commit.delta import DeltaCommitter
 from blobstate.commit.opening import open_store
+from blobstate.config.options import redact
+from blobstate.config.settings import Settings
 from blobstate.errors import ConfigurationError, RepositoryNotFound
 from blobstate.model import changelog
 from blobstate.model.layout import DEFAULT_TTL_MS
 from blobstate.model.records import StoreKey
 from blobstate.repository.backends import open_local_store
-from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
 from blobstate.restoring import chain as replay
 from blobstate.spark.binding.scheduler import SnapshotScheduler
@@ -63,7 +64,8 @@ BatchFunction = Callable[["DataFrame", int, changelog.StagedWrites], None]
 class EngineConfig:
     """Everything the engine needs, picklable: the repository (``repo``, ``log_url``, ``storage_options``), the
     store (``key``, ``state_dir``, ``work_dir``), Spark's ``checkpoint_location``, the retention ``retain``
-    (snapshots, >= 2), the blob TTL ``ttl_ms``, a snapshot every ``snapshot_every`` batches, and ``fn``."""
+    (snapshots, >= 2), the blob TTL ``ttl_ms``, a snapshot every ``snapshot_every`` batches, ``fn``, and the
+    ``settings`` the engine runs with."""
 
     repo: str
     checkpoint_location: str
@@ -77,6 +79,7 @@ class EngineConfig:
     ttl_ms: int = DEFAULT_TTL_MS
     snapshot_every: int = 1
     committer_options: dict[str, Any] = field(default_factory=dict)
+    settings: Settings = field(default_factory=Settings)
 
 
 def open_repository(config: EngineConfig, *, create: bool, query_id: str | None,
@@ -85,7 +88,7 @@ def open_repository(config: EngineConfig, *, create: bool, query_id: str | None,
     yet): otherwise ``SparkAlignmentError`` (nothing is created)."""
     try:
         return Repository.open(config.repo, log=config.log_url, storage_options=config.storage_options,
-                               create=create)
+                               create=create, settings=config.settings)
     except RepositoryNotFound:  # Spark committed batches whose state this location never held
         plan_alignment([], config.key, last_committed=last_committed, query_id=query_id,
                        location=config.checkpoint_location, repo_url=config.repo)
@@ -176,7 +179,8 @@ class BatchEngine:
             self._committer.commit_point.fields["lineage_id"] = plan.lineage_id  # this run's records
             log.info("%s: %s", c.key, plan.describe())
             if plan.chain is not None:
-                replay.restore_chain(self._repo, plan.chain, c.state_dir, local_store=open_local_store("rocksdb"),
+                replay.restore_chain(self._repo, plan.chain, c.state_dir,
+                                     local_store=open_local_store("rocksdb", settings=c.settings),
                                      store_type="rocksdb", work_dir=self._committer.work_dir, force=True)
             else:
                 shutil.rmtree(c.state_dir, ignore_errors=True)

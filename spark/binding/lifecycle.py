@@ -27,10 +27,11 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from blobstate.commit.backup import BackupResult
+from blobstate.config.settings import Settings
+from blobstate.config.units import parse_duration_ms
 from blobstate.errors import ConfigurationError
 from blobstate.model.layout import DEFAULT_TTL_MS
 from blobstate.model.records import StoreKey
-from blobstate.model.units import parse_duration_ms
 from blobstate.spark.binding.engine import BatchEngine, BatchFunction, BatchStats, EngineConfig, open_repository
 from blobstate.spark.committed.alignment import AlignmentPlan, plan_alignment, spark_done
 from blobstate.spark.committed.location import CheckpointLocation, is_connect
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
     from rocksdict import Rdict
 
-    from blobstate.maintenance.queries import Duration
+    from blobstate.config.units import Duration
 
 log = logging.getLogger(__name__)
 
@@ -55,14 +56,16 @@ class StateBinding:
     and local checkpoints (default under ``BLOBSTATE_WORK_DIR``); ``retain``: snapshots kept (>= 2), with the deltas
     after the oldest of them; ``snapshot_every``: a snapshot every K batches (default 1); ``ttl``: TTL of blobs
     until their commit completes (ms, a ``timedelta`` or a string such as ``"12h"``); ``committer_options``:
-    ``StoreCommitter``'s tuning keywords. Raises ``ConfigurationError`` for a bad value.
+    ``StoreCommitter``'s tuning keywords; ``settings``: what the binding runs with (default: the environment's,
+    ``blobstate.config.settings.Settings.for_call``). Raises ``ConfigurationError`` for a bad value.
     """
 
     def __init__(self, spark: SparkSession, *, repo: str, checkpoint_location: str, state_dir: str,
                  job: str = "default", task: str = "0", store: str = "state", key: StoreKey | None = None,
                  log: str | None = None, work_dir: str | None = None,
                  storage_options: dict[str, Any] | None = None, retain: int = 3, ttl: Duration = DEFAULT_TTL_MS,
-                 snapshot_every: int = 1, committer_options: dict[str, Any] | None = None) -> None:
+                 snapshot_every: int = 1, committer_options: dict[str, Any] | None = None,
+                 settings: Settings | None = None) -> None:
         if retain < 2:
             raise ConfigurationError("retain must be >= 2: a restart may need the snapshot before the newest")
         if snapshot_every < 1:
@@ -74,7 +77,8 @@ class StateBinding:
                                    state_dir=os.path.abspath(state_dir), key=key, log_url=log,
                                    work_dir=work_dir, storage_options=storage_options, retain=retain,
                                    ttl_ms=parse_duration_ms(ttl),
-                                   snapshot_every=snapshot_every, committer_options=dict(committer_options or {}))
+                                   snapshot_every=snapshot_every, committer_options=dict(committer_options or {}),
+                                   settings=Settings.for_call(settings))
         self.engine = BatchEngine(self.config)
         self.plan: AlignmentPlan | None = None
         self._listener: Any = None
@@ -258,7 +262,7 @@ def register(spark: SparkSession, *, repo: str, checkpoint_location: str, state_
              task: str = "0", store: str = "state", key: StoreKey | None = None, log: str | None = None,
              work_dir: str | None = None, storage_options: dict[str, Any] | None = None, retain: int = 3,
              ttl: Duration = DEFAULT_TTL_MS, snapshot_every: int = 1,
-             committer_options: dict[str, Any] | None = None) -> StateBinding:
+             committer_options: dict[str, Any] | None = None, settings: Settings | None = None) -> StateBinding:
     """Align with Spark's checkpoint, restore the store, and hook blobstate into ``spark``; returns the binding.
 
     Example::
@@ -275,7 +279,7 @@ def register(spark: SparkSession, *, repo: str, checkpoint_location: str, state_
     binding = StateBinding(spark, repo=repo, checkpoint_location=checkpoint_location, state_dir=state_dir, job=job,
                            task=task, store=store, key=key, log=log, work_dir=work_dir,
                            storage_options=storage_options, retain=retain, ttl=ttl, snapshot_every=snapshot_every,
-                           committer_options=committer_options)
+                           committer_options=committer_options, settings=settings)
     try:
         binding.open()
     except BaseException:

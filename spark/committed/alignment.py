@@ -44,12 +44,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from blobstate.config.options import redact
 from blobstate.errors import NothingToRestore
 from blobstate.model.align import EngineLog, align, chain_to, spark_done
 from blobstate.model.chain import INITIAL_BATCH, Chain, adopting_lineage, current_run, is_initial
 from blobstate.model.layout import new_token
 from blobstate.model.records import Checkpoint, StoreKey
-from blobstate.repository.options import redact
 from blobstate.spark.errors import SparkAlignmentError
 
 if TYPE_CHECKING:

@@ -31,8 +31,9 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from blobstate.config.settings import Settings
+from blobstate.entry import check_store, warn_unconfirmed
 from blobstate.errors import ConfigurationError, NothingToRestore
-from blobstate.maintenance.queries import check_store, warn_unconfirmed
 from blobstate.model import changelog
 from blobstate.model.chain import current_run, expand_all
 from blobstate.model.records import Checkpoint, StoreKey
@@ -116,7 +117,7 @@ def read_state(spark: SparkSession, *, repo: str, job: str, store: str, task: st
                log: str | None = None, storage_options: dict[str, Any] | None = None,
                log_options: dict[str, Any] | None = None, local_dir: str | None = None,
                on_task: Callable[[int | None, TaskInfo], None] | None = None,
-               checkpoint_location: str | None = None) -> DataFrame:
+               checkpoint_location: str | None = None, settings: Settings | None = None) -> DataFrame:
     """The state of ``(job, task, store)`` exactly as after batch ``batch_id`` (default: the newest, or with
     ``checkpoint_location``, the query's Spark checkpoint location, the batch Spark committed; or after the batch of
     the record ``checkpoint`` names) as a DataFrame ``(partition, key, value, key_raw, value_raw)`` (the module
@@ -127,7 +128,8 @@ def read_state(spark: SparkSession, *, repo: str, job: str, store: str, task: st
     ``task``: ``0`` for a driver store, ``group`` for a partitioned one (default: whichever exists); ``key_type``,
     ``value_type``: the ``key`` and ``value`` columns' Spark types (default: inferred); ``local_dir``: the
     executors' scratch directory (default: their temporary directory); ``on_task(partition, TaskInfo)``: called in
-    each task once its partition is restored (a module-level function). Example::
+    each task once its partition is restored (a module-level function); ``settings``: what the driver runs with
+    (default: the environment's), sent to the tasks. Example::
 
         df = blobstate.spark.read_state(spark, repo="s3://bucket/state", job="flights", store="routes")
         df.where("key like 'route/JFK-%'").show()
@@ -138,7 +140,7 @@ def read_state(spark: SparkSession, *, repo: str, job: str, store: str, task: st
     Spark's error. ``MissingDependencyError`` without pyarrow (the ``spark`` extra).
     """
     require_arrow("blobstate.spark.read_state")
-    ref = RepositoryRef(repo, log, storage_options, log_options)
+    ref = RepositoryRef(repo, log, storage_options, log_options, Settings.for_call(settings))
     engine = CheckpointLocation(spark, checkpoint_location).engine_log() if checkpoint_location else None
     with ref.open() as repository:
         key = store_key(repository, job, task, store)
@@ -156,7 +158,7 @@ def read_changes(spark: SparkSession, *, repo: str, job: str, store: str, from_b
                  key_type: str | None = None, value_type: str | None = None, log: str | None = None,
                  storage_options: dict[str, Any] | None = None, log_options: dict[str, Any] | None = None,
                  on_task: Callable[[int | None, TaskInfo], None] | None = None,
-                 checkpoint_location: str | None = None) -> DataFrame:
+                 checkpoint_location: str | None = None, settings: Settings | None = None) -> DataFrame:
     """The writes of batches ``from_batch..to_batch`` (both included; default: every batch whose delta the
     repository retains) as a DataFrame ``(batch_id, partition, op, key, value, key_raw, value_raw)``, one Spark task
     per partition; applied in ``batch_id`` order (each partition's rows keep their batch's order) to the state
@@ -164,7 +166,7 @@ def read_changes(spark: SparkSession, *, repo: str, job: str, store: str, from_b
     batch Spark committed). Keywords as for ``read_state``. Raises ``BatchNotRetained`` (exit 5) naming the oldest
     batch whose changes are still held, and what ``read_state`` raises."""
     require_arrow("blobstate.spark.read_changes")
-    ref = RepositoryRef(repo, log, storage_options, log_options)
+    ref = RepositoryRef(repo, log, storage_options, log_options, Settings.for_call(settings))
     engine = CheckpointLocation(spark, checkpoint_location).engine_log() if checkpoint_location else None
     with ref.open() as repository:
         key = store_key(repository, job, task, store)

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.group import check_partition_count
+from blobstate.config.settings import Settings
 from blobstate.errors import ConfigurationError, NothingToRestore
 from blobstate.model.align import UNCONFIRMED, chain_to, spark_done
 from blobstate.model.chain import Chain, partition_history
@@ -184,7 +185,7 @@ def rescale(spark: SparkSession, *, repo: str, job: str, store: str, to_store: s
             batch_id: int | None = None, checkpoint_location: str | None = None, log_url: str | None = None,
             storage_options: dict[str, Any] | None = None, log_options: dict[str, Any] | None = None,
             local_dir: str | None = None, work_dir: str | None = None, ttl_ms: int = DEFAULT_TTL_MS,
-            retain: int = 3) -> RescaleResult:
+            retain: int = 3, settings: Settings | None = None) -> RescaleResult:
     """Re-partition the committed group ``(job, task, store)`` into a new group ``(job, task, to_store)`` of
     ``num_partitions`` partitions (the module docstring's steps), with the streaming query stopped.
 
@@ -196,7 +197,8 @@ def rescale(spark: SparkSession, *, repo: str, job: str, store: str, to_store: s
     executors' scratch directory (default: their temporary directory); ``work_dir``: the driver's journal of the
     new store; ``log_url``, ``storage_options``, ``log_options``: as for ``blobstate.api``; ``ttl_ms``: the
     blobs' TTL until the group commits (the commit aborts when the rescale outlives half of it);
-    ``retain``: the new store's retention. Example::
+    ``retain``: the new store's retention; ``settings``: what the driver runs with (default: the environment's), sent
+    to the tasks. Example::
 
         blobstate.spark.rescale(spark, repo="s3://bucket/state", job="flights", store="routes",
                                 to_store="routes-m8", num_partitions=8, key_schema="origin string, dest string",
@@ -214,7 +216,7 @@ def rescale(spark: SparkSession, *, repo: str, job: str, store: str, to_store: s
         raise RescaleRefused("to_store must differ from store: the source group is kept as it is (rollback)")
     schema, cols = key_fields(spark, key_schema, key_cols)
     source, target_key = StoreKey(job, task, store), StoreKey(job, task, to_store)
-    ref = RepositoryRef(repo, log_url, storage_options, log_options)
+    ref = RepositoryRef(repo, log_url, storage_options, log_options, Settings.for_call(settings))
     with ref.open() as repository:
         history = list(read_view(repository, source).history)  # read once: the chains and the types from one view
         record, chains = source_state(spark, history, source, batch_id=batch_id,

@@ -52,13 +52,13 @@ from typing import TYPE_CHECKING, Any
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.group import GroupCommitter, check_partition_count
 from blobstate.commit.opening import pin_view
-from blobstate.commit.staging import StagedSnapshot
+from blobstate.config.options import redact
+from blobstate.config.settings import Settings
+from blobstate.config.units import parse_duration_ms
 from blobstate.errors import ConfigurationError
 from blobstate.model.chain import INITIAL_BATCH
 from blobstate.model.layout import DEFAULT_TTL_MS
 from blobstate.model.records import SNAPSHOT, Checkpoint, StoreKey
-from blobstate.model.units import parse_duration_ms
-from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
 from blobstate.spark.committed.alignment import spark_done
 from blobstate.spark.committed.location import CheckpointLocation
@@ -66,11 +66,12 @@ from blobstate.spark.data.executor.tasks import RepositoryRef, WritePlan, Writte
 from blobstate.spark.errors import DestinationNotEmpty, StateAlreadyWritten, StateWriteRefused, UnwritableRows
 from blobstate.spark.executor.leftovers import scratch_dir, sweep_scratch
 from blobstate.spark.executor.rows import OUTPUT_SCHEMA, collect_pickled
+from blobstate.worker import StagedSnapshot
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from blobstate.maintenance.queries import Duration
+    from blobstate.config.units import Duration
 
 log = logging.getLogger(__name__)
 
@@ -310,7 +311,7 @@ def write_state(df: DataFrame, *, repo: str, job: str, store: str, num_partition
                 query_id: str = "", initial_state: bool = False, log: str | None = None,
                 storage_options: dict[str, Any] | None = None, log_options: dict[str, Any] | None = None,
                 local_dir: str | None = None, work_dir: str | None = None, ttl: Duration = DEFAULT_TTL_MS,
-                retain: int = 3) -> StateWriteResult:
+                retain: int = 3, settings: Settings | None = None) -> StateWriteResult:
     """Write ``df``'s ``key_col``/``value_col`` rows as the new store ``(job, task, store)`` (the module docstring):
     a partitioned store of ``num_partitions`` partitions by ``key_cols`` (task ``group``), or a driver store
     (``num_partitions`` None, task ``0``). Returns what was committed. Example::
@@ -332,7 +333,8 @@ def write_state(df: DataFrame, *, repo: str, job: str, store: str, num_partition
 
     ``work_dir``: the driver's journal of the new store (default under
     ``BLOBSTATE_WORK_DIR``); ``local_dir``: scratch space (executors, and the driver for a driver store); ``ttl``:
-    the blobs' TTL until the commit; ``retain``: the new store's retention. Raises ``StateWriteRefused``,
+    the blobs' TTL until the commit; ``retain``: the new store's retention; ``settings``: what the driver runs with
+    (default: the environment's), sent to the tasks. Raises ``StateWriteRefused``,
     ``DestinationNotEmpty``, ``StateAlreadyWritten``, ``UnwritableRows`` (exit 2, nothing committed),
     ``ConfigurationError`` (a bad column or option), ``FencedError``, ``StorageError``, ``RepositoryNotFound``.
     """
@@ -351,7 +353,8 @@ def write_state(df: DataFrame, *, repo: str, job: str, store: str, num_partition
     rows = rows_frame(df, cols, key_col, value_col)
     key = StoreKey(job, task or ("0" if num_partitions is None else "group"), store)
     batch, query = (INITIAL_BATCH, "") if initial_state else _batch_of(df, checkpoint_location, batch_id, query_id)
-    target = Target(RepositoryRef(repo, log, storage_options, log_options), key, num_partitions, cols,
+    target = Target(RepositoryRef(repo, log, storage_options, log_options, Settings.for_call(settings)), key,
+                    num_partitions, cols,
                     tuple((c, df.schema[c].dataType.simpleString()) for c in cols), batch, query, local_dir,
                     work_dir, parse_duration_ms(ttl), retain, lineage_id=uuid.uuid4().hex if initial_state else "")
     with destination(target, "state write") as committer:

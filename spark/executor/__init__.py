@@ -2,5 +2,5 @@
 (``identity``: the executor the JVM helper names, Spark's attempt ids, the partition), its rows in and its answer out
 (``rows``), the RocksDB partitions a Python worker keeps open between tasks (``open_partitions``) and a host's
 leftovers swept (``leftovers``). The bottom of the executor side: it may import ``blobstate.spark.errors``, the
-core's model, local files and errors, and the core's door for executors, ``blobstate.commit.staging``; nothing else
+core's model, local files and errors, and the core's door for executors, ``blobstate.worker``; nothing else
 of ``blobstate.spark`` and no other module of the core."""

@@ -6,4 +6,4 @@ partitioned run with its Spark job; ``executor/``: the task that runs a batch of
 store and hands back its output rows and its prepare. The driver side may import ``binding``, ``partitioned``,
 ``committed``, ``processor``, ``blobstate.spark.errors`` and the core; the executor side only what every executor
 side may (``blobstate.spark.executor``, ``blobstate.spark.partitioned.executor``, ``blobstate.spark.errors``, the
-core's door ``blobstate.commit.staging``) and the Spark-agnostic runtime ``blobstate.spark.processor``."""
+core's door ``blobstate.worker``) and the Spark-agnostic runtime ``blobstate.spark.processor``."""

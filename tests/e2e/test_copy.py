@@ -90,11 +90,11 @@ def test_a_partitioned_store_is_copied_group_by_group_and_every_partition_restor
 
     from blobstate.commit.backup import StoreCommitter
     from blobstate.commit.group import GroupCommitter
-    from blobstate.commit.staging import stage_changelog, stage_snapshot
     from blobstate.model import changelog
     from blobstate.model.records import StoreKey
     from blobstate.repository.backends import open_local_store
     from blobstate.restoring import chain as replay
+    from blobstate.worker import stage_changelog, stage_snapshot
 
     key, n, ttl = StoreKey("flights", "group", "routes"), 2, 60_000
     url, target = f"file://{tmp_path}/repo", f"file://{tmp_path}/copy"
@@ -175,3 +175,48 @@ def test_a_copy_stores_every_blob_as_its_index_says_and_under_the_targets_key(tm
             Repository.open(target, create=False, key_config=KeyConfig(key_file=str(keys["source"])))
         stored = [p.read_bytes() for p in (tmp_path / "copy").rglob("*") if p.is_file()]
         assert stored and not [data for data in stored if b"route-000001" in data]
+
+
+def test_a_copy_counts_only_what_a_record_references_or_no_ttl_marks_and_puts_back_what_goes_before_its_append(
+        tmp_path, work_base):
+    """Issue 39 case 3 in one process: what the target's listing shows counts as held only when a retained target
+    record references it or it carries no TTL mark (``StoreCopier.held``); and whatever a counted object meets
+    before the append (here: deleted right before it), the heal check after the append puts it back from the
+    source (``StoreCopier.heal``), so every checkpoint at the target restores."""
+    from blobstate.commit.copy import CopyReport, StoreCopier
+    from blobstate.plugin.interfaces import PutRequest
+    from blobstate.repository.repo import declared
+
+    url, target = f"file://{tmp_path}/repo", f"file://{tmp_path}/copy"
+    states = _source(tmp_path, url, n=2)  # the second reuses the first's "big" file
+    src, dst = Repository.open(url, create=False), Repository.open(target, create=True)
+    key = src.log.keys()[0]
+    first, second = src.log.history(key)
+    copier = StoreCopier(key, src, dst, work_dir=str(tmp_path / "work"), ttl_ms=60_000)
+    try:
+        copier.copy([first], CopyReport(key))
+        shared = sorted(src.read_index(first).referenced_blob_ids() & src.read_index(second).referenced_blob_ids())
+        new = sorted(src.read_index(second).referenced_blob_ids() - src.read_index(first).referenced_blob_ids())
+        leftover, orphan = new[0], second.index_blob_id  # as another copy left them: under a lease, and without
+        dst.store.put(PutRequest(leftover, b"a killed copy's bytes", 60_000))
+        dst.store.put(PutRequest(orphan, src.store.get_bounded(orphan, declared(second.index_size, "index"))))
+        copier.present = {i.blob_id for i in dst.store.list(key.prefix)}
+        copier.mine = set()
+        held = copier.held(set(shared) | {leftover, orphan})
+        assert held == set(shared) | {orphan}  # referenced by the first record, or unmarked; never the leftover
+
+        append = copier.committer.engine.append
+
+        def lose_then_append(record, **kw):  # noqa: ANN001, ANN003, ANN202 - a gc that acted before the append
+            dst.store.delete(shared[0])
+            return append(record, **kw)
+
+        copier.committer.engine.append = lose_then_append
+        report = CopyReport(key)
+        copier.copy([second], report)
+        assert leftover in {i.blob_id for i in dst.store.list(key.prefix)} and report.blobs_uploaded >= 2
+    finally:
+        copier.close()
+        src.close()
+        dst.close()
+    _check_target(tmp_path, target, states)

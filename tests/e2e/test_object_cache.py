@@ -142,6 +142,30 @@ def test_a_backup_never_trusts_a_cached_index_whose_bytes_are_not_the_ones_its_r
     assert verified.returncode == 0, verified.stderr
 
 
+def test_a_backup_puts_back_the_lost_index_it_holds_in_its_object_cache(target, cli, tmp_path, work_base):
+    """Issue 39 case 12: the store lost the latest index; this host's next backup diffs against its cached copy
+    (the bytes its record names). The cache saves the read, never the knowledge: the walk of the store's prefix the
+    backup takes anyway shows the index gone, and the backup puts it back from that verified copy and says so, so
+    the retained checkpoint restores again (``verify --all``)."""
+    _, second = _two_snapshots(cli, target, tmp_path)
+    entry = _entry(work_base, target, second["indexBlobId"])
+    assert entry.is_file(), "the writer keeps the index it wrote"
+    store = target.store()
+    try:
+        store.delete(second["indexBlobId"])  # lost outside the protocol; this host still has a verified copy
+        write_keys(tmp_path / "s", n=10, value_size=200, seed=3, start=90_000)
+        done = cli("backup", tmp_path / "s", *target.args(KEY), "--retain", "2", "--json", env=target.env)
+        assert done.returncode == 0, done.stderr
+        assert second["indexBlobId"] in done.stderr and "putting it back" in done.stderr, done.stderr
+        assert second["indexBlobId"] in {i.blob_id for i in store.list(KEY.prefix)}
+    finally:
+        store.close()
+    result = done.json()
+    assert 0 < result["filesUploaded"] < result["filesTotal"], result  # the diff used the copy: no full upload
+    verified = cli("verify", *target.args(KEY), "--all", env=target.env)
+    assert verified.returncode == 0, verified.stderr  # both retained checkpoints restore
+
+
 @pytest.mark.parametrize("backend", ["file", "s3"])
 def test_retention_leaves_no_cache_entry_of_what_it_deleted(backend, target, s3_target, cli, tmp_path, work_base):
     """A backup keeps the index and (on S3, where the listing gives a record's MD5) the record it wrote in this

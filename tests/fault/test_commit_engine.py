@@ -319,9 +319,9 @@ def test_a_partition_snapshot_uploads_again_a_reused_blob_the_store_lost(file_ta
     from rocksdict import Rdict
 
     from blobstate.commit.group import GroupCommitter
-    from blobstate.commit.staging import stage_snapshot
     from blobstate.model.chain import partition_history
     from blobstate.repository.backends import open_local_store
+    from blobstate.worker import stage_snapshot
 
     db = Rdict(str(tmp_path / "db"))
     for i in range(200):

@@ -102,7 +102,7 @@ def test_a_group_of_changelog_parts_leaves_its_parts_marks_for_the_close(tmp_pat
     lease): the parts' marks wait like a delta's, and the committer's close removes them."""
     from blobstate.commit.group import GroupCommitter
     from blobstate.commit.healing import HealSources
-    from blobstate.commit.staging import stage_changelog
+    from blobstate.worker import stage_changelog
 
     url = f"file://{tmp_path}/repo"
     repo = Repository.open(url, create=True)

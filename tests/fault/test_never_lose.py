@@ -179,7 +179,8 @@ def test_case3_a_damaged_index_inside_the_retention_window_never_stops_a_backup(
 def test_case4_a_lost_latest_index_makes_the_next_backup_a_full_upload(file_target, cli, tmp_path, cached):
     """Without a copy of the lost index (another host, or ``BLOBSTATE_OBJECT_CACHE=off``) the next backup uploads
     everything under the next generation; a host whose object cache holds its bytes (checked against the record's
-    size and CRC32C, Safety rule 9) diffs against that copy instead."""
+    size and CRC32C, Safety rule 9) diffs against that copy instead, and puts the index back from it (issue 39
+    case 12: the walk it takes shows the index gone)."""
     target = file_target
     store = _store(tmp_path)
     first = _backup(cli, target, store, "--retain", "2")
@@ -192,7 +193,9 @@ def test_case4_a_lost_latest_index_makes_the_next_backup_a_full_upload(file_targ
     result = second.json()
     assert result["generation"] == first["generation"] + 1
     if cached:
-        assert latest["indexBlobId"] not in second.stderr and result["filesUploaded"] < result["filesTotal"]
+        assert result["filesUploaded"] < result["filesTotal"]
+        assert latest["indexBlobId"] in second.stderr and "putting it back" in second.stderr, second.stderr
+        assert (tmp_path / "repo" / latest["indexBlobId"]).is_file()
     else:
         assert latest["indexBlobId"] in second.stderr  # the warning names the lost index
         assert result["filesUploaded"] == result["filesTotal"]

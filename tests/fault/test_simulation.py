@@ -14,7 +14,12 @@
 - on an encrypted repository (profile ``encrypted``) too, with nothing but ciphertext in the world;
 - profile ``keys`` (issue 39): key rotations and commands recording the log, killed and racing: the seeds that found
   cases 1 and 2 with their fixes reverted hold now; SELF-CHECK: with the Rewrite door's guarantees taken away in the
-  simulated store, they fail again.
+  simulated store, they fail again;
+- profile ``heal`` (issue 39's heal actors): the seeds that found its cases 3, 7 and 12 hold, and fail again with
+  each fix switched off;
+- profile ``processor`` (issue 41): two stateful processors (a TTL, event-time timers) killed and restarted keep the
+  reference fold's state and outputs; SELF-CHECK: with the expiry index written a batch late, the seeds that found
+  it fail again.
 
 The long run (1,000,000 steps) is ``python -m bench.simulate``.
 """
@@ -183,6 +188,42 @@ def test_the_seeds_that_found_issue_27_cases_hold(case: str, seed: int, profile:
     assert not result.failed, f"{case}: {describe(result)}"
 
 
+#: profile ``heal`` seeds at which the simulator found issue 39's cases on its own with their fix reverted
+#: (bench/README.md): case 3 at seed 140 (a copy rerun from another host counted the killed copy's expired leftovers,
+#: the copy target's gc took them before its append), case 7 at seed 2 (the group owner paused past its TTL, gc and
+#: the executors' lost disks took its changelogs) and at seed 292 (the owner killed right after its late append,
+#: its work directory lost: the next owner's take-over), case 12 at seed 0 (a lost index its host held).
+HEAL_SEEDS = (("issue 39 case 3", 140), ("issue 39 case 7", 2), ("issue 39 case 7", 292), ("issue 39 case 12", 0))
+
+
+def _revert(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 39's fix of ``case`` switched off in this process (what the long run reverted in a frozen tree)."""
+    from blobstate.commit import cleanup, copy, healing
+
+    if case == "issue 39 case 3":  # everything listed counts as present, no heal check after the append
+        monkeypatch.setattr(copy.StoreCopier, "held", lambda self, wanted: wanted & self.present)
+        monkeypatch.setattr(copy.StoreCopier, "heal", lambda self, *args: [])
+    elif case == "issue 39 case 7":  # no void: the group stays committed
+        monkeypatch.setattr(cleanup, "void_lost", lambda *args, **kwargs: None)
+        monkeypatch.setattr(cleanup, "void_if_lost", lambda *args, **kwargs: None)
+    else:  # a lost index is never put back from the host's cache
+        monkeypatch.setattr(healing, "put_back_indexes", lambda *args: [])
+
+
+@pytest.mark.parametrize(("case", "seed"), HEAL_SEEDS)
+def test_the_seeds_that_found_issue_39_cases_hold_and_find_them_without_their_fix(
+        case: str, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each seed holds every invariant now; with the fix of its case switched off (SELF-CHECK) it fails with that
+    case again, so the actors of ``heal_actors`` do reach it."""
+    from blobstate.testing.simulation.shrink import classify
+
+    result = run_seed(seed, "heal")
+    assert not result.failed, f"{case}: {describe(result)}"
+    _revert(case, monkeypatch)
+    broken = run_seed(seed, "heal")
+    assert broken.failed and classify(broken) == case, describe(broken)
+
+
 #: profile ``rescale`` seeds: rs1 killed after its append (the rerun finds it committed), killed at its
 #: ``CommitStarted`` (rs2 redoes it), paused at its append until rs2 committed (fenced), both runs killed (the
 #: end's rerun redoes it), rs1 killed while its committer reads the generation it pins (its lock, taken just
@@ -315,3 +356,80 @@ def test_self_check_a_marker_rewrite_around_the_door_is_caught(broken: str, seed
         monkeypatch.setattr(SimBlobStore, "rewrite", unconditional)
     result = run_seed(seed, "keys")
     assert result.failed and classify(result) == case, describe(result)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_every_actor_in_one_scenario_holds_the_invariants(seed: int) -> None:
+    """Profile ``all`` (issue 39: every actor at once): the rescaler, the doors' queries, writers, adopters and
+    readers, the marker's rewriters and the heal actors (copies, a target's gc, lost hosts) beside ``full``'s writers,
+    gc, restores and zombies. The long run is ``python -m bench.simulate --profile all`` (bench/README.md)."""
+    result = run_seed(seed, "all")
+    assert not result.failed, describe(result)
+    programs = {spec.program for spec in result.scenario.actors}
+    assert {"rescaler", "copier", "host_loss"} <= programs, programs
+    assert result.steps > 1000
+
+
+def defer_expiry_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bug issue 41 names, seeded: the expiry index not written in the same batch as the value. A TTL index
+    entry is kept in the process's memory and staged with its next batch instead (the old entry still removed now),
+    so a process that stops after a batch (killed, or its last batch done) loses it: the value is never swept."""
+    from blobstate.spark.processor import store as processor_store
+    from blobstate.spark.processor import ttl
+    from blobstate.spark.processor.codec import u64
+
+    move, init = ttl.TtlIndex.move, processor_store.Store.__init__
+
+    def deferred_move(self, element, old, new):  # noqa: ANN001, ANN202
+        move(self, element, old, None)
+        if new is not None and old != new:
+            self.store._db.__dict__.setdefault("deferred", []).append((self.group + u64(new) + element, self.group))
+
+    def flushing_init(self, target):  # noqa: ANN001, ANN202
+        init(self, target)
+        if self.writable:
+            for key, group in self._db.__dict__.pop("deferred", []):
+                self.put(key, b"", group)
+
+    monkeypatch.setattr(ttl.TtlIndex, "move", deferred_move)
+    monkeypatch.setattr(processor_store.Store, "__init__", flushing_init)
+
+
+#: profile ``processor`` (issue 41): the seeds at which the simulator found the seeded bug (``defer_expiry_index``)
+#: on its own: seed 10 first (11 seeds), then 16 (bench/README.md). Seed 1 kills both dedup processes and closes 8
+#: sessions by timers across a restart; seed 9 pauses three processors past the TTL (zombies, fenced on resuming);
+#: seed 107 loses an object of the dedup store (its restore may fail then, its outputs are still checked).
+PROCESSOR_BUG_SEEDS = (10, 16)
+PROCESSOR_SEEDS = (1, 9, 107, *PROCESSOR_BUG_SEEDS)
+
+
+@pytest.mark.parametrize("seed", PROCESSOR_SEEDS)
+def test_stateful_processors_killed_and_restarted_hold_the_reference(seed: int) -> None:
+    from blobstate.testing.simulation import processor
+
+    base = tempfile.mkdtemp(prefix="blobstate-sim-test-")
+    try:
+        sim = Simulation(scenario(seed, "processor"), base)
+        result = sim.run()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert not result.failed, describe(result)
+    outputs = sim.__dict__["processor_outputs"]
+    for key in (processor.DEDUP, processor.SESSIONS):  # both processors committed batches
+        assert len(outputs[key]) >= 3, key
+    if seed != 107:  # seed 107's restarts find the lost object and exit
+        assert any(len({a for runs in outputs[key].values() for a, _ in runs}) == 2  # a restart continued
+                   for key in (processor.DEDUP, processor.SESSIONS))
+    if seed not in (10, 107):  # their sessions ran 3 or 4 batches only: none closed yet
+        assert any(rows for runs in outputs[processor.SESSIONS].values() for _, rows in runs)  # timers fired
+
+
+@pytest.mark.parametrize("seed", PROCESSOR_BUG_SEEDS)
+def test_self_check_an_expiry_index_written_a_batch_late_is_caught(seed: int,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """SELF-CHECK: with the expiry index entry staged in the next batch instead of the value's (issue 41's named
+    bug), those seeds fail: a process that stopped after writing a value took its index entry with it, and the
+    value outlives its TTL in every later committed state."""
+    defer_expiry_index(monkeypatch)
+    result = run_seed(seed, "processor")
+    assert result.failed and result.violation.kind == "ttl", describe(result)

@@ -1,5 +1,5 @@
-"""Issue 27 cases 11 and 12 with a real local Spark (the flights query on a partitioned state, 4 partitions, a
-driver child killed with SIGKILL; ``tests/support/spark_fixtures.py``):
+"""Issue 27 cases 11 and 12 and issue 39 case 7 with a real local Spark (the flights query on a partitioned state, 4
+partitions, a driver child killed with SIGKILL or paused with SIGSTOP; ``tests/support/spark_fixtures.py``):
 
 - case 11: the driver is killed right after journaling ``CheckpointAppending`` of a group that carries partition
   snapshots (the append never sent); the outage outlasts the TTL: gc deletes the staged parts, the executors'
@@ -8,6 +8,10 @@ driver child killed with SIGKILL; ``tests/support/spark_fixtures.py``):
 - case 12: a partition snapshot task is SIGKILLed with its driver while it uploads (its RocksDB local checkpoint
   directory, hard links to the partition's SSTs, left on the executor); the restart's first task on the partition
   sweeps it, and the restart ends exact.
+- issue 39 case 7: the driver is paused right before the append of a batch's group past the parts' TTL; gc takes
+  the staged changelogs and the executors' kept copies are lost too. Resumed, the driver appends, finds the parts
+  gone and nobody to put them back: it voids the group and fails the batch (the query stops); the restart re-runs
+  the batch and ends exact, every retained record verifying.
 """
 
 from __future__ import annotations
@@ -25,8 +29,9 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+from fault_harness import send_cont, wait_stopped  # noqa: E402
 from fixtures_core import SUPPORT_DIR  # noqa: E402
-from spark_fixtures import kill_paths, restored_routes, run_child  # noqa: E402
+from spark_fixtures import kill_paths, restored_routes, run_child, start_child, stop_child  # noqa: E402
 
 import blobstate  # noqa: E402
 from blobstate.model.records import StoreKey  # noqa: E402
@@ -117,3 +122,34 @@ def test_a_snapshot_task_killed_with_its_driver_leaves_a_checkpoint_the_next_ope
     _restart(spark_session, paths)
     assert not [p for p in glob.glob(pattern) if os.path.isdir(p) and p in left], "a leftover was not swept"
     _ends_exact(tmp_path, paths, frame)
+
+
+def test_a_late_group_whose_parts_nobody_holds_is_voided_and_the_restart_reruns_its_batch(
+        spark_session, flights_days, tmp_path):
+    paths, frame = _paths(tmp_path, *flights_days)
+    clock = tmp_path / "clock"
+    child = start_child(tmp_path, paths, {"BLOBSTATE_PLUGINS": "pause_plugin",
+                                          "BLOBSTATE_TEST_PAUSE_AT": "CheckpointAppending:3",
+                                          "BLOBSTATE_TEST_CLOCK_FILE": str(clock)},
+                        partitions=N, ttl="20s", partitionSnapshotEvery=0)
+    try:
+        wait_stopped(child, timeout=240)  # batch 2's tasks staged their changelogs; the driver is before its append
+        deleted: list[str] = []
+        deadline = time.monotonic() + 120
+        while len(deleted) < N and time.monotonic() < deadline:  # until the parts expired and gc took them
+            deleted += [b for r in blobstate.gc(repo=paths["repo"], work_base=str(tmp_path / "gc-host"))
+                        for b in r.expired_deleted]
+            time.sleep(0.5)  # they expire by the clock
+        assert len(deleted) == N, deleted
+        kept = glob.glob(os.path.join(paths["local"], KEY.job, KEY.task, KEY.store, "p*", "pending", "*"))
+        for path in kept:  # the executors' copies are lost too (their hosts are gone)
+            os.remove(path)
+        send_cont(child, clock_file=clock)
+    finally:
+        code, out, err = stop_child(child)
+    assert code != 0 and "GroupVoidedError" in err, (code, out, err)  # the batch failed: the query stopped
+    reports = blobstate.verify(repo=paths["repo"], job=KEY.job, task=KEY.task, store=KEY.store, all_checkpoints=True)
+    assert all(r.ok for r in reports)  # the voided group is no damage: nothing restores it
+    _restart(spark_session, paths)
+    history = _ends_exact(tmp_path, paths, frame)
+    assert sorted({cp.batch_id for cp in history}) == list(range(5))

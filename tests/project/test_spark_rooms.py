@@ -5,7 +5,7 @@ with ``ast`` (nothing is imported).
 - The executor side (every module under a folder named ``executor``: what runs in a Spark task) never imports the
   driver side: of ``blobstate.spark`` only the executor side and ``blobstate.spark.errors``.
 - The executor side reaches the core through one door: of the rest of ``blobstate`` only the rooms every room uses
-  (``errors``, ``model``, ``local``) and ``blobstate.commit.staging``; so ``blobstate.commit.group`` (the group
+  (``errors``, ``model``, ``local``) and ``blobstate.worker``; so ``blobstate.commit.group`` (the group
   commit) is the driver's alone.
 - Nothing imports upward: each room stands on a floor (``FLOORS``) and imports only its own and lower floors.
 - No circles inside ``blobstate.spark``, module to module.
@@ -43,7 +43,7 @@ FLOORS = {
 #: import them, and they obey the executor side's own rules (checked below): the Spark-agnostic processor runtime
 RUNS_IN_TASKS = ("processor",)
 #: what the executor side may import of the core (outside blobstate.spark): the rooms every room uses, and the door
-EXECUTOR_CORE = ("blobstate.errors", "blobstate.model", "blobstate.local", "blobstate.commit.staging")
+EXECUTOR_CORE = ("blobstate.errors", "blobstate.config", "blobstate.model", "blobstate.local", "blobstate.worker")
 
 
 def modules(root: Path = SPARK, package: str = PACKAGE) -> dict[str, Path]:

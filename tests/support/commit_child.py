@@ -21,7 +21,7 @@ import sys
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.delta import DeltaCommitter
 from blobstate.commit.group import GroupCommitter
-from blobstate.commit.staging import stage_changelog
+from blobstate.worker import stage_changelog
 
 try:
     from blobstate.commit.healing import HealSources

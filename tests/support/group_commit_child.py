@@ -11,9 +11,9 @@ import sys
 
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.group import GroupCommitter
-from blobstate.commit.staging import stage_snapshot
 from blobstate.model.records import StoreKey
 from blobstate.repository.repo import Repository
+from blobstate.worker import stage_snapshot
 
 
 def main(config: dict) -> None:

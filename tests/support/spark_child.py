@@ -3,8 +3,8 @@
 ``python spark_child.py CONFIG.json``. CONFIG: ``repo``, ``checkpoint``, ``state``, ``work``, ``input``,
 ``archive`` (the file source runs with ``cleanSource=archive`` into it), ``connect`` (a Spark Connect session
 instead of a classic one), ``partitions`` and ``local`` (the partitioned state instead of the driver binding: N
-partitions, the executors' local dir; ``partitionSnapshotEvery`` and ``retain`` its options), ``snapshotEvery``, and
-``kill``, comma-separated actions: ``fn:N``
+partitions, the executors' local dir; ``partitionSnapshotEvery``, ``retain`` and ``ttl`` its options),
+``snapshotEvery``, and ``kill``, comma-separated actions: ``fn:N``
 (SIGKILL inside the user function of batch N, its writes staged), ``after-commit:N`` (SIGKILL at the start of
 batch N+1's function, once ``commits/N`` exists), ``pause-snapshots:N`` (hold snapshots from batch N on: a lagging
 listener). Kills by journal event come from the ``kill_plugin`` through the environment. Every kill is a SIGKILL
@@ -125,7 +125,7 @@ def run_partitioned(spark, cfg) -> None:  # noqa: ANN001
     ps = partitioned(spark, repo=cfg["repo"], checkpoint_location=cfg["checkpoint"], job="flights",
                      store="routes", num_partitions=cfg["partitions"], key_cols=ROUTE_COLS, local_dir=cfg["local"],
                      work_dir=cfg["work"], snapshot_every=cfg.get("partitionSnapshotEvery", 0),
-                     retain=cfg.get("retain", 3))
+                     retain=cfg.get("retain", 3), ttl=cfg.get("ttl", "1d"))
     if cfg.get("probe"):
         probe(ps, cfg["probe"])
     stream = (spark.readStream.schema(flights_schema()).option("header", True).option("maxFilesPerTrigger", 1)

@@ -177,9 +177,8 @@ def run_child(tmp_path, paths, *, kill="", kill_at_event="", connect=False, snap
     """Run the child until it dies or ends; returns its return code and output. ``partitions``: run the partitioned
     state with that many partitions (``paths["local"]``: the executors' local dir), partition snapshots every
     ``partition_snapshot_every`` batches (0: none)."""
-    config = tmp_path / f"child-{len(list(tmp_path.glob('child-*.json')))}.json"
-    config.write_text(json.dumps({**paths, "kill": kill, "connect": connect, "snapshotEvery": snapshot_every,
-                                  "partitions": partitions, "partitionSnapshotEvery": partition_snapshot_every}))
+    config = _config(tmp_path, {**paths, "kill": kill, "connect": connect, "snapshotEvery": snapshot_every,
+                                "partitions": partitions, "partitionSnapshotEvery": partition_snapshot_every})
     env = child_env()
     if connect:  # the child's own Connect server listens on a free port of its own (spark_child.connect_session)
         from cloud_servers import free_port
@@ -188,6 +187,31 @@ def run_child(tmp_path, paths, *, kill="", kill_at_event="", connect=False, snap
     if kill_at_event:
         env.update(BLOBSTATE_PLUGINS="kill_plugin", BLOBSTATE_TEST_KILL_AT=kill_at_event, BLOBSTATE_TEST_KILL_GROUP="1")
     return run_in_group([sys.executable, os.path.join(SUPPORT, "spark_child.py"), str(config)], env, timeout)
+
+
+def _config(tmp_path, cfg: dict):  # noqa: ANN202
+    """The child's configuration file, a new one per child of the test."""
+    config = tmp_path / f"child-{len(list(tmp_path.glob('child-*.json')))}.json"
+    config.write_text(json.dumps(cfg))
+    return config
+
+
+def start_child(tmp_path, paths, env: dict, **cfg) -> subprocess.Popen:
+    """The child started in the background as the leader of a new session (``stop_child`` ends what is left of
+    it), with ``env`` added to its environment and ``cfg`` to its configuration (``spark_child``'s keys)."""
+    config = _config(tmp_path, {**paths, **cfg})
+    return subprocess.Popen([sys.executable, os.path.join(SUPPORT, "spark_child.py"), str(config)],
+                            env={**child_env(), **env}, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def stop_child(child: subprocess.Popen, timeout: float = 240) -> tuple[int, str, str]:
+    """Wait for a ``start_child`` child to end, then kill what is left of its group; its return code and output."""
+    try:
+        out, err = child.communicate(timeout=timeout)
+    finally:
+        _kill_group(child.pid)
+    return child.returncode, out, err[-3000:]
 
 
 def child_env(**extra: str) -> dict:

@@ -39,7 +39,6 @@ from blobstate.commit.group import GroupCommitter
 from blobstate.commit.parts import heal_parts
 from blobstate.commit.recover import cleanup_after_restore, recover
 from blobstate.commit.session import StoreSession
-from blobstate.commit.staging import stage_changelog, stage_snapshot
 from blobstate.errors import BlobstateError, IntegrityError, NothingToRestore
 from blobstate.local.checksum import crc32c_bytes
 from blobstate.maintenance.gc import collect
@@ -52,6 +51,7 @@ from blobstate.restoring import chain as replay
 from blobstate.restoring.snapshot import restore_snapshot
 from blobstate.testing.simulation import model
 from blobstate.testing.simulation.invariants import Violation
+from blobstate.worker import stage_changelog, stage_snapshot
 
 if TYPE_CHECKING:
     from blobstate.testing.simulation.runner import Simulation
@@ -250,8 +250,12 @@ class _Executor:
 
 def gc(sim: Simulation, actor: Actor, *, runs: int, gap_ms: int, log: str = "log") -> None:
     repo = sim.open_repo(log)
-    if repo is None:
-        return
+    if repo is not None:
+        gc_runs(sim, actor, repo, runs=runs, gap_ms=gap_ms)
+
+
+def gc_runs(sim: Simulation, actor: Actor, repo: Repository, *, runs: int, gap_ms: int) -> None:
+    """``runs`` gc runs of every store of ``repo``, ``gap_ms`` apart, from ``actor``'s host."""
     base = sim.local_dir(actor, "work-base")
     for run in range(runs):
         if run:

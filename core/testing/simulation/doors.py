@@ -43,7 +43,6 @@ from blobstate.commit.delta import DeltaCommitter
 from blobstate.commit.group import GroupCommitter
 from blobstate.commit.opening import check_current, open_store
 from blobstate.commit.parts import heal_parts
-from blobstate.commit.staging import stage_changelog
 from blobstate.errors import BlobstateError, IntegrityError, NothingToRestore
 from blobstate.model import changelog, layout
 from blobstate.model.align import EngineLog, align
@@ -57,6 +56,7 @@ from blobstate.spark.partitioned.driver.partitioning import align_partitions
 from blobstate.testing.simulation import model, rescaler
 from blobstate.testing.simulation.actors import _Executor, committer_of, restore_into
 from blobstate.testing.simulation.invariants import Violation
+from blobstate.worker import stage_changelog
 
 if TYPE_CHECKING:
     from blobstate.commit.backup import StoreCommitter

@@ -15,7 +15,7 @@ The actor runs the rest as the driver and its tasks would, with the simulated st
 3. every old partition's chain restored with the real restore (``read_state``'s task) and each key mapped to its
    new partition (``model.new_partition``, pure as ``key_of`` and Spark's hash are);
 4. each new partition written as a directory and staged as a snapshot of the batch with a TTL
-   (``blobstate.commit.staging.stage_snapshot``, ``write_state``'s task; the actor keeps nothing to heal from, as the
+   (``blobstate.worker.stage_snapshot``, ``write_state``'s task; the actor keeps nothing to heal from, as the
    executors' scratch copies are gone once their task ended);
 5. ``blobstate.spark.data.write.commit_written``: the answers checked, then one group record of the new
    partitions' snapshots committed through the one commit engine.
@@ -29,7 +29,6 @@ from __future__ import annotations
 import shutil
 from typing import TYPE_CHECKING
 
-from blobstate.commit.staging import stage_snapshot
 from blobstate.errors import BlobstateError, IntegrityError, NothingToRestore
 from blobstate.model import layout
 from blobstate.model.records import StoreKey
@@ -40,6 +39,7 @@ from blobstate.spark.data.write import Target, commit_written, open_destination
 from blobstate.spark.errors import DestinationNotEmpty, StateAlreadyWritten, StateWriteRefused
 from blobstate.testing.simulation.actors import committer_of, restore_into
 from blobstate.testing.simulation.model import new_partition, write_dir
+from blobstate.worker import stage_snapshot
 
 if TYPE_CHECKING:
     from blobstate.repository.repo import Repository

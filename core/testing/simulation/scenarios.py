@@ -26,6 +26,16 @@ Profiles:
 - ``keys``: ``full`` plus the marker's rewriters (issue 39, ``blobstate.testing.simulation.keys``): one to three key
   rotations (two of them racing) and commands recording the log in a marker from before the field, killed and
   paused, before the other actors start.
+- ``heal``: ``full`` plus issue 39's heal actors (``blobstate.testing.simulation.heal_actors``): three copies of the
+  snapshot store into a second repository (one early, one killed at a protocol step, one rerun from another host
+  after its TTL) beside that repository's gc; the executors' hosts of the partitioned store losing their disks while
+  its owner may be paused past its TTL before an append; a host writing a store of its own whose latest index is
+  lost between two of its processes.
+- ``all``: ``full`` with the actors of ``rescale``, ``doors``, ``keys`` and ``heal`` together in one scenario
+  (issue 39: a million steps with every actor).
+- ``processor``: ``full`` plus two stateful processors (issue 41, ``blobstate.testing.simulation.processor``): a
+  dedup with a TTL and sessions closed by event-time timers, each a query and a later restart of it on the same
+  store, killed or paused past the TTL; their committed state must be the reference fold's.
 
 Every writer of the other profiles pins the generation it opened on (``StoreCommitter(expected_generation=)``,
 as the partitioned driver does and as issue 27 asks of every writer).
@@ -42,13 +52,21 @@ from blobstate.testing.simulation.runner import ActorSpec, Scenario
 from blobstate.testing.simulation.scheduler import Fault
 
 TTL_MS = 60_000
-PROFILES = ("safe", "full", "two-logs", "unpinned", "rescale", "encrypted", "doors", "keys")
+PROFILES = ("safe", "full", "two-logs", "unpinned", "rescale", "encrypted", "doors", "keys", "heal", "all", "processor")
+#: the profiles whose actors ``all`` runs together in one scenario
+COMBINED = ("rescale", "doors", "keys", "heal")
+
+
+def _has(profile: str, part: str) -> bool:
+    """Whether ``profile`` runs the actors of profile ``part`` (itself, or ``all``)."""
+    return profile == part or (profile == "all" and part in COMBINED)
 
 SNAP = StoreKey("sim", "0", "snap")
 CHG = StoreKey("sim", "0", "chg")
 GRP = StoreKey("sim", "group", "grp")
 RST = StoreKey("sim", "0", "rst")
 RESCALED = StoreKey("sim", "group", "grp-rescaled")
+IDX = StoreKey("sim", "0", "idx")
 
 
 def scenario(seed: int, profile: str = "full") -> Scenario:
@@ -97,7 +115,7 @@ def scenario(seed: int, profile: str = "full") -> Scenario:
         specs.append(ActorSpec("x1", "writer", later(), skew(),
                                dict(key=SNAP, name="snap", retain=2, batches=rng.randint(2, 4), deltas=False,
                                     log="log2", interval_ms=every())))
-    if profile == "rescale":
+    if _has(profile, "rescale"):
         m = rng.randint(1, 3)
         stores[RESCALED] = StoreInfo(model.rescaled("grp", 2, m), 2, partitions=m)
         command = dict(source=GRP, target=RESCALED, partitions=m, retain=2)
@@ -127,26 +145,57 @@ def scenario(seed: int, profile: str = "full") -> Scenario:
         faults.append(Fault("unknown", "", rng.randint(0, 20), keep=rng.random() < 0.7))
     if rng.random() < 0.15:
         faults.append(Fault(rng.choice(["lose", "damage"]), "", rng.randint(50, 800)))
-    if profile == "rescale":  # a rescale killed, or paused past its TTL, in most scenarios
+    if _has(profile, "rescale"):  # a rescale killed, or paused past its TTL, in most scenarios
         for who in ("rs1", "rs2"):  # a rescale is one commit: its k-th point, or the first of a protocol step
             at, label = (rng.randint(1, 60), "") if rng.random() < 0.5 else (1, rng.choice(STEPS))
             if rng.random() < 0.5:
                 faults.append(Fault("kill", who, at, keep=rng.random() < 0.6, label=label))
             elif rng.random() < 0.5:
                 faults.append(Fault("pause", who, at, ms=rng.randint(ttl, 3 * ttl), label=label))
-    if profile == "doors":  # issue 39: the queries, writers, adopters and readers of the doors
+    if _has(profile, "doors"):  # issue 39: the queries, writers, adopters and readers of the doors
         from blobstate.testing.simulation.doors_scenario import doors_part
 
         more_specs, more_faults = doors_part(rng, ttl)
         specs, faults = specs + more_specs, faults + more_faults
     extras: tuple[str, ...] = ()
-    if profile == "keys":
+    if _has(profile, "keys"):
         from blobstate.testing.simulation import keys
 
         keys.add(rng, specs, faults, ttl)
-        extras = (keys.__name__,)
+        extras += (keys.__name__,)
+    if _has(profile, "heal"):
+        _heal(rng, ttl, stores, specs, faults)
+        extras += ("blobstate.testing.simulation.heal_actors",)
+    if profile == "processor":
+        from blobstate.testing.simulation import processor
+
+        processor.add(rng, specs, faults, ttl)
+        extras += (processor.__name__,)
     return Scenario(seed, ttl, stores, specs, _dedupe(faults), logs=("log", "log2") if profile == "two-logs"
                     else ("log",), damage_targets=seed, encrypted=profile == "encrypted", extras=extras)
+
+
+def _heal(rng: random.Random, ttl: int, stores: dict, specs: list[ActorSpec], faults: list[Fault]) -> None:
+    """Profile ``heal``'s actors and faults (see the module docstring)."""
+    killed = rng.randint(ttl, 2 * ttl)
+    rerun = killed + ttl + rng.randint(ttl // 10, ttl)
+    copy = dict(key=SNAP, name="snap", retain=2)
+    specs += [ActorSpec("cp0", "copier", rng.randint(ttl // 4, ttl), 0, copy),
+              ActorSpec("cp1", "copier", killed, 0, copy), ActorSpec("cp2", "copier", rerun, 0, copy),
+              ActorSpec("tgc", "target_gc", rerun - rng.randint(0, ttl // 20), 0,
+                        dict(runs=rng.randint(6, 10), gap_ms=rng.randint(ttl // 300, ttl // 30))),
+              ActorSpec("hl", "host_loss", rng.randint(ttl // 2, ttl), 0,
+                        dict(key=GRP, runs=rng.randint(3, 6), gap_ms=rng.randint(ttl // 4, ttl))),
+              ActorSpec("gch", "gc", ttl, 0, dict(runs=rng.randint(4, 8), gap_ms=rng.randint(ttl // 4, ttl // 2))),
+              ActorSpec("ix", "cached_index_writer", rng.randint(0, ttl), 0,
+                        dict(key=IDX, name="idx", retain=2, batches=rng.randint(1, 3), interval_ms=ttl // 20))]
+    stores[IDX] = StoreInfo("idx", 2)
+    step = rng.choice(("journal UploadsPlanned", "journal BlobUploaded", "journal IndexUploaded",
+                       "journal CheckpointAppending"))
+    faults.append(Fault("kill", "cp1", rng.randint(1, 2), keep=rng.random() < 0.5, label=step))
+    if rng.random() < 0.7:  # the owner paused past its TTL right before a group append: gc may take its parts
+        faults.append(Fault("pause", "g1", rng.randint(1, 4), ms=rng.randint(ttl + ttl // 4, 3 * ttl),
+                            label="journal CheckpointAppending"))
 
 
 #: The protocol steps a pause or kill may be tied to (the k-th such journal event of the actor), besides a plain

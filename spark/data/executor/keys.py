@@ -2,7 +2,7 @@
 the key columns Spark's hash partitions by. Spark-agnostic but for the Arrow batches it maps.
 
 ``map_keys`` runs as a ``mapInArrow`` over ``read_state``'s DataFrame (``blobstate.spark.data.read``): each row's
-stored key (its ``key`` column, or its raw bytes decoded: ``blobstate.commit.staging.entries``) goes through the user's
+stored key (its ``key`` column, or its raw bytes decoded: ``blobstate.worker.entries``) goes through the user's
 ``key_of``, whose answer is checked against the key schema's types (``check_values``), so that Spark hashes the
 columns exactly as the streaming query does; the row comes out as ``(*key columns, key, value, key_raw, value_raw,
 _error)``, ``_error`` None or why the key cannot be mapped (``key_of`` raised, or returned the wrong number or
@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from blobstate.commit.staging import entries
+from blobstate.worker import entries
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -4,10 +4,10 @@ context it reads.
 
 - ``read_task`` (``mapInArrow`` over a DataFrame of one slot number per task): the slot's partition's chain (the
   driver's choice: snapshot, then deltas) is restored into a scratch directory of the executor
-  (``blobstate.commit.staging.restore_into``: every file and changelog checked against its record; the directory
+  (``blobstate.worker.restore_into``: every file and changelog checked against its record; the directory
   held while used and removed after, ``blobstate.spark.executor.leftovers``) and read key by key
-  (``blobstate.commit.staging.entries.open_entries``: nothing unpickled), ``ROWS_PER_BATCH`` entries per record batch.
-  ``change_task`` does the same with the partition's delta changelogs (``blobstate.commit.staging.read_changes``).
+  (``blobstate.worker.entries.open_entries``: nothing unpickled), ``ROWS_PER_BATCH`` entries per record batch.
+  ``change_task`` does the same with the partition's delta changelogs (``blobstate.worker.read_changes``).
 - Columns: ``key`` and ``value`` hold each entry of the column's type (``string``, ``binary``, ``bigint``,
   ``double``, ``boolean``: ``COLUMN_TYPES``); an entry of another type (an int in a string column, a bigger int than
   64 bits, a raw pickle) has them null and its stored bytes in ``key_raw``/``value_raw`` (``entries.encode``), so
@@ -15,7 +15,7 @@ context it reads.
 - ``write_task`` (``mapInArrow`` after ``repartition(N, *key_cols)``): the rows of shuffle partition ``p`` are
   written into a fresh RocksDB (``WRITE_BATCH_OPS`` per ``WriteBatch``); a key that arrives twice or a row that
   cannot be stored is reported (``Written.problems``), never written, and nothing is uploaded; otherwise the local
-  checkpoint is staged as partition ``p``'s snapshot with a TTL (``blobstate.commit.staging.stage_snapshot``). The
+  checkpoint is staged as partition ``p``'s snapshot with a TTL (``blobstate.worker.stage_snapshot``). The
   driver commits every partition's snapshot in one group record; what a failed or superseded attempt uploaded is
   never referenced and expires by its TTL.
 """
@@ -24,10 +24,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from blobstate.commit.staging import (
+from blobstate.config.settings import Settings
+from blobstate.errors import ConfigurationError
+from blobstate.model.chain import Chain
+from blobstate.model.layout import now_ms
+from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.spark.executor.identity import task_identity, task_partition
+from blobstate.spark.executor.leftovers import scratch_dir
+from blobstate.spark.executor.rows import pickled_batch
+from blobstate.worker import (
     Repository,
     StagedSnapshot,
     entries,
@@ -37,13 +45,6 @@ from blobstate.commit.staging import (
     restore_into,
     stage_snapshot,
 )
-from blobstate.errors import ConfigurationError
-from blobstate.model.chain import Chain
-from blobstate.model.layout import now_ms
-from blobstate.model.records import Checkpoint, StoreKey
-from blobstate.spark.executor.identity import task_identity, task_partition
-from blobstate.spark.executor.leftovers import scratch_dir
-from blobstate.spark.executor.rows import pickled_batch
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -68,17 +69,20 @@ def column_type(name: str) -> str:
 @dataclass(frozen=True)
 class RepositoryRef:
     """How a task opens the repository (picklable): its URL, the checkpoint log's URL, the storage options and the
-    log's options."""
+    log's options, and the driver's ``settings``."""
 
     url: str
     log_url: str | None = None
     storage_options: dict[str, Any] | None = None
     log_options: dict[str, Any] | None = None
+    settings: Settings = field(default_factory=Settings)
 
-    def open(self, *, create: bool = False) -> Repository:
-        """The repository; an empty location becomes one only with ``create`` (``Repository.open``)."""
+    def open(self, *, create: bool = False, executor: bool = False) -> Repository:
+        """The repository with the driver's settings (on an ``executor``: as it runs with them,
+        ``Settings.on_executor``); an empty location becomes one only with ``create`` (``Repository.open``)."""
         return open_repository(self.url, log_url=self.log_url, storage_options=self.storage_options,
-                               log_options=self.log_options, create=create)
+                               log_options=self.log_options, create=create,
+                               settings=self.settings.on_executor() if executor else self.settings)
 
 
 @dataclass(frozen=True)
@@ -163,7 +167,7 @@ def arrow_batch(fixed: dict[str, Any], keys: list[Any], values: list[Any], plan:
 def read_task(plan: ReadPlan, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """A read task (``mapInArrow``): the slots its input rows name (one per task), each partition's entries or
     changes as record batches. Raises what the restore raises (``IntegrityError``, ``BrokenChainError``)."""
-    repo = plan.repo.open()
+    repo = plan.repo.open(executor=True)
     try:
         for batch in batches:
             for slot in batch.column(0).to_pylist():
@@ -312,13 +316,13 @@ def write_partition(plan: WritePlan, partition: int, rows: Iterable[tuple[Any, A
             keys, problems, duplicates = fill(db, rows)
             if not problems:
                 db.flush(True)
-                local_checkpoint(db, target)
+                local_checkpoint(db, target, settings=plan.repo.settings)
         finally:
             db.close()
         created = now_ms()
         if problems:
             return Written(partition, attempt, keys, None, created, tuple(problems), duplicates)
-        repo = plan.repo.open()
+        repo = plan.repo.open(executor=True)
         try:
             staged = stage_snapshot(repo, plan.key, partition=partition, batch_id=plan.batch_id,
                                     checkpoint_dir=target, previous=None, ttl_ms=plan.ttl_ms,

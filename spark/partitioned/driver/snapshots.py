@@ -22,8 +22,8 @@ import threading
 from collections import deque
 from typing import Any
 
+from blobstate.config.options import redact
 from blobstate.model.layout import now_ms
-from blobstate.repository.options import redact
 from blobstate.spark.committed.location import is_connect
 from blobstate.spark.executor.rows import OUTPUT_SCHEMA, collect_pickled
 from blobstate.spark.partitioned.executor.batch_task import BatchPlan

@@ -51,11 +51,12 @@ from typing import TYPE_CHECKING, Any
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.group import GroupCommitter, check_partition_count
 from blobstate.commit.opening import check_current, open_store
+from blobstate.config.settings import Settings
+from blobstate.config.units import parse_duration_ms
 from blobstate.errors import ConfigurationError, FencedError, RepositoryNotFound
 from blobstate.model.chain import partition_history
 from blobstate.model.layout import DEFAULT_TTL_MS
 from blobstate.model.records import Checkpoint, StoreKey
-from blobstate.model.units import parse_duration_ms
 from blobstate.repository.repo import Repository
 from blobstate.repository.view import read_view
 from blobstate.spark.committed.alignment import spark_done, stamp_records
@@ -73,7 +74,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-    from blobstate.maintenance.queries import Duration
+    from blobstate.config.units import Duration
 
 log = logging.getLogger(__name__)
 BatchJob = Callable[..., list[Prepare]]  # a batch's Spark job: ``run_tasks``'s shape
@@ -94,7 +95,8 @@ class PartitionedState:
     partition (``blobstate.spark.partitioned.driver.snapshots``), committed in the next group record (retention then
     keeps ``retain`` snapshots per partition and the deltas after them); ``fault_hook``: see ``BatchPlan``;
     ``placement``: run each partition's tasks on the executor holding its copy (classic PySpark, with blobstate's JVM
-    helper; ``blobstate.spark.placement.coordinator``).
+    helper; ``blobstate.spark.placement.coordinator``); ``settings``: what the driver runs with (default: the
+    environment's), sent to the executors with every task (``BatchPlan.settings``).
     """
 
     def __init__(self, spark: SparkSession, *, repo: str, checkpoint_location: str, num_partitions: int,
@@ -102,8 +104,11 @@ class PartitionedState:
                  task: str = "group", log: str | None = None, work_dir: str | None = None,
                  storage_options: dict[str, Any] | None = None, retain: int = 3, ttl: Duration = DEFAULT_TTL_MS,
                  snapshot_every: int = 10, placement: bool = True,
-                 fault_hook: Callable[[str, PartitionContext], None] | None = None) -> None:
+                 fault_hook: Callable[[str, PartitionContext], None] | None = None,
+                 settings: Settings | None = None) -> None:
         ttl_ms = parse_duration_ms(ttl)
+        #: what the driver and, sent with every task, the executors run with (``Settings.for_call``)
+        self.settings = Settings.for_call(settings)
         if not key_cols:
             raise ConfigurationError("key_cols must name at least one column")
         check_partition_count([], num_partitions, "")
@@ -153,7 +158,8 @@ class PartitionedState:
         planned = location.last_planned()
         try:
             self._repo = Repository.open(self.repo_url, log=self.log_url, storage_options=self.storage_options,
-                                         create=spark_done(self.last_committed, planned) is None)
+                                         create=spark_done(self.last_committed, planned) is None,
+                                         settings=self.settings)
         except RepositoryNotFound:
             raise SparkAlignmentError(f"Spark committed batch {self.last_committed} in {self.checkpoint_location}, "
                                       f"but {self.repo_url} holds no blobstate repository") from None
@@ -326,7 +332,8 @@ class PartitionedState:
         return BatchPlan(self.repo_url, self.key, self.local_dir, self.num_partitions,
                          -1 if batch_id is None else batch_id, base, upto,
                          {p: tuple(partition_history(history, p)) for p in range(self.num_partitions)},
-                         self.query_id or "", self.log_url, self.storage_options, self.ttl_ms, fault_hook)
+                         self.query_id or "", self.log_url, self.storage_options, self.ttl_ms, fault_hook,
+                         self.settings)
 
     def _key_types(self, df: DataFrame) -> list[str]:
         """The Spark types of the key columns in ``df`` (``simpleString``: ``string``, ``int``, ``struct<...>``)."""
@@ -395,7 +402,8 @@ def partitioned(spark: SparkSession, *, repo: str, checkpoint_location: str, num
                 task: str = "group", log: str | None = None, work_dir: str | None = None,
                 storage_options: dict[str, Any] | None = None, retain: int = 3, ttl: Duration = DEFAULT_TTL_MS,
                 snapshot_every: int = 10, placement: bool = True,
-                fault_hook: Callable[[str, PartitionContext], None] | None = None) -> PartitionedState:
+                fault_hook: Callable[[str, PartitionContext], None] | None = None,
+                settings: Settings | None = None) -> PartitionedState:
     """Open a partitioned state (``PartitionedState``'s keywords) and check it against Spark's checkpoint.
 
     Example::
@@ -412,7 +420,7 @@ def partitioned(spark: SparkSession, *, repo: str, checkpoint_location: str, num
                              num_partitions=num_partitions, key_cols=key_cols, local_dir=local_dir, job=job,
                              store=store, task=task, log=log, work_dir=work_dir, storage_options=storage_options,
                              retain=retain, ttl=ttl, snapshot_every=snapshot_every, placement=placement,
-                             fault_hook=fault_hook)
+                             fault_hook=fault_hook, settings=settings)
     state.open()
     return state
 

@@ -10,9 +10,9 @@ Task ``p`` of batch ``b`` (``run_partition``), in the Python worker that runs it
    (``LocalPartition.ensure_at``): the local copy is reused when its marker names a record of the chain, and the
    committed deltas after it are applied (each from the changelog this host kept when it wrote it, or downloaded,
    always checked against the record's size and CRC32C); otherwise (a wiped or moved partition, a divergent
-   copy) it is restored from the repository (``blobstate.commit.staging.restore_partition``: snapshot, then deltas);
+   copy) it is restored from the repository (``blobstate.worker.restore_partition``: snapshot, then deltas);
 3. runs ``update(db, rows, ctx)`` on ``blobstate.model.changelog.StagedWrites``: nothing reaches RocksDB;
-4. uploads the batch's changelog with a TTL (``blobstate.commit.staging.stage_changelog``) and keeps a copy;
+4. uploads the batch's changelog with a TTL (``blobstate.worker.stage_changelog``) and keeps a copy;
 5. returns one small ``Prepare`` record, with who ran it (the executor, Spark's task attempt id and stage attempt:
    ``blobstate.spark.executor.identity.TaskIdentity``). Nothing is applied locally yet: the driver may commit another
    attempt's part, or none. The next batch applies whichever part the group record committed (step 2).
@@ -26,16 +26,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from blobstate.commit.staging import heal_parts, stage_changelog, worker_repository
+from blobstate.config.settings import Settings
 from blobstate.model import changelog
 from blobstate.model.layout import now_ms
 from blobstate.model.records import Checkpoint, PartitionEntry, StoreKey
 from blobstate.spark.executor.identity import TaskIdentity, task_identity, task_partition
 from blobstate.spark.executor.rows import arrow_rows, pickled_batch
 from blobstate.spark.partitioned.executor.partition import LocalPartition
+from blobstate.worker import heal_parts, stage_changelog, worker_repository
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -61,7 +62,8 @@ class BatchPlan:
     ``local_dir``, the blob TTL ``ttl_ms``, the group generation ``base`` the driver will append after, the batch
     the state must be at (``upto``: ``batch_id - 1``, None for the first batch) and each partition's committed
     records (``records[p]``, group records expanded, by generation). ``fault_hook(stage, ctx)`` is called after
-    the upload (stage ``"uploaded"``): fault injection for tests and drills."""
+    the upload (stage ``"uploaded"``): fault injection for tests and drills. ``settings``: the driver's, which the
+    tasks run with (``Settings.on_executor``), never their own environment's."""
 
     repo: str
     key: StoreKey
@@ -76,6 +78,7 @@ class BatchPlan:
     storage_options: dict[str, Any] | None = None
     ttl_ms: int = 0
     fault_hook: Callable[[str, PartitionContext], None] | None = None
+    settings: Settings = field(default_factory=Settings)
 
 
 @dataclass(frozen=True)
@@ -118,7 +121,7 @@ def run_partition(plan: BatchPlan, update: Update, partition: int, rows: Iterabl
     task = task_identity()
     ctx = PartitionContext(partition, plan.num_partitions, plan.batch_id, task.attempt, plan.query_id,
                            task.task_attempt_id)
-    repo = worker_repository(plan.repo, plan.log_url, plan.storage_options)
+    repo = worker_repository(plan.repo, plan.log_url, plan.storage_options, plan.settings)
     with LocalPartition(plan.local_dir, plan.key, partition) as local:
         # the committed changelogs this host kept, put back when a late group's gc took them (issue 27 case 2)
         heal_parts(repo, plan.records.get(partition, ()), local.kept, ttl_ms=plan.ttl_ms)

@@ -5,7 +5,7 @@ a snapshot's, ``blobstate.spark.partitioned.executor.snapshot_task``) holds whil
 at a time on a host), the database kept open by this Python worker between tasks or taken over from the process
 that has it (``blobstate.spark.executor.open_partitions``), and the copy brought to the state a batch needs
 (``LocalPartition.ensure_at``: its own copy plus the changelogs this host kept, or a verified restore through
-``blobstate.commit.staging.restore_partition``). ``locate_task`` and ``release_task`` are the small tasks placement
+``blobstate.worker.restore_partition``). ``locate_task`` and ``release_task`` are the small tasks placement
 runs on every executor (``blobstate.spark.placement.coordinator.SparkPlacement``): the copies a host has, and their
 databases closed.
 """
@@ -20,7 +20,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from blobstate.commit.staging import Repository, restore_partition
 from blobstate.errors import CommitInProgressError
 from blobstate.local.checksum import crc32c_bytes
 from blobstate.local.files import try_lock
@@ -31,6 +30,7 @@ from blobstate.model.records import Checkpoint, PartitionEntry, StoreKey
 from blobstate.spark.executor import open_partitions
 from blobstate.spark.executor.identity import task_identity
 from blobstate.spark.executor.leftovers import sweep
+from blobstate.worker import Repository, restore_partition
 
 SNAPSHOT_PREFIX = "snapshot-"  # a snapshot task's local checkpoint in the partition's directory (held while used)
 LOCK_WAIT_S = 60.0  # how long an attempt waits for the previous one on this host to let go of the partition

@@ -9,12 +9,12 @@ Task ``p`` of a snapshot job (``snapshot_partition``):
    the changelog of ``b`` it kept when it wrote it): a copy that is missing (the partition ran on another host),
    already past ``b`` or off the chain is skipped, never downloaded: a snapshot is an optimisation, the deltas
    stay restorable;
-3. takes the RocksDB local checkpoint (``blobstate.commit.staging.local_checkpoint``: hard links, milliseconds; a
+3. takes the RocksDB local checkpoint (``blobstate.worker.local_checkpoint``: hard links, milliseconds; a
    directory held by its own lock until it is removed, ``blobstate.spark.executor.leftovers``: the checkpoint of a
    task killed with its driver is swept by the next task that opens the partition on that host) and lets go of the
    partition's lock: the next batch's task can run while
 4. the checkpoint's new files and its snapshot index are uploaded with a TTL
-   (``blobstate.commit.staging.stage_snapshot``, diffed against the partition's newest committed snapshot);
+   (``blobstate.worker.stage_snapshot``, diffed against the partition's newest committed snapshot);
 5. the task returns a ``SnapshotResult``.
 """
 
@@ -28,7 +28,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from blobstate.commit.staging import StagedSnapshot, local_checkpoint, stage_snapshot, worker_repository
 from blobstate.errors import CommitInProgressError
 from blobstate.model.layout import now_ms
 from blobstate.spark.executor.identity import task_identity, task_partition
@@ -36,6 +35,7 @@ from blobstate.spark.executor.leftovers import held_dir
 from blobstate.spark.executor.rows import pickled_batch
 from blobstate.spark.partitioned.executor.batch_task import BatchPlan
 from blobstate.spark.partitioned.executor.partition import SNAPSHOT_PREFIX, LocalPartition
+from blobstate.worker import StagedSnapshot, local_checkpoint, stage_snapshot, worker_repository
 
 SNAPSHOT_LOCK_WAIT_S = 30.0  # how long a snapshot task waits for the batch task holding its partition
 
@@ -65,7 +65,7 @@ def snapshot_partition(plan: BatchPlan, partition: int, rows: Iterable[Any]) -> 
     t0, created, task = time.perf_counter(), now_ms(), task_identity()
     for _ in rows:
         pass
-    repo = worker_repository(plan.repo, plan.log_url, plan.storage_options)
+    repo = worker_repository(plan.repo, plan.log_url, plan.storage_options, plan.settings)
     local = LocalPartition(plan.local_dir, plan.key, partition, wait_s=SNAPSHOT_LOCK_WAIT_S)
     target = os.path.join(local.path, f"{SNAPSHOT_PREFIX}{plan.batch_id}-{task.task_attempt_id}")
 
@@ -83,7 +83,7 @@ def snapshot_partition(plan: BatchPlan, partition: int, rows: Iterable[Any]) -> 
                     return
                 held.enter_context(held_dir(target))  # held until it is removed, beyond the partition's lock
                 shutil.rmtree(target, ignore_errors=True)
-                local_checkpoint(local.open_db(), target)
+                local_checkpoint(local.open_db(), target, settings=repo.settings)
                 held_ms = (time.perf_counter() - t1) * 1000
         except CommitInProgressError:
             yield result(None, "the partition stayed busy")

@@ -158,3 +158,26 @@ def test_group_retention_keeps_every_record_the_slowest_partition_needs():
     assert [cp.generation for cp in expiring] == [1, 2] and [cp.generation for cp in retained] == [3, 4]
     assert plan_chain(partition_history(retained, 1), 3).snapshot.batch_id == 1
     assert retention(history[:1], 1) == ([], history[:1])  # no partition has a snapshot yet: keep everything
+
+
+def test_a_voided_group_counts_for_no_partition_until_its_batch_runs_again():
+    """Issue 39 case 7: a group record that a later void record names (``Checkpoint.voids``) is in no partition's
+    records; the state is the one before its batch until a new group of that batch lands, and its parts are needed
+    by nothing (``overridden_parts``)."""
+    from dataclasses import replace
+
+    from blobstate.model.chain import expand_all, overridden_parts, voided
+
+    lost = group(3, (0, DELTA, 2), (1, DELTA, 2), (1, SNAPSHOT, 1))
+    void = replace(group(4, (0, DELTA, 2)), partitions=(), voids=(lost.checkpoint_id,))
+    history = [group(1, (0, DELTA, 0), (1, DELTA, 0)), group(2, (0, DELTA, 1), (1, DELTA, 1)), lost, void]
+    assert voided(history) == {"g3"} and voided(history[:3]) == set()
+    for p in (0, 1):
+        assert [cp.batch_id for cp in partition_history(history, p)] == [0, 1]
+        assert plan_chain(partition_history(history, p)).upto == 1
+    assert not {cp.checkpoint_id for cp in expand_all(history)} & {e.checkpoint_id for e in lost.partitions}
+    assert overridden_parts(history) == {e.checkpoint_id for e in lost.partitions}
+    rerun = history + [group(5, (0, DELTA, 2), (1, DELTA, 2))]
+    assert [d.generation for d in plan_chain(partition_history(rerun, 1)).deltas] == [1, 2, 5]
+    _, retained = retention(rerun, 3)
+    assert retained == rerun  # no snapshot yet: every record stays, the void with the group it voids

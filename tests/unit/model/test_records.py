@@ -5,6 +5,7 @@ objects, one entry per partition and kind, bounded sizes)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,6 +20,7 @@ from blobstate.model.records import (
     MAX_INLINE_CHANGELOG_BYTES,
     MAX_PARTITIONS,
     MAX_RECORD_BYTES,
+    MAX_VOIDS,
     SNAPSHOT,
     Checkpoint,
     PartitionEntry,
@@ -163,7 +165,25 @@ BAD = {
     "an entry with a bad checkpoint id": lambda: group(entry(0, checkpoint_id="a b")),
     "an entry naming another store's blob": lambda: group(entry(0, blob_id=blob_id(5, OTHER))),
     "a snapshot entry naming a blob": lambda: group(entry(0, SNAPSHOT, blob_id=blob_id(5))),
+    "a group voiding itself": lambda: group(voids=("1700000000000-abcd0001",)),
+    "a void naming a bad id": lambda: void(voids=("a b",)),
+    "a void naming too many": lambda: void(voids=tuple(f"g-{i}" for i in range(MAX_VOIDS + 1))),
 }
+
+
+def void(**kw) -> Checkpoint:
+    """A void record (issue 39 case 7): a group record of no partition naming the groups that count for nothing."""
+    return snapshot(**{"index_blob_id": "", "index_crc32c": 0, "index_size": 0, "kind": GROUP, "num_partitions": 2,
+                       "partitions": (), "voids": ("1700000000000-abcd0000",), **kw})
+
+
+def test_a_void_record_is_version_5_and_round_trips_standing_for_no_partition_record():
+    record = void()
+    doc = record.to_json()
+    assert doc["schemaVersion"] == 5 and list(doc["voids"]) == ["1700000000000-abcd0000"]
+    assert not doc["partitions"]
+    assert parse(record) == replace(record, schema_version=5) and record.expand() == []
+    assert "voids" not in group().to_json() and group().to_json()["schemaVersion"] == 3
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
@@ -173,13 +193,14 @@ def test_a_record_breaking_a_rule_is_corrupt(case):
 
 
 @pytest.mark.parametrize("mutate", [
-    lambda d: d.update(schemaVersion=5), lambda d: d.update(schemaVersion="1"), lambda d: d.update(generation=True),
+    lambda d: d.update(schemaVersion=6), lambda d: d.update(schemaVersion="1"), lambda d: d.update(generation=True),
     lambda d: d.update(indexCrc32c=-1), lambda d: d.update(batchId=1.5), lambda d: d.pop("jobName"),
     lambda d: d.update(storeName="a/b"), lambda d: d.update(partitions={}), lambda d: d.update(writerId=7),
     lambda d: d.update(partitions=[1]), lambda d: d.update(filler="x" * (64 << 10)),
     lambda d: d.update(changelogBlobId=blob_id(3)),  # a snapshot naming a changelog
     lambda d: d.update(numPartitions=2),  # a snapshot naming partitions
     lambda d: d.update(changelogInline="eA=="),  # a snapshot carrying a changelog
+    lambda d: d.update(voids=["g-1"]),  # a snapshot voiding a group
     lambda d: d.update(kind=DELTA, indexBlobId="", indexCrc32c=0, indexSizeInBytes=0, changelogBlobId=blob_id(2),
                        changelogSizeInBytes=1, changelogInline="eA=="),  # an inline changelog naming a blob too
     lambda d: d.update(kind=GROUP, indexBlobId="", indexCrc32c=0, indexSizeInBytes=0, numPartitions=1,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from blobstate.model.align import StateNotHeld
+from blobstate.errors import StateNotHeld
 from blobstate.model.records import DELTA, GROUP, SNAPSHOT, Checkpoint, PartitionEntry, StoreKey
 from blobstate.spark.committed.alignment import plan_alignment
 from blobstate.spark.errors import SparkAlignmentError

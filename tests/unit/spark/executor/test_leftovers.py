@@ -1,7 +1,8 @@
-"""``blobstate.spark.executor.leftovers`` with real ``flock`` locks under ``tmp_path`` (a lock another descriptor holds
-is a live task's, as a lock another process holds): a held directory is removed with its lock file when the block ends;
-a sweep removes only what no one holds, only what the pattern names, at most ``limit`` at a time, and the lock files
-left without their directory once they are old; a scratch directory sweeps its siblings of every kind first."""
+"""``blobstate.spark.executor.leftovers`` (its sweep and held directories: ``blobstate.local.held``) with real
+``flock`` locks under ``tmp_path`` (a lock another descriptor holds is a live task's, as a lock another process
+holds): a held directory is removed with its lock file when the block ends; a sweep removes only what no one holds,
+only what the pattern names, at most ``limit`` at a time, and the lock files left without their directory once they
+are old; a scratch directory sweeps its siblings of every kind first."""
 
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ def test_a_sweep_removes_what_no_one_holds_and_leaves_the_rest(tmp_path, caplog)
     (tmp_path / "snapshot-a-file").write_text("not a directory")
     fd = try_lock(live + HELD)
     try:
-        with caplog.at_level(logging.INFO, logger="blobstate.spark.executor.leftovers"):
+        with caplog.at_level(logging.INFO, logger="blobstate.local.held"):
             assert sweep(str(tmp_path), "snapshot-*") == [dead]
     finally:
         os.close(fd)
@@ -71,7 +72,7 @@ def test_a_sweep_removes_what_no_one_holds_and_leaves_the_rest(tmp_path, caplog)
 
 def test_a_sweep_is_bounded_and_says_more_wait(tmp_path, caplog):
     made = [leftover(tmp_path, f"blobstate-write-{i:02}") for i in range(5)]
-    with caplog.at_level(logging.INFO, logger="blobstate.spark.executor.leftovers"):
+    with caplog.at_level(logging.INFO, logger="blobstate.local.held"):
         assert sweep(str(tmp_path), ("blobstate-write-*",), limit=3) == made[:3]
     assert "swept 3 leftovers" in caplog.text and "more wait for the next sweep" in caplog.text
     assert sweep(str(tmp_path), ("blobstate-write-*",), limit=3) == made[3:]

@@ -8,8 +8,8 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 
-from blobstate.commit.staging import entries  # noqa: E402
 from blobstate.spark.data.executor.keys import KeyPlan, key_row, map_keys  # noqa: E402
+from blobstate.worker import entries  # noqa: E402
 
 
 def route(key):

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import threading
 
-from blobstate.commit.staging import StagedSnapshot
 from blobstate.model.layout import now_ms
 from blobstate.model.records import PartitionEntry, StoreKey
 from blobstate.spark.partitioned.driver.snapshots import SnapshotRequests
 from blobstate.spark.partitioned.executor.batch_task import BatchPlan
 from blobstate.spark.partitioned.executor.snapshot_task import SnapshotResult
+from blobstate.worker import StagedSnapshot
 
 KEY = StoreKey("flights", "group", "routes")
 TTL = 60_000

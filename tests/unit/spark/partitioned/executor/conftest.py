@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from blobstate.commit import staging
+from blobstate import worker as staging
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.group import GroupCommitter
 from blobstate.model.chain import partition_history

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import shutil
 
-from blobstate.commit.staging import entries
 from blobstate.model.records import DELTA, StoreKey
 from blobstate.spark.partitioned.executor.partition import partition_dir, release_partition
+from blobstate.worker import entries
 
 KEY = StoreKey("flights", "group", "routes")  # the conftest's group
 

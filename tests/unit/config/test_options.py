@@ -1,4 +1,4 @@
-"""``blobstate.repository.options``: ``KEY=VALUE`` options typed and nested, layers merged with the documented
+"""``blobstate.config.options``: ``KEY=VALUE`` options typed and nested, layers merged with the documented
 precedence (environment < URL query < explicit), local URLs never split at a ``?``, and ``redact`` taking every
 credential out of what reaches a message, a log line or a journal: URL user info, secret-looking keys and pairs,
 authorization headers, AWS key ids, the environment's credentials and registered key material."""
@@ -10,9 +10,9 @@ import json
 
 import pytest
 
+from blobstate.config import options as o
+from blobstate.config.options import REDACTED, coerce, display_url, merge, parse_options, redact, resolve
 from blobstate.errors import ConfigurationError
-from blobstate.repository import options as o
-from blobstate.repository.options import REDACTED, coerce, display_url, merge, parse_options, redact, resolve
 
 
 @pytest.mark.parametrize("text, value", [

@@ -1,4 +1,4 @@
-"""``blobstate.model.units``: sizes, durations and times in human units, parsed and printed; bad input is a
+"""``blobstate.config.units``: sizes, durations and times in human units, parsed and printed; bad input is a
 ``ConfigurationError`` (exit 2) and nothing else."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from blobstate.config.units import format_duration, format_size, iso_time, parse_duration_ms, parse_size
 from blobstate.errors import ConfigurationError
-from blobstate.model.units import format_duration, format_size, iso_time, parse_duration_ms, parse_size
 
 
 @pytest.mark.parametrize("text, nbytes", [

@@ -55,7 +55,7 @@ def _code(text: str) -> str:
 
 
 def _display(url: str) -> str:
-    from blobstate.repository.options import redact
+    from blobstate.config.options import redact
 
     return str(redact(url))
 
@@ -64,7 +64,7 @@ def bucket_of(url: str) -> str:
     """``s3://bucket/prefix`` -> ``bucket`` (the first path part after the scheme; '' for a local path), without the
     URL's user info (``s3://KEY:SECRET@bucket`` -> ``bucket``: credentials never reach a message); Azure's
     ``abfs://container@account/...`` -> ``container``."""
-    from blobstate.repository.options import split_userinfo
+    from blobstate.config.options import split_userinfo
 
     if "://" not in url or url.startswith("file://"):
         return ""
@@ -88,7 +88,7 @@ def access_denied(url: str, detail: str = "") -> AccessDeniedError:
     if not bucket_of(url):
         return AccessDeniedError(f"access denied to {_display(url)}{code}: check the permissions of the directory "
                                  "(blobstate must read, write, list and delete there)")
-    from blobstate.repository.options import credential_sources
+    from blobstate.config.options import credential_sources
 
     where = credential_sources(url.split("://", 1)[0])
     return AccessDeniedError(

@@ -1,4 +1,4 @@
-"""``blobstate.commit.staging``, the executors' one door into the core, on a real ``file://`` repository and real
+"""``blobstate.worker``, the executors' one door into the core, on a real ``file://`` repository and real
 RocksDB files under ``tmp_path``: what an executor stages through it (a snapshot of its partition, a changelog)
 is what the driver's group commit makes count, and what an executor restores through it is exactly that state; the
 worker's repository is opened once per Python worker."""
@@ -8,9 +8,10 @@ from __future__ import annotations
 import pytest
 from rocksdict import Rdict
 
-from blobstate.commit import staging
+from blobstate import worker as staging
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.group import GroupCommitter
+from blobstate.config.settings import Settings
 from blobstate.errors import RepositoryNotFound
 from blobstate.model import changelog
 from blobstate.model.align import chain_to
@@ -65,11 +66,16 @@ def test_the_workers_repository_is_opened_once_per_worker(tmp_path, monkeypatch)
         staging.open_repository(url)
     staging.open_repository(url, create=True).close()
     staging.open_repository(f"{url}-2", create=True).close()
-    first = staging.worker_repository(url, None, None)
+    settings = Settings()
+    first = staging.worker_repository(url, None, None, settings)
     try:
-        assert staging.worker_repository(url, None, {}) is first  # the next task of this Python worker
-        assert staging.worker_repository(f"{url}-2", None, None) is not first
+        assert staging.worker_repository(url, None, {}, settings) is first  # the next task of this Python worker
+        assert staging.worker_repository(f"{url}-2", None, None, settings) is not first
         assert len(staging._REPOS) == 2
+        other = Settings.for_call(settings, retry_attempts=3)
+        again = staging.worker_repository(url, None, None, other)  # the driver's settings changed: opened again
+        assert again is not first and again.settings == other.on_executor()
+        first.close()
     finally:
         for opened in staging._REPOS.values():
             opened.close()

@@ -2,7 +2,8 @@
 task, a snapshot task, a state-as-data task) calls in ``blobstate``, beyond the model, local files and errors that
 every room uses. Nothing on an executor imports another module of ``commit``, ``restoring`` or ``repository``:
 ``blobstate.commit.group`` (the group commit) is the driver's alone, and ``tests/project/test_spark_rooms.py``
-checks both.
+checks both. A door over two verbs' rooms (``commit`` and ``restoring``), it stands on the floor of ``api``, above
+them both (``tests/project/test_architecture.py``'s ``FLOORS``).
 
 - **Open the worker's repository**: ``worker_repository`` (once per Python worker, kept for its next tasks),
   ``open_repository`` (one task's, closed by it); ``Repository`` is the type they return.
@@ -25,6 +26,8 @@ from typing import Any
 
 from blobstate.commit import healing, planner
 from blobstate.commit.parts import heal_parts
+from blobstate.config.options import redact
+from blobstate.config.settings import Settings
 from blobstate.errors import IntegrityError
 from blobstate.local.checksum import ChecksumCache, crc32c_bytes
 from blobstate.model.chain import Chain
@@ -33,7 +36,6 @@ from blobstate.model.layout import DEFAULT_CHUNK_SIZE, new_blob_id, new_checkpoi
 from blobstate.model.records import DELTA, SNAPSHOT, Checkpoint, PartitionEntry, StoreKey
 from blobstate.plugin.interfaces import PutRequest
 from blobstate.repository.backends import open_local_store
-from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
 from blobstate.restoring import entries
 from blobstate.restoring.chain import restore_chain
@@ -46,28 +48,33 @@ _REPOS: dict[tuple[str, str | None, str], Repository] = {}
 
 
 def open_repository(url: str, *, log_url: str | None = None, storage_options: dict[str, Any] | None = None,
-                    log_options: dict[str, Any] | None = None, create: bool = False) -> Repository:
-    """The repository at ``url`` (its log at ``log_url``), for one task: the caller closes it. An empty location
-    becomes one only with ``create`` (``Repository.open``; raises ``RepositoryNotFound`` otherwise)."""
+                    log_options: dict[str, Any] | None = None, create: bool = False,
+                    settings: Settings | None = None) -> Repository:
+    """The repository at ``url`` (its log at ``log_url``), for one task, with ``settings`` (the driver's as the
+    caller hands them: on an executor, ``Settings.on_executor``): the caller closes it. An empty location becomes one
+    only with ``create`` (``Repository.open``; raises ``RepositoryNotFound`` otherwise)."""
     return Repository.open(url, log=log_url, storage_options=storage_options, log_options=log_options,
-                           create=create)
+                           create=create, settings=settings)
 
 
-def worker_repository(url: str, log_url: str | None, storage_options: dict[str, Any] | None) -> Repository:
+def worker_repository(url: str, log_url: str | None, storage_options: dict[str, Any] | None,
+                      settings: Settings) -> Repository:
     """The repository at ``url`` (its log at ``log_url``), opened once per Python worker and kept for its next
-    tasks (Spark reuses its Python workers)."""
+    tasks (Spark reuses its Python workers), with ``settings`` (the driver's, as an executor runs with them:
+    ``Settings.on_executor``); opened again when the settings differ."""
     cache_key = (url, log_url, json.dumps(storage_options or {}, sort_keys=True, default=str))
+    settings = settings.on_executor()
     repo = _REPOS.get(cache_key)
-    if repo is None:
-        repo = Repository.open(url, log=log_url, storage_options=storage_options)
+    if repo is None or repo.settings != settings:
+        repo = Repository.open(url, log=log_url, storage_options=storage_options, settings=settings)
         _REPOS[cache_key] = repo
     return repo
 
 
-def local_checkpoint(db: Any, dest: str) -> None:
+def local_checkpoint(db: Any, dest: str, *, settings: Settings | None = None) -> None:
     """A RocksDB local checkpoint of the open ``db`` (a ``rocksdict.Rdict``) at ``dest`` (hard links, milliseconds;
     ``dest`` must not exist): what ``stage_snapshot`` uploads."""
-    open_local_store("rocksdb").create_checkpoint(db, dest)
+    open_local_store("rocksdb", settings=settings).create_checkpoint(db, dest)
 
 
 def restore_partition(repo: Repository, chain: Chain, dest: str, *, work_dir: str) -> RestoreResult:
@@ -75,7 +82,8 @@ def restore_partition(repo: Repository, chain: Chain, dest: str, *, work_dir: st
     files of ``dest`` that are already right; then its deltas; a chain without a snapshot starts from an empty
     ``dest``), its work files under ``work_dir``. Raises what ``blobstate.restoring.chain.restore_chain`` raises
     (``IntegrityError``, ``BrokenChainError``, ``StorageError``)."""
-    return restore_chain(repo, chain, dest, local_store=open_local_store("rocksdb"), store_type="rocksdb",
+    return restore_chain(repo, chain, dest, local_store=open_local_store("rocksdb", settings=repo.settings),
+                         store_type="rocksdb",
                          work_dir=work_dir, force=True)
 
 
@@ -109,7 +117,7 @@ def stage_snapshot(repo: Repository, key: StoreKey, *, partition: int, batch_id:
     ``healing.plan_heal``), the new blobs and the index put with a TTL of ``ttl_ms``.
     Samza's blob-store backup steps 3-5 (``blobstate.commit.backup``) without a journal or an append: the group
     commit is the commit point. Raises ``StorageError``; what it left behind expires by its TTL."""
-    local_store = open_local_store("rocksdb")
+    local_store = open_local_store("rocksdb", settings=repo.settings)
     scanned = planner.scan_directory(checkpoint_dir, ChecksumCache(), is_mutable=local_store.is_mutable)
     prev_index = None
     if previous is not None:

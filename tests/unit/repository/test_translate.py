@@ -1,4 +1,4 @@
-"""``blobstate.repository.storage_errors.translate``: the SDKs' own exceptions (botocore's, Python's ``OSError``s,
+"""``blobstate.repository.translate.translate``: the SDKs' own exceptions (botocore's, Python's ``OSError``s,
 anything whose text carries a service's code) become one typed line naming the URL, without its credentials, and
 the fix; the whole chain (``__cause__``, ``__context__``) is looked at, a cycle included; anything else is left
 alone (None)."""
@@ -16,7 +16,7 @@ from blobstate.errors import (
     StorageLocationError,
     WrongRegionError,
 )
-from blobstate.repository.storage_errors import bucket_of, translate
+from blobstate.repository.translate import bucket_of, translate
 
 S3 = "s3://AKIAIOSFODNN7EXAMPLE:hunter22@my-bucket/repo"
 
