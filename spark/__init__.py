@@ -14,8 +14,11 @@ it, its rows in and its answer out, the databases a Python worker keeps open bet
 ``binding/`` (the driver binding: one RocksDB on the driver), ``partitioned/`` (partitioned state: ``driver/``, the
 batch's job and its one group commit, snapshots asked for, stats, the partitioning; ``executor/``, the batch's task,
 the partition's local copy, the snapshot task), ``data/`` (state as data: read, write, rescale, and their tasks in
-``data/executor/``), and ``demo/`` (``blobstate demo``). The executor side (every ``executor/`` folder) reaches the
-core through one door, ``blobstate.worker``.
+``data/executor/``), ``stateful/`` (``transform_with_state``: a class written for Spark 4's ``StatefulProcessor`` run
+by the processor runtime on the driver's store or on N partitions, each batch's output to a sink once its state is
+committed: ``driver/`` and ``executor/``), and ``demo/`` (``blobstate demo``). The executor side (every ``executor/``
+folder) reaches the core through one door, ``blobstate.worker``, and runs the processor runtime (``processor/``,
+Spark-agnostic, held to the executor side's rules).
 """
 
 from blobstate.spark.binding.lifecycle import StateBinding, register
@@ -38,6 +41,7 @@ from blobstate.spark.errors import (
 )
 from blobstate.spark.partitioned.driver.state import PartitionedState, partitioned
 from blobstate.spark.partitioned.driver.stats import GroupBatchStats
+from blobstate.spark.stateful.driver.entry import StatefulQuery, transform_with_state
 
 # the public names only: the engine, the scheduler and the planning functions live in their modules
 __all__ = [
@@ -45,5 +49,5 @@ __all__ = [
     "RescaleAlreadyCommitted", "RescaleRefused", "RescaleResult", "SnapshotCommitError", "SparkAlignmentError",
     "StateBinding", "UnmappableKeyError", "partitioned", "register", "rescale",
     "DestinationNotEmpty", "StateAlreadyWritten", "StateWriteRefused", "StateWriteResult", "UnwritableRows",
-    "read_changes", "read_state", "write_state",
+    "read_changes", "read_state", "write_state", "StatefulQuery", "transform_with_state",
 ]

@@ -110,31 +110,53 @@ class CheckpointLocation:
     def query_id(self) -> str | None:
         """The query id in ``metadata``, or None when the query never started here. Raises ``StorageError`` for a
         ``metadata`` that does not hold one."""
-        try:
-            if self.connect:
-                try:
-                    rows = self.spark.read.text(_escape_glob(f"{self.location}/metadata")).collect()
-                except Exception as exc:
-                    if _missing(exc):
-                        return None
-                    raise
-                text = "\n".join(str(r.value) for r in rows)
-            else:
-                fs, path = self._jvm_fs("metadata")
-                if not fs.exists(path):
-                    return None
-                stream = fs.open(path)
-                try:
-                    text = str(self.spark._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
-                finally:
-                    stream.close()
-        except Exception as exc:  # noqa: BLE001
-            raise StorageError(f"cannot read Spark's metadata in {self.location}: {exc}") from exc
+        text = self._read_text("metadata")
+        if text is None:
+            return None
         try:
             query_id = json.loads(text.strip().splitlines()[0])["id"]
         except (ValueError, KeyError, IndexError, TypeError):
             raise StorageError(f"Spark's metadata in {self.location} holds no query id: {text[:200]!r}") from None
         return str(query_id)
+
+    def offset_metadata(self, batch_id: int) -> dict[str, Any] | None:
+        """The metadata Spark wrote into ``offsets/<batch_id>`` when it planned the batch (``batchTimestampMs``,
+        ``batchWatermarkMs``, ``conf``; the file's second line), or None when Spark never planned it. A re-run of
+        the batch after a crash reads the same file: Spark reuses a planned batch's offsets. Raises
+        ``StorageError`` when the file cannot be read or holds no metadata."""
+        text = self._read_text(f"offsets/{batch_id}")
+        if text is None:
+            return None
+        lines = text.splitlines()
+        try:
+            meta = json.loads(lines[1])
+            int(meta["batchTimestampMs"])
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise StorageError(f"Spark's offsets/{batch_id} in {self.location} holds no batch metadata: "
+                               f"{text[:200]!r}") from None
+        return dict(meta)
+
+    def _read_text(self, sub: str) -> str | None:
+        """The text of the file ``sub`` of the location, None when it does not exist. Raises ``StorageError``."""
+        try:
+            if self.connect:
+                try:
+                    rows = self.spark.read.text(_escape_glob(f"{self.location}/{sub}")).collect()
+                except Exception as exc:
+                    if _missing(exc):
+                        return None
+                    raise
+                return "\n".join(str(r.value) for r in rows)
+            fs, path = self._jvm_fs(sub)
+            if not fs.exists(path):
+                return None
+            stream = fs.open(path)
+            try:
+                return str(self.spark._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+            finally:
+                stream.close()
+        except Exception as exc:  # noqa: BLE001 - py4j and Connect errors alike
+            raise StorageError(f"cannot read Spark's {sub} in {self.location}: {exc}") from exc
 
     def engine_log(self) -> EngineLog:
         """What this location says for the Align door (``blobstate.model.align``): the batch Spark's restart takes

@@ -34,6 +34,12 @@ ROCKSDB = {"spark.sql.streaming.stateStore.providerClass":
 
 @pytest.fixture
 def spark(spark_session):
+    yield from with_rocksdb(spark_session)
+
+
+def with_rocksdb(spark_session: Any) -> Any:
+    """A fixture's body: ``spark_session`` with Spark's RocksDB provider and changelog checkpointing, then as it
+    was."""
     before = {k: spark_session.conf.get(k, None) for k in ROCKSDB}
     for k, v in ROCKSDB.items():
         spark_session.conf.set(k, v)
@@ -49,18 +55,7 @@ def on_spark(spark: Any, tmp_path: Any, make: Callable[[], Any], frames: list[An
              time_mode: str, watermark: tuple[str, str] | None = None) -> tuple[dict[int, list[dict]], str, dict]:
     """Run ``make()`` on Spark over ``frames`` (one Parquet file each, one per trigger); returns the output rows by
     batch id, the checkpoint location and the input file of each batch id."""
-    source = tmp_path / "in"
-    source.mkdir()
-    for i, frame in enumerate(f for f in frames if f is not None):
-        path = source / f"part-{i:04d}.parquet"
-        pa.parquet.write_table(pa.Table.from_pandas(frame, preserve_index=False), str(path),
-                               coerce_timestamps="us")  # Spark reads no nanosecond timestamps
-        os.utime(path, (1_000_000 + i, 1_000_000 + i))  # the file source takes files in modification order
-    schema = pa.parquet.read_schema(str(source / "part-0000.parquet"))
-    spark_type = {True: "timestamp", False: "bigint"}
-    ddl = ", ".join(f"`{n}` {'string' if pa.types.is_string(t) else spark_type[pa.types.is_timestamp(t)]}"
-                    for n, t in zip(schema.names, schema.types, strict=True))
-    stream = spark.readStream.schema(ddl).option("maxFilesPerTrigger", 1).parquet(str(source))
+    stream = input_stream(spark, write_inputs(tmp_path / "in", frames))
     if watermark is not None:
         stream = stream.withWatermark(*watermark)
     outputs: dict[int, list[dict]] = {}
@@ -77,15 +72,41 @@ def on_spark(spark: Any, tmp_path: Any, make: Callable[[], Any], frames: list[An
     # has read the last file (its commit file, waited on), and only committed batches count.
     last = sum(1 for f in frames if f is not None) - 1
     try:
-        deadline = time.monotonic() + 600
-        while not read_everything(checkpoint, last):
-            assert time.monotonic() < deadline, "Spark did not read every file in 10 minutes"
-            assert query.isActive, query.exception()
-            query.awaitTermination(1)  # returns at once when the query dies
+        run_until(query, lambda: read_everything(checkpoint, last), "Spark did not read every file")
     finally:
         query.stop()
     committed = committed_batches(checkpoint)
     return {b: rows for b, rows in outputs.items() if b in committed}, checkpoint, files_by_batch(checkpoint)
+
+
+def write_inputs(source: Any, frames: list[Any]) -> Any:
+    """``frames`` (None: a no-data batch, skipped) as one Parquet file each in ``source`` (created), in order."""
+    source.mkdir()
+    for i, frame in enumerate(f for f in frames if f is not None):
+        path = source / f"part-{i:04d}.parquet"
+        pa.parquet.write_table(pa.Table.from_pandas(frame, preserve_index=False), str(path),
+                               coerce_timestamps="us")  # Spark reads no nanosecond timestamps
+        os.utime(path, (1_000_000 + i, 1_000_000 + i))  # the file source takes files in modification order
+    return source
+
+
+def input_stream(spark: Any, source: Any) -> Any:
+    """The streaming DataFrame of ``write_inputs``'s files, one file per micro-batch."""
+    schema = pa.parquet.read_schema(str(source / "part-0000.parquet"))
+    spark_type = {True: "timestamp", False: "bigint"}
+    ddl = ", ".join(f"`{n}` {'string' if pa.types.is_string(t) else spark_type[pa.types.is_timestamp(t)]}"
+                    for n, t in zip(schema.names, schema.types, strict=True))
+    return spark.readStream.schema(ddl).option("maxFilesPerTrigger", 1).parquet(str(source))
+
+
+def run_until(query: Any, done: Callable[[], bool], what: str, timeout_s: float = 600) -> None:
+    """Wait until ``done()`` (a file of the checkpoint location: the condition, never a sleep) while ``query``
+    runs; fails with ``what`` after ``timeout_s``, or with the query's error once it died."""
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, f"{what} in {timeout_s:.0f} s"
+        assert query.isActive, query.exception()
+        query.awaitTermination(1)  # returns at once when the query dies
 
 
 def committed_batches(checkpoint: str) -> set[int]:

@@ -35,9 +35,13 @@ FLOORS = {
     "partitioned": 3,  # partitioned state, driver and executor sides
     "processor": 4,  # the stateful-processor runtime (on partitioned state)
     "data": 4,  # state as data: read, write, rescale
-    "__init__": 5,  # the public face, blobstate.spark
-    "demo": 6,  # blobstate demo, through the public face
+    "stateful": 5,  # transform_with_state: the processor runtime in a query, driver and executor sides
+    "__init__": 6,  # the public face, blobstate.spark
+    "demo": 7,  # blobstate demo, through the public face
 }
+#: the rooms of ``blobstate.spark`` that are not executor folders yet run inside tasks, so the executor side may
+#: import them, and they obey the executor side's own rules (checked below): the Spark-agnostic processor runtime
+RUNS_IN_TASKS = ("processor",)
 #: what the executor side may import of the core (outside blobstate.spark): the rooms every room uses, and the door
 EXECUTOR_CORE = ("blobstate.errors", "blobstate.config", "blobstate.model", "blobstate.local", "blobstate.worker")
 
@@ -79,7 +83,9 @@ def room_of(module: str, package: str = PACKAGE) -> str:
 
 
 def is_executor(module: str, package: str = PACKAGE) -> bool:
-    return "executor" in module[len(package):].split(".")
+    """A module of the executor side: under an ``executor`` folder, or in a room that runs inside tasks."""
+    return "executor" in module[len(package):].split(".") or (
+        inside(module, package) and room_of(module, package) in RUNS_IN_TASKS)
 
 
 def inside(module: str, package: str = PACKAGE) -> bool:
@@ -94,7 +100,8 @@ def executor_violations(edges: dict[str, set[str]], package: str = PACKAGE) -> l
             continue
         for target in sorted(targets):
             if inside(target, package):
-                ok = is_executor(target, package) or target == f"{package}.errors"
+                ok = is_executor(target, package) or target == f"{package}.errors" or \
+                    room_of(target, package) in RUNS_IN_TASKS
             else:
                 ok = any(target == allowed or target.startswith(allowed + ".") for allowed in EXECUTOR_CORE)
             if not ok:

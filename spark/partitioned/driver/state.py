@@ -45,6 +45,7 @@ import logging
 import os
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from blobstate.commit.backup import StoreCommitter
@@ -70,14 +71,13 @@ from blobstate.spark.partitioned.executor.partition import locate_task, release_
 from blobstate.spark.placement.coordinator import SparkPlacement
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
     from blobstate.config.units import Duration
 
 log = logging.getLogger(__name__)
+BatchJob = Callable[..., list[Prepare]]  # a batch's Spark job: ``run_tasks``'s shape
 
 KEEP_STATS = 10_000
 CLOSE_WAIT_S = 120.0  # how long ``close`` waits for a running snapshot job
@@ -185,14 +185,17 @@ class PartitionedState:
             self.close()
             raise
 
-    def start(self, writer: DataStreamWriter, update: Update, *, query_name: str | None = None) -> StreamingQuery:
+    def start(self, writer: DataStreamWriter, update: Update | None = None, *, query_name: str | None = None,
+              batch_function: Callable[[DataFrame, int], Any] | None = None) -> StreamingQuery:
         """Start ``writer`` with ``foreachBatch`` running ``update(db, rows, ctx)`` on every partition of every
         batch (``db``: ``StagedWrites`` of the partition's RocksDB, ``rows``: an iterator of ``Row``, ``ctx``: a
-        ``PartitionContext``). One query per ``PartitionedState``: ``ConfigurationError`` otherwise."""
+        ``PartitionContext``), or ``batch_function(df, batch_id)`` calling ``run_batch`` with its own ``job``. One
+        query per ``PartitionedState``: ``ConfigurationError`` otherwise."""
         if self._update is not None:
             raise ConfigurationError(f"the partitioned state {self.key} runs one query")
-        self._update = update
-        writer = writer.foreachBatch(self.run_batch).option("checkpointLocation", self.checkpoint_location)
+        self._update = update or batch_function
+        writer = writer.foreachBatch(batch_function or self.run_batch).option("checkpointLocation",
+                                                                              self.checkpoint_location)
         if query_name:
             writer = writer.queryName(query_name)
         if self.snapshot_every > 0 and self._listener is None:
@@ -260,16 +263,17 @@ class PartitionedState:
         self.close()
 
     # -- a micro-batch -----------------------------------------------------------------------------------------
-    def run_batch(self, df: DataFrame, batch_id: int, update: Update | None = None) -> Checkpoint:
-        """The ``foreachBatch`` function (steps 1-3 of the module docstring); returns the group record.
-
+    def run_batch(self, df: DataFrame, batch_id: int, update: Update | None = None, *,
+                  job: BatchJob | None = None) -> Checkpoint:
+        """The ``foreachBatch`` function (steps 1-3 of the module docstring); returns the group record. ``job``: the
+        batch's Spark job in place of ``run_tasks`` (same arguments and answer), e.g. ``blobstate.spark.stateful``'s.
         Raises ``FencedError`` (another driver owns the group), the tasks' errors (after Spark's task retries),
         ``ConfigurationError`` for prepares that do not cover every partition, and what the group commit raises.
         """
         update = update or self._update
         if self.connect and self._groups is None and self._broken is None:
             self.open(df.sparkSession)  # Spark Connect: the first batch in the server's Python worker
-        if update is None or self._groups is None or self._repo is None:
+        if (update is None and job is None) or self._groups is None or self._repo is None:
             raise ConfigurationError("the partitioned state is not open or has no update function")
         if self._broken is not None:
             raise ConfigurationError(f"the partitioned state {self.key} stopped after an earlier failure "
@@ -299,7 +303,7 @@ class PartitionedState:
         locations = placer.choose() if placer is not None else []
         place = functools.partial(placer.place, locations=locations) if placer is not None else None
         t0 = time.perf_counter()
-        prepares = run_tasks(df, plan, update, self.key_cols, place=place)
+        prepares = (job or run_tasks)(df, plan, update, self.key_cols, place=place)
         t1 = time.perf_counter()
         accepted = accept(prepares, plan)
         snapshots = self.snapshots.take(batch_id)

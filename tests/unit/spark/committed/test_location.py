@@ -127,3 +127,17 @@ def test_a_stray_name_that_is_not_an_ascii_batch_number_is_not_a_batch(location,
     '٣' or '３' (str.isdecimal, read by int as 3) would have been taken for a batch Spark never committed."""
     (location / "commits" / name).write_text("stray")
     assert CheckpointLocation(connect_session(), str(location)).committed() == [0, 1, 2, 10]
+
+
+def test_a_batchs_offsets_metadata_is_its_second_line_and_a_batch_never_planned_is_none(location):
+    (location / "offsets" / "11").write_text('v1\n{"batchWatermarkMs":5,"batchTimestampMs":1700,"conf":{}}\n{"o":1}')
+    ck = CheckpointLocation(connect_session(), str(location))
+    assert ck.offset_metadata(11) == {"batchWatermarkMs": 5, "batchTimestampMs": 1700, "conf": {}}
+    assert ck.offset_metadata(12) is None
+
+
+@pytest.mark.parametrize("text", ["v1\n{}", "v1", "v1\nnot json"])
+def test_offsets_without_a_batch_timestamp_are_a_storage_error(location, text):
+    (location / "offsets" / "11").write_text(text)
+    with pytest.raises(StorageError, match=r"Spark's offsets/11 in .* holds no batch metadata"):
+        CheckpointLocation(connect_session(), str(location)).offset_metadata(11)

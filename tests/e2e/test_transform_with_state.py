@@ -1,0 +1,277 @@
+"""``blobstate.spark.transform_with_state`` end to end on local Spark: the five processors of ``tests/processors``
+(written only against Spark's API) run through it on the driver's store and on N=4 partitions, over the same input
+files as Spark's own ``transformWithStateInPandas`` (RocksDB provider, changelog checkpointing).
+
+* time-insensitive processors (running count, top-N: time mode None; sessions: EventTime, whose times are Spark's
+  watermark, the same in both runs): the output rows per batch id and the final state (Spark's state data source
+  at its last batch with input, before its trailing no-data batches) are Spark's;
+* processing-time TTL processors (dedup, page visits): each run has its own clock, so our output and final state
+  are checked against the plain-Python reference (``tests/processors/reference.py``, itself checked against Spark
+  with Spark's times) fed with the batch timestamps our own query's offset log recorded.
+
+Slow (a few streaming queries per case): ``python -m pytest -n 0 tests/e2e/test_transform_with_state.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import pytest
+from rocksdict import Rdict
+
+from blobstate import api
+from blobstate.spark.processor import StateReader
+from tests.processors import dedup, page_visits, reference, sessions
+from tests.processors.reference import Batch, canonical
+from tests.processors.test_against_spark import (
+    CASES,
+    _flat,
+    _log,
+    committed_batches,
+    input_stream,
+    on_spark,
+    read_everything,
+    run_until,
+    spark_state,
+    with_rocksdb,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark-processors")]
+
+@pytest.fixture
+def spark(spark_session):
+    yield from with_rocksdb(spark_session)
+
+
+WATERMARK_MS = {"sessions": sessions.WATERMARK_DELAY_MS}
+STATE_VAR = {"running_count": "count", "dedup": "seen", "top_n": "top", "page_visits": "visits"}
+
+
+def run_ours(spark: Any, tmp_path: Any, name: str, source: Any, partitions: int | None, *, flavour: str = "pandas",
+             make: Any = None, last_file: int) -> tuple[dict[int, list[dict]], str]:
+    """``name``'s processor through ``transform_with_state`` over ``source`` until a committed batch read file
+    ``last_file``; returns the output rows by batch id and the checkpoint location."""
+    from blobstate.spark import transform_with_state
+
+    make_default, _, keys, output, time_mode, watermark, _ = CASES[name]
+    outputs: dict[int, list[dict]] = {}
+
+    def sink(df: Any, batch_id: int) -> None:
+        outputs[batch_id] = [r.asDict() for r in df.collect()]  # an overwrite by batch id: idempotent
+
+    checkpoint = str(tmp_path / "ours-checkpoint")
+    query = transform_with_state(
+        input_stream(spark, source), (make or make_default)(), key_cols=keys, output_schema=output,
+        time_mode=time_mode, sink=sink, repo=f"file://{tmp_path}/repo", checkpoint_location=checkpoint, job="tws",
+        store=name, num_partitions=partitions, flavour=flavour, state_dir=str(tmp_path / "driver-state"),
+        local_dir=str(tmp_path / "local"), event_time_column=watermark[0] if watermark else None,
+        watermark_delay_ms=WATERMARK_MS.get(name, 0))
+    try:
+        run_until(query, lambda: read_everything(checkpoint, last_file), "blobstate's query did not read every file")
+    finally:
+        query.close()
+    committed = committed_batches(checkpoint)
+    return {b: rows for b, rows in outputs.items() if b in committed}, checkpoint
+
+
+def our_state(tmp_path: Any, name: str, partitions: int | None, *, as_of_ms: int | None = None,
+              timers: bool = False) -> list[dict]:
+    """The final state of ``name``'s processor, restored from the repository and read with ``StateReader``."""
+    dest = tmp_path / "restored"
+    repo = f"file://{tmp_path}/repo"
+    if partitions is None:
+        api.restore(str(dest / "0"), repo=repo, job="tws", task="0", store=name)
+        dirs = [dest / "0"]
+    else:
+        api.restore_partitions(str(dest), repo=repo, job="tws", task="group", store=name)
+        dirs = [dest / str(p) for p in range(partitions)]
+    rows: list[dict] = []
+    for d in dirs:
+        db = Rdict(str(d))
+        try:
+            reader = StateReader(db)
+            if reader.metadata.variables:
+                rows += reader.read_timers().to_pylist() if timers else \
+                    reader.read_variable(STATE_VAR[name], as_of_ms=as_of_ms).to_pylist()
+        finally:
+            db.close()
+    return [_flat(r) for r in rows]
+
+
+def offsets(checkpoint: str, batch_id: int) -> dict:
+    return json.loads(_log(os.path.join(checkpoint, "offsets", str(batch_id)))[1])
+
+
+@pytest.mark.parametrize("partitions", [None, 4], ids=["driver", "n4"])
+@pytest.mark.parametrize("name", ["running_count", "top_n", "sessions"])
+def test_the_same_outputs_and_state_as_sparks_operator(spark, tmp_path, name, partitions):
+    make, frames, keys, output, time_mode, watermark, state_options = CASES[name]
+    spark_out, spark_checkpoint, files = on_spark(spark, tmp_path, make, frames(), keys, output, time_mode,
+                                                  watermark)
+    last_file = len(files) - 1
+    ours, _ = run_ours(spark, tmp_path, name, tmp_path / "in", partitions, last_file=last_file)
+    last_data = max(files)  # Spark's batch that read the last file; later ones are its trailing no-data batches
+    # input always waiting, Spark runs no no-data batch before the last file: batch for batch on both sides
+    assert sorted(ours) == sorted(b for b in spark_out if b <= last_data)
+    for batch_id in ours:
+        assert canonical(ours[batch_id]) == canonical(spark_out[batch_id]), f"batch {batch_id}"
+    assert any(ours.values())
+    expected = spark_state(spark, spark_checkpoint, batchId=last_data, **state_options)
+    got = our_state(tmp_path, name, partitions, timers="readRegisteredTimers" in state_options)
+    assert canonical(got) == canonical([_flat(r) for r in expected])
+
+
+@pytest.mark.parametrize("partitions", [None, 4], ids=["driver", "n4"])
+@pytest.mark.parametrize("name", ["dedup", "page_visits"])
+def test_ttl_processors_follow_spark_semantics_on_their_own_batch_times(spark, tmp_path, name, partitions):
+    from tests.processors.test_against_spark import write_inputs
+
+    _, frames, *_ = CASES[name]
+    data = frames()
+    source = write_inputs(tmp_path / "in", data)
+    ours, checkpoint = run_ours(spark, tmp_path, name, source, partitions, last_file=len(data) - 1)
+    assert sorted(ours) == list(range(len(data)))  # foreachBatch: one batch per file, no no-data batches
+    batches = [Batch(frame, offsets(checkpoint, b)["batchTimestampMs"]) for b, frame in enumerate(data)]
+    ref = {"dedup": reference.dedup_ref, "page_visits": reference.page_visits_ref}[name]
+    expected_out, expected_state = ref(batches)
+    for batch_id, rows in enumerate(expected_out):
+        assert canonical(ours[batch_id]) == canonical(rows), f"batch {batch_id}"
+    got = our_state(tmp_path, name, partitions, as_of_ms=batches[-1].at)
+    if name == "dedup":
+        assert {r["key"][0][1]: dict(r["value"])["ttlExpirationMs"] for r in got} == expected_state
+        assert expected_state and all(e > batches[-1].at for e in expected_state.values())
+        assert max(expected_state.values()) <= batches[-1].at + dedup.TTL_MS
+    else:
+        assert {(r["key"][0][1], r["user_map_key"][0][1]): (dict(dict(r["user_map_value"])["value"])["visits"],
+                                                             dict(r["user_map_value"])["ttlExpirationMs"])
+                for r in got} == expected_state
+        assert expected_state and max(e for _, e in expected_state.values()) <= batches[-1].at + page_visits.TTL_MS
+
+
+def sessions_expected(checkpoint: str, data: list[Any]) -> tuple[dict[int, list[dict]], dict]:
+    """What the sessions processor must emit per batch of our query, and its final state, by the reference
+    (``reference.sessions_ref``) fed with our query's times: the watermark Spark recorded in ``offsets/N`` for the
+    timers, the previous batch's for the late rows."""
+    batches, previous = [], None
+    for b, frame in enumerate(data):
+        meta = offsets(checkpoint, b)
+        batches.append(Batch(frame, meta["batchTimestampMs"], meta["batchWatermarkMs"], previous))
+        previous = meta["batchWatermarkMs"]
+    out, state = reference.sessions_ref(batches)
+    return dict(enumerate(out)), state
+
+
+@pytest.mark.parametrize("partitions", [None, 4], ids=["driver", "n4"])
+def test_a_timer_fires_exactly_once_across_a_sigkill_between_commit_and_sink(tmp_path, partitions):
+    """The query is SIGKILLed right after the commit point of its 4th batch (its record appended; foreachBatch
+    not returned, so the sink never saw that batch), then restarted: Spark re-runs the batch from the state before
+    it with the same times, the sink gets the same rows once (an overwrite by batch id), and every session closed
+    by a timer is emitted exactly once."""
+    import signal
+
+    from tests.processors import inputs
+    from tests.processors.test_against_spark import write_inputs
+    from tests.support.spark_fixtures import child_env, run_in_group
+
+    data = [f for f in inputs.sessions_events() if f is not None]
+    source = write_inputs(tmp_path / "in", data)
+    config = {"source": str(source), "checkpoint": str(tmp_path / "checkpoint"), "repo": f"file://{tmp_path}/repo",
+              "out": str(tmp_path / "out"), "partitions": partitions, "state_dir": str(tmp_path / "driver-state"),
+              "local": str(tmp_path / "local"), "last_file": len(data) - 1}
+    path = tmp_path / "child.json"
+    path.write_text(json.dumps(config))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    child = os.path.join(root, "tests", "support", "stateful_child.py")
+    env = child_env()
+    env["PYTHONPATH"] = os.pathsep.join([root, env["PYTHONPATH"]])  # the executors unpickle tests.processors
+    kind = "delta" if partitions is None else "group"
+    killed = dict(env, BLOBSTATE_PLUGINS="kill_plugin", BLOBSTATE_TEST_KILL_AT=f"CheckpointWritten:4:{kind}",
+                  BLOBSTATE_TEST_KILL_GROUP="1")
+    code, out, err = run_in_group([sys.executable, child, str(path)], killed, timeout=600)
+    assert code == -signal.SIGKILL, (code, out, err)
+    done = sorted(committed_batches(config["checkpoint"]))
+    assert done == [0, 1, 2]  # batch 3 committed in blobstate, never in Spark
+    assert not os.path.exists(tmp_path / "out" / "3.json")  # killed before its sink
+    code, out, err = run_in_group([sys.executable, child, str(path)], env, timeout=600)
+    assert code == 0 and "not killed" in out, (code, out, err)
+
+    got = {int(n[:-5]): json.loads((tmp_path / "out" / n).read_text())
+           for n in os.listdir(tmp_path / "out") if n.endswith(".json")}
+    expected, state = sessions_expected(config["checkpoint"], data)
+    assert sorted(got) == sorted(expected)
+    for b in expected:
+        assert canonical(got[b]) == canonical(expected[b]), f"batch {b}"
+    assert got[3]  # the killed batch fires a timer (the watermark of the input files' events reaches one)
+    closed = [(r["user"], r["start_ms"]) for rows in got.values() for r in rows]
+    assert closed and len(closed) == len(set(closed))  # each timer's session emitted exactly once
+    assert any(got[3])  # the re-run batch fired timers and its output reached the sink
+    timers = our_state(tmp_path, "sessions", partitions, timers=True)
+    assert sorted(dict(r["key"])["user"] for r in timers) == sorted(state)
+
+
+def test_the_rows_flavour_on_four_partitions(spark, tmp_path):
+    """``flavour="rows"`` (Spark's ``transformWithState``: ``Row``s in and out) through the partitioned state: the
+    running count, batch for batch and its final state, as the reference counts it."""
+    from tests.processors import inputs, running_count
+    from tests.processors.test_against_spark import write_inputs
+
+    data = inputs.running_count()
+    source = write_inputs(tmp_path / "in", data)
+    ours, _ = run_ours(spark, tmp_path, "running_count", source, 4, flavour="rows",
+                       make=running_count.RunningCountRows, last_file=len(data) - 1)
+    expected, counts = reference.running_count([Batch(frame, 0) for frame in data])
+    assert sorted(ours) == list(range(len(data)))
+    for batch_id, rows in enumerate(expected):
+        assert canonical(ours[batch_id]) == canonical(rows), f"batch {batch_id}"
+    got = our_state(tmp_path, "running_count", 4)
+    assert {dict(r["key"])["k"]: dict(r["value"])["count"] for r in got} == counts
+
+
+def test_the_heartbeat_keeps_batches_coming_so_timers_fire_without_input(spark, tmp_path):
+    """``heartbeat=True``: once the last file is read, batches of heartbeat rows only keep coming (Spark's batch ids,
+    no input for the processor): the watermark the last file moved fires the sessions' timers there, every batch's
+    rows as the reference gives them for that batch's input and times."""
+    from blobstate.spark import transform_with_state
+    from tests.processors import inputs
+    from tests.processors.test_against_spark import write_inputs
+
+    data = [f for f in inputs.sessions_events() if f is not None]
+    source = write_inputs(tmp_path / "in", data)
+    outputs: dict[int, list[dict]] = {}
+
+    def sink(df: Any, batch_id: int) -> None:
+        outputs[batch_id] = [r.asDict() for r in df.collect()]
+
+    checkpoint = str(tmp_path / "ours-checkpoint")
+    query = transform_with_state(
+        input_stream(spark, source), sessions.Sessions(), key_cols=["user"], output_schema=sessions.OUTPUT,
+        time_mode="EventTime", sink=sink, repo=f"file://{tmp_path}/repo", checkpoint_location=checkpoint,
+        job="tws", store="sessions", state_dir=str(tmp_path / "driver-state"), event_time_column="ts",
+        watermark_delay_ms=sessions.WATERMARK_DELAY_MS, heartbeat=True)
+
+    def file_of(batch_id: int) -> int:
+        return json.loads(_log(os.path.join(checkpoint, "offsets", str(batch_id)))[2])["logOffset"]
+
+    def idle_batch_committed() -> bool:  # a batch after the one that read the last file
+        done = sorted(committed_batches(checkpoint))
+        last = next((b for b in done if file_of(b) >= len(data) - 1), None)
+        return last is not None and done[-1] > last
+
+    try:
+        run_until(query, idle_batch_committed, "no batch without input came")
+    finally:
+        query.close()
+    done = sorted(committed_batches(checkpoint))
+    batches, seen, previous = [], -1, None
+    for b in done:
+        meta, offset = offsets(checkpoint, b), file_of(b)
+        batches.append(Batch(data[offset] if offset > seen else None, meta["batchTimestampMs"],
+                             meta["batchWatermarkMs"], previous))
+        seen, previous = max(seen, offset), meta["batchWatermarkMs"]
+    expected, _ = reference.sessions_ref(batches)
+    assert any(b.data is None and rows for b, rows in zip(batches, expected, strict=True))  # fired without input
+    for b, rows in zip(done, expected, strict=True):
+        assert canonical(outputs[b]) == canonical(rows), f"batch {b}"
