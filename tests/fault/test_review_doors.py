@@ -147,3 +147,25 @@ def test_a_reader_with_the_default_log_never_claims_a_repository_whose_records_a
     _write(data, b"v2")
     again = run_cli("backup", data, "--repo", repo, "--log", db, "--store-type", "dir", work_base=work)
     assert again.returncode == 0, again.stderr
+
+
+def test_a_log_url_with_credentials_never_reaches_the_marker_the_errors_or_the_work_directory(tmp_path):
+    """Held: a PostgreSQL log URL carrying a password (userinfo and query) given to a repository bound to another
+    log (refused, exit 2), and to a marker from before ``checkpointLog`` (recorded, then the log cannot be reached,
+    exit 1): the password is in no output, not in the marker, not in any file of the repository or the work
+    directories (``log_identity`` keeps host, database and table only; ``redact`` masks the rest)."""
+    repo, data = tmp_path / "repo", tmp_path / "counts"
+    _write(data, b"v1")
+    assert run_cli("backup", data, "--repo", repo, "--store-type", "dir", work_base=tmp_path / "w").returncode == 0
+    log = "postgresql://bob:hunter2@127.0.0.1:9/db?password=hunter3"
+    refused = run_cli("list", "--repo", repo, "--log", log, work_base=tmp_path / "r1")
+    assert refused.returncode == 2, refused.stderr
+    marker = json.loads((repo / MARKER).read_text())
+    del marker["checkpointLog"]
+    (repo / MARKER).write_text(json.dumps(marker, separators=(",", ":")))
+    unreachable = run_cli("list", "--repo", repo, "--log", log, work_base=tmp_path / "r2")
+    assert unreachable.returncode == 1, unreachable.stderr
+    said = refused.stdout + refused.stderr + unreachable.stdout + unreachable.stderr
+    assert "hunter" not in said and "bob" not in said
+    stored = [p for p in tmp_path.rglob("*") if p.is_file() and b"hunter" in p.read_bytes()]
+    assert not stored, stored
