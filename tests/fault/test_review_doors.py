@@ -169,3 +169,49 @@ def test_a_log_url_with_credentials_never_reaches_the_marker_the_errors_or_the_w
     assert "hunter" not in said and "bob" not in said
     stored = [p for p in tmp_path.rglob("*") if p.is_file() and b"hunter" in p.read_bytes()]
     assert not stored, stored
+
+
+def test_a_restore_whose_snapshot_a_writer_prunes_meanwhile_fails_typed_and_leaves_the_destination(tmp_path,
+                                                                                                   monkeypatch):
+    """Held: a restore reads the latest record and its index (the Open door of a reader: one view), then a writer
+    on another host commits with ``--retain 1`` and deletes the blobs only that snapshot had, before the restore
+    downloads them. The restore fails with a typed error, and the destination is exactly as it was (nothing half
+    restored); a rerun restores the new latest."""
+    from blobstate.errors import BlobstateError
+    from blobstate.restoring import snapshot
+
+    repo, data, dest = f"file://{tmp_path}/repo", tmp_path / "counts", tmp_path / "dest"
+    _write(data, b"v1")
+    api.backup(str(data), repo=repo, store_type="dir", retain=1, store="counts", work_base=str(tmp_path / "a"))
+    api.restore(str(dest), repo=repo, store="counts", store_type="dir", work_base=str(tmp_path / "b"))
+    _write(data, b"v2")
+    api.backup(str(data), repo=repo, store_type="dir", retain=1, store="counts", work_base=str(tmp_path / "a"))
+    before = tree_digest(dest)
+    real_download, real_prefetch = snapshot.download_files, snapshot.Prefetch
+    ran = []
+
+    def writer_first():
+        if not ran:
+            ran.append(True)
+            _write(data, b"v3")
+            done = run_cli("backup", data, "--repo", repo, "--store-type", "dir", "--store", "counts", "--retain",
+                           "1", work_base=tmp_path / "a")
+            assert done.returncode == 0, done.stderr
+
+    def download(*args, **kwargs):
+        writer_first()
+        return real_download(*args, **kwargs)
+
+    def prefetch(*args, **kwargs):
+        writer_first()
+        return real_prefetch(*args, **kwargs)
+
+    monkeypatch.setattr(snapshot, "download_files", download)
+    monkeypatch.setattr(snapshot, "Prefetch", prefetch)
+    with pytest.raises(BlobstateError) as failed:
+        api.restore(str(dest), repo=repo, store="counts", store_type="dir", work_base=str(tmp_path / "b"))
+    assert ran and failed.value.exit_code == 3, failed.value  # BlobNotFound: the snapshot read is gone
+    assert tree_digest(dest) == before
+    monkeypatch.undo()
+    api.restore(str(dest), repo=repo, store="counts", store_type="dir", work_base=str(tmp_path / "b"))
+    assert tree_digest(dest) == tree_digest(data)
