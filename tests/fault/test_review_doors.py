@@ -22,8 +22,6 @@ def _write(d, tag: bytes) -> None:
     (d / "state").write_bytes(tag * 100)
 
 
-@pytest.mark.xfail(strict=True, reason="review: copy appends a stale source record over the target's own newer "
-                   "one and its retention prunes that one (loss)")
 def test_a_copy_onto_a_target_that_moved_on_never_buries_the_targets_own_newest_state(tmp_path):
     """Fail-over and fail-back: the target (a DR repository kept by ``blobstate copy``) took writes of its own
     (the job failed over to it); the source then took one more from a job still running there. Copying again must
@@ -42,6 +40,8 @@ def test_a_copy_onto_a_target_that_moved_on_never_buries_the_targets_own_newest_
         api.copy(source=src, target=dst, work_base=str(tmp_path / "c"))
     except Exception:  # noqa: BLE001 - a refusal (the target diverged) is an acceptable answer
         pass
+    refused = run_cli("copy", "--from", src, "--to", dst, work_base=tmp_path / "c")
+    assert refused.returncode == 4 and mine.checkpoint.checkpoint_id in refused.stderr, refused.stderr
     api.restore(str(tmp_path / "latest"), repo=dst, store="counts", store_type="dir", cleanup=False,
                 work_base=str(tmp_path / "d"))
     assert tree_digest(tmp_path / "latest") == own  # the target's own newest state is still what it restores
