@@ -11,7 +11,8 @@ a boto3, and the newest boto3 needs a newer botocore than the one aiobotocore (s
 through boto3 releases (small metadata files); it may backtrack on boto3 and on nothing else (``.[all,test]``, what
 ``.ci/run`` installs, tried 64 aiobotocore and 33 s3fs releases before, each s3fs with its own fsspec). Needs the
 package index (pip reads the machine's pip.conf); metadata comes from pip's cache when it is warm. No timing is
-asserted (the figures are in the issue's note).
+asserted (the figures are in the issue's note). A CI step of its own (``.ci/run`` sets ``BLOBSTATE_EXTRAS_TEST=1``),
+before the suite and outside its 20-minute budget: eight resolutions against the index take minutes.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ def resolve(extras: str, report: Path, may_backtrack: frozenset[str] = frozenset
     return culprit, "".join(lines), proc.wait()
 
 
+@pytest.mark.skipif(os.environ.get("BLOBSTATE_EXTRAS_TEST") != "1",
+                    reason="a CI step of its own (.ci/run sets BLOBSTATE_EXTRAS_TEST=1): minutes of pip resolution")
 @pytest.mark.parametrize("extras", EXTRAS)
 def test_the_extra_resolves_without_backtracking(extras, tmp_path):
     report = tmp_path / "report.json"
