@@ -92,8 +92,6 @@ def test_a_log_change_of_an_encrypted_repository_killed_mid_write_on_an_in_place
     assert not lost, f"killed at these changes, the key opened the repository with neither log: {lost}"
 
 
-@pytest.mark.xfail(strict=True, reason="review: a restore's init cleanup (a reader, no commit point) applies the "
-                   "retention of the record it read first to the log as it is later: prunes a kept snapshot (loss)")
 def test_a_restore_on_another_host_never_prunes_what_the_writers_newer_retention_keeps(tmp_path, monkeypatch):
     """A restore on a second host runs Samza's init cleanup: it reads the latest record (its index records
     ``--retain 1``), then applies that retention to the log as it reads it again. The writer on the first host
