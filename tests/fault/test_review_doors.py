@@ -124,8 +124,6 @@ def test_a_restore_on_another_host_never_prunes_what_the_writers_newer_retention
     assert tree_digest(tmp_path / "older") == kept_digest
 
 
-@pytest.mark.xfail(strict=True, reason="review: a read-only verb with the default log records that log in a marker "
-                   "from before checkpointLog; the real log's writer is then refused (wedge, then loss via gc)")
 def test_a_reader_with_the_default_log_never_claims_a_repository_whose_records_are_in_another_log(tmp_path):
     """Rule 18 for a marker from before the ``checkpointLog`` field: the first command that opens it records the log
     it was opened with, a read-only one too. A `blobstate list` run without ``--log`` (it says "no checkpoints")
