@@ -297,9 +297,13 @@ def update_marker(store: BlobStore, change: Callable[[RepositoryInfo], Repositor
     If-Match, GCS ifGenerationMatch, a compare-and-swap on file://). When another writer changed it in between, the
     write is refused and this reads it again and asks ``change`` again, so ``change`` decides on the marker as it
     is, never on a stale copy: it raises to refuse (another key rotation, another log). A marker that is missing or
-    damaged while a key rotation's copy of it is kept (``newest_copy``) is put back from the copy. Returns the
-    marker as written (or as found). Raises ``RepositoryNotFound`` when there is none, ``ObjectChangedError`` (exit
-    4) when it kept changing, and what ``change`` raises."""
+    damaged while a copy of it is kept (``newest_copy``) is put back from the copy. Where the store's rewrite is
+    not atomic and conditional (``BlobStore.conditional_rewrite`` false: the interface's default writes in place), a
+    copy of the marker as read is kept beside it first and dropped once the marker reads back whole (``_rewrite``),
+    so a kill in the middle never leaves zero good copies of an encrypted repository's key. Returns the marker as
+    written (or as found). Raises ``RepositoryNotFound`` when there is none, ``ObjectChangedError`` (exit 4) when it
+    kept changing, ``CorruptIndexError`` (exit 3) when it does not read back (the copy stays), and what ``change``
+    raises."""
     for _ in range(UPDATE_ATTEMPTS):
         read = _read_versioned(store)
         if read is None:
@@ -309,7 +313,7 @@ def update_marker(store: BlobStore, change: Callable[[RepositoryInfo], Repositor
             return read.info
         target = replace(updated or read.info, created=False)
         try:
-            store.rewrite(MARKER_ID, target.to_bytes(), expected=read.version)
+            _rewrite(store, read, target)
         except ObjectChangedError:
             continue
         if read.repair:
@@ -319,9 +323,34 @@ def update_marker(store: BlobStore, change: Callable[[RepositoryInfo], Repositor
                              "run it again")
 
 
+def _rewrite(store: BlobStore, read: MarkerVersion, target: RepositoryInfo) -> None:
+    """``update_marker``'s write of ``target`` over the marker ``read``: on a store whose rewrite is not atomic and
+    conditional, with this call's own copy of ``read.info`` kept beside it until the marker reads back whole (only
+    that copy is dropped: another rotation's or rewrite's stay)."""
+    copy_id = None if store.conditional_rewrite else keep_copy(store, read.info)
+    try:
+        store.rewrite(MARKER_ID, target.to_bytes(), expected=read.version)
+    except ObjectChangedError:
+        if copy_id is not None:
+            store.delete(copy_id)  # nothing was written
+        raise
+    if copy_id is not None:
+        parse_marker(store.get_bounded(MARKER_ID, BoundedSink(MAX_MARKER_BYTES, f"the repository marker {MARKER_ID}")))
+        store.delete(copy_id)
+
+
+def keep_copy(store: BlobStore, info: RepositoryInfo) -> str:
+    """Keep a copy of the marker ``info`` beside it (``layout.marker_copy_id``), created exclusively under a fresh
+    name; returns its id. ``read_marker`` reads the newest copy where the marker is missing or damaged."""
+    copy_id = layout.marker_copy_id(uuid.uuid4().hex)
+    store.put_exclusive(copy_id, info.to_bytes())
+    return copy_id
+
+
 def newest_copy(store: BlobStore) -> RepositoryInfo | None:
-    """The newest readable copy of the marker a key rotation keeps until its new marker is read back
-    (``blobstate.repository.rotation``), or None: what stands for a marker that is missing or damaged."""
+    """The newest readable copy of the marker a key rotation (``blobstate.repository.rotation``) or an in-place
+    rewrite (``_rewrite``) keeps until the new marker is read back, or None: what stands for a marker that is
+    missing or damaged."""
     for info in sorted(store.list(layout.MARKER_COPIES), key=lambda i: (i.modified_ms or 0, i.blob_id), reverse=True):
         try:
             data = store.get_bounded(info.blob_id, BoundedSink(MAX_MARKER_BYTES, f"the marker copy {info.blob_id}"))

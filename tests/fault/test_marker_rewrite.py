@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -203,3 +204,34 @@ def test_recording_the_log_never_reverts_a_key_rotation(store_target, tmp_path, 
     assert binder.returncode == 0, err
     assert _opens(target.url, k2, work, env) == 0, "the rotation was reverted"
     assert _opens(target.url, k, work, env) == 3
+
+
+def test_an_in_place_rewrite_keeps_its_own_copy_until_the_marker_reads_back_and_drops_only_that_one(tmp_path):
+    """Safety rule 24 in the Rewrite door (``blobstate.repository.marker:update_marker``): on a store whose
+    ``rewrite`` writes in place, every rewrite keeps a copy of the marker as read while it writes (here seen from
+    inside the write: the marker truncated, the copy readable), then drops that copy and no other."""
+    from inplace_rewrite import InPlaceRewriteFileStore
+
+    from blobstate import api
+    from blobstate.model import layout
+    from blobstate.repository.marker import keep_copy, parse_marker, read_marker, update_marker
+
+    api.init(repo=str(tmp_path / "repo"))
+    store = InPlaceRewriteFileStore(f"file://{tmp_path / 'repo'}")
+    before = read_marker(store)
+    other = keep_copy(store, replace(before, created_by="an older copy"))  # another call's, kept until its read-back
+    os.utime(tmp_path / "repo" / other, (1, 1))  # older than any copy made now
+    seen = []
+    real_put = store.put
+
+    def put(request):  # noqa: ANN001, ANN202 - the in-place write, cut before it writes a byte
+        if request.blob_id == MARKER:
+            (tmp_path / "repo" / MARKER).write_bytes(b"")
+            seen.append(read_marker(store))  # what a process killed here leaves: the copy stands for the marker
+        return real_put(request)
+
+    store.put = put
+    after = update_marker(store, lambda info: replace(info, created_by="rewritten"))
+    assert seen == [before]
+    assert parse_marker(store.get_bytes(MARKER)) == after and after.created_by == "rewritten"
+    assert [i.blob_id for i in store.list(layout.MARKER_COPIES)] == [other]

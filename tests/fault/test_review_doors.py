@@ -56,8 +56,6 @@ def _marker_faults(*args: object, work, env: dict[str, str] | None = None) -> su
                           env=cli_env(work, **(env or {})), timeout=300)
 
 
-@pytest.mark.xfail(strict=True, reason="review: only key rotation keeps a marker copy; init --change-log killed "
-                   "mid in-place write leaves a 0-byte marker and no key (loss)")
 def test_a_log_change_of_an_encrypted_repository_killed_mid_write_on_an_in_place_store_keeps_a_key(tmp_path):
     """Rule 24 keeps a copy of the marker (the only copy of the wrapped data key) before a key rotation rewrites it,
     because a store with the interface's default ``rewrite`` writes in place. ``init --change-log`` (and
