@@ -20,16 +20,17 @@ commit room's):
    read with the source's key, written with the target's, and a data blob stored as its index entry records it
    (``codec``), since the index is copied as it is;
 3. the TTL budget (counted from when this copy commit began), then ``CommitEngine.append`` of the record, unchanged
-   but for its generation (the target log's next): checkpoint id, batch id, query id, lineage, time and writer
-   stay the source's, so a Spark query restarts from the copy as from the source (``blobstate.spark.alignment``
-   reads batch and query ids); then ``CleanupExecutor.finish`` (TTLs removed, a late append healed, the retention
-   the source writer recorded applied at the target); then rule 5's heal check, whatever the timing
-   (``StoreCopier.heal``): every object the record references is looked for in one listing, and one that is gone
-   (counted as held, then taken by gc before the append) is put back from the source, permanent.
+   but for its generation (the target log's next) and its writer id marked as a copy's (``copied_by``): checkpoint
+   id, batch id, query id, lineage and time stay the source's, so a Spark query restarts from the copy as from the
+   source (``blobstate.spark.alignment`` reads batch and query ids); then ``CleanupExecutor.finish`` (TTLs removed,
+   a late append healed, the retention the source writer recorded applied at the target); then rule 5's heal
+   check, whatever the timing (``StoreCopier.heal``): every object the record references is looked for in one
+   listing, and one that is gone (counted as held, then taken by gc before the append) is put back from the source,
+   permanent.
 
 Records are copied in the source log's generation order, and only records newer than what the target already
-holds: after the newest source record whose checkpoint id the target has (none: all of them, when the source's
-oldest snapshot follows the target's newest, as a ``--retain 1`` source's does; an empty target: all). A copy
+holds: after the newest source record whose checkpoint id the target has (none: all of them, when the target's
+newest came from a copy, or the source's oldest snapshot follows it; an empty target: all). A copy
 only fast-forwards (``to_copy``): a target that holds a record of its own after the last one it shares with the
 source, or shares none that the source's oldest follows, took writes of its own (a fail-over) and is refused
 (``DivergedTargetError``, exit 4), so the source's records are never put on top of the target's newest state and
@@ -44,7 +45,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from blobstate.commit import healing
@@ -60,7 +61,7 @@ from blobstate.model import layout
 from blobstate.model.chain import overridden_parts
 from blobstate.model.index import SnapshotIndex
 from blobstate.model.layout import DEFAULT_TTL_MS, FAR_FUTURE_MS, ObjectKind, now_ms
-from blobstate.model.records import DELTA, GROUP, Checkpoint, StoreKey
+from blobstate.model.records import DELTA, GROUP, MAX_TEXT, Checkpoint, StoreKey
 from blobstate.model.retention import KEEP_ALL, RetentionPolicy
 from blobstate.plugin.interfaces import PutRequest
 from blobstate.repository import host
@@ -68,6 +69,9 @@ from blobstate.repository.options import display_url
 from blobstate.repository.repo import Repository, declared
 
 log = logging.getLogger(__name__)
+
+#: what a record a copy appended carries before its source writer's id (``copied_by``)
+COPIED = "blobstate-copy:"
 
 
 @dataclass
@@ -97,10 +101,12 @@ def to_copy(source: list[Checkpoint], target: list[Checkpoint], upto: Checkpoint
 
     Fast-forward only (git's push): ``DivergedTargetError`` (exit 4) when the target holds a record the source does
     not after the last record they share (its own writer committed there: a fail-over), or when they share none and
-    the target is not empty, unless the source's oldest record follows the target's newest (``follows()``: the index
-    id the source's oldest snapshot names as its previous, ``prevSnapshotIndexBlobId``; None when unknown): the
-    source pruned what it had copied, as a ``--retain 1`` source does at every backup. A void record at the target
-    (``voids``: the target's own bookkeeping of lost parts) holds no state and never counts as diverging."""
+    the target is not empty, unless the target's newest record came from a copy (its writer id marked ``COPIED``,
+    ``copied_by``: the source pruned what it had copied, as a source with ``--retain N`` does after N backups) or the
+    source's oldest record follows it (``follows()``: the index id the source's oldest snapshot names as its
+    previous, ``prevSnapshotIndexBlobId``; None when unknown: a target an older blobstate copied into). A void
+    record at the target (``voids``: the target's own bookkeeping of lost parts) holds no state and never counts as
+    diverging."""
     held = {cp.checkpoint_id for cp in target}
     ids = {cp.checkpoint_id for cp in source}
     matched = [i for i, cp in enumerate(source) if cp.checkpoint_id in held]
@@ -112,7 +118,7 @@ def to_copy(source: list[Checkpoint], target: list[Checkpoint], upto: Checkpoint
         if since:
             raise _diverged(source, since, f"after checkpoint {last}, the last one both hold")
         after = source[matched[-1] + 1:]
-    elif states and source:
+    elif states and source and not states[-1].writer_id.startswith(COPIED):  # the target's newest is its own
         parent = follows() if follows is not None else None
         if parent is None or parent != states[-1].index_blob_id:
             raise _diverged(source, states, "and none that the source's oldest checkpoint follows from (the "
@@ -126,6 +132,12 @@ def to_copy(source: list[Checkpoint], target: list[Checkpoint], upto: Checkpoint
     chosen = {cp.checkpoint_id for cp in fresh}
     present = [cp for cp in source if cp.checkpoint_id in held]
     return fresh, present, [cp for cp in source if cp.checkpoint_id not in chosen and cp.checkpoint_id not in held]
+
+
+def copied_by(writer_id: str) -> str:
+    """The writer id a copied record carries at the target: the source's, marked as a copy's (``COPIED``), so a
+    later copy tells the target's records that came from a copy from those its own writer committed."""
+    return writer_id if writer_id.startswith(COPIED) else (COPIED + writer_id)[:MAX_TEXT]
 
 
 def _diverged(source: list[Checkpoint], own: list[Checkpoint], where: str) -> DivergedTargetError:
@@ -270,7 +282,8 @@ class StoreCopier:
         except BaseException as exc:
             c.engine.abort(commit_id, exc)
             raise
-        checkpoint = c.engine.append(record.with_generation(0), budget_checked=True)
+        checkpoint = c.engine.append(replace(record, generation=0, writer_id=copied_by(record.writer_id)),
+                                     budget_checked=True)
         c.engine.finish_quietly(commit_id, checkpoint, late=landed_late(started, self.ttl_ms))
         self.heal(wanted, indexes, files, parts, report)
         self.mine |= wanted
