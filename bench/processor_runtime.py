@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from rocksdict import Rdict
 
-    from blobstate.spark.open_partitions import db_options
+    from blobstate.spark.executor.open_partitions import db_options
 
     report: dict[str, Any] = {"keys": args.keys, "rows_per_key": args.rows_per_key, "encoding": encoding()}
     print(json.dumps(report["encoding"], indent=1), flush=True)

@@ -219,12 +219,13 @@ def measure_delta(counting: Counting, url: str, options: dict[str, Any], mode: s
 
 def measure_group(counting: Counting, url: str, options: dict[str, Any], mode: str, work: str) -> Measured:
     from blobstate.commit.backup import StoreCommitter
-    from blobstate.commit.group import GroupCommitter, stage_changelog
+    from blobstate.commit.group import GroupCommitter
     from blobstate.commit.healing import HealSources
     from blobstate.model import changelog
     from blobstate.model.layout import now_ms
     from blobstate.model.records import StoreKey
     from blobstate.repository.repo import Repository
+    from blobstate.worker import stage_changelog
 
     key = StoreKey("stream", "group", "routes")
     root = url.split("://", 1)[1]
@@ -296,7 +297,7 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     from bench.s3server import S3Server, client_env
-    from blobstate.model.units import parse_size
+    from blobstate.config.units import parse_size
 
     parser = argparse.ArgumentParser(prog="python -m bench.requests", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=RESULTS)

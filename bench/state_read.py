@@ -53,11 +53,12 @@ def write_group(repo_url: str, work: str, *, size_bytes: int, keys: int, partiti
     from rocksdict import Rdict, WriteBatch
 
     from blobstate.commit.backup import StoreCommitter
-    from blobstate.commit.group import GroupCommitter, stage_snapshot
+    from blobstate.commit.group import GroupCommitter
     from blobstate.model.layout import DEFAULT_TTL_MS
     from blobstate.model.records import StoreKey
     from blobstate.repository.backends import open_local_store
     from blobstate.repository.repo import Repository
+    from blobstate.worker import stage_snapshot
 
     raw_len = max(12, (size_bytes // max(1, keys) - 15) * 3 // 4)  # base64 grows by 4/3
     total = 0

@@ -8,7 +8,8 @@ Public API::
     for key, value in blobstate.read_state(repo="file:///backups", store="mystore"): ...   # the state as data
 """
 
-from typing import TYPE_CHECKING
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from blobstate.errors import (
     AppendOutcomeUnknown,
@@ -31,20 +32,9 @@ from blobstate.errors import (
 
 __version__ = "0.1.0"
 
-#: ``blobstate.api.__all__``: every public verb and result type, importable from ``blobstate`` itself (and listed
-#: in ``__all__`` below; ``tests/project/test_api_typing.py`` checks that the three agree).
-_API_NAMES = (
-    "BackupPreview", "BackupResult", "CheckpointSummary", "CommitState", "Duration", "GcReport", "Listing",
-    "LocalCheckpoint", "Repository", "RepositoryInfo", "RestoreResult", "Size", "SnapshotDiff", "StoreCommitter",
-    "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
-    "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
-    "recover_all", "require_store", "restore", "rotate_key", "stats", "unfinished_commits", "verify",
-    "Change", "Undecoded", "read_changes", "read_state", "GroupRestoreResult", "restore_partitions",
-    "CopyReport", "DataSubset", "RetentionPolicy", "copy",
-)
-
-#: Everything but the errors is imported on first use (``import blobstate`` stays light: the CLI starts in well under
-#: 100 ms), from the module named here. Type checkers see the real objects through the imports below.
+#: Names imported on first use (``import blobstate`` stays light: the CLI starts in well under 100 ms), from the module
+#: named here; every name of ``blobstate.api.__all__`` too (the verbs and result types, listed there only), from
+#: ``blobstate.api``. Type checkers see the real objects through the imports below.
 _LAZY: dict[str, str] = {
     **dict.fromkeys(("hookimpl", "hookspec"), "blobstate.plugin.hookspecs"),
     **dict.fromkeys(("DirIndex", "FileBlob", "FileIndex", "SnapshotIndex"), "blobstate.model.index"),
@@ -53,58 +43,13 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("Checkpoint", "StoreKey"), "blobstate.model.records"),
     **dict.fromkeys(("BlobStoreSpec", "CheckpointLogSpec", "KeyProviderSpec", "LocalStoreSpec"),
                     "blobstate.plugin.records"),
-    **dict.fromkeys(_API_NAMES, "blobstate.api"),
 }
+#: The errors above, exported as they are.
+_ERRORS = tuple(name for name, value in globals().items() if isinstance(value, type) and issubclass(value,
+                                                                                                   BaseException))
 
 if TYPE_CHECKING:
-    from blobstate.api import (
-        BackupPreview,
-        BackupResult,
-        Change,
-        CheckpointSummary,
-        CommitState,
-        CopyReport,
-        DataSubset,
-        Duration,
-        GcReport,
-        GroupRestoreResult,
-        Listing,
-        LocalCheckpoint,
-        Repository,
-        RepositoryInfo,
-        RestoreResult,
-        RetentionPolicy,
-        Size,
-        SnapshotDiff,
-        StoreCommitter,
-        StoreStats,
-        Undecoded,
-        VerifyReport,
-        backup,
-        copy,
-        describe_checkpoints,
-        diff,
-        gc,
-        init,
-        journal_events,
-        lifecycle_rule,
-        list_checkpoints,
-        list_stores,
-        ls,
-        preview_backup,
-        raise_for_reports,
-        read_changes,
-        read_state,
-        recover,
-        recover_all,
-        require_store,
-        restore,
-        restore_partitions,
-        rotate_key,
-        stats,
-        unfinished_commits,
-        verify,
-    )
+    from blobstate.api import *  # noqa: F403 - the verbs and result types: ``blobstate.api.__all__``
     from blobstate.model.index import DirIndex, FileBlob, FileIndex, SnapshotIndex
     from blobstate.model.records import Checkpoint, StoreKey
     from blobstate.plugin.hookspecs import hookimpl, hookspec
@@ -120,34 +65,25 @@ if TYPE_CHECKING:
     )
     from blobstate.plugin.records import BlobStoreSpec, CheckpointLogSpec, KeyProviderSpec, LocalStoreSpec
 
-__all__ = [
-    "AppendOutcomeUnknown", "BlobInfo", "BlobNotFound", "BlobStore", "BlobStoreSpec", "BlobstateError", "Checkpoint",
-    "CheckpointLog", "CheckpointLogSpec", "ChecksumMismatch", "ConfigurationError", "CorruptIndexError",
-    "CorruptJournalError", "DirIndex", "EncryptionKeyError", "FencedError", "FileBlob", "FileIndex", "FileRange",
-    "GetRequest", "IntegrityError", "KeyProvider", "KeyProviderSpec", "LocalStore", "LocalStoreSpec",
-    "NothingToRestore", "PluginError", "PutRequest", "RepositoryNotFound", "SnapshotIndex", "StorageError",
-    "StoreKey", "TransientStorageError", "UnsafePathError",
-    "hookimpl", "hookspec",
-    "BackupPreview", "BackupResult", "CheckpointSummary", "CommitState", "Duration", "GcReport", "Listing",
-    "LocalCheckpoint", "Repository", "RepositoryInfo", "RestoreResult", "Size", "SnapshotDiff", "StoreCommitter",
-    "StoreStats", "VerifyReport", "backup", "describe_checkpoints", "diff", "gc", "init", "journal_events",
-    "lifecycle_rule", "list_checkpoints", "list_stores", "ls", "preview_backup", "raise_for_reports", "recover",
-    "recover_all", "require_store", "restore", "rotate_key", "stats", "unfinished_commits", "verify",
-    "Change", "Undecoded", "read_changes", "read_state", "GroupRestoreResult", "restore_partitions",
-    "CopyReport", "DataSubset", "RetentionPolicy", "copy",
-]
+
+def _api() -> Any:
+    return importlib.import_module("blobstate.api")  # not ``from blobstate import api``: that would ask __getattr__
 
 
 def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is not None:
-        import importlib
-
-        value = getattr(importlib.import_module(module), name)
-        globals()[name] = value  # once
-        return value
-    raise AttributeError(f"module 'blobstate' has no attribute {name!r}")
+    """A lazy name (``_LAZY``), a name of ``blobstate.api.__all__``, or ``__all__`` itself (the errors, the lazy
+    names and the API's, in that order), each resolved once."""
+    if name == "__all__":
+        value: object = [*_ERRORS, *_LAZY, *_api().__all__]
+    elif name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+    elif name.startswith("_") or name not in _api().__all__:
+        raise AttributeError(f"module 'blobstate' has no attribute {name!r}")
+    else:
+        value = getattr(_api(), name)
+    globals()[name] = value  # once
+    return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_api().__all__))

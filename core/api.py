@@ -11,6 +11,11 @@ One naming scheme across the API, the CLI and JSON: a store is named by ``job``,
 (``--ttl 1d``; an int is milliseconds) and sizes by ``chunk_size`` (``--chunk-size 64MiB``; an int is bytes);
 ``work_base`` is the work directory base (``--work-dir``, ``BLOBSTATE_WORK_DIR``), ``work_dir`` one store's own.
 Every verb opens its repository with ``with`` (``Repository`` is a context manager).
+
+Every verb takes ``settings`` (a ``blobstate.config.settings.Settings``: the CLI hands its command's in), builds
+what it runs with from them, or from the environment, and its own setting keywords (``Settings.for_call``:
+``work_base``, ``append_only``, ``limit_upload``, ``limit_download``), and hands them down: through the entry room
+(``blobstate.entry``, where it names its store and opens its repository) to everything below.
 """
 
 from __future__ import annotations
@@ -20,29 +25,24 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from blobstate.maintenance.queries import (  # the read-only verbs, re-exported, and the helpers every verb shares
-    Duration,
-    Options,
-    Size,
+from blobstate.config.settings import Settings
+from blobstate.config.units import Duration, Options, Size
+from blobstate.entry import engine_log, name_store, open_repository, warn_unconfirmed
+from blobstate.maintenance.queries import (  # the read-only verbs, re-exported
     describe_checkpoints,
     diff,
-    engine_log,
     journal_events,
     list_checkpoints,
     list_stores,
     ls,
-    name_store,
-    open_repository,
     read_changes,
     read_state,
     require_store,
     stats,
     unfinished_commits,
-    warn_unconfirmed,
 )
 from blobstate.model.layout import DEFAULT_CHUNK_SIZE, DEFAULT_RETAIN, DEFAULT_TTL_MS
 from blobstate.repository.admin import init, lifecycle_rule, rotate_key  # the repository's own verbs, re-exported
-from blobstate.repository.settings import api_verb
 
 # Each verb imports the rooms it needs when it runs (``blobstate backup`` never imports restore, maintenance or
 # rich: ``python -X importtime -m blobstate.cli backup ...``); the names re-exported here resolve on first use
@@ -104,7 +104,6 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_REEXPORTED))
 
 
-@api_verb
 def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
            store: str | None = None, store_type: str | None = None, batch_id: int | None = None,
            source: object | None = None, ttl: Duration = DEFAULT_TTL_MS, retain: int | None = None,
@@ -113,14 +112,15 @@ def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "de
            ttl_mode: str | None = None, work_base: str | None = None, work_dir: str | None = None,
            progress: Progress | None = None, expected_generation: int | None = None, create: bool = True,
            on_create: Callable[[str], None] | None = None, append_only: bool | None = None,
-           limit_upload: Size | None = None, limit_download: Size | None = None) -> BackupResult:
+           limit_upload: Size | None = None, limit_download: Size | None = None,
+           settings: Settings | None = None) -> BackupResult:
     """Back up the store at ``source_dir`` (or the live handle ``source``) as a new committed snapshot.
 
     ``ttl``: how long new blobs live unless their commit completes; ``retain``: newest checkpoints kept, or
     ``retention``: a ``RetentionPolicy`` (restic's ``forget`` rules, or their text ``"last=3,daily=7"``); neither:
     the policy the store's latest snapshot records (default: the newest ``DEFAULT_RETAIN``). ``append_only``: delete
     nothing (retention and aborts are left to ``gc``); ``limit_upload``/``limit_download``: bytes per second
-    (``10MiB``), for every transfer of the call (``blobstate.repository.settings.api_verb``).
+    (``10MiB``), for every transfer of the call; ``settings``: what the call runs with (module docstring).
     ``chunk_size``: bytes per blob; ``expected_generation``: fence against it instead of the log's latest. The
     first backup into an empty location creates the repository (``preview_backup`` says what a backup would do,
     committing nothing); with ``create=False`` a location without a repository is refused (``RepositoryNotFound``)
@@ -129,22 +129,23 @@ def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "de
     ``StorageError``, ``ConfigurationError``.
     """
     from blobstate.commit.backup import StoreCommitter
+    from blobstate.config.options import redact
+    from blobstate.config.units import parse_duration_ms, parse_size
     from blobstate.model.retention import RetentionPolicy
-    from blobstate.model.units import parse_duration_ms, parse_size
     from blobstate.repository import host
     from blobstate.repository.backends import detect_store_type
-    from blobstate.repository.options import redact
 
+    settings = Settings.for_call(settings, work_base=work_base, append_only=append_only, limit_upload=limit_upload,
+                                 limit_download=limit_download)
     key = name_store(job, task, store, directory=source_dir)
-    store_type = store_type or detect_store_type(source_dir)
+    store_type = store_type or detect_store_type(source_dir, settings=settings)
     policy = RetentionPolicy.of(retention) if retention is not None else (
         RetentionPolicy(last=retain) if retain is not None else None)
-    with open_repository(repo, log, storage_options, log_options, create=create, ttl_mode=ttl_mode,
-                            max_concurrency=max_concurrency) as repository:
+    with open_repository(repo, log, storage_options, log_options, settings=settings, create=create,
+                         ttl_mode=ttl_mode, max_concurrency=max_concurrency) as repository:
         if on_create is not None and repository.info is not None and repository.info.created:
             on_create(str(redact(repository.url)))
-        with StoreCommitter(key, repository, store_type=store_type,
-                            work_dir=work_dir or host.work_dir(repository, key, work_base),
+        with StoreCommitter(key, repository, store_type=store_type, work_dir=work_dir or host.work_dir(repository, key),
                             ttl_ms=parse_duration_ms(ttl), retention=policy or RetentionPolicy(last=DEFAULT_RETAIN),
                             chunk_size=parse_size(chunk_size), max_concurrency=max_concurrency, progress=progress,
                             expected_generation=expected_generation) as committer:
@@ -153,27 +154,26 @@ def backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "de
             return committer.backup(source if source is not None else source_dir, batch_id=batch_id)
 
 
-@api_verb
 def preview_backup(source_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
                    store: str | None = None, store_type: str | None = None, source: object | None = None,
                    chunk_size: Size = DEFAULT_CHUNK_SIZE, storage_options: Options = None,
-                   log_options: Options = None, work_base: str | None = None,
-                   work_dir: str | None = None) -> BackupPreview:
+                   log_options: Options = None, work_base: str | None = None, work_dir: str | None = None,
+                   settings: Settings | None = None) -> BackupPreview:
     """``backup --dry-run``: what a backup of ``source_dir`` would upload and drop against the latest snapshot,
     committing nothing (no lock, no journal, nothing written to the repository). Raises ``RepositoryNotFound``."""
     from blobstate.commit.preview import preview_backup as run_preview
-    from blobstate.model.units import parse_size
+    from blobstate.config.units import parse_size
     from blobstate.repository import host
     from blobstate.repository.backends import detect_store_type
 
+    settings = Settings.for_call(settings, work_base=work_base)
     key = name_store(job, task, store, directory=source_dir)
-    with open_repository(repo, log, storage_options, log_options) as repository:
+    with open_repository(repo, log, storage_options, log_options, settings=settings) as repository:
         return run_preview(repository, source if source is not None else source_dir, key=key,
-                           store_type=store_type or detect_store_type(source_dir), chunk_size=parse_size(chunk_size),
-                           work_dir=work_dir or host.work_dir(repository, key, work_base))
+                           store_type=store_type or detect_store_type(source_dir, settings=settings),
+                           chunk_size=parse_size(chunk_size), work_dir=work_dir or host.work_dir(repository, key))
 
 
-@api_verb
 def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
             store: str | None = None, store_type: str | None = None, checkpoint: str | int | None = None,
             max_batch_id: int | None = None, storage_options: Options = None, log_options: Options = None,
@@ -182,7 +182,7 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
             validate: bool = True, force: bool = False, dry_run: bool = False,
             partition: int | None = None, verify_kept: str = "cache", append_only: bool | None = None,
             limit_download: Size | None = None, limit_upload: Size | None = None,
-            checkpoint_location: str | None = None) -> RestoreResult:
+            checkpoint_location: str | None = None, settings: Settings | None = None) -> RestoreResult:
     """Restore the latest state (or ``checkpoint``: ``latest``, an id, a unique prefix or a generation; or the
     state after batch ``max_batch_id``; or, with ``checkpoint_location``, the state after the batch the query's
     Spark checkpoint location says it committed) into ``dest_dir``, downloading only what is missing or different; a
@@ -213,19 +213,22 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
     from blobstate.restoring import guard
     from blobstate.restoring.snapshot import recorded_store_type
 
+    settings = Settings.for_call(settings, work_base=work_base, append_only=append_only, limit_upload=limit_upload,
+                                 limit_download=limit_download)
     key = name_store(job, task, store, directory=dest_dir)
-    with open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode,
-                            max_concurrency=max_concurrency) as repository, repository.reading_indexes_once():
+    with open_repository(repo, log, storage_options, log_options, settings=settings, ttl_mode=ttl_mode,
+                         max_concurrency=max_concurrency) as repository, repository.reading_indexes_once():
         chain = replay.plan(repository, key, checkpoint=checkpoint, max_batch_id=max_batch_id, partition=partition,
                             engine=engine_log(checkpoint_location))
         _logger.info("restoring %s: %s", key, chain.describe())
         if checkpoint_location is None and checkpoint in (None, "latest") and max_batch_id is None:
             warn_unconfirmed(key, chain.records)
-        wd = work_dir or host.work_dir(repository, key, work_base)
+        wd = work_dir or host.work_dir(repository, key)
         guard.check_restore_destination(dest_dir, repo_url=repository.url, log_url=log, work_dir=wd,
-                                        work_base=work_base or workdir.default_base())
+                                        work_base=settings.work_base)
         index_type = store_type or (recorded_store_type(repository, chain.snapshot) if chain.snapshot else "rocksdb")
-        result = replay.restore_chain(repository, chain, dest_dir, local_store=open_local_store(index_type),
+        result = replay.restore_chain(repository, chain, dest_dir,
+                                      local_store=open_local_store(index_type, settings=settings),
                                       store_type=index_type, work_dir=wd, progress=progress, validate=validate,
                                       cache=ChecksumCache(os.path.join(wd, workdir.CRC_CACHE)), force=force,
                                       dry_run=dry_run, verify_kept=verify_kept)
@@ -235,32 +238,34 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
         return result
 
 
-@api_verb
 def restore_partitions(dest_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
                        store: str, partitions: list[int] | None = None, max_batch_id: int | None = None,
                        storage_options: Options = None, log_options: Options = None, max_concurrency: int = 8,
                        work_base: str | None = None, cleanup: bool = True, force: bool = False, dry_run: bool = False,
                        verify_kept: str = "cache", append_only: bool | None = None,
                        limit_download: Size | None = None, limit_upload: Size | None = None,
-                       checkpoint_location: str | None = None) -> GroupRestoreResult:
+                       checkpoint_location: str | None = None,
+                       settings: Settings | None = None) -> GroupRestoreResult:
     """Restore every partition of a partitioned store (or ``partitions``) into ``dest_dir/<p>/`` in this process,
     ``max_concurrency`` partitions at a time (``blobstate.restoring.group``); each partition as ``restore(...,
     partition=p)`` restores it (``append_only``, ``limit_download``, ``limit_upload`` too). The result has each
     partition's and the group's throughput; ``checkpoint_location`` as for ``restore``. Raises what ``restore``
     raises, ``NothingToRestore`` for a store that is not partitioned."""
     from blobstate.commit.recover import cleanup_after_restore
-    from blobstate.local import workdir
     from blobstate.repository import host
     from blobstate.repository.backends import open_local_store
     from blobstate.restoring import guard
     from blobstate.restoring.group import restore_partitions as restore_group
 
+    settings = Settings.for_call(settings, work_base=work_base, append_only=append_only, limit_upload=limit_upload,
+                                 limit_download=limit_download)
     key = name_store(job, task, store)
-    with open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency) as repository:
-        wd = host.work_dir(repository, key, work_base)
+    with open_repository(repo, log, storage_options, log_options, settings=settings,
+                         max_concurrency=max_concurrency) as repository:
+        wd = host.work_dir(repository, key)
         guard.check_restore_destination(dest_dir, repo_url=repository.url, log_url=log, work_dir=wd,
-                                        work_base=work_base or workdir.default_base())
-        result = restore_group(repository, key, dest_dir, local_store=open_local_store("rocksdb"),
+                                        work_base=settings.work_base)
+        result = restore_group(repository, key, dest_dir, local_store=open_local_store("rocksdb", settings=settings),
                                partitions=partitions, max_batch_id=max_batch_id, work_dir=wd,
                                max_concurrency=max_concurrency, force=force, dry_run=dry_run, verify_kept=verify_kept,
                                engine=engine_log(checkpoint_location))
@@ -271,12 +276,12 @@ def restore_partitions(dest_dir: str, *, repo: str, log: str | None = None, job:
         return result
 
 
-@api_verb
 def verify(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
            store: str | None = None, checkpoint: str | int | None = None, all_checkpoints: bool = False,
            storage_options: Options = None, log_options: Options = None, max_concurrency: int = 8,
            raise_on_error: bool = True, read_data_subset: str | DataSubset | None = None,
-           seed: int | None = None, limit_download: Size | None = None) -> list[VerifyReport]:
+           seed: int | None = None, limit_download: Size | None = None,
+           settings: Settings | None = None) -> list[VerifyReport]:
     """Read every blob of the chosen checkpoint(s) and check sizes and CRC32C: of one store (``store``), or of every
     store of the repository matching ``job``/``task`` (the latest checkpoint of each, or all with
     ``all_checkpoints``), ``max_concurrency`` stores at a time (``blobstate.maintenance.stores``). The latest of a
@@ -290,10 +295,11 @@ def verify(*, repo: str, log: str | None = None, job: str | None = None, task: s
     from blobstate.maintenance.stores import verify_repository
     from blobstate.maintenance.verify import DataSubset, raise_for_reports
 
+    settings = Settings.for_call(settings, limit_download=limit_download)
     subset = (read_data_subset if isinstance(read_data_subset, DataSubset) or read_data_subset is None
               else DataSubset.parse(read_data_subset, seed=seed))
-    with open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency,
-                            count_calls=True) as repository:
+    with open_repository(repo, log, storage_options, log_options, settings=settings, max_concurrency=max_concurrency,
+                         count_calls=True) as repository:
         reports = verify_repository(repository, keys=None if store is None else [name_store(job, task, store)],
                                     job=job, task=task, checkpoint=checkpoint, all_checkpoints=all_checkpoints,
                                     subset=subset)
@@ -302,12 +308,12 @@ def verify(*, repo: str, log: str | None = None, job: str | None = None, task: s
         return reports
 
 
-@api_verb
 def gc(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
        store: str | None = None, dry_run: bool = False, ttl: Duration = DEFAULT_TTL_MS, retain: int | None = None,
        retention: RetentionPolicy | str | None = None, now_ms: int | None = None, storage_options: Options = None,
        log_options: Options = None, ttl_mode: str | None = None, work_base: str | None = None,
-       keys: list[StoreKey] | None = None, max_concurrency: int = 8) -> list[GcReport]:
+       keys: list[StoreKey] | None = None, max_concurrency: int = 8,
+       settings: Settings | None = None) -> list[GcReport]:
     """Delete expired and orphaned blobs of every store (or the one ``store``, or those matching ``job``/``task``),
     and prune the checkpoints retention drops; each report lists the checkpoints kept and the rule keeping each.
     ``max_concurrency`` stores at a time; the whole repository is listed once (``blobstate.maintenance.stores``).
@@ -315,20 +321,21 @@ def gc(*, repo: str, log: str | None = None, job: str | None = None, task: str |
     ``retain`` (a count) or ``retention`` (a ``RetentionPolicy`` or its text) default to each store's recorded
     retention (see ``blobstate.maintenance.gc.collect``); ``now_ms`` (ms since the epoch) is for tests.
     """
+    from blobstate.config.units import parse_duration_ms
     from blobstate.maintenance.stores import gc_repository
     from blobstate.model import layout
     from blobstate.model.retention import RetentionPolicy
-    from blobstate.model.units import parse_duration_ms
 
+    settings = Settings.for_call(settings, work_base=work_base)
     policy = RetentionPolicy.of(retention) if retention is not None else retain
-    with open_repository(repo, log, storage_options, log_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency,
-                         count_calls=True) as repository:
+    with open_repository(repo, log, storage_options, log_options, settings=settings, ttl_mode=ttl_mode,
+                         max_concurrency=max_concurrency, count_calls=True) as repository:
         return gc_repository(repository, keys=keys or (None if store is None else [name_store(job, task, store)]),
                              job=job, task=task, now_ms=now_ms if now_ms is not None else layout.now_ms(),
-                             ttl_ms=parse_duration_ms(ttl), retain=policy, dry_run=dry_run, work_base=work_base)
+                             ttl_ms=parse_duration_ms(ttl), retain=policy, dry_run=dry_run,
+                             work_base=settings.work_base)
 
 
-@api_verb
 def copy(*, source: str, target: str, source_log: str | None = None, target_log: str | None = None,
          job: str | None = None, task: str | None = None, store: str | None = None,
          checkpoint: str | int | None = None, source_options: Options = None, target_options: Options = None,
@@ -336,7 +343,7 @@ def copy(*, source: str, target: str, source_log: str | None = None, target_log:
          ttl_mode: str | None = None, max_concurrency: int = 8, work_base: str | None = None,
          append_only: bool | None = None, limit_upload: Size | None = None,
          limit_download: Size | None = None, source_key_file: str | None = None,
-         target_key_file: str | None = None) -> list[CopyReport]:
+         target_key_file: str | None = None, settings: Settings | None = None) -> list[CopyReport]:
     """Replicate the checkpoints of every store of ``source`` (or those ``job``/``task``/``store`` name; with
     ``checkpoint``, one store's records up to and including that one) into the repository ``target`` (created if
     empty, with its own marker and log), uploading only the objects the target lacks, each verified against its
@@ -354,23 +361,26 @@ def copy(*, source: str, target: str, source_log: str | None = None, target_log:
     """
     from blobstate.codec.keys import KeyConfig
     from blobstate.commit.copy import copy_stores
+    from blobstate.config.units import parse_duration_ms
     from blobstate.maintenance.queries import select_stores
-    from blobstate.model.units import parse_duration_ms
 
-    with open_repository(source, source_log, source_options, source_log_options, max_concurrency=max_concurrency,
-                            key_config=KeyConfig.current(key_file=source_key_file)) as src, \
-            open_repository(target, target_log, target_options, target_log_options, create=True,
+    settings = Settings.for_call(settings, work_base=work_base, append_only=append_only, limit_upload=limit_upload,
+                                 limit_download=limit_download)
+    with open_repository(source, source_log, source_options, source_log_options, settings=settings,
+                         max_concurrency=max_concurrency,
+                         key_config=KeyConfig.of(settings, key_file=source_key_file)) as src, \
+            open_repository(target, target_log, target_options, target_log_options, settings=settings, create=True,
                             ttl_mode=ttl_mode, max_concurrency=max_concurrency,
-                            key_config=KeyConfig.current(key_file=target_key_file)) as dst:
+                            key_config=KeyConfig.of(settings, key_file=target_key_file)) as dst:
         keys = select_stores(src, job, task, store, require=store is not None)
         return copy_stores(src, dst, keys, checkpoint=checkpoint, ttl_ms=parse_duration_ms(ttl),
-                           max_concurrency=max_concurrency, work_base=work_base)
+                           max_concurrency=max_concurrency, work_base=settings.work_base)
 
 
-@api_verb
 def recover(*, repo: str, job: str = "default", task: str = "0", store: str | None = None,
             log: str | None = None, work_dir: str | None = None, dry_run: bool = False,
-            storage_options: Options = None, report: Report | None = None) -> list[Any]:
+            storage_options: Options = None, report: Report | None = None,
+            settings: Settings | None = None) -> list[Any]:
     """Replay this host's journal of the store ``job``/``task``/``store``: finish committed commits, abort the
     others (``recover_all`` does every store of the work directory).
 
@@ -380,33 +390,33 @@ def recover(*, repo: str, job: str = "default", task: str = "0", store: str | No
     from blobstate.commit.recover import recover as replay_journal
     from blobstate.commit.session import StoreSession
     from blobstate.repository import host
-    from blobstate.repository.repo import Repository
 
+    settings = Settings.for_call(settings)
     key = name_store(job, task, store)
-    with Repository.open(repo, log=log, storage_options=storage_options, create=False) as repository:
+    with open_repository(repo, log, storage_options, settings=settings) as repository:
         with StoreSession(key, work_dir or host.work_dir(repository, key),
                           repository_id=host.repository_id(repository)) as session:
             return replay_journal(session, repository, dry_run=dry_run, report=report)
 
 
-@api_verb
 def recover_all(*, work_base: str | None = None, repo: str | None = None, log: str | None = None,
                 job: str | None = None, task: str | None = None, store: str | None = None,
                 storage_options: Options = None, dry_run: bool = False,
-                report: Callable[[StoreKey, Any, str], None] | None = None) -> list[StoreKey]:
+                report: Callable[[StoreKey, Any, str], None] | None = None,
+                settings: Settings | None = None) -> list[StoreKey]:
     """``blobstate recover`` with no options: every store of this host's work directory (``work_base``, default
     ``BLOBSTATE_WORK_DIR`` or the platform's) with an open commit, each against the repository and log its journal
     records; ``repo``, ``job``/``task``/``store`` narrow it. Returns the store keys recovered; ``report(key, action,
     outcome)`` is called as each action completes."""
     from blobstate.commit.recover import recover_work_base
-    from blobstate.local import workdir
 
     def matches(key: StoreKey) -> bool:
         wanted = ((job, key.job), (task, key.task), (store, key.store))
         return all(want is None or want == have for want, have in wanted)
 
+    settings = Settings.for_call(settings, work_base=work_base)
     if repo is not None:  # a mistyped --repo is an error (exit 6), never "nothing to recover"
-        open_repository(repo, log, storage_options).close()
-    journals = recover_work_base(work_base or workdir.default_base(), repo=repo, log=log,
-                                 storage_options=storage_options, keys=matches, dry_run=dry_run, report=report)
+        open_repository(repo, log, storage_options, settings=settings).close()
+    journals = recover_work_base(settings, repo=repo, log=log, storage_options=storage_options, keys=matches,
+                                 dry_run=dry_run, report=report)
     return [j.key for j in journals]

@@ -62,6 +62,11 @@ class AppendOutcomeUnknown(TransientStorageError):
         super().__init__(message)
 
 
+class UnlistableKey(StorageError):
+    """A listing holds a key obstore cannot represent (an empty, ``.`` or ``..`` segment: ``a//b``); the caller
+    lists through its other client instead (``blobstate.plugins.toolkit.transfer``)."""
+
+
 class JournalWriteError(StorageError):
     """The journal could not be written (disk full, I/O error). The record being written was cut back off the file
     and the journal accepts no more appends in this process, so it never holds a torn record followed by valid
@@ -82,6 +87,10 @@ class EncryptionKeyError(IntegrityError):
 class ForeignObjectError(IntegrityError):
     """An id read back from a repository, a checkpoint log or a journal names an object outside its store's own
     prefix, or has a shape blobstate never writes: it is refused before anything is read, written or deleted."""
+
+
+class TreeInvalid(IntegrityError):
+    """A restore's complete new tree did not pass ``LocalStore.validate`` (a RocksDB that does not open)."""
 
 
 class ChecksumMismatch(IntegrityError):
@@ -160,6 +169,34 @@ class NothingToRestore(BlobstateError):
     exit_code = EXIT_NOTHING_TO_RESTORE
 
 
+class BrokenChainError(NothingToRestore):
+    """The records that would make up a state are not all there (exit code 5, like ``NothingToRestore``)."""
+
+
+class StateNotHeld(BrokenChainError):
+    """The log holds no chain that ends at the batch needed (exit 5): ``needed`` that batch, ``holds`` what it has
+    (the Align door, ``blobstate.model.align``)."""
+
+    def __init__(self, message: str, *, needed: int, holds: str) -> None:
+        self.needed = needed
+        self.holds = holds
+        super().__init__(message)
+
+
+class BatchNotCommitted(NothingToRestore):
+    """A batch the engine's commit log does not hold as committed was asked for (exit 5)."""
+
+
+class BatchNotRetained(NothingToRestore):
+    """The state (or the changes) of a batch the repository no longer holds, or does not hold yet (exit 5):
+    ``oldest`` and ``newest`` are the readable batches (None: none; ``blobstate.restoring.state``)."""
+
+    def __init__(self, message: str, *, oldest: int | None, newest: int | None) -> None:
+        self.oldest = oldest
+        self.newest = newest
+        super().__init__(message)
+
+
 class LocalStoreError(BlobstateError):
     """A local store cannot be read or changed safely: a file kept changing while it was copied (tar's "file
     changed as we read it"), a RocksDB held open by a live process, a RocksDB whose files kept changing under a
@@ -193,7 +230,7 @@ class RepositoryNotFound(BlobstateError):
 
 class StorageLocationError(StorageError):
     """The repository's storage location cannot be used as it is configured: one line that names the URL and the
-    fix (``blobstate.repository.storage_errors`` writes every one of them). ``reason`` is one of
+    fix (``blobstate.repository.translate`` writes every one of them). ``reason`` is one of
     ``missing-bucket``, ``access-denied``, ``wrong-region``, ``unreachable``."""
 
     reason = ""

@@ -1,4 +1,7 @@
-"""The event-sourced commit journal: events, the framed append-only file, the projection, recovery planning."""
+"""The event-sourced commit journal: events, the framed append-only file, the projection, recovery planning.
+
+May import: ``blobstate.errors``, ``blobstate.local`` (checksums and durable directory writes).
+"""
 
 from blobstate.journal.events import EVENT_TYPES, Event, event_from_dict, event_to_dict
 from blobstate.journal.file import Journal, JournalRead, TornTail

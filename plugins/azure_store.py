@@ -26,10 +26,11 @@ from typing import Any, TypeVar
 import adlfs  # noqa: F401 - this backend's dependencies: a missing extra fails at resolution (blobstate.plugin.records)
 import azure.storage.blob  # noqa: F401
 
+from blobstate.config.settings import Settings
 from blobstate.errors import BlobNotFound, StorageError, TransientStorageError
 from blobstate.plugin.interfaces import BoundedSink, FileRange, PutRequest
-from blobstate.plugin.native_ttl import NativeTtlBlobStore, ttl_days
-from blobstate.plugin.transfer import ObstoreTransport, throttle
+from blobstate.plugins.toolkit.native_ttl import NativeTtlBlobStore, ttl_days
+from blobstate.plugins.toolkit.transfer import ObstoreTransport, throttle
 
 TTL_TAG = "blobstate_ttl"
 EXPIRES_TAG = "blobstate_expires"
@@ -50,8 +51,9 @@ class AzureBlobStore(NativeTtlBlobStore):
     ttl_tag = TTL_TAG
 
     def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
-                 max_concurrency: int = 8) -> None:
-        super().__init__(url, storage_options=storage_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
+                 max_concurrency: int = 8, settings: Settings | None = None) -> None:
+        super().__init__(url, storage_options=storage_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency,
+                         settings=settings)
         # One retry policy (blobstate's): the SDK's own retries, which adlfs gives no option for, are switched off
         # on its client's policy (an unreachable endpoint took 168 s to fail with both).
         policy = getattr(getattr(self.fs.service_client, "_config", None), "retry_policy", None)
@@ -111,7 +113,7 @@ class AzureBlobStore(NativeTtlBlobStore):
             store = AzureStore(self.container, retry_config={"max_retries": 0},
                                client_options={"allow_http": endpoint.startswith("http://"),
                                                "connect_timeout": f"{CONNECT_TIMEOUT_S}s"}, **config)
-            return ObstoreTransport(store, self.budget, pool_size=2 * self.max_concurrency)
+            return ObstoreTransport(store, self.budget, pool_size=2 * self.max_concurrency, limits=self.limits)
 
         return make
 
@@ -146,7 +148,7 @@ class AzureBlobStore(NativeTtlBlobStore):
             async with self.fs.service_client.get_blob_client(self.container, self._blob_name(blob_id)) as bc:
                 await bc.upload_blob(data, overwrite=True, etag=expected, match_condition=MatchConditions.IfNotModified)
 
-        throttle("upload", len(data))
+        throttle(self.limits.upload, len(data))
         try:
             self._sync(call)
         except (ResourceModifiedError, ResourceNotFoundError):

@@ -19,13 +19,16 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from blobstate.errors import AppendOutcomeUnknown, BlobNotFound, CorruptIndexError, FencedError, StorageError
 from blobstate.model import layout
 from blobstate.model.layout import record_id
 from blobstate.model.records import MAX_RECORD_BYTES, Checkpoint, StoreKey
 from blobstate.plugin.interfaces import BlobInfo, BlobStore, BoundedSink, CheckpointLog
+
+if TYPE_CHECKING:
+    from blobstate.config.settings import Settings
 
 __all__ = ["FileCheckpointLog", "open_file_log", "record_id"]
 
@@ -287,12 +290,13 @@ def _etag(info: BlobInfo | None) -> str | None:
     return tag.strip('"').lower() if tag else None
 
 
-def open_file_log(url: str, *, storage_options: dict[str, Any] | None = None,
-                  blob_store: BlobStore | None = None) -> FileCheckpointLog:
-    """Open the file checkpoint log at ``url`` on whichever blob store plugin serves its scheme, or on
-    ``blob_store`` (the repository's store, already open; closed by its owner, not by the log)."""
+def open_file_log(url: str, *, storage_options: dict[str, Any] | None = None, blob_store: BlobStore | None = None,
+                  settings: Settings | None = None) -> FileCheckpointLog:
+    """Open the file checkpoint log at ``url`` on whichever blob store plugin serves its scheme (opened with
+    ``settings``), or on ``blob_store`` (the repository's store, already open; closed by its owner, not by the
+    log)."""
     if blob_store is not None:
         return FileCheckpointLog(blob_store, owns_store=False)
     from blobstate.repository.backends import open_blob_store
 
-    return FileCheckpointLog(open_blob_store(url, storage_options=storage_options, retry=True))
+    return FileCheckpointLog(open_blob_store(url, settings=settings, storage_options=storage_options, retry=True))

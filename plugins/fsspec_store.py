@@ -1,7 +1,7 @@
 """The fsspec blob store: any filesystem fsspec reaches (``file://``, plain paths, ``memory://``, ...).
 
 Bandwidth: every blob's bytes are taken from the process's upload or download limiter
-(``blobstate.plugin.transfer.throttle``) as they move: a range written from a file and a remote read piece by
+(``blobstate.plugins.toolkit.transfer.throttle``) as they move: a range written from a file and a remote read piece by
 piece, a whole blob in one call before it.
 
 TTL in lease mode: a lease object (``blobstate.model.layout.lease_id``: ``<store prefix>/ttl/<blob name>``) holding
@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from functools import cached_property
 from typing import Any, BinaryIO
 
+from blobstate.config.options import credential_sources, redact, secret_values, split_userinfo
+from blobstate.config.settings import Settings
 from blobstate.errors import BlobNotFound, ConfigurationError, IntegrityError, StorageError
 from blobstate.model.layout import (
     MAX_LEASE_BYTES,
@@ -32,10 +34,9 @@ from blobstate.model.layout import (
     leased_object,
 )
 from blobstate.plugin.interfaces import BlobInfo, BlobStore, BoundedSink, FileRange, PutRequest, content_version
-from blobstate.plugin.local_files import LocalRepository
-from blobstate.plugin.transfer import ThrottledSink, throttle
 from blobstate.plugins.fsspec_info import LOCAL_PROTOCOLS, etag, local_root, modified_ms
-from blobstate.repository.options import credential_sources, redact, resolve, secret_values, split_userinfo
+from blobstate.plugins.toolkit.local_files import LocalRepository
+from blobstate.plugins.toolkit.transfer import Limits, ThrottledSink, throttle
 
 log = logging.getLogger(__name__)
 COPY_BUFFER = 1 << 20  # bytes per read/write when streaming a local blob (1 MiB: measured fastest, cache-friendly)
@@ -58,16 +59,20 @@ def check_blob_id(blob_id: str) -> str:
 class FsspecBlobStore(BlobStore):
     """A ``BlobStore`` over an fsspec filesystem rooted at ``url``.
 
-    ``storage_options`` go to the filesystem constructor (credentials stay there: never logged). Batches run on a
-    thread pool of ``max_concurrency`` workers. ``ttl_mode`` must be ``lease`` here; cloud plugins subclass this
-    and add ``native``.
+    ``url`` (without a query) and ``storage_options`` come resolved (``blobstate.repository.backends.open_blob_store``);
+    the options go to the filesystem constructor (credentials stay there: never logged). Batches run on a thread pool
+    of ``max_concurrency`` workers. ``ttl_mode`` must be ``lease`` here; cloud plugins subclass this and add
+    ``native``. ``settings`` (default ``Settings()``): the rate limits, the transfer budget, ``file_fsync``.
     """
 
     native_ttl = False
 
     def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
-                 max_concurrency: int = 8) -> None:
-        url, storage_options = resolve(url, storage_options)
+                 max_concurrency: int = 8, settings: Settings | None = None) -> None:
+        self.settings = settings if settings is not None else Settings()
+        #: the upload and download limiters of the settings (shared per rate by every store of the process)
+        self.limits = Limits.of(self.settings)
+        storage_options = dict(storage_options or {})
         self._secrets = secret_values(storage_options)
         self.url = url
         userinfo, _ = split_userinfo(url)
@@ -80,14 +85,15 @@ class FsspecBlobStore(BlobStore):
         if self.ttl_mode not in ("lease", "native") or (self.ttl_mode == "native" and not self.native_ttl):
             raise ConfigurationError(f"{type(self).__name__} does not support ttl mode {self.ttl_mode!r}")
         self.max_concurrency = max(1, int(max_concurrency))
-        self._options = options = self._fs_options(dict(storage_options or {}))
+        self._options = options = self._fs_options(storage_options)
         root, protocol = local_root(url, options), "file"
         if root is None:
             root, protocol = self._remote_root(url) or self._fsspec_root()
         self.root = root.rstrip("/")
         self.is_local = protocol in LOCAL_PROTOCOLS
         #: file:// only: durable writes, no symlink followed below the root (``local_files``)
-        self.local: LocalRepository | None = LocalRepository(self.root or "/") if self.is_local else None
+        self.local: LocalRepository | None = (LocalRepository(self.root or "/", fsync=self.settings.file_fsync)
+                                              if self.is_local else None)
         #: leases ``expired`` ignored because they name a blob other than their own (see ``expired``)
         self.foreign_leases: list[str] = []
 
@@ -146,7 +152,7 @@ class FsspecBlobStore(BlobStore):
         whole_file = isinstance(source, FileRange) and source.offset == 0 and self.local is None \
             and os.path.getsize(source.path) == source.length
         if self.local is not None or isinstance(source, bytes) or whole_file:
-            throttle("upload", request.size)  # sent in one call (a streamed range takes its pieces one by one)
+            throttle(self.limits.upload, request.size)  # sent in one call (a streamed range: its pieces one by one)
         try:
             if self.local is not None:
                 if isinstance(source, bytes):
@@ -174,7 +180,7 @@ class FsspecBlobStore(BlobStore):
             kwargs["block_size"] = self.write_block_size
         with self.fs.open(path, "wb", **kwargs) as dst:
             for data in source.pieces(COPY_BUFFER):
-                throttle("upload", len(data))
+                throttle(self.limits.upload, len(data))
                 dst.write(data)
 
     def _put_kwargs(self, request: PutRequest) -> dict[str, Any]:
@@ -223,7 +229,7 @@ class FsspecBlobStore(BlobStore):
         if self.local is None or expected is None:
             super().rewrite(blob_id, data, expected=expected)
             return
-        throttle("upload", len(data))
+        throttle(self.limits.upload, len(data))
         self.local.replace_if(self.path(blob_id), data, expected, content_version)
 
     # -- reads -----------------------------------------------------------------------------------------------
@@ -232,9 +238,9 @@ class FsspecBlobStore(BlobStore):
         try:
             if self.local is not None:
                 with self.local.open_read(path) as src:
-                    return _copy(src, ThrottledSink(sink))  # type: ignore[arg-type]
+                    return _copy(src, ThrottledSink(sink, self.limits.download))  # type: ignore[arg-type]
             with self.fs.open(path, "rb", block_size=REMOTE_READ, cache_type="none") as src:
-                return _copy(src, ThrottledSink(sink), REMOTE_READ)  # type: ignore[arg-type]
+                return _copy(src, ThrottledSink(sink, self.limits.download), REMOTE_READ)  # type: ignore[arg-type]
         except FileNotFoundError:
             raise BlobNotFound(blob_id) from None
 
@@ -243,7 +249,7 @@ class FsspecBlobStore(BlobStore):
             data = self._cat(self.path(blob_id))
         except FileNotFoundError:
             raise BlobNotFound(blob_id) from None
-        throttle("download", len(data))
+        throttle(self.limits.download, len(data))
         return data
 
     def _cat(self, path: str) -> bytes:
@@ -257,7 +263,7 @@ class FsspecBlobStore(BlobStore):
             raise BlobNotFound(blob_id) from None
         if len(head) > sink.limit:
             raise sink.too_large()
-        throttle("download", len(head))
+        throttle(self.limits.download, len(head))
         sink.write(head)
         return head
 

@@ -22,10 +22,11 @@ from typing import Any
 
 import gcsfs  # noqa: F401 - this backend's dependency: a missing extra fails at resolution (blobstate.plugin.records)
 
+from blobstate.config.settings import Settings
 from blobstate.errors import BlobNotFound, StorageError, TransientStorageError
 from blobstate.plugin.interfaces import BoundedSink, PutRequest
-from blobstate.plugin.native_ttl import NativeTtlBlobStore, ttl_days
-from blobstate.plugin.transfer import throttle
+from blobstate.plugins.toolkit.native_ttl import NativeTtlBlobStore, ttl_days
+from blobstate.plugins.toolkit.transfer import throttle
 
 EXPIRES_KEY = "blobstate-expires"
 #: customTime after ``remove_ttl``: the lifecycle rule's age is negative until then.
@@ -57,8 +58,9 @@ class GcsBlobStore(NativeTtlBlobStore):
     """
 
     def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
-                 max_concurrency: int = 8) -> None:
-        super().__init__(url, storage_options=storage_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
+                 max_concurrency: int = 8, settings: Settings | None = None) -> None:
+        super().__init__(url, storage_options=storage_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency,
+                         settings=settings)
         # One retry policy (blobstate's): gcsfs retries every request 6 times with backoff and offers no option
         # (an unreachable endpoint took 166 s to fail under both); its undecorated request is bound instead.
         plain = getattr(type(self.fs)._request, "__wrapped__", None)
@@ -102,7 +104,7 @@ class GcsBlobStore(NativeTtlBlobStore):
             raise TransientStorageError(f"{blob_id} was written while it was read") from None
         if len(data) > sink.limit:
             raise sink.too_large()
-        throttle("download", len(data))
+        throttle(self.limits.download, len(data))
         sink.write(data)
         return bytes(data), generation
 
@@ -111,7 +113,7 @@ class GcsBlobStore(NativeTtlBlobStore):
         on. The gcp-storage-emulator ignores the precondition (docs/plugins.md)."""
         from urllib.parse import quote
 
-        throttle("upload", len(data))
+        throttle(self.limits.upload, len(data))
         self.fs.call("POST", f"{self.fs._location}/upload/storage/v1/b/{quote(self.bucket)}/o", uploadType="media",
                      name=self.bucket_key(blob_id)[1], ifGenerationMatch=expected, data=data,
                      headers={"Content-Type": "application/octet-stream"}, json_out=True)

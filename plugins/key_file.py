@@ -70,7 +70,7 @@ class FileKeyProvider(KeyProvider):
         material = read_key_file(self.path)
         self._kek = _derive(material, b"key-encryption key v1")
         self._id = "file:" + _derive(material, b"key id v1")[:8].hex()
-        from blobstate.repository.options import register_secret
+        from blobstate.config.options import register_secret
 
         register_secret(material, self._kek)
         if os.stat(self.path).st_mode & (stat.S_IRWXG | stat.S_IRWXO) and self.path not in _WARNED:

@@ -43,11 +43,13 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+from blobstate.config.settings import Settings
 from blobstate.errors import BlobNotFound, StorageError, TransientStorageError
 from blobstate.model.layout import ObjectKind, kind_of
+from blobstate.plugin.inflight import ByteBudget
 from blobstate.plugin.interfaces import BoundedSink, PutRequest
-from blobstate.plugin.native_ttl import NativeTtlBlobStore, ttl_days
-from blobstate.plugin.transfer import ByteBudget, ObstoreTransport, throttle
+from blobstate.plugins.toolkit.native_ttl import NativeTtlBlobStore, ttl_days
+from blobstate.plugins.toolkit.transfer import Limits, ObstoreTransport, throttle
 
 # The dependency of this backend, found (not imported: s3fs and botocore cost ~0.3 s of CPU, and a commit in lease
 # mode through obstore never needs them) when this module is resolved, so a missing extra fails there with the
@@ -69,7 +71,7 @@ class S3BlobStore(NativeTtlBlobStore):
     """``BlobStore`` on S3 (or an S3-compatible server): obstore for blob bytes, listings and deletes, s3fs for
     tags and lifecycle rules (and for everything when the options cannot be mapped onto obstore).
 
-    ``url``: ``s3://bucket/prefix`` (query parameters become storage options, see ``blobstate.repository.options``).
+    ``url``: ``s3://bucket/prefix`` (query parameters become storage options, see ``blobstate.config.options``).
     ``storage_options`` go to ``s3fs.S3FileSystem`` (``endpoint_url``, ``key``, ``secret``, ``client_kwargs``...)
     and are mapped to obstore's S3 configuration; ``transfer_budget`` (bytes in flight, default 96 MiB) is
     blobstate's own. Raises ``MissingDependencyError`` without s3fs, ``ConfigurationError`` for a bad URL or mode.
@@ -79,10 +81,11 @@ class S3BlobStore(NativeTtlBlobStore):
     metadata_by_transport = True  # listings, leases and bulk deletes through obstore too, when it can be mapped
 
     def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
-                 max_concurrency: int = 8) -> None:
+                 max_concurrency: int = 8, settings: Settings | None = None) -> None:
         #: data blobs this instance wrote with their expiry recorded as metadata (native mode): no tag to remove
         self._recorded: set[str] = set()
-        super().__init__(url, storage_options=storage_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
+        super().__init__(url, storage_options=storage_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency,
+                         settings=settings)
 
     @property
     def records_data_ttl(self) -> bool:
@@ -117,7 +120,8 @@ class S3BlobStore(NativeTtlBlobStore):
         config = _obstore_config(options)
         if config is None:
             return None
-        return lambda: _obstore_transport(self.bucket, config, self.budget, pool=2 * self.max_concurrency)
+        return lambda: _obstore_transport(self.bucket, config, self.budget, pool=2 * self.max_concurrency,
+                                          limits=self.limits)
 
     # -- writes ----------------------------------------------------------------------------------------------
     def _ttl_tags(self, ttl_ms: int) -> dict[str, str]:
@@ -174,7 +178,7 @@ class S3BlobStore(NativeTtlBlobStore):
     def _rewrite_with_fsspec(self, blob_id: str, data: bytes, expected: str) -> None:
         """``PutObject`` with ``If-Match``; S3 answers 412 (``FileExistsError`` here) when the ETag moved on."""
         bucket, key = self.bucket_key(blob_id)
-        throttle("upload", len(data))
+        throttle(self.limits.upload, len(data))
         try:
             self.fs.call_s3("put_object", Bucket=bucket, Key=key, Body=data, IfMatch=expected)
         except OSError as exc:
@@ -349,7 +353,8 @@ def _obstore_config(options: dict[str, Any]) -> dict[str, Any] | None:
     return config
 
 
-def _obstore_transport(bucket: str, config: dict[str, Any], budget: ByteBudget, *, pool: int) -> ObstoreTransport:
+def _obstore_transport(bucket: str, config: dict[str, Any], budget: ByteBudget, *, pool: int,
+                       limits: Limits) -> ObstoreTransport:
     from datetime import timedelta
 
     from obstore.store import S3Store
@@ -357,4 +362,4 @@ def _obstore_transport(bucket: str, config: dict[str, Any], budget: ByteBudget, 
     endpoint = str(config.get("endpoint", ""))
     client = {"connect_timeout": timedelta(seconds=CONNECT_TIMEOUT_S), "allow_http": endpoint.startswith("http://")}
     store = S3Store(bucket, client_options=client, retry_config={"max_retries": 0}, **config)
-    return ObstoreTransport(store, budget, pool_size=pool)
+    return ObstoreTransport(store, budget, pool_size=pool, limits=limits)

@@ -6,31 +6,38 @@ store; ``binding.start(writer, fn)`` runs ``fn(df, batch_id, state)`` per micro-
 batch's writes are committed as one delta record before ``foreachBatch`` returns, and snapshots follow in the
 background; ``binding.close()`` drains. Importing this package does not import pyspark (the ``spark`` extra).
 
-Modules: ``binding`` (the Spark lifecycle), ``engine`` (the batch side: delta commits, apply, snapshots),
-``scheduler`` (Spark-agnostic background snapshot scheduling), ``partitioned``, ``partition_job``,
-``partition_task`` and ``partition_snapshot`` (partitioned state on the executors, one group checkpoint per batch,
-snapshots off the batch's path), ``state_read``, ``state_write`` and ``state_task`` (a store's state and changes as
-a DataFrame, one task per partition; a new store written from a DataFrame), ``rescale`` and ``rescale_task`` (a
-committed group re-partitioned offline into another N, with Spark's own hash: read_state then write_state),
-``alignment`` and ``location`` (what a restart restores, and Spark's checkpoint
-location read through Spark's own Hadoop FileSystem), ``listener``, and the ``demo`` subpackage (``blobstate demo``).
+Rooms (each ``__init__`` says what it holds and what it may import; ``tests/project/test_spark_rooms.py`` keeps
+them so): ``errors`` (every error of this package), ``executor/`` (what every task on an executor shares: who runs
+it, its rows in and its answer out, the databases a Python worker keeps open between tasks, a host's leftovers),
+``committed/`` (what Spark committed: its checkpoint location, the alignment of a store with it, the listener),
+``placement/`` (blobstate's ``StateStoreCoordinator``: which executor holds each partition's copy, the JVM helper),
+``binding/`` (the driver binding: one RocksDB on the driver), ``partitioned/`` (partitioned state: ``driver/``, the
+batch's job and its one group commit, snapshots asked for, stats, the partitioning; ``executor/``, the batch's task,
+the partition's local copy, the snapshot task), ``data/`` (state as data: read, write, rescale, and their tasks in
+``data/executor/``), and ``demo/`` (``blobstate demo``). The executor side (every ``executor/`` folder) reaches the
+core through one door, ``blobstate.worker``.
 """
 
-from blobstate.spark.alignment import AlignmentPlan, SparkAlignmentError
-from blobstate.spark.binding import StateBinding, register
-from blobstate.spark.location import CheckpointLocation
-from blobstate.spark.partitioned import GroupBatchStats, PartitionedState, PartitioningError, partitioned
-from blobstate.spark.rescale import RescaleAlreadyCommitted, RescaleRefused, RescaleResult, UnmappableKeyError, rescale
-from blobstate.spark.scheduler import SnapshotCommitError
-from blobstate.spark.state_read import read_changes, read_state
-from blobstate.spark.state_write import (
+from blobstate.spark.binding.lifecycle import StateBinding, register
+from blobstate.spark.committed.alignment import AlignmentPlan
+from blobstate.spark.committed.location import CheckpointLocation
+from blobstate.spark.data.read import read_changes, read_state
+from blobstate.spark.data.rescale import RescaleResult, rescale
+from blobstate.spark.data.write import StateWriteResult, write_state
+from blobstate.spark.errors import (
     DestinationNotEmpty,
+    PartitioningError,
+    RescaleAlreadyCommitted,
+    RescaleRefused,
+    SnapshotCommitError,
+    SparkAlignmentError,
     StateAlreadyWritten,
     StateWriteRefused,
-    StateWriteResult,
+    UnmappableKeyError,
     UnwritableRows,
-    write_state,
 )
+from blobstate.spark.partitioned.driver.state import PartitionedState, partitioned
+from blobstate.spark.partitioned.driver.stats import GroupBatchStats
 
 # the public names only: the engine, the scheduler and the planning functions live in their modules
 __all__ = [

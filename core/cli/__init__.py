@@ -9,6 +9,12 @@ what is left and how to recover, a closed output pipe (``| head``) ends quietly.
 2 usage, 3 integrity, 4 fenced, 5 nothing to restore, 6 no blobstate repository, 130 SIGINT, 141 closed pipe,
 143 SIGTERM. Shell completion: ``eval "$(_BLOBSTATE_COMPLETE=bash_source blobstate)"`` (``zsh_source``,
 ``fish_source``).
+
+May import: every room below it; its commands call the public API (``blobstate.api``), with the settings the
+command builds once (``blobstate.cli.common.settings``), and name stores as the API does (``blobstate.entry``).
+Rooms: ``blobstate.api``, ``blobstate.entry``, ``blobstate.config``, ``blobstate.errors``, ``blobstate.model``,
+``blobstate.journal``, ``blobstate.plugin``, ``blobstate.repository``, ``blobstate.commit``,
+``blobstate.restoring``, ``blobstate.maintenance``, ``blobstate.spark``.
 """
 
 from __future__ import annotations
@@ -74,13 +80,14 @@ def _verbose_option() -> click.Option:
 
 
 def _record_configuration(command_name: str, callback: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap a command's callback so that plugins' ``blobstate_configure`` sees the options it runs with."""
+    """Wrap a command's callback so that the settings it runs with (``common.settings``: built once, handed to
+    every API call and, through the plugin manager, to ``blobstate_configure``) hold its name and options."""
 
     @functools.wraps(callback)
     def run(*args: Any, **kwargs: Any) -> Any:
-        from blobstate.repository.settings import set_configuration
+        from blobstate.cli import common
 
-        set_configuration(command_name, kwargs)
+        common.record_command(command_name, kwargs)
         return callback(*args, **kwargs)
 
     return run

@@ -2,6 +2,10 @@
 
 Exit codes (``blobstate.errors``): 0 ok, 1 error, 2 usage, 3 integrity, 4 fenced, 5 nothing to restore, 6 no
 blobstate repository at the URL, 130 interrupted (SIGINT), 143 terminated (SIGTERM), 141 output pipe closed.
+
+Settings: a command builds what it runs with once (``settings``: the ``BLOBSTATE_*`` environment and the command's
+options, ``--key-file`` included) and hands it to every API call it makes (``repository`` puts it among the
+keywords), never a variable set for it in the environment.
 Results go to stdout (``--json`` for scripts); progress, messages and errors to stderr. Every message passes
 through ``redact`` with the secret values given on this command line, and every id read from a repository is
 printed through ``safe`` (no terminal escape sequences).
@@ -15,13 +19,16 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from blobstate.errors import EXIT_ERROR, BlobstateError
 from blobstate.model.progress import NoProgress
+
+if TYPE_CHECKING:
+    from blobstate.config.settings import Settings
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -52,10 +59,42 @@ def err(message: str) -> None:
 def redact(text: str) -> str:
     """``text`` without credentials (URL userinfo, secret-looking pairs, secrets given on this command line or in
     the environment)."""
-    from blobstate.repository.options import environment_secrets
-    from blobstate.repository.options import redact as redact_value
+    from blobstate.config.options import environment_secrets
+    from blobstate.config.options import redact as redact_value
 
     return str(redact_value(text, secrets=[*_SECRETS, *environment_secrets()]))
+
+
+#: CLI parameter names that differ from the API's (the settings hold a command's options under the API's names).
+_RENAMED = {"log_url": "log", "as_json": "json", "work_dir": "work_base"}
+_COMMAND = "blobstate.command"  # click context meta: (command name, its options under the API's names)
+_SETTINGS = "blobstate.settings"  # click context meta: the command's settings, once built
+_KEY_FILE_META = "blobstate.key_file"  # click context meta: --key-file
+
+
+def record_command(command: str, options: dict[str, Any]) -> None:
+    """Record the command being run and its options (under the API's names) for ``settings``."""
+    meta = click.get_current_context().meta
+    meta[_COMMAND] = (command, {_RENAMED.get(name, name): value for name, value in options.items()})
+    meta.pop(_SETTINGS, None)
+
+
+def settings() -> Settings:
+    """What this command runs with, built once (on first use, so a malformed variable is reported by
+    ``handle_errors``): the ``BLOBSTATE_*`` environment with the command's options (``record_command``) and
+    ``--key-file``. Raises ``ConfigurationError``."""
+    from blobstate.config.settings import Settings
+
+    ctx = click.get_current_context(silent=True)
+    meta: dict[str, Any] = ctx.meta if ctx is not None else {}
+    built = meta.get(_SETTINGS)
+    if built is None:
+        command, options = meta.get(_COMMAND, (None, {}))
+        key_file = meta.get(_KEY_FILE_META)
+        built = Settings.from_environ().with_options(command, **options, **({"key_file": key_file} if key_file
+                                                                             else {}))
+        meta[_SETTINGS] = built
+    return built
 
 
 def watch_store(repo: str | None, job: str, task: str, store: str | None, work_base: str | None,
@@ -73,7 +112,8 @@ def _objects_left(state: Any) -> list[str] | None:
         from blobstate.model.records import StoreKey
         from blobstate.repository.backends import open_blob_store
 
-        blob_store = open_blob_store(str(_WATCHED["repo"]), storage_options=_WATCHED.get("options"))
+        blob_store = open_blob_store(str(_WATCHED["repo"]), settings=settings(),
+                                     storage_options=_WATCHED.get("options"))
         try:
             key = StoreKey(_WATCHED["job"], _WATCHED["task"], _WATCHED["store"])
             return objects_left(blob_store, key, state)
@@ -96,7 +136,7 @@ def _report_interrupt() -> int:
         from blobstate import api
 
         open_commits = api.unfinished_commits(repo=repo, job=_WATCHED["job"], task=_WATCHED["task"], store=store,
-                                              work_base=_WATCHED.get("work_base"))
+                                              work_base=_WATCHED.get("work_base"), settings=settings())
     except (KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - the report must not hide the interrupt
         open_commits = None
         unread = f"{type(exc).__name__}: {exc}"
@@ -130,12 +170,11 @@ def _quiet_broken_pipe() -> None:
 
 
 def _debug() -> bool:
-    """``BLOBSTATE_DEBUG`` as the settings read it; False when the settings themselves are malformed."""
+    """``BLOBSTATE_DEBUG`` as the command's settings read it; False when the settings themselves are malformed."""
     from blobstate.errors import ConfigurationError
-    from blobstate.repository.settings import current
 
     try:
-        return current().debug
+        return settings().debug
     except ConfigurationError:
         return False
 
@@ -163,7 +202,7 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
             if _debug():
                 raise
-            from blobstate.repository.storage_errors import translate
+            from blobstate.repository.translate import translate
 
             translated = translate(exc, str(_WATCHED.get("repo") or "the repository"))
             if translated is not None:  # a storage fault that reached here without the blob store's wrapper
@@ -176,9 +215,9 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def storage_options(values: tuple[str, ...]) -> dict[str, Any]:
-    """``KEY=VALUE`` pairs to a dict (typed values, dotted keys nest; see ``blobstate.repository.options``); their
+    """``KEY=VALUE`` pairs to a dict (typed values, dotted keys nest; see ``blobstate.config.options``); their
     secret values are remembered so that no message shows them."""
-    from blobstate.repository.options import parse_options, secret_values
+    from blobstate.config.options import parse_options, secret_values
 
     options = parse_options(values)
     _SECRETS.extend(secret_values(options))
@@ -202,17 +241,17 @@ def stack(*decorators: Decorator) -> Decorator:
 
 
 class HumanUnit(click.ParamType):
-    """A positive quantity in human units, converted by ``blobstate.model.units.<parser>``: a duration (``1d``, ``12h``,
-    ``90s``, ``500ms``; a plain number is milliseconds) to ms, or a size (``64MiB``, ``1GiB``, ``500MB``; a plain
-    number is bytes) to bytes."""
+    """A positive quantity in human units, converted by ``blobstate.config.units.<parser>``: a duration (``1d``,
+    ``12h``, ``90s``, ``500ms``; a plain number is milliseconds) to ms, or a size (``64MiB``, ``1GiB``, ``500MB``; a
+    plain number is bytes) to bytes."""
 
     def __init__(self, name: str, parser: str) -> None:
         self.name = name
         self.parser = parser
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from blobstate.config import units
         from blobstate.errors import ConfigurationError
-        from blobstate.model import units
 
         try:
             amount = int(getattr(units, self.parser)(value))
@@ -235,9 +274,10 @@ def ByteSize() -> HumanUnit:  # noqa: N802 - used like a click type class
 
 def repository(repo: str, log_url: str | None, storage_option: tuple[str, ...],
                log_option: tuple[str, ...]) -> dict[str, Any]:
-    """The API's keywords for the repository options: ``repo``, ``log``, ``storage_options``, ``log_options``."""
+    """The API's keywords for the repository options: ``repo``, ``log``, ``storage_options``, ``log_options``, and
+    the command's ``settings``."""
     return {"repo": repo, "log": log_url, "storage_options": storage_options(storage_option),
-            "log_options": log_options(log_option)}
+            "log_options": log_options(log_option), "settings": settings()}
 
 
 def require_store(store: str | None) -> str:
@@ -251,13 +291,12 @@ _KEY_FILE = "BLOBSTATE_KEY_FILE"
 
 
 def _use_key_file(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-    """``--key-file FILE`` is ``BLOBSTATE_KEY_FILE=FILE`` for this command (and every process it starts), so the
-    repository opens with it wherever the command opens one; the variable is put back when the command ends."""
-    if value and os.environ.get(_KEY_FILE) != value:
-        previous = os.environ.get(_KEY_FILE)
-        os.environ[_KEY_FILE] = os.path.abspath(os.path.expanduser(value))
-        ctx.call_on_close(lambda: os.environ.update({_KEY_FILE: previous}) if previous is not None
-                          else os.environ.pop(_KEY_FILE, None))
+    """``--key-file FILE`` goes into this command's settings (``settings().key_file``, over
+    ``BLOBSTATE_KEY_FILE``), so the repository opens with it wherever the command opens one (a Spark job's
+    executors get it with the settings each task is sent)."""
+    if value:
+        ctx.meta[_KEY_FILE_META] = value
+        ctx.meta.pop(_SETTINGS, None)
 
 
 #: ``--key-file``: the key file of an encrypted repository (a new repository is created encrypted with it).
@@ -380,19 +419,31 @@ quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress bar
 
 
 def store_key(job: str, task: str, store: str | None, directory: str | None = None) -> Any:
-    """The ``StoreKey`` the options name (``--store`` defaults to ``directory``'s name where there is one)."""
-    from blobstate.model.records import StoreKey
+    """The ``StoreKey`` the options name (``--store`` defaults to ``directory``'s name where there is one), named
+    as every verb names it (``blobstate.entry.name_store``)."""
+    from blobstate.entry import name_store
 
     if store is None and directory is None:
         raise click.UsageError("--store is required here")
-    if directory is None:
-        return StoreKey(job, task, store)  # type: ignore[arg-type]
-    return StoreKey.for_directory(directory, job=job, task=task, store=store)
+    return name_store(job, task, store, directory=directory)
 
 
 def emit(as_json: bool, payload: Any, text: str) -> None:
     """Print ``payload`` as JSON, or ``text`` (control characters escaped), on stdout."""
     click.echo(json.dumps(payload, indent=2) if as_json else safe(text, lines=True))
+
+
+def show_rows(as_json: bool, rows: Sequence[Any], *, empty: str, lines: Callable[[Any], list[str]],
+              header: str | None = None, json_of: Callable[[Any], Any] | None = None) -> None:
+    """What a read command prints for ``rows`` (summaries, reports): with ``as_json`` each row as JSON
+    (``json_of(row)``, default ``row.to_json()``) on stdout; else ``empty`` on stderr when there is none; else the
+    ``header`` and each row's ``lines(row)`` on stdout."""
+    if as_json:
+        emit(True, [json_of(r) if json_of is not None else r.to_json() for r in rows], "")
+    elif not rows:
+        err(empty)
+    else:
+        emit(False, None, "\n".join(([header] if header is not None else []) + [ln for r in rows for ln in lines(r)]))
 
 
 def progress(quiet: bool) -> Any:

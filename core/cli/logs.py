@@ -2,9 +2,9 @@
 library's debug lines), all on stderr, and never a credential at any verbosity.
 
 Credentials: every handler on the root logger gets ``RedactingFilter``, which rewrites each record (message,
-arguments, traceback) through ``blobstate.repository.options.redact`` with the secrets of this command line and of the
+arguments, traceback) through ``blobstate.config.options.redact`` with the secrets of this command line and of the
 environment, the key material of an encrypted repository this process read (a key file's content, the keys derived
-from it, the data key: ``blobstate.repository.options.register_secret``, in text, hex and base64), plus the patterns
+from it, the data key: ``blobstate.config.options.register_secret``, in text, hex and base64), plus the patterns
 of credentials SDKs log (``Authorization`` headers, session tokens, AWS access key ids). The SDKs' own debug
 loggers (botocore, urllib3, azure, google, ...) are capped at INFO below ``-vvv`` as well.
 """

@@ -59,7 +59,7 @@ def backup(store_dir: str, repo: str, log_url: str | None, storage_option: tuple
     runs after the commit and is recorded in the snapshot, so a later backup or gc without these options keeps
     applying it."""
     from blobstate import api
-    from blobstate.model.units import format_duration, format_size
+    from blobstate.config.units import format_duration, format_size
 
     key = common.store_key(job, task, store, store_dir)
     policy = common.retention_policy()

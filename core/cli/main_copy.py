@@ -57,7 +57,7 @@ def copy(source: str, source_log: str | None, source_option: tuple[str, ...], so
     and batch ids stay the source's (a Spark query restarts from the copy). Run it again after an interruption: it
     finishes the job, and uploads nothing when nothing is new."""
     from blobstate import api
-    from blobstate.model.units import format_size
+    from blobstate.config.units import format_size
 
     if checkpoint is not None and store is None:
         raise click.UsageError("--checkpoint needs --store")
@@ -67,7 +67,8 @@ def copy(source: str, source_log: str | None, source_option: tuple[str, ...], so
                        target_options=common.storage_options(target_option) or None, ttl=ttl, ttl_mode=ttl_mode,
                        max_concurrency=max_concurrency, work_base=work_dir, append_only=append_only,
                        limit_upload=limit_upload, limit_download=limit_download,
-                       source_key_file=_path(source_key_file), target_key_file=_path(target_key_file))
+                       source_key_file=_path(source_key_file), target_key_file=_path(target_key_file),
+                       settings=common.settings())
     lines = [f"{r.key}: copied {len(r.copied)} checkpoint(s) ({r.blobs_uploaded} blobs, "
              f"{format_size(r.bytes_uploaded)} uploaded; {r.blobs_present} already there), {len(r.present)} held "
              f"already, {len(r.skipped)} skipped" for r in reports]

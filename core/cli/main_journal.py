@@ -30,15 +30,16 @@ def show(repo: str | None, job: str, task: str, store: str | None, work_dir: str
     when it is damaged in the middle, 5 for a store the repository holds no checkpoint of (and this host no
     journal)."""
     from blobstate import api
+    from blobstate.config.units import iso_time
     from blobstate.errors import CorruptJournalError
     from blobstate.journal.events import event_to_dict
     from blobstate.journal.projection import project
-    from blobstate.model.units import iso_time
 
     if journal_dir is None and repo is None:
         raise click.UsageError("give --journal DIR, or --repo with the store key options")
     where = ({"work_dir": journal_dir} if journal_dir is not None
              else {"repo": repo, "key": common.store_key(job, task, store), "work_base": work_dir})
+    where["settings"] = common.settings()
     try:
         api.journal_events(**where)
         corrupt = None
@@ -53,7 +54,7 @@ def show(repo: str | None, job: str, task: str, store: str | None, work_dir: str
             rest = " ".join(f"{k}={v}" for k, v in doc.items() if k not in ("type", "v", "commit_id", "time_ms"))
             click.echo(common.safe(f"{iso_time(event.time_ms)} {event.commit_id} {event.type_name} {rest}"[:300]))
     if not result.events and corrupt is None and journal_dir is None:  # nothing here: a store at all? (exit 5)
-        api.require_store(repo=repo, key=where["key"])
+        api.require_store(repo=repo, key=where["key"], settings=where["settings"])
     states = project(result.events).values()
     for state in states:
         common.err(f"commit {state.commit_id}: {state.phase.name}")

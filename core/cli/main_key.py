@@ -35,7 +35,7 @@ def rotate(repo: str, storage_option: tuple[str, ...], new_key_file: str | None,
 
     info = api.rotate_key(repo=repo, storage_options=common.storage_options(storage_option),
                           new_key_file=os.path.abspath(new_key_file) if new_key_file else None,
-                          new_key_provider=new_key_provider, new_key_id=new_key_id)
+                          new_key_provider=new_key_provider, new_key_id=new_key_id, settings=common.settings())
     encryption = {k: v for k, v in (info.encryption or {}).items() if k != "wrappedKey"}
     common.emit(as_json, {"repo": common.redact(repo), "repositoryId": info.repository_id, "encryption": encryption},
                 f"{common.redact(repo)}: the data key is now wrapped by key {encryption.get('keyId')} "

@@ -3,6 +3,8 @@ writer host, batch id, file count and data size (from the snapshot indexes)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from blobstate.cli import common
@@ -22,26 +24,22 @@ def list_checkpoints(repo: str, log_url: str | None, storage_option: tuple[str, 
     shows the partitions it commits of all (parts), the files of its partition snapshots (delta: changelogs
     only) and its data size."""
     from blobstate import api
-    from blobstate.model.units import format_size
+    from blobstate.config.units import format_size
 
     summaries = api.describe_checkpoints(job=job, task=task, store=store, max_concurrency=max_concurrency,
                                          **common.repository(repo, log_url, storage_option, log_option))
-    if as_json:
-        common.emit(True, [s.to_json() for s in summaries], "")
-        return
-    if not summaries:
-        common.err("no checkpoints")
-        return
-    lines = [f"{'store':28} {'gen':>4} {'checkpoint':22} {'created (UTC)':24} {'host':16} {'batch':>6} "
-             f"{'parts':>7} {'files':>7} {'size':>10}"]
-    for s in summaries:
+
+    def lines(s: Any) -> list[str]:
         row = s.to_json()
         batch = "" if row["batchId"] is None else row["batchId"]
         cp = s.checkpoint
         parts = f"{s.partitions_committed}/{cp.num_partitions}" if cp.is_group else ""
         files = ("delta" if cp.is_delta or (cp.is_group and s.files_total is None)
                  else "?" if s.files_total is None else s.files_total)
-        lines.append(f"{row['store']:28} {row['generation']:>4} {row['checkpointId']:22} {row['createdTime']:24} "
-                     f"{row['host'][:16]:16} {batch!s:>6} {parts:>7} {files!s:>7} {format_size(s.bytes_total):>10}"
-                     + (f"  error: {s.error}" if s.error else ""))
-    common.emit(False, None, "\n".join(lines))
+        return [f"{row['store']:28} {row['generation']:>4} {row['checkpointId']:22} {row['createdTime']:24} "
+                f"{row['host'][:16]:16} {batch!s:>6} {parts:>7} {files!s:>7} {format_size(s.bytes_total):>10}"
+                + (f"  error: {s.error}" if s.error else "")]
+
+    common.show_rows(as_json, summaries, empty="no checkpoints", lines=lines,
+                     header=f"{'store':28} {'gen':>4} {'checkpoint':22} {'created (UTC)':24} {'host':16} "
+                            f"{'batch':>6} {'parts':>7} {'files':>7} {'size':>10}")

@@ -21,7 +21,7 @@ def ls(prefix: str, repo: str, log_url: str | None, storage_option: tuple[str, .
     """List the files of a snapshot (default: the latest; only paths starting with PREFIX if given); of a
     partitioned store, of one partition (--partition: the snapshot its state starts from)."""
     from blobstate import api
-    from blobstate.model.units import format_size, iso_time
+    from blobstate.config.units import format_size, iso_time
 
     listing = api.ls(job=job, task=task, store=common.require_store(store), checkpoint=checkpoint, prefix=prefix,
                      partition=partition, **common.repository(repo, log_url, storage_option, log_option))

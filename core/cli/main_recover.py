@@ -54,11 +54,11 @@ def recover(repo: str | None, log_url: str | None, storage_option: tuple[str, ..
             raise click.UsageError("--journal needs --repo and --store")
         key = common.store_key(job or "default", task or "0", store)
         api.recover(repo=repo, job=key.job, task=key.task, store=key.store, log=log_url, work_dir=journal_dir,
-                    dry_run=dry_run, storage_options=options,
+                    dry_run=dry_run, storage_options=options, settings=common.settings(),
                     report=lambda action, outcome: report(key, action, outcome))
     else:
         api.recover_all(work_base=work_dir, repo=repo, log=log_url, job=job, task=task, store=store,
-                        storage_options=options, dry_run=dry_run, report=report)
+                        storage_options=options, dry_run=dry_run, report=report, settings=common.settings())
     if as_json:
         common.emit(True, rows, "")
     elif not rows:

@@ -63,7 +63,7 @@ def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple
             quiet: bool, all_partitions: bool, checkpoint_location: str | None) -> None:
     """Restore a checkpoint (default: the latest) into DEST_DIR, downloading only what is missing or different."""
     from blobstate import api
-    from blobstate.model.units import format_duration, format_size
+    from blobstate.config.units import format_duration, format_size
 
     if all_partitions:
         if partition is not None or checkpoint is not None:
@@ -114,7 +114,7 @@ def _restore_partitions(dest_dir: str, key: Any, *, repo: str, log_url: str | No
     """``--all-partitions``: every partition into ``DEST_DIR/<p>/``; one line per partition and the group's
     throughput on stderr, the checkpoint of each on stdout (or the JSON)."""
     from blobstate import api
-    from blobstate.model.units import format_duration, format_size
+    from blobstate.config.units import format_duration, format_size
 
     common.watch_store(repo, key.job, key.task, key.store, options["work_dir"])
     options["work_base"] = options.pop("work_dir")

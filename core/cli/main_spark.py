@@ -81,7 +81,7 @@ def rescale(repo: str, log_url: str | None, storage_option: tuple[str, ...], log
         from pyspark.sql import SparkSession
     except ImportError:
         raise click.ClickException("spark rescale needs pyspark: " + extra_install_hint("spark")) from None
-    from blobstate.spark.rescale import rescale as run_rescale
+    from blobstate.spark.data.rescale import rescale as run_rescale
 
     builder = SparkSession.builder.master(master).appName("blobstate-rescale")
     for pair in conf:
@@ -102,7 +102,7 @@ def rescale(repo: str, log_url: str | None, storage_option: tuple[str, ...], log
                              checkpoint_location=checkpoint_location, log_url=log_url,
                              storage_options=options["storage_options"],
                              log_options=options["log_options"], local_dir=local_dir,
-                             ttl_ms=ttl_ms or DEFAULT_TTL_MS)
+                             ttl_ms=ttl_ms or DEFAULT_TTL_MS, settings=options["settings"])
     finally:
         if created:
             session.stop()

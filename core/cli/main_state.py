@@ -89,7 +89,8 @@ def _partitions(options: dict[str, Any], key: Any, partition: int | None) -> lis
     from blobstate import api
 
     latest = api.require_store(repo=options["repo"], log=options["log"], key=key,
-                               storage_options=options["storage_options"], log_options=options["log_options"])
+                               storage_options=options["storage_options"], log_options=options["log_options"],
+                               settings=options["settings"])
     if partition is not None:
         return [partition]
     return list(range(latest.num_partitions)) if latest.is_group else [None]

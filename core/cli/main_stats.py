@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from blobstate.cli import common
@@ -19,27 +21,23 @@ def stats(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_o
     snapshots, bytes stored, and the deduplication ratio (logical / stored snapshot data bytes). A partitioned
     store's latest is every partition's latest state added up."""
     from blobstate import api
-    from blobstate.model.units import format_size
+    from blobstate.config.units import format_size
 
     result = api.stats(job=job, task=task, store=store, max_concurrency=max_concurrency,
                        **common.repository(repo, log_url, storage_option, log_option))
-    if as_json:
-        common.emit(True, [s.to_json() for s in result], "")
-        return
-    if not result:
-        common.err("no stores")
-        return
-    lines = [f"{'store':28} {'ckpts':>5} {'files':>7} {'latest size':>11} {'logical':>10} {'stored':>10} "
-             f"{'unref.':>10} {'dedup':>6}"]
-    for s in result:
+
+    def lines(s: Any) -> list[str]:
         latest = s.latest
         files = "?" if latest is None or latest.files_total is None else latest.files_total
         ratio = "-" if s.dedup_ratio is None else f"{s.dedup_ratio:.2f}x"
-        lines.append(f"{s.key!s:28} {s.checkpoints:>5} {files!s:>7} "
-                     f"{format_size(latest.bytes_total if latest else 0):>11} {format_size(s.logical_bytes):>10} "
-                     f"{format_size(s.stored_bytes):>10} {format_size(s.unreferenced_bytes):>10} {ratio:>6}")
+        out = [f"{s.key!s:28} {s.checkpoints:>5} {files!s:>7} {format_size(latest.bytes_total if latest else 0):>11} "
+               f"{format_size(s.logical_bytes):>10} {format_size(s.stored_bytes):>10} "
+               f"{format_size(s.unreferenced_bytes):>10} {ratio:>6}"]
         if s.partitions:
-            lines.append(f"  {s.partitions} partitions: latest state of each added up; "
-                         f"{format_size(s.changelog_bytes)} of delta changelogs")
-        lines += [f"  problem: {p}" for p in s.problems]
-    common.emit(False, None, "\n".join(lines))
+            out.append(f"  {s.partitions} partitions: latest state of each added up; "
+                       f"{format_size(s.changelog_bytes)} of delta changelogs")
+        return out + [f"  problem: {p}" for p in s.problems]
+
+    common.show_rows(as_json, result, empty="no stores", lines=lines,
+                     header=f"{'store':28} {'ckpts':>5} {'files':>7} {'latest size':>11} {'logical':>10} "
+                            f"{'stored':>10} {'unref.':>10} {'dedup':>6}")

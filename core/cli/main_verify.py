@@ -3,6 +3,8 @@ in the repository; exit 3 on any damage."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from blobstate.cli import common
@@ -30,24 +32,23 @@ def verify(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_
     (--store) or of every store in the repository, and check sizes and CRC32C; exit 3 on any damage. The latest of
     a partitioned store is every partition's latest state (its snapshot and the deltas after it)."""
     from blobstate import api
-    from blobstate.model.units import format_size
+    from blobstate.config.units import format_size
 
     reports = api.verify(job=job, task=task, store=store, checkpoint=checkpoint, all_checkpoints=all_checkpoints,
                          max_concurrency=max_concurrency, raise_on_error=False, read_data_subset=read_data_subset,
                          seed=seed, limit_download=limit_download,
                          **common.repository(repo, log_url, storage_option, log_option))
-    if as_json:
-        common.emit(True, [{"store": str(r.checkpoint.store_key), **r.to_json()} for r in reports], "")
-    else:
-        lines = []
-        for r in reports:
-            n = len(r.problems)
-            status = "ok" if r.ok else f"{n} problem{'' if n == 1 else 's'}"
-            part = "" if r.partition is None else f" partition {r.partition}"
-            files = f"{r.files} file{'' if r.files == 1 else 's'}" + (
-                f" read ({r.files_skipped} left for another subset)" if r.files_skipped else "")
-            lines.append(f"{r.checkpoint.store_key}{part} {r.checkpoint.checkpoint_id} (generation "
-                         f"{r.checkpoint.generation}): {files}, {format_size(r.bytes_read)} read: {status}")
-            lines += [f"  {f}: {m}" for f, m in r.problems]
-        common.emit(False, None, "\n".join(lines))
+
+    def lines(r: Any) -> list[str]:
+        n = len(r.problems)
+        status = "ok" if r.ok else f"{n} problem{'' if n == 1 else 's'}"
+        part = "" if r.partition is None else f" partition {r.partition}"
+        files = f"{r.files} file{'' if r.files == 1 else 's'}" + (
+            f" read ({r.files_skipped} left for another subset)" if r.files_skipped else "")
+        return [f"{r.checkpoint.store_key}{part} {r.checkpoint.checkpoint_id} (generation "
+                f"{r.checkpoint.generation}): {files}, {format_size(r.bytes_read)} read: {status}",
+                *(f"  {f}: {m}" for f, m in r.problems)]
+
+    common.show_rows(as_json, reports, empty="no checkpoints to verify", lines=lines,
+                     json_of=lambda r: {"store": str(r.checkpoint.store_key), **r.to_json()})
     api.raise_for_reports(reports)

@@ -8,4 +8,7 @@ key: created, wrapped by the operator's key (a key provider plugin), recorded in
 A room of its own below ``repository`` (which opens it from the marker): it has its own dependencies
 (``zstandard``; ``cryptography`` from the ``encrypt`` extra) and its own format, and nothing above the repository
 imports it but the CLI's ``key`` command through the API.
+
+May import: ``blobstate.errors``, ``blobstate.config``, ``blobstate.model``, ``blobstate.plugin`` (the interfaces,
+the byte budget, the key provider records).
 """

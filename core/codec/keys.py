@@ -19,13 +19,16 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from blobstate.codec.cipher import ALGORITHM, ObjectCipher, new_key
 from blobstate.errors import ConfigurationError, CorruptIndexError, EncryptionKeyError
 from blobstate.plugin.interfaces import KeyProvider
+
+if TYPE_CHECKING:
+    from blobstate.config.settings import Settings
 
 DEFAULT_PROVIDER = "file"
 
@@ -72,13 +75,11 @@ class KeyConfig(msgspec.Struct, frozen=True):
     key_id: str | None = None
 
     @classmethod
-    def current(cls, *, key_file: str | None = None, provider: str | None = None,
-                key_id: str | None = None) -> KeyConfig:
-        """The given values, else the settings' (``BLOBSTATE_KEY_FILE``, ``BLOBSTATE_KEY_PROVIDER``)."""
-        from blobstate.repository import settings
-
-        current = settings.current()
-        return cls(key_file or current.key_file, provider or current.key_provider, key_id)
+    def of(cls, settings: Settings, *, key_file: str | None = None, provider: str | None = None,
+           key_id: str | None = None) -> KeyConfig:
+        """The given values, else ``settings``' (``key_file``: ``--key-file``, ``BLOBSTATE_KEY_FILE``;
+        ``key_provider``: ``BLOBSTATE_KEY_PROVIDER``)."""
+        return cls(key_file or settings.key_file, provider or settings.key_provider, key_id)
 
     @property
     def given(self) -> bool:
@@ -125,7 +126,7 @@ def open_cipher(block: dict[str, Any] | None, repository_id: str, config: KeyCon
     Raises ``EncryptionKeyError`` (exit 3) when the configured key cannot unwrap the data key (a wrong key, or no
     key), and, for a writer (``writing``), when a key is configured but the repository is not encrypted.
     """
-    from blobstate.repository.options import redact, register_secret
+    from blobstate.config.options import redact, register_secret
 
     if block is None:
         if writing and config.given:

@@ -28,8 +28,8 @@ from typing import Any, BinaryIO
 from blobstate.codec import frame
 from blobstate.codec.cipher import ObjectCipher
 from blobstate.model.layout import ObjectKind, store_object_kind
+from blobstate.plugin.inflight import ByteBudget
 from blobstate.plugin.interfaces import BlobInfo, BlobStore, BoundedSink, GetRequest, MetadataSeal, PutRequest
-from blobstate.plugin.transfer import ByteBudget
 
 
 def is_layout_object(blob_id: str) -> bool:

@@ -50,6 +50,8 @@ from blobstate.commit.engine import CommitEngine, landed_late
 from blobstate.commit.point import CommitPoint
 from blobstate.commit.recover import recover
 from blobstate.commit.session import StoreSession
+from blobstate.config.options import display_url, redact
+from blobstate.config.settings import Settings
 from blobstate.errors import FencedError, IntegrityError
 from blobstate.journal import events as ev
 from blobstate.journal.file import Journal
@@ -71,9 +73,8 @@ from blobstate.model.progress import NoProgress, Progress
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.model.retention import KEEP_ALL, RetentionPolicy, read_ahead, recorded_fields, recorded_policy
 from blobstate.plugin.interfaces import FileRange, PutRequest
-from blobstate.repository import host, settings
+from blobstate.repository import host
 from blobstate.repository.backends import open_local_store
-from blobstate.repository.options import display_url, redact
 from blobstate.repository.repo import Repository
 
 log = logging.getLogger(__name__)
@@ -139,8 +140,9 @@ class StoreCommitter:
     index so that gc and restore's init cleanup apply the same (``use_recorded_retention`` takes the one the
     store's latest snapshot records).
     ``chunk_size``: bytes per blob. ``append_resolve_s``: seconds an unknown append outcome is resolved by
-    re-appending before the commit is left open for recovery. Construction runs recovery of unfinished commits found
-    in the journal.
+    re-appending before the commit is left open for recovery (default: the settings'). ``settings``: what the
+    committer runs with (default: those of ``repo`` when it is an open ``Repository``, else the environment's, with
+    which ``repo`` is opened). Construction runs recovery of unfinished commits found in the journal.
     Raises ``CommitInProgressError`` when another process commits this store from the same work directory.
     """
 
@@ -150,17 +152,21 @@ class StoreCommitter:
                  storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
                  progress: Progress | None = None, writer_id: str | None = None,
                  expected_generation: int | None = None, recover: bool = True,
-                 append_resolve_s: float | None = None, retention: RetentionPolicy | None = None) -> None:
+                 append_resolve_s: float | None = None, retention: RetentionPolicy | None = None,
+                 settings: Settings | None = None) -> None:
         if retain < 1:
             raise ValueError("retain must be >= 1")
         self.policy = retention or RetentionPolicy(last=retain)
         self.key = key
         self.repo = repo if isinstance(repo, Repository) else Repository.open(
-            repo, log=log, storage_options=storage_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency)
-        self.local_store = open_local_store(store_type)
+            repo, log=log, storage_options=storage_options, ttl_mode=ttl_mode, max_concurrency=max_concurrency,
+            settings=settings)
+        self.settings = settings if settings is not None else self.repo.settings
+        self.local_store = open_local_store(store_type, settings=self.settings)
         self.store_type = store_type
         self.work_dir = work_dir or host.work_dir(self.repo, key)  # keyed by the repository's id (issue 39)
-        self.repo.use_object_cache(ObjectCache.for_writer(host.host_key(self.repo), key, self.work_dir))  # rule 9
+        if self.settings.object_cache:  # rule 9
+            self.repo.use_object_cache(ObjectCache.for_writer(host.host_key(self.repo), key, self.work_dir))
         self.ttl_ms = ttl_ms
         self.retain = self.policy.only_last or KEEP_ALL  # journaled (a count): a policy's fallback prunes nothing
         self.chunk_size = max(1, chunk_size)
@@ -168,7 +174,7 @@ class StoreCommitter:
         self.writer_id = writer_id or f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.session = StoreSession(key, self.work_dir, repository_id=host.repository_id(self.repo))
         self.append_resolve_s = (append_resolve_s if append_resolve_s is not None
-                                 else settings.current().append_resolve_s)
+                                 else self.settings.append_resolve_s)
         self.commit_point = CommitPoint(self.session, self.repo, append_resolve_s=self.append_resolve_s,
                                         generation=expected_generation)
         self.cleanup = CleanupExecutor(self.session, self.repo, retain=self.policy, commit_point=self.commit_point)

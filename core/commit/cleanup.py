@@ -36,6 +36,7 @@ from blobstate.commit.deferred import DeferredMarks
 from blobstate.commit.healing import HealSources, drop_index_copy, heal_record, load_index_copy
 from blobstate.commit.parts import heal_group, void_if_lost, void_lost
 from blobstate.commit.session import StoreSession
+from blobstate.config.options import redact
 from blobstate.errors import BlobstateError, ForeignObjectError, IntegrityError, StorageError
 from blobstate.journal import events as ev
 from blobstate.journal.projection import CommitState
@@ -48,8 +49,6 @@ from blobstate.model.layout import now_ms, owned
 from blobstate.model.records import GROUP, SNAPSHOT, Checkpoint, StoreKey
 from blobstate.model.retention import RetentionPolicy, plan_retention, recorded_policy
 from blobstate.plugin.capabilities import after_append_history
-from blobstate.repository import settings
-from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
 
 if TYPE_CHECKING:
@@ -76,7 +75,7 @@ def apply_retention(repo: Repository, key: StoreKey, retain: int | RetentionPoli
     record appended meanwhile is never pruned in its place. A log that cannot forget a record inside it keeps that
     record and its blobs. When a record that this process did not append (``commit_point.written``) follows
     ``committed``, another writer took the store over after it: retention is that writer's, and nothing is
-    deleted here. In append-only mode (``settings.append_only``) nothing is pruned or deleted: that is
+    deleted here. In append-only mode (the repository's settings' ``append_only``) nothing is pruned or deleted: that is
     ``blobstate gc``'s. Returns ``(deleted blob ids, pruned checkpoint ids)``. Blobs are deleted before the
     records, so a crash in between is finished by running it again. A log with deltas is left alone without
     ``commit_point`` (gc, a restore on another host: the writer prunes it). ``history``: the log as the caller
@@ -84,7 +83,7 @@ def apply_retention(repo: Repository, key: StoreKey, retain: int | RetentionPoli
     The indexes it needs are fetched concurrently (``Repository.prefetch_indexes``).
     """
     policy = RetentionPolicy.of(retain)
-    if settings.current().append_only:
+    if repo.settings.append_only:
         log.info("append-only: retention of %s (%s) is left to `blobstate gc`", key, policy.describe())
         return [], []
     if history is None:
@@ -200,7 +199,8 @@ class CleanupExecutor:
 
     ``retain``: checkpoints kept (a count or a ``RetentionPolicy``) when a commit does not record its own
     retention; ``commit_point``: the store's commit point in this process, held while retention prunes a log with
-    deltas. In append-only mode (``settings.append_only``) neither ``finish`` nor ``abort`` deletes anything.
+    deltas. In append-only mode (the repository's settings' ``append_only``) neither ``finish`` nor ``abort``
+    deletes anything.
     """
 
     #: Completed delta commits between two compactions of the journal (a delta completes every batch).
@@ -246,7 +246,7 @@ class CleanupExecutor:
         changelogs = state.is_delta or (checkpoint is not None and checkpoint.is_group and not retains)
         defer = changelogs and not heal and self.repo.store.ttl_mode == "lease"  # ``blobstate.commit.deferred``
         history = self._remove_ttls(new_ids, defer=defer, ttl_ms=state.ttl_ms,
-                                    read_log=retains and not heal and not settings.current().append_only)
+                                    read_log=retains and not heal and not self.repo.settings.append_only)
         if heal and checkpoint is not None:
             kept = self.journal_sources(state, checkpoint).merged(sources)
             if checkpoint.is_group:  # parts only executors hold: ``blobstate.commit.parts``
@@ -367,7 +367,7 @@ class CleanupExecutor:
         gc) but the abort completes: it never wedges recovery. Raises ``StorageError`` when the checkpoint log holds
         the commit. Idempotent."""
         candidates = frozenset(owned(self.key, state.blob_ids, what=f"the journal of {state.commit_id}"))
-        if candidates and settings.current().append_only:
+        if candidates and self.repo.settings.append_only:
             log.info("append-only: aborted commit %s of %s leaves its %d blob(s) to their TTL (`blobstate gc` "
                      "deletes them once expired)", state.commit_id, self.key, len(candidates))
             candidates = frozenset()

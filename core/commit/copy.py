@@ -22,9 +22,9 @@ commit room's):
 3. the TTL budget (counted from when this copy commit began), then ``CommitEngine.append`` of the record, unchanged
    but for its generation (the target log's next) and its writer id marked as a copy's (``copied_by``): checkpoint
    id, batch id, query id, lineage and time stay the source's, so a Spark query restarts from the copy as from the
-   source (``blobstate.spark.alignment`` reads batch and query ids); then ``CleanupExecutor.finish`` (TTLs removed,
-   a late append healed, the retention the source writer recorded applied at the target); then rule 5's heal
-   check, whatever the timing (``StoreCopier.heal``): every object the record references is looked for in one
+   source (``blobstate.spark.committed.alignment`` reads batch and query ids); then ``CleanupExecutor.finish`` (TTLs
+   removed, a late append healed, the retention the source writer recorded applied at the target); then rule 5's
+   heal check, whatever the timing (``StoreCopier.heal``): every object the record references is looked for in one
    listing, and one that is gone (counted as held, then taken by gc before the append) is put back from the source,
    permanent.
 
@@ -54,6 +54,7 @@ from blobstate.commit.copy_staging import Staging
 from blobstate.commit.engine import landed_late
 from blobstate.commit.opening import open_store
 from blobstate.commit.point import check_ttl_budget
+from blobstate.config.options import display_url
 from blobstate.errors import BlobstateError, ChecksumMismatch, DivergedTargetError
 from blobstate.journal import events as ev
 from blobstate.local.checksum import Crc32cSink, crc32c_bytes
@@ -65,7 +66,6 @@ from blobstate.model.records import DELTA, GROUP, MAX_TEXT, Checkpoint, StoreKey
 from blobstate.model.retention import KEEP_ALL, RetentionPolicy
 from blobstate.plugin.interfaces import PutRequest
 from blobstate.repository import host
-from blobstate.repository.options import display_url
 from blobstate.repository.repo import Repository, declared
 
 log = logging.getLogger(__name__)

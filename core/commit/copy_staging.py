@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from blobstate.local import held
+from blobstate.plugin.inflight import ByteBudget
 from blobstate.plugin.interfaces import FileRange
-from blobstate.plugin.transfer import ByteBudget
 
 PIECE = 1 << 20  # bytes read back at a time
 

@@ -35,12 +35,12 @@ from typing import Any
 from blobstate.commit import healing
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.healing import HealSources
+from blobstate.config.options import display_url
 from blobstate.journal import events as ev
 from blobstate.local.checksum import crc32c_bytes
 from blobstate.model.layout import new_blob_id, new_checkpoint_id, now_ms
 from blobstate.model.records import DELTA, MAX_INLINE_CHANGELOG_BYTES, Checkpoint
 from blobstate.plugin.interfaces import PutRequest
-from blobstate.repository.options import display_url
 
 log = logging.getLogger(__name__)
 

@@ -30,12 +30,12 @@ from collections.abc import Callable
 from blobstate.commit.cleanup import CleanupExecutor
 from blobstate.commit.healing import HealSources, heal_record
 from blobstate.commit.point import AppendAttempt, CommitPoint, check_ttl_budget
+from blobstate.config.options import redact
 from blobstate.errors import FencedError, GroupVoidedError, StorageError
 from blobstate.journal import events as ev
 from blobstate.journal.projection import CommitState
 from blobstate.model.layout import DEFAULT_TTL_MS, now_ms
 from blobstate.model.records import Checkpoint
-from blobstate.repository.options import redact
 
 log = logging.getLogger(__name__)
 

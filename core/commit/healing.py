@@ -38,13 +38,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from blobstate.config.options import redact
 from blobstate.local.checksum import crc32c_bytes, crc32c_file
 from blobstate.model import layout
 from blobstate.model.index import FileIndex, SnapshotIndex
 from blobstate.model.layout import monotonic
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.plugin.interfaces import FileRange, PutRequest
-from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
 
 log = logging.getLogger(__name__)

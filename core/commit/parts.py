@@ -7,9 +7,10 @@ append longer than the TTL), gc may already have deleted the expired parts; the 
 restore:
 
 - **a delta part** (a partition's changelog of the batch) may still be on the executor that wrote it, which keeps
-  it until the next batch's task on that host has applied it (``spark/partition_task.py``: ``pending/``), or may
-  not: that executor can be lost too (the double fault), and the owner cannot ask. So the owner voids the whole
-  group (``void_group``, run by ``CleanupExecutor.finish`` right after its heal check): one void record names it,
+  it until the next batch's task on that host has applied it (``pending/`` of a partition's copy,
+  ``spark/partitioned/executor/partition.py``), or may not: that executor can be lost too (the double fault),
+  and the owner cannot ask. So the owner voids the whole group (``void_group``, run by ``CleanupExecutor.finish``
+  right after its heal check): one void record names it,
   no partition's records include it from then on (``model.chain.partition_history``), and the group's commit
   raises ``GroupVoidedError`` so that the batch fails and the engine runs it again (Spark re-runs a batch whose
   ``commits/b`` is missing; the re-run's group of that batch is the one that counts). Keeping the parts protected
@@ -47,13 +48,13 @@ from dataclasses import replace
 from blobstate.commit.healing import HealSources, heal_record, present_blobs
 from blobstate.commit.point import AppendAttempt, CommitPoint
 from blobstate.commit.session import StoreSession
+from blobstate.config.options import display_url
 from blobstate.errors import FencedError
 from blobstate.journal import events as ev
 from blobstate.model.chain import current_run, latest_deltas, partition_history, valid_snapshots, voided
 from blobstate.model.layout import DEFAULT_TTL_MS, new_checkpoint_id, now_ms
 from blobstate.model.records import DELTA, GROUP, Checkpoint, PartitionEntry
 from blobstate.plugin.interfaces import PutRequest
-from blobstate.repository.options import display_url
 from blobstate.repository.repo import Repository
 
 log = logging.getLogger(__name__)

@@ -25,12 +25,12 @@ import threading
 from dataclasses import dataclass, replace
 
 from blobstate.commit.session import StoreSession
+from blobstate.config.options import redact
 from blobstate.errors import AppendOutcomeUnknown, FencedError, StorageError
 from blobstate.journal import events as ev
 from blobstate.model.layout import monotonic, now_ms, sleep
 from blobstate.model.records import Checkpoint
 from blobstate.repository.host import journal_record
-from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
 
 log = logging.getLogger(__name__)

@@ -26,6 +26,8 @@ from typing import Any
 from blobstate.commit.cleanup import CleanupExecutor, init_cleanup
 from blobstate.commit.engine import recover_append
 from blobstate.commit.session import StoreSession
+from blobstate.config.options import display_url
+from blobstate.config.settings import Settings
 from blobstate.errors import (
     AppendOutcomeUnknown,
     CommitInProgressError,
@@ -43,7 +45,6 @@ from blobstate.model.retention import RetentionPolicy
 from blobstate.plugin.interfaces import BlobStore
 from blobstate.repository.backends import normalize_url
 from blobstate.repository.host import journaled_record
-from blobstate.repository.options import display_url
 from blobstate.repository.repo import Repository
 
 Report = Callable[[RecoveryAction, str], None]
@@ -186,18 +187,19 @@ def open_journals(work_base: str) -> list[OpenJournal]:
     return found
 
 
-def recover_work_base(work_base: str, *, repo: str | None = None, log: str | None = None,
+def recover_work_base(settings: Settings, *, repo: str | None = None, log: str | None = None,
                       storage_options: dict[str, Any] | None = None, keys: Callable[[StoreKey], bool] = bool,
                       dry_run: bool = False,
                       report: Callable[[StoreKey, RecoveryAction, str], None] | None = None) -> list[OpenJournal]:
-    """Recover every store of ``work_base`` with an open commit (``blobstate recover`` with no options): each
-    against the repository and log its journal records (credentials from the environment and fsspec's
-    configuration, as for every command), or only those of ``repo`` when given. ``keys`` filters the stores.
+    """Recover every store of ``settings.work_base`` with an open commit (``blobstate recover`` with no options):
+    each against the repository and log its journal records (opened with ``settings``; credentials from the
+    environment and fsspec's configuration, as for every command), or only those of ``repo`` when given. ``keys``
+    filters the stores.
     Returns the journals it recovered. Raises ``ConfigurationError`` for an older journal that records no
     repository (name it with ``--repo``)."""
     wanted = display_url(normalize_url(repo)) if repo else None
     done = []
-    for journal in open_journals(work_base):
+    for journal in open_journals(settings.work_base):
         if not keys(journal.key) or (wanted is not None and journal.repo_url not in (None, wanted)):
             continue
         repo_url = repo or journal.repo_url
@@ -205,7 +207,8 @@ def recover_work_base(work_base: str, *, repo: str | None = None, log: str | Non
             raise ConfigurationError(f"the journal in {journal.work_dir} does not record its repository: run "
                                      f"`blobstate recover --repo URL --store {journal.key.store}`")
         log_url = log or (journal.log_url if journal.log_url and journal.log_url != journal.repo_url else None)
-        repository = Repository.open(repo_url, log=log_url, storage_options=storage_options, create=False)
+        repository = Repository.open(repo_url, log=log_url, storage_options=storage_options, create=False,
+                                     settings=settings)
         try:
             with StoreSession(journal.key, journal.work_dir) as session:
                 recover(session, repository, dry_run=dry_run,

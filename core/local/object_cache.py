@@ -12,13 +12,14 @@ A writer also keeps what it wrote itself once it landed (its index after its com
 listing after the append names it by its MD5), and what its retention or gc deletes is discarded here (``discard``).
 
 ``<base>/cache/<repository id>/<2 hex>/<sha256 of the object's name>`` where ``<base>`` is the work directory's
-base (``BLOBSTATE_WORK_DIR`` or platformdirs' user state dir, ``blobstate.local.workdir``) and the repository id is
+base (the settings' ``work_base``: ``BLOBSTATE_WORK_DIR`` or platformdirs' user state dir) and the repository id is
 the one its marker records, as for its store work directories (``workdir.host_key``: two repositories one URL
 reaches never share a cache); ``cache`` is never a host key (hex digits). A writer whose work
 directory is a path of its own (not a store's place under a base) keeps its cache inside it, ``object-cache/``.
 Only the plain bytes of an unencrypted repository are kept (an encrypted repository's are not cached: nothing it
 protects is written to this disk in the clear). Writes are all or nothing (``replace_file``); a cache that cannot
-be written is no error, only slower. ``BLOBSTATE_OBJECT_CACHE=off`` turns it off.
+be written is no error, only slower. ``BLOBSTATE_OBJECT_CACHE=off`` turns it off (the settings' ``object_cache``:
+the caller asks for no cache then).
 """
 
 from __future__ import annotations
@@ -38,11 +39,6 @@ CACHE = "cache"
 _log = logging.getLogger("blobstate.cache")
 
 
-def _turned_off() -> bool:
-    """``BLOBSTATE_OBJECT_CACHE`` says ``off``."""
-    return os.environ.get("BLOBSTATE_OBJECT_CACHE", "").strip().lower() in ("off", "0", "false", "no")
-
-
 class ObjectCache:
     """Immutable objects by name, each entry served only when ``valid(bytes)`` holds for it.
 
@@ -55,25 +51,19 @@ class ObjectCache:
         self.misses = 0
 
     @classmethod
-    def for_repository(cls, repository: str, base: str | None = None) -> ObjectCache | None:
+    def for_repository(cls, repository: str, base: str) -> ObjectCache:
         """The cache of the repository whose host key (``workdir.host_key``: its id) is ``repository``, under
-        ``base`` (default: the work directories' base); None when ``BLOBSTATE_OBJECT_CACHE`` is ``off``."""
-        if _turned_off():
-            return None
-        from blobstate.local import workdir
-
-        return cls(os.path.join(base or workdir.default_base(), CACHE, repository))
+        ``base`` (the work directories' base)."""
+        return cls(os.path.join(base, CACHE, repository))
 
     @classmethod
-    def for_writer(cls, repository: str, key: StoreKey, work_dir: str) -> ObjectCache | None:
+    def for_writer(cls, repository: str, key: StoreKey, work_dir: str) -> ObjectCache:
         """The cache a writer of ``key`` with the work directory ``work_dir`` uses: under the base that directory
         lies in when it is the store's work directory there (``workdir.store_work_dir``: shared with ``list`` and
         ``gc`` of that base), else inside ``work_dir`` itself (``workdir.OBJECT_CACHE``: a writer given a directory
-        of its own writes nothing outside it, and its cache goes with it); None when turned off."""
+        of its own writes nothing outside it, and its cache goes with it)."""
         from blobstate.local import workdir
 
-        if _turned_off():
-            return None
         base = workdir.base_of(work_dir, repository, key)
         if base is None:
             return cls(os.path.join(work_dir, workdir.OBJECT_CACHE))

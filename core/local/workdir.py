@@ -1,8 +1,9 @@
 """The local work directory of a store: journal, lock, checksum cache, local checkpoint directories, and the
 destinations restores of the store have made.
 
-``<base>/<repository id>/<job>/<task>/<store>/`` where ``<base>`` is ``BLOBSTATE_WORK_DIR`` or platformdirs' user
-state dir and the repository id is the one its marker records (``host_key``): two repositories of one store key
+``<base>/<repository id>/<job>/<task>/<store>/`` where ``<base>`` is the settings' work directory base
+(``Settings.work_base``: ``BLOBSTATE_WORK_DIR``, ``--work-dir``, or platformdirs' user state dir; handed in by the
+caller) and the repository id is the one its marker records (``host_key``): two repositories of one store key
 stay apart even when one URL reaches both (issue 39 case 8). Before, the directory was named by a hash of the URL
 (``repository_hash``); ``blobstate.repository.host`` moves such a directory to its new place when its journal is
 provably this repository's.
@@ -20,6 +21,7 @@ import os
 import re
 from collections.abc import Iterator
 
+from blobstate.config.options import split_url
 from blobstate.local.files import replace_file, try_lock
 from blobstate.model.records import StoreKey
 
@@ -33,23 +35,10 @@ RESTORE_LOCK = "restore.lock"
 OBJECT_CACHE = "object-cache"  # a writer's object cache when its work directory lies under no base
 
 
-def default_base() -> str:
-    from blobstate.repository.settings import current
-
-    configured = current().work_dir
-    if configured:
-        return configured
-    import platformdirs  # deliberately here: only without BLOBSTATE_WORK_DIR / --work-dir (~2 ms, issue 31)
-
-    return platformdirs.user_state_dir("blobstate", appauthor=False)
-
-
 def repository_hash(repo_url: str) -> str:
     """The 12 hex digits that named repository ``repo_url``'s directories under the base before they were named by
     the repository's id (and still name those of a repository from before the marker, which has no id). The URL's
     query (storage options, perhaps a rotating token) does not take part."""
-    from blobstate.repository.options import split_url
-
     return hashlib.sha256(split_url(repo_url)[0].encode()).hexdigest()[:12]
 
 
@@ -70,12 +59,12 @@ def host_key(repository_id: str, repo_url: str) -> str:
     return repository_hash(repo_url)
 
 
-def store_work_dir(repository: str, key: StoreKey, base: str | None = None) -> str:
+def store_work_dir(repository: str, key: StoreKey, base: str) -> str:
     """The work directory of ``key`` in the repository whose host key (``host_key``) is ``repository``, under
-    ``base`` (default: ``default_base()``). Raises ``ValueError`` for anything but a host key (a URL)."""
+    ``base`` (the work directory base). Raises ``ValueError`` for anything but a host key (a URL)."""
     if not _HOST_KEY.match(repository):
         raise ValueError(f"not a repository's host key (its id: workdir.host_key): {repository[:80]!r}")
-    return os.path.join(base or default_base(), repository, key.job, key.task, key.store)
+    return os.path.join(base, repository, key.job, key.task, key.store)
 
 
 def url_keyed_work_dir(repo_url: str, key: StoreKey, base: str) -> str:

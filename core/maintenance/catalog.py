@@ -12,14 +12,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from blobstate.config.options import redact
+from blobstate.config.units import iso_time
 from blobstate.errors import BlobstateError
 from blobstate.model import layout
 from blobstate.model.chain import has_groups, partition_history, partitions_of, plan_chain
 from blobstate.model.index import DirIndex, FileIndex, SnapshotIndex, SymlinkIndex
 from blobstate.model.records import Checkpoint, PartitionRecord, StoreKey
-from blobstate.model.units import iso_time
 from blobstate.plugin.interfaces import BlobInfo
-from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
 
 

@@ -34,10 +34,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from blobstate.config.settings import Settings
+from blobstate.config.units import format_duration
 from blobstate.errors import EXIT_ERROR, EXIT_INTEGRITY, EXIT_OK, BlobstateError, StorageLocationError
 from blobstate.model import layout
 from blobstate.model.layout import DEFAULT_TTL_MS, now_ms
-from blobstate.model.units import format_duration
 from blobstate.plugin.capabilities import folder_removal
 from blobstate.plugin.interfaces import BlobStore, PutRequest
 
@@ -94,8 +95,8 @@ class DoctorReport:
 
 def _fault(exc: BaseException, url: str) -> str:
     """A one-line description of ``exc``: the translated storage message where there is one."""
-    from blobstate.repository.options import redact
-    from blobstate.repository.storage_errors import translate
+    from blobstate.config.options import redact
+    from blobstate.repository.translate import translate
 
     translated = translate(exc, url)
     if translated is not None:
@@ -105,28 +106,31 @@ def _fault(exc: BaseException, url: str) -> str:
 
 def run(*, repo: str, log: str | None = None, storage_options: dict[str, Any] | None = None,
         log_options: dict[str, Any] | None = None, work_base: str | None = None, ttl_ms: int = DEFAULT_TTL_MS,
-        stale_after_ms: int = STALE_AFTER_MS, clock: Callable[[], int] = now_ms) -> DoctorReport:
+        stale_after_ms: int = STALE_AFTER_MS, clock: Callable[[], int] = now_ms,
+        settings: Settings | None = None) -> DoctorReport:
     """Check the repository at ``repo`` and its checkpoint log ``log`` (default: the file log inside it).
 
     ``ttl_ms``: the TTL the writers use (the clock skew's limit is a quarter of it); ``work_base``: this host's work
-    directory base (default ``BLOBSTATE_WORK_DIR`` or the platform's); ``clock``: ms since the epoch (tests).
-    Raises only ``ConfigurationError`` for an unusable URL or option (before anything is checked).
+    directory base (default: the settings', ``BLOBSTATE_WORK_DIR`` or the platform's); ``clock``: ms since the
+    epoch (tests); ``settings``: what it runs with (``Settings.for_call``, as every verb). Raises only
+    ``ConfigurationError`` for an unusable URL or option (before anything is checked).
     """
+    from blobstate.config.options import redact
     from blobstate.repository.backends import normalize_url, open_blob_store
-    from blobstate.repository.options import redact
 
+    settings = Settings.for_call(settings, work_base=work_base)
     url = normalize_url(repo)
     report = DoctorReport(str(redact(url)))
-    store = open_blob_store(url, storage_options=storage_options)
+    store = open_blob_store(url, settings=settings, storage_options=storage_options)
     try:
         if not _reach(report, store, url):
             return report
         info = _marker(report, store, url)
-        if info is None or not _key(report, info, url):
+        if info is None or not _key(report, info, url, settings):
             return report
         _skew_and_semantics(report, store, url, ttl_ms, clock)
-        repository = _log(report, repo, url, log, storage_options, log_options, info)
-        _open_commits(report, info, url, work_base)
+        repository = _log(report, repo, url, log, storage_options, log_options, info, settings)
+        _open_commits(report, info, url, settings.work_base)
         if repository is not None:
             try:
                 _gc_and_ages(report, repository, url, work_base, ttl_ms, stale_after_ms, clock)
@@ -156,7 +160,7 @@ def _reach(report: DoctorReport, store: BlobStore, url: str) -> bool:
     elapsed = int((time.monotonic() - started) * 1000)
     report.add("endpoint", OK, f"reached in {elapsed} ms, credentials accepted", elapsedMs=elapsed)
     if exists is False:
-        from blobstate.repository.storage_errors import missing_bucket
+        from blobstate.repository.translate import missing_bucket
 
         report.add("bucket", FAIL, str(missing_bucket(url)))
         return False
@@ -165,7 +169,7 @@ def _reach(report: DoctorReport, store: BlobStore, url: str) -> bool:
 
 
 def _marker(report: DoctorReport, store: BlobStore, url: str) -> Any:
-    from blobstate.model.units import iso_time
+    from blobstate.config.units import iso_time
     from blobstate.repository.location import scan_location
     from blobstate.repository.marker import read_marker
 
@@ -191,7 +195,7 @@ def _marker(report: DoctorReport, store: BlobStore, url: str) -> Any:
     return info
 
 
-def _key(report: DoctorReport, info: Any, url: str) -> bool:
+def _key(report: DoctorReport, info: Any, url: str, settings: Settings) -> bool:
     """An encrypted repository's data key unwrapped with the configured key (``BLOBSTATE_KEY_FILE``, ``--key-file``)
     before anything is written (rule 20); False (a ``fail`` line, exit 3) when it does not unwrap."""
     from blobstate.codec.keys import KeyConfig, open_cipher
@@ -199,7 +203,7 @@ def _key(report: DoctorReport, info: Any, url: str) -> bool:
     if info.legacy or info.encryption is None:
         return True
     try:
-        open_cipher(info.encryption, info.repository_id, KeyConfig.current(), url=url, writing=False)
+        open_cipher(info.encryption, info.repository_id, KeyConfig.of(settings), url=url, writing=False)
     except BlobstateError as exc:
         report.add("key", FAIL, _fault(exc, url))
         return False
@@ -293,7 +297,7 @@ def _semantics(store: BlobStore, scratch: str, probe: str, exclusive: str, paylo
 
 
 def _log(report: DoctorReport, repo: str, url: str, log: str | None, storage_options: dict[str, Any] | None,
-         log_options: dict[str, Any] | None, info: Any) -> Any:
+         log_options: dict[str, Any] | None, info: Any, settings: Settings) -> Any:
     from blobstate.repository.log_identity import describe, log_identity, same_log
     from blobstate.repository.repo import Repository
 
@@ -305,7 +309,7 @@ def _log(report: DoctorReport, repo: str, url: str, log: str | None, storage_opt
         return None
     try:
         repository = Repository.open(repo, log=log, storage_options=storage_options, log_options=log_options,
-                                     create=False)
+                                     create=False, settings=settings)
         stores = repository.log.keys()
     except Exception as exc:  # noqa: BLE001
         report.add("checkpoint log", FAIL, f"{describe(identity)}: {_fault(exc, url)}")
@@ -322,13 +326,12 @@ def normalize(log: str) -> str:
     return normalize_url(log)
 
 
-def _open_commits(report: DoctorReport, info: Any, url: str, work_base: str | None) -> None:
+def _open_commits(report: DoctorReport, info: Any, url: str, base: str) -> None:
     import os
 
     from blobstate.commit.recover import open_journals
     from blobstate.local import workdir
 
-    base = work_base or workdir.default_base()
     # the repository's work directories (named by its id), and those from before named by its URL
     repo_dirs = {os.path.join(base, workdir.host_key(info.repository_id, url)),
                  os.path.join(base, workdir.repository_hash(url))}

@@ -53,7 +53,7 @@ from blobstate.repository.repo import Repository
 from blobstate.repository.retry import call_with_retry
 
 if TYPE_CHECKING:
-    from blobstate.maintenance.stores import RepositoryView
+    from blobstate.maintenance.repository_view import RepositoryView
 
 RECHECK_AFTER_S = 5.0  # a decision re-checked longer ago than this (monotonic seconds) is re-checked again
 DELETE_BATCH = 1000  # ids per delete call (S3's DeleteObjects takes at most 1,000)
@@ -254,7 +254,8 @@ class DeleteGuard:
         conditional = expired_delete(self.repo.store)
         marked = [b for b in batch if b in expired]
         refused = call_with_retry(lambda: conditional(marked, self.now_ms), f"conditional delete of {len(marked)} "
-                                  "blobs") if conditional is not None and marked else None
+                                  "blobs", attempts=self.repo.settings.retry_attempts) \
+            if conditional is not None and marked else None
         self.repo.store.delete_many([b for b in batch if refused is None or b not in marked])
         return refused or []
 

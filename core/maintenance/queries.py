@@ -1,29 +1,29 @@
 """The read-only verbs of the public API (re-exported by ``blobstate.api``): list, describe, ``ls``, ``diff``,
-``stats``, and this host's journals. None of them writes to a repository, a log or a work directory; each opens
-the repository without creating it (``RepositoryNotFound``, exit 6, for a location that is not one).
+``stats``, the state as data, and this host's journals. None of them writes to a repository, a log or a work
+directory; each builds its settings (``Settings.for_call``), names its store and opens the repository through the
+entry room (``blobstate.entry``) without creating it (``RepositoryNotFound``, exit 6, for a location that is not
+one).
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import time
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
+from blobstate.config.settings import Settings
+from blobstate.config.units import Duration, Options, Size  # the API's argument types, re-exported
+from blobstate.entry import check_store, engine_log, name_store, open_repository, warn_unconfirmed
 from blobstate.errors import NothingToRestore
 from blobstate.journal.file import Journal, JournalRead
 from blobstate.journal.projection import CommitState, project
 from blobstate.local import workdir
-from blobstate.model.align import UNCONFIRMED, EngineLog
 from blobstate.model.chain import partition_history, plan_chain
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.model.selection import select_checkpoint
-from blobstate.model.units import Duration, Options, Size  # the API's argument types, re-exported
 from blobstate.repository.host import located_work_dir
-from blobstate.repository.options import redact
 from blobstate.repository.repo import Repository
-from blobstate.repository.settings import api_verb
 
 if TYPE_CHECKING:  # the catalog, gc and the state reader are imported by the verbs that use them: a backup opens
     # none of them
@@ -31,60 +31,9 @@ if TYPE_CHECKING:  # the catalog, gc and the state reader are imported by the ve
     from blobstate.restoring.entries import Value
     from blobstate.restoring.state import Change, StatePlan
 
-__all__ = ["Duration", "Options", "Size", "check_store", "choose_snapshot", "describe_checkpoints", "diff",
-           "engine_log", "journal_events", "list_checkpoints", "list_stores", "ls", "require_store", "stats",
-           "unfinished_commits", "warn_unconfirmed"]
-
-_logger = logging.getLogger("blobstate.api")  # one logger for the whole public API
-
-
-def name_store(job: str | None, task: str | None, store: str | None, key: StoreKey | None = None,
-               directory: str | None = None) -> StoreKey:
-    """The store key the verbs' ``job``/``task``/``store`` (or ``key``, or a directory's name) say."""
-    if key is not None:
-        return key
-    if directory is not None:
-        return StoreKey.for_directory(directory, job=job or "default", task=task or "0", store=store)
-    if store is None:
-        raise TypeError("name the store: store= (with job= and task=), or key=")
-    return StoreKey(job or "default", task or "0", store)
-
-
-def open_repository(repo: str, log_url: str | None, storage_options: Options, log_options: Options = None, *,
-                    create: bool = False, **kwargs: Any) -> Repository:
-    """The repository at ``repo`` with its log; ``create``: write the marker into an empty location."""
-    repository = Repository.open(repo, log=log_url, storage_options=storage_options, log_options=log_options,
-                                 create=create, **kwargs)
-    _logger.info("opened repository %s (log %s)", redact(repository.url), redact(repository.log.url or "in it"))
-    return repository
-
-
-def engine_log(checkpoint_location: str | None) -> EngineLog | None:
-    """What the query's Spark checkpoint location ``checkpoint_location`` says (read without Spark,
-    ``blobstate.repository.engine_log``), for the Align door; None without one. Raises ``StorageError``."""
-    if checkpoint_location is None:
-        return None
-    from blobstate.repository.engine_log import read_spark_location
-
-    return read_spark_location(checkpoint_location)
-
-
-def warn_unconfirmed(key: StoreKey, records: Iterable[Checkpoint]) -> None:
-    """Say, on the log (stderr in the CLI), that the newest state read of ``key`` may be a batch the engine re-runs,
-    when its records name a query (``blobstate.model.align.UNCONFIRMED``)."""
-    if any(cp.query_id for cp in records):
-        _logger.warning("%s: %s", key, UNCONFIRMED)
-
-
-def check_store(repository: Repository, key: StoreKey) -> Checkpoint:
-    """The latest record of ``key``; ``NothingToRestore`` (exit 5) naming the stores that have checkpoints when
-    the log holds none of it: a mistyped ``--store`` is the same error in every read verb (``Repository.choose``'s
-    words)."""
-    latest = repository.log.latest(key)
-    if latest is None:
-        raise NothingToRestore(f"no checkpoint for {key} in {redact(repository.log.url or repository.url)}"
-                               f"{repository._others(key)}")
-    return latest
+__all__ = ["Duration", "Options", "Size", "choose_snapshot", "describe_checkpoints", "diff", "journal_events",
+           "list_checkpoints", "list_stores", "ls", "read_changes", "read_state", "require_store", "select_stores",
+           "stats", "unfinished_commits"]
 
 
 def select_stores(repository: Repository, job: str | None, task: str | None, store: str | None,
@@ -101,46 +50,53 @@ def select_stores(repository: Repository, job: str | None, task: str | None, sto
     return [k for k in discover_keys(repository) if (job is None or k.job == job) and (task is None or k.task == task)]
 
 
-@api_verb
 def list_stores(*, repo: str, log: str | None = None, storage_options: Options = None,
-                log_options: Options = None) -> list[StoreKey]:
+                log_options: Options = None, settings: Settings | None = None) -> list[StoreKey]:
     """Every store key the repository (or its checkpoint log) holds, sorted. Raises ``RepositoryNotFound``."""
     from blobstate.maintenance.gc import discover_keys
 
-    repository = open_repository(repo, log, storage_options, log_options)
+    settings = Settings.for_call(settings)
+    repository = open_repository(repo, log, storage_options, log_options, settings=settings)
     try:
         return discover_keys(repository)
     finally:
         repository.close()
 
 
-@api_verb
 def list_checkpoints(*, repo: str, log: str | None = None, job: str = "default", task: str = "0",
                      store: str | None = None, storage_options: Options = None, log_options: Options = None,
-                     key: StoreKey | None = None) -> list[Checkpoint]:
+                     key: StoreKey | None = None, settings: Settings | None = None) -> list[Checkpoint]:
     """Retained checkpoints of one store, oldest first (the records only; ``describe_checkpoints`` adds what the
     indexes hold)."""
+    settings = Settings.for_call(settings)
     store_key = name_store(job, task, store, key)
-    repository = open_repository(repo, log, storage_options, log_options)
+    repository = open_repository(repo, log, storage_options, log_options, settings=settings)
     try:
         return repository.log.history(store_key)
     finally:
         repository.close()
 
 
-@api_verb
 def describe_checkpoints(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
                          store: str | None = None, storage_options: Options = None, log_options: Options = None,
-                         key: StoreKey | None = None, max_concurrency: int = 8) -> list[CheckpointSummary]:
+                         key: StoreKey | None = None, max_concurrency: int = 8,
+                         settings: Settings | None = None) -> list[CheckpointSummary]:
     """Retained checkpoints of one store (``store``), or of every store matching ``job``/``task``, with time,
     host, batch id, file count and data size (bytes) from their indexes; an unreadable index is reported in its
     summary's ``error``, never raised. Every store's records are read at once, the stores' indexes
     ``max_concurrency`` stores at a time (``blobstate.maintenance.stores``)."""
     from blobstate.maintenance.catalog import summarize
-    from blobstate.maintenance.stores import RepositoryView, calls_summary, for_each_store, matching, own_indexes
+    from blobstate.maintenance.repository_view import (
+        RepositoryView,
+        calls_summary,
+        for_each_store,
+        matching,
+        own_indexes,
+    )
 
+    settings = Settings.for_call(settings)
     started = time.perf_counter()
-    with open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency,
+    with open_repository(repo, log, storage_options, log_options, settings=settings, max_concurrency=max_concurrency,
                          count_calls=True) as repository:
         named = None if key is None and store is None else [name_store(job, task, store, key)]
         for k in named or ():
@@ -184,10 +140,9 @@ def choose_snapshot(repository: Repository, key: StoreKey, checkpoint: str | int
     return chain.snapshot, len(chain.deltas)
 
 
-@api_verb
 def ls(*, repo: str, log: str | None = None, job: str = "default", task: str = "0", store: str | None = None,
        checkpoint: str | int | None = None, prefix: str = "", storage_options: Options = None,
-       log_options: Options = None, partition: int | None = None) -> Listing:
+       log_options: Options = None, partition: int | None = None, settings: Settings | None = None) -> Listing:
     """The files of one snapshot (default: the latest; ``partition``: of that partition of a partitioned store)
     whose path starts with ``prefix``: size, CRC32C, blobs.
 
@@ -195,8 +150,9 @@ def ls(*, repo: str, log: str | None = None, job: str = "default", task: str = "
     """
     from blobstate.maintenance.catalog import list_files
 
+    settings = Settings.for_call(settings)
     store_key = name_store(job, task, store)
-    repository = open_repository(repo, log, storage_options, log_options)
+    repository = open_repository(repo, log, storage_options, log_options, settings=settings)
     try:
         snapshot, deltas = choose_snapshot(repository, store_key, checkpoint, partition)
         return list_files(repository, snapshot, prefix, deltas)
@@ -204,17 +160,17 @@ def ls(*, repo: str, log: str | None = None, job: str = "default", task: str = "
         repository.close()
 
 
-@api_verb
 def diff(*, repo: str, base: str | int, target: str | int = "latest", log: str | None = None,
          job: str = "default", task: str = "0", store: str | None = None, storage_options: Options = None,
-         log_options: Options = None, partition: int | None = None) -> SnapshotDiff:
+         log_options: Options = None, partition: int | None = None, settings: Settings | None = None) -> SnapshotDiff:
     """What changed between two checkpoints of one store (``base`` and ``target`` as ``--checkpoint`` takes them;
     ``partition``: of that partition of a partitioned store, each its snapshot): files added, removed, changed,
     and blobs shared."""
     from blobstate.maintenance.catalog import diff_snapshots
 
+    settings = Settings.for_call(settings)
     store_key = name_store(job, task, store)
-    repository = open_repository(repo, log, storage_options, log_options)
+    repository = open_repository(repo, log, storage_options, log_options, settings=settings)
     try:
         return diff_snapshots(repository, choose_snapshot(repository, store_key, base, partition)[0],
                               choose_snapshot(repository, store_key, target, partition)[0])
@@ -222,18 +178,24 @@ def diff(*, repo: str, base: str | int, target: str | int = "latest", log: str |
         repository.close()
 
 
-@api_verb
 def stats(*, repo: str, log: str | None = None, job: str | None = None, task: str | None = None,
           store: str | None = None, storage_options: Options = None, log_options: Options = None,
-          max_concurrency: int = 8) -> list[StoreStats]:
+          max_concurrency: int = 8, settings: Settings | None = None) -> list[StoreStats]:
     """Space use per store (one store, or every store matching ``job``/``task``): retained checkpoints, logical
     and stored bytes, referenced blobs, deduplication ratio. The whole repository is listed once, the stores'
     indexes read ``max_concurrency`` stores at a time."""
     from blobstate.maintenance.catalog import store_stats
-    from blobstate.maintenance.stores import RepositoryView, calls_summary, for_each_store, matching, own_indexes
+    from blobstate.maintenance.repository_view import (
+        RepositoryView,
+        calls_summary,
+        for_each_store,
+        matching,
+        own_indexes,
+    )
 
+    settings = Settings.for_call(settings)
     started = time.perf_counter()
-    with open_repository(repo, log, storage_options, log_options, max_concurrency=max_concurrency,
+    with open_repository(repo, log, storage_options, log_options, settings=settings, max_concurrency=max_concurrency,
                          count_calls=True) as repository:
         if store is not None:
             key = name_store(job, task, store)
@@ -251,22 +213,21 @@ def stats(*, repo: str, log: str | None = None, job: str | None = None, task: st
         return result
 
 
-@api_verb
 def require_store(*, repo: str, key: StoreKey, log: str | None = None, storage_options: Options = None,
-                  log_options: Options = None) -> Checkpoint:
+                  log_options: Options = None, settings: Settings | None = None) -> Checkpoint:
     """The latest record of ``key`` in the repository at ``repo``; ``NothingToRestore`` (exit 5, naming the stores
     that have checkpoints) when there is none (``check_store``), ``RepositoryNotFound`` (exit 6)."""
-    repository = open_repository(repo, log, storage_options, log_options)
+    settings = Settings.for_call(settings)
+    repository = open_repository(repo, log, storage_options, log_options, settings=settings)
     try:
         return check_store(repository, key)
     finally:
         repository.close()
 
 
-@api_verb
 def journal_events(*, work_dir: str | None = None, repo: str | None = None, key: StoreKey | None = None,
                    work_base: str | None = None, strict: bool = True, job: str = "default", task: str = "0",
-                   store: str | None = None) -> JournalRead:
+                   store: str | None = None, settings: Settings | None = None) -> JournalRead:
     """The events of a store's journal, read without changing it: from ``work_dir`` (the store's work
     directory), or from the one ``repo`` and ``key`` map to under ``work_base``.
 
@@ -278,26 +239,25 @@ def journal_events(*, work_dir: str | None = None, repo: str | None = None, key:
             key = StoreKey(job, task, store)
         if repo is None or key is None:
             raise ValueError("give work_dir, or repo and the store (store=, or key=)")
-        work_dir = located_work_dir(repo, key, work_base)
+        work_dir = located_work_dir(repo, key, Settings.for_call(settings, work_base=work_base))
     return Journal(os.path.join(work_dir, workdir.JOURNAL)).read(strict=strict)
 
 
-@api_verb
 def unfinished_commits(*, repo: str, job: str = "default", task: str = "0", store: str | None = None,
                        work_base: str | None = None, work_dir: str | None = None,
-                       key: StoreKey | None = None) -> list[CommitState]:
+                       key: StoreKey | None = None, settings: Settings | None = None) -> list[CommitState]:
     """The commits this host's journal of the store holds open (interrupted, not yet finished or aborted): what
     ``blobstate recover`` or the next backup will finish or abort. Read without the lock, changing nothing."""
     events = journal_events(work_dir=work_dir, repo=repo, key=name_store(job, task, store, key), work_base=work_base,
-                            strict=False).events
+                            strict=False, settings=settings).events
     return [state for state in project(events).values() if state.is_open]
 
 
-@api_verb
 def read_state(*, repo: str, log: str | None = None, job: str = "default", task: str = "0", store: str | None = None,
                partition: int | None = None, batch_id: int | None = None, checkpoint: str | int | None = None,
                storage_options: Options = None, log_options: Options = None, scratch_dir: str | None = None,
-               checkpoint_location: str | None = None) -> Iterator[tuple[Value, Value]]:
+               checkpoint_location: str | None = None,
+               settings: Settings | None = None) -> Iterator[tuple[Value, Value]]:
     """The ``(key, value)`` entries of a store exactly as after batch ``batch_id`` (or after the batch of the record
     ``checkpoint`` names; default: the newest state, or with ``checkpoint_location``, the query's Spark checkpoint
     location, the batch Spark committed: a batch after it is ``BatchNotCommitted``), in the store's key order: of
@@ -316,23 +276,26 @@ def read_state(*, repo: str, log: str | None = None, job: str = "default", task:
     """
     from blobstate.restoring import state as state_reader
 
+    settings = Settings.for_call(settings)
     key = name_store(job, task, store)
-    with open_repository(repo, log, storage_options, log_options) as repository:
+    with open_repository(repo, log, storage_options, log_options, settings=settings) as repository:
         check_store(repository, key)
         plan = state_reader.plan_state(repository, key, partitions=None if partition is None else [partition],
                                        batch_id=batch_id, checkpoint=checkpoint, engine=engine_log(checkpoint_location))
     if batch_id is None and checkpoint in (None, "latest") and plan.unconfirmed_engine_state:
         warn_unconfirmed(key, [cp for chain in plan.chains.values() for cp in chain.records])
-    return _state_entries(plan, (repo, log, storage_options, log_options), scratch_dir)
+    return _state_entries(plan, lambda: open_repository(repo, log, storage_options, log_options, settings=settings),
+                          scratch_dir)
 
 
-def _state_entries(plan: StatePlan, where: tuple[Any, ...], scratch_dir: str | None) -> Iterator[tuple[Value, Value]]:
+def _state_entries(plan: StatePlan, reopen: Callable[[], Repository],
+                   scratch_dir: str | None) -> Iterator[tuple[Value, Value]]:
     import tempfile  # with the restore room: a backup, which imports this module, never needs it (issue 31)
 
     from blobstate.restoring import state as state_reader
     from blobstate.restoring.entries import open_entries
 
-    with open_repository(*where) as repository:
+    with reopen() as repository:
         for chain in plan.chains.values():
             with tempfile.TemporaryDirectory(prefix="blobstate-state-", dir=scratch_dir) as base:
                 path = state_reader.restore_into(repository, chain, base)
@@ -341,11 +304,11 @@ def _state_entries(plan: StatePlan, where: tuple[Any, ...], scratch_dir: str | N
                         yield from entries
 
 
-@api_verb
 def read_changes(*, repo: str, log: str | None = None, job: str = "default", task: str = "0",
                  store: str | None = None, from_batch: int | None = None, to_batch: int | None = None,
                  partition: int | None = None, storage_options: Options = None,
-                 log_options: Options = None, checkpoint_location: str | None = None) -> Iterator[Change]:
+                 log_options: Options = None, checkpoint_location: str | None = None,
+                 settings: Settings | None = None) -> Iterator[Change]:
     """The writes of batches ``from_batch..to_batch`` (both included; default: every batch whose delta is retained,
     or with ``checkpoint_location`` up to the batch the query's Spark checkpoint location says it committed) as
     ``Change(batch_id, partition, op, key, value)`` rows, from the delta changelogs in the repository: batch by
@@ -356,21 +319,22 @@ def read_changes(*, repo: str, log: str | None = None, job: str = "default", tas
     """
     from blobstate.restoring import state as state_reader
 
+    settings = Settings.for_call(settings)
     key = name_store(job, task, store)
-    with open_repository(repo, log, storage_options, log_options) as repository:
+    with open_repository(repo, log, storage_options, log_options, settings=settings) as repository:
         check_store(repository, key)
         plans = state_reader.change_plans(repository, key, from_batch=from_batch, to_batch=to_batch,
                                           partitions=None if partition is None else [partition],
                                           engine=engine_log(checkpoint_location))
     if checkpoint_location is None and to_batch is None:
         warn_unconfirmed(key, [cp for records in plans.values() for cp in records])
-    return _changes(plans, (repo, log, storage_options, log_options))
+    return _changes(plans, lambda: open_repository(repo, log, storage_options, log_options, settings=settings))
 
 
-def _changes(plans: dict[int | None, list[Checkpoint]], where: tuple[Any, ...]) -> Iterator[Change]:
+def _changes(plans: dict[int | None, list[Checkpoint]], reopen: Callable[[], Repository]) -> Iterator[Change]:
     from blobstate.restoring import state as state_reader
 
-    with open_repository(*where) as repository:
+    with reopen() as repository:
         for batch in sorted({r.batch_id for records in plans.values() for r in records if r.batch_id is not None}):
             for p, records in plans.items():
                 yield from state_reader.read_changes(repository, [r for r in records if r.batch_id == batch], p)

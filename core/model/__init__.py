@@ -1,4 +1,8 @@
 """The data model and its formats: store keys and checkpoint records of every kind, the snapshot index,
-changelogs, chains of records, the repository layout, names that may touch a disk, and human units.
+changelogs, chains of records, the repository layout, which state a batch sees (the Align door).
 Pure: nothing here does I/O beyond parsing bytes it is handed.
+
+May import: ``blobstate.errors``.
+
+One exception, listed by the house's test: an index checks its names by the rules of local paths.
 """

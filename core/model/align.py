@@ -3,9 +3,9 @@
 Given a store's records (a driver store's, or one partition's) and, when there is one, what the engine's own commit
 log says (Spark's ``commits/`` and ``offsets/``: ``EngineLog``), ``align`` returns the chain that provably ends at
 the batch asked for, or refuses naming what the log holds and what is needed. Nothing else decides it: the
-driver binding's and the partitioned driver's (re)start (``blobstate.spark.alignment``), a partition task bringing
-its copy to a batch (``blobstate.spark.partition_task``), ``read_state`` and ``read_changes`` (``blobstate state``),
-a rescale's source and ``blobstate restore`` all ask here.
+driver binding's and the partitioned driver's (re)start (``blobstate.spark.committed.alignment``), a partition
+task bringing its copy to a batch (``blobstate.spark.partitioned.executor.partition``), ``read_state`` and
+``read_changes`` (``blobstate state``), a rescale's source and ``blobstate restore`` all ask here.
 
 Rules:
 
@@ -28,10 +28,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from blobstate.errors import NothingToRestore
+from blobstate.errors import BatchNotCommitted, StateNotHeld
 from blobstate.model.chain import (
     INITIAL_BATCH,
-    BrokenChainError,
     Chain,
     batch_ranges,
     current_run,
@@ -45,19 +44,6 @@ from blobstate.model.records import Checkpoint
 UNCONFIRMED = ("the newest state in the repository may be a batch the engine re-runs (a batch whose commit point "
                "passed but which the engine never committed, e.g. a sink failed after it): give the query's "
                "checkpoint location (checkpoint_location=, --checkpoint-location) to read what the engine committed")
-
-
-class StateNotHeld(BrokenChainError):
-    """The log holds no chain that ends at the batch needed (exit 5): ``needed`` that batch, ``holds`` what it has."""
-
-    def __init__(self, message: str, *, needed: int, holds: str) -> None:
-        self.needed = needed
-        self.holds = holds
-        super().__init__(message)
-
-
-class BatchNotCommitted(NothingToRestore):
-    """A batch the engine's commit log does not hold as committed was asked for (exit 5)."""
 
 
 @dataclass(frozen=True)

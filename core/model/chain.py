@@ -17,21 +17,21 @@ Rules:
 - Retention keeps the newest ``retain`` valid snapshots and every record from the first one the oldest of them
   needs (itself and the deltas after its batch): a prefix of the log by generation expires, which is what
   ``CheckpointLog.prune`` removes. A log without deltas keeps its newest ``retain`` records, as it always did.
-- Runs: a streaming query's records name its run (``Checkpoint.run``: the query id and the lineage of Spark's
-  offsets log, ``blobstate.spark.alignment``). Only the records of the newest record's run (``current_run``) make
-  up a state or count for retention: a run abandoned by a reset of Spark's checkpoint (its offsets gone, batch ids
-  starting at 0 again) never lends a delta, or a snapshot, to the new one. The abandoned run's records precede
-  the new run's by generation, so retention expires them with the prefix, at the latest when the new run has
-  fewer than ``retain`` snapshots (then the new run is kept whole, and only what it abandoned expires). Records
-  that name no run (plain backups, records written before runs were recorded) belong to every run: they never
-  decide which run is current and are never left out of it (a `blobstate backup` of a query's store chains with
-  the query's deltas). Records an abandoned run wrote before runs were recorded cannot be told apart: `verify`'s
-  order check (``blobstate.maintenance.verify:chain_problems``) catches a state stitched from them.
+- Runs: a streaming query's records name its run (``Checkpoint.run``: the query id and the lineage of Spark's offsets
+  log, ``blobstate.spark.committed.alignment``). Only the records of the newest record's run (``current_run``) make up a
+  state or count for retention: a run abandoned by a reset of Spark's checkpoint (its offsets gone, batch ids starting
+  at 0 again) never lends a delta, or a snapshot, to the new one. The abandoned run's records precede the new run's by
+  generation, so retention expires them with the prefix, at the latest when the new run has fewer than ``retain``
+  snapshots (then the new run is kept whole, and only what it abandoned expires). Records that name no run (plain
+  backups, records written before runs were recorded) belong to every run: they never decide which run is current and
+  are never left out of it (a `blobstate backup` of a query's store chains with the query's deltas). Records an
+  abandoned run wrote before runs were recorded cannot be told apart: `verify`'s order check
+  (``blobstate.maintenance.verify:chain_problems``) catches a state stitched from them.
 - Initial state (``blobstate.spark.write_state(initial_state=True)``, Spark's
   ``flatMapGroupsWithState(initialState=...)``, Flink's State Processor API bootstrap): a snapshot record (or a
   group of them) of batch ``INITIAL_BATCH`` (-1, the state before batch 0) of no query, naming a lineage of its own
   (``is_initial``). A query that starts with no committed batch on a store holding one begins a run from it
-  (``blobstate.spark.alignment``): that run's lineage id is the initial record's, a dot and a new id
+  (``blobstate.spark.committed.alignment``): that run's lineage id is the initial record's, a dot and a new id
   (``adopting_lineage``), and ``current_run`` counts the initial record as the first of every run so named, and
   of no other: its deltas of batches 0, 1, ... chain onto it (``start = -1 + 1``), retention keeps it while that
   run's chain needs it, and a run begun from the empty state (a reset, another query) never restores it.
@@ -50,12 +50,8 @@ from collections.abc import Sequence
 
 import msgspec
 
-from blobstate.errors import NothingToRestore
+from blobstate.errors import BrokenChainError, NothingToRestore
 from blobstate.model.records import SNAPSHOT, Checkpoint
-
-
-class BrokenChainError(NothingToRestore):
-    """The records that would make up a state are not all there (exit code 5, like ``NothingToRestore``)."""
 
 
 # A msgspec Struct, not a dataclass: created in ~0.05 ms instead of ~0.5 ms at start-up (issue 31).

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 import struct
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from decimal import Decimal
 from typing import Any, Protocol
 
@@ -216,7 +216,8 @@ class StagedWrites:
     """One batch's view of a store: reads see the batch's own writes first, writes are staged until ``apply``.
 
     Dict-style: ``view[key]``, ``view.get(key, default)``, ``key in view``, ``view[key] = value``,
-    ``del view[key]``, ``view.put(key, value)``, ``view.delete(key)``, ``view.items()`` (the store's entries with
+    ``del view[key]``, ``view.put(key, value)``, ``view.delete(key)``, batched ``view.get_many(keys)`` and
+    ``view.put_many(pairs)``, ``view.items()`` (the store's entries with
     this batch's writes applied, then the keys new in this batch). ``db`` is the store (read only here).
 
     Keys are told apart as RocksDB tells them (rocksdict's default mode stores a type byte before the value): ``1``,
@@ -263,6 +264,39 @@ class StagedWrites:
         str with a lone surrogate)."""
         _check("key", key, key)
         self._stage(key, _check("value", value, key))
+
+    def get_many(self, keys: Iterable[Scalar], default: Any = None) -> list[Any]:
+        """The values of ``keys``, in their order, as ``[get(k, default) for k in keys]`` gives them: this batch's
+        write of a key first (``default`` for a staged delete), the others read from the store in one call
+        (rocksdict's multi-get, a list of keys to ``Rdict.get``; any other store key by key), ``default`` for a
+        key the store lacks."""
+        keys = list(keys)
+        out: list[Any] = [default] * len(keys)
+        unstaged: list[int] = []
+        for i, key in enumerate(keys):
+            staged = self._writes.get(key) if type(key) in _AS_IS else self._staged(key)
+            if staged is None:
+                unstaged.append(i)
+            elif staged[1] is not _DELETED:
+                out[i] = staged[1]
+        if unstaged:
+            wanted = [keys[i] for i in unstaged]
+            if type(self.db).__module__.split(".")[0] == "rocksdict":
+                found = self.db.get(wanted)
+            else:
+                found = [self.db.get(key, None) for key in wanted]
+            for i, value in zip(unstaged, found, strict=True):
+                if value is not None:
+                    out[i] = value
+        return out
+
+    def put_many(self, items: Iterable[tuple[Scalar, Scalar]]) -> None:
+        """Stage ``key = value`` for each pair, in order (as ``put`` one after the other). Raises
+        ``ConfigurationError`` as ``put`` does, with nothing of ``items`` staged, when any key or value is one the
+        changelog or RocksDB cannot hold."""
+        checked = [(_check("key", key, key), _check("value", value, key)) for key, value in items]
+        for key, value in checked:
+            self._stage(key, value)
 
     def delete(self, key: Scalar) -> None:
         """Stage the deletion of ``key`` (a key that does not exist is fine)."""

@@ -12,8 +12,8 @@ manifest, one ``PartitionEntry`` per partition it commits, each a delta or a sna
 commits no partition and names earlier group records of its store that count for nothing (``voids``, schema
 version 5: a group that landed after gc took parts nobody can put back, ``blobstate.commit.parts.void_group``).
 All may name the query and the batch they belong to, and the run of the query (``lineageId``: one lineage of
-Spark's offsets log, see ``blobstate.spark.alignment``); a group record may name its partitioning's key columns and
-their Spark types (``keyColumns``). Both fields are optional: records written before them still parse.
+Spark's offsets log, see ``blobstate.spark.committed.alignment``); a group record may name its partitioning's key
+columns and their Spark types (``keyColumns``). Both fields are optional: records written before them still parse.
 
 The JSON form is declared once, as msgspec schemas (``RecordDoc``, ``PartitionEntry``, ``KeyColumn``): camelCase,
 ``schemaVersion`` first, each field decoded within the limits its type declares (integers in range and never a

@@ -19,7 +19,7 @@ def listing_with_ttl(store: object) -> Callable[[str, int], tuple[list[BlobInfo]
     ``prefix`` answering what ``list(prefix)``, ``expired(prefix, far future)`` and ``expired(prefix, now_ms)``
     answer, where the TTL marks are objects beside the blobs (lease mode); the call returns None in a mode where they
     are not. A repository-wide gc lists the repository once with it instead of twice
-    (``blobstate.maintenance.stores.RepositoryView``)."""
+    (``blobstate.maintenance.repository_view.RepositoryView``)."""
     fn = getattr(store, "list_with_ttl", None)
     return fn if callable(fn) else None
 

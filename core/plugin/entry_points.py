@@ -79,10 +79,9 @@ def _stat(path: str) -> str:
     return f"{st.st_mtime_ns}:{st.st_size}"
 
 
-def cache_path() -> str | None:
-    """Where the cache lives: ``BLOBSTATE_CACHE_DIR`` or the user cache dir (platformdirs); None if neither can be
-    named."""
-    base = os.environ.get("BLOBSTATE_CACHE_DIR")
+def cache_path(base: str | None = None) -> str | None:
+    """Where the cache lives: under ``base`` (the settings' ``cache_dir``, ``BLOBSTATE_CACHE_DIR``) or the user
+    cache dir (platformdirs); None if neither can be named."""
     if not base:
         try:
             import platformdirs
@@ -134,10 +133,11 @@ def _write_cache(path: str, key: str, found: tuple[EntryPointInfo, ...]) -> None
 
 
 @functools.cache
-def entry_points() -> tuple[EntryPointInfo, ...]:
-    """The ``blobstate`` entry points, read once per process: from the cache when its fingerprint matches, else by
-    ``scan()`` (and the cache rewritten). ``entry_points.cache_clear()`` reads them again."""
-    path = cache_path()
+def entry_points(cache_dir: str | None = None) -> tuple[EntryPointInfo, ...]:
+    """The ``blobstate`` entry points, read once per process: from the cache (under ``cache_dir``, default the user
+    cache dir) when its fingerprint matches, else by ``scan()`` (and the cache rewritten).
+    ``entry_points.cache_clear()`` reads them again."""
+    path = cache_path(cache_dir)
     key = fingerprint()
     if path is not None:
         cached = _read_cache(path, key)

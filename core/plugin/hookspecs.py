@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    from blobstate.config.settings import Settings
     from blobstate.journal.events import Event
     from blobstate.model.records import StoreKey
     from blobstate.plugin.records import BlobStoreSpec, CheckpointLogSpec, KeyProviderSpec, LocalStoreSpec
-    from blobstate.repository.settings import Settings
 
 PROJECT = "blobstate"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -98,14 +98,16 @@ def blobstate_configure(config: dict[str, Any], settings: Settings) -> None:
     """Called once with the effective configuration and the settings object (historic: plugins registered later
     get them too, at their registration). Take only the arguments you use (pluggy passes those named).
 
-    ``settings`` is the one ``blobstate.repository.settings.Settings`` the process runs with (sizes in bytes,
-    durations in seconds, booleans parsed).
+    ``settings`` is the ``blobstate.config.settings.Settings`` the plugin manager was built with: those of the
+    command or API call that first needed a backend in this process (sizes in bytes, durations in seconds,
+    booleans parsed). A backend's factory is handed the settings of the call that opens it (``settings=``, when
+    the factory declares that keyword).
 
     ``config`` holds ``command`` (``"backup"``, ...; ``None`` outside the CLI), the command's options under the
     API's names (``repo``, ``log``, ``job``, ``task``, ``store``, ``ttl`` in ms, ``chunk_size`` in bytes, ...),
     ``storage_options`` and ``log_options`` (credentials redacted), ``work_base``, ``retry_attempts``,
     ``max_concurrency``, ``plugins_autoload``, and every ``BLOBSTATE_*`` variable under its own name (see
-    ``blobstate.plugin.manager.effective_configuration``). An implementation that raises marks its plugin broken.
+    ``blobstate.config.settings.effective_configuration``). An implementation that raises marks its plugin broken.
 
     Example::
 

@@ -21,8 +21,9 @@ import contextvars
 import logging
 import signal
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from types import FrameType, TracebackType
 from typing import Any, TypeVar
 
@@ -115,7 +116,7 @@ def settle(pool: ThreadPoolExecutor) -> None:
 
 def run_settled(fn: Callable[[T], R], items: Iterable[T], workers: int) -> list[R]:
     """``fn`` over ``items`` on ``workers`` threads, results in input order, each call in a copy of the caller's
-    ``contextvars`` context (an API call's keywords reach ``settings.current()`` there). The first exception (an
+    ``contextvars`` context (what the caller's context holds, a tracing span say, reaches it). The first exception (an
     interrupt included) is raised only once no request is pending or running (``settle`` under an
     ``InterruptShield``)."""
     pool = ThreadPoolExecutor(max_workers=workers)
@@ -131,3 +132,43 @@ def run_settled(fn: Callable[[T], R], items: Iterable[T], workers: int) -> list[
             raise
         finally:
             pool.shutdown(wait=False)
+
+
+class ByteBudget:
+    """A counting semaphore in bytes: ``reserve(n)`` blocks until ``n`` bytes fit under ``limit``.
+
+    A reservation larger than the limit is clipped to the limit (it then runs alone). ``peak`` is the largest
+    number of bytes ever reserved at once (for tests and the benchmark).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.peak = 0
+        self._cond = threading.Condition()
+
+    def acquire(self, nbytes: int, *, block: bool = True) -> int | None:
+        """Take ``nbytes`` (clipped to the limit) from the budget; returns the amount to ``release``, or None
+        when ``block`` is false and it does not fit now."""
+        n = max(0, min(nbytes, self.limit))
+        with self._cond:
+            if not block and self.used + n > self.limit:
+                return None
+            self._cond.wait_for(lambda: self.used + n <= self.limit)
+            self.used += n
+            self.peak = max(self.peak, self.used)
+        return n
+
+    def release(self, n: int) -> None:
+        with self._cond:
+            self.used -= n
+            self._cond.notify_all()
+
+    @contextmanager
+    def reserve(self, nbytes: int) -> Iterator[None]:
+        n = self.acquire(nbytes)
+        assert n is not None
+        try:
+            yield
+        finally:
+            self.release(n)

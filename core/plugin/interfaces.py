@@ -228,7 +228,7 @@ class BlobStore(ABC):
 
     def location_exists(self) -> bool | None:
         """Whether the bucket (container) the URL names exists: False makes every command say so in one line
-        (``blobstate.repository.storage_errors``) instead of "no repository"; None (default) where the store
+        (``blobstate.repository.translate``) instead of "no repository"; None (default) where the store
         cannot tell or has no such thing (a local directory is created on the first write)."""
         return None
 

@@ -11,10 +11,13 @@ crash of anything else. Two plugins giving one backend name make only the select
 ``BLOBSTATE_DISABLE_PLUGINS=name1,name2`` blocks plugins by name, built-ins too; ``BLOBSTATE_TRACE_PLUGINS=1``
 traces every hook call on stderr. Every hook is called through ``pm.hook``.
 
-``blobstate_configure`` receives the settings object (``blobstate.repository.settings.Settings``) and the effective
-configuration (``effective_configuration``) derived from it: the CLI's options named as the API names them (secrets
-redacted), resolved defaults, and the ``BLOBSTATE_*`` variables as they are; delivered with ``call_historic``, so a
-plugin registered later gets it too.
+The manager is process-wide, built once (``get_plugin_manager``) with the settings of the command or call that first
+needs a backend (``blobstate.config.settings.Settings``: which plugins to add, block and trace).
+``blobstate_configure`` receives those settings and the effective configuration
+(``blobstate.config.settings.effective_configuration``) derived from them: the CLI's options named as the API names
+them (secrets redacted), resolved defaults, and the ``BLOBSTATE_*`` variables as they are; delivered with
+``call_historic``, so a plugin registered later gets it too. A backend is selected with the settings of the call
+that opens it (``select``: ``BLOBSTATE_BACKEND_<SCHEME>``).
 """
 
 from __future__ import annotations
@@ -30,16 +33,20 @@ from typing import Any
 import msgspec
 import pluggy
 
+from blobstate.config.settings import Settings, effective_configuration
 from blobstate.errors import ConfigurationError, PluginError
 from blobstate.plugin import entry_points as installed
 from blobstate.plugin import hookspecs
 from blobstate.plugin.records import BlobStoreSpec, CheckpointLogSpec, KeyProviderSpec, LocalStoreSpec, Spec
-from blobstate.repository.settings import Settings, effective_configuration
-from blobstate.repository.settings import current as current_settings
 
 log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "blobstate"
+#: The built-in plugins, loaded by reference as an entry point is (``load_reference``): the registration table of
+#: ``blobstate.plugins`` (names and dotted paths, no backend imported).
+BUILTIN_PLUGINS = "blobstate.plugins.registry:builtin_plugins"
+#: This distribution's name and version, as ``blobstate plugins`` shows the built-ins'.
+DISTRIBUTION = "blobstate"
 
 
 # msgspec Structs, not dataclasses: each created in ~0.05 ms instead of ~0.5 ms at start-up (issue 31).
@@ -91,7 +98,8 @@ class BlobstatePluginManager(pluggy.PluginManager):
     def __init__(self, settings: Settings | None = None) -> None:
         super().__init__(hookspecs.PROJECT)
         self.add_hookspecs(hookspecs)
-        self.settings = settings or current_settings()
+        #: the settings the manager was built with (``Settings()``, the defaults, when none are given)
+        self.settings = settings if settings is not None else Settings()
         self._dists: dict[str, tuple[str, str, bool]] = {}
         self.broken: list[PluginInfo] = []
         #: (spec class, backend name) -> why it cannot be selected (two plugins give that name)
@@ -219,10 +227,11 @@ class BlobstatePluginManager(pluggy.PluginManager):
         self.broken.append(PluginInfo(name, dist, version, builtin, error=error))
         warnings.warn(f"blobstate plugin {name!r} is broken: {error}", stacklevel=2)
 
-    def select(self, kind: type, key: str) -> Registered:
+    def select(self, kind: type, key: str, settings: Settings | None = None) -> Registered:
         """Pick the backend of ``kind`` (a spec class) serving ``key`` (a URL scheme or a store type).
 
-        The highest priority wins; ``BLOBSTATE_BACKEND_<KEY>=<backend name>`` overrides. Raises
+        The highest priority wins; ``BLOBSTATE_BACKEND_<KEY>=<backend name>`` in ``settings`` (default: the
+        manager's) overrides. Raises
         ``ConfigurationError`` when none serves ``key`` and ``PluginError`` on a tie (naming both distributions).
         """
         candidates = [
@@ -232,7 +241,7 @@ class BlobstatePluginManager(pluggy.PluginManager):
         for name in names:
             if names.count(name) > 1 and name in self.conflicts:  # one name, two plugins, both for this key
                 raise PluginError(self.conflicts[name])
-        variable, wanted = current_settings().backend_override(key)
+        variable, wanted = (settings if settings is not None else self.settings).backend_override(key)
         if wanted:
             chosen = [r for r in candidates if r.spec.name == wanted]
             if chosen:
@@ -323,8 +332,13 @@ def _serves(spec: Spec, key: str) -> bool:
     return key in keys or "*" in keys
 
 
-def _load_entry_points(mgr: BlobstatePluginManager) -> None:
-    for ep in installed.entry_points():  # once per process, from a cache while nothing installed changed
+def _own_version() -> str:
+    """blobstate's version (the package's ``__version__``, already imported: this module is part of it)."""
+    return str(getattr(sys.modules.get(DISTRIBUTION), "__version__", ""))
+
+
+def _load_entry_points(mgr: BlobstatePluginManager, cache_dir: str | None) -> None:
+    for ep in installed.entry_points(cache_dir):  # once per process, from a cache while nothing installed changed
         dist, version = ep.distribution, ep.version
         if mgr.has_plugin(ep.name) or mgr.is_blocked(ep.name):
             continue
@@ -341,20 +355,21 @@ def _load_entry_points(mgr: BlobstatePluginManager) -> None:
             mgr._mark_broken(ep.name, f"registration failed: {exc}")
 
 
-def build_plugin_manager(*, autoload: bool | None = None, extra: Iterable[str] = ()) -> BlobstatePluginManager:
-    """A fresh manager: the configuration delivered (historic), then the built-ins, entry points (unless
-    disabled) and ``extra`` / ``BLOBSTATE_PLUGINS``; plugins named in ``BLOBSTATE_DISABLE_PLUGINS`` are blocked."""
-    from blobstate.plugins.registry import builtin_plugins
-
-    mgr = BlobstatePluginManager()
+def build_plugin_manager(settings: Settings | None = None, *, autoload: bool | None = None,
+                         extra: Iterable[str] = ()) -> BlobstatePluginManager:
+    """A fresh manager built with ``settings`` (default: the environment's, ``Settings.from_environ``): the
+    configuration delivered (historic), then the built-ins, entry points (unless disabled) and ``extra`` /
+    ``BLOBSTATE_PLUGINS``; plugins named in ``BLOBSTATE_DISABLE_PLUGINS`` are blocked."""
+    mgr = BlobstatePluginManager(settings if settings is not None else Settings.from_environ())
     mgr.configure(effective_configuration(mgr.settings))
-    from blobstate import __version__ as own
+    builtin_plugins = load_reference(BUILTIN_PLUGINS)
+    assert callable(builtin_plugins)
     for name, plugin in builtin_plugins().items():
-        mgr.register(plugin, name, distribution="blobstate", version=own, builtin=True)
+        mgr.register(plugin, name, distribution=DISTRIBUTION, version=_own_version(), builtin=True)
     if autoload is None:
         autoload = mgr.settings.plugins_autoload
     if autoload:
-        _load_entry_points(mgr)
+        _load_entry_points(mgr, mgr.settings.cache_dir)
     for module_name in [*extra, *mgr.settings.plugins]:
         module_name = module_name.strip()
         if not module_name or mgr.has_plugin(module_name) or mgr.is_blocked(module_name):
@@ -381,12 +396,13 @@ _lock = threading.Lock()
 _manager: BlobstatePluginManager | None = None
 
 
-def get_plugin_manager() -> BlobstatePluginManager:
-    """The process-wide plugin manager, built on first use."""
+def get_plugin_manager(settings: Settings | None = None) -> BlobstatePluginManager:
+    """The process-wide plugin manager, built on first use with ``settings`` (those of the command or call that
+    first needs it; default: the environment's)."""
     global _manager
     with _lock:
         if _manager is None:
-            _manager = build_plugin_manager()
+            _manager = build_plugin_manager(settings)
         return _manager
 
 
@@ -394,9 +410,6 @@ def reset_plugin_manager(manager: BlobstatePluginManager | None = None) -> None:
     """Replace (or drop, to rebuild lazily) the process-wide manager; for tests and embedding. The entry points are
     read again by the next manager built (a distribution installed since is seen)."""
     global _manager
-    from blobstate.repository import settings
-
     with _lock:
         _manager = manager
         installed.entry_points.cache_clear()
-    settings.reset()

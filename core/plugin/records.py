@@ -44,6 +44,19 @@ def resolve_factory(factory: Factory, *, what: str, install_hint: InstallHint = 
         raise PluginError(f"{what}: {module_name} has no attribute {attr!r}") from None
 
 
+def moved_to(target: str) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """A module's ``__getattr__`` and ``__dir__`` (PEP 562) making it an alias of the module ``target``, imported on
+    first use: a module that moved keeps its old name for third-party code that imports it."""
+
+    def getattr_(name: str) -> Any:
+        return getattr(importlib.import_module(target), name)
+
+    def dir_() -> list[str]:
+        return dir(importlib.import_module(target))
+
+    return getattr_, dir_
+
+
 @functools.cache
 def _install_source() -> dict[str, Any]:
     """pip's record of where this blobstate was installed from (PEP 610 ``direct_url.json``), read once."""
@@ -85,10 +98,37 @@ def missing_dependency(what: str, exc: ImportError, install_hint: InstallHint) -
     return MissingDependencyError(f"{what} needs {exc.name or 'a module'!s}, which is not installed{hint}")
 
 
-def instantiate(spec: Spec, what: str, *args: Any, **kwargs: Any) -> Any:
-    """Resolve ``spec.factory`` and call it. An ``ImportError`` while importing *or* constructing the backend (a
+def takes_settings(factory: Callable[..., Any]) -> bool:
+    """Whether ``factory`` declares a ``settings`` keyword (a ``blobstate.config.settings.Settings`` is then handed
+    to it); a factory that does not (a third party's written before) is called as before."""
+    try:
+        return _takes_settings(factory)
+    except TypeError:  # unhashable: look each time
+        return _declares(factory, "settings")
+
+
+@functools.cache
+def _takes_settings(factory: Callable[..., Any]) -> bool:
+    return _declares(factory, "settings")
+
+
+def _declares(factory: Callable[..., Any], name: str) -> bool:
+    import inspect
+
+    try:
+        parameter = inspect.signature(factory).parameters.get(name)
+    except (TypeError, ValueError):
+        return False
+    return parameter is not None and parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD)
+
+
+def instantiate(spec: Spec, what: str, *args: Any, settings: Any = None, **kwargs: Any) -> Any:
+    """Resolve ``spec.factory`` and call it, with ``settings`` (the call's ``Settings``) when the factory declares
+    that keyword (``takes_settings``). An ``ImportError`` while importing *or* constructing the backend (a
     database driver chosen by URL, say) becomes ``MissingDependencyError`` with ``spec.install_hint``."""
     factory = resolve_factory(spec.factory, what=what, install_hint=spec.install_hint)
+    if settings is not None and takes_settings(factory):
+        kwargs["settings"] = settings
     try:
         return factory(*args, **kwargs)
     except ImportError as exc:
@@ -111,9 +151,11 @@ class _UrlBackendSpec:
 class BlobStoreSpec(_UrlBackendSpec):
     """A blob store backend: serves URLs whose scheme is in ``schemes``.
 
-    ``factory(url: str, *, storage_options: dict, ttl_mode: str | None, max_concurrency: int) -> BlobStore``.
-    Of two specs for one scheme the higher ``priority`` wins; equal priorities are an ambiguity error unless the
-    configuration names one (``BLOBSTATE_BACKEND_<SCHEME>=name``).
+    ``factory(url: str, *, storage_options: dict, ttl_mode: str | None, max_concurrency: int[, settings]) ->
+    BlobStore``: ``url`` without its query and ``storage_options`` already resolved (environment < query <
+    explicit); ``settings`` (``blobstate.config.settings.Settings``: transfer budget, rate limits, fsync) only
+    when the factory declares it. Of two specs for one scheme the higher ``priority`` wins; equal priorities are an
+    ambiguity error unless the configuration names one (``BLOBSTATE_BACKEND_<SCHEME>=name``).
     """
 
 
@@ -121,7 +163,8 @@ class BlobStoreSpec(_UrlBackendSpec):
 class CheckpointLogSpec(_UrlBackendSpec):
     """A checkpoint log backend for URLs whose scheme is in ``schemes``.
 
-    ``factory(url: str, *, storage_options: dict) -> CheckpointLog``.
+    ``factory(url: str, *, storage_options: dict[, blob_store][, settings]) -> CheckpointLog``: ``settings`` only
+    when the factory declares it.
     """
 
 

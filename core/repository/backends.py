@@ -1,10 +1,17 @@
-"""Opening backends by URL or store type through the plugin manager."""
+"""Opening backends by URL or store type through the plugin manager, with the settings of the call that opens them.
+
+A blob store's storage options are resolved here, once (``blobstate.config.options.resolve``: the settings'
+``BLOBSTATE_STORAGE_OPTIONS`` < the URL's query < the explicit options), and its factory is given the URL without
+its query and the resolved options; every factory that declares a ``settings`` keyword is given the settings
+(``blobstate.plugin.records.instantiate``)."""
 
 from __future__ import annotations
 
 import os
 from typing import Any
 
+from blobstate.config.options import resolve
+from blobstate.config.settings import Settings
 from blobstate.errors import ConfigurationError
 from blobstate.plugin.interfaces import BlobStore, CheckpointLog, LocalStore
 from blobstate.plugin.manager import get_plugin_manager
@@ -34,25 +41,28 @@ def url_scheme(url: str) -> str:
     return scheme.split("+", 1)[0].lower()
 
 
-def open_blob_store(url: str, *, storage_options: dict[str, Any] | None = None, ttl_mode: str | None = None,
-                    max_concurrency: int = DEFAULT_MAX_CONCURRENCY, retry: bool = True) -> BlobStore:
-    """The blob store for ``url`` from the plugin with the highest priority for its scheme.
+def open_blob_store(url: str, *, settings: Settings | None = None, storage_options: dict[str, Any] | None = None,
+                    ttl_mode: str | None = None, max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+                    retry: bool = True) -> BlobStore:
+    """The blob store for ``url`` from the plugin with the highest priority for its scheme, opened with
+    ``settings`` (default ``Settings()``: the defaults, no environment).
 
-    With ``retry`` (default) every call retries transient faults. Raises ``ConfigurationError`` for an unknown
-    scheme and ``MissingDependencyError`` (with the ``pip install`` hint) for a missing extra.
+    With ``retry`` (default) every call retries transient faults (``settings.retry_attempts`` attempts). Raises
+    ``ConfigurationError`` for an unknown scheme and ``MissingDependencyError`` (with the ``pip install`` hint) for a
+    missing extra.
     """
-    from blobstate.repository.options import resolve
+    settings = settings if settings is not None else Settings()
+    url, storage_options = resolve(normalize_url(url), storage_options, environ=settings.environ)
+    spec = get_plugin_manager(settings).select(BlobStoreSpec, url_scheme(url), settings).spec
+    store = instantiate(spec, f"blob store {spec.name!r}", url, storage_options=storage_options, ttl_mode=ttl_mode,
+                        max_concurrency=max_concurrency, settings=settings)
+    return RetryingBlobStore(store, attempts=settings.retry_attempts) if retry else store
 
-    url, storage_options = resolve(normalize_url(url), storage_options)
-    spec = get_plugin_manager().select(BlobStoreSpec, url_scheme(url)).spec
-    store = instantiate(spec, f"blob store {spec.name!r}", url, storage_options=dict(storage_options or {}),
-                        ttl_mode=ttl_mode, max_concurrency=max_concurrency)
-    return RetryingBlobStore(store) if retry else store
 
-
-def open_checkpoint_log(url: str, *, storage_options: dict[str, Any] | None = None,
+def open_checkpoint_log(url: str, *, settings: Settings | None = None, storage_options: dict[str, Any] | None = None,
                         blob_store: BlobStore | None = None) -> CheckpointLog:
-    """The checkpoint log for ``url`` (``file://``/any blob store URL, ``kafka://``, ``sqlite:///``, ...).
+    """The checkpoint log for ``url`` (``file://``/any blob store URL, ``kafka://``, ``sqlite:///``, ...), opened
+    with ``settings`` (default ``Settings()``).
 
     ``blob_store``: the repository's store, already open, when ``url`` is the repository's own URL; it is passed
     to the factory (``factory(url, storage_options=..., blob_store=...)``) so that a log living on a blob store
@@ -61,33 +71,36 @@ def open_checkpoint_log(url: str, *, storage_options: dict[str, Any] | None = No
     """
     from blobstate.repository.log_identity import absolute_log_url
 
+    settings = settings if settings is not None else Settings()
     url = normalize_url(url) if "://" not in url else absolute_log_url(url)
-    spec = get_plugin_manager().select(CheckpointLogSpec, url_scheme(url)).spec
+    spec = get_plugin_manager(settings).select(CheckpointLogSpec, url_scheme(url), settings).spec
     extra = {"blob_store": blob_store} if blob_store is not None else {}
     return instantiate(spec, f"checkpoint log {spec.name!r}", url, storage_options=dict(storage_options or {}),
-                       **extra)
+                       settings=settings, **extra)
 
 
 def open_repository_log(url: str, log: str | None, store: BlobStore, storage_options: dict[str, Any] | None,
-                        log_options: dict[str, Any] | None) -> CheckpointLog:
+                        log_options: dict[str, Any] | None, settings: Settings) -> CheckpointLog:
     """The checkpoint log of the repository at ``url`` (open on ``store``): ``log``, default the file log inside it
     (sharing ``store``); a log on another URL of the repository's scheme gets ``storage_options`` unless
     ``log_options`` are given (same cloud, same credentials), any other log ``log_options``."""
     if log is None or normalize_url(log) == url:
-        return open_checkpoint_log(url, storage_options=storage_options, blob_store=store)
+        return open_checkpoint_log(url, settings=settings, storage_options=storage_options, blob_store=store)
     same_cloud = log_options is None and url_scheme(normalize_url(log)) == url_scheme(url)
-    return open_checkpoint_log(log, storage_options=storage_options if same_cloud else log_options)
+    return open_checkpoint_log(log, settings=settings, storage_options=storage_options if same_cloud else log_options)
 
 
-def open_local_store(store_type: str, **options: Any) -> LocalStore:
-    """The local store plugin for ``store_type`` (``rocksdb``, ``dir``, or a third party's)."""
-    spec = get_plugin_manager().select(LocalStoreSpec, store_type).spec
-    return instantiate(spec, f"local store {spec.name!r}", **options)
+def open_local_store(store_type: str, *, settings: Settings | None = None, **options: Any) -> LocalStore:
+    """The local store plugin for ``store_type`` (``rocksdb``, ``dir``, or a third party's), selected with
+    ``settings`` (default ``Settings()``)."""
+    settings = settings if settings is not None else Settings()
+    spec = get_plugin_manager(settings).select(LocalStoreSpec, store_type, settings).spec
+    return instantiate(spec, f"local store {spec.name!r}", settings=settings, **options)
 
 
-def detect_store_type(directory: str) -> str:
+def detect_store_type(directory: str, *, settings: Settings | None = None) -> str:
     """The store type of ``directory``: the highest-priority local store plugin whose ``detect`` says yes."""
-    for reg in get_plugin_manager().local_store_types():
+    for reg in get_plugin_manager(settings).local_store_types():
         spec = reg.spec
         assert isinstance(spec, LocalStoreSpec)
         if spec.detect is None:

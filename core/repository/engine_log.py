@@ -6,7 +6,7 @@ A Spark checkpoint location holds ``metadata`` (``{"id": "<query id>"}``), ``off
 takes as done (``blobstate.model.align.spark_done``) is what these readers read by default. The location is read
 through fsspec (a local path, ``file://``, ``s3://``, ``gs://``, ``abfs://``, ``hdfs://`` with its fsspec
 implementation installed), read only. The Spark API's readers read it through Spark's own Hadoop file system
-instead (``blobstate.spark.location``).
+instead (``blobstate.spark.committed.location``).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from blobstate.config.options import redact
 from blobstate.errors import StorageError
 from blobstate.model.align import EngineLog, spark_done
-from blobstate.repository.options import redact
 
 
 def _batches(fs: Any, path: str) -> list[int]:

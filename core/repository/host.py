@@ -26,6 +26,7 @@ import logging
 import os
 from typing import Any
 
+from blobstate.config.settings import Settings
 from blobstate.errors import CorruptIndexError, CorruptJournalError
 from blobstate.journal.file import Journal
 from blobstate.journal.projection import CommitPhase, CommitState, project
@@ -48,10 +49,11 @@ def host_key(repo: Repository) -> str:
 
 
 def work_dir(repo: Repository, key: StoreKey, base: str | None = None) -> str:
-    """``key``'s work directory of ``repo`` under ``base`` (default: ``workdir.default_base()``), keyed by the
-    repository's id; a work directory of the store from before (keyed by the URL) is moved there first when it is
-    provably this repository's (the module docstring)."""
-    base = base or workdir.default_base()
+    """``key``'s work directory of ``repo`` under ``base`` (default: the work directory base of the settings
+    ``repo`` was opened with, ``Settings.work_base``), keyed by the repository's id; a work directory of the store
+    from before (keyed by the URL) is moved there first when it is provably this repository's (the module
+    docstring)."""
+    base = base or repo.settings.work_base
     path = workdir.store_work_dir(host_key(repo), key, base)
     if repository_id(repo) and not os.path.exists(path):
         _adopt(repo, key, workdir.url_keyed_work_dir(repo.url, key, base), path)
@@ -61,27 +63,27 @@ def work_dir(repo: Repository, key: StoreKey, base: str | None = None) -> str:
 def work_dirs(repo: Repository, key: StoreKey, base: str | None = None) -> list[str]:
     """``key``'s work directories of ``repo`` under ``base`` that exist, changing nothing: the one keyed by the
     repository's id and one from before (keyed by the URL) not moved yet; for what reads journals without committing
-    (gc's in-flight check, `journal show`, doctor)."""
-    base = base or workdir.default_base()
+    (gc's in-flight check, `journal show`, doctor). ``base`` defaults as ``work_dir``'s."""
+    base = base or repo.settings.work_base
     paths = [workdir.store_work_dir(host_key(repo), key, base), workdir.url_keyed_work_dir(repo.url, key, base)]
     return [p for p in dict.fromkeys(paths) if os.path.isdir(p)]
 
 
-def located_work_dir(url: str, key: StoreKey, base: str | None = None,
+def located_work_dir(url: str, key: StoreKey, settings: Settings, base: str | None = None,
                      storage_options: dict[str, Any] | None = None) -> str:
-    """``key``'s work directory of the repository at ``url`` under ``base``, found by reading its marker alone (no
-    key, no log, nothing written): the one keyed by its id, or the one from before (keyed by the URL) while only
-    that one exists."""
+    """``key``'s work directory of the repository at ``url`` under ``base`` (default: ``settings.work_base``),
+    found by reading its marker alone (no key, no log, nothing written): the one keyed by its id, or the one from
+    before (keyed by the URL) while only that one exists."""
     from blobstate.repository.backends import normalize_url, open_blob_store
     from blobstate.repository.marker import read_marker
 
     url = normalize_url(url)
-    store = open_blob_store(url, storage_options=storage_options)
+    store = open_blob_store(url, settings=settings, storage_options=storage_options)
     try:
         info = read_marker(store)
     finally:
         store.close()
-    base = base or workdir.default_base()
+    base = base or settings.work_base
     path = workdir.store_work_dir(workdir.host_key(info.repository_id if info else "", url), key, base)
     legacy = workdir.url_keyed_work_dir(url, key, base)
     return legacy if not os.path.isdir(path) and os.path.isdir(legacy) else path

@@ -227,8 +227,8 @@ def ensure_repository(store: BlobStore, url: str, *, create: bool, checkpoint_lo
     if info is not None:
         return info
     # imported past the common case, deliberately: an existing repository needs neither (issue 31)
-    from blobstate.repository.options import redact
-    from blobstate.repository.storage_errors import missing_bucket
+    from blobstate.config.options import redact
+    from blobstate.repository.translate import missing_bucket
 
     try:
         exists = store.location_exists()
@@ -375,8 +375,8 @@ def bind_log(store: BlobStore, info: RepositoryInfo, url: str, identity: str, *,
     repository without a marker (from before the marker) is left as it is: its next backup writes a marker with the
     identity.
     """
+    from blobstate.config.options import redact
     from blobstate.repository.log_identity import describe, same_log
-    from blobstate.repository.options import redact
 
     if info.legacy or not info.repository_id or (info.checkpoint_log is not None and
                                                  same_log(info.checkpoint_log, identity)):

@@ -14,6 +14,7 @@ from blobstate.codec import frame
 from blobstate.codec.cipher import ObjectCipher
 from blobstate.codec.keys import KeyConfig, new_encryption, open_cipher
 from blobstate.codec.store import CodecBlobStore
+from blobstate.config.settings import Settings
 from blobstate.errors import BlobNotFound, BlobstateError, ChecksumMismatch, ConfigurationError, NothingToRestore
 from blobstate.local.checksum import crc32c_bytes
 from blobstate.model import layout
@@ -70,9 +71,12 @@ class Repository:
     """The blob store and checkpoint log of one repository URL (the log defaults to the file log inside it).
 
     Every object passes through the repository's codec on its way to and from ``store``
-    (``blobstate.codec.store.CodecBlobStore``, put around the store given here): compressed as
-    ``BLOBSTATE_COMPRESSION`` says and, with ``cipher`` (an encrypted repository), encrypted; callers keep handing
-    it plain bytes, and read data blobs with ``read_blob``.
+    (``blobstate.codec.store.CodecBlobStore``, put around the store given here): compressed as the settings'
+    ``compression`` says (``BLOBSTATE_COMPRESSION``) and, with ``cipher`` (an encrypted repository), encrypted;
+    callers keep handing it plain bytes, and read data blobs with ``read_blob``.
+
+    ``settings``: what the repository was opened with (``Repository.open``; ``Settings()``, the defaults, for one
+    assembled by hand): the committers, restore and maintenance given this repository run with them.
     """
 
     store: BlobStore
@@ -80,6 +84,7 @@ class Repository:
     url: str
     info: RepositoryInfo | None = None
     cipher: ObjectCipher | None = None
+    settings: Settings = field(default_factory=Settings, repr=False)
     #: this host's cache of the repository's immutable objects (``use_object_cache``), None: every read is remote
     object_cache: ObjectCache | None = field(default=None, repr=False)
     codec: CodecBlobStore = field(init=False, repr=False)
@@ -92,11 +97,8 @@ class Repository:
     def __post_init__(self) -> None:
         # --- codec (issue 33): the one place every object passes through ---
         if not isinstance(self.store, CodecBlobStore):
-            from blobstate.repository import settings
-
-            current = settings.current()
-            self.store = CodecBlobStore(self.store, cipher=self.cipher, compress=current.compression != "off",
-                                        budget=current.transfer_budget)
+            self.store = CodecBlobStore(self.store, cipher=self.cipher, compress=self.settings.compression != "off",
+                                        budget=self.settings.transfer_budget)
         self.codec = self.store
 
     def choose_codec(self, path: str, size: int) -> str | None:
@@ -121,8 +123,11 @@ class Repository:
     def open(cls, repo: str, *, log: str | None = None, storage_options: dict[str, Any] | None = None,
              ttl_mode: str | None = None, max_concurrency: int = 8, log_options: dict[str, Any] | None = None,
              create: bool = True, change_log: bool = False, key_config: KeyConfig | None = None,
-             count_calls: bool = False) -> Repository:
-        """Open the repository at ``repo`` and its checkpoint log (``log``, default: the file log inside it).
+             count_calls: bool = False, settings: Settings | None = None) -> Repository:
+        """Open the repository at ``repo`` and its checkpoint log (``log``, default: the file log inside it), with
+        ``settings`` (what the verb runs with; a program that opens a repository itself may leave them out: then
+        the environment's, ``Settings.from_environ``), handed to the blob store and log factories and kept as
+        ``settings``.
 
         The repository marker (``blobstate.repository.marker``) is checked: with ``create`` (writers) an empty location
         becomes a repository, without it (readers) a location without one raises ``RepositoryNotFound`` (exit 6).
@@ -136,23 +141,25 @@ class Repository:
         on it) is used through a ``CallCounter`` (``Repository.calls``), below the codec: what reaches the store.
 
         An encrypted repository (its marker records the wrapped data key) is opened with ``key_config`` (default: the
-        key the settings name, ``BLOBSTATE_KEY_FILE``); a wrong key or none raises ``EncryptionKeyError`` (exit 3)
+        key ``settings`` name, ``BLOBSTATE_KEY_FILE``); a wrong key or none raises ``EncryptionKeyError`` (exit 3)
         before anything is written, as does a key given to a writer of a repository that is not encrypted. A
         writer creating a repository while a key is configured creates it encrypted (``blobstate.codec.keys``).
         """
+        settings = settings if settings is not None else Settings.from_environ()
         url = normalize_url(repo)
-        store = open_blob_store(url, storage_options=storage_options, ttl_mode=ttl_mode,
+        store = open_blob_store(url, settings=settings, storage_options=storage_options, ttl_mode=ttl_mode,
                                 max_concurrency=max_concurrency)
         if count_calls:
             store = CallCounter(store)  # type: ignore[assignment]
-        keys = key_config or KeyConfig.current()
+        keys = key_config or KeyConfig.of(settings)
         try:
             identity = log_identity(normalize_url(log) if log is not None else None, url, log_options)
             info = ensure_repository(store, url, create=create, checkpoint_log=identity,
                                      encryption=new_encryption(keys) if create and keys.given else None)
             # --- encryption (issue 33): the key is checked before anything below can write ---
             cipher = open_cipher(info.encryption, info.repository_id, keys, url=url, writing=create)
-            open_log = functools.cache(lambda: open_repository_log(url, log, store, storage_options, log_options))
+            open_log = functools.cache(lambda: open_repository_log(url, log, store, storage_options, log_options,
+                                                                   settings))
             info = bind_log(store, info, url, identity, change=change_log, read_only=not create,
                             holds_records=lambda: bool(open_log().keys()) or not holds_indexes(store))
             checkpoint_log = open_log()
@@ -165,7 +172,7 @@ class Repository:
         except BaseException:
             store.close()
             raise
-        return cls(store, checkpoint_log, url, info, cipher=cipher)
+        return cls(store, checkpoint_log, url, info, cipher=cipher, settings=settings)
 
     @property
     def calls(self) -> Counter[str] | None:

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, BinaryIO, TypeVar
 
+from blobstate.config.settings import DEFAULT_RETRY_ATTEMPTS
 from blobstate.errors import BlobstateError, StorageError, TransientStorageError
 from blobstate.plugin.capabilities import listing_with_ttl, recorded_expiry
 from blobstate.plugin.interfaces import (
@@ -48,21 +49,20 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def _redacted(exc: BaseException | None) -> str:
-    from blobstate.repository.options import redact
+    from blobstate.config.options import redact
 
     return str(redact(f"{type(exc).__name__}: {exc}"))
 
 
-def retry_attempts() -> int:
-    """Attempts per operation: ``BLOBSTATE_RETRY_ATTEMPTS`` (default 5)."""
-    from blobstate.repository.settings import current
-
-    return current().retry_attempts
+#: Attempts per operation unless the caller's settings say otherwise (``Settings.retry_attempts``,
+#: ``BLOBSTATE_RETRY_ATTEMPTS``).
+DEFAULT_ATTEMPTS = DEFAULT_RETRY_ATTEMPTS
 
 
 def call_with_retry(fn: Callable[[], T], what: str, *, attempts: int | None = None,
                     max_wait_s: float = 2.0) -> T:
-    """Run ``fn`` with up to ``attempts`` tries and exponential backoff (0.05 s doubling to ``max_wait_s``).
+    """Run ``fn`` with up to ``attempts`` tries (default ``DEFAULT_ATTEMPTS``) and exponential backoff (0.05 s
+    doubling to ``max_wait_s``).
 
     Raises what ``fn`` raised for permanent faults, ``StorageError`` once a transient one outlasts the retries.
     """
@@ -73,7 +73,7 @@ def call_with_retry(fn: Callable[[], T], what: str, *, attempts: int | None = No
             if not is_transient(exc):
                 raise
             first = exc
-        return _retry(fn, first, what, attempts or retry_attempts(), max_wait_s)
+        return _retry(fn, first, what, attempts or DEFAULT_ATTEMPTS, max_wait_s)
     except BlobstateError:
         raise
     except (FileNotFoundError, FileExistsError):
@@ -118,11 +118,13 @@ class RetryingBlobStore(BlobStore):
     Batch calls reach the backend's own implementation when it has one (S3's ``DeleteObjects``, Azure's batch
     delete): the whole batch is retried, which is safe because ``put`` of a fresh blob id, ``delete`` and
     ``remove_ttl`` are idempotent. A backend without its own batch call gets the base class's concurrent loop
-    over this wrapper's single calls, so each item is retried on its own.
+    over this wrapper's single calls, so each item is retried on its own. ``attempts``: per call (the settings'
+    ``retry_attempts``, handed in by ``blobstate.repository.backends.open_blob_store``).
     """
 
-    def __init__(self, inner: BlobStore) -> None:
+    def __init__(self, inner: BlobStore, *, attempts: int = DEFAULT_ATTEMPTS) -> None:
         self.inner = inner
+        self.attempts = max(1, attempts)
         self.url = inner.url
         self.max_concurrency = inner.max_concurrency
         self.ttl_mode = inner.ttl_mode
@@ -132,11 +134,11 @@ class RetryingBlobStore(BlobStore):
 
     def _call(self, fn: Callable[[], T], what: str, *, attempts: int | None = None) -> T:
         """``call_with_retry``, then a missing bucket, refused credentials, a wrong region or an unreachable endpoint
-        becomes its one-line ``StorageLocationError`` (``blobstate.repository.storage_errors.translate``)."""
-        from blobstate.repository.storage_errors import translate
+        becomes its one-line ``StorageLocationError`` (``blobstate.repository.translate.translate``)."""
+        from blobstate.repository.translate import translate
 
         try:
-            return call_with_retry(fn, what, attempts=attempts)
+            return call_with_retry(fn, what, attempts=attempts or self.attempts)
         except Exception as exc:
             translated = translate(exc, self.url)
             if translated is None or translated is exc:

@@ -45,7 +45,7 @@ def rotate_data_key(store: BlobStore, url: str, old: KeyConfig, new: KeyConfig) 
     ``new`` does not open the marker read back, ``ObjectChangedError`` (exit 4) when another rotation changed the
     key since it was read."""
     from blobstate.codec.keys import open_cipher, rewrap
-    from blobstate.repository.options import redact
+    from blobstate.config.options import redact
 
     if not new.given:
         raise ConfigurationError("name the new key (--new-key-file FILE, or --new-key-provider NAME --new-key-id ID)")

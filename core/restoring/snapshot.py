@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from blobstate.errors import IntegrityError, LocalStoreError, RestoreRefused
+from blobstate.errors import IntegrityError, LocalStoreError, RestoreRefused, TreeInvalid
 from blobstate.local import workdir
 from blobstate.local.checksum import ChecksumCache
 from blobstate.local.files import fsync_dir
@@ -138,10 +138,6 @@ def _make_destination(dest: str) -> list[str]:
     for p in reversed(created):
         os.mkdir(p)
     return created
-
-
-class TreeInvalid(IntegrityError):
-    """The complete new tree did not pass ``LocalStore.validate`` (a RocksDB that does not open)."""
 
 
 def restore_snapshot(repo: Repository, checkpoint: Checkpoint, dest: str, *, local_store: LocalStore,

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from blobstate.errors import ConfigurationError, NothingToRestore
+from blobstate.errors import BatchNotRetained, ConfigurationError, NothingToRestore
 from blobstate.model import changelog
 from blobstate.model.align import EngineLog, align, engine_batch
 from blobstate.model.chain import (
@@ -41,16 +41,6 @@ from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.repository.repo import Repository
 from blobstate.repository.view import read_view
 from blobstate.restoring.entries import Value
-
-
-class BatchNotRetained(NothingToRestore):
-    """The state (or the changes) of a batch the repository no longer holds, or does not hold yet (exit 5):
-    ``oldest`` and ``newest`` are the readable batches (None: none)."""
-
-    def __init__(self, message: str, *, oldest: int | None, newest: int | None) -> None:
-        self.oldest = oldest
-        self.newest = newest
-        super().__init__(message)
 
 
 class Change(NamedTuple):

@@ -2,7 +2,7 @@
 
 A line ``<!-- public-names: blobstate.spark -->`` in a page becomes one mkdocstrings block per name of that
 namespace's ``__all__``, grouped into functions, classes, errors and other objects, each rendered from the object
-where it is defined (``blobstate.spark.partitioned.partitioned``) under the name users import it by
+where it is defined (``blobstate.spark.partitioned.driver.state.partitioned``) under the name users import it by
 (``blobstate.spark.partitioned``). No module path is written by hand: a module moved inside the package changes
 only where each block reads from. (Rendering the namespace module itself would show a submodule instead of a
 function of the same name, ``blobstate.spark.partitioned`` and ``rescale``.) A name whose module another page

@@ -78,7 +78,7 @@ def parse_tristate(name: str, value: Any) -> bool | None:
     """``auto``/None -> None; true/false spelled any usual way -> bool. Raises ``ConfigurationError``."""
     if value is None or isinstance(value, bool):
         return value
-    from blobstate.repository.settings import parse_bool
+    from blobstate.config.settings import parse_bool
 
     text = str(value).strip().lower()
     if text == "auto":

@@ -44,12 +44,15 @@ earlier handler of the same batch is skipped. Schemas are read without a JVM (``
 through one); the store records them (``metadata``) and a restart that changes them incompatibly is refused
 before any write.
 
-Modules: ``errors``, ``schema``, ``codec``, ``store``, ``metadata``, ``ttl``, ``timers``, ``state`` (the three
-state variables), ``handle`` (handle, timer values, runtime context), ``rows``, ``grouping`` (Arrow grouping, per-key
-inputs), ``output`` (emitted rows to Arrow), ``runner`` (``run_batch``: one batch), ``readers`` (state as data).
+Modules (its errors, ``StateVariableError`` and ``StateSchemaError``, are in ``blobstate.spark.errors``): ``schema``,
+``codec``, ``store``, ``metadata``, ``ttl``, ``timers``, ``state`` (the three state variables), ``handle`` (handle,
+timer values, runtime context), ``rows``, ``grouping`` (Arrow grouping, per-key inputs), ``output`` (emitted rows to
+Arrow), ``runner`` (``run_batch``: one batch), ``readers`` (state as data). Spark-agnostic, it runs inside a
+partition's task: it may import ``blobstate.spark.errors`` and the core's model (its driver side, when it has one,
+builds on ``blobstate.spark.partitioned``).
 """
 
-from blobstate.spark.processor.errors import StateSchemaError, StateVariableError
+from blobstate.spark.errors import StateSchemaError, StateVariableError
 from blobstate.spark.processor.readers import StateReader
 from blobstate.spark.processor.runner import (
     BatchResult,

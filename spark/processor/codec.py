@@ -32,7 +32,7 @@ from typing import Any
 
 import msgspec
 
-from blobstate.spark.processor.errors import StateVariableError
+from blobstate.spark.errors import StateVariableError
 from blobstate.spark.processor.schema import Field, Schema, checker
 
 _NULL, _FALSE, _TRUE, _INT, _FLOAT, _STR, _BYTES = b"\x01", b"\x02", b"\x03", b"\x04", b"\x05", b"\x06", b"\x07"

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from blobstate.spark.errors import StateVariableError
 from blobstate.spark.processor import metadata as meta_doc
 from blobstate.spark.processor.codec import KeyCodec
-from blobstate.spark.processor.errors import StateVariableError
 from blobstate.spark.processor.metadata import Declared, Metadata, Variable
 from blobstate.spark.processor.schema import Schema, parse
 from blobstate.spark.processor.state import KIND_CLASSES, MapState, _Variable

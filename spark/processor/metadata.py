@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from blobstate.spark.processor.errors import StateSchemaError, StateVariableError
+from blobstate.spark.errors import StateSchemaError, StateVariableError
 from blobstate.spark.processor.schema import Schema, check_evolution
 from blobstate.spark.processor.store import META_KEY, Store
 

@@ -2,9 +2,13 @@
 
 Pandas flavour: each emitted item must be a ``pandas.DataFrame`` (Spark refuses anything else); its columns are
 matched to the output schema by name when they are all strings, else by position (Spark's
-``assignColumnsByName``). The frames are concatenated a few thousand at a time (``pandas.concat`` costs tens of
-microseconds a frame; converting each frame to Arrow alone costs several times that) and converted with Arrow's
-checked casts. Rows flavour: each item is a ``Row`` (by its field names), a dict, or a plain tuple (by position).
+``assignColumnsByName``). The frames are gathered a few thousand at a time (a chunk) and converted with Arrow's
+checked casts (converting each frame to Arrow alone costs hundreds of microseconds). A chunk is joined as
+``pandas.concat`` joins it; when every frame of the chunk has exactly the output's columns, in order, with the same
+NumPy dtypes (the common case: a processor emitting one shape), the join is a ``numpy.concatenate`` per column of
+the arrays taken from each frame as it is emitted, which gives the same frame as ``pandas.concat`` for a fraction of
+its cost (tens of microseconds a frame). Rows flavour: each item is a ``Row`` (by its field names), a dict, or a
+plain tuple (by position).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from blobstate.spark.processor.errors import StateVariableError
+from blobstate.spark.errors import StateVariableError
 from blobstate.spark.processor.rows import as_dict
 from blobstate.spark.processor.schema import Schema
 
@@ -28,6 +32,9 @@ class OutputCollector:
         self._arrow = schema.arrow()
         self._names = list(schema.names)
         self._frames: list[Any] = []
+        #: per frame of the chunk, its columns' arrays while every frame so far has the fast shape (else None)
+        self._columns: list[list[Any]] | None = []
+        self._dtypes: list[Any] | None = None  # the chunk's NumPy dtypes, per output column
         self._rows: list[dict[str, Any]] = []
         self._tables: list[Any] = []
         self.rows = 0
@@ -45,6 +52,8 @@ class OutputCollector:
                                              f"{type(frame).__name__}")
                 if len(frame):
                     self._frames.append(self._aligned(frame, where))
+                    if self._columns is not None:
+                        self._take_columns(frame)
                     if len(self._frames) >= CHUNK_FRAMES:
                         self._flush()
         else:
@@ -73,13 +82,39 @@ class OutputCollector:
 
         if not self._frames:
             return
-        frame = pd.concat(self._frames, ignore_index=True)[self._names]
-        self._frames = []
+        if self._columns:
+            import numpy as np
+
+            frame = pd.DataFrame({name: np.concatenate([arrays[j] for arrays in self._columns])
+                                  for j, name in enumerate(self._names)}, copy=False)
+        else:
+            frame = pd.concat(self._frames, ignore_index=True)[self._names]
+        self._frames, self._columns, self._dtypes = [], [], None
         try:
             self._tables.append(pa.Table.from_pandas(frame, schema=self._arrow, preserve_index=False, safe=True))
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
             raise StateVariableError(f"emitted rows do not fit the output schema ({self.schema.ddl()}): {exc}") \
                 from None
+
+    def _take_columns(self, frame: Any) -> None:
+        """Keep ``frame``'s column arrays for the chunk's fast join, or give the fast join up for this chunk (a
+        frame with other columns, another order, an extension dtype or other dtypes than the chunk's first)."""
+        import numpy as np
+
+        arrays, dtypes = [], []
+        names = self._names
+        for j, (name, column) in enumerate(frame.items()):
+            dtype = column.dtype
+            if j >= len(names) or name != names[j] or type(dtype) is not np.dtype:
+                self._columns = None
+                return
+            arrays.append(column.values)
+            dtypes.append(dtype)
+        if len(arrays) != len(names) or (self._dtypes is not None and dtypes != self._dtypes):
+            self._columns = None
+            return
+        self._dtypes = dtypes
+        self._columns.append(arrays)  # type: ignore[union-attr]
 
     def table(self) -> Any:
         """Everything collected, as one ``pyarrow.Table`` of the output schema."""

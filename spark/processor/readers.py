@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from blobstate.spark.errors import StateVariableError
 from blobstate.spark.processor import codec
 from blobstate.spark.processor import metadata as meta_doc
 from blobstate.spark.processor.codec import KeyCodec, ValueCodec
-from blobstate.spark.processor.errors import StateVariableError
 from blobstate.spark.processor.metadata import Metadata, Variable
 from blobstate.spark.processor.schema import Schema
 from blobstate.spark.processor.store import MAP, VALUES, Store, space

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from blobstate.model.changelog import StagedWrites
-from blobstate.spark.processor.errors import StateVariableError
+from blobstate.spark.errors import StateVariableError
 from blobstate.spark.processor.grouping import PandasInputs, RowInputs, as_table, group_by_key
 from blobstate.spark.processor.handle import ExpiredTimerInfo, Handle, QueryInfo, Runtime, canonical_time_mode
 from blobstate.spark.processor.output import OutputCollector
@@ -68,9 +68,10 @@ class BatchTimes:
 
 @dataclass
 class BatchStats:
-    """Counts and wall times (ms) of one ``run_batch``; ``next_timer_ms``/``next_expiry_ms``: the earliest timer
-    and TTL expiry left registered (None: none), so the driver knows when a batch without input has work (a
-    processing-time timer or a TTL due at its processing time; event-time timers wait for the watermark)."""
+    """Counts, wall times (``ms``) and the process's CPU times (``cpu_ms``) per phase of one ``run_batch``;
+    ``next_timer_ms``/``next_expiry_ms``: the earliest timer and TTL expiry left registered (None: none), so the
+    driver knows when a batch without input has work (a processing-time timer or a TTL due at its processing time;
+    event-time timers wait for the watermark)."""
 
     rows_in: int = 0
     rows_late: int = 0
@@ -83,6 +84,27 @@ class BatchStats:
     next_timer_ms: int | None = None
     next_expiry_ms: int | None = None
     ms: dict[str, float] = field(default_factory=dict)
+    cpu_ms: dict[str, float] = field(default_factory=dict)
+
+
+class _Phases:
+    """Wall and CPU (the process's) time of a batch's phases into ``stats.ms`` / ``stats.cpu_ms``."""
+
+    def __init__(self, stats: BatchStats) -> None:
+        self.stats = stats
+        self.wall0 = self.wall = time.perf_counter()
+        self.cpu0 = self.cpu = time.process_time()
+
+    def start(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def end(self, name: str) -> None:
+        self.stats.ms[name] = (time.perf_counter() - self.wall) * 1000
+        self.stats.cpu_ms[name] = (time.process_time() - self.cpu) * 1000
+
+    def total(self) -> None:
+        self.stats.ms["total"] = (time.perf_counter() - self.wall0) * 1000
+        self.stats.cpu_ms["total"] = (time.process_time() - self.cpu0) * 1000
 
 
 @dataclass
@@ -146,8 +168,7 @@ def run_batch(processor: Any, staged: StagedWrites, data: Any, spec: ProcessorSp
     if spec.flavour not in FLAVOURS:
         raise StateVariableError(f"flavour {spec.flavour!r}: expected one of {FLAVOURS}")
     stats = BatchStats()
-    clock = time.perf_counter
-    t0 = clock()
+    phase = _Phases(stats)
     time_mode = canonical_time_mode(spec.time_mode)
     table = as_table(data)
     init_table = as_table(initial_state)
@@ -169,10 +190,10 @@ def run_batch(processor: Any, staged: StagedWrites, data: Any, spec: ProcessorSp
     handle.seal()
     out = OutputCollector(parse(spec.output_schema, what="output schema"), spec.flavour)
     timer_values = rt.timer_values()
-    stats.ms["init"] = (clock() - t0) * 1000
+    phase.end("init")
 
     if init_table is not None and init_table.num_rows:
-        t = clock()
+        phase.start()
         handle_initial = getattr(processor, "handleInitialState", None) or _no_initial_state
         groups = group_by_key(init_table, tuple(initial_key_columns or key_columns))
         inputs = PandasInputs(groups, spec.max_records) if spec.flavour == "pandas" else RowInputs(groups)
@@ -183,26 +204,26 @@ def run_batch(processor: Any, staged: StagedWrites, data: Any, spec: ProcessorSp
                 handle_initial(key, item, timer_values)
         rt.current = None
         stats.initial_keys = len(groups)
-        stats.ms["initial_state"] = (clock() - t) * 1000
+        phase.end("initial_state")
 
     if table is not None:
         stats.rows_in = table.num_rows
         if time_mode == "EventTime" and spec.event_time_column and times.late_watermark_ms is not None:
             table, stats.rows_late = _drop_late(table, spec.event_time_column, times.late_watermark_ms)
-        t = clock()
+        phase.start()
         groups = group_by_key(table, key_columns)
         inputs = PandasInputs(groups, spec.max_records) if spec.flavour == "pandas" else RowInputs(groups)
-        stats.ms["group"] = (clock() - t) * 1000
-        t = clock()
+        phase.end("group")
+        phase.start()
         for i, key in enumerate(groups.keys):
             rt.current = rt.key_codec.encode(key)
             rows = inputs.frames(i) if isinstance(inputs, PandasInputs) else inputs.rows(i)
             out.add(processor.handleInputRows(key, rows, timer_values), where="handleInputRows")
         rt.current = None
         stats.keys = len(groups)
-        stats.ms["input"] = (clock() - t) * 1000
+        phase.end("input")
 
-    t = clock()
+    phase.start()
     threshold = times.processing_time_ms if time_mode == "ProcessingTime" else times.watermark_ms
     if rt.timers is not None and threshold is not None:
         on_timer = getattr(processor, "handleExpiredTimer", None) or _no_timer_output
@@ -216,20 +237,20 @@ def run_batch(processor: Any, staged: StagedWrites, data: Any, spec: ProcessorSp
             rt.timers.delete(gkey, ts)
             stats.timers_fired += 1
         rt.current = None
-    stats.ms["timers"] = (clock() - t) * 1000
+    phase.end("timers")
 
     close = getattr(processor, "close", None)
     if close is not None:
         close()
-    t = clock()
+    phase.start()
     if time_mode == "ProcessingTime":
         stats.values_expired = rt.sweep()
     stats.next_timer_ms, stats.next_expiry_ms = rt.next_times()
-    stats.ms["sweep"] = (clock() - t) * 1000
-    t = clock()
+    phase.end("sweep")
+    phase.start()
     result = out.table()
-    stats.ms["output"] = (clock() - t) * 1000
+    phase.end("output")
     stats.rows_out = result.num_rows
     stats.writes = len(staged)
-    stats.ms["total"] = (clock() - t0) * 1000
+    phase.total()
     return BatchResult(result, stats)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from blobstate.spark.processor.errors import StateSchemaError, StateVariableError
+from blobstate.spark.errors import StateSchemaError, StateVariableError
 
 #: DDL spellings -> Spark's canonical type name (``DataType.simpleString``)
 _ALIASES = {

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
+from blobstate.spark.errors import StateVariableError
 from blobstate.spark.processor import codec
 from blobstate.spark.processor.codec import KeyCodec, ValueCodec
-from blobstate.spark.processor.errors import StateVariableError
 from blobstate.spark.processor.metadata import Variable
 from blobstate.spark.processor.rows import row_class
 from blobstate.spark.processor.store import MAP, VALUES, Store, space

@@ -26,8 +26,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from blobstate.model.changelog import StagedWrites
+from blobstate.spark.errors import StateVariableError
 from blobstate.spark.processor.codec import from_u64, u64
-from blobstate.spark.processor.errors import StateVariableError
 
 META_KEY = b"\x00processor-metadata"
 VALUES, MAP, TTL_INDEX, TIMERS_BY_KEY, TIMERS_BY_TIME = 0x10, 0x11, 0x20, 0x30, 0x31

@@ -13,8 +13,8 @@ Index entries are ``TTL_INDEX vid expiry element-key`` with an empty value; the 
 
 from __future__ import annotations
 
+from blobstate.spark.errors import StateVariableError
 from blobstate.spark.processor.codec import u64
-from blobstate.spark.processor.errors import StateVariableError
 from blobstate.spark.processor.store import TTL_INDEX, Store, earliest_time, space, time_entries
 
 

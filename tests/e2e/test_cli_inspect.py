@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-from blobstate.model.units import format_duration, format_size, iso_time, parse_duration_ms, parse_size
+from blobstate.config.units import format_duration, format_size, iso_time, parse_duration_ms, parse_size
 
 
 def write(path, files: dict[str, bytes]) -> None:

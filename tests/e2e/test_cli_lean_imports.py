@@ -57,8 +57,8 @@ def test_a_backup_imports_no_restore_catalog_gc_verify_or_rich_and_reads_entry_p
                                                     "blobstate.maintenance.stores", "blobstate.spark"))}
     assert not unneeded, sorted(unneeded)
 
-    # a file:// repository: no fsspec (the fsspec store opens it through blobstate.plugin.local_files), no cipher
-    # (not encrypted), and no read of installed distributions (the probe itself imports importlib.metadata: its
+    # a file:// repository: no fsspec (the fsspec store opens it through blobstate.plugins.toolkit.local_files), no
+    # cipher (not encrypted), and no read of installed distributions (the probe itself imports importlib.metadata: its
     # calls are counted instead; the built-ins' install hints read pip's record only when one is shown)
     costly = {m for m in modules if m.split(".")[0] in ("fsspec", "asyncio", "ssl", "cryptography", "s3fs", "obstore",
                                                           "aiohttp")}

@@ -13,8 +13,8 @@ import time
 import pytest
 from fixtures_core import cli_env, read_all, write_keys
 
+from blobstate.config import options as so
 from blobstate.errors import ConfigurationError
-from blobstate.repository import options as so
 from blobstate.repository.backends import open_blob_store
 
 

@@ -89,11 +89,12 @@ def test_a_partitioned_store_is_copied_group_by_group_and_every_partition_restor
     from rocksdict import Rdict
 
     from blobstate.commit.backup import StoreCommitter
-    from blobstate.commit.group import GroupCommitter, stage_changelog, stage_snapshot
+    from blobstate.commit.group import GroupCommitter
     from blobstate.model import changelog
     from blobstate.model.records import StoreKey
     from blobstate.repository.backends import open_local_store
     from blobstate.restoring import chain as replay
+    from blobstate.worker import stage_changelog, stage_snapshot
 
     key, n, ttl = StoreKey("flights", "group", "routes"), 2, 60_000
     url, target = f"file://{tmp_path}/repo", f"file://{tmp_path}/copy"

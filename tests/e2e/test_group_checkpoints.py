@@ -18,7 +18,7 @@ from rocksdict import AccessType, Rdict
 
 import blobstate
 from blobstate.commit.backup import StoreCommitter
-from blobstate.commit.group import GroupCommitter, check_partition_count, stage_changelog, stage_snapshot
+from blobstate.commit.group import GroupCommitter, check_partition_count
 from blobstate.errors import FencedError, NothingToRestore, PartitionCountError
 from blobstate.model import changelog
 from blobstate.model.chain import partition_history, plan_chain, retention
@@ -28,6 +28,7 @@ from blobstate.repository.backends import open_local_store
 from blobstate.repository.repo import Repository
 from blobstate.restoring import chain as replay
 from blobstate.testing.checkpoint_logs import make_group
+from blobstate.worker import stage_changelog, stage_snapshot
 
 KEY = StoreKey("flights", "group", "routes")
 N = 4

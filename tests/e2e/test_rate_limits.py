@@ -12,10 +12,10 @@ import time
 import pytest
 
 from blobstate import api
+from blobstate.config.settings import Settings
 from blobstate.plugin.interfaces import GetRequest, PutRequest
-from blobstate.plugin.transfer import RateLimiter, limiter
+from blobstate.plugins.toolkit.transfer import RateLimiter, limiter
 from blobstate.repository.backends import open_blob_store
-from blobstate.repository.settings import api_call
 
 KiB = 1024
 RATE = 1024 * KiB  # bytes per second
@@ -44,12 +44,13 @@ def test_the_bucket_lets_through_its_rate_and_no_more():
 @pytest.mark.parametrize("where", ["file", pytest.param("s3", marks=pytest.mark.slow),
                                    pytest.param("azure", marks=pytest.mark.slow)])
 def test_concurrent_uploads_and_downloads_share_one_limit(tmp_path, where, request):
+    limited = Settings(limit_upload=RATE, limit_download=RATE)  # the limits the store is opened with
     if where in ("s3", "azure"):
         target = request.getfixturevalue(f"{where}_target")
-        store = open_blob_store(target.url, storage_options=target.storage_options, ttl_mode="native",
-                                max_concurrency=4)
+        store = open_blob_store(target.url, settings=limited, storage_options=target.storage_options,
+                                ttl_mode="native", max_concurrency=4)
     else:
-        store = open_blob_store(f"file://{tmp_path}/repo", max_concurrency=4)
+        store = open_blob_store(f"file://{tmp_path}/repo", settings=limited, max_concurrency=4)
     parts = 4
     size = 384 * KiB  # four at once: 1.5 MiB
     src = tmp_path / "src.bin"
@@ -57,15 +58,16 @@ def test_concurrent_uploads_and_downloads_share_one_limit(tmp_path, where, reque
     from blobstate.plugin.interfaces import FileRange
 
     puts = [PutRequest(f"j/t/s/blobs/{i:032x}", FileRange(str(src), 0, size)) for i in range(parts)]
-    with api_call({"limit_upload": RATE, "limit_download": RATE}):
-        t0 = time.monotonic()
-        store.put_many(puts)
-        up_s = time.monotonic() - t0
-        sinks = [io.BytesIO() for _ in puts]
-        t0 = time.monotonic()
-        store.get_many([GetRequest(p.blob_id, sink) for p, sink in zip(puts, sinks, strict=True)])
-        down_s = time.monotonic() - t0
-        assert limiter("upload").taken >= parts * size and limiter("download").taken >= parts * size
+    t0 = time.monotonic()
+    store.put_many(puts)
+    up_s = time.monotonic() - t0
+    sinks = [io.BytesIO() for _ in puts]
+    t0 = time.monotonic()
+    store.get_many([GetRequest(p.blob_id, sink) for p, sink in zip(puts, sinks, strict=True)])
+    down_s = time.monotonic() - t0
+    upload, download = limiter("upload", RATE), limiter("download", RATE)
+    assert upload is not None and download is not None
+    assert upload.taken >= parts * size and download.taken >= parts * size
     floor = (parts * size - _burst()) / RATE - SLACK_S  # one limit for all four transfers, not one each
     assert up_s >= floor, (up_s, floor)
     assert down_s >= floor, (down_s, floor)

@@ -12,11 +12,12 @@ import pytest
 from rocksdict import Rdict
 
 from blobstate.commit.backup import StoreCommitter
-from blobstate.commit.group import GroupCommitter, stage_changelog, stage_snapshot
+from blobstate.commit.group import GroupCommitter
 from blobstate.model import changelog
 from blobstate.model.records import StoreKey
 from blobstate.repository.backends import open_local_store
 from blobstate.repository.repo import Repository
+from blobstate.worker import stage_changelog, stage_snapshot
 
 GROUP = StoreKey("flights", "group", "routes")
 N = 4

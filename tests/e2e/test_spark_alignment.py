@@ -14,7 +14,8 @@ from blobstate.commit.delta import DeltaCommitter
 from blobstate.model import changelog
 from blobstate.model.records import StoreKey
 from blobstate.repository.repo import Repository
-from blobstate.spark.alignment import SparkAlignmentError, plan_alignment
+from blobstate.spark.committed.alignment import plan_alignment
+from blobstate.spark.errors import SparkAlignmentError
 
 KEY = StoreKey("job", "0", "state")
 QUERY = "5f2c1d6e-0000-4000-8000-000000000001"
@@ -90,7 +91,7 @@ def test_a_missing_delta_is_refused(history):
 
 @pytest.mark.parametrize("reader", ["jvm", "file-source"])
 def test_the_location_is_read_through_sparks_file_system(reader, spark_session, tmp_path, monkeypatch):
-    from blobstate.spark.location import CheckpointLocation
+    from blobstate.spark.committed.location import CheckpointLocation
 
     loc = _spark_dir(tmp_path / "ck[1]", commits=[0, 1, 10], offsets=[0, 1, 10, 11])
     location = CheckpointLocation(spark_session, loc)
@@ -127,7 +128,7 @@ def test_the_demo_check_allows_only_sparks_own_purge_of_old_batches():
 def _run_records(tmp_path, url, batches, *, lineage="", snapshot_at=(), work="work", retain=10):
     """Deltas of ``batches`` of query QUERY (value ``run-batch`` under ``k<batch>``), a snapshot after each batch of
     ``snapshot_at``; the records carry ``lineage`` (none: as written before runs were recorded)."""
-    from blobstate.spark.engine import stamp_records
+    from blobstate.spark.committed.alignment import stamp_records
 
     db = Rdict(str(tmp_path / f"db-{work}"))
     with StoreCommitter(KEY, url, work_dir=str(tmp_path / work), retain=retain) as committer:

@@ -38,7 +38,7 @@ def cluster(tmp_path_factory):
     reason = unavailable()
     if reason:
         pytest.skip(reason)
-    from blobstate.spark import helper_jar
+    from blobstate.spark.placement import helper_jar
 
     try:  # placement is what this test measures: without the JVM helper it would fail for no clear reason
         helper_jar.ensure_jar(pytest.importorskip("pyspark").__version__)

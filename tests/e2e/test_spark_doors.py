@@ -29,7 +29,7 @@ pytest.importorskip("pyarrow")
 from spark_fixtures import KEY, first_days, merged, restored_partitions  # noqa: E402
 
 import blobstate  # noqa: E402
-from blobstate.model.align import BatchNotCommitted  # noqa: E402
+from blobstate.errors import BatchNotCommitted  # noqa: E402
 from blobstate.model.records import StoreKey  # noqa: E402
 from blobstate.spark import (  # noqa: E402
     SparkAlignmentError,

@@ -1,7 +1,7 @@
-"""blobstate's JVM helper (``spark/jvm/``, ``blobstate.spark.helper_jar``): built from this repository's source
-against the installed pyspark's jars with a JDK's ``javac`` (``.ci/install-spark.sh`` runs the same build), and a
-clear ``HelperUnavailable`` when it cannot be built (no JDK, another Spark version): partitioned state then runs
-without placement (``blobstate.spark.placement.SparkPlacement`` logs why)."""
+"""blobstate's JVM helper (``spark/placement/jvm/``, ``blobstate.spark.placement.helper_jar``): built from this
+repository's source against the installed pyspark's jars with a JDK's ``javac`` (``.ci/install-spark.sh`` runs the same
+build), and a clear ``HelperUnavailable`` when it cannot be built (no JDK, another Spark version): partitioned state
+then runs without placement (``blobstate.spark.placement.coordinator.SparkPlacement`` logs why)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark")
 
-from blobstate.spark import helper_jar  # noqa: E402
+from blobstate.spark.placement import helper_jar  # noqa: E402
 
 
 def test_the_helper_is_built_from_source_against_the_installed_spark(tmp_path):
@@ -37,8 +37,8 @@ def test_without_a_jdk_the_build_is_a_clear_error_and_writes_nothing(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     env = dict(os.environ, PATH=str(bin_dir))  # no javac on PATH
-    proc = subprocess.run([sys.executable, "-m", "blobstate.spark.helper_jar", "build", str(tmp_path / "out")],
-                          env=env, capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run([sys.executable, "-m", "blobstate.spark.placement.helper_jar", "build",
+                           str(tmp_path / "out")], env=env, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 1, proc.stderr
     assert "javac is not on PATH" in proc.stderr and "openjdk-17-jdk-headless" in proc.stderr
     assert not (tmp_path / "out").exists()

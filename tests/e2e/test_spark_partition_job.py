@@ -1,7 +1,7 @@
-"""The two ways ``blobstate.spark.partition_job`` launches a partitioned batch's job, on the real local[2,2] session:
-the DataFrame path (``mapInArrow``, the one Spark Connect has) hands ``update`` the same rows, in the same
-partitions, with the same values and types as the RDD path classic PySpark uses, including an empty partition, and
-both return one prepare per partition that ``accept`` takes."""
+"""The two ways ``blobstate.spark.partitioned.driver.job`` launches a partitioned batch's job, on the real local[2,2]
+session: the DataFrame path (``mapInArrow``, the one Spark Connect has) hands ``update`` the same rows, in the same
+partitions, with the same values and types as the RDD path classic PySpark uses, including an empty partition, and both
+return one prepare per partition that ``accept`` takes."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ pytest.importorskip("pyarrow")
 
 from blobstate.model.records import StoreKey  # noqa: E402
 from blobstate.repository.repo import Repository  # noqa: E402
-from blobstate.spark.partition_job import run_tasks  # noqa: E402
-from blobstate.spark.partition_task import BatchPlan  # noqa: E402
-from blobstate.spark.partitioned import accept  # noqa: E402
+from blobstate.spark.partitioned.driver.job import run_tasks  # noqa: E402
+from blobstate.spark.partitioned.driver.state import accept  # noqa: E402
+from blobstate.spark.partitioned.executor.batch_task import BatchPlan  # noqa: E402
 
 N = 4
 KEY = StoreKey("job", "group", "rows")

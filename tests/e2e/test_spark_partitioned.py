@@ -34,7 +34,7 @@ from blobstate.spark.demo.flights import (  # noqa: E402
     reference_routes,
     update_routes,
 )
-from blobstate.spark.partition_task import partition_dir  # noqa: E402
+from blobstate.spark.partitioned.executor.partition import partition_dir  # noqa: E402
 
 N = 4
 KEY = StoreKey("flights", "group", "routes")
@@ -168,8 +168,8 @@ def test_the_dataframe_path_of_the_snapshot_job_stages_what_the_rdd_path_does(sp
     """The snapshot job as Spark Connect runs it (``range(N)`` through ``mapInArrow``), here on the classic session
     beside the RDD path: one staged snapshot per partition, of the same files."""
     from blobstate.model.chain import partition_history
-    from blobstate.spark.partition_snapshot import run_snapshot_job
-    from blobstate.spark.partition_task import BatchPlan
+    from blobstate.spark.partitioned.driver.snapshots import run_snapshot_job
+    from blobstate.spark.partitioned.executor.batch_task import BatchPlan
 
     directory, _ = flights_days
     paths = {"repo": f"file://{tmp_path}/repo", "checkpoint": str(tmp_path / "ck"), "local": str(tmp_path / "local"),
@@ -245,11 +245,12 @@ def test_a_staged_snapshot_older_than_a_quarter_of_the_ttl_is_never_committed():
     """Pure logic of the driver's queue (no Spark): a snapshot staged long ago would start the group's TTL budget
     from its upload; ``take`` drops it (its blobs expire) and keeps a fresh one, and only batches before the
     committing batch leave the queue."""
-    from blobstate.commit.group import StagedSnapshot
     from blobstate.model.layout import now_ms
     from blobstate.model.records import PartitionEntry
-    from blobstate.spark.partition_snapshot import SnapshotRequests, SnapshotResult
-    from blobstate.spark.partition_task import BatchPlan
+    from blobstate.spark.partitioned.driver.snapshots import SnapshotRequests
+    from blobstate.spark.partitioned.executor.batch_task import BatchPlan
+    from blobstate.spark.partitioned.executor.snapshot_task import SnapshotResult
+    from blobstate.worker import StagedSnapshot
 
     ttl = 60_000
 
@@ -338,3 +339,32 @@ def test_demo_with_partitions_passes_its_check(tmp_path):
     assert report["snapshotLagBatches"]["atKill"] is not None, report
     assert "run1: batch" in result.stderr and "run2: batch 4 of 5 committed" in result.stderr, result.stderr
     assert report["finalRestore"]["lastBatchId"] == 4 and report["stateKeys"] > 100
+
+
+def test_the_executors_run_with_the_settings_the_driver_was_given(spark_session, flights_days, tmp_path):
+    """Issue 40: a task's repository is opened with the settings handed to the driver (sent inside every task's
+    plan, ``Settings.on_executor``), never rebuilt from the executor's own environment, which holds none of them
+    (the Python workers started before this test, with the defaults: 5 attempts, a 128 MiB budget)."""
+    from blobstate.config.settings import MiB, Settings
+
+    directory, _ = flights_days
+    paths = {"repo": f"file://{tmp_path}/repo", "checkpoint": str(tmp_path / "ck"), "local": str(tmp_path / "local"),
+             "work": str(tmp_path / "work")}
+    repo_root = str(tmp_path / "repo")
+    settings = Settings(retry_attempts=3, transfer_budget=7 * MiB)
+
+    def record_settings(db, rows, ctx):  # on an executor: the settings its task's repository was opened with
+        from blobstate import worker
+
+        seen = {(r.settings.retry_attempts, r.settings.transfer_budget) for r in worker._REPOS.values()
+                if repo_root in r.url}
+        assert len(seen) == 1, seen
+        (attempts, budget), = seen
+        db["attempts"], db["budget"] = str(attempts), str(budget)
+        for _ in rows:
+            pass
+
+    with _open(spark_session, paths, settings=settings) as ps:
+        ps.run_batch(_day_frames(spark_session, directory)[0], 0, record_settings)
+    parts, _ = restored_partitions(tmp_path, paths["repo"], partitions=N)
+    assert [(int(part["attempts"]), int(part["budget"])) for part in parts] == [(3, 7 * MiB)] * N

@@ -1,5 +1,5 @@
-"""Partitions kept open between tasks by an executor's Python worker (``blobstate.spark.open_partitions``, issue 30),
-with real RocksDB files and real processes, no Spark: another process asking for a partition gets it from its
+"""Partitions kept open between tasks by an executor's Python worker (``blobstate.spark.executor.open_partitions``,
+issue 30), with real RocksDB files and real processes, no Spark: another process asking for a partition gets it from its
 owner, which stays alive; an idle partition is closed; a partition directory removed under an open handle is never
 written by that handle; RocksDB's info LOG files stay bounded however often a partition is opened."""
 
@@ -17,16 +17,16 @@ import pytest
 pytest.importorskip("rocksdict")
 
 from blobstate.model.records import StoreKey  # noqa: E402
-from blobstate.spark import open_partitions  # noqa: E402
-from blobstate.spark.partition_task import LocalPartition, partition_dir  # noqa: E402
+from blobstate.spark.executor import open_partitions  # noqa: E402
+from blobstate.spark.partitioned.executor.partition import LocalPartition, partition_dir  # noqa: E402
 
 KEY = StoreKey("j", "group", "s")
 
 OWNER = textwrap.dedent("""
     import sys
     from blobstate.model.records import StoreKey
-    from blobstate.spark import open_partitions
-    from blobstate.spark.partition_task import LocalPartition
+    from blobstate.spark.executor import open_partitions
+    from blobstate.spark.partitioned.executor.partition import LocalPartition
     with LocalPartition(sys.argv[1], StoreKey("j", "group", "s"), 0) as local:
         db = local.open_db()
         db[b"owner"] = b"wrote this"
@@ -72,8 +72,8 @@ ORPHAN = textwrap.dedent("""
         print(child.stdout.readline().strip(), child.pid, flush=True)
         os._exit(0)
     from blobstate.model.records import StoreKey
-    from blobstate.spark import open_partitions
-    from blobstate.spark.partition_task import LocalPartition
+    from blobstate.spark.executor import open_partitions
+    from blobstate.spark.partitioned.executor.partition import LocalPartition
     with LocalPartition(sys.argv[1], StoreKey("j", "group", "s"), 0) as local:
         local.open_db()[b"k"] = b"v"
     print("HELD", flush=True)

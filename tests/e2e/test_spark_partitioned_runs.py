@@ -143,7 +143,7 @@ def test_local_leftovers_of_killed_snapshot_and_rescale_tasks_are_swept_on_that_
                                                                                     tmp_path):
     from blobstate.spark import rescale
     from blobstate.spark.demo.flights import route_of
-    from blobstate.spark.partition_task import partition_dir
+    from blobstate.spark.partitioned.executor.partition import partition_dir
 
     directory, frame = flights_days
     days = sorted(os.listdir(directory))

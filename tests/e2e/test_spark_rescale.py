@@ -214,8 +214,8 @@ def _staged_by_an_earlier_killed_run(repo_url: str, key: StoreKey, tmp_path) -> 
     committed. Returns the names of its blobs and index (their leases have the same names)."""
     from rocksdict import Rdict
 
-    from blobstate.commit.group import stage_snapshot
     from blobstate.repository.backends import open_local_store
+    from blobstate.worker import stage_snapshot
 
     db = Rdict(str(tmp_path / "orphan-db"))
     try:

@@ -22,11 +22,12 @@ from spark_fixtures import SUPPORT  # noqa: E402
 
 import blobstate  # noqa: E402
 from blobstate.commit.backup import StoreCommitter  # noqa: E402
-from blobstate.commit.group import GroupCommitter, stage_changelog  # noqa: E402
+from blobstate.commit.group import GroupCommitter  # noqa: E402
 from blobstate.model import changelog  # noqa: E402
 from blobstate.model.layout import DEFAULT_TTL_MS  # noqa: E402
 from blobstate.model.records import StoreKey  # noqa: E402
 from blobstate.restoring import entries  # noqa: E402
+from blobstate.worker import stage_changelog  # noqa: E402
 
 
 def _ops(batch: int, partition: int) -> list[changelog.Op]:

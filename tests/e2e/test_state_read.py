@@ -16,12 +16,13 @@ from rocksdict import Rdict
 import blobstate
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.delta import DeltaCommitter
-from blobstate.commit.group import GroupCommitter, stage_changelog
+from blobstate.commit.group import GroupCommitter
+from blobstate.errors import BatchNotRetained
 from blobstate.model import changelog
 from blobstate.model.layout import DEFAULT_TTL_MS, MARKER
 from blobstate.model.records import StoreKey
 from blobstate.restoring.entries import Undecoded
-from blobstate.restoring.state import BatchNotRetained
+from blobstate.worker import stage_changelog
 
 P, D = changelog.PUT, changelog.DELETE
 

@@ -318,9 +318,10 @@ def test_a_partition_snapshot_uploads_again_a_reused_blob_the_store_lost(file_ta
     snapshot commit does (rule 7), so both snapshots verify."""
     from rocksdict import Rdict
 
-    from blobstate.commit.group import GroupCommitter, stage_snapshot
+    from blobstate.commit.group import GroupCommitter
     from blobstate.model.chain import partition_history
     from blobstate.repository.backends import open_local_store
+    from blobstate.worker import stage_snapshot
 
     db = Rdict(str(tmp_path / "db"))
     for i in range(200):

@@ -100,8 +100,9 @@ def test_a_writer_killed_with_a_mark_waiting_loses_nothing(after, tmp_path):
 def test_a_group_of_changelog_parts_leaves_its_parts_marks_for_the_close(tmp_path):
     """The driver's commit of a group of changelog parts (staged here as executors stage them, each with its
     lease): the parts' marks wait like a delta's, and the committer's close removes them."""
-    from blobstate.commit.group import GroupCommitter, stage_changelog
+    from blobstate.commit.group import GroupCommitter
     from blobstate.commit.healing import HealSources
+    from blobstate.worker import stage_changelog
 
     url = f"file://{tmp_path}/repo"
     repo = Repository.open(url, create=True)

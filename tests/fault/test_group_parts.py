@@ -1,7 +1,7 @@
 """Issue 27 case 2 and issue 39 case 7 for the parts only executors hold: a group commit that lands after gc deleted
 its staged parts, when the owner (a Spark driver) holds none of their bytes. Real processes: the executors run the
-real ``spark/partition_task.run_partition`` (``tests/support/partition_children.py``), the owner the real
-``GroupCommitter``, paused by SIGSTOP right before its append (``pause_plugin``) until gc, in another process,
+real ``spark/partitioned/executor/batch_task.run_partition`` (``tests/support/partition_children.py``), the owner the
+real ``GroupCommitter``, paused by SIGSTOP right before its append (``pause_plugin``) until gc, in another process,
 deleted the expired parts. The owner's heal check cannot put them back, nor know whether the executors that kept
 them still can: it voids the group and fails the batch, which then runs again.
 """

@@ -16,7 +16,10 @@
   cases 1 and 2 with their fixes reverted hold now; SELF-CHECK: with the Rewrite door's guarantees taken away in the
   simulated store, they fail again;
 - profile ``heal`` (issue 39's heal actors): the seeds that found its cases 3, 7 and 12 hold, and fail again with
-  each fix switched off.
+  each fix switched off;
+- profile ``processor`` (issue 41): two stateful processors (a TTL, event-time timers) killed and restarted keep the
+  reference fold's state and outputs; SELF-CHECK: with the expiry index written a batch late, the seeds that found
+  it fail again.
 
 The long run (1,000,000 steps) is ``python -m bench.simulate``.
 """
@@ -365,3 +368,68 @@ def test_every_actor_in_one_scenario_holds_the_invariants(seed: int) -> None:
     programs = {spec.program for spec in result.scenario.actors}
     assert {"rescaler", "copier", "host_loss"} <= programs, programs
     assert result.steps > 1000
+
+
+def defer_expiry_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bug issue 41 names, seeded: the expiry index not written in the same batch as the value. A TTL index
+    entry is kept in the process's memory and staged with its next batch instead (the old entry still removed now),
+    so a process that stops after a batch (killed, or its last batch done) loses it: the value is never swept."""
+    from blobstate.spark.processor import store as processor_store
+    from blobstate.spark.processor import ttl
+    from blobstate.spark.processor.codec import u64
+
+    move, init = ttl.TtlIndex.move, processor_store.Store.__init__
+
+    def deferred_move(self, element, old, new):  # noqa: ANN001, ANN202
+        move(self, element, old, None)
+        if new is not None and old != new:
+            self.store._db.__dict__.setdefault("deferred", []).append((self.group + u64(new) + element, self.group))
+
+    def flushing_init(self, target):  # noqa: ANN001, ANN202
+        init(self, target)
+        if self.writable:
+            for key, group in self._db.__dict__.pop("deferred", []):
+                self.put(key, b"", group)
+
+    monkeypatch.setattr(ttl.TtlIndex, "move", deferred_move)
+    monkeypatch.setattr(processor_store.Store, "__init__", flushing_init)
+
+
+#: profile ``processor`` (issue 41): the seeds at which the simulator found the seeded bug (``defer_expiry_index``)
+#: on its own: seed 10 first (11 seeds), then 16 (bench/README.md). Seed 1 kills both dedup processes and closes 8
+#: sessions by timers across a restart; seed 9 pauses three processors past the TTL (zombies, fenced on resuming);
+#: seed 107 loses an object of the dedup store (its restore may fail then, its outputs are still checked).
+PROCESSOR_BUG_SEEDS = (10, 16)
+PROCESSOR_SEEDS = (1, 9, 107, *PROCESSOR_BUG_SEEDS)
+
+
+@pytest.mark.parametrize("seed", PROCESSOR_SEEDS)
+def test_stateful_processors_killed_and_restarted_hold_the_reference(seed: int) -> None:
+    from blobstate.testing.simulation import processor
+
+    base = tempfile.mkdtemp(prefix="blobstate-sim-test-")
+    try:
+        sim = Simulation(scenario(seed, "processor"), base)
+        result = sim.run()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert not result.failed, describe(result)
+    outputs = sim.__dict__["processor_outputs"]
+    for key in (processor.DEDUP, processor.SESSIONS):  # both processors committed batches
+        assert len(outputs[key]) >= 3, key
+    if seed != 107:  # seed 107's restarts find the lost object and exit
+        assert any(len({a for runs in outputs[key].values() for a, _ in runs}) == 2  # a restart continued
+                   for key in (processor.DEDUP, processor.SESSIONS))
+    if seed not in (10, 107):  # their sessions ran 3 or 4 batches only: none closed yet
+        assert any(rows for runs in outputs[processor.SESSIONS].values() for _, rows in runs)  # timers fired
+
+
+@pytest.mark.parametrize("seed", PROCESSOR_BUG_SEEDS)
+def test_self_check_an_expiry_index_written_a_batch_late_is_caught(seed: int,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """SELF-CHECK: with the expiry index entry staged in the next batch instead of the value's (issue 41's named
+    bug), those seeds fail: a process that stopped after writing a value took its index entry with it, and the
+    value outlives its TTL in every later committed state."""
+    defer_expiry_index(monkeypatch)
+    result = run_seed(seed, "processor")
+    assert result.failed and result.violation.kind == "ttl", describe(result)

@@ -1,5 +1,5 @@
 """Issue 27 case 12 for ``blobstate spark rescale``: a rescale killed while its tasks hold scratch RocksDB copies
-leaves none of them behind once the next run completed (``blobstate.spark.leftovers``).
+leaves none of them behind once the next run completed (``blobstate.spark.executor.leftovers``).
 
 - with real processes and no Spark: a process SIGKILLed inside a held scratch directory of one kind (a driver
   store's write) leaves it; the next scratch directory of *another* kind taken in the same place (a read task's)
@@ -21,11 +21,11 @@ import sys
 import textwrap
 import time
 
-from blobstate.spark.leftovers import DANGLING_AFTER_S, HELD, scratch_dir
+from blobstate.spark.executor.leftovers import DANGLING_AFTER_S, HELD, scratch_dir
 
 _HOLD = textwrap.dedent("""
     import os, signal, sys
-    from blobstate.spark.leftovers import scratch_dir
+    from blobstate.spark.executor.leftovers import scratch_dir
     with scratch_dir(sys.argv[1], sys.argv[2]) as path:
         with open(os.path.join(path, "CURRENT"), "w") as fh:
             fh.write("MANIFEST-000001")

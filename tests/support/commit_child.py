@@ -20,7 +20,8 @@ import sys
 
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.delta import DeltaCommitter
-from blobstate.commit.group import GroupCommitter, stage_changelog
+from blobstate.commit.group import GroupCommitter
+from blobstate.worker import stage_changelog
 
 try:
     from blobstate.commit.healing import HealSources

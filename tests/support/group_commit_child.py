@@ -10,9 +10,10 @@ import json
 import sys
 
 from blobstate.commit.backup import StoreCommitter
-from blobstate.commit.group import GroupCommitter, stage_snapshot
+from blobstate.commit.group import GroupCommitter
 from blobstate.model.records import StoreKey
 from blobstate.repository.repo import Repository
+from blobstate.worker import stage_snapshot
 
 
 def main(config: dict) -> None:

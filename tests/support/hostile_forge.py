@@ -11,6 +11,7 @@ from typing import Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
+from blobstate.config.settings import Settings
 from blobstate.journal import events as ev
 from blobstate.journal.file import MAGIC, encode
 from blobstate.model.records import StoreKey
@@ -63,7 +64,7 @@ def forge_journal(work_base: Path, repo_url: str, key: StoreKey, events: list[ev
                   storage_options: dict | None = None) -> None:
     """Write ``events`` as the journal of ``key``'s work directory for the repository ``repo_url`` (named by its id:
     its marker is read with ``storage_options``)."""
-    work = located_work_dir(repo_url, key, str(work_base), storage_options)
+    work = located_work_dir(repo_url, key, Settings.for_call(), str(work_base), storage_options)
     os.makedirs(os.path.join(work, "checkpoints"), exist_ok=True)
     with open(os.path.join(work, "journal.log"), "wb") as fh:
         fh.write(MAGIC + b"".join(encode(e) for e in events))

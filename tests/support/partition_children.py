@@ -1,7 +1,7 @@
 """Test children of a partitioned store without Spark, each a real process: the executors' side runs the real
-``blobstate.spark.partition_task.run_partition`` (what a Spark task runs, Spark-agnostic but for the task
-context), the driver's side the real ``GroupCommitter`` with the parts the executors staged (it holds none of
-their bytes, as a Spark driver).
+``blobstate.spark.partitioned.executor.batch_task.run_partition`` (what a Spark task runs, Spark-agnostic but for the
+task context), the driver's side the real ``GroupCommitter`` with the parts the executors staged (it holds none of their
+bytes, as a Spark driver).
 
 ``python partition_children.py CONFIG_JSON``, CONFIG ``{"url", "options", "job", "task", "store", "ttl_ms",
 "partitions", "batch", "local_dir", "work_dir"}``: one micro-batch, as Spark runs it: every partition's task of
@@ -20,7 +20,7 @@ from blobstate.commit.group import GroupCommitter
 from blobstate.model.chain import partition_history
 from blobstate.model.records import StoreKey
 from blobstate.repository.repo import Repository
-from blobstate.spark.partition_task import BatchPlan, run_partition
+from blobstate.spark.partitioned.executor.batch_task import BatchPlan, run_partition
 
 
 def micro_batch(config: dict, key: StoreKey) -> None:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.delta import DeltaCommitter
-from blobstate.commit.group import GroupCommitter, stage_changelog, stage_snapshot
+from blobstate.commit.group import GroupCommitter
 from blobstate.commit.parts import heal_parts
 from blobstate.commit.recover import cleanup_after_restore, recover
 from blobstate.commit.session import StoreSession
@@ -51,6 +51,7 @@ from blobstate.restoring import chain as replay
 from blobstate.restoring.snapshot import restore_snapshot
 from blobstate.testing.simulation import model
 from blobstate.testing.simulation.invariants import Violation
+from blobstate.worker import stage_changelog, stage_snapshot
 
 if TYPE_CHECKING:
     from blobstate.testing.simulation.runner import Simulation
@@ -220,10 +221,10 @@ def group_owner(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, part
 
 
 class _Executor:
-    """Partition ``partition``'s executor host of a partitioned store (``spark/partition_task.py``'s
-    ``LocalPartition``): it outlives every group owner (a driver killed or paused leaves its executors' disks) and
-    keeps the changelogs its tasks staged (``pending/``) until the next batch's task, which heals the committed ones
-    gc took (``blobstate.commit.parts.heal_parts``) and then drops them all."""
+    """Partition ``partition``'s executor host of a partitioned store (``LocalPartition``,
+    ``spark/partitioned/executor/partition.py``): it outlives every group owner (a driver killed or paused leaves its
+    executors' disks) and keeps the changelogs its tasks staged (``pending/``) until the next batch's task, which heals
+    the committed ones gc took (``blobstate.commit.parts.heal_parts``) and then drops them all."""
 
     def __init__(self, sim: Simulation, key: StoreKey, partition: int) -> None:
         self.pending = os.path.join(sim.base, "executors", key.store, f"p{partition}", "pending")

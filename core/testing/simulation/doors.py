@@ -8,7 +8,7 @@ batch it committed (a batch re-run with other data after a sink failed: ``~<atte
 writes). Programs:
 
 - ``driver_query``: a query on a driver store as the driver binding's engine runs it: the Open door
-  (``blobstate.commit.opening.open_store``) with ``blobstate.spark.alignment.plan_alignment`` as its plan, the
+  (``blobstate.commit.opening.open_store``) with ``blobstate.spark.committed.alignment.plan_alignment`` as its plan, the
   restored state checked against what the engine committed, a delta per batch, a snapshot every few; restarted on
   ``switch_to`` after its batches (the store a ``write_state`` wrote for it, ``state_writer``); with ``rerun``, a
   sink that fails after blobstate's commit point, and Spark re-runs the batch with other data;
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
 from blobstate.commit.delta import DeltaCommitter
-from blobstate.commit.group import GroupCommitter, stage_changelog
+from blobstate.commit.group import GroupCommitter
 from blobstate.commit.opening import check_current, open_store
 from blobstate.commit.parts import heal_parts
 from blobstate.errors import BlobstateError, IntegrityError, NothingToRestore
@@ -49,17 +49,19 @@ from blobstate.model.align import EngineLog, align
 from blobstate.model.chain import INITIAL_BATCH, Chain, partition_history
 from blobstate.model.records import PartitionEntry, StoreKey
 from blobstate.restoring.state import plan_state
-from blobstate.spark.alignment import align_partitions, plan_alignment
-from blobstate.spark.state_task import RepositoryRef
-from blobstate.spark.state_write import Target, commit_written, open_destination
+from blobstate.spark.committed.alignment import plan_alignment
+from blobstate.spark.data.executor.tasks import RepositoryRef
+from blobstate.spark.data.write import Target, commit_written, open_destination
+from blobstate.spark.partitioned.driver.partitioning import align_partitions
 from blobstate.testing.simulation import model, rescaler
 from blobstate.testing.simulation.actors import _Executor, committer_of, restore_into
 from blobstate.testing.simulation.invariants import Violation
+from blobstate.worker import stage_changelog
 
 if TYPE_CHECKING:
     from blobstate.commit.backup import StoreCommitter
     from blobstate.repository.repo import Repository
-    from blobstate.spark.alignment import AlignmentPlan
+    from blobstate.spark.committed.alignment import AlignmentPlan
     from blobstate.testing.simulation.runner import Simulation
     from blobstate.testing.simulation.scheduler import Actor
 

@@ -4,20 +4,20 @@ rescale``), through the real code path that does not need Spark.
 ``blobstate.spark.rescale`` is ``read_state``, a key mapping, ``write_state``; Spark only moves rows between them.
 The actor runs the rest as the driver and its tasks would, with the simulated store and log:
 
-1. ``blobstate.spark.rescale.source_chains``: the source group record of the batch rescaled (the batch the first
+1. ``blobstate.spark.data.rescale.source_chains``: the source group record of the batch rescaled (the batch the first
    run of the same command chose: ``--batch B``, or Spark's last commit in the checkpoint location, which do not
    move between reruns) and each old partition's chain up to it;
 2. the destination's committer opened in the work directory of the host the run is on (its journal recovered: a
    run killed before its append is aborted there, one killed after it finished) and
-   ``blobstate.spark.state_write.open_destination``: the destination must be empty, or hold exactly this rescale
+   ``blobstate.spark.data.write.open_destination``: the destination must be empty, or hold exactly this rescale
    (``StateAlreadyWritten``, the ``RescaleAlreadyCommitted`` of the Spark API: its TTLs removed as a new host
    would); the generation pinned;
 3. every old partition's chain restored with the real restore (``read_state``'s task) and each key mapped to its
    new partition (``model.new_partition``, pure as ``key_of`` and Spark's hash are);
 4. each new partition written as a directory and staged as a snapshot of the batch with a TTL
-   (``blobstate.commit.group.stage_snapshot``, ``write_state``'s task; the actor keeps nothing to heal from, as the
+   (``blobstate.worker.stage_snapshot``, ``write_state``'s task; the actor keeps nothing to heal from, as the
    executors' scratch copies are gone once their task ended);
-5. ``blobstate.spark.state_write.commit_written``: the answers checked, then one group record of the new
+5. ``blobstate.spark.data.write.commit_written``: the answers checked, then one group record of the new
    partitions' snapshots committed through the one commit engine.
 
 The outcome of every run is kept (``Simulation.rescale_outcomes``); the run's end reruns the command once more, as an
@@ -29,23 +29,17 @@ from __future__ import annotations
 import shutil
 from typing import TYPE_CHECKING
 
-from blobstate.commit.group import stage_snapshot
 from blobstate.errors import BlobstateError, IntegrityError, NothingToRestore
 from blobstate.model import layout
 from blobstate.model.records import StoreKey
 from blobstate.plugins.dir_store import DirStore
-from blobstate.spark.rescale import source_chains
-from blobstate.spark.state_task import RepositoryRef, Written
-from blobstate.spark.state_write import (
-    DestinationNotEmpty,
-    StateAlreadyWritten,
-    StateWriteRefused,
-    Target,
-    commit_written,
-    open_destination,
-)
+from blobstate.spark.data.executor.tasks import RepositoryRef, Written
+from blobstate.spark.data.rescale import source_chains
+from blobstate.spark.data.write import Target, commit_written, open_destination
+from blobstate.spark.errors import DestinationNotEmpty, StateAlreadyWritten, StateWriteRefused
 from blobstate.testing.simulation.actors import committer_of, restore_into
 from blobstate.testing.simulation.model import new_partition, write_dir
+from blobstate.worker import stage_snapshot
 
 if TYPE_CHECKING:
     from blobstate.repository.repo import Repository

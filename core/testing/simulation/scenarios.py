@@ -33,6 +33,9 @@ Profiles:
   lost between two of its processes.
 - ``all``: ``full`` with the actors of ``rescale``, ``doors``, ``keys`` and ``heal`` together in one scenario
   (issue 39: a million steps with every actor).
+- ``processor``: ``full`` plus two stateful processors (issue 41, ``blobstate.testing.simulation.processor``): a
+  dedup with a TTL and sessions closed by event-time timers, each a query and a later restart of it on the same
+  store, killed or paused past the TTL; their committed state must be the reference fold's.
 
 Every writer of the other profiles pins the generation it opened on (``StoreCommitter(expected_generation=)``,
 as the partitioned driver does and as issue 27 asks of every writer).
@@ -49,7 +52,7 @@ from blobstate.testing.simulation.runner import ActorSpec, Scenario
 from blobstate.testing.simulation.scheduler import Fault
 
 TTL_MS = 60_000
-PROFILES = ("safe", "full", "two-logs", "unpinned", "rescale", "encrypted", "doors", "keys", "heal", "all")
+PROFILES = ("safe", "full", "two-logs", "unpinned", "rescale", "encrypted", "doors", "keys", "heal", "all", "processor")
 #: the profiles whose actors ``all`` runs together in one scenario
 COMBINED = ("rescale", "doors", "keys", "heal")
 
@@ -163,6 +166,11 @@ def scenario(seed: int, profile: str = "full") -> Scenario:
     if _has(profile, "heal"):
         _heal(rng, ttl, stores, specs, faults)
         extras += ("blobstate.testing.simulation.heal_actors",)
+    if profile == "processor":
+        from blobstate.testing.simulation import processor
+
+        processor.add(rng, specs, faults, ttl)
+        extras += (processor.__name__,)
     return Scenario(seed, ttl, stores, specs, _dedupe(faults), logs=("log", "log2") if profile == "two-logs"
                     else ("log",), damage_targets=seed, encrypted=profile == "encrypted", extras=extras)
 

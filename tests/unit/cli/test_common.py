@@ -56,8 +56,9 @@ def test_storage_options_remember_their_secret_values_and_log_options_may_be_non
                                                                                "region": "eu"}
     assert c._SECRETS == ["tok-123"]
     assert c.log_options(()) is None and c.log_options(("table=t",)) == {"table": "t"}
-    assert c.repository("file:///r", None, ("a=1",), ()) == {"repo": "file:///r", "log": None,
-                                                             "storage_options": {"a": 1}, "log_options": None}
+    options = c.repository("file:///r", None, ("a=1",), ())
+    assert options.pop("settings") is not None
+    assert options == {"repo": "file:///r", "log": None, "storage_options": {"a": 1}, "log_options": None}
 
 
 def test_stack_applies_decorators_in_the_order_written():
@@ -196,17 +197,37 @@ def test_an_interrupt_reports_that_no_commit_of_the_watched_store_is_left_open(t
     assert result.output.strip() == "interrupted (SIGINT) again during cleanup: no commit of j/0/s is left open"
 
 
-def test_a_key_file_lasts_exactly_the_command(tmp_path, monkeypatch):
+def test_a_key_file_is_the_commands_setting_and_never_an_environment_variable(tmp_path, monkeypatch):
     monkeypatch.delenv("BLOBSTATE_KEY_FILE", raising=False)
     seen = []
 
     @click.command()
     @c.key_file_option
     def command():
-        seen.append(os.environ.get("BLOBSTATE_KEY_FILE"))
+        seen.append((c.settings().key_file, os.environ.get("BLOBSTATE_KEY_FILE")))
 
     run(command, "--key-file", "~/k.key", HOME=str(tmp_path))
-    assert seen == [str(tmp_path / "k.key")] and "BLOBSTATE_KEY_FILE" not in os.environ
+    assert seen == [(str(tmp_path / "k.key"), None)]
     monkeypatch.setenv("BLOBSTATE_KEY_FILE", "/before.key")
     run(command, "--key-file", "/other.key")
-    assert seen[-1] == "/other.key" and os.environ["BLOBSTATE_KEY_FILE"] == "/before.key"
+    run(command)
+    assert seen[1:] == [("/other.key", "/before.key"), ("/before.key", "/before.key")]
+
+
+def test_a_commands_settings_are_built_once_from_the_environment_and_its_options(monkeypatch, tmp_path):
+    monkeypatch.setenv("BLOBSTATE_WORK_DIR", str(tmp_path / "env"))
+    seen = []
+
+    @click.command()
+    @click.option("--work-dir", default=None)
+    @click.option("--retain", type=int, default=None)
+    def command(work_dir, retain):
+        c.record_command("backup", {"work_dir": work_dir, "retain": retain})
+        seen.append((c.settings(), c.settings()))
+
+    run(command, "--retain", "3")
+    run(command, "--work-dir", str(tmp_path / "cli"))
+    (first, again), (second, _) = seen
+    assert first is again and first.command == "backup" and first.options["retain"] == 3
+    assert first.work_dir == str(tmp_path / "env") and second.work_dir == str(tmp_path / "cli")
+    assert c.repository("file:///r", None, (), ())["settings"].command is None  # outside a command: the environment's

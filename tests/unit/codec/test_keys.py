@@ -12,12 +12,13 @@ import pytest
 
 from blobstate.codec.cipher import ALGORITHM
 from blobstate.codec.keys import EncryptionInfo, KeyConfig, new_encryption, open_cipher, rewrap
+from blobstate.config.options import environment_secrets
+from blobstate.config.settings import Settings
 from blobstate.errors import ConfigurationError, CorruptIndexError, EncryptionKeyError
 from blobstate.plugin.hookspecs import hookimpl
 from blobstate.plugin.interfaces import KeyProvider
 from blobstate.plugin.manager import build_plugin_manager, reset_plugin_manager
 from blobstate.plugin.records import KeyProviderSpec
-from blobstate.repository.options import environment_secrets
 
 URL = "s3://user:hunter22@bucket/repo"
 
@@ -75,11 +76,11 @@ def test_a_configuration_is_given_by_any_of_its_parts_and_required_only_to_encry
         KeyConfig().required(True)
 
 
-def test_the_current_configuration_takes_the_environment_under_the_given_values(monkeypatch):
-    monkeypatch.setenv("BLOBSTATE_KEY_FILE", "/from/env.key")
-    monkeypatch.delenv("BLOBSTATE_KEY_PROVIDER", raising=False)
-    assert KeyConfig.current() == KeyConfig("/from/env.key", None, None)
-    assert KeyConfig.current(key_file="/given.key", key_id="k1") == KeyConfig("/given.key", None, "k1")
+def test_the_configuration_takes_the_settings_under_the_given_values():
+    settings = Settings.from_environ({"BLOBSTATE_KEY_FILE": "/from/env.key"})
+    assert KeyConfig.of(settings) == KeyConfig("/from/env.key", None, None)
+    assert KeyConfig.of(settings, key_file="/given.key", key_id="k1") == KeyConfig("/given.key", None, "k1")
+    assert KeyConfig.of(Settings()) == KeyConfig()
 
 
 def test_a_new_repositorys_data_key_opens_with_its_key_file_and_only_for_its_repository(first):

@@ -9,7 +9,7 @@ import pytest
 
 from blobstate.codec import frame
 from blobstate.commit.backup import StoreCommitter
-from blobstate.commit.group import GroupCommitter, stage_changelog, stage_snapshot
+from blobstate.commit.group import GroupCommitter
 from blobstate.commit.parts import heal_group, heal_parts, void_lost_snapshots
 from blobstate.errors import BlobNotFound
 from blobstate.maintenance.gc import collect
@@ -19,6 +19,7 @@ from blobstate.model.chain import overridden_parts, partition_history, plan_chai
 from blobstate.model.layout import now_ms
 from blobstate.model.records import StoreKey
 from blobstate.repository.repo import Repository
+from blobstate.worker import stage_changelog, stage_snapshot
 
 KEY = StoreKey("flights", "group", "routes")
 TTL = 60_000

@@ -10,11 +10,11 @@ from snapshot_records import KEY, blob, commit_snapshot, index_id, present, stag
 
 from blobstate.commit.recover import plan, recover
 from blobstate.commit.session import StoreSession
+from blobstate.config.options import display_url
 from blobstate.errors import ConfigurationError
 from blobstate.journal import events as ev
 from blobstate.journal.recovery import AbortCommit, FinishCommit, ResolveAppend
 from blobstate.plugin.interfaces import PutRequest
-from blobstate.repository.options import display_url
 
 
 @pytest.fixture

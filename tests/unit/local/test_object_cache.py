@@ -22,9 +22,7 @@ def test_an_entry_is_served_only_when_its_check_accepts_the_bytes(tmp_path):
     assert leftovers == []  # written whole: no temp file stays beside an entry
 
 
-def test_each_repository_has_its_own_directory_under_the_work_base_and_the_setting_turns_it_off(tmp_path,
-                                                                                                monkeypatch):
-    monkeypatch.delenv("BLOBSTATE_OBJECT_CACHE", raising=False)
+def test_each_repository_has_its_own_directory_under_the_work_base(tmp_path):
     one = ObjectCache.for_repository(workdir.host_key("a" * 32, "s3://bucket/repo"), str(tmp_path))
     two = ObjectCache.for_repository(workdir.host_key("b" * 32, "s3://bucket/repo"), str(tmp_path))
     assert one is not None and two is not None
@@ -32,8 +30,6 @@ def test_each_repository_has_its_own_directory_under_the_work_base_and_the_setti
     assert two.directory != one.directory
     one.put("checkpoints/j/0/s/00000000000000000001.json", b"record")
     assert two.get("checkpoints/j/0/s/00000000000000000001.json", lambda d: True) is None
-    monkeypatch.setenv("BLOBSTATE_OBJECT_CACHE", "off")
-    assert ObjectCache.for_repository("a" * 32, str(tmp_path)) is None
 
 
 def test_a_cache_that_cannot_be_written_is_no_error(tmp_path):
@@ -58,16 +54,12 @@ def test_discard_and_retain_only_remove_exactly_the_entries_they_name_or_leave_o
     assert ObjectCache(str(tmp_path / "none")).retain_only([]) == 0  # no directory yet: nothing to do
 
 
-def test_a_writer_uses_the_base_its_work_directory_lies_in_else_its_work_directory(tmp_path, monkeypatch):
+def test_a_writer_uses_the_base_its_work_directory_lies_in_else_its_work_directory(tmp_path):
     from blobstate.model.records import StoreKey
 
-    monkeypatch.delenv("BLOBSTATE_OBJECT_CACHE", raising=False)
-    monkeypatch.setenv("BLOBSTATE_WORK_DIR", str(tmp_path / "default"))
     key, repository = StoreKey("j", "0", "s"), "c" * 32
     own = ObjectCache.for_writer(repository, key, workdir.store_work_dir(repository, key, str(tmp_path / "base")))
     elsewhere = ObjectCache.for_writer(repository, key, str(tmp_path / "somewhere" / "wd"))
     assert own is not None and elsewhere is not None
     assert own.directory == str(tmp_path / "base" / "cache" / repository)
     assert elsewhere.directory == str(tmp_path / "somewhere" / "wd" / workdir.OBJECT_CACHE)  # never the default base
-    monkeypatch.setenv("BLOBSTATE_OBJECT_CACHE", "off")
-    assert ObjectCache.for_writer(repository, key, str(tmp_path / "somewhere" / "wd")) is None

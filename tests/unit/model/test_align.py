@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from blobstate.errors import NothingToRestore
+from blobstate.errors import BrokenChainError, NothingToRestore
 from blobstate.model.align import (
     UNCONFIRMED,
     BatchNotCommitted,
@@ -20,7 +20,7 @@ from blobstate.model.align import (
     engine_batch,
     spark_done,
 )
-from blobstate.model.chain import INITIAL_BATCH, BrokenChainError, plan_chain
+from blobstate.model.chain import INITIAL_BATCH, plan_chain
 from blobstate.model.records import DELTA, Checkpoint, StoreKey
 
 KEY = StoreKey("j", "0", "s")

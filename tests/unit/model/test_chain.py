@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rocksdict import Rdict
 
-from blobstate.errors import ConfigurationError, CorruptIndexError
+from blobstate.errors import BrokenChainError, ConfigurationError, CorruptIndexError
 from blobstate.model import changelog
-from blobstate.model.chain import BrokenChainError, plan_chain, retention, valid_snapshots
+from blobstate.model.chain import plan_chain, retention, valid_snapshots
 from blobstate.model.records import DELTA, Checkpoint, StoreKey
 
 KEY = StoreKey("j", "0", "s")

@@ -289,6 +289,50 @@ def test_a_batch_on_keys_python_calls_equal_reads_and_replays_as_rocksdb_keeps_t
     assert entries(store.items()) == entries(mirror.items())
 
 
+@settings(max_examples=100, deadline=None)
+@given(base=writes, batch=writes)
+def test_batched_reads_and_writes_are_the_single_ones(base, batch, store_and_mirror):
+    """``get_many`` (one multi-get of RocksDB) reads what ``get`` reads key by key, keys Python calls equal kept
+    apart; ``put_many`` stages what ``put`` one after the other stages."""
+    store, mirror = store_and_mirror
+    for db in (store, mirror):
+        for key in list(db.keys()):
+            db.delete(key)
+    for key, value in base:
+        store.delete(key) if value is None else store.put(key, value)
+    batched, single = c.StagedWrites(store), c.StagedWrites(store)
+    for key, value in batch:
+        if value is None:
+            batched.delete(key)
+            single.delete(key)
+        else:
+            batched.put_many([(key, value)])
+            single.put(key, value)
+    batched.put_many([(k, v) for k, v in batch[:3] if v is not None])
+    for key, value in batch[:3]:
+        if value is not None:
+            single.put(key, value)
+    missing = object()
+    assert repr(batched.ops()) == repr(single.ops())
+    got = batched.get_many(CLASHING + CLASHING[::-1], missing)
+    want = [single.get(key, missing) for key in CLASHING + CLASHING[::-1]]
+    assert all(same(g, w) for g, w in zip(got, want, strict=True)), (got, want)
+    plain = {}  # a store that is not RocksDB: read key by key
+    assert c.StagedWrites(plain).get_many(["a", b"a"], "none") == ["none", "none"]
+
+
+def test_put_many_with_one_bad_pair_stages_nothing(db):
+    view = c.StagedWrites(db)
+    view.put("kept", "old")
+    with pytest.raises(ConfigurationError, match="not list"):
+        view.put_many([("kept", "new"), ("k2", [1]), ("k3", "v")])
+    assert view.ops() == [(c.PUT, "kept", "old")]
+    view.put_many(iter([("a", 1), ("kept", "new"), ("a", 2)]))
+    assert view.ops() == [(c.PUT, "kept", "new"), (c.PUT, "a", 2)]
+    view.delete("a")
+    assert view.get_many(["a", "kept", "nope"], "d") == ["d", "new", "d"]
+
+
 @pytest.mark.parametrize("bad", [[1], {"a": 1}, None, object(), (1,)], ids=["list", "dict", "None", "object", "tuple"])
 def test_other_types_are_refused_when_written_naming_the_type(db, bad):
     view = c.StagedWrites(db)

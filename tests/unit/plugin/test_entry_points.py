@@ -64,10 +64,11 @@ def test_a_zip_on_the_path_counts_by_its_mtime_and_size(tmp_path):
     assert ep.fingerprint([str(archive)]) != before
 
 
-def test_the_cache_lives_in_blobstate_cache_dir_or_the_user_cache_dir(monkeypatch, tmp_path):
-    monkeypatch.setenv("BLOBSTATE_CACHE_DIR", str(tmp_path))
-    assert ep.cache_path() == os.path.join(str(tmp_path), "entry-points.json")
-    monkeypatch.delenv("BLOBSTATE_CACHE_DIR")
+def test_the_cache_lives_in_the_settings_cache_dir_or_the_user_cache_dir(monkeypatch, tmp_path):
+    from blobstate.config.settings import Settings
+
+    given = Settings.from_environ({"BLOBSTATE_CACHE_DIR": str(tmp_path)}).cache_dir
+    assert ep.cache_path(given) == os.path.join(str(tmp_path), "entry-points.json")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert ep.cache_path() == os.path.join(str(tmp_path / "xdg"), "blobstate", "entry-points.json")
 

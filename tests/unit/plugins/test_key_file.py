@@ -10,10 +10,10 @@ import os
 
 import pytest
 
+from blobstate.config.options import environment_secrets
 from blobstate.errors import ConfigurationError, EncryptionKeyError
 from blobstate.plugins import key_file as kf
 from blobstate.plugins.key_file import FileKeyProvider, read_key_file
-from blobstate.repository.options import environment_secrets
 
 RAW = bytes(range(100, 132))
 HEX = "3f" * 32

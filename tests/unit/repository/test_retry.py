@@ -207,9 +207,15 @@ def test_a_native_batch_call_is_one_retried_call(tmp_path):
     assert inner.calls["delete_many"] == 2 and [i.blob_id for i in store.list("job/0/s")] == [blob(2)]
 
 
-def test_the_attempts_come_from_the_settings(monkeypatch):
-    monkeypatch.setenv("BLOBSTATE_RETRY_ATTEMPTS", "2")
+def test_the_attempts_come_from_the_settings_the_store_was_opened_with(tmp_path):
+    from blobstate.config.settings import Settings
+    from blobstate.repository.backends import open_blob_store
+
+    settings = Settings.from_environ({"BLOBSTATE_RETRY_ATTEMPTS": "2"})
+    store = open_blob_store(f"file://{tmp_path}", settings=settings)
+    assert isinstance(store, RetryingBlobStore) and store.attempts == 2
     fn = Flaky(*(ConnectionResetError("down") for _ in range(5)))
     with pytest.raises(StorageError, match="failed after 2 attempts"):
-        call_with_retry(fn, "read of x")
+        store._call(fn, "read of x")
     assert fn.calls == 2
+    assert open_blob_store(f"file://{tmp_path}").attempts == 5  # no settings handed in: the defaults

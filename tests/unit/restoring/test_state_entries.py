@@ -11,11 +11,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rocksdict import AccessType, Options, Rdict
 
-from blobstate.errors import NothingToRestore
+from blobstate.errors import BatchNotRetained, NothingToRestore
 from blobstate.model.records import DELTA, Checkpoint, StoreKey
 from blobstate.restoring import entries
 from blobstate.restoring.entries import Undecoded
-from blobstate.restoring.state import BatchNotRetained, chain_at, change_range, plan_changes, state_range
+from blobstate.restoring.state import chain_at, change_range, plan_changes, state_range
 
 KEY = StoreKey("j", "0", "s")
 scalars = st.one_of(st.text(), st.binary(), st.integers(min_value=-(2**200), max_value=2**200),

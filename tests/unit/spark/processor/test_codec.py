@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from blobstate.spark.errors import StateVariableError
 from blobstate.spark.processor.codec import EPOCH, KeyCodec, ValueCodec, decode, encode, from_u64, u64
-from blobstate.spark.processor.errors import StateVariableError
 from blobstate.spark.processor.schema import parse
 
 INT_STR = KeyCodec(parse("a bigint, b string"), what="key")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from blobstate.spark.processor.errors import StateVariableError
+from blobstate.spark.errors import StateVariableError
 from blobstate.spark.processor.grouping import PandasInputs, RowInputs, as_table, group_by_key
 
 
@@ -42,3 +42,14 @@ def test_row_inputs_are_rows_with_the_input_columns():
     groups = group_by_key(pa.table({"k": ["b", "a", "b"], "v": [1, 2, 3]}), ["k"])
     rows = list(RowInputs(groups).rows(1))
     assert [(r.k, r.v) for r in rows] == [("b", 1), ("b", 3)] and rows[0].asDict() == {"k": "b", "v": 1}
+
+
+def test_pandas_inputs_skipped_and_revisited_groups_are_the_right_rows():
+    table = pa.table({"k": ["c", "a", "b", "c", "a", "d"], "v": list(range(6))})
+    inputs = PandasInputs(group_by_key(table, ["k"]), max_records=10)
+    assert next(inputs.frames(2))["v"].tolist() == [0, 3]  # groups 0 and 1 passed over by the splitter
+    assert next(inputs.frames(0))["v"].tolist() == [1, 4]  # asked again out of key order: sliced directly
+    last = next(inputs.frames(3))
+    assert last["v"].tolist() == [5] and list(last.index) == [0]
+    last.loc[0, "v"] = 99  # writing into a frame does not reach another key's
+    assert next(inputs.frames(1))["v"].tolist() == [2]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from blobstate.model.changelog import StagedWrites, apply_ops
-from blobstate.spark.processor.errors import StateSchemaError, StateVariableError
+from blobstate.spark.errors import StateSchemaError, StateVariableError
 from blobstate.spark.processor.handle import Handle, QueryInfo, Runtime, canonical_time_mode
 from blobstate.spark.processor.schema import parse
 from blobstate.spark.processor.store import VALUES, Store

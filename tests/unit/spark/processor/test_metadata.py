@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from blobstate.model.changelog import StagedWrites
-from blobstate.spark.processor.errors import StateSchemaError
+from blobstate.spark.errors import StateSchemaError
 from blobstate.spark.processor.metadata import Declared, Metadata, load, reconcile, save
 from blobstate.spark.processor.schema import parse
 from blobstate.spark.processor.store import META_KEY, Store

@@ -6,8 +6,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from blobstate.spark.errors import StateVariableError
 from blobstate.spark.processor import output
-from blobstate.spark.processor.errors import StateVariableError
 from blobstate.spark.processor.output import OutputCollector
 from blobstate.spark.processor.schema import parse
 
@@ -23,6 +23,16 @@ def test_pandas_frames_by_name_or_position_in_chunks(monkeypatch):
     table = out.table()
     assert table.schema == SCHEMA.arrow() and table.to_pylist() == [
         {"k": "a", "n": 1}, {"k": "b", "n": 2}, {"k": "c", "n": 3}]
+
+
+def test_pandas_chunk_of_mixed_shapes_joins_as_pandas_concat(monkeypatch):
+    monkeypatch.setattr(output, "CHUNK_FRAMES", 3)
+    out = OutputCollector(SCHEMA, "pandas")  # chunk 1: one shape (NumPy join); chunk 2: dtypes differ (concat)
+    out.add([pd.DataFrame({"k": ["a"], "n": [1]}), pd.DataFrame({"k": ["b", "c"], "n": [2, 3]}),
+             pd.DataFrame({"k": ["d"], "n": [4]})], where="h")
+    out.add([pd.DataFrame({"k": ["e"], "n": [5]}), pd.DataFrame({"k": ["f"], "n": [6.0]}),
+             pd.DataFrame({"n": [7], "k": ["g"]})], where="h")
+    assert out.table().to_pylist() == [{"k": k, "n": n} for n, k in enumerate("abcdefg", start=1)]
 
 
 @pytest.mark.parametrize("emitted, match", [([{"k": "a"}], "DataFrame"), ([pd.DataFrame({"k": ["a"]})], "'n'"),

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.streaming import StatefulProcessor
 
-from blobstate.spark.processor.errors import StateVariableError
+from blobstate.spark.errors import StateVariableError
 from blobstate.spark.processor.readers import StateReader
 from blobstate.spark.processor.runner import ProcessorSpec
 from tests.unit.spark.processor.conftest import Batches

@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor
 
-from blobstate.spark.processor.errors import StateSchemaError, StateVariableError
+from blobstate.spark.errors import StateSchemaError, StateVariableError
 from blobstate.spark.processor.runner import ProcessorSpec, advance_watermark
 from blobstate.spark.processor.store import TIMERS_BY_KEY, TIMERS_BY_TIME, TTL_INDEX, VALUES
 from tests.unit.spark.processor.conftest import Batches, raw_keys

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from blobstate.errors import EXIT_USAGE
-from blobstate.spark.processor.errors import StateSchemaError, StateVariableError
+from blobstate.spark.errors import StateSchemaError, StateVariableError
 from blobstate.spark.processor.schema import Field, Schema, check_evolution, checker, parse
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from blobstate.model.changelog import StagedWrites, apply_ops
+from blobstate.spark.errors import StateVariableError
 from blobstate.spark.processor.codec import KeyCodec
-from blobstate.spark.processor.errors import StateVariableError
 from blobstate.spark.processor.handle import Handle, QueryInfo, Runtime
 from blobstate.spark.processor.schema import parse
 from blobstate.spark.processor.store import MAP, TTL_INDEX, VALUES, Store

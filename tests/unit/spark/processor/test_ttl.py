@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from blobstate.model.changelog import StagedWrites
-from blobstate.spark.processor.errors import StateVariableError
+from blobstate.spark.errors import StateVariableError
 from blobstate.spark.processor.store import Store
 from blobstate.spark.processor.ttl import TtlIndex, expired, expiry, ttl_duration
 

@@ -1,0 +1,150 @@
+"""The task of a partitioned micro-batch, on an executor: one Spark task per partition and batch. Spark-agnostic but
+for the task context it reads.
+
+Task ``p`` of batch ``b`` (``run_partition``), in the Python worker that runs it:
+
+1. takes partition ``p``'s local directory under ``local_dir`` (a lock file: one attempt at a time on a host) and
+   its RocksDB: kept open by this Python worker since its last task, or taken over from the process that has it
+   open (``blobstate.spark.partitioned.executor.partition.LocalPartition``);
+2. brings its RocksDB to the state after batch ``b - 1`` as the driver's committed records say
+   (``LocalPartition.ensure_at``): the local copy is reused when its marker names a record of the chain, and the
+   committed deltas after it are applied (each from the changelog this host kept when it wrote it, or downloaded,
+   always checked against the record's size and CRC32C); otherwise (a wiped or moved partition, a divergent
+   copy) it is restored from the repository (``blobstate.worker.restore_partition``: snapshot, then deltas);
+3. runs ``update(db, rows, ctx)`` on ``blobstate.model.changelog.StagedWrites``: nothing reaches RocksDB;
+4. uploads the batch's changelog with a TTL (``blobstate.worker.stage_changelog``) and keeps a copy;
+5. returns one small ``Prepare`` record, with who ran it (the executor, Spark's task attempt id and stage attempt:
+   ``blobstate.spark.executor.identity.TaskIdentity``). Nothing is applied locally yet: the driver may commit another
+   attempt's part, or none. The next batch applies whichever part the group record committed (step 2).
+
+Only committed records are ever applied to a local copy, so a retried, speculative or stale attempt never leaves
+a trace in any state; its blob expires by its TTL. Applying a changelog twice gives the same state (each op sets a
+key's final value or deletes it), so a crash between applying and writing the marker is harmless.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from blobstate.config.settings import Settings
+from blobstate.model import changelog
+from blobstate.model.layout import now_ms
+from blobstate.model.records import Checkpoint, PartitionEntry, StoreKey
+from blobstate.spark.executor.identity import TaskIdentity, task_identity, task_partition
+from blobstate.spark.executor.rows import arrow_rows, pickled_batch
+from blobstate.spark.partitioned.executor.partition import LocalPartition
+from blobstate.worker import heal_parts, stage_changelog, worker_repository
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class PartitionContext:
+    """What ``update`` learns about its task: ``partition`` of ``num_partitions``, ``batch_id``, the Spark task
+    ``attempt`` number (0 first; a re-run stage starts again at 0), the query id, and Spark's ``task_attempt_id``
+    (unique within the SparkContext)."""
+
+    partition: int
+    num_partitions: int
+    batch_id: int
+    attempt: int
+    query_id: str
+    task_attempt_id: int = 0
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """What the driver sends every task of batch ``batch_id`` (picklable): the repository, the group's ``key``,
+    ``local_dir``, the blob TTL ``ttl_ms``, the group generation ``base`` the driver will append after, the batch
+    the state must be at (``upto``: ``batch_id - 1``, None for the first batch) and each partition's committed
+    records (``records[p]``, group records expanded, by generation). ``fault_hook(stage, ctx)`` is called after
+    the upload (stage ``"uploaded"``): fault injection for tests and drills. ``settings``: the driver's, which the
+    tasks run with (``Settings.on_executor``), never their own environment's."""
+
+    repo: str
+    key: StoreKey
+    local_dir: str
+    num_partitions: int
+    batch_id: int
+    base: int
+    upto: int | None
+    records: dict[int, tuple[Checkpoint, ...]]
+    query_id: str = ""
+    log_url: str | None = None
+    storage_options: dict[str, Any] | None = None
+    ttl_ms: int = 0
+    fault_hook: Callable[[str, PartitionContext], None] | None = None
+    settings: Settings = field(default_factory=Settings)
+
+
+@dataclass(frozen=True)
+class Prepare:
+    """A task's answer: partition ``partition``'s part ``entry`` of batch ``batch_id``, written by ``attempt`` (the
+    task's attempt number) on top of group generation ``base`` from the state after record ``state_record`` (``""``:
+    empty). How it got there: ``restored`` (a restore from the repository, not the local copy), ``files_downloaded``,
+    ``bytes_downloaded``, ``ms`` (the whole task). Who ran it: ``task`` (the executor, Spark's task attempt id, which
+    ``entry.attempt`` records, and the stage attempt). ``local``: the copy on the task's host was current (nothing
+    downloaded)."""
+
+    partition: int
+    batch_id: int
+    attempt: int
+    base: int
+    entry: PartitionEntry
+    created_ms: int
+    state_record: str
+    restored: bool
+    files_downloaded: int
+    bytes_downloaded: int
+    ms: float
+    task: TaskIdentity = TaskIdentity()
+
+    @property
+    def local(self) -> bool:
+        return not self.restored and self.files_downloaded == 0
+
+
+Update = Callable[[changelog.StagedWrites, Iterable[Any], PartitionContext], None]
+
+
+def run_partition(plan: BatchPlan, update: Update, partition: int, rows: Iterable[Any]) -> Iterator[Prepare]:
+    """Steps 1-5 of the module docstring for ``partition`` (``mapPartitionsWithIndex``); yields one ``Prepare``.
+
+    Raises what the restore raises (``IntegrityError``, ``BrokenChainError``), the user function's error (nothing
+    uploaded), ``StorageError`` from the upload, ``CommitInProgressError`` when another attempt holds the partition.
+    """
+    t0, created = time.perf_counter(), now_ms()  # the TTL budget of everything this task uploads counts from here
+    task = task_identity()
+    ctx = PartitionContext(partition, plan.num_partitions, plan.batch_id, task.attempt, plan.query_id,
+                           task.task_attempt_id)
+    repo = worker_repository(plan.repo, plan.log_url, plan.storage_options, plan.settings)
+    with LocalPartition(plan.local_dir, plan.key, partition) as local:
+        # the committed changelogs this host kept, put back when a late group's gc took them (issue 27 case 2)
+        heal_parts(repo, plan.records.get(partition, ()), local.kept, ttl_ms=plan.ttl_ms)
+        fetched = local.ensure_at(repo, plan.records.get(partition, ()), plan.upto)
+        view = changelog.StagedWrites(local.open_db())
+        update(view, rows, ctx)
+        ops = view.ops()
+        data = changelog.encode(ops)
+        entry = stage_changelog(repo, plan.key, partition=partition, batch_id=plan.batch_id, data=data,
+                                ttl_ms=plan.ttl_ms, attempt=task.task_attempt_id, base=plan.base)
+        local.keep(entry, data)
+        local.owned.stage(entry.checkpoint_id, ops)
+    if plan.fault_hook is not None:
+        plan.fault_hook("uploaded", ctx)
+    yield Prepare(partition, plan.batch_id, ctx.attempt, plan.base, entry, created, fetched.record,
+                  fetched.restored, fetched.files, fetched.bytes, (time.perf_counter() - t0) * 1000, task)
+
+
+def arrow_task(plan: BatchPlan, update: Update, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The task of the DataFrame path (``mapInArrow``, ``blobstate.spark.partitioned.driver.job``): partition
+    ``TaskContext.partitionId()``'s rows through ``update``, its ``Prepare`` back as one pickled row."""
+    for prepare in run_partition(plan, update, task_partition(), arrow_rows(batches)):
+        yield pickled_batch(prepare)
+
+
+__all__ = ["BatchPlan", "PartitionContext", "Prepare", "Update", "arrow_task", "run_partition"]
