@@ -356,7 +356,8 @@ def copy(*, source: str, target: str, source_log: str | None = None, target_log:
     with the target's (an empty target is created encrypted when it has a key). Raises ``NothingToRestore`` (exit
     5) for a ``store`` without checkpoints, ``IntegrityError`` (exit 3) for a source object that does not match its
     record (that record is not copied; those before it are), ``FencedError`` (exit 4) when another writer appends
-    at the target, ``EncryptionKeyError`` (exit 3) for a key that does not open its side.
+    at the target, ``DivergedTargetError`` (exit 4) when a target store took records of its own (a fail-over: the
+    copy only fast-forwards), ``EncryptionKeyError`` (exit 3) for a key that does not open its side.
     """
     from blobstate.codec.keys import KeyConfig
     from blobstate.commit.copy import copy_stores

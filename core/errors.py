@@ -149,6 +149,20 @@ class ObjectChangedError(BlobstateError):
     exit_code = EXIT_FENCED
 
 
+class DivergedTargetError(BlobstateError):
+    """``blobstate copy`` found the target store moved on by itself (exit 4, like a fenced writer: another writer
+    holds the target): it holds a record the source does not after the last one they share, or shares none with the
+    source while its newest is not the one the source's oldest follows (git's non-fast-forward). Nothing is copied
+    to that store; appending the source's records would bury the target's own newest state and let the source's
+    retention prune it. ``own``: the target's record ids the source lacks (newest last)."""
+
+    exit_code = EXIT_FENCED
+
+    def __init__(self, message: str, *, own: tuple[str, ...] = ()) -> None:
+        self.own = own
+        super().__init__(message)
+
+
 class NothingToRestore(BlobstateError):
     """No checkpoint exists for the store key (or none matches the requested one)."""
 

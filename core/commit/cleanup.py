@@ -6,7 +6,8 @@ One executor serves the three verbs that clean up (Samza's post-commit and resto
   commit's uploads, the heal check of a late commit, deferred deletes by retention, pruning of local checkpoints,
   ``CommitCompleted``); before it: ``abort``;
 - recover, replaying the journal: ``finish`` or ``abort`` per open commit;
-- restore's init step on a host without the writer's journal: ``init_cleanup`` from the latest index alone.
+- restore's init step on a host without the writer's journal: ``init_cleanup`` from the latest index alone (TTLs
+  only; a writer's take-over applies retention too).
 
 Every action is idempotent, so a crash in the middle is finished by running it again. Deletes never touch a blob
 that a retained snapshot references: references are computed from the indexes, and an unreadable retained index
@@ -135,11 +136,16 @@ def _drop(repo: Repository, key: StoreKey, expiring: list[Checkpoint], retained:
 def init_cleanup(repo: Repository, key: StoreKey, work_dir: str | None = None, *,
                  commit_point: CommitPoint | None = None) -> None:
     """Samza's restore-time init without a journal (a new host): remove the TTL of everything the latest checkpoint
-    references (with deltas: the latest snapshot and every delta's changelog) and apply the retention its writer
-    recorded (the deferred deletes: with a retention of 1, exactly the blobs its ``filesRemoved`` lists). A snapshot
-    that records no retention (an older writer) is not pruned. With ``work_dir`` the latest checkpoint is
-    remembered there as cleaned up (``mark_completed``). A writer's (``commit_point``) take-over of a partitioned
-    store first voids a latest group whose parts are gone (``parts.void_if_lost``)."""
+    references (with deltas: the latest snapshot and every delta's changelog). A writer's take-over (with its
+    ``commit_point``) then applies the retention the latest snapshot's writer recorded (the deferred deletes: with
+    a retention of 1, exactly the blobs its ``filesRemoved`` lists), and only while no record it did not append
+    follows that latest one (``apply_retention``'s ``committed``: a newer record's retention is its writer's). A
+    reader (no ``commit_point``: a restore on another host) prunes nothing (Safety rule 15): the retention it read
+    may be older than the log it would act on (a writer raised ``--retain`` meanwhile), and a reader pins no view;
+    writers and ``blobstate gc`` apply retention. A snapshot that records no retention (an older writer) is not
+    pruned. With ``work_dir`` the latest checkpoint is remembered there as cleaned up (``mark_completed``). A
+    writer's take-over of a partitioned store first voids a latest group whose parts are gone
+    (``parts.void_if_lost``)."""
     latest = repo.log.latest(key)
     if latest is None:
         return
@@ -163,9 +169,9 @@ def init_cleanup(repo: Repository, key: StoreKey, work_dir: str | None = None, *
         ids |= ref.objects
         index = ref.index or index
     repo.store.remove_ttl_many(owned(key, sorted(ids), what=f"the records of {key}"))
-    policy = recorded_policy(index) if index is not None else None
+    policy = recorded_policy(index) if index is not None and commit_point is not None else None
     if policy is not None:
-        apply_retention(repo, key, policy, commit_point=commit_point)
+        apply_retention(repo, key, policy, commit_point=commit_point, committed=latest)
     if work_dir is not None:
         mark_completed(work_dir, latest.checkpoint_id)
 

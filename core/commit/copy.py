@@ -20,17 +20,21 @@ commit room's):
    read with the source's key, written with the target's, and a data blob stored as its index entry records it
    (``codec``), since the index is copied as it is;
 3. the TTL budget (counted from when this copy commit began), then ``CommitEngine.append`` of the record, unchanged
-   but for its generation (the target log's next): checkpoint id, batch id, query id, lineage, time and writer
-   stay the source's, so a Spark query restarts from the copy as from the source
-   (``blobstate.spark.committed.alignment`` reads batch and query ids); then ``CleanupExecutor.finish`` (TTLs
+   but for its generation (the target log's next) and its writer id marked as a copy's (``copied_by``): checkpoint
+   id, batch id, query id, lineage and time stay the source's, so a Spark query restarts from the copy as from the
+   source (``blobstate.spark.committed.alignment`` reads batch and query ids); then ``CleanupExecutor.finish`` (TTLs
    removed, a late append healed, the retention the source writer recorded applied at the target); then rule 5's
-   heal check, whatever the timing
-   (``StoreCopier.heal``): every object the record references is looked for in one listing, and one that is gone
-   (counted as held, then taken by gc before the append) is put back from the source, permanent.
+   heal check, whatever the timing (``StoreCopier.heal``): every object the record references is looked for in one
+   listing, and one that is gone (counted as held, then taken by gc before the append) is put back from the source,
+   permanent.
 
 Records are copied in the source log's generation order, and only records newer than what the target already
-holds: after the newest source record whose checkpoint id the target has (none: the records newer, by creation
-time, than the target's newest; an empty target: all). A record the target holds is never appended twice (its id
+holds: after the newest source record whose checkpoint id the target has (none: all of them, when the target's
+newest came from a copy, or the source's oldest snapshot follows it; an empty target: all). A copy
+only fast-forwards (``to_copy``): a target that holds a record of its own after the last one it shares with the
+source, or shares none that the source's oldest follows, took writes of its own (a fail-over) and is refused
+(``DivergedTargetError``, exit 4), so the source's records are never put on top of the target's newest state and
+the source's recorded retention never prunes it. A record the target holds is never appended twice (its id
 is looked up first), so a rerun after a kill finishes the job: recovery of this host's journal (run when the
 target store's committer opens) aborts a copy commit cut before its append (its uploads are deleted or expire)
 and finishes one cut after it; a rerun with nothing new uploads nothing.
@@ -41,7 +45,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from blobstate.commit import healing
@@ -51,20 +55,23 @@ from blobstate.commit.engine import landed_late
 from blobstate.commit.opening import open_store
 from blobstate.commit.point import check_ttl_budget
 from blobstate.config.options import display_url
-from blobstate.errors import ChecksumMismatch
+from blobstate.errors import BlobstateError, ChecksumMismatch, DivergedTargetError
 from blobstate.journal import events as ev
 from blobstate.local.checksum import Crc32cSink, crc32c_bytes
 from blobstate.model import layout
 from blobstate.model.chain import overridden_parts
 from blobstate.model.index import SnapshotIndex
 from blobstate.model.layout import DEFAULT_TTL_MS, FAR_FUTURE_MS, ObjectKind, now_ms
-from blobstate.model.records import DELTA, GROUP, Checkpoint, StoreKey
+from blobstate.model.records import DELTA, GROUP, MAX_TEXT, Checkpoint, StoreKey
 from blobstate.model.retention import KEEP_ALL, RetentionPolicy
 from blobstate.plugin.interfaces import PutRequest
 from blobstate.repository import host
 from blobstate.repository.repo import Repository, declared
 
 log = logging.getLogger(__name__)
+
+#: what a record a copy appended carries before its source writer's id (``copied_by``)
+COPIED = "blobstate-copy:"
 
 
 @dataclass
@@ -86,17 +93,37 @@ class CopyReport:
                 "blobsPresent": self.blobs_present}
 
 
-def to_copy(source: list[Checkpoint], target: list[Checkpoint], upto: Checkpoint | None = None
+def to_copy(source: list[Checkpoint], target: list[Checkpoint], upto: Checkpoint | None = None, *,
+            follows: Callable[[], str | None] | None = None
             ) -> tuple[list[Checkpoint], list[Checkpoint], list[Checkpoint]]:
     """``(to copy, held already, skipped)`` of the source history ``source`` against the target's ``target``
-    (both oldest generation first), in the source's order (see the module docstring). Pure."""
+    (both oldest generation first), in the source's order (see the module docstring). Pure but for ``follows``.
+
+    Fast-forward only (git's push): ``DivergedTargetError`` (exit 4) when the target holds a record the source does
+    not after the last record they share (its own writer committed there: a fail-over), or when they share none and
+    the target is not empty, unless the target's newest record came from a copy (its writer id marked ``COPIED``,
+    ``copied_by``: the source pruned what it had copied, as a source with ``--retain N`` does after N backups) or the
+    source's oldest record follows it (``follows()``: the index id the source's oldest snapshot names as its
+    previous, ``prevSnapshotIndexBlobId``; None when unknown: a target an older blobstate copied into). A void
+    record at the target (``voids``: the target's own bookkeeping of lost parts) holds no state and never counts as
+    diverging."""
     held = {cp.checkpoint_id for cp in target}
+    ids = {cp.checkpoint_id for cp in source}
     matched = [i for i, cp in enumerate(source) if cp.checkpoint_id in held]
+    states = [cp for cp in target if not cp.voids]
     if matched:
+        last = source[matched[-1]].checkpoint_id
+        at = max(i for i, cp in enumerate(target) if cp.checkpoint_id == last)
+        since = [cp for cp in target[at + 1:] if cp.checkpoint_id not in ids and not cp.voids]
+        if since:
+            raise _diverged(source, since, f"after checkpoint {last}, the last one both hold")
         after = source[matched[-1] + 1:]
-    elif target:
-        newest = max(cp.created_time_ms for cp in target)
-        after = [cp for cp in source if cp.created_time_ms > newest]
+    elif states and source and not states[-1].writer_id.startswith(COPIED):  # the target's newest is its own
+        parent = follows() if follows is not None else None
+        if parent is None or parent != states[-1].index_blob_id:
+            raise _diverged(source, states, "and none that the source's oldest checkpoint follows from (the "
+                            "source pruned every checkpoint they shared, or the target never was its copy)")
+        after = list(source)
     else:
         after = list(source)
     fresh = [cp for cp in after if cp.checkpoint_id not in held]
@@ -105,6 +132,27 @@ def to_copy(source: list[Checkpoint], target: list[Checkpoint], upto: Checkpoint
     chosen = {cp.checkpoint_id for cp in fresh}
     present = [cp for cp in source if cp.checkpoint_id in held]
     return fresh, present, [cp for cp in source if cp.checkpoint_id not in chosen and cp.checkpoint_id not in held]
+
+
+def copied_by(writer_id: str) -> str:
+    """The writer id a copied record carries at the target: the source's, marked as a copy's (``COPIED``), so a
+    later copy tells the target's records that came from a copy from those its own writer committed."""
+    return writer_id if writer_id.startswith(COPIED) else (COPIED + writer_id)[:MAX_TEXT]
+
+
+def _diverged(source: list[Checkpoint], own: list[Checkpoint], where: str) -> DivergedTargetError:
+    """The refusal of a copy onto a target that moved on: names the target's own records and what to do."""
+    key = own[-1].store_key
+    names = ", ".join(f"{cp.checkpoint_id} (generation {cp.generation}, batch {cp.batch_id})" for cp in own[-5:])
+    newest = f"; the source's newest is {source[-1].checkpoint_id}" if source else ""
+    return DivergedTargetError(
+        f"refusing to copy {key}: the target holds {len(own)} checkpoint(s) of its own, which the source does not "
+        f"hold, {where}: "
+        f"{names}{newest}. Its own writer committed there (a fail-over?); copying would put the source's records on "
+        "top of the target's newest state and apply the source's retention to it. Stop the writer of one side, "
+        "then either copy the other way (the target is now the primary), or, to make the target a copy of the "
+        "source again, restore what you need from it and remove that store from the target (or copy into a new "
+        "repository)", own=tuple(cp.checkpoint_id for cp in own))
 
 
 class StoreCopier:
@@ -141,8 +189,23 @@ class StoreCopier:
         so a rival copy that appends after the read fences this one's first append instead of being appended again.
         Returns ``to_copy``'s ``(records, present, skipped)``; raises what the read raises, with the committer
         closed."""
-        return open_store(self.key, self.target, lambda held: to_copy(source, held, upto),
+        return open_store(self.key, self.target, lambda held: to_copy(source, held, upto,
+                                                                      follows=lambda: self.follows(source)),
                           committer=lambda: self.committer).plan
+
+    def follows(self, source: list[Checkpoint]) -> str | None:
+        """The index id the source's oldest record follows (its index's ``prevSnapshotIndexBlobId``): ``to_copy``'s
+        evidence that a target sharing no record with the source is behind it, not beside it. None for a delta or a
+        group, a first snapshot, or an index that does not read (then the copy is refused, never guessed)."""
+        first = source[0]
+        if first.is_delta or first.is_group:
+            return None
+        try:
+            return self.source.read_index(first).prev_snapshot_index_blob_id
+        except BlobstateError as exc:
+            log.warning("the index of %s's oldest checkpoint %s does not read (%s)", self.key, first.checkpoint_id,
+                        exc)
+            return None
 
     def copy(self, records: list[Checkpoint], report: CopyReport) -> None:
         """Commit each of ``records`` (in order) at the target; raises what a commit raises (``IntegrityError``
@@ -219,7 +282,8 @@ class StoreCopier:
         except BaseException as exc:
             c.engine.abort(commit_id, exc)
             raise
-        checkpoint = c.engine.append(record.with_generation(0), budget_checked=True)
+        checkpoint = c.engine.append(replace(record, generation=0, writer_id=copied_by(record.writer_id)),
+                                     budget_checked=True)
         c.engine.finish_quietly(commit_id, checkpoint, late=landed_late(started, self.ttl_ms))
         self.heal(wanted, indexes, files, parts, report)
         self.mine |= wanted

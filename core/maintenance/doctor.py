@@ -170,7 +170,8 @@ def _reach(report: DoctorReport, store: BlobStore, url: str) -> bool:
 
 def _marker(report: DoctorReport, store: BlobStore, url: str) -> Any:
     from blobstate.config.units import iso_time
-    from blobstate.repository.marker import read_marker, scan_location
+    from blobstate.repository.location import scan_location
+    from blobstate.repository.marker import read_marker
 
     try:
         info = read_marker(store)

@@ -79,6 +79,17 @@ def open_checkpoint_log(url: str, *, settings: Settings | None = None, storage_o
                        settings=settings, **extra)
 
 
+def open_repository_log(url: str, log: str | None, store: BlobStore, storage_options: dict[str, Any] | None,
+                        log_options: dict[str, Any] | None, settings: Settings) -> CheckpointLog:
+    """The checkpoint log of the repository at ``url`` (open on ``store``): ``log``, default the file log inside it
+    (sharing ``store``); a log on another URL of the repository's scheme gets ``storage_options`` unless
+    ``log_options`` are given (same cloud, same credentials), any other log ``log_options``."""
+    if log is None or normalize_url(log) == url:
+        return open_checkpoint_log(url, settings=settings, storage_options=storage_options, blob_store=store)
+    same_cloud = log_options is None and url_scheme(normalize_url(log)) == url_scheme(url)
+    return open_checkpoint_log(log, settings=settings, storage_options=storage_options if same_cloud else log_options)
+
+
 def open_local_store(store_type: str, *, settings: Settings | None = None, **options: Any) -> LocalStore:
     """The local store plugin for ``store_type`` (``rocksdb``, ``dir``, or a third party's), selected with
     ``settings`` (default ``Settings()``)."""

@@ -12,7 +12,8 @@ next backup adds the marker.
 
 A repository has exactly one checkpoint log: ``checkpointLog`` is its identity
 (``blobstate.repository.log_identity``), written with the marker by the first writer, or recorded by the first
-command that opens a repository whose marker lacks it (a marker from before the field). ``bind_log`` refuses every
+writer that opens a repository whose marker lacks it (a marker from before the field) with a log that holds
+records, or into a repository without indexes (a reader never records one). ``bind_log`` refuses every
 other log (``LogMismatchError``, exit 2); ``blobstate init --log NEW --change-log`` moves the repository to another
 log on purpose. The marker is created exclusively, so two first backups agree on one log.
 
@@ -49,11 +50,11 @@ from blobstate.errors import (
     LogMismatchError,
     ObjectChangedError,
     RepositoryNotFound,
-    StorageError,
 )
 from blobstate.model import layout
 from blobstate.model.layout import MARKER, now_ms
 from blobstate.plugin.interfaces import BlobStore, BoundedSink
+from blobstate.repository.location import scan_location
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +64,6 @@ FORMAT_VERSION = 2  # the newest this blobstate reads
 PLAIN_FORMAT_VERSION = 1  # what an unencrypted repository's marker is written as (readable by every blobstate)
 ENCRYPTED_FORMAT_VERSION = 2  # a marker with ``encryption`` (issue 33): older blobstates refuse it
 MAX_MARKER_BYTES = 64 << 10  # a marker is about 200 bytes (500 encrypted); a larger object is refused unread
-#: Objects looked at, at most, to tell an empty location, a pre-marker repository and a foreign location apart.
-_SCAN_LIMIT = 10_000
 _Text = Annotated[str, Meta(max_length=4096)]
 
 
@@ -214,27 +213,6 @@ def write_marker(store: BlobStore, checkpoint_log: str | None = None, *,
     return replace(info, created=True)
 
 
-_LAYOUT_KINDS = (layout.ObjectKind.BLOB, layout.ObjectKind.INDEX, layout.ObjectKind.RECORD)
-
-
-def _is_layout_object(object_id: str) -> bool:
-    """A blob, an index or a checkpoint record of some store: what a repository from before the marker holds."""
-    name = layout.parse(object_id)
-    return name is not None and name.kind in _LAYOUT_KINDS
-
-
-def scan_location(store: BlobStore) -> tuple[bool, bool]:
-    """``(empty, holds blobstate's layout)`` for a location without a marker, from a bounded listing."""
-    empty = True
-    for count, info in enumerate(store.list("")):
-        empty = False
-        if _is_layout_object(info.blob_id):
-            return False, True
-        if count >= _SCAN_LIMIT:
-            break
-    return empty, False
-
-
 def ensure_repository(store: BlobStore, url: str, *, create: bool, checkpoint_log: str | None = None,
                       encryption: Callable[[str], dict[str, Any]] | None = None) -> RepositoryInfo:
     """Check that ``store`` (opened on ``url``) holds a blobstate repository; with ``create``, make one in an empty
@@ -319,9 +297,13 @@ def update_marker(store: BlobStore, change: Callable[[RepositoryInfo], Repositor
     If-Match, GCS ifGenerationMatch, a compare-and-swap on file://). When another writer changed it in between, the
     write is refused and this reads it again and asks ``change`` again, so ``change`` decides on the marker as it
     is, never on a stale copy: it raises to refuse (another key rotation, another log). A marker that is missing or
-    damaged while a key rotation's copy of it is kept (``newest_copy``) is put back from the copy. Returns the
-    marker as written (or as found). Raises ``RepositoryNotFound`` when there is none, ``ObjectChangedError`` (exit
-    4) when it kept changing, and what ``change`` raises."""
+    damaged while a copy of it is kept (``newest_copy``) is put back from the copy. Where the store's rewrite is
+    not atomic and conditional (``BlobStore.conditional_rewrite`` false: the interface's default writes in place), a
+    copy of the marker as read is kept beside it first and dropped once the marker reads back whole (``_rewrite``),
+    so a kill in the middle never leaves zero good copies of an encrypted repository's key. Returns the marker as
+    written (or as found). Raises ``RepositoryNotFound`` when there is none, ``ObjectChangedError`` (exit 4) when it
+    kept changing, ``CorruptIndexError`` (exit 3) when it does not read back (the copy stays), and what ``change``
+    raises."""
     for _ in range(UPDATE_ATTEMPTS):
         read = _read_versioned(store)
         if read is None:
@@ -331,7 +313,7 @@ def update_marker(store: BlobStore, change: Callable[[RepositoryInfo], Repositor
             return read.info
         target = replace(updated or read.info, created=False)
         try:
-            store.rewrite(MARKER_ID, target.to_bytes(), expected=read.version)
+            _rewrite(store, read, target)
         except ObjectChangedError:
             continue
         if read.repair:
@@ -341,9 +323,34 @@ def update_marker(store: BlobStore, change: Callable[[RepositoryInfo], Repositor
                              "run it again")
 
 
+def _rewrite(store: BlobStore, read: MarkerVersion, target: RepositoryInfo) -> None:
+    """``update_marker``'s write of ``target`` over the marker ``read``: on a store whose rewrite is not atomic and
+    conditional, with this call's own copy of ``read.info`` kept beside it until the marker reads back whole (only
+    that copy is dropped: another rotation's or rewrite's stay)."""
+    copy_id = None if store.conditional_rewrite else keep_copy(store, read.info)
+    try:
+        store.rewrite(MARKER_ID, target.to_bytes(), expected=read.version)
+    except ObjectChangedError:
+        if copy_id is not None:
+            store.delete(copy_id)  # nothing was written
+        raise
+    if copy_id is not None:
+        parse_marker(store.get_bounded(MARKER_ID, BoundedSink(MAX_MARKER_BYTES, f"the repository marker {MARKER_ID}")))
+        store.delete(copy_id)
+
+
+def keep_copy(store: BlobStore, info: RepositoryInfo) -> str:
+    """Keep a copy of the marker ``info`` beside it (``layout.marker_copy_id``), created exclusively under a fresh
+    name; returns its id. ``read_marker`` reads the newest copy where the marker is missing or damaged."""
+    copy_id = layout.marker_copy_id(uuid.uuid4().hex)
+    store.put_exclusive(copy_id, info.to_bytes())
+    return copy_id
+
+
 def newest_copy(store: BlobStore) -> RepositoryInfo | None:
-    """The newest readable copy of the marker a key rotation keeps until its new marker is read back
-    (``blobstate.repository.rotation``), or None: what stands for a marker that is missing or damaged."""
+    """The newest readable copy of the marker a key rotation (``blobstate.repository.rotation``) or an in-place
+    rewrite (``_rewrite``) keeps until the new marker is read back, or None: what stands for a marker that is
+    missing or damaged."""
     for info in sorted(store.list(layout.MARKER_COPIES), key=lambda i: (i.modified_ms or 0, i.blob_id), reverse=True):
         try:
             data = store.get_bounded(info.blob_id, BoundedSink(MAX_MARKER_BYTES, f"the marker copy {info.blob_id}"))
@@ -354,14 +361,19 @@ def newest_copy(store: BlobStore) -> RepositoryInfo | None:
 
 
 def bind_log(store: BlobStore, info: RepositoryInfo, url: str, identity: str, *, change: bool = False,
-             read_only: bool = False) -> RepositoryInfo:
+             read_only: bool = False, holds_records: Callable[[], bool] | None = None) -> RepositoryInfo:
     """Check that the repository's checkpoint log is ``identity``; record it when the marker has none (a marker
-    from before the field; with ``read_only``, a command that only reads, a failed write is only logged); with
-    ``change``, move the repository to this log. The marker is rewritten through ``update_marker``, so recording
+    from before the field), for a writer only, and only on evidence that it is the log holding the repository's
+    records (``holds_records()``: that log holds a record, or the repository holds no snapshot index;
+    ``Repository.open`` passes it); with ``change``, move the repository to this log. A command that only reads
+    (``read_only``) never records a log: what it was opened with (the default file log, or a log it could not
+    reach) is no evidence of where the records are. The marker is rewritten through ``update_marker``, so recording
     the log never writes back a marker another writer changed meanwhile (a rotated key, another log).
 
-    Raises ``LogMismatchError`` (exit 2) when the marker records another log. A repository without a marker (from
-    before the marker) is left as it is: its next backup writes a marker with the identity.
+    Raises ``LogMismatchError`` (exit 2) when the marker records another log, and when a writer would record a log
+    without that evidence (its records are in another log: pass that one, or ``blobstate init --change-log``). A
+    repository without a marker (from before the marker) is left as it is: its next backup writes a marker with the
+    identity.
     """
     from blobstate.config.options import redact
     from blobstate.repository.log_identity import describe, same_log
@@ -375,6 +387,15 @@ def bind_log(store: BlobStore, info: RepositoryInfo, url: str, identity: str, *,
             f"command was opened with {describe(identity)}: a repository has exactly one log (pass the recorded "
             "one with --log, or none for the file log inside the repository). To move the repository to another "
             f"log on purpose: blobstate init --repo {redact(url)} --log NEW --change-log")
+    if info.checkpoint_log is None and not change:
+        if read_only:
+            return info
+        if holds_records is not None and not holds_records():
+            raise LogMismatchError(
+                f"the repository at {redact(url)} records no checkpoint log (a marker from before the field) and "
+                f"holds snapshot indexes, but {describe(identity)}, which this command was opened with, holds no "
+                "checkpoint record: its records are in another log. Pass that log with --log; to bind the "
+                f"repository to this one on purpose: blobstate init --repo {redact(url)} --log LOG --change-log")
 
     def recorded(current: RepositoryInfo) -> RepositoryInfo | None:
         if current.checkpoint_log == identity:
@@ -386,13 +407,7 @@ def bind_log(store: BlobStore, info: RepositoryInfo, url: str, identity: str, *,
         return replace(current, checkpoint_log=identity)
 
     previous = info.checkpoint_log
-    try:
-        update_marker(store, recorded)
-    except StorageError as exc:
-        if not read_only or change:
-            raise
-        log.warning("could not record the checkpoint log in the repository marker (read-only access?): %s", exc)
-        return info
+    update_marker(store, recorded)
     again = read_marker(store)
     if again is None or again.checkpoint_log != identity:
         raise LogMismatchError(f"the repository at {redact(url)} was bound to another checkpoint log "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -22,7 +23,8 @@ from blobstate.model.index import FileBlob, SnapshotIndex
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.model.selection import select_checkpoint
 from blobstate.plugin.interfaces import BlobStore, BoundedSink, CheckpointLog
-from blobstate.repository.backends import normalize_url, open_blob_store, open_checkpoint_log, url_scheme
+from blobstate.repository.backends import normalize_url, open_blob_store, open_repository_log
+from blobstate.repository.location import holds_indexes
 from blobstate.repository.log_identity import log_identity
 from blobstate.repository.marker import RepositoryInfo, bind_log, ensure_repository
 
@@ -156,14 +158,11 @@ class Repository:
                                      encryption=new_encryption(keys) if create and keys.given else None)
             # --- encryption (issue 33): the key is checked before anything below can write ---
             cipher = open_cipher(info.encryption, info.repository_id, keys, url=url, writing=create)
-            info = bind_log(store, info, url, identity, change=change_log, read_only=not create)
-            if log is None or normalize_url(log) == url:
-                checkpoint_log = open_checkpoint_log(url, settings=settings, storage_options=storage_options,
-                                                     blob_store=store)
-            else:
-                if log_options is None and url_scheme(normalize_url(log)) == url_scheme(url):
-                    log_options = storage_options
-                checkpoint_log = open_checkpoint_log(log, settings=settings, storage_options=log_options)
+            open_log = functools.cache(lambda: open_repository_log(url, log, store, storage_options, log_options,
+                                                                   settings))
+            info = bind_log(store, info, url, identity, change=change_log, read_only=not create,
+                            holds_records=lambda: bool(open_log().keys()) or not holds_indexes(store))
+            checkpoint_log = open_log()
             if cipher is not None:
                 # imported here, deliberately: only an encrypted repository's log is sealed (the sealed record
                 # type is ~2 ms of a plain repository's start-up, issue 31)

@@ -22,7 +22,6 @@ to itself once it holds the new one (which removes the copies left behind).
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +29,7 @@ from blobstate.errors import ConfigurationError, EncryptionKeyError, ObjectChang
 from blobstate.model import layout
 from blobstate.plugin.capabilities import folder_removal
 from blobstate.plugin.interfaces import BlobStore
-from blobstate.repository.marker import RepositoryInfo, read_marker, update_marker
+from blobstate.repository.marker import RepositoryInfo, keep_copy, read_marker, update_marker
 
 if TYPE_CHECKING:
     from blobstate.codec.keys import KeyConfig
@@ -69,15 +68,6 @@ def rotate_data_key(store: BlobStore, url: str, old: KeyConfig, new: KeyConfig) 
                                  "kept beside it") from None
     drop_copies(store)
     return again
-
-
-def keep_copy(store: BlobStore, info: RepositoryInfo) -> str:
-    """Keep a copy of the marker ``info`` (the wrapping about to be replaced) beside it, created exclusively under a
-    fresh name; returns its id. ``marker.read_marker`` reads the newest copy where the marker is missing or
-    damaged."""
-    copy_id = layout.marker_copy_id(uuid.uuid4().hex)
-    store.put_exclusive(copy_id, info.to_bytes())
-    return copy_id
 
 
 def record_encryption(store: BlobStore, info: RepositoryInfo, encryption: dict[str, Any]) -> RepositoryInfo:

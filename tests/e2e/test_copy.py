@@ -220,3 +220,26 @@ def test_a_copy_counts_only_what_a_record_references_or_no_ttl_marks_and_puts_ba
         src.close()
         dst.close()
     _check_target(tmp_path, target, states)
+
+
+def test_a_source_keeping_one_checkpoint_is_copied_however_often_it_pruned_and_the_target_follows_it(tmp_path):
+    """A ``--retain 1`` source shares no checkpoint with its copy after its next backup (it pruned the one copied):
+    the copy goes on because the target's newest record is one a copy appended (its writer id marked,
+    ``blobstate.commit.copy:copied_by``), however many backups the source made in between; the target restores the
+    source's newest each time, and its records carry the mark."""
+    src, dst, data = f"file://{tmp_path}/src", f"file://{tmp_path}/dst", tmp_path / "counts"
+    data.mkdir()
+    for i in range(3):
+        for _ in range(i + 1):  # 1, 2, then 3 backups between two copies
+            (data / "state").write_bytes(os.urandom(2000))
+            made = api.backup(str(data), repo=src, store_type="dir", retain=1, store="counts",
+                              work_base=str(tmp_path / "a"))
+        [report] = api.copy(source=src, target=dst, work_base=str(tmp_path / "c"))
+        assert report.copied == [made.checkpoint.checkpoint_id]
+        dest = tmp_path / f"restored-{i}"
+        api.restore(str(dest), repo=dst, store="counts", store_type="dir", cleanup=False,
+                    work_base=str(tmp_path / "d"))
+        assert tree_digest(dest) == tree_digest(data)
+    with Repository.open(dst, create=False) as repo:
+        [latest] = repo.log.history(repo.log.keys()[0])
+    assert latest.writer_id == "blobstate-copy:" + made.checkpoint.writer_id

@@ -122,8 +122,8 @@ def test_a_copy_plans_from_the_view_its_committer_pinned_so_a_rival_copy_in_betw
     digest, key = _source(tmp_path, url)
     plan, rival_ran = copy_module.to_copy, []
 
-    def plan_then_rival(source, held, upto=None):
-        planned = plan(source, held, upto)
+    def plan_then_rival(source, held, upto=None, **evidence):
+        planned = plan(source, held, upto, **evidence)
         if not rival_ran:
             rival_ran.append(True)
             with Repository.open(url, create=False) as src, Repository.open(target, create=False) as dst:

@@ -114,8 +114,9 @@ def test_backup_runs_recovery_before_its_first_commit(tmp_path, repo, cli):
     assert len(_records(repo)) == 1
 
 
-def test_restore_init_cleanup_on_a_new_host_removes_ttl_and_applies_the_writers_retention(tmp_path, repo, cli):
-    """Without a journal (another host), restore does the post-commit work from the index alone."""
+def test_restore_init_cleanup_on_a_new_host_removes_ttl_and_leaves_retention_to_the_writer(tmp_path, repo, cli):
+    """Without a journal (another host), restore does the post-commit TTL removal from the index alone; retention
+    is a writer's (a reader's view may be older than the log it would prune: Safety rule 15)."""
     store = tmp_path / "s"
     write_keys(store, n=2_000)
     assert cli("backup", store, "--repo", repo, "--retain", "1").returncode == 0
@@ -126,7 +127,10 @@ def test_restore_init_cleanup_on_a_new_host_removes_ttl_and_applies_the_writers_
     r = cli("restore", tmp_path / "new" / "s", "--repo", repo, work=tmp_path / "new-host")
     assert r.returncode == 0, r.stderr
     assert not repo_files(repo, "ttl")
-    # the writer's recorded retention (1) is applied: the older checkpoint and the blobs only it used are gone
+    assert len(_records(repo)) == 2  # the reader pruned nothing
+    write_keys(store, n=2_000, start=20_000)
+    assert cli("backup", store, "--repo", repo, "--retain", "1", work=tmp_path / "new-host").returncode == 0
+    # the writer's retention (1) is applied: the older checkpoints and the blobs only they used are gone
     records = _records(repo)
-    assert len(records) == 1 and records[0]["generation"] == 2
+    assert len(records) == 1 and records[0]["generation"] == 3
     _assert_repository_holds_exactly(repo, records)

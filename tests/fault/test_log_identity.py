@@ -77,14 +77,41 @@ def test_every_command_with_another_log_is_refused_and_change_log_moves_it(tmp_p
     assert json.loads((repo / MARKER_ID).read_text())["checkpointLog"] == other
 
 
-def test_a_marker_without_the_identity_records_it_at_first_use(tmp_path, two_dirs, work_base):
+def test_a_marker_without_the_identity_gets_it_from_the_first_writer_whose_log_holds_the_records(tmp_path, two_dirs,
+                                                                                               work_base):
+    """A marker from before ``checkpointLog``: a reader records no log (whatever it was opened with); a writer
+    with a log that holds no record, while the repository holds indexes, is refused (exit 2, naming `init
+    --change-log`) and changes nothing; the writer with the log that holds the records binds the repository to it;
+    `init --change-log` binds another log on purpose (``blobstate.repository.marker:bind_log``)."""
     repo = tmp_path / "repo"
     a, _ = two_dirs
     assert run(a, "backup", "counts", "--repo", repo, "-q", work_base=work_base).returncode == 0
     doc = json.loads((repo / MARKER_ID).read_text())
     doc.pop("checkpointLog", None)  # a marker written before the identity was recorded
     (repo / MARKER_ID).write_text(json.dumps(doc))
+    before = (repo / MARKER_ID).read_bytes()
     log = f"sqlite:///{tmp_path / 'log.db'}"
     assert run(a, "list", "--repo", repo, "--log", log, work_base=work_base).returncode == 0
+    refused = run(a, "backup", "counts", "--repo", repo, "--log", log, "-q", work_base=work_base)
+    assert refused.returncode == EXIT_USAGE and "--change-log" in refused.stderr, refused.stderr
+    assert (repo / MARKER_ID).read_bytes() == before  # neither the reader nor the refused writer recorded a log
+    assert run(a, "backup", "counts", "--repo", repo, "-q", work_base=work_base).returncode == 0
+    assert "checkpointLog" in json.loads((repo / MARKER_ID).read_text())  # the file log, which holds the records
+    assert run(a, "list", "--repo", repo, "--log", log, work_base=work_base).returncode == EXIT_USAGE
+    assert run(a, "init", "--repo", repo, "--log", log, "--change-log", work_base=work_base).returncode == 0
     assert json.loads((repo / MARKER_ID).read_text())["checkpointLog"] == log
-    assert run(a, "list", "--repo", repo, work_base=work_base).returncode == EXIT_USAGE
+
+
+def test_a_writer_records_its_log_in_a_marker_without_one_when_the_repository_holds_no_index(tmp_path, work_base):
+    repo = tmp_path / "repo"
+    data = tmp_path / "counts"
+    data.mkdir()
+    (data / "v.txt").write_text("v1\n")
+    assert run(tmp_path, "init", "--repo", repo, work_base=work_base).returncode == 0
+    doc = json.loads((repo / MARKER_ID).read_text())
+    doc.pop("checkpointLog", None)
+    (repo / MARKER_ID).write_text(json.dumps(doc))
+    log = f"sqlite:///{tmp_path / 'log.db'}"
+    done = run(tmp_path, "backup", data, "--repo", repo, "--log", log, "-q", work_base=work_base)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((repo / MARKER_ID).read_text())["checkpointLog"] == log

@@ -1,5 +1,5 @@
 """Issue 39 cases 1 and 2: the repository marker, the only copy of an encrypted repository's wrapped data key, is
-rewritten by `blobstate key rotate`, `blobstate init --change-log` and the first command that records the
+rewritten by `blobstate key rotate`, `blobstate init --change-log` and the first writer that records the
 checkpoint log (``bind_log``). Real subprocesses (``tests/support/marker_faults.py``): SIGKILLed after every change
 they make to a file of the repository (a crash matrix), or held before their marker write until the other writer
 has read it (racing rotations, and a ``bind_log`` racing a rotation) on file://, moto S3 and azurite."""
@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -125,8 +126,9 @@ def test_a_log_change_killed_at_any_write_leaves_a_marker_that_reads(tmp_path):
 
 
 def test_recording_the_log_killed_at_any_write_leaves_a_marker_that_reads(tmp_path, keys):
-    """Case 1 for ``bind_log``: the first command that opens a marker from before the ``checkpointLog`` field
-    records the log in it; killed after each change, the repository still opens with its key."""
+    """Case 1 for ``bind_log``: the first writer (here `blobstate init`) that opens a marker from before the
+    ``checkpointLog`` field records the log in it (a reader never does); killed after each change, the repository
+    still opens with its key."""
     k, _, _ = keys
     pristine, work = tmp_path / "pristine", tmp_path / "work"
     _encrypted_repo(str(pristine), k, work, tmp_path)
@@ -137,7 +139,7 @@ def test_recording_the_log_killed_at_any_write_leaves_a_marker_that_reads(tmp_pa
     def check(repo: str, n: int) -> None:
         assert _opens(repo, k, tmp_path / f"check-{n}") == 0, f"killed after change {n}: the key no longer opens"
 
-    _crash_matrix(tmp_path, pristine, ["list", "--repo", "{repo}", "--key-file", k], check)
+    _crash_matrix(tmp_path, pristine, ["init", "--repo", "{repo}", "--key-file", k], check)
 
 
 def _target_env(target) -> dict[str, str]:  # noqa: ANN001
@@ -171,10 +173,10 @@ def test_two_concurrent_key_rotations_never_both_succeed(store_target, tmp_path,
 
 
 def test_recording_the_log_never_reverts_a_key_rotation(store_target, tmp_path, keys):
-    """Case 2, ``bind_log``: a command opens a marker from before the ``checkpointLog`` field and holds before it
-    records the log, while a rotation runs to its end (exit 0). On main the held command then wrote back the marker
-    it had read, old wrapping and all: the rotated key no longer opened the repository. Now its conditional write
-    is refused, it reads the marker again and records the log in the rotated one."""
+    """Case 2, ``bind_log``: a writer (`blobstate init`) opens a marker from before the ``checkpointLog`` field and
+    holds before it records the log, while a rotation runs to its end (exit 0). On main the held command then wrote
+    back the marker it had read, old wrapping and all: the rotated key no longer opened the repository. Now its
+    conditional write is refused, it reads the marker again and records the log in the rotated one."""
     k, k2, _ = keys
     target, work = store_target, tmp_path / "work"
     env = _target_env(target)
@@ -188,7 +190,7 @@ def test_recording_the_log_never_reverts_a_key_rotation(store_target, tmp_path, 
         store.close()
     hold, go = tmp_path / "hold", tmp_path / "go"
     hold.mkdir()
-    binder = _blobstate("list", "--repo", target.url, "--key-file", k, work=work, wait=False,
+    binder = _blobstate("init", "--repo", target.url, "--key-file", k, work=work, wait=False,
                         env={**env, "BLOBSTATE_TEST_HOLD_DIR": str(hold), "BLOBSTATE_TEST_HOLD_UNTIL": str(go)})
     try:
         wait_until(lambda: any(hold.glob("arrived-*")), timeout_s=120, what="the binder at its marker write",
@@ -202,3 +204,34 @@ def test_recording_the_log_never_reverts_a_key_rotation(store_target, tmp_path, 
     assert binder.returncode == 0, err
     assert _opens(target.url, k2, work, env) == 0, "the rotation was reverted"
     assert _opens(target.url, k, work, env) == 3
+
+
+def test_an_in_place_rewrite_keeps_its_own_copy_until_the_marker_reads_back_and_drops_only_that_one(tmp_path):
+    """Safety rule 24 in the Rewrite door (``blobstate.repository.marker:update_marker``): on a store whose
+    ``rewrite`` writes in place, every rewrite keeps a copy of the marker as read while it writes (here seen from
+    inside the write: the marker truncated, the copy readable), then drops that copy and no other."""
+    from inplace_rewrite import InPlaceRewriteFileStore
+
+    from blobstate import api
+    from blobstate.model import layout
+    from blobstate.repository.marker import keep_copy, parse_marker, read_marker, update_marker
+
+    api.init(repo=str(tmp_path / "repo"))
+    store = InPlaceRewriteFileStore(f"file://{tmp_path / 'repo'}")
+    before = read_marker(store)
+    other = keep_copy(store, replace(before, created_by="an older copy"))  # another call's, kept until its read-back
+    os.utime(tmp_path / "repo" / other, (1, 1))  # older than any copy made now
+    seen = []
+    real_put = store.put
+
+    def put(request):  # noqa: ANN001, ANN202 - the in-place write, cut before it writes a byte
+        if request.blob_id == MARKER:
+            (tmp_path / "repo" / MARKER).write_bytes(b"")
+            seen.append(read_marker(store))  # what a process killed here leaves: the copy stands for the marker
+        return real_put(request)
+
+    store.put = put
+    after = update_marker(store, lambda info: replace(info, created_by="rewritten"))
+    assert seen == [before]
+    assert parse_marker(store.get_bytes(MARKER)) == after and after.created_by == "rewritten"
+    assert [i.blob_id for i in store.list(layout.MARKER_COPIES)] == [other]

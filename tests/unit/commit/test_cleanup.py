@@ -66,16 +66,28 @@ def test_a_log_with_deltas_is_pruned_only_by_its_writer(repository):
     assert len(repository.log.history(KEY)) == 4
 
 
-def test_the_restore_time_init_makes_the_latest_snapshot_permanent_and_applies_its_retention(repository, tmp_path):
+def test_the_restore_time_init_makes_the_latest_snapshot_permanent_and_a_reader_prunes_nothing(repository, tmp_path):
     commit_snapshot(repository, 1, {"a": "a1"})
     commit_snapshot(repository, 2, {"a": "a2", "b": "b2"}, retain=1, ttl_ms=3_600_000)
     assert repository.store.has_ttl(blob("b2"))
     work = tmp_path / "work"
     work.mkdir()
-    init_cleanup(repository, KEY, str(work))
+    init_cleanup(repository, KEY, str(work))  # a reader (a restore on another host): no commit point
     assert not any(repository.store.has_ttl(b) for b in (blob("a2"), blob("b2"), index_id(2)))
-    assert present(repository) == {blob("a2"), blob("b2")}  # snapshot 1 left retention (the writer recorded 1)
+    assert blob("a1") in present(repository) and len(repository.log.history(KEY)) == 2  # retention is a writer's
     assert last_completed(str(work)) == "cp2"
+
+
+def test_a_writers_take_over_applies_the_retention_the_latest_snapshot_records(repository, tmp_path):
+    from blobstate.commit.point import CommitPoint
+
+    commit_snapshot(repository, 1, {"a": "a1"})
+    commit_snapshot(repository, 2, {"a": "a2", "b": "b2"}, retain=1, ttl_ms=3_600_000)
+    with StoreSession(KEY, str(tmp_path / "work")) as session:
+        init_cleanup(repository, KEY, session.work_dir,
+                     commit_point=CommitPoint(session, repository, append_resolve_s=1.0))
+    assert present(repository) == {blob("a2"), blob("b2")}  # snapshot 1 left retention (the writer recorded 1)
+    assert [cp.checkpoint_id for cp in repository.log.history(KEY)] == ["cp2"]
 
 
 def test_the_restore_time_init_of_an_older_writer_prunes_nothing(repository):
