@@ -385,7 +385,7 @@ keep_options = stack(
 append_only_option = click.option(
     "--append-only", "append_only", is_flag=True, default=None, envvar="BLOBSTATE_APPEND_ONLY",
     help="Delete nothing (restic's append-only mode): retention, aborts and restore's init cleanup leave deletes to "
-         "`blobstate gc`, so this writer's credentials can be write-only (README: S3 policies per role).")
+         "`blobstate gc`, so this writer's credentials can be write-only (docs/operations.md: S3 policies per role).")
 limit_upload_option = click.option(
     "--limit-upload", "limit_upload", type=ByteSize(), default=None, envvar="BLOBSTATE_LIMIT_UPLOAD", metavar="RATE",
     help="Upload at most RATE bytes per second, all transfers together (10MiB, 500KiB; a number is bytes).")

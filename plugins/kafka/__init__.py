@@ -49,7 +49,7 @@ What blobstate expects of a production topic and cluster (Kafka's documented set
   ids with prefix ``blobstate-`` (a prefixed ACL); Create only if blobstate is to create the topic.
 
 Tested here (``tests/test_kafka_*.py``) against Apache Kafka 0.9.0.1 (acceptance-rule path) and tansu 0.6.0
-(Kafka protocol 3.9: transactional path, admin API); README's Kafka section lists what each proved and what is
+(Kafka protocol 3.9: transactional path, admin API); docs/backends.md lists what each proved and what is
 unproven, and where tansu differs from Kafka.
 """
 
