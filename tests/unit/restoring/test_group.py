@@ -6,7 +6,6 @@ group commits refused."""
 from __future__ import annotations
 
 import pytest
-from rocksdict import AccessType, Rdict
 
 from blobstate import worker
 from blobstate.commit.backup import StoreCommitter
@@ -15,6 +14,7 @@ from blobstate.errors import NothingToRestore
 from blobstate.model import changelog
 from blobstate.model.records import StoreKey
 from blobstate.repository.backends import open_local_store
+from blobstate.restoring.entries import open_entries
 from blobstate.restoring.group import partition_work_dir, restore_partitions
 
 KEY = StoreKey("orders", "group", "totals")
@@ -22,11 +22,9 @@ PARTITIONS = 3
 
 
 def _read(path) -> dict:  # noqa: ANN001
-    db = Rdict(str(path), access_type=AccessType.read_only())
-    try:
-        return dict(db.items())
-    finally:
-        db.close()
+    """The restored partition's entries, read as state-as-data reads them (decoded, nothing run)."""
+    with open_entries(str(path)) as found:
+        return dict(found)
 
 
 @pytest.fixture(scope="module")
