@@ -35,7 +35,7 @@ def test_a_location_of_foreign_objects_is_neither_empty_nor_a_repository(store):
     assert holds_indexes(store) is False
 
 
-@pytest.mark.parametrize("object_id", [layout.new_blob_id(KEY), layout.new_index_id(KEY)])
+@pytest.mark.parametrize("object_id", [layout.new_blob_id(KEY), layout.new_index_id(KEY)], ids=["blob", "index"])
 def test_a_blob_or_an_index_of_some_store_is_a_repository_from_before_the_marker(store, object_id):
     store.put(PutRequest("notes/readme.txt", b"hello"))
     store.put(PutRequest(object_id, b"x"))
