@@ -221,6 +221,20 @@ class BlobstatePluginManager(pluggy.PluginManager):
         self._specs_cache = out
         return out
 
+    def warn_backend_names_blocked(self) -> None:
+        """Warn (``UserWarning``) for each name in ``settings.disabled_plugins`` that is no plugin's but a backend's
+        (``sql`` is the checkpoint log of plugin ``sql_log``): blocking it blocks nothing, so the warning names the
+        plugin to block instead. Called once the built-ins and entry points are registered."""
+        for name in self.settings.disabled_plugins:
+            if self.has_plugin(name) or name in self._dists:
+                continue
+            owners = sorted({r.plugin for r in self.registered_specs() if r.spec.name == name})
+            if owners:
+                warnings.warn(f"BLOBSTATE_DISABLE_PLUGINS: {name!r} is no plugin, nothing is disabled by it; it is a "
+                              f"backend of plugin {owners[0]!r}: set BLOBSTATE_DISABLE_PLUGINS={owners[0]} to "
+                              "disable that plugin (`blobstate plugins` lists plugins and their backends)",
+                              UserWarning, stacklevel=3)
+
     def _mark_broken(self, name: str, error: str) -> None:
         dist, version, builtin = self._dists.get(name, ("", "", False))
         self.broken = [b for b in self.broken if b.name != name]
@@ -379,6 +393,7 @@ def build_plugin_manager(settings: Settings | None = None, *, autoload: bool | N
         except Exception as exc:  # noqa: BLE001
             mgr._mark_broken(module_name, f"import failed: {type(exc).__name__}: {exc}")
     mgr.drop_invalid()
+    mgr.warn_backend_names_blocked()
     return mgr
 
 

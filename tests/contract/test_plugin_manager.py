@@ -5,6 +5,8 @@ built-ins, entry points read once per process (from a cache while nothing instal
 
 from __future__ import annotations
 
+import warnings
+
 import pluggy
 import pytest
 
@@ -176,3 +178,19 @@ def test_entry_points_are_read_once_per_process_and_from_the_cache_while_nothing
     reset_plugin_manager()
     build_plugin_manager()
     assert len(calls) == 4  # autoload off: neither the cache nor the scan
+
+
+def test_disabling_a_backend_name_warns_naming_its_plugin(monkeypatch):
+    """``sql`` is a checkpoint log's name; its plugin is ``sql_log``: blocking ``sql`` blocks nothing, and says so,
+    naming the plugin to block instead. A plugin's own name blocks it without a warning."""
+    monkeypatch.setenv("BLOBSTATE_DISABLE_PLUGINS", "sql")
+    with pytest.warns(UserWarning, match=r"'sql' is no plugin.*backend of plugin 'sql_log'.*"
+                                         r"BLOBSTATE_DISABLE_PLUGINS=sql_log") as caught:
+        mgr = build_plugin_manager(autoload=False)
+    assert len(caught) == 1
+    assert mgr.has_plugin("sql_log")  # nothing was blocked by the backend's name
+    monkeypatch.setenv("BLOBSTATE_DISABLE_PLUGINS", "sql_log")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mgr = build_plugin_manager(autoload=False)
+    assert not mgr.has_plugin("sql_log")
