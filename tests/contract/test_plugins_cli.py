@@ -10,6 +10,7 @@ import pytest
 from dists import make_dist, plugin_env
 
 from blobstate import BlobStoreSpec, hookimpl
+from blobstate.config.settings import Settings
 from blobstate.errors import ConfigurationError, PluginError
 from blobstate.plugin.manager import build_plugin_manager, get_plugin_manager, reset_plugin_manager
 from blobstate.plugins.fsspec_store import FsspecBlobStore
@@ -157,20 +158,21 @@ def test_configuration_overrides_priority(tmp_path, monkeypatch):
     manager_with((DupPlugin("alpha", 0, tmp_path), "alpha-dist"), (DupPlugin("beta", 0, tmp_path), "beta-dist"),
                  (DupPlugin("gamma", 50, tmp_path), "gamma-dist"))
     monkeypatch.setenv("BLOBSTATE_BACKEND_DUP", "beta")
-    store = open_blob_store("dup://b/r", retry=False)
+    settings = Settings.from_environ()  # as a verb builds them, then hands them down
+    store = open_blob_store("dup://b/r", retry=False, settings=settings)
     store.put_exclusive("probe", b"1")
     assert (tmp_path / "beta" / "b" / "r" / "probe").is_file()
-    assert get_plugin_manager().select(BlobStoreSpec, "dup").distribution == "beta-dist"
+    assert get_plugin_manager().select(BlobStoreSpec, "dup", settings).distribution == "beta-dist"
     monkeypatch.setenv("BLOBSTATE_BACKEND_DUP", "nosuch")
     with pytest.raises(ConfigurationError, match="nosuch"):
-        open_blob_store("dup://b/r")
+        open_blob_store("dup://b/r", settings=Settings.from_environ())
 
 
 def test_a_third_party_can_take_over_a_builtin_scheme(tmp_path, monkeypatch):
     manager_with((DupPlugin("mine", 10, tmp_path, schemes=("file",)), "my-dist"))
     assert get_plugin_manager().select(BlobStoreSpec, "file").spec.name == "mine"
     monkeypatch.setenv("BLOBSTATE_BACKEND_FILE", "fsspec")  # and the user can take it back
-    reg = get_plugin_manager().select(BlobStoreSpec, "file")
+    reg = get_plugin_manager().select(BlobStoreSpec, "file", Settings.from_environ())
     assert (reg.spec.name, reg.distribution) == ("fsspec", "blobstate")
 
 

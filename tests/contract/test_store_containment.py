@@ -12,6 +12,7 @@ import time
 import pytest
 from fixtures_core import read_all, write_keys
 
+from blobstate.config.settings import Settings
 from blobstate.errors import UnsafePathError
 from blobstate.plugin.interfaces import FileRange, PutRequest
 from blobstate.repository.backends import open_blob_store
@@ -55,7 +56,7 @@ def test_put_is_durable_before_it_returns(tmp_path, monkeypatch):
 
 def test_fsync_switch_is_only_for_measuring(tmp_path, monkeypatch):
     monkeypatch.setenv("BLOBSTATE_FILE_FSYNC", "0")
-    store = open_blob_store(str(tmp_path / "repo"))
+    store = open_blob_store(str(tmp_path / "repo"), settings=Settings.from_environ())
     spy = FsyncSpy(monkeypatch)
     store.put(PutRequest(f"{A}/blobs/x", b"x"))
     assert spy.paths == []
