@@ -44,12 +44,13 @@ def session() -> Any:
 
 def one_run(spark: Any, frames: list[Any], path: str, work: str, partitions: int) -> list[float]:
     """Every day frame as one batch through a fresh partitioned state; the job ms of each batch."""
+    from blobstate.spark import partitioned
     from blobstate.spark.demo.flights import ROUTE_COLS, update_routes
 
-    module = importlib.import_module("blobstate.spark.partitioned")  # the package exports a function of that name
+    module = importlib.import_module("blobstate.spark.partitioned.driver.state")  # where a batch calls run_tasks
     original = module.run_tasks
     module.run_tasks = functools.partial(original, arrow=path == "arrow")
-    ps = module.partitioned(spark, repo=f"file://{work}/repo", checkpoint_location=f"{work}/ck", job="bench",
+    ps = partitioned(spark, repo=f"file://{work}/repo", checkpoint_location=f"{work}/ck", job="bench",
                             store="routes", num_partitions=partitions, key_cols=ROUTE_COLS,
                             local_dir=f"{work}/local", work_dir=f"{work}/work", snapshot_every=0)
     try:

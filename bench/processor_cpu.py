@@ -295,7 +295,7 @@ def run_case(name: str, case: Case, flavour: str, work: str | None) -> dict[str,
     from rocksdict import Rdict
 
     from blobstate.model import changelog
-    from blobstate.spark.open_partitions import db_options
+    from blobstate.spark.executor.open_partitions import db_options
     from blobstate.spark.processor import BatchTimes, ProcessorSpec, run_batch
     from blobstate.spark.processor.handle import TimerValues
 
