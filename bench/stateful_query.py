@@ -114,13 +114,18 @@ def main(argv: list[str] | None = None) -> int:
     from pathlib import Path
 
     source = write_inputs(Path(work) / "in", frames(args.keys, args.rows, args.batches))
+    from pyspark.sql import SparkSession
+
+    # a session already running in this process (the suite's) is the caller's: getOrCreate returns it, and it stays up
+    own = SparkSession.getActiveSession() is None and getattr(SparkSession, "_instantiatedSession", None) is None
     spark = session()
     try:
         report = {"keys": args.keys, "rows": args.rows, "batches": args.batches, "partitions": args.partitions,
                   "runs": {what: one_run(spark, what, source, work, args.batches - 1, args.partitions)
                            for what in args.runs.split(",")}}
     finally:
-        spark.stop()
+        if own:
+            spark.stop()
     from bench.report import emit
 
     emit(report, "\n".join(f"{what:12s} p50 {run['p50_ms']:8.0f} ms  p99 {run['p99_ms']:8.0f} ms  wall "
