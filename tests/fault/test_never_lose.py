@@ -120,8 +120,8 @@ def test_case1_a_commit_that_outlived_half_its_ttl_before_its_commit_point_abort
 
 
 # -- case 2: an append whose outcome is unknown -------------------------------------------------------------------
-@pytest.mark.xfail(strict=False, reason="open (stop 45): the CLI steps pass; the in-process end-state check opens "
-                   "the delayed+ log and gets the file log (the test process's plugin manager lacks fault_logs "
+@pytest.mark.xfail(strict=False, reason="open (stop 45): every CLI step passes; the in-process end-state check "
+                   "opens the delayed+ log and gets the file log (this process's plugin manager lacks fault_logs "
                    "since settings are handed down); not yet understood")
 @pytest.mark.parametrize("unknown_for_s", [0.0, 3.0], ids=["resolved-at-once", "left-to-recover"])
 def test_case2_an_append_that_times_out_but_lands_later_is_never_aborted(target, cli, tmp_path, work_base,

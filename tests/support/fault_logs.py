@@ -24,10 +24,10 @@ PREFIX = "delayed+"
 class DelayedAppendLog(FileCheckpointLog):
     """The file log, with appends that time out on the client but land on the server later."""
 
-    def __init__(self, url: str, storage_options: dict[str, Any]) -> None:
+    def __init__(self, url: str, storage_options: dict[str, Any], settings: Any = None) -> None:
         from blobstate.repository.backends import open_blob_store
 
-        super().__init__(open_blob_store(url[len(PREFIX):], storage_options=storage_options))
+        super().__init__(open_blob_store(url[len(PREFIX):], storage_options=storage_options, settings=settings))
         self.url = url
         self._first: float | None = None
 
@@ -52,8 +52,10 @@ class DelayedAppendLog(FileCheckpointLog):
             pass
 
 
-def open_delayed_log(url: str, *, storage_options: dict[str, Any] | None = None) -> DelayedAppendLog:
-    return DelayedAppendLog(url, dict(storage_options or {}))
+def open_delayed_log(url: str, *, storage_options: dict[str, Any] | None = None, settings: Any = None
+                     ) -> DelayedAppendLog:
+    """The delayed log on ``url``'s store, opened with the call's ``settings`` (handed down, as every backend)."""
+    return DelayedAppendLog(url, dict(storage_options or {}), settings)
 
 
 @hookimpl
