@@ -63,7 +63,7 @@ def one_run(spark: Any, what: str, source: Any, work: str, last_file: int, parti
     """One query over ``source`` (``what``: ``spark``, ``driver``, ``partitioned``) until it read every file."""
     from blobstate.spark import transform_with_state
     from tests.processors import running_count
-    from tests.processors.test_against_spark import input_stream, read_everything
+    from tests.processors.test_against_spark import committed_batches, input_stream, read_everything
 
     checkpoint = os.path.join(work, what, "checkpoint")
     stream = input_stream(spark, source)
@@ -88,6 +88,11 @@ def one_run(spark: Any, what: str, source: Any, work: str, last_file: int, parti
             if not query.isActive:
                 raise SystemExit(f"{what}: the query died: {query.exception()}")
             query.awaitTermination(1)
+        # Spark reports a batch's progress after it wrote the batch's commit file: wait for the last one's report.
+        last_batch = max(committed_batches(checkpoint))
+        deadline = time.monotonic() + 60
+        while not any(p["batchId"] >= last_batch for p in query.recentProgress) and time.monotonic() < deadline:
+            query.awaitTermination(0.2)
         progress = [p["durationMs"]["triggerExecution"] for p in query.recentProgress if p["numInputRows"]]
     finally:
         (query.close if what != "spark" else query.stop)()
