@@ -26,6 +26,25 @@ pytest_plugins = [
 ]
 
 
+LONG_HELP = ("also run the tests marked long: the variants the suite leaves to `python -m bench.long_tests` "
+             "(a fault matrix's other kill points, the other placement of a Spark kill test)")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--long", action="store_true", default=False, help=LONG_HELP)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Deselect the tests marked ``long`` unless ``--long`` (or ``BLOBSTATE_LONG_TESTS=1``) asks for them: the suite
+    keeps one short variant of each (the 20-minute budget on two cores), ``bench/long_tests.py`` runs all of them."""
+    if config.getoption("--long") or os.environ.get("BLOBSTATE_LONG_TESTS") == "1":
+        return
+    long_ones = [item for item in items if item.get_closest_marker("long") is not None]
+    if long_ones:
+        config.hook.pytest_deselected(items=long_ones)
+        items[:] = [item for item in items if item.get_closest_marker("long") is None]
+
+
 @pytest.fixture(autouse=True)
 def _fresh_plugin_manager(monkeypatch):
     """Every test gets a freshly built plugin manager (plugins registered by one test never leak)."""

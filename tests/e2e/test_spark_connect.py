@@ -37,7 +37,8 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.long) if c == "after-delta-commit-point" else c
+                                  for c in CASES])
 def test_sigkill_under_spark_connect_then_restart_equals_the_reference(case, flights_days, tmp_path):
     directory, frame = flights_days
     paths = kill_paths(tmp_path, directory)

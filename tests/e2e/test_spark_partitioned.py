@@ -290,10 +290,10 @@ def test_a_second_driver_on_the_group_is_fenced(spark_session, flights_frame, tm
     assert [(cp.batch_id, cp.generation) for cp in history] == [(0, 1), (1, 2)]
 
 
-@pytest.mark.parametrize(("event", "landed"), [("UploadsPlanned:4:group", False),
-                                               ("CheckpointAppending:4:group", True),
-                                               ("CheckpointWritten:4:group", True)],
-                         ids=["parts-planned", "after-prepares-before-append", "after-append-before-return"])
+@pytest.mark.parametrize(("event", "landed"), [
+    pytest.param("UploadsPlanned:4:group", False, id="parts-planned", marks=pytest.mark.long),
+    pytest.param("CheckpointAppending:4:group", True, id="after-prepares-before-append", marks=pytest.mark.long),
+    pytest.param("CheckpointWritten:4:group", True, id="after-append-before-return")])
 def test_sigkill_of_the_driver_around_the_group_append_restarts_exactly(event, landed, spark_session, flights_days,
                                                                         tmp_path):
     """``landed``: the killed run's group of batch 3 is in the log after recovery (from ``CheckpointAppending`` on,

@@ -233,9 +233,10 @@ def _staged_by_an_earlier_killed_run(repo_url: str, key: StoreKey, tmp_path) -> 
     return {os.path.basename(b) for b in (staged.entry.blob_id, *staged.new_blob_ids)}
 
 
-@pytest.mark.parametrize(("event", "rerun_work"), [("UploadsPlanned", "work-rescale"),
-                                                  ("CheckpointWritten", "work-rescale"),
-                                                  ("CheckpointWritten", "work-elsewhere")])
+@pytest.mark.parametrize(("event", "rerun_work"), [
+    pytest.param("UploadsPlanned", "work-rescale", marks=pytest.mark.long),
+    ("CheckpointWritten", "work-rescale"),
+    pytest.param("CheckpointWritten", "work-elsewhere", marks=pytest.mark.long)])
 def test_a_rescale_killed_around_its_group_append_is_finished_or_redone_by_the_next_run(
         event, rerun_work, spark_session, flights_days, tmp_path):
     """SIGKILL of the rescaling driver (its Python process and JVM) after its group commit planned the uploads

@@ -105,8 +105,11 @@ def offsets(checkpoint: str, batch_id: int) -> dict:
     return json.loads(_log(os.path.join(checkpoint, "offsets", str(batch_id)))[1])
 
 
-@pytest.mark.parametrize("partitions", [None, 4], ids=["driver", "n4"])
-@pytest.mark.parametrize("name", ["running_count", "top_n", "sessions"])
+@pytest.mark.parametrize(("name", "partitions"), [
+    pytest.param(name, partitions, id=f"{name}-{'driver' if partitions is None else 'n4'}",
+                 # the suite keeps every processor partitioned and the running count on the driver too
+                 marks=[pytest.mark.long] if partitions is None and name != "running_count" else [])
+    for name in ("running_count", "top_n", "sessions") for partitions in (None, 4)])
 def test_the_same_outputs_and_state_as_sparks_operator(spark, tmp_path, name, partitions):
     make, frames, keys, output, time_mode, watermark, state_options = CASES[name]
     spark_out, spark_checkpoint, files = on_spark(spark, tmp_path, make, frames(), keys, output, time_mode,
@@ -164,7 +167,8 @@ def sessions_expected(checkpoint: str, data: list[Any]) -> tuple[dict[int, list[
     return dict(enumerate(out)), state
 
 
-@pytest.mark.parametrize("partitions", [None, 4], ids=["driver", "n4"])
+@pytest.mark.parametrize("partitions", [pytest.param(None, id="driver", marks=pytest.mark.long),
+                                        pytest.param(4, id="n4")])
 def test_a_timer_fires_exactly_once_across_a_sigkill_between_commit_and_sink(tmp_path, partitions):
     """The query is SIGKILLed right after the commit point of its 4th batch (its record appended; foreachBatch
     not returned, so the sink never saw that batch), then restarted: Spark re-runs the batch from the state before

@@ -55,9 +55,11 @@ CASES = {
     "after-spark-commit": (dict(kill="after-commit:3"), (3, 3)),
     "mid-snapshot": (dict(kill_at_event="BlobUploaded:3:snapshot"), (None, None)),
 }
+# the suite's short version: a kill at the commit point and one mid-snapshot; `python -m bench.long_tests` runs all
+SUITE_CASES = ("after-delta-commit-point", "mid-snapshot")
 
 
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case", [c if c in SUITE_CASES else pytest.param(c, marks=pytest.mark.long) for c in CASES])
 def test_sigkill_of_the_driver_then_restart_equals_the_reference(case, spark_session, flights_days, tmp_path):
     directory, frame = flights_days
     paths = kill_paths(tmp_path, directory)
