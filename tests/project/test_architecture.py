@@ -253,7 +253,7 @@ def test_each_room_says_what_it_may_import():
 ENVIRONMENT_READERS = {
     "blobstate.config.settings": "the one place blobstate's own variables are read",
     "blobstate.config.options": "credentials other tools keep there (AWS_*, AZURE_*), only to hide them",
-    "blobstate.cli.common": "whether rich may draw (FORCE_COLOR, TTY_COMPATIBLE, TTY_INTERACTIVE)",
+    "blobstate.cli.output": "whether rich may draw (FORCE_COLOR, TTY_COMPATIBLE, TTY_INTERACTIVE)",
     "blobstate.plugins.s3_store": "the AWS SDK's own region and credential variables",
     "blobstate.spark.executor.open_partitions": "Spark's SPARK_REUSE_WORKER",
     "blobstate.spark.placement.helper_jar": "BLOBSTATE_SPARK_HELPER_JAR, a prebuilt JVM helper, read where it is built",
