@@ -39,8 +39,6 @@ _SERVERS = "tests/contract and tests/e2e against the real server"
 NOT_PURE: dict[str, str] = {
     "core/cli/main_*.py": "a command: its options, one API call and its output; run through the CLI (tests/e2e)",
     "core/api.py": "the verbs: each opens a repository and runs a pipeline end to end (tests/e2e, tests/fault)",
-    "plugins/toolkit/native_ttl.py": f"the base of the cloud stores (tags, lifecycle rules): {_SERVERS}s",
-    "plugins/toolkit/transfer.py": f"obstore's streaming transfers to S3: {_SERVERS} (moto)",
     "plugins/s3_store.py": f"the S3 backend: {_SERVERS} (moto)",
     "plugins/gcs_store.py": f"the GCS backend: {_SERVERS} (the GCS emulator)",
     "plugins/azure_store.py": f"the Azure backend: {_SERVERS} (azurite)",
@@ -51,7 +49,6 @@ NOT_PURE: dict[str, str] = {
     "spark/binding/lifecycle.py": "a query's lifecycle on a Spark session (tests/e2e, local Spark)",
     "spark/binding/engine.py": "foreachBatch's side of the binding, on a Spark session (tests/e2e, local Spark)",
     "spark/placement/helper_jar.py": "builds and loads the JVM helper with javac and py4j (tests/e2e)",
-    "spark/partitioned/driver/job.py": "the Spark job of a partitioned batch (tests/e2e, local Spark)",
     "spark/partitioned/driver/state.py": "partitioned state on a Spark session (tests/e2e, local Spark)",
     "spark/data/rescale.py": "an offline Spark job (tests/e2e, local Spark)",
     "spark/data/read.py": "state as a Spark DataFrame (tests/e2e, local Spark)",

@@ -11,7 +11,8 @@ what is left and how to recover, a closed output pipe (``| head``) ends quietly.
 ``fish_source``).
 
 May import: every room below it; its commands call the public API (``blobstate.api``), with the settings the
-command builds once (``blobstate.cli.common.settings``), and name stores as the API does (``blobstate.entry``).
+command builds once (``blobstate.cli.command_settings.settings``), and name stores as the API does
+(``blobstate.entry``).
 Rooms: ``blobstate.api``, ``blobstate.entry``, ``blobstate.config``, ``blobstate.errors``, ``blobstate.model``,
 ``blobstate.journal``, ``blobstate.plugin``, ``blobstate.repository``, ``blobstate.commit``,
 ``blobstate.restoring``, ``blobstate.maintenance``, ``blobstate.spark``.
@@ -80,14 +81,14 @@ def _verbose_option() -> click.Option:
 
 
 def _record_configuration(command_name: str, callback: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap a command's callback so that the settings it runs with (``common.settings``: built once, handed to
+    """Wrap a command's callback so that the settings it runs with (``command_settings.settings``: built once, handed to
     every API call and, through the plugin manager, to ``blobstate_configure``) hold its name and options."""
 
     @functools.wraps(callback)
     def run(*args: Any, **kwargs: Any) -> Any:
-        from blobstate.cli import common
+        from blobstate.cli import command_settings
 
-        common.record_command(command_name, kwargs)
+        command_settings.record_command(command_name, kwargs)
         return callback(*args, **kwargs)
 
     return run
@@ -128,15 +129,15 @@ class LazyGroup(click.Group):
         return prepare(command, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
-        from blobstate.cli import common
+        from blobstate.cli import exits
 
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
-            sys.exit(common._report_interrupt())
+            sys.exit(exits.report_interrupt())
         except BrokenPipeError:
-            common._quiet_broken_pipe()
-            sys.exit(common.EXIT_BROKEN_PIPE)
+            exits.quiet_broken_pipe()
+            sys.exit(exits.EXIT_BROKEN_PIPE)
 
 
 def _install_signal_handlers(ctx: click.Context) -> None:
@@ -145,10 +146,10 @@ def _install_signal_handlers(ctx: click.Context) -> None:
     handlers come back when the command ends."""
     if threading.current_thread() is not threading.main_thread():
         return
-    from blobstate.cli import common
+    from blobstate.cli import exits
 
     def on_signal(signum: int, frame: object) -> None:
-        common.INTERRUPTS.append(signum)
+        exits.INTERRUPTS.append(signum)
         raise KeyboardInterrupt
 
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -170,11 +171,10 @@ def _install_signal_handlers(ctx: click.Context) -> None:
 @click.pass_context
 def main(ctx: click.Context, verbose: int) -> None:
     """blobstate: incremental, crash-safe backups of stream-processing state to blob stores."""
-    from blobstate.cli import common, logs
+    from blobstate.cli import exits, logs
 
     logs.reset()
-    common.INTERRUPTS.clear()
-    common._WATCHED.clear()
+    exits.forget()
     logs.configure(verbose)
     _install_signal_handlers(ctx)
 

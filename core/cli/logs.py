@@ -26,7 +26,7 @@ class RedactingFilter(logging.Filter):
     the stack are passed through ``redact``; always lets the record through."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from blobstate.cli.common import redact
+        from blobstate.cli.output import redact
 
         try:
             message = record.getMessage()

@@ -7,14 +7,14 @@ import os
 
 import click
 
-from blobstate.cli import common
+from blobstate.cli import command_settings, exits, naming, output, params
 from blobstate.model.layout import DEFAULT_TTL_MS
 
 
-def _side(flag: str, name: str, env: str, note: str = "") -> common.Decorator:
+def _side(flag: str, name: str, env: str, note: str = "") -> params.Decorator:
     """``--FLAG URL``, ``--FLAG-log URL``, ``--FLAG-option KEY=VALUE`` and ``--FLAG-key-file FILE`` of one side
     (``name``) of the copy; the variables of the first two ``env`` and ``env``-with-``LOG``."""
-    return common.stack(
+    return params.stack(
         click.option(f"--{flag}", name, required=True, envvar=env, help=f"The {name} repository's URL or path{note}."),
         click.option(f"--{flag}-log", f"{name}_log", default=None, envvar=env.replace("REPO", "LOG"),
                      help=f"The {name}'s checkpoint log URL (default: the file log inside it)."),
@@ -32,20 +32,20 @@ def _path(key_file: str | None) -> str | None:
 @click.command(short_help="Copy checkpoints from one repository into another.")
 @_side("from", "source", "BLOBSTATE_REPO")  # the repository the other commands work on is the one copied
 @_side("to", "target", "BLOBSTATE_COPY_TO_REPO", " (made a repository when empty)")
-@common.ttl_mode_option
-@common.concurrency_option
-@common.work_dir_option
-@common.filter_options
+@params.ttl_mode_option
+@params.concurrency_option
+@params.work_dir_option
+@params.filter_options
 @click.option("--checkpoint", default=None, envvar="BLOBSTATE_CHECKPOINT", metavar="CHECKPOINT",
               help="With --store: copy that store's checkpoints up to and including this one (an id, a unique "
                    "prefix, a generation); default: every checkpoint the target lacks.")
-@click.option("--ttl", type=common.Duration(), default=DEFAULT_TTL_MS, show_default="1d", envvar="BLOBSTATE_TTL",
+@click.option("--ttl", type=params.Duration(), default=DEFAULT_TTL_MS, show_default="1d", envvar="BLOBSTATE_TTL",
               help="How long copied blobs live unless their checkpoint lands at the target.")
-@common.append_only_option
-@common.limit_upload_option
-@common.limit_download_option
-@common.json_option
-@common.handle_errors
+@params.append_only_option
+@params.limit_upload_option
+@params.limit_download_option
+@params.json_option
+@exits.handle_errors
 def copy(source: str, source_log: str | None, source_option: tuple[str, ...], source_key_file: str | None,
          target: str, target_log: str | None, target_option: tuple[str, ...], target_key_file: str | None,
          ttl_mode: str | None, max_concurrency: int, work_dir: str | None,
@@ -63,13 +63,13 @@ def copy(source: str, source_log: str | None, source_option: tuple[str, ...], so
         raise click.UsageError("--checkpoint needs --store")
     reports = api.copy(source=source, target=target, source_log=source_log, target_log=target_log, job=job,
                        task=task, store=store, checkpoint=checkpoint,
-                       source_options=common.storage_options(source_option) or None,
-                       target_options=common.storage_options(target_option) or None, ttl=ttl, ttl_mode=ttl_mode,
+                       source_options=naming.storage_options(source_option) or None,
+                       target_options=naming.storage_options(target_option) or None, ttl=ttl, ttl_mode=ttl_mode,
                        max_concurrency=max_concurrency, work_base=work_dir, append_only=append_only,
                        limit_upload=limit_upload, limit_download=limit_download,
                        source_key_file=_path(source_key_file), target_key_file=_path(target_key_file),
-                       settings=common.settings())
+                       settings=command_settings.settings())
     lines = [f"{r.key}: copied {len(r.copied)} checkpoint(s) ({r.blobs_uploaded} blobs, "
              f"{format_size(r.bytes_uploaded)} uploaded; {r.blobs_present} already there), {len(r.present)} held "
              f"already, {len(r.skipped)} skipped" for r in reports]
-    common.emit(as_json, [r.to_json() for r in reports], "\n".join(lines) or "no stores")
+    output.emit(as_json, [r.to_json() for r in reports], "\n".join(lines) or "no stores")

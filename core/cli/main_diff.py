@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import click
 
-from blobstate.cli import common
+from blobstate.cli import exits, naming, output, params
 
 
 @click.command(short_help="Files added, removed and changed between two checkpoints.")
 @click.argument("base", metavar="FROM")
 @click.argument("target", metavar="[TO]", required=False, default="latest")
-@common.repository_options
-@common.key_options
+@params.repository_options
+@params.key_options
 @click.option("--partition", type=click.IntRange(0), default=None,
               help="Of a partitioned store (group checkpoints): compare snapshots of this partition.")
-@common.json_option
-@common.handle_errors
+@params.json_option
+@exits.handle_errors
 def diff(base: str, target: str, repo: str, log_url: str | None, storage_option: tuple[str, ...],
          log_option: tuple[str, ...], job: str, task: str, store: str | None, partition: int | None,
          as_json: bool) -> None:
@@ -25,11 +25,11 @@ def diff(base: str, target: str, repo: str, log_url: str | None, storage_option:
     from blobstate import api
     from blobstate.config.units import format_size
 
-    result = api.diff(job=job, task=task, store=common.require_store(store), base=base, target=target,
+    result = api.diff(job=job, task=task, store=naming.require_store(store), base=base, target=target,
                       partition=partition,
-                      **common.repository(repo, log_url, storage_option, log_option))
+                      **naming.repository(repo, log_url, storage_option, log_option))
     if as_json:
-        common.emit(True, result.to_json(), "")
+        output.emit(True, result.to_json(), "")
         return
     a, b = result.base.checkpoint, result.target.checkpoint
     lines = [f"+ {path} ({format_size(size)})" for path, size in result.added]
@@ -40,4 +40,4 @@ def diff(base: str, target: str, repo: str, log_url: str | None, storage_option:
                  f"({b.checkpoint_id}): {len(result.added)} added, {len(result.removed)} removed, "
                  f"{len(result.changed)} changed, {result.unchanged} unchanged; {result.blobs_new} new blobs, "
                  f"{result.blobs_shared} shared")
-    common.emit(False, None, "\n".join(lines))
+    output.emit(False, None, "\n".join(lines))

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from blobstate.cli import common
+from blobstate.cli import command_settings, exits, naming, output, params
 from blobstate.model.layout import DEFAULT_TTL_MS, RECORDS
 
 #: JSON field -> how the text names one entry of it.
@@ -44,22 +44,22 @@ def render_text(reports: list[dict[str, Any]], dry_run: bool) -> str:
 
 
 @click.command(short_help="Delete expired and orphan blobs; prune past the retention.")
-@common.repository_options
-@common.ttl_mode_option
-@common.concurrency_option
-@common.work_dir_option
-@common.filter_options
+@params.repository_options
+@params.ttl_mode_option
+@params.concurrency_option
+@params.work_dir_option
+@params.filter_options
 @click.option("--dry-run", is_flag=True, help="Show what would be deleted; delete nothing.")
-@click.option("--ttl", type=common.Duration(), default=DEFAULT_TTL_MS, show_default="1d", envvar="BLOBSTATE_TTL",
+@click.option("--ttl", type=params.Duration(), default=DEFAULT_TTL_MS, show_default="1d", envvar="BLOBSTATE_TTL",
               help="Orphans older than this are deleted (1d, 12h, 90s; a number is ms).")
 @click.option("--retain", type=click.IntRange(1), default=None, envvar="BLOBSTATE_RETAIN",
               help="Checkpoints kept (default: the retention each store's writer recorded).")
-@common.keep_options
+@params.keep_options
 @click.option("--install-lifecycle", is_flag=True,
               help="Install the cloud lifecycle rule for native TTL (or print it where the API does not allow it).")
 @click.option("--now", "now_ms", type=int, default=None, hidden=True, help="Current time in ms (tests).")
-@common.json_option
-@common.handle_errors
+@params.json_option
+@exits.handle_errors
 def gc(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...],
        ttl_mode: str | None, max_concurrency: int, work_dir: str | None, job: str | None, task: str | None,
        store: str | None, dry_run: bool, ttl: int, retain: int | None, keep_within: str | None,
@@ -73,21 +73,21 @@ def gc(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_opti
     checkpoint kept is listed with the rule that keeps it ("keep ID (generation N): daily, last")."""
     from blobstate import api
 
-    options = common.storage_options(storage_option)
+    options = naming.storage_options(storage_option)
     if install_lifecycle:
         rule, installed = api.lifecycle_rule(repo=repo, ttl=ttl, storage_options=options, install=not dry_run,
-                                             settings=common.settings())
+                                             settings=command_settings.settings())
         if rule is None:
-            common.err("this blob store has no lifecycle rule: TTL is kept as leases, swept by `blobstate gc`")
+            output.err("this blob store has no lifecycle rule: TTL is kept as leases, swept by `blobstate gc`")
         elif installed:
-            common.err("lifecycle rule installed")
+            output.err("lifecycle rule installed")
         else:
-            common.err("install this lifecycle rule with your cloud's management API:")
+            output.err("install this lifecycle rule with your cloud's management API:")
             click.echo(rule)
         return
     reports = api.gc(repo=repo, log=log_url, job=job, task=task, store=store, dry_run=dry_run, ttl=ttl,
-                     retention=common.retention_policy(), now_ms=now_ms, storage_options=options,
-                     log_options=common.log_options(log_option), ttl_mode=ttl_mode, work_base=work_dir,
-                     max_concurrency=max_concurrency, settings=common.settings())
+                     retention=params.retention_policy(), now_ms=now_ms, storage_options=options,
+                     log_options=naming.log_options(log_option), ttl_mode=ttl_mode, work_base=work_dir,
+                     max_concurrency=max_concurrency, settings=command_settings.settings())
     payload = [r.to_json() for r in reports]
-    common.emit(as_json, payload, render_text(payload, dry_run) or "no stores")
+    output.emit(as_json, payload, render_text(payload, dry_run) or "no stores")

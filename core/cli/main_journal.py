@@ -6,7 +6,7 @@ import json
 
 import click
 
-from blobstate.cli import common
+from blobstate.cli import command_settings, exits, naming, output, params
 
 
 @click.group(short_help="Inspect a store's commit journal.")
@@ -17,13 +17,13 @@ def journal() -> None:
 @journal.command("show", short_help="Print a store's journal events and each commit's phase.")
 @click.option("--repo", default=None, envvar="BLOBSTATE_REPO",
               help="Repository URL (with the key options, to find the work directory).")
-@common.key_file_option
-@common.key_options
-@common.work_dir_option
+@params.key_file_option
+@params.key_options
+@params.work_dir_option
 @click.option("--journal", "journal_dir", default=None, type=click.Path(file_okay=False),
               help="The store's work directory holding journal.log.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON lines.")
-@common.handle_errors
+@exits.handle_errors
 def show(repo: str | None, job: str, task: str, store: str | None, work_dir: str | None, journal_dir: str | None,
          as_json: bool) -> None:
     """Print the journal's events (and a torn tail, if any), then each commit's phase, or "no open commit"; exit 3
@@ -38,8 +38,8 @@ def show(repo: str | None, job: str, task: str, store: str | None, work_dir: str
     if journal_dir is None and repo is None:
         raise click.UsageError("give --journal DIR, or --repo with the store key options")
     where = ({"work_dir": journal_dir} if journal_dir is not None
-             else {"repo": repo, "key": common.store_key(job, task, store), "work_base": work_dir})
-    where["settings"] = common.settings()
+             else {"repo": repo, "key": naming.store_key(job, task, store), "work_base": work_dir})
+    where["settings"] = command_settings.settings()
     try:
         api.journal_events(**where)
         corrupt = None
@@ -52,16 +52,16 @@ def show(repo: str | None, job: str, task: str, store: str | None, work_dir: str
             click.echo(json.dumps(doc))
         else:
             rest = " ".join(f"{k}={v}" for k, v in doc.items() if k not in ("type", "v", "commit_id", "time_ms"))
-            click.echo(common.safe(f"{iso_time(event.time_ms)} {event.commit_id} {event.type_name} {rest}"[:300]))
+            click.echo(output.safe(f"{iso_time(event.time_ms)} {event.commit_id} {event.type_name} {rest}"[:300]))
     if not result.events and corrupt is None and journal_dir is None:  # nothing here: a store at all? (exit 5)
         api.require_store(repo=repo, key=where["key"], settings=where["settings"])
     states = project(result.events).values()
     for state in states:
-        common.err(f"commit {state.commit_id}: {state.phase.name}")
+        output.err(f"commit {state.commit_id}: {state.phase.name}")
     if not any(state.is_open for state in states):
-        common.err("no open commit" + ("" if journal_dir is not None else f" of {where['key']} on this host"))
+        output.err("no open commit" + ("" if journal_dir is not None else f" of {where['key']} on this host"))
     if corrupt is not None:
         raise corrupt  # the events before the damage are printed above; exit code 3
     if result.torn is not None:
-        common.err(f"torn tail ignored: {result.torn.length} bytes at offset {result.torn.offset} "
+        output.err(f"torn tail ignored: {result.torn.length} bytes at offset {result.torn.offset} "
                    f"({result.torn.reason})")

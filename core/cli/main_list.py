@@ -7,15 +7,15 @@ from typing import Any
 
 import click
 
-from blobstate.cli import common
+from blobstate.cli import exits, naming, output, params
 
 
 @click.command("list", short_help="List retained checkpoints of one store or of every store.")
-@common.repository_options
-@common.concurrency_option
-@common.filter_options
-@common.json_option
-@common.handle_errors
+@params.repository_options
+@params.concurrency_option
+@params.filter_options
+@params.json_option
+@exits.handle_errors
 def list_checkpoints(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...],
                      max_concurrency: int, job: str | None, task: str | None, store: str | None,
                      as_json: bool) -> None:
@@ -27,7 +27,7 @@ def list_checkpoints(repo: str, log_url: str | None, storage_option: tuple[str, 
     from blobstate.config.units import format_size
 
     summaries = api.describe_checkpoints(job=job, task=task, store=store, max_concurrency=max_concurrency,
-                                         **common.repository(repo, log_url, storage_option, log_option))
+                                         **naming.repository(repo, log_url, storage_option, log_option))
 
     def lines(s: Any) -> list[str]:
         row = s.to_json()
@@ -40,6 +40,6 @@ def list_checkpoints(repo: str, log_url: str | None, storage_option: tuple[str, 
                 f"{row['host'][:16]:16} {batch!s:>6} {parts:>7} {files!s:>7} {format_size(s.bytes_total):>10}"
                 + (f"  error: {s.error}" if s.error else "")]
 
-    common.show_rows(as_json, summaries, empty="no checkpoints", lines=lines,
+    output.show_rows(as_json, summaries, empty="no checkpoints", lines=lines,
                      header=f"{'store':28} {'gen':>4} {'checkpoint':22} {'created (UTC)':24} {'host':16} "
                             f"{'batch':>6} {'parts':>7} {'files':>7} {'size':>10}")

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import click
 
-from blobstate.cli import common
+from blobstate.cli import exits, naming, output, params
 
 
 @click.command(short_help="List the files of a snapshot (default: the latest).")
 @click.argument("prefix", required=False, default="")
-@common.repository_options
-@common.key_options
-@common.checkpoint_option
+@params.repository_options
+@params.key_options
+@params.checkpoint_option
 @click.option("--partition", type=click.IntRange(0), default=None,
               help="Of a partitioned store (group checkpoints): this partition's snapshot.")
-@common.json_option
-@common.handle_errors
+@params.json_option
+@exits.handle_errors
 def ls(prefix: str, repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...],
        job: str, task: str, store: str | None, checkpoint: str | None, partition: int | None, as_json: bool) -> None:
     """List the files of a snapshot (default: the latest; only paths starting with PREFIX if given); of a
@@ -23,19 +23,19 @@ def ls(prefix: str, repo: str, log_url: str | None, storage_option: tuple[str, .
     from blobstate import api
     from blobstate.config.units import format_size, iso_time
 
-    listing = api.ls(job=job, task=task, store=common.require_store(store), checkpoint=checkpoint, prefix=prefix,
-                     partition=partition, **common.repository(repo, log_url, storage_option, log_option))
+    listing = api.ls(job=job, task=task, store=naming.require_store(store), checkpoint=checkpoint, prefix=prefix,
+                     partition=partition, **naming.repository(repo, log_url, storage_option, log_option))
     if as_json:
-        common.emit(True, listing.to_json(), "")
+        output.emit(True, listing.to_json(), "")
         return
     cp = listing.summary.checkpoint
     part = "" if partition is None else f" partition {partition}"
     n = listing.deltas_after
     after = f"; its latest state replays {n} delta{'' if n == 1 else 's'} on top" if n else ""
     files = listing.summary.files_total
-    common.err(f"{cp.store_key}{part} checkpoint {cp.checkpoint_id} (generation {cp.generation}, batch "
+    output.err(f"{cp.store_key}{part} checkpoint {cp.checkpoint_id} (generation {cp.generation}, batch "
                f"{cp.batch_id}, {iso_time(cp.created_time_ms)}): {files} file{'' if files == 1 else 's'}, "
                f"{format_size(listing.summary.bytes_total)}{after}")
     lines = [f"{f.size_in_bytes:>14} {f.crc32c:#010x} {len(f.blobs):>4}  {path}" for path, f in listing.files]
     if lines:
-        common.emit(False, None, "\n".join(lines))
+        output.emit(False, None, "\n".join(lines))

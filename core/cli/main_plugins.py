@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from blobstate.cli import common
+from blobstate.cli import command_settings
 from blobstate.errors import BlobstateError
 from blobstate.plugin.manager import KIND_NAMES, BlobstatePluginManager, PluginInfo, get_plugin_manager, spec_keys
 from blobstate.plugin.records import LocalStoreSpec, Spec, hint_text
@@ -62,7 +62,7 @@ def plugins_payload(mgr: BlobstatePluginManager | None = None) -> dict[str, Any]
     "installHint"}]}], "problems": [str]}``; built-ins first, then by name. Raises ``PluginError`` when two
     plugins give one backend name.
     """
-    mgr = mgr or get_plugin_manager(common.settings())
+    mgr = mgr or get_plugin_manager(command_settings.settings())
     infos = mgr.plugin_infos()
     chosen, problems = mgr.selection()
     return {"plugins": [_plugin(i, chosen) for i in infos], "problems": problems}

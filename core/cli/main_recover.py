@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from blobstate.cli import common
+from blobstate.cli import command_settings, exits, naming, output, params
 
 
 @click.command(short_help="Replay journals: finish or abort the open commits.")
@@ -22,16 +22,16 @@ from blobstate.cli import common
               help="Checkpoint log URL (default: the one the journal records).")
 @click.option("--storage-option", "storage_option", multiple=True, metavar="KEY=VALUE",
               help="fsspec storage option for the repository (repeatable).")
-@common.key_file_option
-@common.work_dir_option
+@params.key_file_option
+@params.work_dir_option
 @click.option("--job", default=None, envvar="BLOBSTATE_JOB", help="Only this job's stores.")
 @click.option("--task", default=None, envvar="BLOBSTATE_TASK", help="Only this task's stores.")
 @click.option("--store", default=None, envvar="BLOBSTATE_STORE", help="Only stores of this name.")
 @click.option("--journal", "journal_dir", default=None, type=click.Path(file_okay=False),
               help="One store's work directory holding journal.log (with --repo and --store).")
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
-@common.json_option
-@common.handle_errors
+@params.json_option
+@exits.handle_errors
 def recover(repo: str | None, log_url: str | None, storage_option: tuple[str, ...], work_dir: str | None,
             job: str | None, task: str | None, store: str | None, journal_dir: str | None, dry_run: bool,
             as_json: bool) -> None:
@@ -48,18 +48,18 @@ def recover(repo: str | None, log_url: str | None, storage_option: tuple[str, ..
         if not as_json:
             click.echo(f"{key} {state.commit_id}: {state.phase.name} -> {action.name} ({action.reason}); {outcome}")
 
-    options = common.storage_options(storage_option)
+    options = naming.storage_options(storage_option)
     if journal_dir is not None:
         if repo is None or store is None:
             raise click.UsageError("--journal needs --repo and --store")
-        key = common.store_key(job or "default", task or "0", store)
+        key = naming.store_key(job or "default", task or "0", store)
         api.recover(repo=repo, job=key.job, task=key.task, store=key.store, log=log_url, work_dir=journal_dir,
-                    dry_run=dry_run, storage_options=options, settings=common.settings(),
+                    dry_run=dry_run, storage_options=options, settings=command_settings.settings(),
                     report=lambda action, outcome: report(key, action, outcome))
     else:
         api.recover_all(work_base=work_dir, repo=repo, log=log_url, job=job, task=task, store=store,
-                        storage_options=options, dry_run=dry_run, report=report, settings=common.settings())
+                        storage_options=options, dry_run=dry_run, report=report, settings=command_settings.settings())
     if as_json:
-        common.emit(True, rows, "")
+        output.emit(True, rows, "")
     elif not rows:
         click.echo("nothing to recover")

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from blobstate.cli import common
+from blobstate.cli import exits, naming, output, params
 
 #: ``--verify-kept`` modes, the default first (``blobstate.restoring.plan.VERIFY_KEPT``; named here so that
 #: ``--help`` imports no restore code).
@@ -20,12 +20,12 @@ VERIFY_KEPT = ("cache", "identity", "full")
 
 @click.command(short_help="Restore a checkpoint (default: the latest) into DEST_DIR.")
 @click.argument("dest_dir", type=click.Path(file_okay=False))
-@common.repository_options
-@common.ttl_mode_option
-@common.concurrency_option
-@common.work_dir_option
-@common.key_options
-@common.checkpoint_option
+@params.repository_options
+@params.ttl_mode_option
+@params.concurrency_option
+@params.work_dir_option
+@params.key_options
+@params.checkpoint_option
 @click.option("--max-batch-id", type=click.IntRange(0), default=None,
               help="Restore the newest checkpoint whose batch id is <= this.")
 @click.option("--checkpoint-location", default=None, metavar="PATH",
@@ -49,12 +49,12 @@ VERIFY_KEPT = ("cache", "identity", "full")
                    "host's checksum cache, keyed with ctime, vouches for it), identity (a RocksDB SST by its name, "
                    "size and mtime, unread: faster, blind to a data block changed with the mtime put back), full "
                    "(every kept file read, no cache). Files that change in place are always read.")
-@common.append_only_option
-@common.limit_download_option
-@common.limit_upload_option
-@common.json_option
-@common.quiet_option
-@common.handle_errors
+@params.append_only_option
+@params.limit_download_option
+@params.limit_upload_option
+@params.json_option
+@params.quiet_option
+@exits.handle_errors
 def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple[str, ...],
             log_option: tuple[str, ...], ttl_mode: str | None, max_concurrency: int, work_dir: str | None, job: str,
             task: str, store: str | None, checkpoint: str | None, max_batch_id: int | None, partition: int | None,
@@ -69,44 +69,44 @@ def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple
         if partition is not None or checkpoint is not None:
             raise click.UsageError("--all-partitions restores the latest state of every partition (or the one "
                                    "after --max-batch-id): not with --partition or --checkpoint")
-        _restore_partitions(dest_dir, common.store_key(job, task, common.require_store(store)), repo=repo,
+        _restore_partitions(dest_dir, naming.store_key(job, task, naming.require_store(store)), repo=repo,
                             log_url=log_url, storage_option=storage_option, log_option=log_option,
                             max_concurrency=max_concurrency, work_dir=work_dir, max_batch_id=max_batch_id,
                             cleanup=not no_cleanup, force=force, dry_run=dry_run, verify_kept=verify_kept,
                             append_only=append_only, limit_download=limit_download, limit_upload=limit_upload,
                             as_json=as_json, quiet=quiet, checkpoint_location=checkpoint_location)
         return
-    key = common.store_key(job, task, store, dest_dir)
-    common.watch_store(repo, key.job, key.task, key.store, work_dir)
+    key = naming.store_key(job, task, store, dest_dir)
+    exits.watch_store(repo, key.job, key.task, key.store, work_dir)
     result = api.restore(
         dest_dir, job=key.job, task=key.task, store=key.store, store_type=store_type, checkpoint=checkpoint,
         max_batch_id=max_batch_id, partition=partition,
-        **common.repository(repo, log_url, storage_option, log_option),
+        **naming.repository(repo, log_url, storage_option, log_option),
         ttl_mode=ttl_mode, max_concurrency=max_concurrency,
-        work_base=work_dir, progress=common.progress(quiet or dry_run), cleanup=not no_cleanup, force=force,
+        work_base=work_dir, progress=output.progress(quiet or dry_run), cleanup=not no_cleanup, force=force,
         dry_run=dry_run, verify_kept=verify_kept, append_only=append_only, limit_download=limit_download,
         limit_upload=limit_upload, checkpoint_location=checkpoint_location,
     )
     if as_json:
-        common.emit(True, result.to_json(), "")
+        output.emit(True, result.to_json(), "")
         return
     if dry_run:
         for name in result.recovered:
             click.echo(f"recover {name} (an interrupted restore)")
         for action, path in result.changes:
             click.echo(f"{action} {path if path.isprintable() else ascii(path)}")
-        common.err(f"dry run: would restore {_what(key, result)}: "
+        output.err(f"dry run: would restore {_what(key, result)}: "
                    f"{_files(result.files_downloaded)} to download ({format_size(result.bytes_downloaded)}), "
                    f"{result.files_kept} kept, {result.files_reused} reused, {result.files_removed} removed")
         if result.needs_force:
-            common.err(f"{dest_dir} is not empty and no restore of this store made it: the restore itself needs "
+            output.err(f"{dest_dir} is not empty and no restore of this store made it: the restore itself needs "
                        "--force (it removes what the snapshot lacks)")
         return
     if not quiet:
-        common.err(f"restored {_what(key, result)}: {_files(result.files_downloaded)} downloaded "
+        output.err(f"restored {_what(key, result)}: {_files(result.files_downloaded)} downloaded "
                    f"({format_size(result.bytes_downloaded)}), {result.files_kept} kept, {result.files_reused} "
                    f"reused, {result.files_removed} removed, in {format_duration(result.duration_ms)}")
-    common.emit(False, None, result.checkpoint.checkpoint_id)
+    output.emit(False, None, result.checkpoint.checkpoint_id)
 
 
 def _restore_partitions(dest_dir: str, key: Any, *, repo: str, log_url: str | None, storage_option: tuple[str, ...],
@@ -116,24 +116,24 @@ def _restore_partitions(dest_dir: str, key: Any, *, repo: str, log_url: str | No
     from blobstate import api
     from blobstate.config.units import format_duration, format_size
 
-    common.watch_store(repo, key.job, key.task, key.store, options["work_dir"])
+    exits.watch_store(repo, key.job, key.task, key.store, options["work_dir"])
     options["work_base"] = options.pop("work_dir")
     group = api.restore_partitions(dest_dir, job=key.job, task=key.task, store=key.store, **options,
-                                   **common.repository(repo, log_url, storage_option, log_option))
+                                   **naming.repository(repo, log_url, storage_option, log_option))
     doc = group.to_json()
     if as_json:
-        common.emit(True, doc, "")
+        output.emit(True, doc, "")
         return
     if not quiet:
         for p, row in zip(sorted(group.partitions), doc["partitions"], strict=True):
             r = group.partitions[p]
-            common.err(f"restored {_what(key, r)} into {row['destination']}: {_files(r.files_downloaded)} "
+            output.err(f"restored {_what(key, r)} into {row['destination']}: {_files(r.files_downloaded)} "
                        f"downloaded, {r.files_kept} kept, {r.files_reused} reused; {format_size(r.bytes_total)} in "
                        f"{format_duration(r.duration_ms)} ({_rate(r.bytes_total, r.duration_ms)})")
-        common.err(f"restored {len(group.partitions)} partitions of {key}: {format_size(group.bytes_total)} in "
+        output.err(f"restored {len(group.partitions)} partitions of {key}: {format_size(group.bytes_total)} in "
                    f"{format_duration(group.duration_ms)} ({_rate(group.bytes_total, group.duration_ms)} for the "
                    "group)")
-    common.emit(False, None, "\n".join(f"{p} {r.checkpoint.checkpoint_id}" for p, r in
+    output.emit(False, None, "\n".join(f"{p} {r.checkpoint.checkpoint_id}" for p, r in
                                        sorted(group.partitions.items())))
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from blobstate.cli import common
+from blobstate.cli import exits, naming, output, params
 
 
 @click.group(short_help="Partitioned Spark state, with the query stopped.")
@@ -33,7 +33,7 @@ def _key_of(value: str) -> Any:
 
 
 @spark.command(short_help="Rewrite a partitioned store's state as M partitions.")
-@common.repository_options
+@params.repository_options
 @click.option("--job", required=True, envvar="BLOBSTATE_JOB", help="Job name of the partitioned store.")
 @click.option("--task", default="group", show_default=True, envvar="BLOBSTATE_TASK",
               help="Task name of the partitioned store.")
@@ -57,11 +57,11 @@ def _key_of(value: str) -> Any:
 @click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE", help="Spark configuration (repeatable).")
 @click.option("--local-dir", default=None, type=click.Path(file_okay=False),
               help="Scratch directory on the executors (default: their temporary directory).")
-@click.option("--ttl", "ttl_ms", type=common.Duration(), default=None, envvar="BLOBSTATE_TTL",
+@click.option("--ttl", "ttl_ms", type=params.Duration(), default=None, envvar="BLOBSTATE_TTL",
               help="TTL of the uploaded blobs until the group commits (default 1d).")
-@common.work_dir_option
-@common.json_option
-@common.handle_errors
+@params.work_dir_option
+@params.json_option
+@exits.handle_errors
 def rescale(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...], job: str,
             task: str, store: str, to_store: str, partitions: int, key_schema: str, key_cols: str | None,
             key_of: str, checkpoint_location: str | None, batch_id: int | None, master: str, conf: tuple[str, ...],
@@ -74,7 +74,7 @@ def rescale(repo: str, log_url: str | None, storage_option: tuple[str, ...], log
     from blobstate.model.layout import DEFAULT_TTL_MS
 
     fn = _key_of(key_of)
-    options = common.repository(repo, log_url, storage_option, log_option)
+    options = naming.repository(repo, log_url, storage_option, log_option)
     from blobstate.plugin.records import extra_install_hint
 
     try:
@@ -106,7 +106,7 @@ def rescale(repo: str, log_url: str | None, storage_option: tuple[str, ...], log
     finally:
         if created:
             session.stop()
-    common.emit(as_json, result.to_json(),
+    output.emit(as_json, result.to_json(),
                 f"rescaled {result.source} ({result.from_partitions} partitions) to {result.target} "
                 f"({result.to_partitions} partitions) at batch {result.batch_id}: {result.keys} keys "
                 f"({', '.join(map(str, result.keys_per_partition))}), checkpoint {result.checkpoint.checkpoint_id}\n"

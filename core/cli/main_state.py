@@ -7,7 +7,7 @@ the repository or to a directory of yours. Keys and values print as the binding 
 is ``{"bytes": BASE64}``, a non-finite float ``{"float": "nan"}``, anything else (never unpickled)
 ``{"raw": BASE64}`` of the stored bytes; in CSV each key and value has a type column (``str``, ``bytes``, ``int``,
 ``float``, ``bool``, ``raw``) and bytes are base64. JSON escapes every non-ASCII character, and CSV on a terminal
-shows control characters escaped (``blobstate.cli.common.safe``), so no key read from a repository sends escape
+shows control characters escaped (``blobstate.cli.output.safe``), so no key read from a repository sends escape
 sequences to a terminal. A wrong ``--store`` is exit 5 naming the stores there are; a
 batch retention no longer keeps is exit 5 naming the oldest readable batch. ``--checkpoint-location`` (the query's
 Spark checkpoint location) reads the state after the batch Spark committed (``blobstate.model.align``); without it
@@ -26,7 +26,7 @@ from typing import Any
 
 import click
 
-from blobstate.cli import common
+from blobstate.cli import exits, naming, output, params
 
 
 def _format_option(fields: str) -> Any:
@@ -41,7 +41,7 @@ def state() -> None:
 
 def _store_options(fn: Any) -> Any:
     for decorator in reversed([
-        common.repository_options, common.key_options,
+        params.repository_options, params.key_options,
         click.option("--partition", type=click.IntRange(0), default=None,
                      help="Of a partitioned store (group checkpoints): this partition only (default: every one)."),
         click.option("--checkpoint-location", default=None, metavar="PATH",
@@ -56,7 +56,7 @@ def _store_options(fn: Any) -> Any:
 def _at_options(fn: Any) -> Any:
     fn = click.option("--batch", "batch_id", type=click.IntRange(0), default=None,
                       help="The state exactly as after this batch (default: the newest).")(fn)
-    return common.checkpoint_option(fn)
+    return params.checkpoint_option(fn)
 
 
 def _jsonable(value: Any) -> Any:
@@ -107,7 +107,7 @@ def _write(rows: Iterable[dict[str, Any]], fmt: str, columns: list[str]) -> int:
             count += 1
         return count
     out = csv.writer(sys.stdout, lineterminator="\n")
-    shown = common.safe if sys.stdout.isatty() else str  # a terminal never gets the data's escape sequences
+    shown = output.safe if sys.stdout.isatty() else str  # a terminal never gets the data's escape sequences
     header = [c for name in columns for c in ((f"{name}_type", name) if name in ("key", "value") else (name,))]
     out.writerow(header)
     for row in rows:
@@ -129,8 +129,8 @@ def _write(rows: Iterable[dict[str, Any]], fmt: str, columns: list[str]) -> int:
 @_at_options
 @click.option("--key-type", type=click.Choice(["str", "int", "float", "bool", "bytes"]), default="str",
               show_default=True, help="The stored key's type (bytes: KEY in hex).")
-@common.json_option
-@common.handle_errors
+@params.json_option
+@exits.handle_errors
 def get(key_text: str, repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...],
         job: str, task: str, store: str | None, partition: int | None, checkpoint_location: str | None,
         batch_id: int | None, checkpoint: str | None, key_type: str, as_json: bool) -> None:
@@ -140,13 +140,13 @@ def get(key_text: str, repo: str, log_url: str | None, storage_option: tuple[str
     from blobstate.errors import NothingToRestore
 
     wanted = _key(key_text, key_type)
-    key = common.store_key(job, task, common.require_store(store))
-    options = common.repository(repo, log_url, storage_option, log_option)
+    key = naming.store_key(job, task, naming.require_store(store))
+    options = naming.repository(repo, log_url, storage_option, log_option)
     for p in _partitions(options, key, partition):
         for k, v in api.read_state(**options, job=job, task=task, store=key.store, partition=p, batch_id=batch_id,
                                    checkpoint=checkpoint, checkpoint_location=checkpoint_location):
             if type(k) is type(wanted) and k == wanted:
-                common.emit(as_json, {"partition": p, "key": _jsonable(k), "value": _jsonable(v)}, _text(v))
+                output.emit(as_json, {"partition": p, "key": _jsonable(k), "value": _jsonable(v)}, _text(v))
                 return
     at = f" after batch {batch_id}" if batch_id is not None else ""
     raise NothingToRestore(f"{key} holds no key {wanted!r}{at}")
@@ -174,7 +174,7 @@ def _key(text: str, key_type: str) -> Any:
 @_store_options
 @_at_options
 @_format_option("partition, key, value")
-@common.handle_errors
+@exits.handle_errors
 def dump(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...], job: str,
          task: str, store: str | None, partition: int | None, checkpoint_location: str | None,
          batch_id: int | None, checkpoint: str | None, fmt: str) -> None:
@@ -182,8 +182,8 @@ def dump(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_op
     of the newest state, --batch or --checkpoint, in the store's key order."""
     from blobstate import api
 
-    key = common.store_key(job, task, common.require_store(store))
-    options = common.repository(repo, log_url, storage_option, log_option)
+    key = naming.store_key(job, task, naming.require_store(store))
+    options = naming.repository(repo, log_url, storage_option, log_option)
 
     def rows() -> Iterable[dict[str, Any]]:
         for p in _partitions(options, key, partition):
@@ -202,7 +202,7 @@ def dump(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_op
 @click.option("--to", "to_batch", type=click.IntRange(0), default=None,
               help="The last batch whose writes to print (default: the newest).")
 @_format_option("batchId, partition, op, key, value")
-@common.handle_errors
+@exits.handle_errors
 def changes(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...], job: str,
             task: str, store: str | None, partition: int | None, checkpoint_location: str | None,
             from_batch: int | None, to_batch: int | None, fmt: str) -> None:
@@ -211,8 +211,8 @@ def changes(repo: str, log_url: str | None, storage_option: tuple[str, ...], log
     the state after batch TO."""
     from blobstate import api
 
-    key = common.store_key(job, task, common.require_store(store))
-    found = api.read_changes(**common.repository(repo, log_url, storage_option, log_option), job=job, task=task,
+    key = naming.store_key(job, task, naming.require_store(store))
+    found = api.read_changes(**naming.repository(repo, log_url, storage_option, log_option), job=job, task=task,
                              store=key.store, from_batch=from_batch, to_batch=to_batch, partition=partition,
                              checkpoint_location=checkpoint_location)
     _write(({"batchId": c.batch_id, "partition": c.partition, "op": c.op, "key": c.key, "value": c.value}

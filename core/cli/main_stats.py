@@ -6,15 +6,15 @@ from typing import Any
 
 import click
 
-from blobstate.cli import common
+from blobstate.cli import exits, naming, output, params
 
 
 @click.command(short_help="Per store: checkpoints, sizes, bytes stored, deduplication.")
-@common.repository_options
-@common.concurrency_option
-@common.filter_options
-@common.json_option
-@common.handle_errors
+@params.repository_options
+@params.concurrency_option
+@params.filter_options
+@params.json_option
+@exits.handle_errors
 def stats(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...],
           max_concurrency: int, job: str | None, task: str | None, store: str | None, as_json: bool) -> None:
     """Per store: retained checkpoints, files and data size of the latest, logical bytes of all retained
@@ -24,7 +24,7 @@ def stats(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_o
     from blobstate.config.units import format_size
 
     result = api.stats(job=job, task=task, store=store, max_concurrency=max_concurrency,
-                       **common.repository(repo, log_url, storage_option, log_option))
+                       **naming.repository(repo, log_url, storage_option, log_option))
 
     def lines(s: Any) -> list[str]:
         latest = s.latest
@@ -38,6 +38,6 @@ def stats(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_o
                        f"{format_size(s.changelog_bytes)} of delta changelogs")
         return out + [f"  problem: {p}" for p in s.problems]
 
-    common.show_rows(as_json, result, empty="no stores", lines=lines,
+    output.show_rows(as_json, result, empty="no stores", lines=lines,
                      header=f"{'store':28} {'ckpts':>5} {'files':>7} {'latest size':>11} {'logical':>10} "
                             f"{'stored':>10} {'unref.':>10} {'dedup':>6}")

@@ -7,23 +7,23 @@ from typing import Any
 
 import click
 
-from blobstate.cli import common
+from blobstate.cli import exits, naming, output, params
 
 
 @click.command(short_help="Read and check every blob of a checkpoint (size, CRC32C).")
-@common.repository_options
-@common.concurrency_option
-@common.filter_options
-@common.checkpoint_option
+@params.repository_options
+@params.concurrency_option
+@params.filter_options
+@params.checkpoint_option
 @click.option("--all", "all_checkpoints", is_flag=True, help="Verify every retained checkpoint.")
 @click.option("--read-data-subset", "read_data_subset", default=None, envvar="BLOBSTATE_READ_DATA_SUBSET",
               metavar="n/t|x%", help="Read only part of the data (restic's check): n/t the files whose first blob "
               "is in bucket n of t (rotate n over 1..t to read everything once), x% a random x percent. Metadata "
               "(records, indexes, changelogs) is always checked.")
 @click.option("--seed", type=int, default=None, hidden=True, help="Seed of the random x% sample (tests).")
-@common.limit_download_option
-@common.json_option
-@common.handle_errors
+@params.limit_download_option
+@params.json_option
+@exits.handle_errors
 def verify(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...],
            max_concurrency: int, job: str | None, task: str | None, store: str | None, checkpoint: str | None,
            all_checkpoints: bool, read_data_subset: str | None, seed: int | None, limit_download: int | None,
@@ -37,7 +37,7 @@ def verify(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_
     reports = api.verify(job=job, task=task, store=store, checkpoint=checkpoint, all_checkpoints=all_checkpoints,
                          max_concurrency=max_concurrency, raise_on_error=False, read_data_subset=read_data_subset,
                          seed=seed, limit_download=limit_download,
-                         **common.repository(repo, log_url, storage_option, log_option))
+                         **naming.repository(repo, log_url, storage_option, log_option))
 
     def lines(r: Any) -> list[str]:
         n = len(r.problems)
@@ -49,6 +49,6 @@ def verify(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_
                 f"{r.checkpoint.generation}): {files}, {format_size(r.bytes_read)} read: {status}",
                 *(f"  {f}: {m}" for f, m in r.problems)]
 
-    common.show_rows(as_json, reports, empty="no checkpoints to verify", lines=lines,
+    output.show_rows(as_json, reports, empty="no checkpoints to verify", lines=lines,
                      json_of=lambda r: {"store": str(r.checkpoint.store_key), **r.to_json()})
     api.raise_for_reports(reports)

@@ -11,8 +11,9 @@ crash of anything else. Two plugins giving one backend name make only the select
 ``BLOBSTATE_DISABLE_PLUGINS=name1,name2`` blocks plugins by name, built-ins too; ``BLOBSTATE_TRACE_PLUGINS=1``
 traces every hook call on stderr. Every hook is called through ``pm.hook``.
 
-The manager is process-wide, built once (``get_plugin_manager``) with the settings of the command or call that first
-needs a backend (``blobstate.config.settings.Settings``: which plugins to add, block and trace).
+The manager is process-wide, built once per set of plugin settings (``get_plugin_manager``: the fields of
+``blobstate.config.settings.Settings`` that say which plugins to add, block and trace), with the settings of the
+command or call that first asks for it; a call asking for other plugins gets its own, never one built without them.
 ``blobstate_configure`` receives those settings and the effective configuration
 (``blobstate.config.settings.effective_configuration``) derived from them: the CLI's options named as the API names
 them (secrets redacted), resolved defaults, and the ``BLOBSTATE_*`` variables as they are; delivered with
@@ -241,15 +242,17 @@ class BlobstatePluginManager(pluggy.PluginManager):
         self.broken.append(PluginInfo(name, dist, version, builtin, error=error))
         warnings.warn(f"blobstate plugin {name!r} is broken: {error}", stacklevel=2)
 
-    def select(self, kind: type, key: str, settings: Settings | None = None) -> Registered:
+    def select(self, kind: type, key: str, settings: Settings | None = None, *, exact: bool = False) -> Registered:
         """Pick the backend of ``kind`` (a spec class) serving ``key`` (a URL scheme or a store type).
 
         The highest priority wins; ``BLOBSTATE_BACKEND_<KEY>=<backend name>`` in ``settings`` (default: the
-        manager's) overrides. Raises
-        ``ConfigurationError`` when none serves ``key`` and ``PluginError`` on a tie (naming both distributions).
+        manager's) overrides. With ``exact`` only a backend naming ``key`` itself serves it, never a catch-all
+        (``*``): a plugin's own scheme (``delayed+file://``) that no plugin registered is an error, not another
+        backend. Raises ``ConfigurationError`` when none serves ``key`` and ``PluginError`` on a tie (naming both
+        distributions).
         """
         candidates = [
-            r for r in self.registered_specs() if isinstance(r.spec, kind) and _serves(r.spec, key)
+            r for r in self.registered_specs() if isinstance(r.spec, kind) and _serves(r.spec, key, exact=exact)
         ]
         names = [(type(r.spec), r.spec.name) for r in candidates]
         for name in names:
@@ -262,7 +265,7 @@ class BlobstatePluginManager(pluggy.PluginManager):
                 return chosen[0]
             # The variable is per scheme, shared by the backend kinds: naming another kind's backend for this
             # scheme (a blob store, when the checkpoint log is being chosen) leaves this kind to its priorities.
-            if not any(r.spec.name == wanted and not isinstance(r.spec, kind) and _serves(r.spec, key)
+            if not any(r.spec.name == wanted and not isinstance(r.spec, kind) and _serves(r.spec, key, exact=exact)
                        for r in self.registered_specs()):
                 raise ConfigurationError(f"{variable}={wanted}: no backend of that name serves {key!r}")
         if not candidates:
@@ -341,9 +344,10 @@ def spec_keys(spec: Spec) -> tuple[str, ...]:
     return (spec.store_type,) if isinstance(spec, LocalStoreSpec) else tuple(spec.schemes)
 
 
-def _serves(spec: Spec, key: str) -> bool:
+def _serves(spec: Spec, key: str, *, exact: bool = False) -> bool:
+    """Whether ``spec`` serves ``key``: it names it, or (unless ``exact``) it is a catch-all (``*``)."""
     keys = spec_keys(spec)
-    return key in keys or "*" in keys
+    return key in keys or (not exact and "*" in keys)
 
 
 def _own_version() -> str:
@@ -407,24 +411,40 @@ def load_reference(reference: str) -> object:
     return value
 
 
+def plugin_settings(settings: Settings) -> tuple[Any, ...]:
+    """The fields of ``settings`` a manager is built from (plugins added, blocked, entry points read or not,
+    traced, the entry-point cache): two settings that agree on them get the same process-wide manager."""
+    return (settings.plugins, settings.disabled_plugins, settings.plugins_autoload, settings.trace_plugins,
+            settings.cache_dir)
+
+
 _lock = threading.Lock()
-_manager: BlobstatePluginManager | None = None
+#: The process-wide managers, one per ``plugin_settings`` asked for.
+_managers: dict[tuple[Any, ...], BlobstatePluginManager] = {}
 
 
 def get_plugin_manager(settings: Settings | None = None) -> BlobstatePluginManager:
-    """The process-wide plugin manager, built on first use with ``settings`` (those of the command or call that
-    first needs it; default: the environment's)."""
-    global _manager
+    """The process-wide plugin manager for ``settings`` (default: the environment's, ``Settings.from_environ``):
+    built on first use for their ``plugin_settings`` and kept, so every call whose settings name the same plugins
+    gets the same manager (its observers, its registrations), and a call whose settings name other plugins
+    (``BLOBSTATE_PLUGINS``, ``BLOBSTATE_DISABLE_PLUGINS``, ...) never gets a manager built for someone else's.
+    ``blobstate_configure`` receives the settings of the first call of each. Raises ``ConfigurationError`` for a
+    malformed environment."""
+    settings = settings if settings is not None else Settings.from_environ()
+    key = plugin_settings(settings)
     with _lock:
-        if _manager is None:
-            _manager = build_plugin_manager(settings)
-        return _manager
+        manager = _managers.get(key)
+        if manager is None:
+            manager = _managers[key] = build_plugin_manager(settings)
+        return manager
 
 
 def reset_plugin_manager(manager: BlobstatePluginManager | None = None) -> None:
-    """Replace (or drop, to rebuild lazily) the process-wide manager; for tests and embedding. The entry points are
-    read again by the next manager built (a distribution installed since is seen)."""
-    global _manager
+    """Drop every process-wide manager (each is rebuilt lazily), and install ``manager``, if given, as the one its
+    own settings get; for tests and embedding. The entry points are read again by the next manager built (a
+    distribution installed since is seen)."""
     with _lock:
-        _manager = manager
+        _managers.clear()
+        if manager is not None:
+            _managers[plugin_settings(manager.settings)] = manager
         installed.entry_points.cache_clear()

@@ -41,6 +41,15 @@ def url_scheme(url: str) -> str:
     return scheme.split("+", 1)[0].lower()
 
 
+def _select(kind: type, url: str, settings: Settings) -> Any:
+    """The spec of the backend of ``kind`` for ``url``, chosen by the plugin manager ``settings`` ask for. A compound
+    scheme (``delayed+file``, ``postgresql+psycopg``) names a plugin's own scheme (its first part): only a backend
+    naming it serves it, never a catch-all (``*``), so a plugin missing from ``settings`` is a
+    ``ConfigurationError``, not another backend silently used in its place."""
+    compound = "+" in (url.split("://", 1)[0] if "://" in url else "")
+    return get_plugin_manager(settings).select(kind, url_scheme(url), settings, exact=compound).spec
+
+
 def open_blob_store(url: str, *, settings: Settings | None = None, storage_options: dict[str, Any] | None = None,
                     ttl_mode: str | None = None, max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
                     retry: bool = True) -> BlobStore:
@@ -48,12 +57,13 @@ def open_blob_store(url: str, *, settings: Settings | None = None, storage_optio
     ``settings`` (default ``Settings()``: the defaults, no environment).
 
     With ``retry`` (default) every call retries transient faults (``settings.retry_attempts`` attempts). Raises
-    ``ConfigurationError`` for an unknown scheme and ``MissingDependencyError`` (with the ``pip install`` hint) for a
+    ``ConfigurationError`` for an unknown scheme (a compound one, ``delayed+file``, whose plugin is not registered)
+    and ``MissingDependencyError`` (with the ``pip install`` hint) for a
     missing extra.
     """
     settings = settings if settings is not None else Settings()
     url, storage_options = resolve(normalize_url(url), storage_options, environ=settings.environ)
-    spec = get_plugin_manager(settings).select(BlobStoreSpec, url_scheme(url), settings).spec
+    spec = _select(BlobStoreSpec, url, settings)
     store = instantiate(spec, f"blob store {spec.name!r}", url, storage_options=storage_options, ttl_mode=ttl_mode,
                         max_concurrency=max_concurrency, settings=settings)
     return RetryingBlobStore(store, attempts=settings.retry_attempts) if retry else store
@@ -73,7 +83,7 @@ def open_checkpoint_log(url: str, *, settings: Settings | None = None, storage_o
 
     settings = settings if settings is not None else Settings()
     url = normalize_url(url) if "://" not in url else absolute_log_url(url)
-    spec = get_plugin_manager(settings).select(CheckpointLogSpec, url_scheme(url), settings).spec
+    spec = _select(CheckpointLogSpec, url, settings)
     extra = {"blob_store": blob_store} if blob_store is not None else {}
     return instantiate(spec, f"checkpoint log {spec.name!r}", url, storage_options=dict(storage_options or {}),
                        settings=settings, **extra)

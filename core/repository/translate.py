@@ -1,7 +1,7 @@
 """Storage faults translated once into one-line messages that name the URL and the fix.
 
 Every blob store call goes through ``RetryingBlobStore`` (``blobstate.repository.retry``), which hands a permanent
-fault (or the last transient one) to ``translate``; the CLI's last line of defence (``blobstate.cli.common``) and
+fault (or the last transient one) to ``translate``; the CLI's last line of defence (``blobstate.cli.exits``) and
 ``blobstate doctor`` use the same function, so a misspelled bucket reads the same from every command. The SDKs'
 own texts (botocore, obstore's Rust client with its debug dump, the Azure and GCS clients) are recognised by the
 service's error codes (``NoSuchBucket``, ``InvalidAccessKeyId``, ``PermanentRedirect``, ...) and exception types,

@@ -10,6 +10,7 @@ import ast
 import importlib
 import inspect
 import os
+import pickle
 import re
 import sys
 import threading
@@ -253,7 +254,7 @@ def test_each_room_says_what_it_may_import():
 ENVIRONMENT_READERS = {
     "blobstate.config.settings": "the one place blobstate's own variables are read",
     "blobstate.config.options": "credentials other tools keep there (AWS_*, AZURE_*), only to hide them",
-    "blobstate.cli.common": "whether rich may draw (FORCE_COLOR, TTY_COMPATIBLE, TTY_INTERACTIVE)",
+    "blobstate.cli.output": "whether rich may draw (FORCE_COLOR, TTY_COMPATIBLE, TTY_INTERACTIVE)",
     "blobstate.plugins.s3_store": "the AWS SDK's own region and credential variables",
     "blobstate.spark.executor.open_partitions": "Spark's SPARK_REUSE_WORKER",
     "blobstate.spark.placement.helper_jar": "BLOBSTATE_SPARK_HELPER_JAR, a prebuilt JVM helper, read where it is built",
@@ -364,7 +365,7 @@ def test_a_restore_never_enters_the_backup_module(dir_store, tmp_path, monkeypat
                    for m in trace.modules_seen)
 
 
-# -- the three walkthroughs, call by call ------------------------------------------------------------------------
+# -- the four walkthroughs, call by call -------------------------------------------------------------------------
 #: Rooms every room uses (configuration, the data model, local files, the journal, the plugin interfaces, errors):
 #: never a step of a verb's path, so they are left out of the rooms a call passes through.
 LIBRARY_ROOMS = {"config", "model", "local", "journal", "plugin", "errors"}
@@ -580,3 +581,66 @@ def test_the_room_check_sees_a_call_come_back_to_a_room():
     top = module("blobstate.commit.engine", "def f(o, m, g):\n    return o(m, g)\n")
     frame = top["f"](outer["f"], middle["f"], inner["f"])
     assert rooms_on_stack(frame)[-3:] == ["commit", "repository", "commit"]  # the model in between does not count
+
+
+def test_a_stateful_processor_batch_follows_its_walkthrough_call_by_call(tmp_path, monkeypatch):
+    """At the core level, as the partitioned batch above: the batch's times read from its offsets metadata, each
+    partition's ``mapInArrow`` function called in-process on the batch's Arrow rows (what Spark's tasks run, without
+    a JVM: the task's partition index given), the driver's acceptance and group commit, then the kept rows released;
+    the steps only Spark reaches are named below."""
+    import pyarrow as pa
+
+    from blobstate.commit.backup import StoreCommitter
+    from blobstate.commit.group import GroupCommitter
+    from blobstate.model.records import StoreKey
+    from blobstate.repository.repo import Repository
+    from blobstate.spark.partitioned.driver.state import accept
+    from blobstate.spark.partitioned.executor.batch_task import BatchPlan
+    from blobstate.spark.processor import ProcessorSpec
+    from blobstate.spark.stateful.driver.on_partitions import Kept, release
+    from blobstate.spark.stateful.driver.times import read_batch_times
+    from blobstate.spark.stateful.executor import task as stateful
+    from tests.processors import running_count
+
+    class Offsets:  # Spark's offsets/N as the checkpoint location reads it (Spark wrote it before the batch ran)
+        location = str(tmp_path / "ck")
+
+        def offset_metadata(self, batch_id: int) -> dict:
+            return {"batchTimestampMs": 1_700_000_000_000, "batchWatermarkMs": 0, "conf": {}}
+
+    key, repo, parts = StoreKey("clicks", "counts", "per-user"), str(tmp_path / "repo"), 2
+    rows = {0: pa.table({"k": ["ann", "ann", "bob"], "v": [1, 2, 3]}), 1: pa.table({"k": ["cid"], "v": [4]})}
+    spec = ProcessorSpec(("k",), running_count.OUTPUT, query_id="q-1")
+    with _Walk() as walk, Repository.open(repo) as repository:
+        times = read_batch_times(Offsets(), 0, spec.time_mode)
+        job = stateful.TaskJob(running_count.RunningCount(), spec, times)
+        committer = StoreCommitter(key, repository, store_type="rocksdb", work_dir=str(tmp_path / "driver"))
+        groups = GroupCommitter(committer, num_partitions=parts)
+        plan = BatchPlan(repo, key, str(tmp_path / "executors"), parts, 0, committer.commit_point.generation(),
+                         None, {p: () for p in range(parts)}, "q-1", ttl_ms=3_600_000)
+        out: list = []
+        for p in range(parts):
+            monkeypatch.setattr(stateful, "task_partition", lambda p=p: p)  # Spark's TaskContext.partitionId()
+            out += list(stateful.stateful_task(plan, job, iter(rows[p].to_batches())))
+        task_rows = pa.Table.from_batches(out)
+        prepares = [pickle.loads(v) for v in task_rows.column(stateful.PREPARE).to_pylist() if v is not None]
+        accepted = accept(prepares, plan)
+        group = groups.commit([p.entry for p in accepted], batch_id=0, query_id="q-1",
+                              created_ms=min(p.created_ms for p in accepted))
+        release(Kept())  # the output went to the sink: the kept rows (Spark's blocks) are dropped
+        committer.close()
+    assert group.generation == 1 and len(group.partitions) == parts
+    output = task_rows.filter(pa.compute.is_null(task_rows.column(stateful.PREPARE))).drop_columns(stateful.PREPARE)
+    assert sorted(output.to_pylist(), key=lambda r: r["k"]) == [{"k": "ann", "count": 2}, {"k": "bob", "count": 1},
+                                                                {"k": "cid", "count": 1}]
+    driver = "blobstate.spark.stateful.driver"
+    follows(walk, "A stateful processor batch, step by step", {
+        f"{driver}.entry:transform_with_state": "starts the query on a Spark session",
+        f"{driver}.inputs:watermarked": "Spark's watermark on the stream, a Spark call",
+        f"{driver}.on_partitions:PartitionedRun": "Spark calls it with the batch's DataFrame",
+        f"{driver}.on_partitions:stateful_job": "the Spark job; here each task is called in-process",
+        f"{driver}.on_driver:DriverRun": "the driver's store (a processor without num_partitions), on Spark",
+        "blobstate.spark.binding.engine:BatchEngine.run_batch": "the driver binding's engine, on Spark",
+    })
+    assert walk.plugin_paths[("plugins.fsspec_store", "put")] == {  # the tasks' changelogs, compressed
+        ("spark", "worker", "codec", "repository.retry", "plugins.fsspec_store")}

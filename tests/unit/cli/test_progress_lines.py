@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from blobstate.cli import common
+from blobstate.cli import output
 from blobstate.cli.progress_lines import LineProgress
 from blobstate.model.progress import NoProgress
 
@@ -98,8 +98,8 @@ def test_the_cli_writes_lines_when_stderr_is_a_pipe(pipe, monkeypatch):
     monkeypatch.setattr(sys, "stderr", writer)
     for variable in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
         monkeypatch.delenv(variable, raising=False)
-    chosen = common.progress(False)
+    chosen = output.progress(False)
     assert isinstance(chosen, LineProgress) and chosen.stream is writer and chosen.interval_s == 10
-    assert isinstance(common.progress(True), NoProgress)  # --quiet
+    assert isinstance(output.progress(True), NoProgress)  # --quiet
     monkeypatch.setenv("BLOBSTATE_PROGRESS_INTERVAL_S", "0")
-    assert isinstance(common.progress(False), NoProgress)  # 0 turns the lines off
+    assert isinstance(output.progress(False), NoProgress)  # 0 turns the lines off

@@ -150,3 +150,62 @@ def test_the_built_ins_serve_file_urls_and_a_blocked_built_in_does_not():
     assert not blocked.has_plugin(owner)
     with pytest.raises(ConfigurationError, match="no blob store for 'file'"):
         blocked.select(BlobStoreSpec, "file")
+
+
+_PROBE_MODULE = '''
+from blobstate.plugin.hookspecs import hookimpl
+from blobstate.plugin.records import CheckpointLogSpec
+
+
+@hookimpl
+def blobstate_checkpoint_logs():
+    return [CheckpointLogSpec(name="probe", schemes=("probe",), factory="nowhere:open_log")]
+'''
+
+
+@pytest.fixture
+def probe_plugin(tmp_path, monkeypatch):
+    """The name of a plugin module (importable for this test) giving a checkpoint log for ``probe``; the
+    process-wide managers are dropped before and after."""
+    from blobstate.plugin.manager import reset_plugin_manager
+
+    (tmp_path / "blobstate_probe_plugin.py").write_text(_PROBE_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reset_plugin_manager()
+    yield "blobstate_probe_plugin"
+    reset_plugin_manager()
+
+
+def test_the_process_wide_manager_is_the_one_the_settings_ask_for_whichever_came_first(probe_plugin):
+    from blobstate.plugin.manager import get_plugin_manager
+
+    plain = get_plugin_manager(Settings(plugins_autoload=False))  # first use: settings without the plugin
+    asked = get_plugin_manager(Settings(plugins_autoload=False, plugins=(probe_plugin,)))
+    assert asked.has_plugin(probe_plugin) and not plain.has_plugin(probe_plugin)
+    assert asked.select(CheckpointLogSpec, "probe").spec.name == "probe"
+    with pytest.raises(ConfigurationError, match="no checkpoint log for 'probe'"):
+        plain.select(CheckpointLogSpec, "probe", exact=True)
+    # built once per plugin settings: fields that do not concern plugins share a manager
+    assert get_plugin_manager(Settings(plugins_autoload=False, work_dir="elsewhere")) is plain
+    assert get_plugin_manager(Settings(plugins_autoload=False, plugins=(probe_plugin,), debug=True)) is asked
+    blocked = get_plugin_manager(Settings(plugins_autoload=False, plugins=(probe_plugin,),
+                                          disabled_plugins=(probe_plugin,)))
+    assert blocked is not asked and not blocked.has_plugin(probe_plugin)
+
+
+def test_a_manager_handed_in_is_the_one_its_own_settings_get(probe_plugin):
+    from blobstate.plugin.manager import get_plugin_manager, reset_plugin_manager
+
+    settings = Settings(plugins_autoload=False, plugins=(probe_plugin,))
+    mine = build_plugin_manager(settings)
+    reset_plugin_manager(mine)
+    assert get_plugin_manager(settings) is mine
+    assert get_plugin_manager(Settings(plugins_autoload=False)) is not mine
+
+
+def test_exact_selection_leaves_out_the_catch_all():
+    mgr = _manager(_Stores(_spec("generic", "*"), _spec("s3", "s3", priority=10)))
+    assert mgr.select(BlobStoreSpec, "s3", exact=True).spec.name == "s3"
+    assert mgr.select(BlobStoreSpec, "delayed").spec.name == "generic"
+    with pytest.raises(ConfigurationError, match="no blob store for 'delayed'"):
+        mgr.select(BlobStoreSpec, "delayed", exact=True)

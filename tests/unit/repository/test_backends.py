@@ -43,6 +43,17 @@ def test_an_unknown_scheme_is_a_configuration_error():  # fsspec, the catch-all,
         open_blob_store("nosuchscheme://x/y")
 
 
+@pytest.mark.parametrize("kind", ["checkpoint log", "blob store"])
+def test_a_plugin_scheme_no_plugin_registered_is_a_typed_error_never_the_catch_all(tmp_path, kind):
+    # ``delayed+file://``: the ``delayed`` plugin's URL over a file URL; without that plugin, neither the file log
+    # nor the fsspec store (both serve any scheme, ``*``) may take it
+    url = f"delayed+{(tmp_path / 'repo').as_uri()}"
+    opener = open_checkpoint_log if kind == "checkpoint log" else open_blob_store
+    with pytest.raises(ConfigurationError, match=f"no {kind} for 'delayed'.*blobstate plugins"):
+        opener(url)
+    assert not (tmp_path / "repo").exists()
+
+
 def test_a_file_blob_store_writes_under_its_root(tmp_path):
     store = open_blob_store(str(tmp_path / "repo"))
     try:
