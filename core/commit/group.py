@@ -12,8 +12,9 @@ Streams' EOS commits a task's offsets and state in one transaction). A part that
 record (a retried, speculative or stale task attempt) is never referenced: its blobs expire by their TTL and
 ``blobstate gc`` deletes them.
 
-The steps reuse a delta commit's (``blobstate.commit.delta``), in the group's own session, journal and
-``CommitPoint`` on the owning host:
+The steps are a delta commit's (``blobstate.commit.delta``), taken through the group store's one
+``StoreCommitContext`` (``blobstate.commit.context``: its session, journal, ``CommitPoint`` and engine on the owning
+host), which ``GroupCommitter`` holds, as every committer of a store does:
 
 1. ``CommitStarted`` (kind ``group``), ``UploadsPlanned`` with every part's blob id: from here an abort or recovery
    deletes the parts (never a blob a retained record references);
