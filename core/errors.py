@@ -32,6 +32,16 @@ class PartitionCountError(ConfigurationError):
     rows would land in partitions whose state does not hold their keys. Nothing is changed."""
 
 
+class InvalidRecordError(ConfigurationError):
+    """A record built to be written does not fit its schema (exit 2): ``field`` names the field at fault as the
+    record's JSON form names it (``partitions[0].crc32c``; empty when the record as a whole is, e.g. too large).
+    Nothing was written."""
+
+    def __init__(self, message: str, *, field: str = "") -> None:
+        self.field = field
+        super().__init__(message)
+
+
 class PluginError(BlobstateError):
     """A plugin is broken or two plugins claim the same backend ambiguously."""
 

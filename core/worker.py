@@ -24,15 +24,16 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from blobstate.commit import healing, planner
+from blobstate.commit import staging
+from blobstate.commit.healing import HealWalks
 from blobstate.commit.parts import heal_parts
+from blobstate.commit.staging import SnapshotSpec
 from blobstate.config.options import redact
 from blobstate.config.settings import Settings
 from blobstate.errors import IntegrityError
 from blobstate.local.checksum import ChecksumCache, crc32c_bytes
 from blobstate.model.chain import Chain
-from blobstate.model.index import SnapshotIndex
-from blobstate.model.layout import DEFAULT_CHUNK_SIZE, new_blob_id, new_checkpoint_id, new_index_id, now_ms
+from blobstate.model.layout import DEFAULT_CHUNK_SIZE, new_blob_id, new_checkpoint_id, now_ms
 from blobstate.model.records import DELTA, SNAPSHOT, Checkpoint, PartitionEntry, StoreKey
 from blobstate.plugin.interfaces import PutRequest
 from blobstate.repository.backends import open_local_store
@@ -113,12 +114,10 @@ def stage_snapshot(repo: Repository, key: StoreKey, *, partition: int, batch_id:
                    chunk_size: int = DEFAULT_CHUNK_SIZE, writer_id: str = "") -> StagedSnapshot:
     """A partition writer's snapshot: the RocksDB local checkpoint ``checkpoint_dir`` (the state after
     ``batch_id``) diffed against the partition's ``previous`` snapshot record (its unchanged files' blobs reused;
-    None or an unreadable index: everything uploaded; a reused blob the store lost uploaded again,
-    ``healing.plan_heal``), the new blobs and the index put with a TTL of ``ttl_ms``.
-    Samza's blob-store backup steps 3-5 (``blobstate.commit.backup``) without a journal or an append: the group
-    commit is the commit point. Raises ``StorageError``; what it left behind expires by its TTL."""
-    local_store = open_local_store("rocksdb", settings=repo.settings)
-    scanned = planner.scan_directory(checkpoint_dir, ChecksumCache(), is_mutable=local_store.is_mutable)
+    None or an unreadable index: everything uploaded; a reused blob the store lost uploaded again), the new blobs
+    and the index put with a TTL of ``ttl_ms``: ``blobstate.commit.staging.stage_snapshot``, as a store's snapshot
+    commit stages its own, without a journal or an append: the group commit is the commit point. Raises
+    ``StorageError``; what it left behind expires by its TTL."""
     prev_index = None
     if previous is not None:
         try:
@@ -126,22 +125,14 @@ def stage_snapshot(repo: Repository, key: StoreKey, *, partition: int, batch_id:
         except IntegrityError as exc:
             log.warning("the previous snapshot of partition %s is unreadable (%s): uploading every file", partition,
                         redact(str(exc)))
-    plan = planner.diff(scanned, prev_index, key=key, chunk_size=chunk_size, ttl_ms=ttl_ms,
-                        codec_of=repo.choose_codec)
-    if prev_index is not None:  # rule 7, as every snapshot: a reused blob the store lost is uploaded again
-        plan.puts += healing.plan_heal(plan.files, {f.relpath: f.path for f in scanned},
-                                       healing.present_blobs(repo, key), {r.blob_id for r in plan.puts}, ttl_ms)
-    commit_id, index_id = new_checkpoint_id(), new_index_id(key)
-    index = SnapshotIndex(checkpoint_id=commit_id, created_time_ms=now_ms(), job_name=key.job,
-                          job_instance=writer_id or f"partition-{partition}", task_name=key.task,
-                          store_name=key.store, dir_index=plan.dir_index(),
-                          prev_snapshot_index_blob_id=previous.index_blob_id if previous else None,
-                          batch_id=batch_id, store_type="rocksdb")
-    data = index.to_bytes()
-    repo.store.put_many([PutRequest(index_id, data, ttl_ms), *plan.puts])  # the index beside the blobs (rule 12)
-    entry = PartitionEntry(partition, SNAPSHOT, commit_id, batch_id, index_id, crc32c_bytes(data), len(data),
-                           attempt, base)
-    return StagedSnapshot(entry, tuple(r.blob_id for r in plan.puts), sum(r.size for r in plan.puts) + len(data))
+    spec = SnapshotSpec(new_checkpoint_id(), now_ms(), batch_id, writer_id or f"partition-{partition}", "rocksdb",
+                        ttl_ms, chunk_size)
+    staged = staging.stage_snapshot(repo, key, checkpoint_dir, spec, previous=previous, previous_index=prev_index,
+                                    walks=HealWalks(repo, key), cache=ChecksumCache(),
+                                    is_mutable=open_local_store("rocksdb", settings=repo.settings).is_mutable)
+    entry = PartitionEntry(partition, SNAPSHOT, spec.commit_id, batch_id, staged.index_id, staged.crc32c,
+                           len(staged.data), attempt, base)
+    return StagedSnapshot(entry, tuple(r.blob_id for r in staged.puts), staged.bytes_planned + len(staged.data))
 
 
 __all__ = ["Repository", "RestoreResult", "StagedSnapshot", "entries", "heal_parts", "local_checkpoint",

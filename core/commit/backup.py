@@ -36,21 +36,21 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import threading
 import time
 import uuid
-from collections import Counter
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
 from blobstate.commit import healing, planner
-from blobstate.commit.cleanup import CleanupExecutor, init_cleanup, last_completed
+from blobstate.commit.cleanup import CleanupExecutor
+from blobstate.commit.context import StoreCommitContext
 from blobstate.commit.engine import CommitEngine, landed_late
 from blobstate.commit.point import CommitPoint
 from blobstate.commit.recover import recover
 from blobstate.commit.session import StoreSession
-from blobstate.config.options import display_url, redact
+from blobstate.commit.staging import SnapshotSpec, StageSteps, stage_snapshot
+from blobstate.config.options import redact
 from blobstate.config.settings import Settings
 from blobstate.errors import FencedError, IntegrityError
 from blobstate.journal import events as ev
@@ -58,7 +58,7 @@ from blobstate.journal.file import Journal
 from blobstate.journal.projection import CommitPhase
 from blobstate.journal.recovery import RecoveryAction
 from blobstate.local import workdir
-from blobstate.local.checksum import ChecksumCache, crc32c_bytes
+from blobstate.local.checksum import ChecksumCache
 from blobstate.local.object_cache import ObjectCache
 from blobstate.model.chain import latest_snapshot
 from blobstate.model.index import SnapshotIndex
@@ -67,13 +67,12 @@ from blobstate.model.layout import (
     DEFAULT_RETAIN,
     DEFAULT_TTL_MS,
     new_checkpoint_id,
-    new_index_id,
     now_ms,
 )
 from blobstate.model.progress import NoProgress, Progress
-from blobstate.model.records import Checkpoint, StoreKey
-from blobstate.model.retention import KEEP_ALL, RetentionPolicy, read_ahead, recorded_fields, recorded_policy
-from blobstate.plugin.interfaces import FileRange, PutRequest
+from blobstate.model.records import SNAPSHOT, Checkpoint, StoreKey
+from blobstate.model.retention import KEEP_ALL, RetentionPolicy, read_ahead, recorded_policy
+from blobstate.plugin.interfaces import PutRequest
 from blobstate.repository import host
 from blobstate.repository.backends import open_local_store
 from blobstate.repository.repo import Repository
@@ -169,7 +168,6 @@ class StoreCommitter:
         if self.settings.object_cache:  # rule 9
             self.repo.use_object_cache(ObjectCache.for_writer(host.host_key(self.repo), key, self.work_dir))
         self.ttl_ms = ttl_ms
-        self.retain = self.policy.only_last or KEEP_ALL  # journaled (a count): a policy's fallback prunes nothing
         self.chunk_size = max(1, chunk_size)
         self.progress: Progress = progress or NoProgress()
         self.writer_id = writer_id or f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -181,13 +179,16 @@ class StoreCommitter:
         self.cleanup = CleanupExecutor(self.session, self.repo, retain=self.policy, commit_point=self.commit_point)
         self.engine = CommitEngine(self.cleanup, self.commit_point, ttl_ms=ttl_ms,
                                    on_unsettled=self.mark_needs_recovery)
+        #: what this store's delta and group committers are composed from (``blobstate.commit.context``); its
+        #: ``retain`` is journaled (a count): a policy's fallback prunes nothing
+        self.context = StoreCommitContext(key, self.repo, self.session, self.commit_point, self.cleanup, self.engine,
+                                          self.work_dir, self.writer_id, ttl_ms, self.policy.only_last or KEEP_ALL)
         self.cache = ChecksumCache(os.path.join(self.work_dir, workdir.CRC_CACHE))
         self.walks = healing.HealWalks(self.repo, key)
         self._indexes = ExitStack()  # the indexes this committer read or wrote, kept while it lives
         self._indexes.enter_context(self.repo.reading_indexes_once(limit=INDEXES_KEPT))
         self._prev: tuple[Checkpoint, SnapshotIndex | None] | None = None
         self._opened: list[Checkpoint] | None = None  # the log as it opened on it, until its first snapshot
-        self._took_over = False
         self.recovered: list[tuple[RecoveryAction, str]] = []
         self._needs_recovery = False  # a cleanup failed or an append was ambiguous: recover before the next commit
         try:
@@ -242,7 +243,7 @@ class StoreCommitter:
         recorded = recorded_policy(prev[1]) if prev is not None and prev[1] is not None else None
         if recorded is not None:
             self.policy = recorded
-            self.retain = recorded.only_last or KEEP_ALL
+            self.context.retain = recorded.only_last or KEEP_ALL
             self.cleanup.retain = recorded
         return self.policy
 
@@ -272,9 +273,7 @@ class StoreCommitter:
         record = self.session.record
         path = os.path.join(workdir.checkpoints_dir(self.work_dir), commit_id)
         try:  # from its first event: an interrupt anywhere here (one Ctrl-C) aborts the commit, as later on
-            record(ev.CommitStarted(commit_id, now_ms(), str(self.key), expected, batch_id, self.retain,
-                                    display_url(self.repo.url), display_url(self.repo.log.url or self.repo.url),
-                                    ttl_ms=self.ttl_ms), sync=True)
+            self.context.start(commit_id, batch_id, kind=SNAPSHOT, sync=True)
             self.local_store.create_checkpoint(source, path)  # its name is the checkpoint id: no marker inside
             record(ev.LocalCheckpointCreated(commit_id, now_ms(), path), sync=True)
             return LocalCheckpoint(commit_id, path, batch_id, expected, now_ms(),
@@ -284,22 +283,14 @@ class StoreCommitter:
             self.engine.abort(commit_id, exc, keep_view=True)
             raise
 
+    @property
+    def retain(self) -> int:
+        """The newest checkpoints kept, as journaled (``KEEP_ALL`` for a policy that is not a count)."""
+        return self.context.retain
+
     def take_over(self) -> None:
-        """Before this committer's first commit (snapshot or delta; later calls do nothing): when the latest
-        checkpoint is not one whose cleanup completed from this work directory (another host wrote it, or its
-        post-commit step never ran here), remove the TTL of everything it references (restore's init cleanup), so
-        the new snapshot never reuses a blob that a lifecycle rule will expire. An unreadable latest index is left
-        alone: the commit then uploads everything."""
-        if self._took_over:
-            return
-        latest = self.commit_point.latest()  # the view this writer pinned: another writer's append fences it
-        if latest is not None and latest.checkpoint_id != last_completed(self.work_dir):
-            try:
-                init_cleanup(self.repo, self.key, self.work_dir, commit_point=self.commit_point)
-            except IntegrityError as exc:
-                log.warning("the latest snapshot of %s is unreadable (%s): the next commit uploads everything",
-                            self.key, redact(str(exc)))
-        self._took_over = True
+        """Before this store's first commit (snapshot, delta or group): ``StoreCommitContext.take_over``."""
+        self.context.take_over()
 
     def _previous(self) -> tuple[Checkpoint, SnapshotIndex | None] | None:
         """The checkpoint and index the next commit diffs against (the log's latest snapshot; cached after our
@@ -341,35 +332,13 @@ class StoreCommitter:
                 raise FencedError(
                     f"fenced: {self.key} is at generation {prev[0].generation}, this writer expected "
                     f"{local.expected_generation}", expected=local.expected_generation, actual=prev[0].generation)
-            scanned = planner.scan_directory(local.path, self.cache, is_mutable=self.local_store.is_mutable)
-            plan = planner.diff(scanned, prev[1] if prev else None, key=self.key, chunk_size=self.chunk_size,
-                                ttl_ms=self.ttl_ms, codec_of=self.repo.choose_codec)
-            heal, walked = self.walks.plan(prev[0].checkpoint_id if prev else None, plan.files,
-                                           {f.relpath: f.path for f in scanned}, {r.blob_id for r in plan.puts},
-                                           self.ttl_ms)
-            plan.puts += heal
-            healed = {r.source.path for r in heal if isinstance(r.source, FileRange)}
-            plan.uploaded += [f.relpath for f in scanned if f.path in healed]
-            index_id = new_index_id(self.key)
-            bytes_planned = sum(r.size for r in plan.puts)
-            self.session.record(ev.UploadsPlanned(commit_id, now_ms(), tuple(r.blob_id for r in plan.puts),
-                                                  index_id, bytes_planned), sync=True)
-            index = SnapshotIndex(
-                checkpoint_id=commit_id, created_time_ms=local.created_ms, job_name=self.key.job,
-                job_instance=self.writer_id, task_name=self.key.task, store_name=self.key.store,
-                dir_index=plan.dir_index(),
-                prev_snapshot_index_blob_id=prev[0].index_blob_id if prev else None, batch_id=local.batch_id,
-                store_type=self.store_type, retain=recorded_fields(self.policy)[0],
-                retention_policy=recorded_fields(self.policy)[1],
-            )
-            data = index.to_bytes()
-            crc = crc32c_bytes(data)
-            healing.save_index_copy(self.work_dir, commit_id, data)
-            # the index goes beside the blobs (it names them, and the scan already knows their checksums): the
-            # commit point waits for both, so nothing it references is missing (rule 12), one round trip less
-            self._upload_blobs(commit_id, plan.puts, bytes_planned, index=PutRequest(index_id, data, self.ttl_ms))
-            self.journal.sync()
-            self.session.record(ev.IndexUploaded(commit_id, now_ms(), index_id, crc, len(data)), sync=True)
+            spec = SnapshotSpec(commit_id, local.created_ms, local.batch_id, self.writer_id, self.store_type,
+                                self.ttl_ms, self.chunk_size, self.policy)
+            staged = stage_snapshot(self.repo, self.key, local.path, spec, previous=prev[0] if prev else None,
+                                    previous_index=prev[1] if prev else None, walks=self.walks, cache=self.cache,
+                                    is_mutable=self.local_store.is_mutable, steps=_JournaledSteps(self, commit_id),
+                                    progress=self.progress)
+            index, data, index_id, crc = staged.index, staged.data, staged.index_id, staged.crc32c
             record = Checkpoint(self.key, commit_id, 0, index_id, crc, len(data), local.created_ms,
                                 local.batch_id, self.writer_id, query_id=local.query_id)
             self.repo.remember_index(record, index, data)  # retention reads it from here, not from the store
@@ -384,13 +353,13 @@ class StoreCommitter:
         upload_ms = (time.perf_counter() - t0) * 1000
         late = landed_late(local.created_ms, self.ttl_ms)
         deleted = self.engine.finish_quietly(commit_id, checkpoint, late=late)
-        self.walks.done(commit_id, walked=walked, whole=not late and not self._needs_recovery
+        self.walks.done(commit_id, walked=staged.walked, whole=not late and not self._needs_recovery
                         and now_ms() - local.created_ms <= self.ttl_ms // 2)
         self.cache.retain([f.path for f in planner.scan_directory(local.path, self.cache)])
         self._save_cache()
         return BackupResult(
-            checkpoint=checkpoint, files_total=len(plan.files), files_uploaded=plan.files_uploaded,
-            bytes_total=sum(f.size_in_bytes for f in plan.files.values()), bytes_uploaded=bytes_planned,
+            checkpoint=checkpoint, files_total=len(staged.files), files_uploaded=staged.files_uploaded,
+            bytes_total=sum(f.size_in_bytes for f in staged.files.values()), bytes_uploaded=staged.bytes_planned,
             checkpoint_ms=local.checkpoint_ms, upload_ms=upload_ms,
             duration_ms=local.checkpoint_ms + (time.perf_counter() - t0) * 1000, blobs_deleted=deleted,
         )
@@ -407,28 +376,23 @@ class StoreCommitter:
                 self.engine.abort(local.commit_id, exc, keep_view=True)
             raise
 
-    def _upload_blobs(self, commit_id: str, puts: list[PutRequest], total: int, *, index: PutRequest) -> None:
-        # Progress counts files, not chunks: a file is done when its last chunk is. The index goes in the same batch.
-        chunks_left = Counter(_source_name(r) for r in puts)
-        lock = threading.Lock()
-        self.progress.start(f"upload {self.key}", total, len(chunks_left))
 
-        def one(request: PutRequest) -> None:
-            self.repo.store.put(request)
-            if request is index:
-                return
-            self.session.record(ev.BlobUploaded(commit_id, now_ms(), request.blob_id, request.size))
-            with lock:
-                chunks_left[_source_name(request)] -= 1
-                file_done = chunks_left[_source_name(request)] == 0
-            self.progress.advance(request.size, 1 if file_done else 0)
+class _JournaledSteps(StageSteps):
+    """A snapshot commit's staging steps in its journal: ``UploadsPlanned`` (the index kept in the work directory
+    for healing), ``BlobUploaded`` per blob, ``IndexUploaded``."""
 
-        try:
-            self.repo.store.map_concurrent(one, [index, *sorted(puts, key=lambda r: -r.size)])
-        finally:
-            self.progress.finish()
+    def __init__(self, committer: StoreCommitter, commit_id: str) -> None:
+        self.committer = committer
+        self.commit_id = commit_id
 
+    def planned(self, index_id: str, puts: list[PutRequest], bytes_planned: int, index_data: bytes) -> None:
+        self.committer.session.record(ev.UploadsPlanned(self.commit_id, now_ms(), tuple(r.blob_id for r in puts),
+                                                        index_id, bytes_planned), sync=True)
+        healing.save_index_copy(self.committer.work_dir, self.commit_id, index_data)
 
-def _source_name(request: PutRequest) -> str:
-    """The local file a blob's bytes come from (the blob id for in-memory bytes)."""
-    return request.source.path if isinstance(request.source, FileRange) else request.blob_id
+    def uploaded(self, request: PutRequest) -> None:
+        self.committer.session.record(ev.BlobUploaded(self.commit_id, now_ms(), request.blob_id, request.size))
+
+    def indexed(self, index_id: str, crc32c: int, size: int) -> None:
+        self.committer.journal.sync()
+        self.committer.session.record(ev.IndexUploaded(self.commit_id, now_ms(), index_id, crc32c, size), sync=True)

@@ -34,8 +34,8 @@ from typing import Any
 
 from blobstate.commit import healing
 from blobstate.commit.backup import StoreCommitter
+from blobstate.commit.context import StoreCommitContext
 from blobstate.commit.healing import HealSources
-from blobstate.config.options import display_url
 from blobstate.journal import events as ev
 from blobstate.local.checksum import crc32c_bytes
 from blobstate.model.layout import new_blob_id, new_checkpoint_id, now_ms
@@ -82,7 +82,8 @@ class DeltaResult:
 
 
 class DeltaCommitter:
-    """Delta commits of ``committer``'s store (same repository, session, cleanup and commit point). A changelog of
+    """Delta commits of ``committer``'s store, composed from its ``StoreCommitContext`` (the same repository,
+    session, cleanup, commit point and engine as its snapshot commits). A changelog of
     at most ``inline_max_bytes`` (bytes; at most and by default ``MAX_INLINE_CHANGELOG_BYTES``, 0: never) goes
     inline in its record, a larger one in a blob of its own.
 
@@ -96,32 +97,27 @@ class DeltaCommitter:
     """
 
     def __init__(self, committer: StoreCommitter, *, inline_max_bytes: int = MAX_INLINE_CHANGELOG_BYTES) -> None:
-        self.committer = committer
+        self.context: StoreCommitContext = committer.context
         self.inline_max_bytes = max(0, min(inline_max_bytes, MAX_INLINE_CHANGELOG_BYTES))
         self.key = committer.key
-        self.repo = committer.repo
-        self.session = committer.session
-        self.ttl_ms = committer.ttl_ms
 
     def stage(self, data: bytes, *, batch_id: int, query_id: str = "") -> StagedDelta:
         """Steps 1-2: upload ``data`` (an encoded changelog) as one blob with a TTL, or nothing when it is at most
         ``inline_max_bytes`` (the record carries it). Raises ``StorageError`` (the commit is aborted and
         the blob deleted)."""
-        self.committer.take_over()
+        c = self.context
+        c.take_over()
         commit_id = new_checkpoint_id()
         blob_id = "" if len(data) <= self.inline_max_bytes else new_blob_id(self.key)
         created = now_ms()
-        record = self.session.record
-        c = self.committer
-        record(ev.CommitStarted(commit_id, created, str(self.key), c.commit_point.generation(), batch_id, c.retain,
-                                display_url(self.repo.url), display_url(self.repo.log.url or self.repo.url),
-                                kind=DELTA, ttl_ms=self.ttl_ms))
+        record = c.session.record
+        c.start(commit_id, batch_id, kind=DELTA, created_ms=created)
         record(ev.UploadsPlanned(commit_id, now_ms(), (blob_id,) if blob_id else (), "", len(data)), sync=True)
         if not blob_id:
             return StagedDelta(commit_id, batch_id, query_id, "", crc32c_bytes(data), len(data), created, data)
         try:
             healing.save_index_copy(c.work_dir, commit_id, data, kind="changelog", sync=False)
-            self.repo.store.put(PutRequest(blob_id, data, self.ttl_ms, self.repo.metadata_codec))
+            c.repo.store.put(PutRequest(blob_id, data, c.ttl_ms, c.repo.metadata_codec))
             record(ev.BlobUploaded(commit_id, now_ms(), blob_id, len(data)))
         except BaseException as exc:
             c.engine.abort(commit_id, exc)
@@ -132,10 +128,10 @@ class DeltaCommitter:
         """Steps 3-4: the commit point, then the cleanup. Raises ``FencedError`` or ``StorageError`` (aborted),
         ``AppendOutcomeUnknown`` (left open: recovery resolves it before the store's next snapshot)."""
         record = Checkpoint(self.key, staged.commit_id, 0, "", 0, 0, staged.created_ms, staged.batch_id,
-                            self.committer.writer_id, kind=DELTA, changelog_blob_id=staged.blob_id,
+                            self.context.writer_id, kind=DELTA, changelog_blob_id=staged.blob_id,
                             changelog_crc32c=staged.crc32c, changelog_size=staged.size, query_id=staged.query_id,
                             changelog_inline=staged.data if staged.inline else None)
-        return self.committer.engine.commit(record, sources=HealSources({} if staged.inline
+        return self.context.engine.commit(record, sources=HealSources({} if staged.inline
                                                                         else {staged.blob_id: staged.data}))
 
     def commit_changelog(self, data: bytes, *, batch_id: int, query_id: str = "") -> DeltaResult:

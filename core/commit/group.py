@@ -12,8 +12,9 @@ Streams' EOS commits a task's offsets and state in one transaction). A part that
 record (a retried, speculative or stale task attempt) is never referenced: its blobs expire by their TTL and
 ``blobstate gc`` deletes them.
 
-The steps reuse a delta commit's (``blobstate.commit.delta``), in the group's own session, journal and
-``CommitPoint`` on the owning host:
+The steps are a delta commit's (``blobstate.commit.delta``), taken through the group store's one
+``StoreCommitContext`` (``blobstate.commit.context``: its session, journal, ``CommitPoint`` and engine on the owning
+host), which ``GroupCommitter`` holds, as every committer of a store does:
 
 1. ``CommitStarted`` (kind ``group``), ``UploadsPlanned`` with every part's blob id: from here an abort or recovery
    deletes the parts (never a blob a retained record references);
@@ -31,10 +32,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from blobstate.commit.backup import StoreCommitter
-from blobstate.commit.delta import DeltaCommitter
+from blobstate.commit.context import StoreCommitContext
 from blobstate.commit.healing import HealSources
-from blobstate.config.options import display_url
-from blobstate.errors import BlobstateError, ConfigurationError, PartitionCountError
+from blobstate.errors import ConfigurationError, PartitionCountError
 from blobstate.journal import events as ev
 from blobstate.model.layout import new_checkpoint_id, now_ms
 from blobstate.model.records import GROUP, MAX_PARTITIONS, SNAPSHOT, Checkpoint, PartitionEntry
@@ -54,8 +54,9 @@ def check_partition_count(history: Sequence[Checkpoint], num_partitions: int, wh
             "changed")
 
 
-class GroupCommitter(DeltaCommitter):
-    """Group commits of ``committer``'s store (its repository, session, cleanup and commit point), one at a time.
+class GroupCommitter:
+    """Group commits of ``committer``'s store, one at a time, composed from its ``StoreCommitContext`` (its
+    repository, session, cleanup, commit point and engine: the same as its snapshot and delta commits).
 
     Usage (the owner of the group, once every partition's part is staged)::
 
@@ -65,11 +66,12 @@ class GroupCommitter(DeltaCommitter):
     """
 
     def __init__(self, committer: StoreCommitter, *, num_partitions: int) -> None:
-        super().__init__(committer)
+        self.context: StoreCommitContext = committer.context
+        self.key = committer.key
         self.num_partitions = num_partitions
 
-    def commit(self, entries: Sequence[PartitionEntry], *, batch_id: int,  # type: ignore[override]
-               query_id: str = "", created_ms: int | None = None, new_blob_ids: Sequence[str] = (),
+    def commit(self, entries: Sequence[PartitionEntry], *, batch_id: int, query_id: str = "",
+               created_ms: int | None = None, new_blob_ids: Sequence[str] = (),
                sources: HealSources | None = None) -> Checkpoint:
         """Commit ``entries`` (at most one delta and one snapshot per partition) as one group record for
         ``batch_id`` of ``query_id``; ``new_blob_ids``: the blobs the snapshot entries uploaded (their TTLs are
@@ -77,26 +79,20 @@ class GroupCommitter(DeltaCommitter):
         a snapshot part's local checkpoint directory), used when the group lands late (``engine.CommitEngine``).
 
         ``created_ms``: when the oldest part was uploaded (the TTL budget counts from it; default now). Raises
-        ``ConfigurationError`` for a malformed manifest (nothing written), ``FencedError`` (another owner appended:
+        ``InvalidRecordError`` (a ``ConfigurationError``, exit 2) naming the field of a malformed manifest (nothing
+        written: ``Checkpoint.validate``), ``FencedError`` (another owner appended:
         the parts are deleted), ``StorageError``, ``AppendOutcomeUnknown`` (left open: recovery resolves it).
         """
-        c = self.committer
+        c = self.context
         c.take_over()
         commit_id = new_checkpoint_id()
         created = now_ms() if created_ms is None else created_ms
         record = Checkpoint(self.key, commit_id, 0, "", 0, 0, created, batch_id, c.writer_id, kind=GROUP,
                             query_id=query_id, num_partitions=self.num_partitions,
                             partitions=tuple(sorted(entries, key=lambda e: (e.partition, e.kind != SNAPSHOT))))
-        try:
-            Checkpoint.from_bytes(record.with_generation(1).to_bytes(), source=f"group {commit_id}")
-        except BlobstateError as exc:
-            raise ConfigurationError(f"refusing to commit a malformed group checkpoint: {exc}") from None
+        record.validate()  # against its schema, before anything is journaled: InvalidRecordError naming the field
         blob_ids = [e.blob_id for e in record.partitions] + list(new_blob_ids)
-        session = self.session
-        session.record(ev.CommitStarted(commit_id, now_ms(), str(self.key), c.commit_point.generation(), batch_id,
-                                        c.retain, display_url(self.repo.url),
-                                        display_url(self.repo.log.url or self.repo.url), kind=GROUP,
-                                        ttl_ms=self.ttl_ms))
-        session.record(ev.UploadsPlanned(commit_id, now_ms(), tuple(blob_ids), "",
-                                         sum(e.size for e in record.partitions)), sync=True)
+        c.start(commit_id, batch_id, kind=GROUP)
+        c.session.record(ev.UploadsPlanned(commit_id, now_ms(), tuple(blob_ids), "",
+                                           sum(e.size for e in record.partitions)), sync=True)
         return c.engine.commit(record, sources=sources)

@@ -33,7 +33,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from blobstate.errors import ConfigurationError, CorruptIndexError
+from blobstate.errors import ConfigurationError, CorruptIndexError, InvalidRecordError
 from blobstate.model import layout
 
 CHECKPOINT_SCHEMA_VERSION = 5  # 2: ``kind``, the changelog fields, ``queryId``; 3: groups; 4: inline deltas; 5: voids
@@ -63,6 +63,7 @@ BatchId = Annotated[int, Meta(ge=-1, le=_I64_MAX)]
 Crc32c = Annotated[int, Meta(ge=0, le=0xFFFFFFFF)]  # unsigned
 CheckpointId = Annotated[str, Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")]  # a token
 _ID_PATTERN_ERROR = re.compile(r"Expected `str` matching regex '[^']*'")  # msgspec's words for a bad token
+_ERROR_PATH = re.compile(r" - at `\$\.?([^`]*)`$")  # where msgspec says a value is wrong: ``$.partitions[0].crc32c``
 Text = Annotated[str, Meta(max_length=MAX_TEXT)]  # printable: ``_check``
 ObjectId = Annotated[str, Meta(max_length=4096)]  # an object of the record's own store: ``_check``
 Size = Annotated[int, Meta(ge=0, le=max(MAX_INDEX_BYTES, MAX_CHANGELOG_BYTES))]  # bytes of an index or changelog
@@ -268,9 +269,9 @@ class Checkpoint:
     def with_generation(self, generation: int) -> Checkpoint:
         return replace(self, generation=generation)
 
-    def to_json(self) -> dict[str, Any]:
-        """The record's JSON document (``RecordDoc``): the fields of its kind's oldest schema version, and the later
-        ones only when they say something (``kind`` and ``queryId`` for anything but a plain snapshot,
+    def to_doc(self) -> RecordDoc:
+        """The record's JSON document as its schema (``RecordDoc``): the fields of its kind's oldest schema version,
+        and the later ones only when they say something (``kind`` and ``queryId`` for anything but a plain snapshot,
         ``lineageId`` when set, a delta's changelog, a group's manifest and key columns)."""
         extended = self.kind != SNAPSHOT or bool(self.query_id)
         version = max(self.schema_version, 3 if self.is_group else 2) if extended else self.schema_version
@@ -292,10 +293,40 @@ class Checkpoint:
                 version = max(version, 5)
                 later["voids"] = self.voids
         key = self.store_key
-        doc = RecordDoc(version, self.checkpoint_id, self.generation, key.job, key.task, key.store,
-                        self.index_blob_id, self.index_crc32c, self.index_size, self.created_time_ms, self.batch_id,
-                        self.writer_id, **later)
-        return msgspec.to_builtins(doc)  # type: ignore[no-any-return]
+        return RecordDoc(version, self.checkpoint_id, self.generation, key.job, key.task, key.store,
+                         self.index_blob_id, self.index_crc32c, self.index_size, self.created_time_ms, self.batch_id,
+                         self.writer_id, **later)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record's JSON document (``to_doc``)."""
+        return msgspec.to_builtins(self.to_doc())  # type: ignore[no-any-return]
+
+    def validate(self) -> None:
+        """Check this record against its schema before it is written or appended: ``RecordDoc``'s types and limits
+        (its document converted by ``msgspec.convert``: an integer in range and never a bool, a token, a bounded
+        text or list), then what the schema cannot say (``_check``), then its size (at most ``MAX_RECORD_BYTES``).
+        A record not appended yet (``generation`` 0) is checked as the first generation would be. Raises
+        ``InvalidRecordError`` naming the first field at fault (``field``: its JSON path, ``partitions[0].crc32c``).
+        """
+        what = f"{self.kind} checkpoint record {self.checkpoint_id!r}"[:300]
+        try:
+            doc = msgspec.to_builtins(self.with_generation(self.generation or 1).to_doc())
+            msgspec.convert(doc, RecordDoc)
+            _check(self)
+        except msgspec.ValidationError as exc:
+            found = _ERROR_PATH.search(str(exc))
+            field = found.group(1) if found else ""
+            reason = _ID_PATTERN_ERROR.sub("not a printable token", _ERROR_PATH.sub("", str(exc)))
+            raise InvalidRecordError(f"a malformed {what}: {field or 'the record'}: {reason}"[:2000],
+                                     field=field) from None
+        except _Defect as exc:
+            raise InvalidRecordError(f"a malformed {what}: {exc.field}: {exc}"[:2000], field=exc.field) from None
+        except (TypeError, ValueError, ConfigurationError) as exc:  # a value no JSON form has (to_builtins)
+            raise InvalidRecordError(f"a malformed {what}: {exc}"[:2000]) from None
+        size = len(json.dumps(doc, separators=(",", ":")).encode())
+        if size > MAX_RECORD_BYTES:
+            raise InvalidRecordError(f"a malformed {what}: {size} bytes, larger than any checkpoint record "
+                                     f"({MAX_RECORD_BYTES})")
 
     def to_bytes(self) -> bytes:
         """The record as written: compact JSON in ASCII (the bytes every blobstate version wrote)."""
@@ -346,21 +377,35 @@ class Checkpoint:
             raise CorruptIndexError(f"corrupt checkpoint record {source}: {reason}"[:2000]) from None
 
 
+class _Defect(ValueError):
+    """What ``_check`` finds wrong, naming the ``field`` at fault (its JSON path)."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(reason)
+        self.field = field
+
+
+#: a part's field -> its entry's in a group's manifest (``PartitionEntry``)
+_ENTRY_FIELDS = {"indexBlobId": "blobId", "changelogBlobId": "blobId", "batchId": "batchId"}
+
+
 def _check(record: Checkpoint) -> None:
-    """What the schema cannot say (``ValueError``): every text printable, the record's objects those of its kind
-    and of its own store, a group's manifest well formed."""
-    texts = [("writer id", record.writer_id), ("query id", record.query_id), ("lineage id", record.lineage_id)]
-    for name, text in texts + [("key column", t) for c in record.key_columns for t in c]:
+    """What the schema cannot say (``_Defect``, a ``ValueError``): every text printable, the record's objects those
+    of its kind and of its own store, a group's manifest well formed."""
+    texts = [("writerId", "writer id", record.writer_id), ("queryId", "query id", record.query_id),
+             ("lineageId", "lineage id", record.lineage_id)]
+    for field, name, text in texts + [("keyColumns", "key column", t) for c in record.key_columns for t in c]:
         if not text.isprintable():
-            raise ValueError(f"the {name} is not printable text")
+            raise _Defect(field, f"the {name} is not printable text")
     if (record.key_columns or record.voids) and not record.is_group:
-        raise ValueError(f"a {record.kind} record names key columns or voids")
+        raise _Defect("keyColumns" if record.key_columns else "voids", f"a {record.kind} record names key columns "
+                      "or voids")
     if record.is_group:
         _check_group(record)
         return
     _check_part(record)
     if record.partitions or record.num_partitions:
-        raise ValueError(f"a {record.kind} record names partitions")
+        raise _Defect("partitions", f"a {record.kind} record names partitions")
 
 
 def _check_part(record: Checkpoint) -> None:
@@ -369,19 +414,20 @@ def _check_part(record: Checkpoint) -> None:
     key = record.store_key
     if record.kind == SNAPSHOT:
         if not key.owns_index(record.index_blob_id):
-            raise ValueError(f"its index {record.index_blob_id[:200]!r} is not an index of store {key}")
+            raise _Defect("indexBlobId", f"its index {record.index_blob_id[:200]!r} is not an index of store {key}")
         if record.changelog_blob_id or record.changelog_size or record.changelog_crc32c or record.is_inline:
-            raise ValueError("a snapshot record names a changelog")
+            raise _Defect("changelogBlobId", "a snapshot record names a changelog")
         return
     if record.is_inline:
         if record.changelog_blob_id or len(record.changelog_inline or b"") != record.changelog_size:
-            raise ValueError("an inline changelog names a blob too or is not of its declared size")
+            raise _Defect("changelogInline", "an inline changelog names a blob too or is not of its declared size")
     elif not key.owns_blob(record.changelog_blob_id):
-        raise ValueError(f"its changelog {record.changelog_blob_id[:200]!r} is not a blob of store {key}")
+        raise _Defect("changelogBlobId",
+                      f"its changelog {record.changelog_blob_id[:200]!r} is not a blob of store {key}")
     if record.index_blob_id or record.index_size or record.index_crc32c:
-        raise ValueError("a delta record names an index")
+        raise _Defect("indexBlobId", "a delta record names an index")
     if record.batch_id is None:
-        raise ValueError("a delta record has no batch id")
+        raise _Defect("batchId", "a delta record has no batch id")
 
 
 def _check_group(record: Checkpoint) -> None:
@@ -391,20 +437,25 @@ def _check_group(record: Checkpoint) -> None:
     valid as the record it expands into; no index or changelog of its own."""
     if record.index_blob_id or record.index_size or record.index_crc32c or record.changelog_blob_id \
             or record.changelog_size or record.changelog_crc32c or record.is_inline:
-        raise ValueError("a group record names an index or a changelog of its own")
+        raise _Defect("indexBlobId" if record.index_blob_id or record.index_size or record.index_crc32c
+                      else "changelogBlobId", "a group record names an index or a changelog of its own")
     if not 1 <= record.num_partitions <= MAX_PARTITIONS:
-        raise ValueError(f"a group of {record.num_partitions} partitions (1..{MAX_PARTITIONS})")
+        raise _Defect("numPartitions", f"a group of {record.num_partitions} partitions (1..{MAX_PARTITIONS})")
     if not record.partitions and not record.voids:
-        raise ValueError("a group record commits no partition and voids nothing")
+        raise _Defect("partitions", "a group record commits no partition and voids nothing")
     if record.checkpoint_id in record.voids:
-        raise ValueError("a group record voids itself")
+        raise _Defect("voids", "a group record voids itself")
     seen: set[tuple[int, str]] = set()
-    for e in record.partitions:
+    for i, e in enumerate(record.partitions):
         if e.partition >= record.num_partitions or (e.partition, e.kind) in seen:
-            raise ValueError(f"partition {e.partition} is out of range or has two {e.kind} entries")
+            raise _Defect(f"partitions[{i}].partition",
+                          f"partition {e.partition} is out of range or has two {e.kind} entries")
         seen.add((e.partition, e.kind))
-    for part in record.expand():
-        _check_part(part)
+    for i, part in enumerate(record.expand()):
+        try:
+            _check_part(part)
+        except _Defect as exc:
+            raise _Defect(f"partitions[{i}].{_ENTRY_FIELDS.get(exc.field, 'blobId')}", str(exc)) from None
 
 
 @dataclass(frozen=True)

@@ -273,7 +273,7 @@ class PartitionedState:
         update = update or self._update
         if self.connect and self._groups is None and self._broken is None:
             self.open(df.sparkSession)  # Spark Connect: the first batch in the server's Python worker
-        if (update is None and job is None) or self._groups is None or self._repo is None:
+        if (update is None and job is None) or self._groups is None or self._committer is None or self._repo is None:
             raise ConfigurationError("the partitioned state is not open or has no update function")
         if self._broken is not None:
             raise ConfigurationError(f"the partitioned state {self.key} stopped after an earlier failure "
@@ -286,12 +286,12 @@ class PartitionedState:
         if not self._stamped:  # the key columns' Spark types are known from the first batch's schema
             check_partitioning(recorded_partitioning(self._history), self.key_cols, self._key_types(df),
                                f"{self.key}")
-            stamp_records(self._groups.committer, lineage_id=self.lineage_id,
+            stamp_records(self._committer, lineage_id=self.lineage_id,
                           key_columns=tuple(zip(self.key_cols, self._key_types(df), strict=True)))
             self._stamped = True
-        base = self._groups.committer.commit_point.generation()
+        base = self._committer.commit_point.generation()
         history = self._history if self._history_current else self._repo.log.history(self.key)
-        check_current(self._groups.committer, self._repo.log.latest(self.key) if self._history_current else (
+        check_current(self._committer, self._repo.log.latest(self.key) if self._history_current else (
             history[-1] if history else None))  # another driver appended since: its plan would not hold
         plan = self._plan(history, base, batch_id, batch_id - 1 if batch_id > 0 else self.before_first,
                           self.fault_hook)

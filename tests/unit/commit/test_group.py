@@ -5,12 +5,13 @@ and the partition count a store's group records hold enforced."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from blobstate import worker
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.group import GroupCommitter, check_partition_count
-from blobstate.errors import ConfigurationError, FencedError, PartitionCountError
+from blobstate.errors import ConfigurationError, FencedError, InvalidRecordError, PartitionCountError
 from blobstate.model import changelog
 from blobstate.model.records import GROUP, MAX_PARTITIONS, StoreKey
 
@@ -51,6 +52,19 @@ def test_a_malformed_manifest_is_refused_before_anything_is_written(repo, tmp_pa
     with _owner(repo, tmp_path) as owner:
         with pytest.raises(ConfigurationError, match="malformed group checkpoint"):
             GroupCommitter(owner, num_partitions=2).commit(parts, batch_id=0)
+        assert owner.session.states() == {}  # nothing journaled
+    assert repo.log.history(KEY) == []
+
+
+@pytest.mark.parametrize(("wrong", "field"), [({"crc32c": "12"}, "partitions[1].crc32c"),
+                                             ({"size": True}, "partitions[1].sizeInBytes"),
+                                             ({"batch_id": -2}, "partitions[1].batchId")])
+def test_a_part_with_a_wrong_field_type_is_refused_naming_the_field(repo, tmp_path, wrong, field):
+    parts = [_part(repo, 0, 0), msgspec.structs.replace(_part(repo, 1, 0), **wrong)]
+    with _owner(repo, tmp_path) as owner:
+        with pytest.raises(InvalidRecordError, match="malformed group checkpoint") as caught:
+            GroupCommitter(owner, num_partitions=2).commit(parts, batch_id=0)
+        assert caught.value.field == field and caught.value.exit_code == 2
         assert owner.session.states() == {}  # nothing journaled
     assert repo.log.history(KEY) == []
 

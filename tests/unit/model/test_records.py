@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from blobstate.errors import ConfigurationError, CorruptIndexError
+from blobstate.errors import ConfigurationError, CorruptIndexError, InvalidRecordError
 from blobstate.model.records import (
     DELTA,
     GROUP,
@@ -190,6 +190,53 @@ def test_a_void_record_is_version_5_and_round_trips_standing_for_no_partition_re
 def test_a_record_breaking_a_rule_is_corrupt(case):
     with pytest.raises(CorruptIndexError, match="corrupt checkpoint record the-record"):
         parse(BAD[case]())
+
+
+#: a record built wrong, and the field ``validate`` names (its JSON path)
+WRONG_FIELD = {
+    "a crc32c that is text": (lambda: group(entry(0), entry(1, crc32c="1")), "partitions[1].crc32c"),
+    "a size that is a bool": (lambda: group(entry(0, size=True), entry(1)), "partitions[0].sizeInBytes"),
+    "a partition that is negative": (lambda: group(entry(-1), entry(1)), "partitions[0].partition"),
+    "a batch id that is a float": (lambda: delta(batch_id=2.5), "batchId"),
+    "a writer id of 201 characters": (lambda: snapshot(writer_id="w" * 201), "writerId"),
+    "a created time that is text": (lambda: snapshot(created_time_ms="5"), "createdTimeMs"),
+    "a checkpoint id with a slash": (lambda: snapshot(checkpoint_id="../x"), "checkpointId"),
+    "a partition out of range": (lambda: group(entry(0), entry(2)), "partitions[1].partition"),
+    "an entry naming another store's blob": (lambda: group(entry(0, blob_id=blob_id(5, OTHER))),
+                                             "partitions[0].blobId"),
+    "a writer id with a newline": (lambda: snapshot(writer_id="a\nb"), "writerId"),
+    "a group of no partitions": (lambda: group(n=0), "numPartitions"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WRONG_FIELD))
+def test_a_record_built_wrong_is_refused_by_its_schema_naming_the_field(case):
+    build, field = WRONG_FIELD[case]
+    with pytest.raises(InvalidRecordError, match="malformed") as caught:
+        build().validate()
+    assert caught.value.field == field and field in str(caught.value)
+    assert isinstance(caught.value, ConfigurationError) and caught.value.exit_code == 2
+
+
+@pytest.mark.parametrize("case", sorted(set(BAD) - {"generation 0"}))
+def test_every_record_the_log_would_refuse_is_refused_before_it_is_written(case):
+    with pytest.raises(InvalidRecordError):
+        BAD[case]().validate()
+
+
+def test_a_well_formed_record_of_every_kind_validates_before_its_generation_is_known():
+    for record in (snapshot(), delta(), inline(), group(), void(), group(key_columns=(("k", "string"),))):
+        record.with_generation(0).validate()
+        record.validate()
+
+
+def test_a_record_too_large_to_write_is_refused_as_a_whole():
+    long_id = "c" * 110  # every entry well formed; 400 of them with ids this long are more than a record holds
+    record = group(*[entry(p, kind, checkpoint_id=f"{long_id}-{p}-{kind}") for p in range(MAX_PARTITIONS)
+                     for kind in (DELTA, SNAPSHOT)], n=MAX_PARTITIONS)
+    with pytest.raises(InvalidRecordError, match="larger than any checkpoint record") as caught:
+        record.validate()
+    assert caught.value.field == "" and len(record.to_bytes()) > MAX_RECORD_BYTES
 
 
 @pytest.mark.parametrize("mutate", [
