@@ -28,7 +28,10 @@ from typing import Any
 
 from blobstate.errors import ConfigurationError
 from blobstate.model.keygroups import KEY_GROUP_BYTES, KeyGroupRange, PartitionRescale, cut_ranges, prefix
+from blobstate.model.regroup import PartitionRegroup
 from blobstate.spark.errors import KeyGroupError
+from blobstate.spark.executor.open_partitions import db_options
+from blobstate.worker import Repository, restore_partition
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,7 @@ def take_range(db: Any, source: Any, keep: KeyGroupRange, key_groups: int, sst_p
     return entries, size
 
 
-def build_partition(db: Any, plan: PartitionRescale, sources: Mapping[int, Any], key_groups: int,
+def build_partition(db: Any, plan: PartitionRescale | PartitionRegroup, sources: Mapping[int, Any], key_groups: int,
                     scratch_dir: str) -> BuiltPartition:
     """New partition ``plan.partition``'s RocksDB ``db`` (open, holding its base's copy) cut to ``plan.range``,
     then given each other source's key groups (``sources``: old partition -> its open copy, read only; the base's
@@ -129,7 +132,37 @@ def build_partition(db: Any, plan: PartitionRescale, sources: Mapping[int, Any],
                           os.path.join(scratch_dir, f"take-{plan.partition}-{source.partition}.sst"),
                           f"old partition {source.partition}'s copy")
         taken, taken_bytes = taken + n, taken_bytes + b
-    return BuiltPartition(plan.partition, cuts, taken, taken_bytes, tuple(s.partition for s in plan.sources))
+    used = sorted(s.partition for s in (plan.base, *plan.others))
+    return BuiltPartition(plan.partition, cuts, taken, taken_bytes, tuple(used))
 
 
-__all__ = ["BuiltPartition", "build_partition", "check_key_grouped", "cut_to", "take_range"]
+def restore_regrouped(repo: Repository, plan: PartitionRegroup, key_groups: int, dest: str, *,
+                      scratch_dir: str) -> BuiltPartition:
+    """New partition ``plan.partition``'s RocksDB at ``dest`` from the repository: its base's chain restored there
+    (``blobstate.worker.restore_partition``: verified, files), each other source's chain restored under
+    ``scratch_dir`` (removed after), then ``build_partition``. ``dest`` is closed again when this returns. Raises
+    what a restore raises (``IntegrityError``, ``BrokenChainError``, ``StorageError``), ``KeyGroupError``."""
+    import shutil
+
+    from rocksdict import AccessType, Rdict
+
+    os.makedirs(scratch_dir, exist_ok=True)
+    work = os.path.join(scratch_dir, "work")
+    restore_partition(repo, plan.base.chain, dest, work_dir=work)
+    opened: dict[int, Any] = {}
+    db = Rdict(dest, db_options())
+    try:
+        for source in plan.others:
+            path = os.path.join(scratch_dir, f"old-{source.partition}")
+            restore_partition(repo, source.chain, path, work_dir=work)
+            opened[source.partition] = Rdict(path, access_type=AccessType.read_only())
+        return build_partition(db, plan, opened, key_groups, scratch_dir)
+    finally:
+        for source_db in opened.values():
+            source_db.close()
+        db.close()
+        for source in plan.others:
+            shutil.rmtree(os.path.join(scratch_dir, f"old-{source.partition}"), ignore_errors=True)
+
+
+__all__ = ["BuiltPartition", "build_partition", "restore_regrouped", "check_key_grouped", "cut_to", "take_range"]

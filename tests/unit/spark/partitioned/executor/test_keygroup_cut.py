@@ -7,6 +7,7 @@ count and a checksum of every key and value the same."""
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 import shutil
 
@@ -107,3 +108,57 @@ def test_a_copy_holding_a_key_of_no_key_group_is_not_cut(tmp_path):
     assert cut_to(db, key_group_range(K, 2, 0), K) == 1
     assert list(db.keys()) == [prefix(3) + b"a"]
     db.close()
+
+
+@pytest.mark.parametrize(("n", "m"), [(4, 8), (8, 3)])
+def test_a_restart_plan_restores_the_old_partitions_chains_into_exactly_the_folded_state(tmp_path, n, m):
+    """Real groups on a file:// repository (N partitions, key-grouped, three batches of changelogs with puts and
+    deletes, one partition snapshot between them), then ``plan_regroup`` and ``restore_regrouped`` per new
+    partition: the M copies hold the fold of every batch, each key once, in its range."""
+    from rocksdict import Rdict
+
+    from blobstate import worker
+    from blobstate.commit.backup import StoreCommitter
+    from blobstate.commit.group import GroupCommitter
+    from blobstate.model import changelog
+    from blobstate.model.records import StoreKey
+    from blobstate.model.regroup import plan_regroup
+    from blobstate.spark.partitioned.executor.keygroup_cut import restore_regrouped
+
+    key = StoreKey("j", "group", f"kg{n}{m}")
+    repo = worker.open_repository(f"file://{tmp_path}/repo", create=True)
+    rng = random.Random(n * 10 + m)
+    fold: dict[bytes, object] = {}
+    try:
+        with StoreCommitter(key, repo, work_dir=str(tmp_path / "driver"), ttl_ms=600_000) as owner:
+            groups = GroupCommitter(owner, num_partitions=n, key_groups=K)
+            for batch in range(3):
+                ops: dict[int, list] = {p: [] for p in range(n)}
+                for i in range(400):
+                    k = prefix(rng.randrange(K)) + f"k{rng.randrange(600)}".encode()
+                    p = partition_of_key_group(int.from_bytes(k[:2], "big"), K, n)
+                    if k in fold and rng.random() < 0.2:
+                        ops[p].append((changelog.DELETE, k, None))
+                        del fold[k]
+                    else:
+                        fold[k] = f"b{batch}i{i}"
+                        ops[p].append((changelog.PUT, k, fold[k]))
+                entries = [worker.stage_changelog(repo, key, partition=p, batch_id=batch,
+                                                  data=changelog.encode(ops[p]), ttl_ms=600_000) for p in range(n)]
+                groups.commit(entries, batch_id=batch, query_id="q")
+        history = repo.log.history(key)
+        plan = plan_regroup(history, new_partitions=m, batch=2, what=str(key))
+        merged = []
+        for part in plan.partitions:
+            dest = str(tmp_path / f"new-{part.partition}")
+            built = restore_regrouped(repo, part, K, dest, scratch_dir=str(tmp_path / f"scratch-{part.partition}"))
+            assert built.sources == tuple(sorted(s.partition for s in (part.base, *part.others)))
+            db = Rdict(dest, db_options())
+            held = list(db.items())
+            db.close()
+            assert all(int.from_bytes(k[:2], "big") in part.range for k, _ in held)
+            merged += held
+            assert not os.path.exists(str(tmp_path / f"scratch-{part.partition}" / "old-0"))
+        assert _digest(merged) == _digest(fold.items())
+    finally:
+        repo.close()
