@@ -1,7 +1,9 @@
-"""Rows sent to partitions by key-group range (issue 42, ``blobstate.spark.partitioned.driver.routing``), on the real
-local[2,2] session: every row reaches the task of the partition whose range holds ``pmod(hash(key_cols), K)`` as
-Spark SQL computes it, for N = 4 and 3 (a count that does not divide K) and key columns of two types; Spark's plain
-``repartition(N, *key_cols)`` does not (the check can fail)."""
+"""Key groups on the real local[2,2] session (issue 42): Spark SQL's ``hash`` computed again in Python
+(``blobstate.spark.executor.spark_hash``) equals Spark's for thousands of random keys of every type it takes; rows
+sent to partitions by key-group range (``blobstate.spark.partitioned.driver.routing``): every row reaches the task of
+the partition whose range holds ``pmod(hash(key_cols), K)`` as Spark SQL computes it, for N = 4 and 3 (a count
+that does not divide K) and key columns of two types; Spark's plain ``repartition(N, *key_cols)`` does not (the
+check can fail)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+import random  # noqa: E402
+
 from blobstate.model.keygroups import key_group_range, partition_of_key_group  # noqa: E402
+from blobstate.spark.executor.spark_hash import spark_hash  # noqa: E402
 from blobstate.spark.partitioned.driver.routing import (  # noqa: E402
     KEY_GROUP_COLUMN,
     by_key_group_range,
@@ -60,3 +65,22 @@ def test_spark_hash_partitioning_alone_does_not_place_rows_by_key_group_range(sp
               .distinct().collect()}
     seen = _seen(df.repartition(4, *COLS))
     assert any(partition_of_key_group(groups[(o, g)], K, 4) != p for p, o, g, _ in seen)
+
+
+def test_the_python_hash_equals_spark_sqls_for_random_keys_of_every_type_it_takes(spark_session):
+    rng = random.Random(42)
+    alphabet = "abcXYZ019 -/é✓€\U0001f600"
+    rows = []
+    for _ in range(4000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 12)))
+        rows.append((text if rng.random() > 0.05 else None, rng.randrange(-2**31, 2**31),
+                     rng.randrange(-2**63, 2**63), rng.random() < 0.5,
+                     bytes(rng.randrange(256) for _ in range(rng.randrange(0, 9))), rng.randrange(-128, 128)))
+    types = ["string", "integer", "long", "boolean", "binary", "byte"]
+    df = spark_session.createDataFrame(rows, "s string, i int, l long, b boolean, x binary, t tinyint")
+    got = df.selectExpr("*", "hash(s, i, l, b, x, t) AS all_cols", "hash(s) AS s_only", "hash(l, s) AS l_s").collect()
+    for row in got:
+        values = [row["s"], row["i"], row["l"], row["b"], bytes(row["x"]), row["t"]]
+        assert spark_hash(values, types) == row["all_cols"], values
+        assert spark_hash([row["s"]], ["string"]) == row["s_only"]
+        assert spark_hash([row["l"], row["s"]], ["long", "string"]) == row["l_s"]
