@@ -84,3 +84,60 @@ def test_the_python_hash_equals_spark_sqls_for_random_keys_of_every_type_it_take
         assert spark_hash(values, types) == row["all_cols"], values
         assert spark_hash([row["s"]], ["string"]) == row["s_only"]
         assert spark_hash([row["l"], row["s"]], ["long", "string"]) == row["l_s"]
+
+
+def test_a_key_grouped_partitioned_store_keeps_every_key_behind_its_key_group_and_holds_the_fold(
+        spark_session, flights_days, tmp_path):
+    """``partitioned(..., key_groups=128, key_of=route_of)``, N=4, three day batches: every group record names its key
+    groups; every partition, restored from the repository alone, holds only keys of its key-group range (each the
+    key group Spark's hash of its route gives), together exactly the pandas fold; reopened with N=8 it is refused
+    (this entry point does not reassign ranges yet), and reopened without ``key_groups`` it keeps 128."""
+    import os
+    import shutil
+
+    from spark_fixtures import first_days, restored_partitions
+
+    from blobstate.errors import PartitionCountError
+    from blobstate.model.records import StoreKey
+    from blobstate.spark import partitioned
+    from blobstate.spark.demo.flights import ROUTE_COLS, flights_schema, reference_routes, route_of, update_routes
+    from blobstate.spark.partitioned.executor.keygrouped import KeyGroupedWrites
+
+    directory, frame = flights_days
+    paths = {"repo": f"file://{tmp_path}/repo", "checkpoint": str(tmp_path / "ck"), "local": str(tmp_path / "local"),
+             "work": str(tmp_path / "work")}
+
+    def open_(n, **extra):
+        return partitioned(spark_session, repo=paths["repo"], checkpoint_location=paths["checkpoint"], job="flights",
+                           store="routes", num_partitions=n, key_cols=ROUTE_COLS, local_dir=paths["local"],
+                           work_dir=paths["work"], snapshot_every=0, key_of=route_of, **extra)
+
+    source = tmp_path / "input"
+    os.makedirs(source)
+    for name in sorted(os.listdir(directory))[:3]:
+        shutil.copy2(os.path.join(directory, name), source / name)
+    ps = open_(4, key_groups=K)
+    assert ps.key_groups == K
+    stream = spark_session.readStream.schema(flights_schema()).option("header", True).option("maxFilesPerTrigger", 1)
+    ps.start(stream.csv(str(source)).writeStream, update_routes).processAllAvailable()
+    ps.close()
+    key = StoreKey("flights", "group", "routes")
+    parts, history = restored_partitions(tmp_path, paths["repo"], key=key, partitions=4)
+    assert [cp.key_groups for cp in history] == [K, K, K]
+    state = {}
+    for p, part in enumerate(parts):
+        for stored, value in part.items():
+            route = KeyGroupedWrites.user_key(stored)
+            group = int.from_bytes(stored[:2], "big")
+            assert group in key_group_range(K, 4, p)
+            assert group == spark_hash(list(route_of(route)), ["string", "string"]) % K
+            assert route not in state
+            state[route] = value
+    assert state == reference_routes(first_days(directory, frame, 3))
+    with pytest.raises(PartitionCountError, match="does not reassign"):
+        open_(8)
+    again = open_(4)
+    try:
+        assert again.key_groups == K
+    finally:
+        again.close()

@@ -49,24 +49,29 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from blobstate.commit.backup import StoreCommitter
-from blobstate.commit.group import GroupCommitter, check_partition_count
+from blobstate.commit.group import GroupCommitter, check_key_groups, check_partition_count
 from blobstate.commit.opening import check_current, open_store
 from blobstate.config.settings import Settings
 from blobstate.config.units import parse_duration_ms
 from blobstate.errors import ConfigurationError, FencedError, RepositoryNotFound
 from blobstate.model.chain import partition_history
+from blobstate.model.keygroups import check_key_groups as check_key_group_count
 from blobstate.model.layout import DEFAULT_TTL_MS
 from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.model.regroup import current_partitioning
 from blobstate.repository.repo import Repository
 from blobstate.repository.view import read_view
 from blobstate.spark.committed.alignment import spark_done, stamp_records
 from blobstate.spark.committed.location import CheckpointLocation, is_connect
 from blobstate.spark.errors import SparkAlignmentError
+from blobstate.spark.executor.spark_hash import check_types
 from blobstate.spark.partitioned.driver.job import run_tasks
 from blobstate.spark.partitioned.driver.partitioning import align_partitions, check_partitioning, recorded_partitioning
+from blobstate.spark.partitioned.driver.routing import route_values
 from blobstate.spark.partitioned.driver.snapshots import SnapshotRequests, query_active, run_snapshot_job
 from blobstate.spark.partitioned.driver.stats import GroupBatchStats, batch_stats
 from blobstate.spark.partitioned.executor.batch_task import BatchPlan, PartitionContext, Prepare, Update
+from blobstate.spark.partitioned.executor.keygrouped import KeyOf
 from blobstate.spark.partitioned.executor.partition import locate_task, release_task
 from blobstate.spark.placement.coordinator import SparkPlacement
 
@@ -96,7 +101,11 @@ class PartitionedState:
     keeps ``retain`` snapshots per partition and the deltas after them); ``fault_hook``: see ``BatchPlan``;
     ``placement``: run each partition's tasks on the executor holding its copy (classic PySpark, with blobstate's JVM
     helper; ``blobstate.spark.placement.coordinator``); ``settings``: what the driver runs with (default: the
-    environment's), sent to the executors with every task (``BatchPlan.settings``).
+    environment's), sent to the executors with every task (``BatchPlan.settings``); ``key_groups``: a new store's
+    number of key groups (``blobstate.model.keygroups``: rows routed by key-group range, every key stored behind its
+    key group; recorded with every group record and fixed for the store's life; None: the store's recorded one, or
+    none for a new store), ``key_of``: a stored key's key column values (default ``(key,)``), typed as the key
+    columns (``blobstate.spark.partitioned.executor.keygrouped``).
     """
 
     def __init__(self, spark: SparkSession, *, repo: str, checkpoint_location: str, num_partitions: int,
@@ -105,7 +114,8 @@ class PartitionedState:
                  storage_options: dict[str, Any] | None = None, retain: int = 3, ttl: Duration = DEFAULT_TTL_MS,
                  snapshot_every: int = 10, placement: bool = True,
                  fault_hook: Callable[[str, PartitionContext], None] | None = None,
-                 settings: Settings | None = None) -> None:
+                 settings: Settings | None = None, key_groups: int | None = None,
+                 key_of: KeyOf | None = None) -> None:
         ttl_ms = parse_duration_ms(ttl)
         #: what the driver and, sent with every task, the executors run with (``Settings.for_call``)
         self.settings = Settings.for_call(settings)
@@ -126,6 +136,11 @@ class PartitionedState:
         self.query_id: str | None = None
         self.last_committed: int | None = None
         self.stats: deque[GroupBatchStats] = deque(maxlen=KEEP_STATS)
+        #: the store's number of key groups (``open``: the recorded one, else the one asked for; 0: none), the
+        #: stored key -> key column values of a key-grouped store, and the route of each partition
+        self.key_groups, self._asked_key_groups, self.key_of = 0, key_groups, key_of
+        self._routes: tuple[int, ...] = ()
+        self._types: tuple[str, ...] = ()
         self._repo: Repository | None = None
         self._committer: StoreCommitter | None = None
         self._groups: GroupCommitter | None = None
@@ -178,7 +193,14 @@ class PartitionedState:
             self._committer, self._history, plans = opened.committer, opened.history, opened.plan
             self.lineage_id = plans[0].lineage_id
             self.before_first = plans[0].restored_batch if plans[0].adopted else None  # an initial state: -1
-            self._groups = GroupCommitter(self._committer, num_partitions=self.num_partitions)
+            self.key_groups = check_key_groups(self._history, self._asked_key_groups, f"{self.key}")
+            if self.key_groups:
+                check_key_group_count(self.key_groups, self.num_partitions)
+                if self.connect:
+                    raise ConfigurationError("a key-grouped partitioned state runs on classic PySpark only for now")
+                self._routes = route_values(spark or self.spark, self.num_partitions)
+            self._groups = GroupCommitter(self._committer, num_partitions=self.num_partitions,
+                                          key_groups=self.key_groups)
             if self.placement and not self.connect:
                 self._placer = SparkPlacement((spark or self.spark).sparkContext, self.num_partitions)
         except BaseException:
@@ -286,8 +308,11 @@ class PartitionedState:
         if not self._stamped:  # the key columns' Spark types are known from the first batch's schema
             check_partitioning(recorded_partitioning(self._history), self.key_cols, self._key_types(df),
                                f"{self.key}")
+            self._types = tuple(self._key_types(df))
+            if self.key_groups:
+                check_types(self._types)
             stamp_records(self._groups.committer, lineage_id=self.lineage_id,
-                          key_columns=tuple(zip(self.key_cols, self._key_types(df), strict=True)))
+                          key_columns=tuple(zip(self.key_cols, self._types, strict=True)))
             self._stamped = True
         base = self._groups.committer.commit_point.generation()
         history = self._history if self._history_current else self._repo.log.history(self.key)
@@ -329,11 +354,13 @@ class PartitionedState:
     def _plan(self, history: list[Checkpoint], base: int, batch_id: int | None, upto: int | None = None,
               fault_hook: Callable[[str, PartitionContext], None] | None = None) -> BatchPlan:
         """The plan of batch ``batch_id`` (or of a snapshot of ``batch_id``) on top of generation ``base``."""
+        current = current_partitioning(history)  # a partition number means its range in one partitioning only
         return BatchPlan(self.repo_url, self.key, self.local_dir, self.num_partitions,
                          -1 if batch_id is None else batch_id, base, upto,
-                         {p: tuple(partition_history(history, p)) for p in range(self.num_partitions)},
+                         {p: tuple(partition_history(current, p)) for p in range(self.num_partitions)},
                          self.query_id or "", self.log_url, self.storage_options, self.ttl_ms, fault_hook,
-                         self.settings)
+                         self.settings, key_groups=self.key_groups, key_types=self._types, key_of=self.key_of,
+                         routes=self._routes)
 
     def _key_types(self, df: DataFrame) -> list[str]:
         """The Spark types of the key columns in ``df`` (``simpleString``: ``string``, ``int``, ``struct<...>``)."""
@@ -403,7 +430,8 @@ def partitioned(spark: SparkSession, *, repo: str, checkpoint_location: str, num
                 storage_options: dict[str, Any] | None = None, retain: int = 3, ttl: Duration = DEFAULT_TTL_MS,
                 snapshot_every: int = 10, placement: bool = True,
                 fault_hook: Callable[[str, PartitionContext], None] | None = None,
-                settings: Settings | None = None) -> PartitionedState:
+                settings: Settings | None = None, key_groups: int | None = None,
+                key_of: KeyOf | None = None) -> PartitionedState:
     """Open a partitioned state (``PartitionedState``'s keywords) and check it against Spark's checkpoint.
 
     Example::
@@ -420,7 +448,7 @@ def partitioned(spark: SparkSession, *, repo: str, checkpoint_location: str, num
                              num_partitions=num_partitions, key_cols=key_cols, local_dir=local_dir, job=job,
                              store=store, task=task, log=log, work_dir=work_dir, storage_options=storage_options,
                              retain=retain, ttl=ttl, snapshot_every=snapshot_every, placement=placement,
-                             fault_hook=fault_hook, settings=settings)
+                             fault_hook=fault_hook, settings=settings, key_groups=key_groups, key_of=key_of)
     state.open()
     return state
 

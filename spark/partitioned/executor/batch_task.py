@@ -11,7 +11,9 @@ Task ``p`` of batch ``b`` (``run_partition``), in the Python worker that runs it
    committed deltas after it are applied (each from the changelog this host kept when it wrote it, or downloaded,
    always checked against the record's size and CRC32C); otherwise (a wiped or moved partition, a divergent
    copy) it is restored from the repository (``blobstate.worker.restore_partition``: snapshot, then deltas);
-3. runs ``update(db, rows, ctx)`` on ``blobstate.model.changelog.StagedWrites``: nothing reaches RocksDB;
+3. runs ``update(db, rows, ctx)`` on ``blobstate.model.changelog.StagedWrites`` (a key-grouped store's through
+   ``blobstate.spark.partitioned.executor.keygrouped.KeyGroupedWrites``: each key stored behind its key group):
+   nothing reaches RocksDB;
 4. uploads the batch's changelog with a TTL (``blobstate.worker.stage_changelog``) and keeps a copy;
 5. returns one small ``Prepare`` record, with who ran it (the executor, Spark's task attempt id and stage attempt:
    ``blobstate.spark.executor.identity.TaskIdentity``). Nothing is applied locally yet: the driver may commit another
@@ -31,10 +33,12 @@ from typing import TYPE_CHECKING, Any
 
 from blobstate.config.settings import Settings
 from blobstate.model import changelog
+from blobstate.model.keygroups import key_group_range
 from blobstate.model.layout import now_ms
 from blobstate.model.records import Checkpoint, PartitionEntry, StoreKey
 from blobstate.spark.executor.identity import TaskIdentity, task_identity, task_partition
 from blobstate.spark.executor.rows import arrow_rows, pickled_batch
+from blobstate.spark.partitioned.executor.keygrouped import KeyGroupedWrites
 from blobstate.spark.partitioned.executor.partition import LocalPartition
 from blobstate.worker import heal_parts, stage_changelog, worker_repository
 
@@ -79,6 +83,12 @@ class BatchPlan:
     ttl_ms: int = 0
     fault_hook: Callable[[str, PartitionContext], None] | None = None
     settings: Settings = field(default_factory=Settings)
+    #: a key-grouped store's number of key groups (0: none), its key columns' Spark types, ``key_of`` and the route
+    #: of each partition (``blobstate.spark.partitioned.driver.routing``)
+    key_groups: int = 0
+    key_types: tuple[str, ...] = ()
+    key_of: Callable[[Any], Any] | None = None
+    routes: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -126,7 +136,10 @@ def run_partition(plan: BatchPlan, update: Update, partition: int, rows: Iterabl
         # the committed changelogs this host kept, put back when a late group's gc took them (issue 27 case 2)
         heal_parts(repo, plan.records.get(partition, ()), local.kept, ttl_ms=plan.ttl_ms)
         fetched = local.ensure_at(repo, plan.records.get(partition, ()), plan.upto)
-        view = changelog.StagedWrites(local.open_db())
+        view: Any = changelog.StagedWrites(local.open_db())
+        if plan.key_groups:
+            view = KeyGroupedWrites(view, key_groups=plan.key_groups, key_types=plan.key_types, key_of=plan.key_of,
+                                    keep=key_group_range(plan.key_groups, plan.num_partitions, partition))
         update(view, rows, ctx)
         ops = view.ops()
         data = changelog.encode(ops)
