@@ -27,7 +27,13 @@ committed is superseded by the re-run's (``blobstate.model.chain``: the newest r
 with another partitioning is refused: another N (``PartitionCountError``), other key columns or other key column types
 (``PartitioningError``; Spark's hash of a row depends on the columns' order and types, so a key would land in a
 partition whose state does not hold it). Every group record names the partitioning (``keyColumns``) and the run of the
-query (``lineageId``, ``blobstate.spark.committed.alignment``). Every ``snapshot_every`` batches, once Spark reports the
+query (``lineageId``, ``blobstate.spark.committed.alignment``). A key-grouped store (``key_groups=``,
+``blobstate.model.keygroups``) may restart with another N: its old partitions are aligned as they are, each new
+partition's first task builds its copy from the old partitions' chains that hold its key groups (the base restored and
+cut by ``delete_range``, the others' ranges ingested: ``blobstate.spark.partitioned.executor.keygroup_cut``) and
+stages it as a snapshot of the batch restored, committed with that batch's group record of the new N
+(``blobstate.model.regroup``); no key is rewritten through the update. A store without key groups keeps the
+offline ``blobstate spark rescale``. Every ``snapshot_every`` batches, once Spark reports the
 batch complete, the listener asks for partition snapshots, taken by a background Spark job off the batch's path and
 committed in the next group record (``blobstate.spark.partitioned.driver.snapshots``); a partition then restores from
 its newest snapshot and the deltas after it.
@@ -40,6 +46,7 @@ worker on its first batch and keeps it across batches, as the driver binding's e
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -58,7 +65,7 @@ from blobstate.model.chain import partition_history
 from blobstate.model.keygroups import check_key_groups as check_key_group_count
 from blobstate.model.layout import DEFAULT_TTL_MS
 from blobstate.model.records import Checkpoint, StoreKey
-from blobstate.model.regroup import current_partitioning
+from blobstate.model.regroup import RegroupPlan, current_partitioning, plan_regroup
 from blobstate.repository.repo import Repository
 from blobstate.repository.view import read_view
 from blobstate.spark.committed.alignment import spark_done, stamp_records
@@ -140,6 +147,7 @@ class PartitionedState:
         #: stored key -> key column values of a key-grouped store, and the route of each partition
         self.key_groups, self._asked_key_groups, self.key_of = 0, key_groups, key_of
         self._routes: tuple[int, ...] = ()
+        self._regroup: RegroupPlan | None = None  # the first batch of a rescale at restart (``open``)
         self._types: tuple[str, ...] = ()
         self._repo: Repository | None = None
         self._committer: StoreCommitter | None = None
@@ -178,9 +186,22 @@ class PartitionedState:
         except RepositoryNotFound:
             raise SparkAlignmentError(f"Spark committed batch {self.last_committed} in {self.checkpoint_location}, "
                                       f"but {self.repo_url} holds no blobstate repository") from None
-        align = functools.partial(align_partitions, key=self.key, num_partitions=self.num_partitions,
-                                  key_cols=self.key_cols, last_committed=self.last_committed, last_planned=planned,
-                                  query_id=self.query_id, location=self.checkpoint_location, repo_url=self.repo_url)
+        aligned = functools.partial(align_partitions, key=self.key, key_cols=self.key_cols,
+                                    last_committed=self.last_committed, last_planned=planned, query_id=self.query_id,
+                                    location=self.checkpoint_location, repo_url=self.repo_url)
+
+        def align(history: list[Checkpoint]) -> tuple[list[Any], RegroupPlan | None]:
+            # a key-grouped store restarted with another N: its old partitions aligned, then their ranges reassigned
+            groups = [cp for cp in current_partitioning(history) if cp.is_group and cp.partitions]
+            old = groups[-1].num_partitions if groups else self.num_partitions
+            if not groups or not groups[-1].key_groups or old == self.num_partitions:
+                return aligned(history, num_partitions=self.num_partitions), None
+            plans = aligned(history, num_partitions=old)
+            check_partition_count(history, self.num_partitions, f"{self.key}", rescale=True)
+            batch = plans[0].restored_batch
+            return plans, (None if batch is None else
+                           plan_regroup(history, new_partitions=self.num_partitions, batch=batch, what=f"{self.key}"))
+
         try:
             if client:  # a reader: it checks, and commits nothing
                 align(list(read_view(self._repo, self.key).history))
@@ -190,7 +211,7 @@ class PartitionedState:
             opened = open_store(self.key, self._repo, align, committer=lambda: StoreCommitter(
                 self.key, self._repo, store_type="rocksdb", work_dir=self.work_dir, retain=self.retain,
                 ttl_ms=self.ttl_ms))
-            self._committer, self._history, plans = opened.committer, opened.history, opened.plan
+            self._committer, self._history, (plans, self._regroup) = opened.committer, opened.history, opened.plan
             self.lineage_id = plans[0].lineage_id
             self.before_first = plans[0].restored_batch if plans[0].adopted else None  # an initial state: -1
             self.key_groups = check_key_groups(self._history, self._asked_key_groups, f"{self.key}")
@@ -320,6 +341,10 @@ class PartitionedState:
             history[-1] if history else None))  # another driver appended since: its plan would not hold
         plan = self._plan(history, base, batch_id, batch_id - 1 if batch_id > 0 else self.before_first,
                           self.fault_hook)
+        if self._regroup is not None:  # each new partition starts from the old partitions' chains, cut to its range
+            if plan.upto != self._regroup.batch:
+                raise ConfigurationError(f"batch {batch_id} of a rescale planned at batch {self._regroup.batch}")
+            plan = dataclasses.replace(plan, records={}, regroup={p.partition: p for p in self._regroup.partitions})
         placer = self._placer
         if placer is not None and not placer.placement.holders and history:
             # a restarted driver: where the executors' hosts have copies
@@ -331,12 +356,13 @@ class PartitionedState:
         prepares = (job or run_tasks)(df, plan, update, self.key_cols, place=place)
         t1 = time.perf_counter()
         accepted = accept(prepares, plan)
-        snapshots = self.snapshots.take(batch_id)
+        snapshots = [] if plan.regroup else self.snapshots.take(batch_id)  # a rescale's carries its own
+        staged = [s.staged for s in snapshots if s.staged] + [p.snapshot for p in accepted if p.snapshot]
         try:
-            group = self._groups.commit([p.entry for p in accepted] + [s.staged.entry for s in snapshots if s.staged],
+            group = self._groups.commit([p.entry for p in accepted] + [s.entry for s in staged],
                                         batch_id=batch_id, query_id=plan.query_id,
                                         created_ms=min(p.created_ms for p in [*accepted, *snapshots]),
-                                        new_blob_ids=[b for s in snapshots if s.staged for b in s.staged.new_blob_ids])
+                                        new_blob_ids=[b for s in staged for b in s.new_blob_ids])
         except FencedError:
             raise
         except BaseException as exc:
@@ -348,7 +374,8 @@ class PartitionedState:
         self.stats.append(batch_stats(group, accepted, snapshots, locations, job_ms=(t1 - t0) * 1000,
                                       commit_ms=(time.perf_counter() - t1) * 1000))
         self._history = [*history, group]
-        self._history_current = not snapshots  # a group with snapshot parts ran retention: read the log again
+        self._regroup = None
+        self._history_current = not staged  # a group with snapshot parts ran retention: read the log again
         return group
 
     def _plan(self, history: list[Checkpoint], base: int, batch_id: int | None, upto: int | None = None,

@@ -26,6 +26,9 @@ key's final value or deletes it), so a crash between applying and writing the ma
 
 from __future__ import annotations
 
+import logging
+import os
+import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -39,11 +42,20 @@ from blobstate.model.records import Checkpoint, PartitionEntry, StoreKey
 from blobstate.spark.executor.identity import TaskIdentity, task_identity, task_partition
 from blobstate.spark.executor.rows import arrow_rows, pickled_batch
 from blobstate.spark.partitioned.executor.keygrouped import KeyGroupedWrites
-from blobstate.spark.partitioned.executor.partition import LocalPartition
-from blobstate.worker import heal_parts, stage_changelog, worker_repository
+from blobstate.spark.partitioned.executor.partition import SNAPSHOT_PREFIX, Fetched, LocalPartition
+from blobstate.worker import (
+    StagedSnapshot,
+    heal_parts,
+    local_checkpoint,
+    stage_changelog,
+    stage_snapshot,
+    worker_repository,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -89,6 +101,9 @@ class BatchPlan:
     key_types: tuple[str, ...] = ()
     key_of: Callable[[Any], Any] | None = None
     routes: tuple[int, ...] = ()
+    #: the first batch of a restart with another number of partitions (``blobstate.model.regroup``): partition ->
+    #: its ``PartitionRegroup`` (the old partitions' chains it starts from); its ``records`` are then empty
+    regroup: dict[int, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -112,6 +127,8 @@ class Prepare:
     bytes_downloaded: int
     ms: float
     task: TaskIdentity = TaskIdentity()
+    #: the first batch after a rescale: the snapshot of the state the partition started from (batch ``upto``)
+    snapshot: StagedSnapshot | None = None
 
     @property
     def local(self) -> bool:
@@ -135,7 +152,10 @@ def run_partition(plan: BatchPlan, update: Update, partition: int, rows: Iterabl
     with LocalPartition(plan.local_dir, plan.key, partition) as local:
         # the committed changelogs this host kept, put back when a late group's gc took them (issue 27 case 2)
         heal_parts(repo, plan.records.get(partition, ()), local.kept, ttl_ms=plan.ttl_ms)
-        fetched = local.ensure_at(repo, plan.records.get(partition, ()), plan.upto)
+        if partition in plan.regroup:  # the first batch after a rescale: built from the old partitions' chains
+            fetched, snapshot = start_regrouped(repo, plan, local, plan.regroup[partition], task.task_attempt_id)
+        else:
+            fetched, snapshot = local.ensure_at(repo, plan.records.get(partition, ()), plan.upto), None
         view: Any = changelog.StagedWrites(local.open_db())
         if plan.key_groups:
             view = KeyGroupedWrites(view, key_groups=plan.key_groups, key_types=plan.key_types, key_of=plan.key_of,
@@ -150,7 +170,36 @@ def run_partition(plan: BatchPlan, update: Update, partition: int, rows: Iterabl
     if plan.fault_hook is not None:
         plan.fault_hook("uploaded", ctx)
     yield Prepare(partition, plan.batch_id, ctx.attempt, plan.base, entry, created, fetched.record,
-                  fetched.restored, fetched.files, fetched.bytes, (time.perf_counter() - t0) * 1000, task)
+                  fetched.restored, fetched.files, fetched.bytes, (time.perf_counter() - t0) * 1000, task, snapshot)
+
+
+def start_regrouped(repo: Any, plan: BatchPlan, local: LocalPartition, regroup: Any,
+                    attempt: int) -> tuple[Fetched, StagedSnapshot]:
+    """A new partition's copy after a rescale at restart: built from the old partitions' chains
+    (``keygroup_cut.restore_regrouped``: its base restored and cut, the others' key groups ingested), then staged as
+    a snapshot of the batch it is at (``plan.upto``), committed with this batch's group record, so the new
+    partitioning's records make every later state on their own. The copy is marked at that snapshot."""
+    from blobstate.spark.partitioned.executor.keygroup_cut import restore_regrouped
+
+    local.close_db()
+    local.owned.set_marker(None)
+    shutil.rmtree(local.db_path, ignore_errors=True)
+    scratch = os.path.join(local.path, "regroup-work")
+    built = restore_regrouped(repo, regroup, plan.key_groups, local.db_path, scratch_dir=scratch)
+    target = os.path.join(local.path, f"{SNAPSHOT_PREFIX}regroup-{attempt}")
+    shutil.rmtree(target, ignore_errors=True)
+    try:
+        local_checkpoint(local.open_db(), target, settings=repo.settings)
+        staged = stage_snapshot(repo, plan.key, partition=regroup.partition, batch_id=plan.upto,
+                                checkpoint_dir=target, previous=None, ttl_ms=plan.ttl_ms, attempt=attempt,
+                                base=plan.base)
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+    local.owned.set_marker({"checkpointId": staged.entry.checkpoint_id, "batchId": plan.upto})
+    log.info("partition %s built from old partitions %s (%s entries taken in)", regroup.partition, built.sources,
+             built.taken)
+    return Fetched(record=staged.entry.checkpoint_id, restored=True), staged
 
 
 def arrow_task(plan: BatchPlan, update: Update, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
