@@ -2,7 +2,8 @@
 is that error's), in one place; each module of the rooms raises them from here.
 
 - what Spark committed: ``SparkAlignmentError`` (the records cannot be aligned with Spark's checkpoint location);
-- partitioned state: ``PartitioningError`` (other key columns or types than the group records hold);
+- partitioned state: ``PartitioningError`` (other key columns or types than the group records hold),
+  ``KeyGroupError`` (a copy of a key-grouped store holds a key of no key group: nothing is cut);
 - the driver binding: ``SnapshotCommitError`` (a background snapshot commit failed);
 - state as data: ``StateWriteRefused`` and its ``DestinationNotEmpty``, ``StateAlreadyWritten``, ``UnwritableRows``;
   ``RescaleRefused`` and its ``UnmappableKeyError``, ``RescaleAlreadyCommitted``;
@@ -33,6 +34,12 @@ class PartitioningError(PartitionCountError):
     """A partitioned store is opened (or fed a batch) with other key columns, in another order or of other Spark
     types than its group checkpoints record (exit code 2): Spark's hash would send keys to partitions whose state
     does not hold them. Nothing is changed."""
+
+
+class KeyGroupError(ConfigurationError):
+    """A copy of a key-grouped store holds a key that is not a key-group key (``bytes`` starting with a key group
+    below the store's number of key groups, ``blobstate.model.keygroups``), exit code 2: a cut to a range of key
+    groups would lose it, so nothing was cut."""
 
 
 class SnapshotCommitError(StorageError):
@@ -118,6 +125,6 @@ class HelperUnavailable(RuntimeError):
     """The JVM helper jar cannot be built or loaded (no ``javac``, no pyspark jars, a JVM refusing the class)."""
 
 
-__all__ = ["DestinationNotEmpty", "HelperUnavailable", "PartitioningError", "RescaleAlreadyCommitted",
+__all__ = ["DestinationNotEmpty", "HelperUnavailable", "KeyGroupError", "PartitioningError", "RescaleAlreadyCommitted",
            "RescaleRefused", "SnapshotCommitError", "SparkAlignmentError", "StateAlreadyWritten", "StateSchemaError",
            "StateVariableError", "StateWriteRefused", "UnmappableKeyError", "UnwritableRows"]

@@ -40,23 +40,67 @@ from blobstate.model.layout import new_checkpoint_id, now_ms
 from blobstate.model.records import GROUP, MAX_PARTITIONS, SNAPSHOT, Checkpoint, PartitionEntry
 
 
-def check_partition_count(history: Sequence[Checkpoint], num_partitions: int, what: str) -> None:
-    """``PartitionCountError`` when a group record of ``history`` holds another number of partitions than
-    ``num_partitions``; ``ConfigurationError`` for a count outside 1..``MAX_PARTITIONS``."""
+def recorded_key_groups(history: Sequence[Checkpoint]) -> int:
+    """The number of key groups the newest group record of ``history`` records (0: a store without key groups, or
+    none written yet). Fixed for a store's life (``check_key_groups``)."""
+    return next((cp.key_groups for cp in reversed(history) if cp.is_group and cp.partitions), 0)
+
+
+def check_key_groups(history: Sequence[Checkpoint], key_groups: int | None, what: str) -> int:
+    """The number of key groups the store ``what`` (its records ``history``) is written with from now on: the
+    recorded one, or ``key_groups`` for a store with no group yet (None: 0, no key groups). ``ConfigurationError``
+    when ``key_groups`` is given and differs from what the store's groups record (its keys are prefixed by their
+    key group, or not at all, for the store's life): nothing changed."""
+    groups = [cp for cp in history if cp.is_group and cp.partitions]
+    recorded = recorded_key_groups(groups)
+    if key_groups is None or not groups:
+        return recorded if groups else (key_groups or 0)
+    if key_groups != recorded:
+        had = f"{recorded} key groups" if recorded else "no key groups (it was written without them)"
+        raise ConfigurationError(
+            f"{what} has {had}, but it was opened with key_groups={key_groups}: a store's keys are placed by its "
+            f"number of key groups for its life. Open it with key_groups={recorded or None}"
+            f"{'' if recorded else ', or re-partition it offline into a new store (blobstate spark rescale)'}; "
+            "nothing was changed")
+    return recorded
+
+
+def check_partition_count(history: Sequence[Checkpoint], num_partitions: int, what: str, *,
+                          rescale: bool = False) -> None:
+    """``PartitionCountError`` when the newest group record of ``history`` holds another number of partitions than
+    ``num_partitions``, unless the store has key groups (``recorded_key_groups``) and ``rescale`` (a restart that
+    reassigns their ranges, ``blobstate.model.keygroups.plan_rescale``) is allowed; a store without key groups
+    must hold only groups of ``num_partitions`` (its rescale is offline: ``blobstate spark rescale``).
+    ``ConfigurationError`` for a count outside 1..``MAX_PARTITIONS`` or above the store's key groups."""
     if not 1 <= num_partitions <= MAX_PARTITIONS:
         raise ConfigurationError(f"num_partitions must be 1..{MAX_PARTITIONS}, got {num_partitions}")
+    groups = [cp for cp in history if cp.is_group and cp.partitions]
+    key_groups = recorded_key_groups(groups)
+    if key_groups:
+        if num_partitions > key_groups:
+            raise ConfigurationError(f"{what} has {key_groups} key groups: num_partitions must be 1..{key_groups}, "
+                                     f"got {num_partitions}")
+        newest = groups[-1].num_partitions
+        if newest != num_partitions and not rescale:
+            raise PartitionCountError(
+                f"{what} holds {newest} partitions of {key_groups} key groups, but it was opened with "
+                f"num_partitions={num_partitions}, and this entry point does not reassign key-group ranges. Open it "
+                f"with num_partitions={newest}; nothing was changed")
+        return
     counts = sorted({cp.num_partitions for cp in history if cp.is_group})
     if counts and counts != [num_partitions]:
         raise PartitionCountError(
             f"{what} holds group checkpoints of {', '.join(map(str, counts))} partitions, but it was opened with "
             f"num_partitions={num_partitions}: Spark's hash would send keys to partitions whose state does not hold "
-            f"them. Open it with num_partitions={counts[-1]}, or re-partition the state offline first; nothing was "
-            "changed")
+            f"them. Open it with num_partitions={counts[-1]}; this store has no key groups (it was written before "
+            "them or without key_groups=), so its rescale is offline: re-partition it into a new store first "
+            "(blobstate spark rescale); nothing was changed")
 
 
 class GroupCommitter:
     """Group commits of ``committer``'s store, one at a time, composed from its ``StoreCommitContext`` (its
-    repository, session, cleanup, commit point and engine: the same as its snapshot and delta commits).
+    repository, session, cleanup, commit point and engine: the same as its snapshot and delta commits); each record
+    names ``num_partitions`` and, for a key-grouped store, its ``key_groups``.
 
     Usage (the owner of the group, once every partition's part is staged)::
 
@@ -65,10 +109,11 @@ class GroupCommitter:
             groups.commit(entries, batch_id=7, query_id="q-1", created_ms=oldest_upload_ms)
     """
 
-    def __init__(self, committer: StoreCommitter, *, num_partitions: int) -> None:
+    def __init__(self, committer: StoreCommitter, *, num_partitions: int, key_groups: int = 0) -> None:
         self.context: StoreCommitContext = committer.context
         self.key = committer.key
         self.num_partitions = num_partitions
+        self.key_groups = key_groups  # recorded with every group record: ``blobstate.model.keygroups`` (0: none)
 
     def commit(self, entries: Sequence[PartitionEntry], *, batch_id: int, query_id: str = "",
                created_ms: int | None = None, new_blob_ids: Sequence[str] = (),
@@ -88,7 +133,7 @@ class GroupCommitter:
         commit_id = new_checkpoint_id()
         created = now_ms() if created_ms is None else created_ms
         record = Checkpoint(self.key, commit_id, 0, "", 0, 0, created, batch_id, c.writer_id, kind=GROUP,
-                            query_id=query_id, num_partitions=self.num_partitions,
+                            query_id=query_id, num_partitions=self.num_partitions, key_groups=self.key_groups,
                             partitions=tuple(sorted(entries, key=lambda e: (e.partition, e.kind != SNAPSHOT))))
         record.validate()  # against its schema, before anything is journaled: InvalidRecordError naming the field
         blob_ids = [e.blob_id for e in record.partitions] + list(new_blob_ids)

@@ -14,6 +14,9 @@ version 5: a group that landed after gc took parts nobody can put back, ``blobst
 All may name the query and the batch they belong to, and the run of the query (``lineageId``: one lineage of
 Spark's offsets log, see ``blobstate.spark.committed.alignment``); a group record may name its partitioning's key
 columns and their Spark types (``keyColumns``). Both fields are optional: records written before them still parse.
+A group record of a key-grouped store names its number of key groups (``keyGroups``, schema version 6: an older
+blobstate refuses the record rather than hash its keys into partitions by another rule; ``blobstate.model.keygroups``),
+fixed for the store's life; a group record without it is a store of Spark's plain hash partitioning.
 
 The JSON form is declared once, as msgspec schemas (``RecordDoc``, ``PartitionEntry``, ``KeyColumn``): camelCase,
 ``schemaVersion`` first, each field decoded within the limits its type declares (integers in range and never a
@@ -35,8 +38,10 @@ from msgspec import UNSET, Meta, UnsetType
 
 from blobstate.errors import ConfigurationError, CorruptIndexError, InvalidRecordError
 from blobstate.model import layout
+from blobstate.model.keygroups import MAX_KEY_GROUPS
 
-CHECKPOINT_SCHEMA_VERSION = 5  # 2: ``kind``, the changelog fields, ``queryId``; 3: groups; 4: inline deltas; 5: voids
+CHECKPOINT_SCHEMA_VERSION = 6  # 2: ``kind``, the changelog fields, ``queryId``; 3: groups; 4: inline deltas; 5: voids;
+# 6: ``keyGroups``
 SNAPSHOT = "snapshot"
 DELTA = "delta"
 GROUP = "group"
@@ -175,6 +180,7 @@ class RecordDoc(msgspec.Struct, frozen=True, rename="camel"):
     partitions: Annotated[tuple[PartitionEntry, ...], Meta(max_length=2 * MAX_PARTITIONS)] | UnsetType = UNSET
     key_columns: Annotated[tuple[KeyColumn, ...], Meta(max_length=MAX_KEY_COLUMNS)] | UnsetType = UNSET
     voids: Annotated[tuple[CheckpointId, ...], Meta(max_length=MAX_VOIDS)] | UnsetType = UNSET
+    key_groups: Annotated[int, Meta(ge=1, le=MAX_KEY_GROUPS)] | UnsetType = UNSET
 
 
 class _Kind(msgspec.Struct, frozen=True):
@@ -223,6 +229,8 @@ class Checkpoint:
     #: a void record's: the checkpoint ids of earlier group records of its store that count for nothing
     #: (``blobstate.commit.parts.void_group``: a group landed after gc took parts nobody holds, issue 39 case 7)
     voids: tuple[str, ...] = ()
+    #: a group record's number of key groups (``blobstate.model.keygroups``); 0: not a key-grouped store
+    key_groups: int = 0
 
     @property
     def run(self) -> tuple[str, str]:
@@ -292,6 +300,9 @@ class Checkpoint:
             if self.voids:  # schema 5: an older blobstate refuses a void rather than read a group of no partition
                 version = max(version, 5)
                 later["voids"] = self.voids
+            if self.key_groups:  # schema 6: an older blobstate refuses a key-grouped group rather than misroute keys
+                version = max(version, 6)
+                later["key_groups"] = self.key_groups
         key = self.store_key
         return RecordDoc(version, self.checkpoint_id, self.generation, key.job, key.task, key.store,
                          self.index_blob_id, self.index_crc32c, self.index_size, self.created_time_ms, self.batch_id,
@@ -368,7 +379,8 @@ class Checkpoint:
                 num_partitions=_given(doc.num_partitions, 0), partitions=_given(doc.partitions, ()),
                 lineage_id=_given(doc.lineage_id, ""),
                 key_columns=tuple((c.name, c.type) for c in _given(doc.key_columns, ())),
-                changelog_inline=_given(doc.changelog_inline, None), voids=_given(doc.voids, ()))
+                changelog_inline=_given(doc.changelog_inline, None), voids=_given(doc.voids, ()),
+                key_groups=_given(doc.key_groups, 0))
             _check(record)
             return record
         except (ValueError, TypeError, RecursionError, msgspec.MsgspecError, ConfigurationError) as exc:
@@ -397,9 +409,9 @@ def _check(record: Checkpoint) -> None:
     for field, name, text in texts + [("keyColumns", "key column", t) for c in record.key_columns for t in c]:
         if not text.isprintable():
             raise _Defect(field, f"the {name} is not printable text")
-    if (record.key_columns or record.voids) and not record.is_group:
-        raise _Defect("keyColumns" if record.key_columns else "voids", f"a {record.kind} record names key columns "
-                      "or voids")
+    if (record.key_columns or record.voids or record.key_groups) and not record.is_group:
+        field = "keyColumns" if record.key_columns else "keyGroups" if record.key_groups else "voids"
+        raise _Defect(field, f"a {record.kind} record names key columns, key groups or voids")
     if record.is_group:
         _check_group(record)
         return
@@ -441,6 +453,9 @@ def _check_group(record: Checkpoint) -> None:
                       else "changelogBlobId", "a group record names an index or a changelog of its own")
     if not 1 <= record.num_partitions <= MAX_PARTITIONS:
         raise _Defect("numPartitions", f"a group of {record.num_partitions} partitions (1..{MAX_PARTITIONS})")
+    if record.key_groups and not record.num_partitions <= record.key_groups <= MAX_KEY_GROUPS:
+        raise _Defect("keyGroups", f"a group of {record.num_partitions} partitions in {record.key_groups} key groups "
+                      f"(num_partitions..{MAX_KEY_GROUPS})")
     if not record.partitions and not record.voids:
         raise _Defect("partitions", "a group record commits no partition and voids nothing")
     if record.checkpoint_id in record.voids:

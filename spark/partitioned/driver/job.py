@@ -1,7 +1,8 @@
 """The Spark job of a partitioned micro-batch: ``mapInArrow`` under Spark Connect, the RDD API on classic PySpark.
 
 ``run_tasks(df, plan, update, key_cols)`` repartitions the batch by ``key_cols`` into N partitions (Spark's hash
-partitioning, ``pmod(murmur3(key_cols), N)``; a repartition to an explicit number is never coalesced by adaptive
+partitioning, ``pmod(murmur3(key_cols), N)``; a key-grouped store's by key-group range,
+``blobstate.spark.partitioned.driver.routing``; a repartition to an explicit number is never coalesced by adaptive
 execution), runs ``blobstate.spark.partitioned.executor.batch_task.run_partition`` once per partition ``p`` and
 ``collect()``s one ``Prepare`` per task:
 
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from blobstate.errors import ConfigurationError
 from blobstate.spark.committed.location import is_connect
 from blobstate.spark.executor.rows import OUTPUT_SCHEMA, collect_pickled
+from blobstate.spark.partitioned.driver.routing import by_key_group_range
 from blobstate.spark.partitioned.executor.batch_task import BatchPlan, Prepare, Update, arrow_task, run_partition
 
 if TYPE_CHECKING:
@@ -47,7 +49,10 @@ def run_tasks(df: DataFrame, plan: BatchPlan, update: Update, key_cols: list[str
     Raises what Spark raises once a task failed after its retries (the task's error in Spark's message), and
     ``ConfigurationError`` when the RDD path's Spark planned another number of partitions than N.
     """
-    shuffled = df.repartition(plan.num_partitions, *key_cols)
+    if plan.key_groups:  # a key-grouped store: partition p gets the rows of its key-group range
+        shuffled = by_key_group_range(df, key_cols, plan.key_groups, plan.num_partitions, plan.routes)
+    else:
+        shuffled = df.repartition(plan.num_partitions, *key_cols)
     if not (is_connect(df.sparkSession) if arrow is None else arrow):
         rdd = shuffled.rdd
         if rdd.getNumPartitions() != plan.num_partitions:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from blobstate.commit.group import check_partition_count
 from blobstate.model.chain import partition_history
 from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.model.regroup import current_partitioning
 from blobstate.spark.committed.alignment import AlignmentPlan, plan_alignment
 from blobstate.spark.errors import PartitioningError
 
@@ -49,7 +50,8 @@ def align_partitions(history: Sequence[Checkpoint], key: StoreKey, *, num_partit
     Raises ``SparkAlignmentError``, ``PartitionCountError``, ``PartitioningError``."""
     check_partition_count(history, num_partitions, f"{key}")
     check_partitioning(recorded_partitioning(history), list(key_cols), None, f"{key}")
-    return [plan_alignment(partition_history(history, p), key, last_committed=last_committed, query_id=query_id,
+    current = current_partitioning(history)  # a partition number means its range in one partitioning only
+    return [plan_alignment(partition_history(current, p), key, last_committed=last_committed, query_id=query_id,
                            location=location, repo_url=repo_url, last_planned=last_planned)
             for p in range(num_partitions)]
 

@@ -27,7 +27,13 @@ committed is superseded by the re-run's (``blobstate.model.chain``: the newest r
 with another partitioning is refused: another N (``PartitionCountError``), other key columns or other key column types
 (``PartitioningError``; Spark's hash of a row depends on the columns' order and types, so a key would land in a
 partition whose state does not hold it). Every group record names the partitioning (``keyColumns``) and the run of the
-query (``lineageId``, ``blobstate.spark.committed.alignment``). Every ``snapshot_every`` batches, once Spark reports the
+query (``lineageId``, ``blobstate.spark.committed.alignment``). A key-grouped store (``key_groups=``,
+``blobstate.model.keygroups``) may restart with another N: its old partitions are aligned as they are, each new
+partition's first task builds its copy from the old partitions' chains that hold its key groups (the base restored and
+cut by ``delete_range``, the others' ranges ingested: ``blobstate.spark.partitioned.executor.keygroup_cut``) and
+stages it as a snapshot of the batch restored, committed with that batch's group record of the new N
+(``blobstate.model.regroup``); no key is rewritten through the update. A store without key groups keeps the
+offline ``blobstate spark rescale``. Every ``snapshot_every`` batches, once Spark reports the
 batch complete, the listener asks for partition snapshots, taken by a background Spark job off the batch's path and
 committed in the next group record (``blobstate.spark.partitioned.driver.snapshots``); a partition then restores from
 its newest snapshot and the deltas after it.
@@ -40,6 +46,7 @@ worker on its first batch and keeps it across batches, as the driver binding's e
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -49,24 +56,29 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from blobstate.commit.backup import StoreCommitter
-from blobstate.commit.group import GroupCommitter, check_partition_count
+from blobstate.commit.group import GroupCommitter, check_key_groups, check_partition_count
 from blobstate.commit.opening import check_current, open_store
 from blobstate.config.settings import Settings
 from blobstate.config.units import parse_duration_ms
 from blobstate.errors import ConfigurationError, FencedError, RepositoryNotFound
 from blobstate.model.chain import partition_history
+from blobstate.model.keygroups import check_key_groups as check_key_group_count
 from blobstate.model.layout import DEFAULT_TTL_MS
 from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.model.regroup import RegroupPlan, current_partitioning, plan_regroup
 from blobstate.repository.repo import Repository
 from blobstate.repository.view import read_view
 from blobstate.spark.committed.alignment import spark_done, stamp_records
 from blobstate.spark.committed.location import CheckpointLocation, is_connect
 from blobstate.spark.errors import SparkAlignmentError
+from blobstate.spark.executor.spark_hash import check_types
 from blobstate.spark.partitioned.driver.job import run_tasks
 from blobstate.spark.partitioned.driver.partitioning import align_partitions, check_partitioning, recorded_partitioning
+from blobstate.spark.partitioned.driver.routing import route_values
 from blobstate.spark.partitioned.driver.snapshots import SnapshotRequests, query_active, run_snapshot_job
 from blobstate.spark.partitioned.driver.stats import GroupBatchStats, batch_stats
 from blobstate.spark.partitioned.executor.batch_task import BatchPlan, PartitionContext, Prepare, Update
+from blobstate.spark.partitioned.executor.keygrouped import KeyOf
 from blobstate.spark.partitioned.executor.partition import locate_task, release_task
 from blobstate.spark.placement.coordinator import SparkPlacement
 
@@ -96,7 +108,11 @@ class PartitionedState:
     keeps ``retain`` snapshots per partition and the deltas after them); ``fault_hook``: see ``BatchPlan``;
     ``placement``: run each partition's tasks on the executor holding its copy (classic PySpark, with blobstate's JVM
     helper; ``blobstate.spark.placement.coordinator``); ``settings``: what the driver runs with (default: the
-    environment's), sent to the executors with every task (``BatchPlan.settings``).
+    environment's), sent to the executors with every task (``BatchPlan.settings``); ``key_groups``: a new store's
+    number of key groups (``blobstate.model.keygroups``: rows routed by key-group range, every key stored behind its
+    key group; recorded with every group record and fixed for the store's life; None: the store's recorded one, or
+    none for a new store), ``key_of``: a stored key's key column values (default ``(key,)``), typed as the key
+    columns (``blobstate.spark.partitioned.executor.keygrouped``).
     """
 
     def __init__(self, spark: SparkSession, *, repo: str, checkpoint_location: str, num_partitions: int,
@@ -105,7 +121,8 @@ class PartitionedState:
                  storage_options: dict[str, Any] | None = None, retain: int = 3, ttl: Duration = DEFAULT_TTL_MS,
                  snapshot_every: int = 10, placement: bool = True,
                  fault_hook: Callable[[str, PartitionContext], None] | None = None,
-                 settings: Settings | None = None) -> None:
+                 settings: Settings | None = None, key_groups: int | None = None,
+                 key_of: KeyOf | None = None) -> None:
         ttl_ms = parse_duration_ms(ttl)
         #: what the driver and, sent with every task, the executors run with (``Settings.for_call``)
         self.settings = Settings.for_call(settings)
@@ -126,6 +143,12 @@ class PartitionedState:
         self.query_id: str | None = None
         self.last_committed: int | None = None
         self.stats: deque[GroupBatchStats] = deque(maxlen=KEEP_STATS)
+        #: the store's number of key groups (``open``: the recorded one, else the one asked for; 0: none), the
+        #: stored key -> key column values of a key-grouped store, and the route of each partition
+        self.key_groups, self._asked_key_groups, self.key_of = 0, key_groups, key_of
+        self._routes: tuple[int, ...] = ()
+        self._regroup: RegroupPlan | None = None  # the first batch of a rescale at restart (``open``)
+        self._types: tuple[str, ...] = ()
         self._repo: Repository | None = None
         self._committer: StoreCommitter | None = None
         self._groups: GroupCommitter | None = None
@@ -163,9 +186,22 @@ class PartitionedState:
         except RepositoryNotFound:
             raise SparkAlignmentError(f"Spark committed batch {self.last_committed} in {self.checkpoint_location}, "
                                       f"but {self.repo_url} holds no blobstate repository") from None
-        align = functools.partial(align_partitions, key=self.key, num_partitions=self.num_partitions,
-                                  key_cols=self.key_cols, last_committed=self.last_committed, last_planned=planned,
-                                  query_id=self.query_id, location=self.checkpoint_location, repo_url=self.repo_url)
+        aligned = functools.partial(align_partitions, key=self.key, key_cols=self.key_cols,
+                                    last_committed=self.last_committed, last_planned=planned, query_id=self.query_id,
+                                    location=self.checkpoint_location, repo_url=self.repo_url)
+
+        def align(history: list[Checkpoint]) -> tuple[list[Any], RegroupPlan | None]:
+            # a key-grouped store restarted with another N: its old partitions aligned, then their ranges reassigned
+            groups = [cp for cp in current_partitioning(history) if cp.is_group and cp.partitions]
+            old = groups[-1].num_partitions if groups else self.num_partitions
+            if not groups or not groups[-1].key_groups or old == self.num_partitions:
+                return aligned(history, num_partitions=self.num_partitions), None
+            plans = aligned(history, num_partitions=old)
+            check_partition_count(history, self.num_partitions, f"{self.key}", rescale=True)
+            batch = plans[0].restored_batch
+            return plans, (None if batch is None else
+                           plan_regroup(history, new_partitions=self.num_partitions, batch=batch, what=f"{self.key}"))
+
         try:
             if client:  # a reader: it checks, and commits nothing
                 align(list(read_view(self._repo, self.key).history))
@@ -175,10 +211,17 @@ class PartitionedState:
             opened = open_store(self.key, self._repo, align, committer=lambda: StoreCommitter(
                 self.key, self._repo, store_type="rocksdb", work_dir=self.work_dir, retain=self.retain,
                 ttl_ms=self.ttl_ms))
-            self._committer, self._history, plans = opened.committer, opened.history, opened.plan
+            self._committer, self._history, (plans, self._regroup) = opened.committer, opened.history, opened.plan
             self.lineage_id = plans[0].lineage_id
             self.before_first = plans[0].restored_batch if plans[0].adopted else None  # an initial state: -1
-            self._groups = GroupCommitter(self._committer, num_partitions=self.num_partitions)
+            self.key_groups = check_key_groups(self._history, self._asked_key_groups, f"{self.key}")
+            if self.key_groups:
+                check_key_group_count(self.key_groups, self.num_partitions)
+                if self.connect:
+                    raise ConfigurationError("a key-grouped partitioned state runs on classic PySpark only for now")
+                self._routes = route_values(spark or self.spark, self.num_partitions)
+            self._groups = GroupCommitter(self._committer, num_partitions=self.num_partitions,
+                                          key_groups=self.key_groups)
             if self.placement and not self.connect:
                 self._placer = SparkPlacement((spark or self.spark).sparkContext, self.num_partitions)
         except BaseException:
@@ -286,8 +329,11 @@ class PartitionedState:
         if not self._stamped:  # the key columns' Spark types are known from the first batch's schema
             check_partitioning(recorded_partitioning(self._history), self.key_cols, self._key_types(df),
                                f"{self.key}")
+            self._types = tuple(self._key_types(df))
+            if self.key_groups:
+                check_types(self._types)
             stamp_records(self._committer, lineage_id=self.lineage_id,
-                          key_columns=tuple(zip(self.key_cols, self._key_types(df), strict=True)))
+                          key_columns=tuple(zip(self.key_cols, self._types, strict=True)))
             self._stamped = True
         base = self._committer.commit_point.generation()
         history = self._history if self._history_current else self._repo.log.history(self.key)
@@ -295,6 +341,10 @@ class PartitionedState:
             history[-1] if history else None))  # another driver appended since: its plan would not hold
         plan = self._plan(history, base, batch_id, batch_id - 1 if batch_id > 0 else self.before_first,
                           self.fault_hook)
+        if self._regroup is not None:  # each new partition starts from the old partitions' chains, cut to its range
+            if plan.upto != self._regroup.batch:
+                raise ConfigurationError(f"batch {batch_id} of a rescale planned at batch {self._regroup.batch}")
+            plan = dataclasses.replace(plan, records={}, regroup={p.partition: p for p in self._regroup.partitions})
         placer = self._placer
         if placer is not None and not placer.placement.holders and history:
             # a restarted driver: where the executors' hosts have copies
@@ -306,12 +356,13 @@ class PartitionedState:
         prepares = (job or run_tasks)(df, plan, update, self.key_cols, place=place)
         t1 = time.perf_counter()
         accepted = accept(prepares, plan)
-        snapshots = self.snapshots.take(batch_id)
+        snapshots = [] if plan.regroup else self.snapshots.take(batch_id)  # a rescale's carries its own
+        staged = [s.staged for s in snapshots if s.staged] + [p.snapshot for p in accepted if p.snapshot]
         try:
-            group = self._groups.commit([p.entry for p in accepted] + [s.staged.entry for s in snapshots if s.staged],
+            group = self._groups.commit([p.entry for p in accepted] + [s.entry for s in staged],
                                         batch_id=batch_id, query_id=plan.query_id,
                                         created_ms=min(p.created_ms for p in [*accepted, *snapshots]),
-                                        new_blob_ids=[b for s in snapshots if s.staged for b in s.staged.new_blob_ids])
+                                        new_blob_ids=[b for s in staged for b in s.new_blob_ids])
         except FencedError:
             raise
         except BaseException as exc:
@@ -323,17 +374,20 @@ class PartitionedState:
         self.stats.append(batch_stats(group, accepted, snapshots, locations, job_ms=(t1 - t0) * 1000,
                                       commit_ms=(time.perf_counter() - t1) * 1000))
         self._history = [*history, group]
-        self._history_current = not snapshots  # a group with snapshot parts ran retention: read the log again
+        self._regroup = None
+        self._history_current = not staged  # a group with snapshot parts ran retention: read the log again
         return group
 
     def _plan(self, history: list[Checkpoint], base: int, batch_id: int | None, upto: int | None = None,
               fault_hook: Callable[[str, PartitionContext], None] | None = None) -> BatchPlan:
         """The plan of batch ``batch_id`` (or of a snapshot of ``batch_id``) on top of generation ``base``."""
+        current = current_partitioning(history)  # a partition number means its range in one partitioning only
         return BatchPlan(self.repo_url, self.key, self.local_dir, self.num_partitions,
                          -1 if batch_id is None else batch_id, base, upto,
-                         {p: tuple(partition_history(history, p)) for p in range(self.num_partitions)},
+                         {p: tuple(partition_history(current, p)) for p in range(self.num_partitions)},
                          self.query_id or "", self.log_url, self.storage_options, self.ttl_ms, fault_hook,
-                         self.settings)
+                         self.settings, key_groups=self.key_groups, key_types=self._types, key_of=self.key_of,
+                         routes=self._routes)
 
     def _key_types(self, df: DataFrame) -> list[str]:
         """The Spark types of the key columns in ``df`` (``simpleString``: ``string``, ``int``, ``struct<...>``)."""
@@ -403,7 +457,8 @@ def partitioned(spark: SparkSession, *, repo: str, checkpoint_location: str, num
                 storage_options: dict[str, Any] | None = None, retain: int = 3, ttl: Duration = DEFAULT_TTL_MS,
                 snapshot_every: int = 10, placement: bool = True,
                 fault_hook: Callable[[str, PartitionContext], None] | None = None,
-                settings: Settings | None = None) -> PartitionedState:
+                settings: Settings | None = None, key_groups: int | None = None,
+                key_of: KeyOf | None = None) -> PartitionedState:
     """Open a partitioned state (``PartitionedState``'s keywords) and check it against Spark's checkpoint.
 
     Example::
@@ -420,7 +475,7 @@ def partitioned(spark: SparkSession, *, repo: str, checkpoint_location: str, num
                              num_partitions=num_partitions, key_cols=key_cols, local_dir=local_dir, job=job,
                              store=store, task=task, log=log, work_dir=work_dir, storage_options=storage_options,
                              retain=retain, ttl=ttl, snapshot_every=snapshot_every, placement=placement,
-                             fault_hook=fault_hook, settings=settings)
+                             fault_hook=fault_hook, settings=settings, key_groups=key_groups, key_of=key_of)
     state.open()
     return state
 

@@ -11,7 +11,9 @@ Task ``p`` of batch ``b`` (``run_partition``), in the Python worker that runs it
    committed deltas after it are applied (each from the changelog this host kept when it wrote it, or downloaded,
    always checked against the record's size and CRC32C); otherwise (a wiped or moved partition, a divergent
    copy) it is restored from the repository (``blobstate.worker.restore_partition``: snapshot, then deltas);
-3. runs ``update(db, rows, ctx)`` on ``blobstate.model.changelog.StagedWrites``: nothing reaches RocksDB;
+3. runs ``update(db, rows, ctx)`` on ``blobstate.model.changelog.StagedWrites`` (a key-grouped store's through
+   ``blobstate.spark.partitioned.executor.keygrouped.KeyGroupedWrites``: each key stored behind its key group):
+   nothing reaches RocksDB;
 4. uploads the batch's changelog with a TTL (``blobstate.worker.stage_changelog``) and keeps a copy;
 5. returns one small ``Prepare`` record, with who ran it (the executor, Spark's task attempt id and stage attempt:
    ``blobstate.spark.executor.identity.TaskIdentity``). Nothing is applied locally yet: the driver may commit another
@@ -24,6 +26,9 @@ key's final value or deletes it), so a crash between applying and writing the ma
 
 from __future__ import annotations
 
+import logging
+import os
+import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -31,15 +36,26 @@ from typing import TYPE_CHECKING, Any
 
 from blobstate.config.settings import Settings
 from blobstate.model import changelog
+from blobstate.model.keygroups import key_group_range
 from blobstate.model.layout import now_ms
 from blobstate.model.records import Checkpoint, PartitionEntry, StoreKey
 from blobstate.spark.executor.identity import TaskIdentity, task_identity, task_partition
 from blobstate.spark.executor.rows import arrow_rows, pickled_batch
-from blobstate.spark.partitioned.executor.partition import LocalPartition
-from blobstate.worker import heal_parts, stage_changelog, worker_repository
+from blobstate.spark.partitioned.executor.keygrouped import KeyGroupedWrites
+from blobstate.spark.partitioned.executor.partition import SNAPSHOT_PREFIX, Fetched, LocalPartition
+from blobstate.worker import (
+    StagedSnapshot,
+    heal_parts,
+    local_checkpoint,
+    stage_changelog,
+    stage_snapshot,
+    worker_repository,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -79,6 +95,15 @@ class BatchPlan:
     ttl_ms: int = 0
     fault_hook: Callable[[str, PartitionContext], None] | None = None
     settings: Settings = field(default_factory=Settings)
+    #: a key-grouped store's number of key groups (0: none), its key columns' Spark types, ``key_of`` and the route
+    #: of each partition (``blobstate.spark.partitioned.driver.routing``)
+    key_groups: int = 0
+    key_types: tuple[str, ...] = ()
+    key_of: Callable[[Any], Any] | None = None
+    routes: tuple[int, ...] = ()
+    #: the first batch of a restart with another number of partitions (``blobstate.model.regroup``): partition ->
+    #: its ``PartitionRegroup`` (the old partitions' chains it starts from); its ``records`` are then empty
+    regroup: dict[int, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -102,6 +127,8 @@ class Prepare:
     bytes_downloaded: int
     ms: float
     task: TaskIdentity = TaskIdentity()
+    #: the first batch after a rescale: the snapshot of the state the partition started from (batch ``upto``)
+    snapshot: StagedSnapshot | None = None
 
     @property
     def local(self) -> bool:
@@ -125,8 +152,14 @@ def run_partition(plan: BatchPlan, update: Update, partition: int, rows: Iterabl
     with LocalPartition(plan.local_dir, plan.key, partition) as local:
         # the committed changelogs this host kept, put back when a late group's gc took them (issue 27 case 2)
         heal_parts(repo, plan.records.get(partition, ()), local.kept, ttl_ms=plan.ttl_ms)
-        fetched = local.ensure_at(repo, plan.records.get(partition, ()), plan.upto)
-        view = changelog.StagedWrites(local.open_db())
+        if partition in plan.regroup:  # the first batch after a rescale: built from the old partitions' chains
+            fetched, snapshot = start_regrouped(repo, plan, local, plan.regroup[partition], task.task_attempt_id)
+        else:
+            fetched, snapshot = local.ensure_at(repo, plan.records.get(partition, ()), plan.upto), None
+        view: Any = changelog.StagedWrites(local.open_db())
+        if plan.key_groups:
+            view = KeyGroupedWrites(view, key_groups=plan.key_groups, key_types=plan.key_types, key_of=plan.key_of,
+                                    keep=key_group_range(plan.key_groups, plan.num_partitions, partition))
         update(view, rows, ctx)
         ops = view.ops()
         data = changelog.encode(ops)
@@ -137,7 +170,36 @@ def run_partition(plan: BatchPlan, update: Update, partition: int, rows: Iterabl
     if plan.fault_hook is not None:
         plan.fault_hook("uploaded", ctx)
     yield Prepare(partition, plan.batch_id, ctx.attempt, plan.base, entry, created, fetched.record,
-                  fetched.restored, fetched.files, fetched.bytes, (time.perf_counter() - t0) * 1000, task)
+                  fetched.restored, fetched.files, fetched.bytes, (time.perf_counter() - t0) * 1000, task, snapshot)
+
+
+def start_regrouped(repo: Any, plan: BatchPlan, local: LocalPartition, regroup: Any,
+                    attempt: int) -> tuple[Fetched, StagedSnapshot]:
+    """A new partition's copy after a rescale at restart: built from the old partitions' chains
+    (``keygroup_cut.restore_regrouped``: its base restored and cut, the others' key groups ingested), then staged as
+    a snapshot of the batch it is at (``plan.upto``), committed with this batch's group record, so the new
+    partitioning's records make every later state on their own. The copy is marked at that snapshot."""
+    from blobstate.spark.partitioned.executor.keygroup_cut import restore_regrouped
+
+    local.close_db()
+    local.owned.set_marker(None)
+    shutil.rmtree(local.db_path, ignore_errors=True)
+    scratch = os.path.join(local.path, "regroup-work")
+    built = restore_regrouped(repo, regroup, plan.key_groups, local.db_path, scratch_dir=scratch)
+    target = os.path.join(local.path, f"{SNAPSHOT_PREFIX}regroup-{attempt}")
+    shutil.rmtree(target, ignore_errors=True)
+    try:
+        local_checkpoint(local.open_db(), target, settings=repo.settings)
+        staged = stage_snapshot(repo, plan.key, partition=regroup.partition, batch_id=plan.upto,
+                                checkpoint_dir=target, previous=None, ttl_ms=plan.ttl_ms, attempt=attempt,
+                                base=plan.base)
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+    local.owned.set_marker({"checkpointId": staged.entry.checkpoint_id, "batchId": plan.upto})
+    log.info("partition %s built from old partitions %s (%s entries taken in)", regroup.partition, built.sources,
+             built.taken)
+    return Fetched(record=staged.entry.checkpoint_id, restored=True), staged
 
 
 def arrow_task(plan: BatchPlan, update: Update, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

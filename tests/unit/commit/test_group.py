@@ -10,7 +10,7 @@ import pytest
 
 from blobstate import worker
 from blobstate.commit.backup import StoreCommitter
-from blobstate.commit.group import GroupCommitter, check_partition_count
+from blobstate.commit.group import GroupCommitter, check_key_groups, check_partition_count, recorded_key_groups
 from blobstate.errors import ConfigurationError, FencedError, InvalidRecordError, PartitionCountError
 from blobstate.model import changelog
 from blobstate.model.records import GROUP, MAX_PARTITIONS, StoreKey
@@ -92,3 +92,41 @@ def test_the_partition_count_is_the_one_the_group_records_hold(repo, tmp_path):
     for count in (0, MAX_PARTITIONS + 1):
         with pytest.raises(ConfigurationError, match="num_partitions must be"):
             check_partition_count(history, count, str(KEY))
+
+
+def test_a_key_grouped_group_records_its_key_groups_through_the_engine(repo, tmp_path):
+    with _owner(repo, tmp_path) as owner:
+        record = GroupCommitter(owner, num_partitions=2, key_groups=128).commit(
+            [_part(repo, 0, 0), _part(repo, 1, 0)], batch_id=0)
+    [read] = repo.log.history(KEY)
+    assert record.key_groups == read.key_groups == 128 and read.checkpoint_id == record.checkpoint_id
+    assert recorded_key_groups([read]) == 128
+
+
+def test_a_key_grouped_store_may_restart_with_another_count_where_rescale_is_allowed(repo, tmp_path):
+    with _owner(repo, tmp_path) as owner:
+        GroupCommitter(owner, num_partitions=2, key_groups=8).commit([_part(repo, 0, 0), _part(repo, 1, 0)],
+                                                                    batch_id=0)
+    history = repo.log.history(KEY)
+    check_partition_count(history, 2, str(KEY))
+    check_partition_count(history, 5, str(KEY), rescale=True)
+    with pytest.raises(PartitionCountError, match="does not reassign key-group ranges"):
+        check_partition_count(history, 5, str(KEY))
+    with pytest.raises(ConfigurationError, match="8 key groups"):
+        check_partition_count(history, 9, str(KEY), rescale=True)
+    assert check_key_groups(history, None, str(KEY)) == 8 and check_key_groups(history, 8, str(KEY)) == 8
+    with pytest.raises(ConfigurationError, match="key_groups=8"):
+        check_key_groups(history, 16, str(KEY))
+
+
+def test_a_store_written_without_key_groups_keeps_the_offline_rescale_and_says_so(repo, tmp_path):
+    with _owner(repo, tmp_path) as owner:
+        GroupCommitter(owner, num_partitions=2).commit([_part(repo, 0, 0), _part(repo, 1, 0)], batch_id=0)
+    history = repo.log.history(KEY)
+    for rescale in (False, True):
+        with pytest.raises(PartitionCountError, match="no key groups.*blobstate spark rescale"):
+            check_partition_count(history, 3, str(KEY), rescale=rescale)
+    assert check_key_groups(history, None, str(KEY)) == 0
+    with pytest.raises(ConfigurationError, match="no key groups.*blobstate spark rescale"):
+        check_key_groups(history, 128, str(KEY))
+    assert check_key_groups([], 128, str(KEY)) == 128 and check_key_groups([], None, str(KEY)) == 0

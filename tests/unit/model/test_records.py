@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from blobstate.errors import ConfigurationError, CorruptIndexError, InvalidRecordError
+from blobstate.model.keygroups import MAX_KEY_GROUPS
 from blobstate.model.records import (
     DELTA,
     GROUP,
@@ -168,6 +169,8 @@ BAD = {
     "a group voiding itself": lambda: group(voids=("1700000000000-abcd0001",)),
     "a void naming a bad id": lambda: void(voids=("a b",)),
     "a void naming too many": lambda: void(voids=tuple(f"g-{i}" for i in range(MAX_VOIDS + 1))),
+    "a group of fewer key groups than partitions": lambda: group(n=2, key_groups=1),
+    "a group of too many key groups": lambda: group(key_groups=MAX_KEY_GROUPS + 1),
 }
 
 
@@ -184,6 +187,16 @@ def test_a_void_record_is_version_5_and_round_trips_standing_for_no_partition_re
     assert not doc["partitions"]
     assert parse(record) == replace(record, schema_version=5) and record.expand() == []
     assert "voids" not in group().to_json() and group().to_json()["schemaVersion"] == 3
+
+
+def test_a_key_grouped_group_is_version_6_and_round_trips_and_one_without_reads_as_before():
+    record = group(key_groups=4096)
+    doc = record.to_json()
+    assert doc["schemaVersion"] == 6 and doc["keyGroups"] == 4096
+    assert parse(record) == replace(record, schema_version=6) and parse(record).key_groups == 4096
+    plain = group()
+    assert "keyGroups" not in plain.to_json() and plain.to_json()["schemaVersion"] == 3
+    assert parse(plain).key_groups == 0
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
@@ -240,7 +253,7 @@ def test_a_record_too_large_to_write_is_refused_as_a_whole():
 
 
 @pytest.mark.parametrize("mutate", [
-    lambda d: d.update(schemaVersion=6), lambda d: d.update(schemaVersion="1"), lambda d: d.update(generation=True),
+    lambda d: d.update(schemaVersion=7), lambda d: d.update(schemaVersion="1"), lambda d: d.update(generation=True),
     lambda d: d.update(indexCrc32c=-1), lambda d: d.update(batchId=1.5), lambda d: d.pop("jobName"),
     lambda d: d.update(storeName="a/b"), lambda d: d.update(partitions={}), lambda d: d.update(writerId=7),
     lambda d: d.update(partitions=[1]), lambda d: d.update(filler="x" * (64 << 10)),
@@ -248,6 +261,7 @@ def test_a_record_too_large_to_write_is_refused_as_a_whole():
     lambda d: d.update(numPartitions=2),  # a snapshot naming partitions
     lambda d: d.update(changelogInline="eA=="),  # a snapshot carrying a changelog
     lambda d: d.update(voids=["g-1"]),  # a snapshot voiding a group
+    lambda d: d.update(keyGroups=128),  # a snapshot naming key groups
     lambda d: d.update(kind=DELTA, indexBlobId="", indexCrc32c=0, indexSizeInBytes=0, changelogBlobId=blob_id(2),
                        changelogSizeInBytes=1, changelogInline="eA=="),  # an inline changelog naming a blob too
     lambda d: d.update(kind=GROUP, indexBlobId="", indexCrc32c=0, indexSizeInBytes=0, numPartitions=1,
