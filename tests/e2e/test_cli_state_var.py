@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-import pandas as pd
 import pyarrow as pa
 import pytest
 from rocksdict import Rdict

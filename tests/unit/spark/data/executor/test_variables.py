@@ -23,7 +23,8 @@ def run(db: Rdict, make, spec: ProcessorSpec, frames: list[pd.DataFrame]) -> lis
     out = []
     for i, frame in enumerate(frames):
         view = StagedWrites(db)
-        run_batch(make(), view, pa.Table.from_pandas(frame, preserve_index=False), spec, BatchTimes(i, BASE + 1_000 * i))
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        run_batch(make(), view, table, spec, BatchTimes(i, BASE + 1_000 * i))
         apply_ops(db, view.ops())
         out.append(view.ops())
     return out

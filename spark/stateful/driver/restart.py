@@ -1,0 +1,45 @@
+"""A restart's declarations checked before the query starts: the processor's ``init`` run on the driver against
+the schemas the store recorded, so that an incompatible state variable (a field removed or retyped, another kind,
+another map user key, another time mode) is refused with ``StateSchemaError`` (exit 2, naming the variable and both
+schemas) by ``transform_with_state`` itself, before Spark runs a batch and before anything is restored or written.
+A compatible change (a nullable field added, a new variable, another TTL) passes; the first batch records it.
+
+The recorded document is the newest state's (``blobstate.spark.data.metadata``: its changelogs, else one chain
+restored on the driver). A new store (no repository yet, no record) has nothing to check. The batches check again
+as they run (``blobstate.spark.processor.handle.Handle.seal``), so a store changed between this check and a batch
+is refused there, before that batch writes anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from blobstate.config.settings import Settings
+from blobstate.entry import open_repository
+from blobstate.errors import RepositoryNotFound
+from blobstate.model.records import StoreKey
+from blobstate.restoring.state import plan_state
+from blobstate.spark.data.metadata import store_metadata
+from blobstate.spark.processor.handle import check_declarations
+
+
+def refuse_incompatible(processor: Any, *, time_mode: str, repo: str, job: str, store: str, partitioned: bool,
+                        log: str | None = None, storage_options: dict[str, Any] | None = None,
+                        settings: Settings | None = None) -> None:
+    """Raise ``StateSchemaError`` when ``processor``'s ``init`` declares its state incompatibly with what the store
+    ``(job, "group" if partitioned else "0", store)`` recorded; nothing when the store holds no record. Raises
+    what opening the repository raises (but ``RepositoryNotFound``: a new repository)."""
+    key = StoreKey(job, "group" if partitioned else "0", store)
+    try:
+        repository = open_repository(repo, log, storage_options, settings=Settings.for_call(settings))
+    except RepositoryNotFound:
+        return
+    with repository:
+        if repository.log.latest(key) is None:
+            return
+        metadata = store_metadata(repository, plan_state(repository, key).chains.values())
+    if metadata.variables or metadata.time_mode is not None:
+        check_declarations(processor, metadata, time_mode=time_mode)
+
+
+__all__ = ["refuse_incompatible"]
