@@ -8,17 +8,12 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-import pyarrow as pa
 import pytest
-from rocksdict import Rdict
 
-from blobstate.commit.backup import StoreCommitter
-from blobstate.commit.delta import DeltaCommitter
-from blobstate.model import changelog
-from blobstate.model.changelog import StagedWrites, apply_ops
 from blobstate.model.records import StoreKey
-from blobstate.spark.processor import BatchTimes, ProcessorSpec, StateReader, run_batch
+from blobstate.spark.processor import ProcessorSpec
 from tests.processors import inputs, top_n
+from tests.support.processor_store import commit_batches
 
 
 def cli(*args: str) -> SimpleNamespace:
@@ -35,24 +30,8 @@ def processor_store(tmp_path, request):
     """Four batches of the top-N processor (a ListState) committed as deltas; with ``snapshot``, a snapshot of
     batch 1 and the deltas before it pruned (retain 1). Returns the repository URL and the rows of ``top`` after
     each batch, as the runtime's own reader gives them."""
-    repo, key = f"file://{tmp_path}/repo", StoreKey("j", "0", "scores")
-    db = Rdict(str(tmp_path / "live"))
-    spec = ProcessorSpec(("k",), top_n.OUTPUT)
-    expected = {}
-    with StoreCommitter(key, repo, work_dir=str(tmp_path / "work"), retain=1) as committer:
-        deltas = DeltaCommitter(committer)
-        for batch, frame in enumerate(inputs.top_n(4)):
-            view = StagedWrites(db)
-            run_batch(top_n.TopN(), view, pa.Table.from_pandas(frame, preserve_index=False), spec,
-                      BatchTimes(batch, 1_700_000_000_000 + batch))
-            deltas.commit_changelog(changelog.encode(view.ops()), batch_id=batch, query_id="q")
-            apply_ops(db, view.ops())
-            if request.param == "snapshot" and batch == 1:
-                db.flush(True)
-                committer.backup(db, batch_id=1)
-            expected[batch] = [dict(r, partition_id=None) for r in StateReader(db).read_variable("top").to_pylist()]
-    db.close()
-    return repo, expected
+    return commit_batches(tmp_path, top_n.TopN, ProcessorSpec(("k",), top_n.OUTPUT), inputs.top_n(4), "top",
+                          key=StoreKey("j", "0", "scores"), snapshot_at=1 if request.param == "snapshot" else None)
 
 
 def _lines(result: SimpleNamespace) -> list[dict]:
