@@ -7,15 +7,14 @@ Python values (structs as dicts).
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
 from blobstate.config.settings import Settings
 from blobstate.entry import engine_log, open_repository
-from blobstate.restoring.state import plan_state, restore_into
+from blobstate.restoring.state import plan_state
 from blobstate.spark.data.executor.variables import PARTITION_ID
-from blobstate.spark.data.metadata import store_metadata
+from blobstate.spark.data.metadata import restored_db, store_metadata
 from blobstate.spark.data.read import store_key
 from blobstate.spark.processor.readers import StateReader
 
@@ -44,25 +43,16 @@ def variable_rows(*, repo: str, job: str, store: str, state_var: str | None, tim
 
 
 def _rows(chains: dict[int | None, Any], reopen: Any, state_var: str | None, timers: bool) -> Iterator[dict[str, Any]]:
-    from rocksdict import AccessType, Rdict
-
     with reopen() as repository:
         for p, chain in chains.items():
-            with tempfile.TemporaryDirectory(prefix="blobstate-state-") as base:
-                path = restore_into(repository, chain, base)
-                if path is None:
+            with restored_db(repository, chain, "blobstate-state-") as db:
+                reader = None if db is None else StateReader(db)
+                if reader is None or reader.metadata.key_schema is None or (
+                        not timers and state_var not in reader.metadata.variables):
                     continue
-                db = Rdict(path, access_type=AccessType.read_only())
-                try:
-                    reader = StateReader(db)
-                    if reader.metadata.key_schema is None or (not timers and
-                                                              state_var not in reader.metadata.variables):
-                        continue
-                    table = reader.read_timers() if timers else reader.read_variable(state_var)  # type: ignore[arg-type]
-                    for row in table.to_pylist():
-                        yield {**row, PARTITION_ID: p}
-                finally:
-                    db.close()
+                table = reader.read_timers() if timers else reader.read_variable(state_var)  # type: ignore[arg-type]
+                for row in table.to_pylist():
+                    yield {**row, PARTITION_ID: p}
 
 
 __all__ = ["variable_rows"]

@@ -10,8 +10,10 @@ on the driver and the document read from there.
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from blobstate.model import changelog
 from blobstate.model.chain import Chain
@@ -42,25 +44,34 @@ def written_metadata(repo: Repository, records: Iterable[Checkpoint]) -> Metadat
     return None
 
 
+@contextlib.contextmanager
+def restored_db(repo: Repository, chain: Chain, prefix: str) -> Iterator[Any]:
+    """``chain`` restored into a temporary directory (``prefix``: its name's start) and opened read only: the
+    ``Rdict``, or None for the empty state; closed and removed on exit."""
+    from rocksdict import AccessType, Rdict
+
+    with tempfile.TemporaryDirectory(prefix=prefix) as base:
+        path = restore_into(repo, chain, base)
+        if path is None:
+            yield None
+            return
+        db = Rdict(path, access_type=AccessType.read_only())
+        try:
+            yield db
+        finally:
+            db.close()
+
+
 def restored_metadata(repo: Repository, chains: Iterable[Chain]) -> Metadata:
     """The metadata document of the first of ``chains`` whose state holds one with a grouping key (each restored
     into a temporary directory, removed after); an empty document when none does."""
-    from rocksdict import AccessType, Rdict
-
     for chain in chains:
-        with tempfile.TemporaryDirectory(prefix="blobstate-metadata-") as base:
-            path = restore_into(repo, chain, base)
-            if path is None:
-                continue
-            db = Rdict(path, access_type=AccessType.read_only())
-            try:
-                raw = db.get(META_KEY, None)
-            finally:
-                db.close()
-            if raw is not None:
-                metadata = Metadata.from_json(bytes(raw).decode())
-                if metadata.key_schema is not None:
-                    return metadata
+        with restored_db(repo, chain, "blobstate-metadata-") as db:
+            raw = None if db is None else db.get(META_KEY, None)
+        if raw is not None:
+            metadata = Metadata.from_json(bytes(raw).decode())
+            if metadata.key_schema is not None:
+                return metadata
     return Metadata()
 
 
@@ -71,4 +82,4 @@ def store_metadata(repo: Repository, chains: Iterable[Chain]) -> Metadata:
     return found if found is not None else restored_metadata(repo, chains)
 
 
-__all__ = ["restored_metadata", "store_metadata", "written_metadata"]
+__all__ = ["restored_db", "restored_metadata", "store_metadata", "written_metadata"]
