@@ -306,58 +306,76 @@ def test_the_heartbeat_keeps_batches_coming_so_timers_fire_without_input(spark, 
         assert canonical(outputs[b]) == canonical(rows), f"batch {b}"
 
 
-def test_an_initial_state_is_handed_to_handle_initial_state_per_key_as_sparks_operator_does(spark, tmp_path):
-    """``initial_state=df``: in the query's first batch each key of ``df`` goes to ``handleInitialState`` (keys with
-    input and keys without), then its input; on the driver's store and on N=4, every batch's output and the final
-    state equal Spark's ``transformWithStateInPandas(..., initialState=df.groupBy(key))`` over the same files."""
-    from blobstate.spark import read_state, transform_with_state
+INITIAL_SEED = [("k0", 100), ("k1", 200), ("k39", 7), ("only-initial", 5)]  # the last key never gets input
+
+
+def _collect_into(outputs: dict) -> Any:
+    def sink(df: Any, batch_id: int) -> None:
+        outputs[batch_id] = [r.asDict() for r in df.collect()]
+    return sink
+
+
+@pytest.fixture(scope="module")
+def sparks_initial_run(spark_session, tmp_path_factory):
+    """Spark's own ``transformWithStateInPandas(..., initialState=seed.groupBy("k"))`` of the running count over two
+    input files, once for the module: ``(input folder, output by batch id, final state rows)``."""
     from tests.processors import inputs, running_count
     from tests.processors.test_against_spark import write_inputs
 
-    data = inputs.running_count(3)
-    source = write_inputs(tmp_path / "in", data)
-    seed = [("k0", 100), ("k1", 200), ("k39", 7), ("only-initial", 5)]  # the last key never gets input
-    initial = spark.createDataFrame(seed, "k string, count long")
-
-    def collect_into(outputs: dict) -> Any:
-        def sink(df: Any, batch_id: int) -> None:
-            outputs[batch_id] = [r.asDict() for r in df.collect()]
-        return sink
-
-    spark_out: dict[int, list[dict]] = {}
-    spark_checkpoint = str(tmp_path / "spark-checkpoint")
-    query = (input_stream(spark, source).groupBy("k").transformWithStateInPandas(
-        running_count.RunningCountFrom(), outputStructType=running_count.OUTPUT, outputMode="Update",
-        timeMode="None", initialState=initial.groupBy("k"))
-        .writeStream.foreachBatch(collect_into(spark_out)).option("checkpointLocation", spark_checkpoint).start())
+    tmp_path = tmp_path_factory.mktemp("initial")
+    conf = with_rocksdb(spark_session)
+    spark = next(conf)
     try:
-        run_until(query, lambda: read_everything(spark_checkpoint, len(data) - 1), "Spark did not read every file")
-    finally:
-        query.stop()
-    spark_state_rows = canonical([_flat(r) for r in spark_state(spark, spark_checkpoint, stateVarName="count")])
-    assert ("only-initial", 5) in {(dict(r["key"])["k"], dict(r["value"])["count"]) for r in spark_state_rows}
-
-    for partitions in (None, 4):
-        where = tmp_path / f"ours-{partitions}"
+        data = inputs.running_count(2)
+        source = write_inputs(tmp_path / "in", data)
+        initial = spark.createDataFrame(INITIAL_SEED, "k string, count long")
         outputs: dict[int, list[dict]] = {}
-        checkpoint = str(where / "checkpoint")
-        ours = transform_with_state(
-            input_stream(spark, source), running_count.RunningCountFrom(), key_cols=["k"],
-            output_schema=running_count.OUTPUT, sink=collect_into(outputs), repo=f"file://{where}/repo",
-            checkpoint_location=checkpoint, job="tws", store="counts", num_partitions=partitions,
-            state_dir=str(where / "driver-state"), local_dir=str(where / "local"), initial_state=initial)
+        checkpoint = str(tmp_path / "spark-checkpoint")
+        query = (input_stream(spark, source).groupBy("k").transformWithStateInPandas(
+            running_count.RunningCountFrom(), outputStructType=running_count.OUTPUT, outputMode="Update",
+            timeMode="None", initialState=initial.groupBy("k"))
+            .writeStream.foreachBatch(_collect_into(outputs)).option("checkpointLocation", checkpoint).start())
         try:
-            run_until(ours, functools.partial(read_everything, checkpoint, len(data) - 1),
-                      "blobstate did not read every file")
+            run_until(query, functools.partial(read_everything, checkpoint, len(data) - 1),
+                      "Spark did not read every file")
         finally:
-            ours.close()
-        committed = committed_batches(checkpoint)
-        assert sorted(b for b in outputs if b in committed) == sorted(b for b in spark_out if b < len(data))
-        for batch_id in range(len(data)):
-            assert canonical(outputs[batch_id]) == canonical(spark_out[batch_id]), (partitions, batch_id)
-        got = read_state(spark, repo=f"file://{where}/repo", job="tws", store="counts", state_var="count")
-        assert canonical([_flat({k: v for k, v in r.asDict(recursive=True).items() if k != "partition_id"})
-                          for r in got.collect()]) == spark_state_rows, partitions
+            query.stop()
+        state = [_flat(r) for r in spark_state(spark, checkpoint, stateVarName="count")]
+    finally:
+        next(conf, None)  # the session's settings as they were
+    return source, {b: rows for b, rows in outputs.items() if b < len(data)}, state
+
+
+@pytest.mark.parametrize("partitions", [None, 4], ids=["driver", "n4"])
+def test_an_initial_state_is_handed_to_handle_initial_state_per_key_as_sparks_operator_does(
+        spark, tmp_path, sparks_initial_run, partitions):
+    """``initial_state=df``: in the query's first batch each key of ``df`` goes to ``handleInitialState`` (keys with
+    input and keys without), then its input; every batch's output and the final state equal Spark's
+    ``transformWithStateInPandas(..., initialState=df.groupBy(key))`` over the same files."""
+    from blobstate.spark import read_state, transform_with_state
+    from tests.processors import running_count
+
+    source, spark_out, spark_rows = sparks_initial_run
+    assert ("only-initial", 5) in {(dict(r["key"])["k"], dict(r["value"])["count"]) for r in spark_rows}
+    outputs: dict[int, list[dict]] = {}
+    checkpoint = str(tmp_path / "checkpoint")
+    ours = transform_with_state(
+        input_stream(spark, source), running_count.RunningCountFrom(), key_cols=["k"],
+        output_schema=running_count.OUTPUT, sink=_collect_into(outputs), repo=f"file://{tmp_path}/repo",
+        checkpoint_location=checkpoint, job="tws", store="counts", num_partitions=partitions,
+        state_dir=str(tmp_path / "driver-state"), local_dir=str(tmp_path / "local"),
+        initial_state=spark.createDataFrame(INITIAL_SEED, "k string, count long"))
+    try:
+        run_until(ours, functools.partial(read_everything, checkpoint, len(spark_out) - 1),
+                  "blobstate did not read every file")
+    finally:
+        ours.close()
+    assert sorted(b for b in outputs if b in committed_batches(checkpoint)) == sorted(spark_out)
+    for batch_id, rows in spark_out.items():
+        assert canonical(outputs[batch_id]) == canonical(rows), batch_id
+    got = read_state(spark, repo=f"file://{tmp_path}/repo", job="tws", store="counts", state_var="count")
+    assert canonical([_flat({k: v for k, v in r.asDict(recursive=True).items() if k != "partition_id"})
+                      for r in got.collect()]) == canonical(spark_rows)
 
 
 class CountAsText(running_count.RunningCount):
