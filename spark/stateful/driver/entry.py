@@ -98,7 +98,8 @@ def transform_with_state(df: Any, processor: Any, *, key_cols: list[str], output
         stream = with_heartbeat(stream)
     initial, initial_columns = (None, ()) if initial_state is None else initial_rows(initial_state, list(key_cols))
     refuse_incompatible(processor, time_mode=mode, repo=repo, job=job, store=store,
-                        partitioned=num_partitions is not None, log=state_options.get("log"),
+                        partitioned=num_partitions is not None, task=state_options.get("task"),
+                        log=state_options.get("log"),
                         storage_options=state_options.get("storage_options"), settings=state_options.get("settings"))
     spark = df.sparkSession
     if num_partitions is None:

@@ -24,12 +24,13 @@ from blobstate.spark.processor.handle import check_declarations
 
 
 def refuse_incompatible(processor: Any, *, time_mode: str, repo: str, job: str, store: str, partitioned: bool,
-                        log: str | None = None, storage_options: dict[str, Any] | None = None,
-                        settings: Settings | None = None) -> None:
+                        task: str | None = None, log: str | None = None,
+                        storage_options: dict[str, Any] | None = None, settings: Settings | None = None) -> None:
     """Raise ``StateSchemaError`` when ``processor``'s ``init`` declares its state incompatibly with what the store
-    ``(job, "group" if partitioned else "0", store)`` recorded; nothing when the store holds no record. Raises
-    what opening the repository raises (but ``RepositoryNotFound``: a new repository)."""
-    key = StoreKey(job, "group" if partitioned else "0", store)
+    ``(job, task, store)`` recorded (``task`` default: ``group`` if ``partitioned`` else ``0``, as the state opens
+    it); nothing when the store holds no record. Raises what opening the repository raises (but
+    ``RepositoryNotFound``: a new repository)."""
+    key = StoreKey(job, task or ("group" if partitioned else "0"), store)
     try:
         repository = open_repository(repo, log, storage_options, settings=Settings.for_call(settings))
     except RepositoryNotFound:
