@@ -5,7 +5,9 @@ schemas) by ``transform_with_state`` itself, before Spark runs a batch and befor
 A compatible change (a nullable field added, a new variable, another TTL) passes; the first batch records it.
 
 The recorded document is the newest state's (``blobstate.spark.data.metadata``: its changelogs, else one chain
-restored on the driver). A new store (no repository yet, no record) has nothing to check. The batches check again
+restored on the driver). A new store (no repository yet, no record) recorded nothing: ``init`` still runs, so a
+misuse of the API in it (a TTL outside ProcessingTime, a variable declared twice) is refused before the query
+starts too. The batches check again
 as they run (``blobstate.spark.processor.handle.Handle.seal``), so a store changed between this check and a batch
 is refused there, before that batch writes anything.
 """
@@ -21,26 +23,28 @@ from blobstate.model.records import StoreKey
 from blobstate.restoring.state import plan_state
 from blobstate.spark.data.metadata import store_metadata
 from blobstate.spark.processor.handle import check_declarations
+from blobstate.spark.processor.metadata import Metadata
 
 
 def refuse_incompatible(processor: Any, *, time_mode: str, repo: str, job: str, store: str, partitioned: bool,
                         task: str | None = None, log: str | None = None,
                         storage_options: dict[str, Any] | None = None, settings: Settings | None = None) -> None:
-    """Raise ``StateSchemaError`` when ``processor``'s ``init`` declares its state incompatibly with what the store
-    ``(job, task, store)`` recorded (``task`` default: ``group`` if ``partitioned`` else ``0``, as the state opens
-    it); nothing when the store holds no record. Raises what opening the repository raises (but
-    ``RepositoryNotFound``: a new repository)."""
+    """Run ``processor``'s ``init`` once on the driver against what the store ``(job, task, store)`` recorded
+    (``task`` default: ``group`` if ``partitioned`` else ``0``, as the state opens it; a new repository or store
+    recorded nothing). Raises ``StateSchemaError`` when a declaration is incompatible with the record,
+    ``StateVariableError`` when ``init`` misuses the API (a TTL outside ProcessingTime, a name declared twice), and
+    what opening the repository raises (but ``RepositoryNotFound``: a new repository)."""
     key = StoreKey(job, task or ("group" if partitioned else "0"), store)
+    metadata = Metadata()
     try:
         repository = open_repository(repo, log, storage_options, settings=Settings.for_call(settings))
     except RepositoryNotFound:
-        return
-    with repository:
-        if repository.log.latest(key) is None:
-            return
-        metadata = store_metadata(repository, plan_state(repository, key).chains.values())
-    if metadata.variables or metadata.time_mode is not None:
-        check_declarations(processor, metadata, time_mode=time_mode)
+        repository = None
+    if repository is not None:
+        with repository:
+            if repository.log.latest(key) is not None:
+                metadata = store_metadata(repository, plan_state(repository, key).chains.values())
+    check_declarations(processor, metadata, time_mode=time_mode)
 
 
 __all__ = ["refuse_incompatible"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from blobstate.spark.errors import StateSchemaError
+from blobstate.spark.errors import StateSchemaError, StateVariableError
 from blobstate.spark.processor import ProcessorSpec
 from blobstate.spark.stateful.driver.restart import refuse_incompatible
 from tests.processors import running_count
@@ -23,9 +23,16 @@ class Widened(running_count.RunningCount):
         self.count = handle.getValueState("count", "count long, note string")
 
 
-def test_a_new_repository_or_store_has_nothing_to_check(tmp_path):
-    refuse_incompatible(Retyped(), time_mode="None", repo=f"file://{tmp_path}/none", job="j", store="s",
-                        partitioned=False)
+class TtlWithoutProcessingTime(running_count.RunningCount):
+    def init(self, handle):
+        self.count = handle.getValueState("count", "count long", ttlDurationMs=1_000)
+
+
+def test_a_new_repository_has_no_record_yet_init_is_checked_for_misuse(tmp_path):
+    where = dict(repo=f"file://{tmp_path}/none", job="j", store="s", partitioned=False)
+    refuse_incompatible(Retyped(), time_mode="None", **where)
+    with pytest.raises(StateVariableError, match="ProcessingTime"):
+        refuse_incompatible(TtlWithoutProcessingTime(), time_mode="None", **where)
 
 
 def test_an_incompatible_declaration_is_refused_and_a_compatible_one_passes(tmp_path):
