@@ -24,7 +24,7 @@ Spark-agnostic, held to the executor side's rules).
 from blobstate.spark.binding.lifecycle import StateBinding, register
 from blobstate.spark.committed.alignment import AlignmentPlan
 from blobstate.spark.committed.location import CheckpointLocation
-from blobstate.spark.data.read import read_changes, read_state
+from blobstate.spark.data.read import read_changes, read_state, read_timers
 from blobstate.spark.data.rescale import RescaleResult, rescale
 from blobstate.spark.data.write import StateWriteResult, write_state
 from blobstate.spark.errors import (
@@ -49,5 +49,5 @@ __all__ = [
     "RescaleAlreadyCommitted", "RescaleRefused", "RescaleResult", "SnapshotCommitError", "SparkAlignmentError",
     "StateBinding", "UnmappableKeyError", "partitioned", "register", "rescale",
     "DestinationNotEmpty", "StateAlreadyWritten", "StateWriteRefused", "StateWriteResult", "UnwritableRows",
-    "read_changes", "read_state", "write_state", "StatefulQuery", "transform_with_state",
+    "read_changes", "read_state", "read_timers", "write_state", "StatefulQuery", "transform_with_state",
 ]

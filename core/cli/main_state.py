@@ -174,16 +174,28 @@ def _key(text: str, key_type: str) -> Any:
 @_store_options
 @_at_options
 @_format_option("partition, key, value")
+@click.option("--state-var", default=None, metavar="NAME",
+              help="Of a stateful processor's store: this state variable's rows, as Spark's state data source's "
+                   "stateVarName gives them (JSON lines {key, value | list_element | user_map_key, user_map_value, "
+                   "partition_id}). Exit 2 naming the variables there are when there is no such variable.")
+@click.option("--timers", is_flag=True, default=False,
+              help="Of a stateful processor's store: its registered timers (JSON lines {key, "
+                   "expiration_timestamp_ms, partition_id}), as Spark's readRegisteredTimers.")
 @exits.handle_errors
 def dump(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...], job: str,
          task: str, store: str | None, partition: int | None, checkpoint_location: str | None,
-         batch_id: int | None, checkpoint: str | None, fmt: str) -> None:
+         batch_id: int | None, checkpoint: str | None, fmt: str, state_var: str | None, timers: bool) -> None:
     """Print every key and value of the store (of a partitioned store: partition by partition, or --partition) as
-    of the newest state, --batch or --checkpoint, in the store's key order."""
+    of the newest state, --batch or --checkpoint, in the store's key order; with --state-var or --timers, a
+    stateful processor's variable or timers, decoded (JSON lines only)."""
     from blobstate import api
 
     key = naming.store_key(job, task, naming.require_store(store))
     options = naming.repository(repo, log_url, storage_option, log_option)
+    if state_var is not None or timers:
+        _dump_processor(options, job, task, key.store, state_var, timers, partition, batch_id, checkpoint,
+                        checkpoint_location, fmt)
+        return
 
     def rows() -> Iterable[dict[str, Any]]:
         for p in _partitions(options, key, partition):
@@ -193,6 +205,40 @@ def dump(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_op
                 yield {"partition": p, "key": k, "value": v}
 
     _write(rows(), fmt, ["partition", "key", "value"])
+
+
+def _decoded(value: Any) -> Any:
+    """A decoded state value as JSON: structs as objects, timestamps and dates ISO 8601, decimals as strings,
+    bytes as ``{"bytes": BASE64}``."""
+    import datetime as dt
+    import decimal
+
+    if isinstance(value, dict):
+        return {k: _decoded(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_decoded(v) for v in value]
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    return _jsonable(value)
+
+
+def _dump_processor(options: dict[str, Any], job: str, task: str | None, store: str, state_var: str | None,
+                    timers: bool, partition: int | None, batch_id: int | None, checkpoint: str | None,
+                    checkpoint_location: str | None, fmt: str) -> None:
+    """``dump --state-var`` / ``--timers``: the rows of ``blobstate.spark.data.local.variable_rows``."""
+    if state_var is not None and timers:
+        raise click.UsageError("--state-var and --timers read different things: give one")
+    if fmt != "jsonl":
+        raise click.UsageError("--state-var and --timers print JSON lines (their values are structs)")
+    from blobstate.spark.data.local import variable_rows
+
+    rows = variable_rows(**options, job=job, task=task, store=store, state_var=state_var, timers=timers,
+                         partition=partition, batch_id=batch_id, checkpoint=checkpoint,
+                         checkpoint_location=checkpoint_location)
+    for row in rows:
+        click.echo(json.dumps(_decoded(row)))
 
 
 @state.command(short_help="Print the writes of batches FROM..TO from the changelogs.")

@@ -22,13 +22,22 @@ key_raw, value_raw)``: the writes of batches ``from_batch..to_batch`` (both incl
 repository retains, ``op`` ``put`` or ``delete`` (``value`` null), one task per partition. Spark's own state data
 source reader (its change feed: ``readChangeFeed``, ``changeStartBatchId``..``changeEndBatchId``) and Flink's State
 Processor API answer the same need for their own state stores.
+
+A stateful processor's store (``transform_with_state``) is read in the shapes of Spark's state data source for
+``transformWithState``: ``read_state(..., state_var=NAME)`` (``stateVarName``), ``read_timers``
+(``readRegisteredTimers``) and ``read_changes(..., state_var=NAME)`` (``readChangeFeed`` with ``stateVarName``); the
+variable's schema comes from the store's metadata document, found on the driver (``blobstate.spark.data.metadata``),
+and each task decodes its partition (``blobstate.spark.data.executor.variables``). Every reader opens the repository
+the same way (``_opened``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from blobstate.config.settings import Settings
@@ -42,6 +51,8 @@ from blobstate.repository.repo import Repository
 from blobstate.restoring.state import change_plans, plan_state
 from blobstate.spark.committed.location import CheckpointLocation
 from blobstate.spark.data.executor.tasks import ReadPlan, RepositoryRef, TaskInfo, column_type, read_task
+from blobstate.spark.data.executor.variables import VariableRead, output_schema
+from blobstate.spark.data.metadata import store_metadata
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -111,19 +122,63 @@ def _types(repo: Repository, key: StoreKey, key_type: str | None, value_type: st
     return column_type(key_type), column_type(value_type)
 
 
+@contextlib.contextmanager
+def _opened(spark: SparkSession, what: str, repo: str, job: str, task: str | None, store: str, log: str | None,
+            storage_options: dict[str, Any] | None, log_options: dict[str, Any] | None,
+            checkpoint_location: str | None, settings: Settings | None) -> Iterator[Opened]:
+    """The repository of a read open on the driver, its store named, the Spark checkpoint location's log read:
+    what every reader here starts with (``what``: its name, for the missing-dependency error)."""
+    require_arrow(what)
+    ref = RepositoryRef(repo, log, storage_options, log_options, Settings.for_call(settings))
+    engine = CheckpointLocation(spark, checkpoint_location).engine_log() if checkpoint_location else None
+    with ref.open() as repository:
+        yield Opened(ref, repository, store_key(repository, job, task, store), engine)
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A read's repository ``ref`` (for the tasks), the open ``repository``, the store ``key`` and the ``engine``
+    log (None without a checkpoint location)."""
+
+    ref: RepositoryRef
+    repository: Repository
+    key: StoreKey
+    engine: Any
+
+
+def _variable(repository: Repository, chains: Any, state_var: str | None, *, timers: bool = False,
+              changes: bool = False) -> VariableRead:
+    metadata = store_metadata(repository, chains)
+    return VariableRead(state_var, timers, metadata,
+                        output_schema(metadata, state_var, timers=timers, changes=changes))
+
+
+def _spark_schema(read: VariableRead) -> Any:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(read.schema)
+
+
 def read_state(spark: SparkSession, *, repo: str, job: str, store: str, task: str | None = None,
                batch_id: int | None = None, checkpoint: str | int | None = None,
                partitions: list[int] | None = None, key_type: str | None = None, value_type: str | None = None,
                log: str | None = None, storage_options: dict[str, Any] | None = None,
                log_options: dict[str, Any] | None = None, local_dir: str | None = None,
                on_task: Callable[[int | None, TaskInfo], None] | None = None,
-               checkpoint_location: str | None = None, settings: Settings | None = None) -> DataFrame:
+               checkpoint_location: str | None = None, settings: Settings | None = None,
+               state_var: str | None = None) -> DataFrame:
     """The state of ``(job, task, store)`` exactly as after batch ``batch_id`` (default: the newest, or with
     ``checkpoint_location``, the query's Spark checkpoint location, the batch Spark committed; or after the batch of
     the record ``checkpoint`` names) as a DataFrame ``(partition, key, value, key_raw, value_raw)`` (the module
     docstring), read by one Spark task per partition (``partitions``: only those). Without a checkpoint location
     the newest state of a query's store may be of a batch Spark re-runs (a sink failed after blobstate's commit):
     a warning says so.
+
+    ``state_var``: of a stateful processor's store (``transform_with_state``), that state variable in the shape of
+    Spark's state data source with ``stateVarName``: ``key`` (a struct of the grouping key), then ``value`` (a value
+    state: one row per grouping key), ``list_element`` (a list state: one row per element) or ``user_map_key``,
+    ``user_map_value`` (a map state: one row per user key), then ``partition_id`` (int; null for the driver's
+    store); a variable with a TTL shows each value as ``{value, ttlExpirationMs}``, as Spark's does.
 
     ``task``: ``0`` for a driver store, ``group`` for a partitioned one (default: whichever exists); ``key_type``,
     ``value_type``: the ``key`` and ``value`` columns' Spark types (default: inferred); ``local_dir``: the
@@ -136,21 +191,51 @@ def read_state(spark: SparkSession, *, repo: str, job: str, store: str, task: st
 
     Raises, at once on the driver: ``RepositoryNotFound`` (exit 6), ``NothingToRestore`` (exit 5, naming the stores
     there are), ``BatchNotRetained`` (exit 5, naming the oldest readable batch), ``BatchNotCommitted`` (a batch
-    after Spark's), ``ConfigurationError``; from an action: the tasks' ``IntegrityError`` (a damaged blob) in
-    Spark's error. ``MissingDependencyError`` without pyarrow (the ``spark`` extra).
+    after Spark's), ``ConfigurationError``, ``StateVariableError`` (exit 2: no variable ``state_var``, naming the
+    variables there are); from an action: the tasks' ``IntegrityError`` (a damaged blob) in Spark's error.
+    ``MissingDependencyError`` without pyarrow (the ``spark`` extra).
     """
-    require_arrow("blobstate.spark.read_state")
-    ref = RepositoryRef(repo, log, storage_options, log_options, Settings.for_call(settings))
-    engine = CheckpointLocation(spark, checkpoint_location).engine_log() if checkpoint_location else None
-    with ref.open() as repository:
-        key = store_key(repository, job, task, store)
-        state = plan_state(repository, key, partitions=partitions, batch_id=batch_id, checkpoint=checkpoint,
-                           engine=engine)
-        types = _types(repository, key, key_type, value_type)
+    return _read_state(spark, "blobstate.spark.read_state", repo, job, store, task, batch_id, checkpoint, partitions,
+                       key_type, value_type, log, storage_options, log_options, local_dir, on_task,
+                       checkpoint_location, settings, state_var, timers=False)
+
+
+def read_timers(spark: SparkSession, *, repo: str, job: str, store: str, task: str | None = None,
+                batch_id: int | None = None, checkpoint: str | int | None = None,
+                partitions: list[int] | None = None, log: str | None = None,
+                storage_options: dict[str, Any] | None = None, log_options: dict[str, Any] | None = None,
+                local_dir: str | None = None, on_task: Callable[[int | None, TaskInfo], None] | None = None,
+                checkpoint_location: str | None = None, settings: Settings | None = None) -> DataFrame:
+    """The timers a stateful processor's store holds registered after batch ``batch_id`` (default: the newest), as
+    Spark's state data source gives them with ``readRegisteredTimers``: ``key`` (a struct of the grouping key),
+    ``expiration_timestamp_ms`` (bigint, ms since the epoch), ``partition_id``, one row per timer, in time order
+    per partition. Keywords and errors as for ``read_state``."""
+    return _read_state(spark, "blobstate.spark.read_timers", repo, job, store, task, batch_id, checkpoint,
+                       partitions, None, None, log, storage_options, log_options, local_dir, on_task,
+                       checkpoint_location, settings, None, timers=True)
+
+
+def _read_state(spark: SparkSession, what: str, repo: str, job: str, store: str, task: str | None,
+                batch_id: int | None, checkpoint: str | int | None, partitions: list[int] | None,
+                key_type: str | None, value_type: str | None, log: str | None,
+                storage_options: dict[str, Any] | None, log_options: dict[str, Any] | None, local_dir: str | None,
+                on_task: Callable[[int | None, TaskInfo], None] | None, checkpoint_location: str | None,
+                settings: Settings | None, state_var: str | None, *, timers: bool) -> DataFrame:
+    with _opened(spark, what, repo, job, task, store, log, storage_options, log_options, checkpoint_location,
+                 settings) as opened:
+        state = plan_state(opened.repository, opened.key, partitions=partitions, batch_id=batch_id,
+                           checkpoint=checkpoint, engine=opened.engine)
+        variable = None
+        if state_var is not None or timers:
+            variable = _variable(opened.repository, state.chains.values(), state_var, timers=timers)
+            types = ("string", "string")
+        else:
+            types = _types(opened.repository, opened.key, key_type, value_type)
     if batch_id is None and checkpoint in (None, "latest") and state.unconfirmed_engine_state:
-        warn_unconfirmed(key, [cp for chain in state.chains.values() for cp in chain.records])
-    plan = ReadPlan(ref, key, tuple(state.chains.items()), *types, local_dir=local_dir, on_task=on_task)
-    return read_frame(spark, plan, state_schema(*types))
+        warn_unconfirmed(opened.key, [cp for chain in state.chains.values() for cp in chain.records])
+    plan = ReadPlan(opened.ref, opened.key, tuple(state.chains.items()), *types, local_dir=local_dir,
+                    on_task=on_task, variable=variable)
+    return read_frame(spark, plan, state_schema(*types) if variable is None else _spark_schema(variable))
 
 
 def read_changes(spark: SparkSession, *, repo: str, job: str, store: str, from_batch: int | None = None,
@@ -158,28 +243,45 @@ def read_changes(spark: SparkSession, *, repo: str, job: str, store: str, from_b
                  key_type: str | None = None, value_type: str | None = None, log: str | None = None,
                  storage_options: dict[str, Any] | None = None, log_options: dict[str, Any] | None = None,
                  on_task: Callable[[int | None, TaskInfo], None] | None = None,
-                 checkpoint_location: str | None = None, settings: Settings | None = None) -> DataFrame:
+                 checkpoint_location: str | None = None, settings: Settings | None = None,
+                 state_var: str | None = None) -> DataFrame:
     """The writes of batches ``from_batch..to_batch`` (both included; default: every batch whose delta the
     repository retains) as a DataFrame ``(batch_id, partition, op, key, value, key_raw, value_raw)``, one Spark task
     per partition; applied in ``batch_id`` order (each partition's rows keep their batch's order) to the state
     after ``from_batch - 1`` they give the state after ``to_batch`` (with ``checkpoint_location``: at most the
-    batch Spark committed). Keywords as for ``read_state``. Raises ``BatchNotRetained`` (exit 5) naming the oldest
-    batch whose changes are still held, and what ``read_state`` raises."""
-    require_arrow("blobstate.spark.read_changes")
-    ref = RepositoryRef(repo, log, storage_options, log_options, Settings.for_call(settings))
-    engine = CheckpointLocation(spark, checkpoint_location).engine_log() if checkpoint_location else None
-    with ref.open() as repository:
-        key = store_key(repository, job, task, store)
-        plans = change_plans(repository, key, from_batch=from_batch, to_batch=to_batch, partitions=partitions,
-                             engine=engine)
-        types = _types(repository, key, key_type, value_type)
-    if engine is None and to_batch is None:
+    batch Spark committed). Keywords as for ``read_state``.
+
+    ``state_var``: of a stateful processor's store, that variable's change feed, as Spark's state data source's
+    ``readChangeFeed`` with ``stateVarName``: ``batch_id``, ``change_type`` (``update`` or ``delete``), ``key``,
+    then ``value`` (value state; null for a delete), ``list_value`` (list state: the whole new list, a list being
+    one record) or ``user_map_key``, ``user_map_value`` (map state), then ``partition_id``; read with the
+    variable's schema as of ``to_batch``.
+
+    Raises ``BatchNotRetained`` (exit 5) naming the oldest batch whose changes are still held, and what
+    ``read_state`` raises."""
+    with _opened(spark, "blobstate.spark.read_changes", repo, job, task, store, log, storage_options, log_options,
+                 checkpoint_location, settings) as opened:
+        key = opened.key
+        plans = change_plans(opened.repository, key, from_batch=from_batch, to_batch=to_batch,
+                             partitions=partitions, engine=opened.engine)
+        if not any(plans.values()):
+            raise NothingToRestore(f"{key} holds no delta in batches {from_batch}..{to_batch}")
+        variable = None
+        if state_var is not None:
+            newest = max((r.batch_id for records in plans.values() for r in records if r.batch_id is not None),
+                         default=None)
+            chains = plan_state(opened.repository, key, partitions=partitions, batch_id=newest).chains.values()
+            variable = _variable(opened.repository, chains, state_var, changes=True)
+            types = ("string", "string")
+        else:
+            types = _types(opened.repository, key, key_type, value_type)
+    if opened.engine is None and to_batch is None:
         warn_unconfirmed(key, [cp for records in plans.values() for cp in records])
-    if not any(plans.values()):
-        raise NothingToRestore(f"{key} holds no delta in batches {from_batch}..{to_batch}")
     slots = tuple((p, tuple(records)) for p, records in plans.items())
-    plan = ReadPlan(ref, key, slots, *types, changes=True, on_task=on_task)
-    return read_frame(spark, plan, state_schema(*types, changes=True))
+    plan = ReadPlan(opened.ref, key, slots, *types, changes=True, on_task=on_task, variable=variable)
+    return read_frame(spark, plan, state_schema(*types, changes=True) if variable is None else
+                      _spark_schema(variable))
 
 
-__all__ = ["infer_types", "read_changes", "read_frame", "read_state", "state_schema", "store_key"]
+__all__ = ["Opened", "infer_types", "read_changes", "read_frame", "read_state", "read_timers", "state_schema",
+           "store_key"]

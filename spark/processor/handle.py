@@ -11,6 +11,7 @@ batch id.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,7 +21,7 @@ from blobstate.spark.processor.codec import KeyCodec
 from blobstate.spark.processor.metadata import Declared, Metadata, Variable
 from blobstate.spark.processor.schema import Schema, parse
 from blobstate.spark.processor.state import KIND_CLASSES, MapState, _Variable
-from blobstate.spark.processor.store import MAP, TTL_INDEX, VALUES, Store, space
+from blobstate.spark.processor.store import MAP, META_KEY, TTL_INDEX, VALUES, Store, space
 from blobstate.spark.processor.timers import Timers
 from blobstate.spark.processor.ttl import ttl_duration
 
@@ -210,3 +211,21 @@ def _ms(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise StateVariableError(f"a timer's expiry is an int of ms since the epoch, not {type(value).__name__}")
     return value
+
+
+def check_declarations(processor: Any, metadata: Metadata, *, time_mode: str) -> Metadata:
+    """Run ``init`` of a shallow copy of ``processor`` (the caller's instance, pickled later, keeps nothing of
+    this) against a handle that only records what it declares (no state is read or written) and reconcile that
+    with ``metadata``, a store's recorded document: the check a restart makes before anything runs (Spark's driver
+    runs ``init`` for the schemas too). Returns the document a first batch would record. Raises
+    ``StateSchemaError`` (exit 2, naming the variable and both schemas) on an incompatible declaration,
+    ``StateVariableError`` on a misuse of the API in ``init``, and what ``init`` raises."""
+    store = Store({META_KEY: metadata.to_json().encode()})  # read only: the recorded document, nothing else
+    runtime = Runtime(store, time_mode=time_mode, processing_time_ms=0, watermark_ms=None, key_schema=None,
+                      query=QueryInfo("", "", -1))
+    handle = Handle(runtime)
+    copy.copy(processor).init(handle)  # the caller's instance keeps nothing of this check (it is pickled later)
+    handle._in_init = False
+    new, _ = meta_doc.reconcile(metadata, handle._declared, handle._deleted, time_mode=runtime.time_mode,
+                                key_schema=None)
+    return new

@@ -63,11 +63,12 @@ class _Values:
 
 
 class StateReader:
-    """Reads one partition's processor state from ``db`` (an open ``Rdict``, or a batch's ``StagedWrites``)."""
+    """Reads one partition's processor state from ``db`` (an open ``Rdict``, or a batch's ``StagedWrites``);
+    ``metadata``: the store's metadata document when known (then ``db`` may be None: ``changes`` reads no state)."""
 
-    def __init__(self, db: Any) -> None:
+    def __init__(self, db: Any, metadata: Metadata | None = None) -> None:
         self.store = Store(db)
-        self.metadata: Metadata = meta_doc.load(self.store)
+        self.metadata: Metadata = meta_doc.load(self.store) if metadata is None else metadata
         if self.metadata.key_schema is None:
             self.key_codec = None
         else:
@@ -92,7 +93,6 @@ class StateReader:
         info = self.variable(state_var)
         values = _Values(info, state_var)
         now = _NEVER if as_of_ms is None else as_of_ms
-        key_type = _struct(self.metadata.key_schema or Schema(()))
         rows: list[dict[str, Any]] = []
         if info.kind in ("value", "list"):
             prefix = space(VALUES, info.vid)
@@ -104,8 +104,6 @@ class StateReader:
                         rows.append({"key": gkey, "value": values.row(arr)})
                 else:
                     rows += [{"key": gkey, "list_element": values.row(e)} for e in arr if not expired(e[1], now)]
-            column = "value" if info.kind == "value" else "list_element"
-            out_schema = pa.schema([("key", key_type), (column, values.type())])
         else:
             assert info.user_key is not None
             user = KeyCodec(info.user_key, what=f"state variable {state_var!r} user key")
@@ -116,22 +114,39 @@ class StateReader:
                 if not expired(arr[1], now):
                     rows.append({"key": gkey, "user_map_key": _dict(info.user_key, user.decode(key, end)[0]),
                                  "user_map_value": values.row(arr)})
-            out_schema = pa.schema([("key", key_type), ("user_map_key", _struct(info.user_key)),
-                                    ("user_map_value", values.type())])
-        return pa.Table.from_pylist(rows, schema=out_schema)
+        return pa.Table.from_pylist(rows, schema=self.variable_schema(state_var))
+
+    def variable_schema(self, state_var: str) -> Any:
+        """The ``pyarrow.Schema`` of ``read_variable(state_var)``: ``key``, then ``value`` (value state),
+        ``list_element`` (list state) or ``user_map_key``, ``user_map_value`` (map state)."""
+        import pyarrow as pa
+
+        info = self.variable(state_var)
+        key_type = _struct(self.metadata.key_schema or Schema(()))
+        value_type = _Values(info, state_var).type()
+        if info.kind == "map":
+            assert info.user_key is not None
+            return pa.schema([("key", key_type), ("user_map_key", _struct(info.user_key)),
+                              ("user_map_value", value_type)])
+        return pa.schema([("key", key_type), ("value" if info.kind == "value" else "list_element", value_type)])
+
+    def timers_schema(self) -> Any:
+        """The ``pyarrow.Schema`` of ``read_timers``: ``key``, ``expiration_timestamp_ms``."""
+        import pyarrow as pa
+
+        return pa.schema([("key", _struct(self.metadata.key_schema or Schema(()))),
+                          ("expiration_timestamp_ms", pa.int64())])
 
     def read_timers(self) -> Any:
         """Every registered timer: ``key``, ``expiration_timestamp_ms``, in time order."""
         import pyarrow as pa
 
-        key_type = _struct(self.metadata.key_schema or Schema(()))
         rows: list[dict[str, Any]] = []
         mode = self.metadata.time_mode
         if mode in MODES:
             for ts, gkey in Timers(self.store, mode).all():
                 rows.append({"key": self._key(gkey, 0)[0], "expiration_timestamp_ms": ts})
-        return pa.Table.from_pylist(rows, schema=pa.schema([("key", key_type),
-                                                            ("expiration_timestamp_ms", pa.int64())]))
+        return pa.Table.from_pylist(rows, schema=self.timers_schema())
 
     def changes(self, ops: list[tuple[bytes, Any, Any]], state_var: str) -> Any:
         """The changes to ``state_var`` among a batch's changelog ``ops`` (``StagedWrites.ops()`` or a decoded
@@ -141,8 +156,6 @@ class StateReader:
         info = self.variable(state_var)
         values = _Values(info, state_var)
         kind_space = space(MAP if info.kind == "map" else VALUES, info.vid)
-        key_type = _struct(self.metadata.key_schema or Schema(()))
-        value_type = values.type()
         user = None if info.user_key is None else KeyCodec(info.user_key, what=f"{state_var!r} user key")
         rows: list[dict[str, Any]] = []
         for op, key, raw in ops:
@@ -160,7 +173,16 @@ class StateReader:
                 row["user_map_key"] = _dict(info.user_key, user.decode(key, end)[0])
                 row["user_map_value"] = None if arr is None else values.row(arr)
             rows.append(row)
-        fields = [("change_type", pa.string()), ("key", key_type)]
+        return pa.Table.from_pylist(rows, schema=self.changes_schema(state_var))
+
+    def changes_schema(self, state_var: str) -> Any:
+        """The ``pyarrow.Schema`` of ``changes(..., state_var)``: ``change_type``, ``key``, then ``value`` (value
+        state), ``list_value`` (list state: the whole new list) or ``user_map_key``, ``user_map_value``."""
+        import pyarrow as pa
+
+        info = self.variable(state_var)
+        value_type = _Values(info, state_var).type()
+        fields = [("change_type", pa.string()), ("key", _struct(self.metadata.key_schema or Schema(())))]
         if info.kind == "value":
             fields.append(("value", value_type))
         elif info.kind == "list":
@@ -168,4 +190,4 @@ class StateReader:
         else:
             assert info.user_key is not None
             fields += [("user_map_key", _struct(info.user_key)), ("user_map_value", value_type)]
-        return pa.Table.from_pylist(rows, schema=pa.schema(fields))
+        return pa.schema(fields)

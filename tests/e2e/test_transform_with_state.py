@@ -14,17 +14,19 @@ Slow (a few streaming queries per case): ``python -m pytest -n 0 tests/e2e/test_
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
 from typing import Any
 
+import pandas as pd
 import pytest
 from rocksdict import Rdict
 
 from blobstate import api
 from blobstate.spark.processor import StateReader
-from tests.processors import dedup, page_visits, reference, sessions
+from tests.processors import dedup, page_visits, reference, running_count, sessions
 from tests.processors.reference import Batch, canonical
 from tests.processors.test_against_spark import (
     CASES,
@@ -125,6 +127,29 @@ def test_the_same_outputs_and_state_as_sparks_operator(spark, tmp_path, name, pa
     expected = spark_state(spark, spark_checkpoint, batchId=last_data, **state_options)
     got = our_state(tmp_path, name, partitions, timers="readRegisteredTimers" in state_options)
     assert canonical(got) == canonical([_flat(r) for r in expected])
+    # the same state as data, through blobstate.spark.read_state(state_var=) / read_timers: Spark's columns
+    assert canonical(as_data(spark, tmp_path, name, state_options)) == canonical([_flat(r) for r in expected])
+    if name == "running_count":  # and the change feed (readChangeFeed with stateVarName), batch by batch
+        spark_changes = spark_state(spark, spark_checkpoint, readChangeFeed="true", changeStartBatchId=0,
+                                    changeEndBatchId=last_data, **state_options)
+        assert canonical(as_data(spark, tmp_path, name, state_options, changes=True)) == canonical(
+            [_flat(r) for r in spark_changes]) and spark_changes
+
+
+def as_data(spark: Any, tmp_path: Any, name: str, state_options: dict, *, changes: bool = False) -> list[dict]:
+    """``name``'s final state (``changes``: its change feed) read with ``blobstate.spark.read_state`` /
+    ``read_timers`` / ``read_changes``, without ``partition_id`` (Spark's own has its own partitioning)."""
+    from blobstate.spark import read_changes, read_state, read_timers
+
+    where = {"repo": f"file://{tmp_path}/repo", "job": "tws", "store": name}
+    if changes:
+        df = read_changes(spark, **where, state_var=state_options["stateVarName"])
+    elif "readRegisteredTimers" in state_options:
+        df = read_timers(spark, **where)
+    else:
+        df = read_state(spark, **where, state_var=state_options["stateVarName"])
+    assert df.columns[-1] == "partition_id"
+    return [_flat({k: v for k, v in r.asDict(recursive=True).items() if k != "partition_id"}) for r in df.collect()]
 
 
 @pytest.mark.parametrize("partitions", [None, 4], ids=["driver", "n4"])
@@ -279,3 +304,143 @@ def test_the_heartbeat_keeps_batches_coming_so_timers_fire_without_input(spark, 
     assert any(b.data is None and rows for b, rows in zip(batches, expected, strict=True))  # fired without input
     for b, rows in zip(done, expected, strict=True):
         assert canonical(outputs[b]) == canonical(rows), f"batch {b}"
+
+
+INITIAL_SEED = [("k0", 100), ("k1", 200), ("k39", 7), ("only-initial", 5)]  # the last key never gets input
+
+
+def _collect_into(outputs: dict) -> Any:
+    def sink(df: Any, batch_id: int) -> None:
+        outputs[batch_id] = [r.asDict() for r in df.collect()]
+    return sink
+
+
+@pytest.fixture(scope="module")
+def sparks_initial_run(spark_session, tmp_path_factory):
+    """Spark's own ``transformWithStateInPandas(..., initialState=seed.groupBy("k"))`` of the running count over two
+    input files, once for the module: ``(input folder, output by batch id, final state rows)``."""
+    from tests.processors import inputs, running_count
+    from tests.processors.test_against_spark import write_inputs
+
+    tmp_path = tmp_path_factory.mktemp("initial")
+    conf = with_rocksdb(spark_session)
+    spark = next(conf)
+    try:
+        data = inputs.running_count(2)
+        source = write_inputs(tmp_path / "in", data)
+        initial = spark.createDataFrame(INITIAL_SEED, "k string, count long")
+        outputs: dict[int, list[dict]] = {}
+        checkpoint = str(tmp_path / "spark-checkpoint")
+        query = (input_stream(spark, source).groupBy("k").transformWithStateInPandas(
+            running_count.RunningCountFrom(), outputStructType=running_count.OUTPUT, outputMode="Update",
+            timeMode="None", initialState=initial.groupBy("k"))
+            .writeStream.foreachBatch(_collect_into(outputs)).option("checkpointLocation", checkpoint).start())
+        try:
+            run_until(query, functools.partial(read_everything, checkpoint, len(data) - 1),
+                      "Spark did not read every file")
+        finally:
+            query.stop()
+        state = [_flat(r) for r in spark_state(spark, checkpoint, stateVarName="count")]
+    finally:
+        next(conf, None)  # the session's settings as they were
+    return source, {b: rows for b, rows in outputs.items() if b < len(data)}, state
+
+
+@pytest.mark.parametrize("partitions", [None, 4], ids=["driver", "n4"])
+def test_an_initial_state_is_handed_to_handle_initial_state_per_key_as_sparks_operator_does(
+        spark, tmp_path, sparks_initial_run, partitions):
+    """``initial_state=df``: in the query's first batch each key of ``df`` goes to ``handleInitialState`` (keys with
+    input and keys without), then its input; every batch's output and the final state equal Spark's
+    ``transformWithStateInPandas(..., initialState=df.groupBy(key))`` over the same files."""
+    from blobstate.spark import read_state, transform_with_state
+    from tests.processors import running_count
+
+    source, spark_out, spark_rows = sparks_initial_run
+    assert ("only-initial", 5) in {(dict(r["key"])["k"], dict(r["value"])["count"]) for r in spark_rows}
+    outputs: dict[int, list[dict]] = {}
+    checkpoint = str(tmp_path / "checkpoint")
+    ours = transform_with_state(
+        input_stream(spark, source), running_count.RunningCountFrom(), key_cols=["k"],
+        output_schema=running_count.OUTPUT, sink=_collect_into(outputs), repo=f"file://{tmp_path}/repo",
+        checkpoint_location=checkpoint, job="tws", store="counts", num_partitions=partitions,
+        state_dir=str(tmp_path / "driver-state"), local_dir=str(tmp_path / "local"),
+        initial_state=spark.createDataFrame(INITIAL_SEED, "k string, count long"))
+    try:
+        run_until(ours, functools.partial(read_everything, checkpoint, len(spark_out) - 1),
+                  "blobstate did not read every file")
+    finally:
+        ours.close()
+    assert sorted(b for b in outputs if b in committed_batches(checkpoint)) == sorted(spark_out)
+    for batch_id, rows in spark_out.items():
+        assert canonical(outputs[batch_id]) == canonical(rows), batch_id
+    got = read_state(spark, repo=f"file://{tmp_path}/repo", job="tws", store="counts", state_var="count")
+    assert canonical([_flat({k: v for k, v in r.asDict(recursive=True).items() if k != "partition_id"})
+                      for r in got.collect()]) == canonical(spark_rows)
+
+
+class CountAsText(running_count.RunningCount):
+    """The running count's variable redeclared with its field retyped: incompatible."""
+
+    def init(self, handle: Any) -> None:
+        self.count = handle.getValueState("count", "count string")
+
+
+class CountWithNote(running_count.RunningCount):
+    """The running count's variable with a nullable field added: compatible (old values read it as None)."""
+
+    def init(self, handle: Any) -> None:
+        self.count = handle.getValueState("count", "count long, note string")
+
+    def handleInputRows(self, key, rows, timerValues):
+        count = self.count.get()[0] if self.count.exists() else 0
+        for pdf in rows:
+            count += len(pdf)
+        self.count.update((count, None))
+        yield pd.DataFrame({"k": [key[0]], "count": [count]})
+
+
+def test_a_restart_with_an_incompatible_state_schema_is_refused_before_anything_changes(spark, tmp_path):
+    """A store of the running count, restarted with ``count`` retyped: ``transform_with_state`` raises
+    ``StateSchemaError`` (exit 2, naming the variable and both schemas) before the query starts, the repository
+    and Spark's checkpoint left as they were; restarted with a nullable field added, it continues from the count
+    it had."""
+    from blobstate.spark import read_state, transform_with_state
+    from blobstate.spark.errors import StateSchemaError
+    from tests.processors import inputs
+    from tests.processors.test_against_spark import write_inputs
+
+    data = inputs.running_count(3)
+    source = write_inputs(tmp_path / "in", data[:2])
+    outputs: dict[int, list[dict]] = {}
+
+    def sink(df: Any, batch_id: int) -> None:
+        outputs[batch_id] = [r.asDict() for r in df.collect()]
+
+    checkpoint = str(tmp_path / "checkpoint")
+    where = dict(key_cols=["k"], output_schema=running_count.OUTPUT, sink=sink, repo=f"file://{tmp_path}/repo",
+                 checkpoint_location=checkpoint, job="tws", store="counts", state_dir=str(tmp_path / "state"))
+
+    def run(processor: Any, last_file: int) -> None:
+        query = transform_with_state(input_stream(spark, source), processor, **where)
+        try:
+            run_until(query, functools.partial(read_everything, checkpoint, last_file), "not every file read")
+        finally:
+            query.close()
+
+    run(running_count.RunningCount(), 1)
+    before = {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file() and "state" not in p.parts}
+    with pytest.raises(StateSchemaError) as refused:
+        transform_with_state(input_stream(spark, source), CountAsText(), **where)
+    assert refused.value.exit_code == 2 and refused.value.variable == "count"
+    assert "count bigint" in str(refused.value) and "count string" in str(refused.value)
+    after = {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file() and "state" not in p.parts}
+    assert after == before  # nothing restored, written or run: the repository and Spark's checkpoint as they were
+
+    write_inputs(tmp_path / "more", data[2:])  # the third file, newer than the first two
+    (tmp_path / "more" / "part-0000.parquet").rename(source / "part-0002.parquet")
+    os.utime(source / "part-0002.parquet", (1_000_002, 1_000_002))  # the file source takes files in mtime order
+    run(CountWithNote(), 2)
+    expected, counts = reference.running_count([Batch(frame, 0) for frame in data])
+    assert canonical(outputs[2]) == canonical(expected[2])  # the counts continued from batch 1's
+    got = read_state(spark, repo=f"file://{tmp_path}/repo", job="tws", store="counts", state_var="count").collect()
+    assert {r.key.k: (r.value["count"], r.value["note"]) for r in got} == {k: (n, None) for k, n in counts.items()}

@@ -28,6 +28,14 @@ class RunningCount(StatefulProcessor):
         pass
 
 
+class RunningCountFrom(RunningCount):
+    """The running count started from an initial state (a DataFrame of ``k, count``): ``handleInitialState`` sets
+    a key's count from it in the first batch, before that key's input (Spark's initial-state example)."""
+
+    def handleInitialState(self, key, initialState, timerValues) -> None:
+        self.count.update((int(initialState.at[0, "count"]),))
+
+
 class RunningCountRows(StatefulProcessor):
     """transformWithState (rows flavour): the same count over Row objects."""
 

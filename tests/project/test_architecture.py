@@ -598,6 +598,7 @@ def test_a_stateful_processor_batch_follows_its_walkthrough_call_by_call(tmp_pat
     from blobstate.spark.partitioned.executor.batch_task import BatchPlan
     from blobstate.spark.processor import ProcessorSpec
     from blobstate.spark.stateful.driver.on_partitions import Kept, release
+    from blobstate.spark.stateful.driver.restart import refuse_incompatible
     from blobstate.spark.stateful.driver.times import read_batch_times
     from blobstate.spark.stateful.executor import task as stateful
     from tests.processors import running_count
@@ -612,6 +613,8 @@ def test_a_stateful_processor_batch_follows_its_walkthrough_call_by_call(tmp_pat
     rows = {0: pa.table({"k": ["ann", "ann", "bob"], "v": [1, 2, 3]}), 1: pa.table({"k": ["cid"], "v": [4]})}
     spec = ProcessorSpec(("k",), running_count.OUTPUT, query_id="q-1")
     with _Walk() as walk, Repository.open(repo) as repository:
+        refuse_incompatible(running_count.RunningCount(), time_mode=spec.time_mode, repo=repo, job=key.job,
+                            store=key.store, partitioned=True, task=key.task)  # before the query starts
         times = read_batch_times(Offsets(), 0, spec.time_mode)
         job = stateful.TaskJob(running_count.RunningCount(), spec, times)
         committer = StoreCommitter(key, repository, store_type="rocksdb", work_dir=str(tmp_path / "driver"))

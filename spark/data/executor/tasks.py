@@ -32,6 +32,7 @@ from blobstate.errors import ConfigurationError
 from blobstate.model.chain import Chain
 from blobstate.model.layout import now_ms
 from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.spark.data.executor.variables import VariableRead, change_batches, state_batches
 from blobstate.spark.executor.identity import task_identity, task_partition
 from blobstate.spark.executor.leftovers import scratch_dir
 from blobstate.spark.executor.rows import pickled_batch
@@ -101,7 +102,8 @@ class ReadPlan:
     of slot ``i`` (partition None: a driver store) or ``(partition, delta records)`` with ``changes``, the columns'
     ``key_type`` and ``value_type``, the executors' ``local_dir`` (None: their temporary directory) and
     ``on_task(partition, TaskInfo)``, called in the task once its partition is restored (observability, tests);
-    ``scratch``: the name of its scratch directories (``<scratch>-p<partition>-...``, swept once abandoned)."""
+    ``scratch``: the name of its scratch directories (``<scratch>-p<partition>-...``, swept once abandoned);
+    ``variable``: a processor's state variable or timers to read instead of the raw entries (``variables``)."""
 
     repo: RepositoryRef
     key: StoreKey
@@ -112,6 +114,7 @@ class ReadPlan:
     changes: bool = False
     on_task: Callable[[int | None, TaskInfo], None] | None = None
     scratch: str = "blobstate-read"
+    variable: VariableRead | None = None
 
 
 def task_info() -> TaskInfo:
@@ -187,6 +190,9 @@ def _entries(repo: Repository, plan: ReadPlan, partition: int | None, chain: Cha
             plan.on_task(partition, task_info())
         if path is None:
             return
+        if plan.variable is not None:
+            yield from _variable(plan.variable, path, partition)
+            return
         with entries.open_entries(path) as items:
             keys: list[Any] = []
             values: list[Any] = []
@@ -200,10 +206,23 @@ def _entries(repo: Repository, plan: ReadPlan, partition: int | None, chain: Cha
                 yield arrow_batch({"partition": partition}, keys, values, plan)
 
 
+def _variable(read: VariableRead, path: str, partition: int | None) -> Iterator[pa.RecordBatch]:
+    from rocksdict import AccessType, Rdict
+
+    db = Rdict(path, access_type=AccessType.read_only())
+    try:
+        yield from state_batches(read, db, partition)
+    finally:
+        db.close()
+
+
 def _changes(repo: Repository, plan: ReadPlan, partition: int | None,
              records: tuple[Checkpoint, ...]) -> Iterator[pa.RecordBatch]:
     if plan.on_task is not None:
         plan.on_task(partition, task_info())
+    if plan.variable is not None:
+        yield from change_batches(plan.variable, read_changes(repo, records, partition), partition)
+        return
     rows: list[Any] = []
     for change in read_changes(repo, records, partition):
         rows.append(change)

@@ -16,6 +16,7 @@ from blobstate.spark.processor.handle import canonical_time_mode
 from blobstate.spark.stateful.driver.inputs import initial_rows, watermarked, with_heartbeat
 from blobstate.spark.stateful.driver.on_driver import DriverRun
 from blobstate.spark.stateful.driver.on_partitions import PartitionedRun
+from blobstate.spark.stateful.driver.restart import refuse_incompatible
 
 MIN_PYSPARK = (4, 0)
 
@@ -75,9 +76,11 @@ def transform_with_state(df: Any, processor: Any, *, key_cols: list[str], output
     (``blobstate.spark.stateful.driver.inputs``). ``state_options``: the keywords of ``register`` (driver) or
     ``partitioned`` (``snapshot_every``, ``retain``, ``work_dir``, ``log``, ``storage_options``, ...).
 
-    Raises ``MissingDependencyError`` (pyspark < 4.0), ``ConfigurationError`` for a bad argument, and what opening
-    the state raises (``SparkAlignmentError``, ``PartitioningError``); a batch raises ``StateSchemaError`` (exit 2,
-    nothing written) when ``init`` declares a state variable incompatibly with what the store recorded.
+    Raises ``MissingDependencyError`` (pyspark < 4.0), ``ConfigurationError`` for a bad argument,
+    ``StateSchemaError`` (exit 2, naming the variable and both schemas; before the query starts, nothing restored
+    or written) when the processor's ``init``, run once on the driver, declares a state variable incompatibly with
+    what the store recorded (``blobstate.spark.stateful.driver.restart``), and what opening the state raises
+    (``SparkAlignmentError``, ``PartitioningError``).
     """
     require_pyspark()
     mode = canonical_time_mode(time_mode)
@@ -94,6 +97,10 @@ def transform_with_state(df: Any, processor: Any, *, key_cols: list[str], output
     if heartbeat:
         stream = with_heartbeat(stream)
     initial, initial_columns = (None, ()) if initial_state is None else initial_rows(initial_state, list(key_cols))
+    refuse_incompatible(processor, time_mode=mode, repo=repo, job=job, store=store,
+                        partitioned=num_partitions is not None, task=state_options.get("task"),
+                        log=state_options.get("log"),
+                        storage_options=state_options.get("storage_options"), settings=state_options.get("settings"))
     spark = df.sparkSession
     if num_partitions is None:
         if state_dir is None:

@@ -79,3 +79,25 @@ def test_delete_if_exists_purges_the_variable_and_lets_it_come_back_with_another
     assert v3.get() is None
     apply_ops(db, rt3.store._view.ops())
     assert raw_keys(db, VALUES) == []
+
+
+def test_check_declarations_runs_init_on_a_copy_and_refuses_an_incompatible_schema():
+    from blobstate.spark.processor.handle import check_declarations
+    from blobstate.spark.processor.metadata import Metadata, Variable
+    from blobstate.spark.processor.schema import parse
+
+    class Counter:
+        def __init__(self, ddl: str) -> None:
+            self.ddl = ddl
+
+        def init(self, handle):
+            self.count = handle.getValueState("count", self.ddl)
+
+    recorded = Metadata("None", parse("k string"), {"count": Variable("count", 1, "value", [parse("n bigint")])}, 2)
+    processor = Counter("n bigint, note string")
+    new = check_declarations(processor, recorded, time_mode="None")  # a nullable field added: continues
+    assert new.variables["count"].schemas[-1] == parse("n bigint, note string")
+    assert not hasattr(processor, "count")  # the instance the query pickles carries nothing of the check
+    with pytest.raises(StateSchemaError) as err:
+        check_declarations(Counter("n string"), recorded, time_mode="None")
+    assert err.value.variable == "count" and err.value.recorded == "n bigint" and err.value.declared == "n string"
