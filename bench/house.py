@@ -53,6 +53,8 @@ NOT_PURE: dict[str, str] = {
     "spark/data/rescale.py": "an offline Spark job (tests/e2e, local Spark)",
     "spark/data/read.py": "state as a Spark DataFrame (tests/e2e, local Spark)",
     "spark/data/write.py": "a DataFrame written as state (tests/e2e, local Spark)",
+    "spark/partitioned/driver/routing.py": "Spark expressions and a route query on a Spark session "
+                                           "(tests/e2e/test_spark_keygroups.py, local Spark)",
 }
 #: module -> why it has no logic of its own to test
 NO_LOGIC: dict[str, str] = {
