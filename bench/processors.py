@@ -54,7 +54,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if os.path.dirname(HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(HERE))
 
-from bench.stateful_query import percentile, session  # noqa: E402
+from bench.stateful_query import ROCKSDB, percentile, session  # noqa: E402
 
 BASE_MS = 1_700_000_000_000
 RUNS = ("spark-pandas", "spark-rows", "blobstate", "blobstate-rows")
@@ -363,7 +363,13 @@ def main(argv: list[str] | None = None) -> int:
 
     own = SparkSession.getActiveSession() is None and getattr(SparkSession, "_instantiatedSession", None) is None
     # a Python worker that connects back late on a loaded machine fails the query: give it time
+    before = {}
+    if not own:  # the caller's session: the state store settings go back as they were
+        running = SparkSession.getActiveSession() or SparkSession._instantiatedSession
+        before = {k: running.conf.get(k, None) for k in ROCKSDB}
     spark = session({"spark.python.authenticate.socketTimeout": "300s", "spark.ui.showConsoleProgress": "false"})
+    for k, v in ROCKSDB.items():
+        spark.conf.set(k, v)
     shuffle = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", str(args.partitions or 4))
     progress = Progress(spark)
@@ -386,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         spark.streams.removeListener(progress.listener)
         spark.conf.set("spark.sql.shuffle.partitions", shuffle)
+        for k, v in before.items():
+            spark.conf.unset(k) if v is None else spark.conf.set(k, v)
         if own:
             spark.stop()
     report["loadavg_end"] = os.getloadavg()
