@@ -50,6 +50,30 @@ def fold(db: Any, rows: Any, ctx: Any) -> None:
             put(k, pack("<qq", n + 1, s + v))
 
 
+def fold_arrow(db: Any, batches: Any, ctx: Any) -> None:
+    """``fold`` over the task's Arrow record batches (``blobstate.spark.arrow_input``): each batch aggregated by key
+    (``pyarrow``'s ``group_by``), the keys' values read in one ``get_many`` and written in one ``put_many``."""
+    import pyarrow as pa
+
+    pack, unpack = struct.pack, struct.unpack
+    for batch in batches:
+        key, value = batch.schema.names[:2]
+        sums = pa.Table.from_batches([batch]).group_by(key).aggregate([(value, "count"), (value, "sum")])
+        keys = sums.column(key).to_pylist()
+        olds = db.get_many(keys)
+        out = []
+        counts, totals = sums.column(f"{value}_count").to_pylist(), sums.column(f"{value}_sum").to_pylist()
+        for k, n, s, old in zip(keys, counts, totals, olds, strict=True):
+            if old is not None:
+                n0, s0 = unpack("<qq", old)
+                n, s = n + n0, s + s0
+            out.append((k, pack("<qq", n, s)))
+        db.put_many(out)
+
+
+fold_arrow.__blobstate_arrow_input__ = True  # type: ignore[attr-defined]  # blobstate.spark.arrow_input's mark
+
+
 def session(cfg: dict[str, Any]) -> Any:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable

@@ -30,7 +30,8 @@ ROCKSDB = {"spark.sql.streaming.stateStore.providerClass":
            "spark.sql.session.timeZone": "UTC"}
 
 
-def session() -> Any:
+def session(conf: dict[str, str] | None = None) -> Any:
+    """A ``local[2]`` session with Spark's RocksDB provider, changelog checkpointing and ``conf`` on top."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -39,7 +40,7 @@ def session() -> Any:
 
     builder = SparkSession.builder.master("local[2]").appName("blobstate-bench-stateful")
     for k, v in {**ROCKSDB, "spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "false",
-                 "spark.driver.host": "127.0.0.1"}.items():
+                 "spark.driver.host": "127.0.0.1", **(conf or {})}.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -39,6 +39,7 @@ from blobstate.spark.errors import (
     UnmappableKeyError,
     UnwritableRows,
 )
+from blobstate.spark.executor.rows import arrow_input
 from blobstate.spark.partitioned.driver.state import PartitionedState, partitioned
 from blobstate.spark.partitioned.driver.stats import GroupBatchStats
 from blobstate.spark.stateful.driver.entry import StatefulQuery, transform_with_state
@@ -49,5 +50,5 @@ __all__ = [
     "RescaleAlreadyCommitted", "RescaleRefused", "RescaleResult", "SnapshotCommitError", "SparkAlignmentError",
     "StateBinding", "UnmappableKeyError", "partitioned", "register", "rescale",
     "DestinationNotEmpty", "StateAlreadyWritten", "StateWriteRefused", "StateWriteResult", "UnwritableRows",
-    "read_changes", "read_state", "read_timers", "write_state", "StatefulQuery", "transform_with_state",
+    "read_changes", "read_state", "read_timers", "write_state", "StatefulQuery", "transform_with_state", "arrow_input",
 ]

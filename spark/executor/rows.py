@@ -2,6 +2,8 @@
 
 - ``arrow_rows``: a ``mapInArrow`` task's input as ``pyspark.sql.Row``s, one record batch converted at a time, with
   ``collect()``'s values (Spark's own Arrow-to-Row conversion);
+- ``arrow_input`` / ``takes_arrow``: an ``update`` that asked for its input as the task's ``pyarrow.RecordBatch``es
+  themselves (no ``Row`` made per row: its per-row cost goes);
 - ``pickled_batch``: a task's answer (a ``Prepare``, a ``SnapshotResult``, a ``Written``) as the one row of
   ``OUTPUT_SCHEMA`` it outputs; ``collect_pickled``, the driver's half: the answers back. Under Spark Connect a
   ``mapInArrow`` row is the only way back from a task; the RDD path returns the objects themselves.
@@ -9,8 +11,9 @@
 
 from __future__ import annotations
 
+import functools
 import pickle
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -18,6 +21,34 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 OUTPUT_SCHEMA = "prepare binary"  # one row per task: its pickled answer
+ARROW_INPUT = "__blobstate_arrow_input__"  # the mark ``arrow_input`` sets on an update function
+
+
+def arrow_input(update: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark ``update(db, batches, ctx)`` as taking its partition's rows as ``pyarrow.RecordBatch``es: Spark's Arrow
+    batches of the shuffled partition (``spark.sql.execution.arrow.maxRecordsPerBatch`` rows each, 10,000 by
+    default), never converted to ``Row``s, so that the update reads whole columns and the store in bulk
+    (``StagedWrites.get_many`` / ``put_many``). Usable as a decorator; returns ``update`` itself (a callable that
+    takes no attribute, a bound method, is wrapped). An unmarked update keeps the ``Row`` iterator it always had.
+
+    Such an update's batch runs through the ``mapInArrow`` path on classic PySpark too (the RDD path hands over
+    Rows), which has no task placement: a partition whose copy is on another host is restored there."""
+    try:
+        setattr(update, ARROW_INPUT, True)
+        return update
+    except (AttributeError, TypeError):
+        @functools.wraps(update)
+        def marked(db: Any, batches: Any, ctx: Any) -> Any:
+            return update(db, batches, ctx)
+        setattr(marked, ARROW_INPUT, True)
+        return marked
+
+
+def takes_arrow(update: Callable[..., Any] | None) -> bool:
+    """Whether ``update`` (or the function a ``functools.partial`` wraps) was marked by ``arrow_input``."""
+    while isinstance(update, functools.partial):
+        update = update.func
+    return bool(getattr(update, ARROW_INPUT, False))
 
 
 def collect_pickled(out: DataFrame) -> list[Any]:
@@ -57,4 +88,5 @@ def _converter() -> Any:
     return ArrowTableToRowsConversion.convert
 
 
-__all__ = ["OUTPUT_SCHEMA", "arrow_rows", "collect_pickled", "pickled_batch"]
+__all__ = ["ARROW_INPUT", "OUTPUT_SCHEMA", "arrow_input", "arrow_rows", "collect_pickled", "pickled_batch",
+           "takes_arrow"]

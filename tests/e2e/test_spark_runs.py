@@ -118,5 +118,6 @@ def test_register_and_partitioned_take_explicit_keywords_with_cores_names():
         "RescaleAlreadyCommitted", "RescaleRefused", "RescaleResult", "SnapshotCommitError", "SparkAlignmentError",
         "StateBinding", "UnmappableKeyError", "partitioned", "register", "rescale",
         "DestinationNotEmpty", "StateAlreadyWritten", "StateWriteRefused", "StateWriteResult", "UnwritableRows",
-        "read_changes", "read_state", "read_timers", "write_state", "StatefulQuery", "transform_with_state"}
+        "read_changes", "read_state", "read_timers", "write_state", "StatefulQuery", "transform_with_state",
+        "arrow_input"}
     assert all(hasattr(blobstate.spark, name) for name in blobstate.spark.__all__)

@@ -137,9 +137,9 @@ def restored_state(tmp_path, repo: str, key) -> dict:
     return read_state_at(dest)
 
 
-def restored_partitions(tmp_path, repo_url, *, key=ROUTES_KEY, partitions=4):
+def restored_partitions(tmp_path, repo_url, *, key=ROUTES_KEY, partitions=4, read=None):
     """Every partition restored from the repository alone (a new host): ``([{key: value} of partition p], group
-    records)``."""
+    records)``; ``read(path) -> dict`` reads a restored RocksDB (default: the flights demo's JSON values)."""
     from blobstate.repository.backends import open_local_store
     from blobstate.repository.repo import Repository
     from blobstate.restoring import chain as replay
@@ -152,7 +152,7 @@ def restored_partitions(tmp_path, repo_url, *, key=ROUTES_KEY, partitions=4):
             dest = str(tmp_path / "check" / f"p{p}")
             replay.restore_chain(repo, replay.plan(repo, key, partition=p), dest,
                                  local_store=open_local_store("rocksdb"), store_type="rocksdb", force=True)
-            parts.append(read_state_at(dest))
+            parts.append((read or read_state_at)(dest))
         return parts, repo.log.history(key)
     finally:
         repo.close()

@@ -15,8 +15,10 @@ execution), runs ``blobstate.spark.partitioned.executor.batch_task.run_partition
 - the RDD path (classic): ``repartition(N, *key_cols).rdd.mapPartitionsWithIndex``, with the number of partitions
   Spark planned checked against N (free there: the RDD is planned once). On classic it costs about 50 ms less per
   batch than the DataFrame path (Spark's Arrow runner per task; ``python -m bench.partition_job``), and needs no
-  pyarrow. The shuffled rows are wrapped by ``place`` (``blobstate.spark.placement.coordinator.SparkPlacement
-  .place``) so that task ``p`` runs on the executor holding partition ``p``'s copy.
+  pyarrow. An update that takes Arrow (``arrow_input``) runs on the DataFrame path on classic too, its tasks
+  handing it the record batches as they are (no Row per row). The shuffled rows are wrapped by ``place``
+  (``blobstate.spark.placement.coordinator.SparkPlacement.place``) so that task ``p`` runs on the executor holding
+  partition ``p``'s copy.
 
 A partition with no rows still runs its task (its state moves to the batch, with an empty changelog); a task whose
 output never reaches ``collect`` (a failed, retried or speculative attempt) leaves nothing to accept: the driver's
@@ -32,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from blobstate.errors import ConfigurationError
 from blobstate.spark.committed.location import is_connect
-from blobstate.spark.executor.rows import OUTPUT_SCHEMA, collect_pickled
+from blobstate.spark.executor.rows import OUTPUT_SCHEMA, collect_pickled, takes_arrow
 from blobstate.spark.partitioned.driver.routing import by_key_group_range
 from blobstate.spark.partitioned.executor.batch_task import BatchPlan, Prepare, Update, arrow_task, run_partition
 
@@ -46,6 +48,9 @@ def run_tasks(df: DataFrame, plan: BatchPlan, update: Update, key_cols: list[str
     ``collect`` gives them (one per successful task; ``accept`` checks them). ``arrow``: the DataFrame path (default:
     under Spark Connect only); ``place(rdd) -> rdd``: the RDD path's shuffled rows with preferred locations.
 
+    An ``update`` marked by ``blobstate.spark.executor.rows.arrow_input`` (it takes ``pyarrow.RecordBatch``es) always
+    takes the DataFrame path: its tasks hand it Spark's Arrow batches as they are.
+
     Raises what Spark raises once a task failed after its retries (the task's error in Spark's message), and
     ``ConfigurationError`` when the RDD path's Spark planned another number of partitions than N.
     """
@@ -53,6 +58,8 @@ def run_tasks(df: DataFrame, plan: BatchPlan, update: Update, key_cols: list[str
         shuffled = by_key_group_range(df, key_cols, plan.key_groups, plan.num_partitions, plan.routes)
     else:
         shuffled = df.repartition(plan.num_partitions, *key_cols)
+    if takes_arrow(update):
+        arrow = True
     if not (is_connect(df.sparkSession) if arrow is None else arrow):
         rdd = shuffled.rdd
         if rdd.getNumPartitions() != plan.num_partitions:

@@ -40,7 +40,7 @@ from blobstate.model.keygroups import key_group_range
 from blobstate.model.layout import now_ms
 from blobstate.model.records import Checkpoint, PartitionEntry, StoreKey
 from blobstate.spark.executor.identity import TaskIdentity, task_identity, task_partition
-from blobstate.spark.executor.rows import arrow_rows, pickled_batch
+from blobstate.spark.executor.rows import arrow_rows, pickled_batch, takes_arrow
 from blobstate.spark.partitioned.executor.keygrouped import KeyGroupedWrites
 from blobstate.spark.partitioned.executor.partition import SNAPSHOT_PREFIX, Fetched, LocalPartition
 from blobstate.worker import (
@@ -204,8 +204,10 @@ def start_regrouped(repo: Any, plan: BatchPlan, local: LocalPartition, regroup: 
 
 def arrow_task(plan: BatchPlan, update: Update, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The task of the DataFrame path (``mapInArrow``, ``blobstate.spark.partitioned.driver.job``): partition
-    ``TaskContext.partitionId()``'s rows through ``update``, its ``Prepare`` back as one pickled row."""
-    for prepare in run_partition(plan, update, task_partition(), arrow_rows(batches)):
+    ``TaskContext.partitionId()``'s rows through ``update`` (as ``Row``s; as the record batches themselves for an
+    update marked by ``blobstate.spark.executor.rows.arrow_input``), its ``Prepare`` back as one pickled row."""
+    rows = batches if takes_arrow(update) else arrow_rows(batches)
+    for prepare in run_partition(plan, update, task_partition(), rows):
         yield pickled_batch(prepare)
 
 

@@ -5,6 +5,7 @@ batch at a time."""
 from __future__ import annotations
 
 import datetime
+import functools
 from types import SimpleNamespace
 
 import pytest
@@ -12,7 +13,14 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
 
-from blobstate.spark.executor.rows import OUTPUT_SCHEMA, arrow_rows, collect_pickled, pickled_batch  # noqa: E402
+from blobstate.spark.executor.rows import (  # noqa: E402
+    OUTPUT_SCHEMA,
+    arrow_input,
+    arrow_rows,
+    collect_pickled,
+    pickled_batch,
+    takes_arrow,
+)
 
 
 class _Collected:
@@ -47,3 +55,23 @@ def test_arrow_input_becomes_rows_with_collects_values_batch_by_batch():
     rows = arrow_rows(batches())
     assert next(rows).asDict() == {"origin": "JFK", "n": 3, "at": when} and seen == [2]  # one batch at a time
     assert [r.origin for r in rows] == ["EWR", "LGA"] and seen == [2, 1]
+
+
+def test_an_update_marked_for_arrow_input_is_told_apart_from_one_taking_rows():
+    def fold(db, batches, ctx):
+        return ("fold", db)
+
+    def plain(db, rows, ctx):
+        return None
+
+    assert arrow_input(fold) is fold and takes_arrow(fold)
+    assert takes_arrow(functools.partial(functools.partial(fold), None))  # a partial of a marked update
+    assert not takes_arrow(plain) and not takes_arrow(functools.partial(plain)) and not takes_arrow(None)
+
+    class Job:
+        def update(self, db, batches, ctx):
+            return ("method", db)
+
+    marked = arrow_input(Job().update)  # a bound method takes no attribute: it is wrapped, and still called
+    assert takes_arrow(marked) and marked(7, iter(()), None) == ("method", 7)
+    assert not takes_arrow(Job().update)
