@@ -242,7 +242,7 @@ def regrouper(sim: Simulation, actor: Actor, *, partitions: int, retain: int, ba
             _commit(sim, actor, repo, groups, b, partitions, values, snapshot=(b + 1) % snapshot_every == 0,
                     query="kgrp")
     except (BlobstateError, OSError) as exc:
-        outcomes.append((actor.name, f"exited: {type(exc).__name__}"))
+        outcomes.append((actor.name, f"exited: {type(exc).__name__}: {str(exc)[:200]}"))
         return
     finally:
         committer.close()
