@@ -451,11 +451,10 @@ def _run_regroup(seed: int) -> tuple:
 
 
 @pytest.mark.parametrize("seed", REGROUP_SEEDS)
-def test_a_rescale_at_restart_keeps_every_key_of_the_fold_once(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_rescale_at_restart_keeps_every_key_of_the_fold_once(seed: int) -> None:
     """A key-grouped store's owner, then rescales at restart (``regrouper``: ``plan_regroup``, each new partition
     built from the old partitions' chains cut to its key-group range, one group of the new count committed) beside
     writers, gc and zombies: every partition of the current partitioning restores to exactly its range of the fold."""
-    monkeypatch.delenv("BLOBSTATE_SIM_BUG", raising=False)
     sim, result = _run_regroup(seed)
     assert not result.failed, describe(result)
     assert any(outcome.startswith("committed") for _, outcome in sim.__dict__["regroup_outcomes"])
@@ -464,9 +463,9 @@ def test_a_rescale_at_restart_keeps_every_key_of_the_fold_once(seed: int, monkey
 def test_self_check_a_regroup_range_off_by_one_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """SELF-CHECK: with every cut keeping one key group past its range (the seeded bug of issue 42), seed 2 fails:
     a new partition holds keys of its neighbour's range, which the neighbour holds too (duplicated)."""
-    from blobstate.testing.simulation.regrouper import SEEDED_BUG
+    from blobstate.testing.simulation import regrouper
 
-    monkeypatch.setenv("BLOBSTATE_SIM_BUG", SEEDED_BUG)
+    monkeypatch.setattr(regrouper, "BUGS", {regrouper.SEEDED_BUG})
     _, result = _run_regroup(2)
     assert result.failed and result.violation.kind == "regroup", describe(result)
     assert "duplicated" in str(result.violation)

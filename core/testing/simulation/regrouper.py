@@ -24,14 +24,13 @@ fold after its batch; the partitions' states together hold every key of the fold
 duplicated: ``regroup`` violations). A chain that needs an object a fault lost or damaged, or one a landing commit
 has not healed yet, is not held against the protocol (the other stores' checks own that).
 
-Seeded bug (``SEEDED_BUG``, switched on with ``BLOBSTATE_SIM_BUG=regroup-off-by-one``): every cut keeps one key
-group more than its range (``stop + 1``): a new partition keeps a key of its neighbour's range, which the neighbour
-also takes, so that key is duplicated (and its later writes go to one copy only).
-"""
+Seeded bug (``SEEDED_BUG``, switched on by adding it to ``BUGS``: ``python -m bench.simulate --profile regroup
+--seeded-bug regroup-off-by-one``, or a test's ``monkeypatch``): every cut keeps one key group more than its range
+(``stop + 1``): a new partition keeps a key of its neighbour's range, which the neighbour also takes, so that key is
+duplicated (and its later writes go to one copy only)."""
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
 import zlib
@@ -63,6 +62,8 @@ KG = StoreKey("sim", "group", "kgrp")
 KEY_GROUPS = 12  # small, so that every range boundary holds keys
 KEYS = 30
 SEEDED_BUG = "regroup-off-by-one"
+#: the seeded bugs switched on in this process (empty: none; see the module docstring)
+BUGS: set[str] = set()
 
 
 # -- the model ------------------------------------------------------------------------------------------------------
@@ -113,7 +114,7 @@ def partition_ops(batch: int, partitions: int, p: int) -> list[Op]:
 def cut(values: dict[str, str], keep: KeyGroupRange) -> dict[str, str]:
     """``values`` with every key outside the key groups of ``keep`` deleted (the in-memory ``delete_range``); with
     the seeded bug, one key group more is kept."""
-    if SEEDED_BUG in os.environ.get("BLOBSTATE_SIM_BUG", ""):
+    if SEEDED_BUG in BUGS:
         keep = KeyGroupRange(keep.start, keep.stop + 1)
     return {k: v for k, v in values.items() if key_group(k) in keep}
 
@@ -334,5 +335,5 @@ def add(rng: random.Random, specs: list[ActorSpec], faults: list[Fault], ttl_ms:
             faults.append(Fault("pause", spec.name, rng.randint(1, 60), ms=rng.randint(ttl_ms, 3 * ttl_ms)))
 
 
-__all__ = ["KEY_GROUPS", "KG", "SEEDED_BUG", "add", "check", "cut", "final", "kg_owner", "partition_state",
+__all__ = ["BUGS", "KEY_GROUPS", "KG", "SEEDED_BUG", "add", "check", "cut", "final", "kg_owner", "partition_state",
            "prepare", "regrouper", "state"]
