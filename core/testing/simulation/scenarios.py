@@ -31,8 +31,12 @@ Profiles:
   after its TTL) beside that repository's gc; the executors' hosts of the partitioned store losing their disks while
   its owner may be paused past its TTL before an append; a host writing a store of its own whose latest index is
   lost between two of its processes.
-- ``all``: ``full`` with the actors of ``rescale``, ``doors``, ``keys`` and ``heal`` together in one scenario
-  (issue 39: a million steps with every actor).
+- ``regroup``: ``full`` plus a key-grouped partitioned store restarted with another number of partitions (issue 42,
+  ``blobstate.testing.simulation.regrouper``): its owner, then one or two rescales at restart (planned with
+  ``plan_regroup``, each new partition built from the old partitions' chains cut to its key-group range), killed or
+  paused past the TTL beside the writers, gc and zombies; every key's value must be the fold's, once.
+- ``all``: ``full`` with the actors of ``rescale``, ``doors``, ``keys``, ``heal`` and ``regroup`` together in one
+  scenario (issue 39: a million steps with every actor).
 - ``processor``: ``full`` plus two stateful processors (issue 41, ``blobstate.testing.simulation.processor``): a
   dedup with a TTL and sessions closed by event-time timers, each a query and a later restart of it on the same
   store, killed or paused past the TTL; their committed state must be the reference fold's.
@@ -52,9 +56,10 @@ from blobstate.testing.simulation.runner import ActorSpec, Scenario
 from blobstate.testing.simulation.scheduler import Fault
 
 TTL_MS = 60_000
-PROFILES = ("safe", "full", "two-logs", "unpinned", "rescale", "encrypted", "doors", "keys", "heal", "all", "processor")
+PROFILES = ("safe", "full", "two-logs", "unpinned", "rescale", "encrypted", "doors", "keys", "heal", "all", "processor",
+            "regroup")
 #: the profiles whose actors ``all`` runs together in one scenario
-COMBINED = ("rescale", "doors", "keys", "heal")
+COMBINED = ("rescale", "doors", "keys", "heal", "regroup")
 
 
 def _has(profile: str, part: str) -> bool:
@@ -166,6 +171,11 @@ def scenario(seed: int, profile: str = "full") -> Scenario:
     if _has(profile, "heal"):
         _heal(rng, ttl, stores, specs, faults)
         extras += ("blobstate.testing.simulation.heal_actors",)
+    if _has(profile, "regroup"):
+        from blobstate.testing.simulation import regrouper
+
+        regrouper.add(rng, specs, faults, ttl)
+        extras += (regrouper.__name__,)
     if profile == "processor":
         from blobstate.testing.simulation import processor
 

@@ -131,13 +131,13 @@ def last_call(result: Result) -> str:
 
 
 def classify(result: Result) -> str:
-    """Which of issue 27's cases a violation is: ``case 1`` (a writer's retention pruned the chain: the failing
-    step was a ``log prune``), ``case 2`` (a group record references a deleted part), ``case 11`` (the same,
-    re-appended by recovery), ``case 10`` (a stale second writer's append broke the chain), ``case 3`` (a
-    record of the second log lost its blobs), ``rescale`` (a rescale changed its source, or its copy is wrong,
-    lost or unfinished), issue 39's ``case 1`` (no key opens the marker) and ``case 2`` (a key a rotation reported
-    lost to a racing rewrite of the marker), ``issue 39 case 3``, ``issue 39 case 7`` (a group's lost parts, in a
-    scenario whose executors' hosts lose their disks) and ``issue 39 case 12``, or ``other``."""
+    """Which of issue 27's cases a violation is: ``case 1`` (a writer's retention pruned the chain: the failing step was
+    a ``log prune``), ``case 2`` (a group record references a deleted part), ``case 11`` (the same, re-appended by
+    recovery), ``case 10`` (a stale second writer's append broke the chain), ``case 3`` (a record of the second log lost
+    its blobs), ``rescale`` (a rescale changed its source, or its copy is wrong, lost or unfinished), ``regroup`` (a
+    rescale at restart lost or duplicated a key), issue 39's ``case 1`` (no key opens the marker) and ``case 2`` (a key
+    a rotation reported lost to a racing rewrite of the marker), ``issue 39 case 3``, ``issue 39 case 7`` (a group's
+    lost parts, in a scenario whose executors' hosts lose their disks) and ``issue 39 case 12``, or ``other``."""
     v = result.violation
     if v is None:
         return "ok"
@@ -145,6 +145,8 @@ def classify(result: Result) -> str:
         return v.detail.split(":")[0]
     if v.kind in ("source", "rescale") or "grp-rescaled" in v.detail:
         return "rescale"
+    if v.kind == "regroup":
+        return "regroup"  # a key-grouped store's rescale at restart lost or duplicated a key (issue 42)
     if (v.kind == "marker" and "unreadable" in v.detail) or (v.kind == "crash" and "repository marker" in v.detail
                                                              and "damaged" in v.detail):
         return "issue 39 case 1"  # the marker torn: no key opens it, or an actor read it so
