@@ -32,8 +32,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from blobstate.config.settings import Settings
-from blobstate.entry import check_store, warn_unconfirmed
-from blobstate.errors import ConfigurationError, NothingToRestore
+from blobstate.entry import find_store, warn_unconfirmed
+from blobstate.errors import NothingToRestore
 from blobstate.model import changelog
 from blobstate.model.chain import current_run, expand_all
 from blobstate.model.records import Checkpoint, StoreKey
@@ -64,21 +64,6 @@ def state_schema(key_type: str, value_type: str, *, changes: bool = False) -> st
     """The DDL schema of ``read_state`` (``changes``: of ``read_changes``)."""
     head = "batch_id bigint, partition int, op string" if changes else "partition int"
     return f"{head}, key {key_type}, value {value_type}, key_raw binary, value_raw binary"
-
-
-def store_key(repo: Repository, job: str, task: str | None, store: str) -> StoreKey:
-    """``(job, task, store)``; ``task`` None: ``0`` (a driver store) or ``group`` (a partitioned one), whichever
-    holds records. Raises ``NothingToRestore`` (naming the stores there are), ``ConfigurationError`` when both do."""
-    if task is not None:
-        key = StoreKey(job, task, store)
-        check_store(repo, key)
-        return key
-    found = [StoreKey(job, t, store) for t in ("0", "group") if repo.log.latest(StoreKey(job, t, store))]
-    if len(found) > 1:
-        raise ConfigurationError(f"both {found[0]} and {found[1]} hold checkpoints: name the store's task= ")
-    if not found:
-        check_store(repo, StoreKey(job, "0", store))  # raises, naming the stores there are
-    return found[0]
 
 
 def infer_types(repo: Repository, history: list[Checkpoint]) -> tuple[str, str]:
@@ -143,7 +128,7 @@ def read_state(spark: SparkSession, *, repo: str, job: str, store: str, task: st
     ref = RepositoryRef(repo, log, storage_options, log_options, Settings.for_call(settings))
     engine = CheckpointLocation(spark, checkpoint_location).engine_log() if checkpoint_location else None
     with ref.open() as repository:
-        key = store_key(repository, job, task, store)
+        key = find_store(repository, job, task, store)
         state = plan_state(repository, key, partitions=partitions, batch_id=batch_id, checkpoint=checkpoint,
                            engine=engine)
         types = _types(repository, key, key_type, value_type)
@@ -169,7 +154,7 @@ def read_changes(spark: SparkSession, *, repo: str, job: str, store: str, from_b
     ref = RepositoryRef(repo, log, storage_options, log_options, Settings.for_call(settings))
     engine = CheckpointLocation(spark, checkpoint_location).engine_log() if checkpoint_location else None
     with ref.open() as repository:
-        key = store_key(repository, job, task, store)
+        key = find_store(repository, job, task, store)
         plans = change_plans(repository, key, from_batch=from_batch, to_batch=to_batch, partitions=partitions,
                              engine=engine)
         types = _types(repository, key, key_type, value_type)
@@ -182,4 +167,4 @@ def read_changes(spark: SparkSession, *, repo: str, job: str, store: str, from_b
     return read_frame(spark, plan, state_schema(*types, changes=True))
 
 
-__all__ = ["infer_types", "read_changes", "read_frame", "read_state", "state_schema", "store_key"]
+__all__ = ["infer_types", "read_changes", "read_frame", "read_state", "state_schema"]
