@@ -1,7 +1,9 @@
-"""Issue 43 item 5: a partitioned store (group checkpoints, task ``group``) is found by the CLI's reading verbs
-without ``--task``, as the Python readers find it: one function for both (``blobstate.entry.find_store``). A name
-found under both tasks, or under neither, is an error naming the stores there are. A real group of two RocksDB
-changelog partitions committed through ``GroupCommitter``, on ``file://``; the CLI in this process."""
+"""Issue 43 items 5 and 7, the operator's view of partitioned stores. Item 5: a partitioned store (group
+checkpoints, task ``group``) is found by the CLI's reading verbs without ``--task``, as the Python readers find it:
+one function for both (``blobstate.entry.find_store``); a name found under both tasks, or under neither, is an
+error naming the stores there are. Item 7: ``gc --dry-run`` says what the writer keeps per partition. A real
+group of two RocksDB changelog partitions committed through ``GroupCommitter``, on ``file://``; the CLI in this
+process."""
 
 from __future__ import annotations
 
@@ -107,3 +109,18 @@ def test_a_store_name_under_both_tasks_or_neither_is_an_error_naming_the_stores(
         assert missing.returncode == 5, (verb, missing.stderr)
         assert "stores with checkpoints: j/0/g, j/group/g" in missing.stderr, (verb, missing.stderr)
         assert "directory" not in missing.stderr, (verb, missing.stderr)
+
+
+def test_gc_dry_run_of_a_partitioned_store_says_what_its_writer_keeps_per_partition(group_repo):
+    """Issue 43 item 7: a partitioned store's retention is its writer's (``retain``, 3 snapshots per partition by
+    default, and the deltas after them), recorded nowhere gc reads: the dry run says so, per partition, and that gc
+    itself keeps every checkpoint (it said "none recorded: every checkpoint is kept" on 593d614)."""
+    text = cli("gc", "--repo", group_repo, "--job", "j", "--store", "g", "--task", "group", "--dry-run")
+    assert text.returncode == 0, text.stderr
+    assert "every checkpoint is kept" not in text.stdout
+    assert "partitioned store (2 partitions)" in text.stdout, text.stdout
+    assert "the last 3 snapshots of each partition and the deltas after them" in text.stdout, text.stdout
+    doc = json.loads(cli("gc", "--repo", group_repo, "--job", "j", "--store", "g", "--task", "group", "--dry-run",
+                         "--json").stdout)
+    assert doc[0]["partitions"] == 2 and doc[0]["retention"] is None and doc[0]["checkpointsPruned"] == []
+    assert "3 snapshots of each partition" in doc[0]["retentionNote"]
