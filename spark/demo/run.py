@@ -200,7 +200,7 @@ def run_demo(config: DemoConfig, *, console: Console | None = None) -> dict[str,
         write_day_files,
     )
 
-    console = console or Console(stderr=True)
+    console = console or Console(stderr=True, log_path=False)
     t_start = time.perf_counter()
     work = os.path.abspath(config.work_dir)
     paths = {name: os.path.join(work, name)
