@@ -262,8 +262,9 @@ def read_state(*, repo: str, log: str | None = None, job: str = "default", task:
     ``checkpoint`` names; default: the newest state, or with ``checkpoint_location``, the query's Spark checkpoint
     location, the batch Spark committed: a batch after it is ``BatchNotCommitted``), in the store's key order: of
     a driver store, of partition ``partition`` of a partitioned store, or of every partition in turn (``partition``
-    None). The newest state of a query's store read without a checkpoint location may be a batch Spark re-runs: a
-    warning says so.
+    None). ``task`` None: ``0`` or ``group``, whichever holds checkpoints (``blobstate.entry.find_store``). The
+    newest state of a query's store read without a checkpoint location may be a batch Spark re-runs: a warning says
+    so.
 
     Keys and values come back as the binding wrote them (``str``, ``bytes``, ``int``, ``float``, ``bool``;
     ``Undecoded`` bytes for anything else, never unpickled: ``blobstate.restoring.entries``). Read only: each chain
