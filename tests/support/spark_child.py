@@ -61,7 +61,7 @@ def connect_session(conf: dict):  # noqa: ANN201
               "spark.sql.artifact.isolation.alwaysApplyClassloader": "true"}
     sc = SparkContext.getOrCreate(SparkConf().setAll(list(server.items())))
     SparkSession(sc)
-    return RemoteSparkSession.builder.remote(f"sc://127.0.0.1:{bound_port(sc)}").getOrCreate()
+    return RemoteSparkSession.builder.remote(f"sc://localhost:{bound_port(sc)}").getOrCreate()
 
 
 def bound_port(sc) -> int:  # noqa: ANN001
