@@ -10,6 +10,9 @@ One naming scheme across the API, the CLI and JSON: a store is named by ``job``,
 ``latest``, an id, a unique prefix or a generation; JSON ``checkpointId``, ``generation``); durations by ``ttl``
 (``--ttl 1d``; an int is milliseconds) and sizes by ``chunk_size`` (``--chunk-size 64MiB``; an int is bytes);
 ``work_base`` is the work directory base (``--work-dir``, ``BLOBSTATE_WORK_DIR``), ``work_dir`` one store's own.
+A reader given no ``task`` finds its store under ``0`` (a store on the driver) or ``group`` (a partitioned store),
+whichever holds checkpoints (``blobstate.entry.find_store``, as ``blobstate.spark.read_state`` does); a writer's
+``task`` defaults to ``0``.
 Every verb opens its repository with ``with`` (``Repository`` is a context manager).
 
 Every verb takes ``settings`` (a ``blobstate.config.settings.Settings``: the CLI hands its command's in), builds
@@ -27,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from blobstate.config.settings import Settings
 from blobstate.config.units import Duration, Options, Size
-from blobstate.entry import engine_log, name_store, open_repository, warn_unconfirmed
+from blobstate.entry import engine_log, find_store, name_store, open_repository, warn_unconfirmed
 from blobstate.maintenance.queries import (  # the read-only verbs, re-exported
     describe_checkpoints,
     diff,
@@ -174,7 +177,7 @@ def preview_backup(source_dir: str, *, repo: str, log: str | None = None, job: s
                            chunk_size=parse_size(chunk_size), work_dir=work_dir or host.work_dir(repository, key))
 
 
-def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
+def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str | None = None,
             store: str | None = None, store_type: str | None = None, checkpoint: str | int | None = None,
             max_batch_id: int | None = None, storage_options: Options = None, log_options: Options = None,
             ttl_mode: str | None = None, max_concurrency: int = 8, work_base: str | None = None,
@@ -215,9 +218,9 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
 
     settings = Settings.for_call(settings, work_base=work_base, append_only=append_only, limit_upload=limit_upload,
                                  limit_download=limit_download)
-    key = name_store(job, task, store, directory=dest_dir)
     with open_repository(repo, log, storage_options, log_options, settings=settings, ttl_mode=ttl_mode,
                          max_concurrency=max_concurrency) as repository, repository.reading_indexes_once():
+        key = find_store(repository, job, task, store, directory=dest_dir)
         chain = replay.plan(repository, key, checkpoint=checkpoint, max_batch_id=max_batch_id, partition=partition,
                             engine=engine_log(checkpoint_location))
         _logger.info("restoring %s: %s", key, chain.describe())
@@ -238,8 +241,9 @@ def restore(dest_dir: str, *, repo: str, log: str | None = None, job: str = "def
         return result
 
 
-def restore_partitions(dest_dir: str, *, repo: str, log: str | None = None, job: str = "default", task: str = "0",
-                       store: str, partitions: list[int] | None = None, max_batch_id: int | None = None,
+def restore_partitions(dest_dir: str, *, repo: str, log: str | None = None, job: str = "default",
+                       task: str | None = None, store: str, partitions: list[int] | None = None,
+                       max_batch_id: int | None = None,
                        storage_options: Options = None, log_options: Options = None, max_concurrency: int = 8,
                        work_base: str | None = None, cleanup: bool = True, force: bool = False, dry_run: bool = False,
                        verify_kept: str = "cache", append_only: bool | None = None,
@@ -259,9 +263,9 @@ def restore_partitions(dest_dir: str, *, repo: str, log: str | None = None, job:
 
     settings = Settings.for_call(settings, work_base=work_base, append_only=append_only, limit_upload=limit_upload,
                                  limit_download=limit_download)
-    key = name_store(job, task, store)
     with open_repository(repo, log, storage_options, log_options, settings=settings,
                          max_concurrency=max_concurrency) as repository:
+        key = find_store(repository, job, task, store)
         wd = host.work_dir(repository, key)
         guard.check_restore_destination(dest_dir, repo_url=repository.url, log_url=log, work_dir=wd,
                                         work_base=settings.work_base)
@@ -300,7 +304,8 @@ def verify(*, repo: str, log: str | None = None, job: str | None = None, task: s
               else DataSubset.parse(read_data_subset, seed=seed))
     with open_repository(repo, log, storage_options, log_options, settings=settings, max_concurrency=max_concurrency,
                          count_calls=True) as repository:
-        reports = verify_repository(repository, keys=None if store is None else [name_store(job, task, store)],
+        reports = verify_repository(repository, keys=None if store is None else [find_store(repository, job, task,
+                                                                                             store)],
                                     job=job, task=task, checkpoint=checkpoint, all_checkpoints=all_checkpoints,
                                     subset=subset)
         if raise_on_error:

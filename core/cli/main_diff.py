@@ -11,13 +11,13 @@ from blobstate.cli import exits, naming, output, params
 @click.argument("base", metavar="FROM")
 @click.argument("target", metavar="[TO]", required=False, default="latest")
 @params.repository_options
-@params.key_options
+@params.read_key_options
 @click.option("--partition", type=click.IntRange(0), default=None,
               help="Of a partitioned store (group checkpoints): compare snapshots of this partition.")
 @params.json_option
 @exits.handle_errors
 def diff(base: str, target: str, repo: str, log_url: str | None, storage_option: tuple[str, ...],
-         log_option: tuple[str, ...], job: str, task: str, store: str | None, partition: int | None,
+         log_option: tuple[str, ...], job: str, task: str | None, store: str | None, partition: int | None,
          as_json: bool) -> None:
     """Files added (+), removed (-) and changed (~) from checkpoint FROM to TO (default: latest). Each is latest,
     a checkpoint id, a unique prefix of one, or a generation number. A file counts as changed when its content,

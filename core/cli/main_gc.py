@@ -34,7 +34,8 @@ def render_text(reports: list[dict[str, Any]], dry_run: bool) -> str:
         lines.append(f"{r['store']}: {would}delete {len(r['expiredDeleted'])} expired and "
                      f"{len(r['orphansDeleted'])} orphaned blobs, {would}prune {len(r['checkpointsPruned'])} "
                      f"checkpoint(s); {len(r['expiredHealed'])} expired but referenced ({would}remove their TTL)")
-        lines.append(f"  retention: {r['retention'] or 'none recorded: every checkpoint is kept'}")
+        default = r.get("retentionNote") or "none recorded: every checkpoint is kept"
+        lines.append(f"  retention: {r['retention'] or default}")
         for field, label in TEXT_LABELS.items():
             lines += [f"  {label} {entry}" for entry in r[field]]
         lines += [f"  keep {k['checkpointId']} (generation {k['generation']}"

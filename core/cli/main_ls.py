@@ -10,14 +10,15 @@ from blobstate.cli import exits, naming, output, params
 @click.command(short_help="List the files of a snapshot (default: the latest).")
 @click.argument("prefix", required=False, default="")
 @params.repository_options
-@params.key_options
+@params.read_key_options
 @params.checkpoint_option
 @click.option("--partition", type=click.IntRange(0), default=None,
               help="Of a partitioned store (group checkpoints): this partition's snapshot.")
 @params.json_option
 @exits.handle_errors
 def ls(prefix: str, repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...],
-       job: str, task: str, store: str | None, checkpoint: str | None, partition: int | None, as_json: bool) -> None:
+       job: str, task: str | None, store: str | None, checkpoint: str | None, partition: int | None,
+       as_json: bool) -> None:
     """List the files of a snapshot (default: the latest; only paths starting with PREFIX if given); of a
     partitioned store, of one partition (--partition: the snapshot its state starts from)."""
     from blobstate import api

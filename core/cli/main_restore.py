@@ -24,7 +24,7 @@ VERIFY_KEPT = ("cache", "identity", "full")
 @params.ttl_mode_option
 @params.concurrency_option
 @params.work_dir_option
-@params.key_options
+@params.read_key_options
 @params.checkpoint_option
 @click.option("--max-batch-id", type=click.IntRange(0), default=None,
               help="Restore the newest checkpoint whose batch id is <= this.")
@@ -57,8 +57,8 @@ VERIFY_KEPT = ("cache", "identity", "full")
 @exits.handle_errors
 def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple[str, ...],
             log_option: tuple[str, ...], ttl_mode: str | None, max_concurrency: int, work_dir: str | None, job: str,
-            task: str, store: str | None, checkpoint: str | None, max_batch_id: int | None, partition: int | None,
-            store_type: str | None, no_cleanup: bool, verify_kept: str, append_only: bool | None,
+            task: str | None, store: str | None, checkpoint: str | None, max_batch_id: int | None,
+            partition: int | None, store_type: str | None, no_cleanup: bool, verify_kept: str, append_only: bool | None,
             limit_download: int | None, limit_upload: int | None, force: bool, dry_run: bool, as_json: bool,
             quiet: bool, all_partitions: bool, checkpoint_location: str | None) -> None:
     """Restore a checkpoint (default: the latest) into DEST_DIR, downloading only what is missing or different."""
@@ -69,17 +69,18 @@ def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple
         if partition is not None or checkpoint is not None:
             raise click.UsageError("--all-partitions restores the latest state of every partition (or the one "
                                    "after --max-batch-id): not with --partition or --checkpoint")
-        _restore_partitions(dest_dir, naming.store_key(job, task, naming.require_store(store)), repo=repo,
+        _restore_partitions(dest_dir, naming.store_key(job, task or "0", naming.require_store(store)), task,
+                            repo=repo,
                             log_url=log_url, storage_option=storage_option, log_option=log_option,
                             max_concurrency=max_concurrency, work_dir=work_dir, max_batch_id=max_batch_id,
                             cleanup=not no_cleanup, force=force, dry_run=dry_run, verify_kept=verify_kept,
                             append_only=append_only, limit_download=limit_download, limit_upload=limit_upload,
                             as_json=as_json, quiet=quiet, checkpoint_location=checkpoint_location)
         return
-    key = naming.store_key(job, task, store, dest_dir)
-    exits.watch_store(repo, key.job, key.task, key.store, work_dir)
+    key = naming.store_key(job, task or "0", store, dest_dir)
+    exits.watch_store(repo, key.job, task, key.store, work_dir)  # without --task: the store found by api.restore
     result = api.restore(
-        dest_dir, job=key.job, task=key.task, store=key.store, store_type=store_type, checkpoint=checkpoint,
+        dest_dir, job=key.job, task=task, store=key.store, store_type=store_type, checkpoint=checkpoint,
         max_batch_id=max_batch_id, partition=partition,
         **naming.repository(repo, log_url, storage_option, log_option),
         ttl_mode=ttl_mode, max_concurrency=max_concurrency,
@@ -90,6 +91,7 @@ def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple
     if as_json:
         output.emit(True, result.to_json(), "")
         return
+    key = result.checkpoint.store_key
     if dry_run:
         for name in result.recovered:
             click.echo(f"recover {name} (an interrupted restore)")
@@ -109,17 +111,19 @@ def restore(dest_dir: str, repo: str, log_url: str | None, storage_option: tuple
     output.emit(False, None, result.checkpoint.checkpoint_id)
 
 
-def _restore_partitions(dest_dir: str, key: Any, *, repo: str, log_url: str | None, storage_option: tuple[str, ...],
-                        log_option: tuple[str, ...], as_json: bool, quiet: bool, **options: Any) -> None:
+def _restore_partitions(dest_dir: str, key: Any, task: str | None, *, repo: str, log_url: str | None,
+                        storage_option: tuple[str, ...], log_option: tuple[str, ...], as_json: bool, quiet: bool,
+                        **options: Any) -> None:
     """``--all-partitions``: every partition into ``DEST_DIR/<p>/``; one line per partition and the group's
     throughput on stderr, the checkpoint of each on stdout (or the JSON)."""
     from blobstate import api
     from blobstate.config.units import format_duration, format_size
 
-    exits.watch_store(repo, key.job, key.task, key.store, options["work_dir"])
+    exits.watch_store(repo, key.job, task, key.store, options["work_dir"])
     options["work_base"] = options.pop("work_dir")
-    group = api.restore_partitions(dest_dir, job=key.job, task=key.task, store=key.store, **options,
+    group = api.restore_partitions(dest_dir, job=key.job, task=task, store=key.store, **options,
                                    **naming.repository(repo, log_url, storage_option, log_option))
+    key = group.key  # the store found (without --task: under 0 or group)
     doc = group.to_json()
     if as_json:
         output.emit(True, doc, "")

@@ -41,7 +41,7 @@ def state() -> None:
 
 def _store_options(fn: Any) -> Any:
     for decorator in reversed([
-        params.repository_options, params.key_options,
+        params.repository_options, params.read_key_options,
         click.option("--partition", type=click.IntRange(0), default=None,
                      help="Of a partitioned store (group checkpoints): this partition only (default: every one)."),
         click.option("--checkpoint-location", default=None, metavar="PATH",
@@ -84,16 +84,16 @@ def _text(value: Any) -> str:
     return json.dumps(value)
 
 
-def _partitions(options: dict[str, Any], key: Any, partition: int | None) -> list[int | None]:
-    """The partitions to read: ``partition``, every partition of a group, or None for a driver store."""
+def _partitions(options: dict[str, Any], job: str, task: str | None, store: str | None,
+                partition: int | None) -> tuple[Any, list[int | None]]:
+    """The store the options name (found without ``--task`` as every reader finds it) and the partitions to read:
+    ``partition``, every partition of a group, or None for a driver store."""
     from blobstate import api
 
-    latest = api.require_store(repo=options["repo"], log=options["log"], key=key,
-                               storage_options=options["storage_options"], log_options=options["log_options"],
-                               settings=options["settings"])
+    latest = api.require_store(**options, job=job, task=task, store=naming.require_store(store))
     if partition is not None:
-        return [partition]
-    return list(range(latest.num_partitions)) if latest.is_group else [None]
+        return latest.store_key, [partition]
+    return latest.store_key, list(range(latest.num_partitions)) if latest.is_group else [None]
 
 
 def _write(rows: Iterable[dict[str, Any]], fmt: str, columns: list[str]) -> int:
@@ -132,7 +132,7 @@ def _write(rows: Iterable[dict[str, Any]], fmt: str, columns: list[str]) -> int:
 @params.json_option
 @exits.handle_errors
 def get(key_text: str, repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...],
-        job: str, task: str, store: str | None, partition: int | None, checkpoint_location: str | None,
+        job: str, task: str | None, store: str | None, partition: int | None, checkpoint_location: str | None,
         batch_id: int | None, checkpoint: str | None, key_type: str, as_json: bool) -> None:
     """Print the value of KEY (of a partitioned store: looked for in every partition, or in --partition) as of the
     newest state, --batch or --checkpoint. Exit 5 when no such key."""
@@ -140,11 +140,12 @@ def get(key_text: str, repo: str, log_url: str | None, storage_option: tuple[str
     from blobstate.errors import NothingToRestore
 
     wanted = _key(key_text, key_type)
-    key = naming.store_key(job, task, naming.require_store(store))
     options = naming.repository(repo, log_url, storage_option, log_option)
-    for p in _partitions(options, key, partition):
-        for k, v in api.read_state(**options, job=job, task=task, store=key.store, partition=p, batch_id=batch_id,
-                                   checkpoint=checkpoint, checkpoint_location=checkpoint_location):
+    key, partitions = _partitions(options, job, task, store, partition)
+    for p in partitions:
+        for k, v in api.read_state(**options, job=key.job, task=key.task, store=key.store, partition=p,
+                                   batch_id=batch_id, checkpoint=checkpoint,
+                                   checkpoint_location=checkpoint_location):
             if type(k) is type(wanted) and k == wanted:
                 output.emit(as_json, {"partition": p, "key": _jsonable(k), "value": _jsonable(v)}, _text(v))
                 return
@@ -183,23 +184,23 @@ def _key(text: str, key_type: str) -> Any:
                    "expiration_timestamp_ms, partition_id}), as Spark's readRegisteredTimers.")
 @exits.handle_errors
 def dump(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...], job: str,
-         task: str, store: str | None, partition: int | None, checkpoint_location: str | None,
+         task: str | None, store: str | None, partition: int | None, checkpoint_location: str | None,
          batch_id: int | None, checkpoint: str | None, fmt: str, state_var: str | None, timers: bool) -> None:
     """Print every key and value of the store (of a partitioned store: partition by partition, or --partition) as
     of the newest state, --batch or --checkpoint, in the store's key order; with --state-var or --timers, a
     stateful processor's variable or timers, decoded (JSON lines only)."""
     from blobstate import api
 
-    key = naming.store_key(job, task, naming.require_store(store))
     options = naming.repository(repo, log_url, storage_option, log_option)
     if state_var is not None or timers:
-        _dump_processor(options, job, task, key.store, state_var, timers, partition, batch_id, checkpoint,
-                        checkpoint_location, fmt)
+        _dump_processor(options, job, task, naming.require_store(store), state_var, timers, partition, batch_id,
+                        checkpoint, checkpoint_location, fmt)
         return
+    key, partitions = _partitions(options, job, task, store, partition)
 
     def rows() -> Iterable[dict[str, Any]]:
-        for p in _partitions(options, key, partition):
-            for k, v in api.read_state(**options, job=job, task=task, store=key.store, partition=p,
+        for p in partitions:
+            for k, v in api.read_state(**options, job=key.job, task=key.task, store=key.store, partition=p,
                                        batch_id=batch_id, checkpoint=checkpoint,
                                        checkpoint_location=checkpoint_location):
                 yield {"partition": p, "key": k, "value": v}
@@ -250,16 +251,15 @@ def _dump_processor(options: dict[str, Any], job: str, task: str | None, store: 
 @_format_option("batchId, partition, op, key, value")
 @exits.handle_errors
 def changes(repo: str, log_url: str | None, storage_option: tuple[str, ...], log_option: tuple[str, ...], job: str,
-            task: str, store: str | None, partition: int | None, checkpoint_location: str | None,
+            task: str | None, store: str | None, partition: int | None, checkpoint_location: str | None,
             from_batch: int | None, to_batch: int | None, fmt: str) -> None:
     """Print the writes (put, delete) of batches --from..--to, both included, from the delta changelogs the
     repository retains: batch by batch, in each batch's order. Applied to the state after batch FROM - 1 they give
     the state after batch TO."""
     from blobstate import api
 
-    key = naming.store_key(job, task, naming.require_store(store))
     found = api.read_changes(**naming.repository(repo, log_url, storage_option, log_option), job=job, task=task,
-                             store=key.store, from_batch=from_batch, to_batch=to_batch, partition=partition,
-                             checkpoint_location=checkpoint_location)
+                             store=naming.require_store(store), from_batch=from_batch, to_batch=to_batch,
+                             partition=partition, checkpoint_location=checkpoint_location)
     _write(({"batchId": c.batch_id, "partition": c.partition, "op": c.op, "key": c.key, "value": c.value}
             for c in found), fmt, ["batchId", "partition", "op", "key", "value"])

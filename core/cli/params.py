@@ -106,6 +106,17 @@ key_options = stack(
     click.option("--store", default=None, envvar="BLOBSTATE_STORE",
                  help="Store name (store key part 3; default: the directory name)."),
 )
+#: ``--job``, ``--task``, ``--store`` of a command that reads one store: without ``--task`` the store is found under
+#: task ``0`` or ``group`` (a partitioned store), whichever holds checkpoints (``blobstate.entry.find_store``).
+read_key_options = stack(
+    click.option("--job", default="default", show_default=True, envvar="BLOBSTATE_JOB",
+                 help="Job name (store key part 1)."),
+    click.option("--task", default=None, envvar="BLOBSTATE_TASK",
+                 help="Task name (store key part 2; default: 0, or group for a partitioned store, whichever holds "
+                      "checkpoints)."),
+    click.option("--store", default=None, envvar="BLOBSTATE_STORE",
+                 help="Store name (store key part 3; default: the directory name)."),
+)
 #: ``--job``, ``--task``, ``--store`` as filters of a repository-wide command: without ``--store`` every store (of
 #: the ``--job``/``--task`` given, if given).
 filter_options = stack(

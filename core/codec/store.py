@@ -161,6 +161,9 @@ class CodecBlobStore(BlobStore):
     def delete_many(self, blob_ids: Iterable[str]) -> None:
         self.inner.delete_many(blob_ids)
 
+    def delete_permanent_many(self, blob_ids: Iterable[str]) -> None:
+        self.inner.delete_permanent_many(blob_ids)
+
     def remove_ttl(self, blob_id: str) -> None:
         self.inner.remove_ttl(blob_id)
 

@@ -122,7 +122,7 @@ def _retain(repo: Repository, key: StoreKey, expiring: list[Checkpoint], retaine
 
     doomed = repo.retained_references(expiring, on_unreadable=unreadable)
     to_delete = owned(key, sorted(doomed - keep), what="retention")
-    repo.store.delete_many(to_delete)
+    repo.store.delete_permanent_many(to_delete)  # committed blobs: their TTLs went with their commits
     repo.discard_cached(to_delete)  # the object cache's entries of the deleted indexes (the log drops its records')
     return to_delete, _drop(repo, key, expiring, retained)
 

@@ -45,7 +45,7 @@ from blobstate.model import layout
 from blobstate.model.chain import has_deltas, latest_snapshot
 from blobstate.model.layout import FAR_FUTURE_MS, monotonic
 from blobstate.model.records import Checkpoint, StoreKey
-from blobstate.model.retention import RetentionPolicy, plan_retention, recorded_policy
+from blobstate.model.retention import GROUP_RETENTION, RetentionPolicy, plan_retention, recorded_policy
 from blobstate.plugin.capabilities import expired_delete, recorded_expiry
 from blobstate.plugin.interfaces import BlobInfo
 from blobstate.repository import host
@@ -77,13 +77,16 @@ class GcReport:
     kept: list[dict[str, Any]] = field(default_factory=list)  # RetentionPlan.to_json: each kept record and why
     policy: str | None = None  # the retention applied (RetentionPolicy.describe), None: everything kept
     skipped: str | None = None
+    partitions: int = 0  # a partitioned store's partition count (its newest group record's), 0 otherwise
+    retention_note: str | None = None  # without a policy: whose retention applies instead, and its default
 
     def to_json(self) -> dict[str, Any]:
         return {"store": str(self.key) if self.key else None, "expiredDeleted": self.expired_deleted,
                 "expiredHealed": self.expired_healed, "orphansDeleted": self.orphans_deleted,
                 "checkpointsPruned": self.checkpoints_pruned, "temporariesDeleted": self.temporaries_deleted,
                 "foreign": self.foreign, "spared": self.spared, "checkpointsKept": self.kept,
-                "retention": self.policy, "skipped": self.skipped}
+                "retention": self.policy, "skipped": self.skipped, "partitions": self.partitions,
+                "retentionNote": self.retention_note}
 
 
 def discover_keys(repo: Repository) -> list[StoreKey]:
@@ -150,6 +153,10 @@ def collect(repo: Repository, key: StoreKey, *, now_ms: int, ttl_ms: int,
         expiring, retained = plan.carried_out(repo.log.can_forget) if plan is not None else ([], history)
         report.kept = plan.to_json() if plan is not None else []
         report.policy = policy.describe() if policy is not None else None
+        groups = [cp for cp in history if cp.is_group]
+        report.partitions = groups[-1].num_partitions if groups else 0
+        if policy is None and groups:
+            report.retention_note = GROUP_RETENTION.format(partitions=report.partitions)
         referenced = repo.retained_references(retained, history=history)
     except Exception as exc:  # noqa: BLE001 - never delete on incomplete knowledge
         report.skipped = f"a retained snapshot index is unreadable, nothing deleted: {exc}"

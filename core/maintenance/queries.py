@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from blobstate.config.settings import Settings
 from blobstate.config.units import Duration, Options, Size  # the API's argument types, re-exported
-from blobstate.entry import check_store, engine_log, name_store, open_repository, warn_unconfirmed
+from blobstate.entry import check_store, engine_log, find_store, name_store, open_repository, warn_unconfirmed
 from blobstate.errors import NothingToRestore
 from blobstate.journal.file import Journal, JournalRead
 from blobstate.journal.projection import CommitState, project
@@ -39,12 +39,9 @@ __all__ = ["Duration", "Options", "Size", "choose_snapshot", "describe_checkpoin
 def select_stores(repository: Repository, job: str | None, task: str | None, store: str | None,
                   key: StoreKey | None = None, *, require: bool = False) -> list[StoreKey]:
     """One store (``store`` or ``key``), or every store of the repository whose job and task match the filters.
-    ``require``: the one store named must have a checkpoint (``check_store``)."""
+    ``require``: the one store named must have a checkpoint, found as readers find it (``find_store``)."""
     if key is not None or store is not None:
-        named = name_store(job, task, store, key)
-        if require:
-            check_store(repository, named)
-        return [named]
+        return [find_store(repository, job, task, store, key) if require else name_store(job, task, store, key)]
     from blobstate.maintenance.gc import discover_keys
 
     return [k for k in discover_keys(repository) if (job is None or k.job == job) and (task is None or k.task == task)]
@@ -98,9 +95,7 @@ def describe_checkpoints(*, repo: str, log: str | None = None, job: str | None =
     started = time.perf_counter()
     with open_repository(repo, log, storage_options, log_options, settings=settings, max_concurrency=max_concurrency,
                          count_calls=True) as repository:
-        named = None if key is None and store is None else [name_store(job, task, store, key)]
-        for k in named or ():
-            check_store(repository, k)
+        named = None if key is None and store is None else [find_store(repository, job, task, store, key)]
         view = RepositoryView.take(repository, keys=named, match=matching(job, task), cached=True)
 
         def one(k: StoreKey) -> list[CheckpointSummary]:
@@ -140,7 +135,8 @@ def choose_snapshot(repository: Repository, key: StoreKey, checkpoint: str | int
     return chain.snapshot, len(chain.deltas)
 
 
-def ls(*, repo: str, log: str | None = None, job: str = "default", task: str = "0", store: str | None = None,
+def ls(*, repo: str, log: str | None = None, job: str = "default", task: str | None = None,
+       store: str | None = None,
        checkpoint: str | int | None = None, prefix: str = "", storage_options: Options = None,
        log_options: Options = None, partition: int | None = None, settings: Settings | None = None) -> Listing:
     """The files of one snapshot (default: the latest; ``partition``: of that partition of a partitioned store)
@@ -151,9 +147,9 @@ def ls(*, repo: str, log: str | None = None, job: str = "default", task: str = "
     from blobstate.maintenance.catalog import list_files
 
     settings = Settings.for_call(settings)
-    store_key = name_store(job, task, store)
     repository = open_repository(repo, log, storage_options, log_options, settings=settings)
     try:
+        store_key = find_store(repository, job, task, store)
         snapshot, deltas = choose_snapshot(repository, store_key, checkpoint, partition)
         return list_files(repository, snapshot, prefix, deltas)
     finally:
@@ -161,17 +157,18 @@ def ls(*, repo: str, log: str | None = None, job: str = "default", task: str = "
 
 
 def diff(*, repo: str, base: str | int, target: str | int = "latest", log: str | None = None,
-         job: str = "default", task: str = "0", store: str | None = None, storage_options: Options = None,
-         log_options: Options = None, partition: int | None = None, settings: Settings | None = None) -> SnapshotDiff:
+         job: str = "default", task: str | None = None, store: str | None = None,
+         storage_options: Options = None, log_options: Options = None, partition: int | None = None,
+         settings: Settings | None = None) -> SnapshotDiff:
     """What changed between two checkpoints of one store (``base`` and ``target`` as ``--checkpoint`` takes them;
     ``partition``: of that partition of a partitioned store, each its snapshot): files added, removed, changed,
     and blobs shared."""
     from blobstate.maintenance.catalog import diff_snapshots
 
     settings = Settings.for_call(settings)
-    store_key = name_store(job, task, store)
     repository = open_repository(repo, log, storage_options, log_options, settings=settings)
     try:
+        store_key = find_store(repository, job, task, store)
         return diff_snapshots(repository, choose_snapshot(repository, store_key, base, partition)[0],
                               choose_snapshot(repository, store_key, target, partition)[0])
     finally:
@@ -198,9 +195,7 @@ def stats(*, repo: str, log: str | None = None, job: str | None = None, task: st
     with open_repository(repo, log, storage_options, log_options, settings=settings, max_concurrency=max_concurrency,
                          count_calls=True) as repository:
         if store is not None:
-            key = name_store(job, task, store)
-            check_store(repository, key)
-            return [store_stats(repository, key)]
+            return [store_stats(repository, find_store(repository, job, task, store))]
         view = RepositoryView.take(repository, objects=True, match=matching(job, task), cached=True)
 
         def one(k: StoreKey) -> StoreStats:
@@ -213,14 +208,18 @@ def stats(*, repo: str, log: str | None = None, job: str | None = None, task: st
         return result
 
 
-def require_store(*, repo: str, key: StoreKey, log: str | None = None, storage_options: Options = None,
+def require_store(*, repo: str, key: StoreKey | None = None, log: str | None = None, job: str | None = None,
+                  task: str | None = None, store: str | None = None, storage_options: Options = None,
                   log_options: Options = None, settings: Settings | None = None) -> Checkpoint:
-    """The latest record of ``key`` in the repository at ``repo``; ``NothingToRestore`` (exit 5, naming the stores
-    that have checkpoints) when there is none (``check_store``), ``RepositoryNotFound`` (exit 6)."""
+    """The latest record of ``key`` (or of the store ``job``/``task``/``store`` names, found as every reader finds
+    it: ``task`` None is ``0`` or ``group``, whichever holds checkpoints, ``blobstate.entry.find_store``) in the
+    repository at ``repo``; its ``store_key`` is the store found. Raises ``NothingToRestore`` (exit 5, naming the
+    stores that have checkpoints) when there is none, ``ConfigurationError`` (exit 2) when both tasks hold one,
+    ``RepositoryNotFound`` (exit 6)."""
     settings = Settings.for_call(settings)
     repository = open_repository(repo, log, storage_options, log_options, settings=settings)
     try:
-        return check_store(repository, key)
+        return check_store(repository, find_store(repository, job, task, store, key))
     finally:
         repository.close()
 
@@ -253,7 +252,8 @@ def unfinished_commits(*, repo: str, job: str = "default", task: str = "0", stor
     return [state for state in project(events).values() if state.is_open]
 
 
-def read_state(*, repo: str, log: str | None = None, job: str = "default", task: str = "0", store: str | None = None,
+def read_state(*, repo: str, log: str | None = None, job: str = "default", task: str | None = None,
+               store: str | None = None,
                partition: int | None = None, batch_id: int | None = None, checkpoint: str | int | None = None,
                storage_options: Options = None, log_options: Options = None, scratch_dir: str | None = None,
                checkpoint_location: str | None = None,
@@ -262,8 +262,9 @@ def read_state(*, repo: str, log: str | None = None, job: str = "default", task:
     ``checkpoint`` names; default: the newest state, or with ``checkpoint_location``, the query's Spark checkpoint
     location, the batch Spark committed: a batch after it is ``BatchNotCommitted``), in the store's key order: of
     a driver store, of partition ``partition`` of a partitioned store, or of every partition in turn (``partition``
-    None). The newest state of a query's store read without a checkpoint location may be a batch Spark re-runs: a
-    warning says so.
+    None). ``task`` None: ``0`` or ``group``, whichever holds checkpoints (``blobstate.entry.find_store``). The
+    newest state of a query's store read without a checkpoint location may be a batch Spark re-runs: a warning says
+    so.
 
     Keys and values come back as the binding wrote them (``str``, ``bytes``, ``int``, ``float``, ``bool``;
     ``Undecoded`` bytes for anything else, never unpickled: ``blobstate.restoring.entries``). Read only: each chain
@@ -277,9 +278,8 @@ def read_state(*, repo: str, log: str | None = None, job: str = "default", task:
     from blobstate.restoring import state as state_reader
 
     settings = Settings.for_call(settings)
-    key = name_store(job, task, store)
     with open_repository(repo, log, storage_options, log_options, settings=settings) as repository:
-        check_store(repository, key)
+        key = find_store(repository, job, task, store)
         plan = state_reader.plan_state(repository, key, partitions=None if partition is None else [partition],
                                        batch_id=batch_id, checkpoint=checkpoint, engine=engine_log(checkpoint_location))
     if batch_id is None and checkpoint in (None, "latest") and plan.unconfirmed_engine_state:
@@ -304,7 +304,7 @@ def _state_entries(plan: StatePlan, reopen: Callable[[], Repository],
                         yield from entries
 
 
-def read_changes(*, repo: str, log: str | None = None, job: str = "default", task: str = "0",
+def read_changes(*, repo: str, log: str | None = None, job: str = "default", task: str | None = None,
                  store: str | None = None, from_batch: int | None = None, to_batch: int | None = None,
                  partition: int | None = None, storage_options: Options = None,
                  log_options: Options = None, checkpoint_location: str | None = None,
@@ -320,9 +320,8 @@ def read_changes(*, repo: str, log: str | None = None, job: str = "default", tas
     from blobstate.restoring import state as state_reader
 
     settings = Settings.for_call(settings)
-    key = name_store(job, task, store)
     with open_repository(repo, log, storage_options, log_options, settings=settings) as repository:
-        check_store(repository, key)
+        key = find_store(repository, job, task, store)
         plans = state_reader.change_plans(repository, key, from_batch=from_batch, to_batch=to_batch,
                                           partitions=None if partition is None else [partition],
                                           engine=engine_log(checkpoint_location))

@@ -359,6 +359,15 @@ def _restores_the_same(history: list[Checkpoint], retained: list[Checkpoint]) ->
     return True
 
 
+#: Snapshots per partition a partitioned store's writer keeps unless told otherwise (``blobstate.spark.partitioned``'s
+#: ``retain``), with the deltas after the oldest of them. Recorded nowhere gc reads: gc states it (``GROUP_RETENTION``).
+PARTITIONED_RETAIN = 3
+GROUP_RETENTION = ("a partitioned store ({partitions} partitions) is pruned by its writer after its group commits: "
+                   f"by default it keeps the last {PARTITIONED_RETAIN} snapshots of each partition and the deltas "
+                   "after them (the writer's retain=, recorded in no record gc reads); gc itself keeps every "
+                   "checkpoint (--retain or --keep-* apply one here)")
+
+
 def recorded_policy(index: object) -> RetentionPolicy | None:
     """The policy a snapshot index records (``retentionPolicy``, else ``retainCheckpoints`` as ``last``), or None
     when it records none (or one this version cannot read: then nothing is pruned by it)."""

@@ -272,6 +272,13 @@ class BlobStore(ABC):
         """``delete`` every blob, concurrently (a store with a bulk delete overrides it: S3's ``DeleteObjects``)."""
         self.map_concurrent(self.delete, blob_ids)
 
+    def delete_permanent_many(self, blob_ids: Iterable[str]) -> None:
+        """Delete blobs made permanent (the commit that wrote them removed their TTL): what retention drops. A store
+        may leave their TTL bookkeeping alone (lease mode: no lease deletes beside them, so a bulk delete sends
+        ceil(blobs / batch) requests, not twice that); a lease a crash left behind expires and ``blobstate gc``
+        drops it with its blob id (``expired``). A missing blob is not an error. Default: ``delete_many``."""
+        self.delete_many(blob_ids)
+
     def remove_ttl_many(self, blob_ids: Iterable[str]) -> None:
         """``remove_ttl`` of every blob, concurrently."""
         self.map_concurrent(self.remove_ttl, blob_ids)

@@ -34,8 +34,8 @@ if TYPE_CHECKING:  # opened by the repository-wide verbs (blobstate.maintenance.
 #: The ``BlobStore`` calls that reach the store (a listing of many pages, or a batch, counts once).
 STORE_CALLS = frozenset({"put", "put_exclusive", "get", "get_bytes", "get_bounded", "delete", "remove_ttl", "has_ttl",
                          "list", "list_with_ttl", "expired", "sweep_expired", "temporaries", "put_many", "get_many",
-                         "delete_many", "remove_ttl_many", "location_exists", "install_lifecycle", "recorded_expiry",
-                         "get_versioned", "rewrite"})
+                         "delete_many", "delete_permanent_many", "remove_ttl_many", "location_exists",
+                         "install_lifecycle", "recorded_expiry", "get_versioned", "rewrite"})
 
 
 class CallCounter:
@@ -350,7 +350,7 @@ class Repository:
         if (checkpoint is None or checkpoint == "latest") and max_batch_id is None:
             latest = (history[-1] if history else None) if history is not None else self.log.latest(key)
             if latest is None:
-                raise NothingToRestore(f"no checkpoint for {key} in {self.log.url or self.url}{self._others(key)}")
+                raise NothingToRestore(f"no checkpoint for {key} in {self.log.url or self.url}{self.others([key])}")
             if latest.is_group:
                 raise NothingToRestore(f"{key} is a partitioned store (group checkpoints of {latest.num_partitions} "
                                        "partitions): restore one partition of it (partition=)")
@@ -371,17 +371,20 @@ class Repository:
         raise NothingToRestore(f"no checkpoint for {key} with a batch id <= {max_batch_id} (retained batch ids: "
                                f"{[c.batch_id for c in history]})")
 
-    def _others(self, key: StoreKey) -> str:
-        """``; stores with checkpoints: ...`` and the options that choose one (``--job/--task/--store``)."""
+    def others(self, keys: Sequence[StoreKey], *, named_by_directory: bool = False) -> str:
+        """``; stores with checkpoints: ...`` (but ``keys``, the ones asked for) and the options that choose one,
+        for the message of a store not found; with ``named_by_directory``, that the store was named after a
+        directory (``--store`` not given)."""
         try:
-            keys = sorted(k for k in self.log.keys() if k != key)
+            listed_keys = sorted(k for k in self.log.keys() if k not in keys)
         except Exception:  # noqa: BLE001 - only a hint: the error itself is "nothing to restore"
             return ""
-        if not keys:
+        if not listed_keys:
             return " (the log holds no checkpoint of any store)"
-        listed = ", ".join(str(k) for k in keys[:20]) + (f", ... ({len(keys)} stores)" if len(keys) > 20 else "")
-        return (f"; stores with checkpoints: {listed}. The store name defaults to the directory's name: choose one "
-                "with --store (and --job / --task)")
+        listed = ", ".join(str(k) for k in listed_keys[:20]) + (
+            f", ... ({len(listed_keys)} stores)" if len(listed_keys) > 20 else "")
+        named = " (the store was named after the directory: --store was not given)" if named_by_directory else ""
+        return f"; stores with checkpoints: {listed}{named}. Choose one with --job, --task and --store"
 
     def retained_references(self, checkpoints: list[Checkpoint], *, history: Sequence[Checkpoint] | None = None,
                             on_unreadable: Callable[[Checkpoint, BlobstateError], None] | None = None) -> set[str]:

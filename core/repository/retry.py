@@ -244,6 +244,9 @@ class RetryingBlobStore(BlobStore):
     def delete_many(self, blob_ids: Iterable[str]) -> None:
         self._bulk("delete_many", blob_ids, "delete")
 
+    def delete_permanent_many(self, blob_ids: Iterable[str]) -> None:
+        self._bulk("delete_permanent_many", blob_ids, "delete")
+
     def remove_ttl_many(self, blob_ids: Iterable[str]) -> None:
         self._bulk("remove_ttl_many", blob_ids, "TTL removal")
 

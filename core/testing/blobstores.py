@@ -293,7 +293,7 @@ class BlobStoreContract(ContractKit):
 
 
 #: The ``BlobStore`` batch calls a backend may implement with the service's bulk API.
-BATCH_CALLS = ("put_many", "get_many", "delete_many", "remove_ttl_many")
+BATCH_CALLS = ("put_many", "get_many", "delete_many", "delete_permanent_many", "remove_ttl_many")
 
 
 def exercise_batches(store: BlobStore, prefix: str) -> None:
@@ -310,7 +310,10 @@ def exercise_batches(store: BlobStore, prefix: str) -> None:
     assert sorted(store.expired(prefix, now_ms() + TTL_MS + 1)) == ids[10:]
     store.delete_many(ids[::2] + [marked(store, prefix, "missing")])
     assert [b.blob_id for b in store.list(prefix)] == ids[1::2]
+    store.delete_permanent_many([ids[1], ids[3], marked(store, prefix, "missing")])  # TTLs removed above
+    assert [b.blob_id for b in store.list(prefix)] == ids[5::2]
     store.delete_many([])
+    store.delete_permanent_many([])
 
 
 def exercise_rewrite(store: BlobStore, prefix: str, *, enforced: bool = True) -> None:

@@ -260,6 +260,13 @@ class NativeTtlBlobStore(FsspecBlobStore):
             paths += [self.path(lease_id(b)) for b in ids if leased(b)]
         self._delete_paths(paths)
 
+    def delete_permanent_many(self, blob_ids: Iterable[str]) -> None:
+        """The blobs alone, in bulk (one request per service batch): their leases went when their commit completed
+        (``BlobStore.delete_permanent_many``)."""
+        ids = list(blob_ids)
+        if ids:
+            self._delete_paths([self.path(b) for b in ids])
+
     def remove_ttl_many(self, blob_ids: Iterable[str]) -> None:
         """Lease mode: every lease deleted in bulk (one request per service batch); native mode: the marks
         removed blob by blob, concurrently (the services have no bulk tagging call). Idempotent."""

@@ -11,11 +11,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from blobstate.config.settings import Settings
-from blobstate.entry import engine_log, open_repository
+from blobstate.entry import engine_log, find_store, open_repository
 from blobstate.restoring.state import plan_state
 from blobstate.spark.data.executor.variables import PARTITION_ID
 from blobstate.spark.data.metadata import restored_db, store_metadata
-from blobstate.spark.data.read import store_key
 from blobstate.spark.processor.readers import StateReader
 
 
@@ -32,7 +31,7 @@ def variable_rows(*, repo: str, job: str, store: str, state_var: str | None, tim
     partitions read as the iterator is consumed."""
     settings = Settings.for_call(settings)
     with open_repository(repo, log, storage_options, log_options, settings=settings) as repository:
-        key = store_key(repository, job, task, store)
+        key = find_store(repository, job, task, store)
         state = plan_state(repository, key, partitions=None if partition is None else [partition],
                            batch_id=batch_id, checkpoint=checkpoint, engine=engine_log(checkpoint_location))
         if not timers:

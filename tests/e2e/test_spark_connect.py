@@ -59,3 +59,28 @@ def test_sigkill_under_spark_connect_then_restart_equals_the_reference(case, fli
     refused = json.loads(probe.read_text())
     assert set(refused) == {"db", "batch_stats", "wait_snapshot", "pause_snapshots"}
     assert all("not available under Spark Connect" in message for message in refused.values())
+
+
+def test_a_connect_child_dials_the_port_its_own_server_bound_even_when_its_old_port_is_taken(tmp_path):
+    """Issue 43 item 10: the child's Connect server was told a port picked free beforehand
+    (``BLOBSTATE_TEST_CONNECT_PORT``); on a loaded machine with two workers something else could take it first, and
+    Spark then binds the next port up without a word (``startServiceOnPort``) while the client dials the taken one
+    (another child's server: "a Spark Connect server error" before the kill point). Here that port is held by a
+    listener before the child starts: the child binds port 0, dials the port its own server reports, and runs a
+    query (on the old code it failed: its client reached the listener, not its server)."""
+    import socket
+    import sys
+
+    from spark_fixtures import child_env, run_in_group
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(8)
+    try:
+        code = ("import spark_child; s = spark_child.session(True); print('rows', s.range(5).count(), flush=True); "
+                "s.stop()")
+        env = child_env(BLOBSTATE_TEST_CONNECT_PORT=str(taken.getsockname()[1]))
+        rc, out, err = run_in_group([sys.executable, "-c", code], env, timeout=240)
+    finally:
+        taken.close()
+    assert rc == 0 and "rows 5" in out, (rc, out, err)

@@ -17,7 +17,6 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
-from cloud_servers import free_port  # noqa: E402
 from spark_fixtures import SUPPORT  # noqa: E402
 
 import blobstate  # noqa: E402
@@ -48,8 +47,7 @@ def test_read_and_write_state_under_spark_connect(tmp_path):
     config.write_text(json.dumps({"repo": repo, "work": str(tmp_path / "work-"), "local": str(tmp_path / "local"),
                                   "out": str(out)}))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([SUPPORT, os.environ.get("PYTHONPATH", "")]),
-               SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
-               BLOBSTATE_TEST_CONNECT_PORT=str(free_port()))
+               SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
     child = subprocess.Popen([sys.executable, os.path.join(SUPPORT, "state_connect_child.py"), str(config)], env=env,
                              start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

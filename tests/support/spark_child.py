@@ -32,18 +32,21 @@ def session(connect: bool):  # noqa: ANN201
     conf = {"spark.master": "local[2]", "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
             "spark.driver.host": "127.0.0.1"}
     if connect:
-        return connect_session(conf, int(os.environ["BLOBSTATE_TEST_CONNECT_PORT"]))
+        return connect_session(conf)
     builder = SparkSession.builder
     for name, value in conf.items():
         builder = builder.config(name, value)
     return builder.getOrCreate()
 
 
-def connect_session(conf: dict, port: int):  # noqa: ANN201
+def connect_session(conf: dict):  # noqa: ANN201
     """A Spark Connect client of a server started in this process's own JVM (as ``remote("local[2]")`` does, so a
-    SIGKILL of this process group takes the server, its JVM and its Python workers with it), but listening on
-    ``port`` on loopback, this child's own: ``remote("local[...]")`` always binds 15002, and two test workers would
-    race for it."""
+    SIGKILL of this process group takes the server, its JVM and its Python workers with it), listening on loopback
+    on a port the server itself binds (port 0: the kernel's choice, at bind time) and dialled at the port it
+    reports once bound (``SparkConnectService.localPort``). ``remote("local[...]")`` always binds 15002, and two
+    test workers would race for it; a port picked free beforehand races too: when something took it meanwhile,
+    Spark's ``startServiceOnPort`` binds the next one up without a word and the client dials the old one, maybe
+    another child's server (issue 43 item 10: a child exited 1 with a Connect server error before its kill point)."""
     import uuid
 
     from pyspark import SparkConf, SparkContext
@@ -52,11 +55,23 @@ def connect_session(conf: dict, port: int):  # noqa: ANN201
 
     os.environ["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = str(uuid.uuid4())  # read by the server's JVM and the client
     server = {**conf, "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
-              "spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": str(port),
+              "spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": "0",
+              "spark.connect.grpc.port.maxRetries": "0",
               "spark.sql.artifact.isolation.enabled": "true",
               "spark.sql.artifact.isolation.alwaysApplyClassloader": "true"}
-    SparkSession(SparkContext.getOrCreate(SparkConf().setAll(list(server.items()))))
-    return RemoteSparkSession.builder.remote(f"sc://localhost:{port}").getOrCreate()
+    sc = SparkContext.getOrCreate(SparkConf().setAll(list(server.items())))
+    SparkSession(sc)
+    return RemoteSparkSession.builder.remote(f"sc://localhost:{bound_port(sc)}").getOrCreate()
+
+
+def bound_port(sc) -> int:  # noqa: ANN001
+    """The port the Connect server of ``sc``'s JVM listens on: the plugin starts it, bound, while the context is
+    created (``SparkConnectService.start``), so it is known once ``sc`` exists; a server that is not started is an
+    error here, not a client dialling nothing."""
+    service = getattr(sc._jvm.org.apache.spark.sql.connect.service, "SparkConnectService$").__getattr__("MODULE$")
+    if not service.started():
+        raise RuntimeError("the Spark Connect plugin did not start its server")
+    return int(service.localPort())
 
 
 def probe(binding, path: str) -> None:  # noqa: ANN001

@@ -180,10 +180,6 @@ def run_child(tmp_path, paths, *, kill="", kill_at_event="", connect=False, snap
     config = _config(tmp_path, {**paths, "kill": kill, "connect": connect, "snapshotEvery": snapshot_every,
                                 "partitions": partitions, "partitionSnapshotEvery": partition_snapshot_every})
     env = child_env()
-    if connect:  # the child's own Connect server listens on a free port of its own (spark_child.connect_session)
-        from cloud_servers import free_port
-
-        env["BLOBSTATE_TEST_CONNECT_PORT"] = str(free_port())
     if kill_at_event:
         env.update(BLOBSTATE_PLUGINS="kill_plugin", BLOBSTATE_TEST_KILL_AT=kill_at_event, BLOBSTATE_TEST_KILL_GROUP="1")
     return run_in_group([sys.executable, os.path.join(SUPPORT, "spark_child.py"), str(config)], env, timeout)

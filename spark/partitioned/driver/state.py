@@ -66,6 +66,7 @@ from blobstate.model.keygroups import check_key_groups as check_key_group_count
 from blobstate.model.layout import DEFAULT_TTL_MS
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.model.regroup import RegroupPlan, current_partitioning, plan_regroup
+from blobstate.model.retention import PARTITIONED_RETAIN
 from blobstate.repository.repo import Repository
 from blobstate.repository.view import read_view
 from blobstate.spark.committed.alignment import spark_done, stamp_records
@@ -118,7 +119,8 @@ class PartitionedState:
     def __init__(self, spark: SparkSession, *, repo: str, checkpoint_location: str, num_partitions: int,
                  key_cols: list[str], local_dir: str, job: str = "default", store: str = "state",
                  task: str = "group", log: str | None = None, work_dir: str | None = None,
-                 storage_options: dict[str, Any] | None = None, retain: int = 3, ttl: Duration = DEFAULT_TTL_MS,
+                 storage_options: dict[str, Any] | None = None, retain: int = PARTITIONED_RETAIN,
+                 ttl: Duration = DEFAULT_TTL_MS,
                  snapshot_every: int = 10, placement: bool = True,
                  fault_hook: Callable[[str, PartitionContext], None] | None = None,
                  settings: Settings | None = None, key_groups: int | None = None,
@@ -454,7 +456,8 @@ def accept(prepares: list[Prepare], plan: BatchPlan) -> list[Prepare]:
 def partitioned(spark: SparkSession, *, repo: str, checkpoint_location: str, num_partitions: int,
                 key_cols: list[str], local_dir: str, job: str = "default", store: str = "state",
                 task: str = "group", log: str | None = None, work_dir: str | None = None,
-                storage_options: dict[str, Any] | None = None, retain: int = 3, ttl: Duration = DEFAULT_TTL_MS,
+                storage_options: dict[str, Any] | None = None, retain: int = PARTITIONED_RETAIN,
+                ttl: Duration = DEFAULT_TTL_MS,
                 snapshot_every: int = 10, placement: bool = True,
                 fault_hook: Callable[[str, PartitionContext], None] | None = None,
                 settings: Settings | None = None, key_groups: int | None = None,
