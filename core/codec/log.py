@@ -1,5 +1,5 @@
 """``SealedCheckpointLog``: the checkpoint log of an encrypted repository, sealing every record body on its way
-in and opening it on its way out (``blobstate.model.sealed``), around any log plugin (file, SQL, Kafka, a third
+in and opening it on its way out (``SealedRecord``), around any log plugin (file, SQL, Kafka, a third
 party's), which stores the sealed record as it stores any record.
 
 The seal binds a record to its store key, generation and checkpoint id (the associated data), so a record copied
@@ -20,8 +20,7 @@ import zstandard
 from blobstate.codec import frame
 from blobstate.codec.cipher import ObjectCipher
 from blobstate.errors import CorruptIndexError, IntegrityError
-from blobstate.model.records import MAX_RECORD_BYTES, Checkpoint, StoreKey
-from blobstate.model.sealed import SealedRecord
+from blobstate.model.records import MAX_RECORD_BYTES, Checkpoint, SealedRecord, StoreKey
 from blobstate.plugin.capabilities import after_append_history
 from blobstate.plugin.interfaces import BoundedSink, CheckpointLog
 

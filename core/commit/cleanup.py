@@ -42,7 +42,7 @@ from blobstate.journal import events as ev
 from blobstate.journal.projection import CommitState
 from blobstate.local import workdir
 from blobstate.local.files import replace_file
-from blobstate.model import layout
+from blobstate.model import references
 from blobstate.model.chain import has_deltas, latest_snapshot
 from blobstate.model.index import SnapshotIndex
 from blobstate.model.layout import now_ms, owned
@@ -163,7 +163,7 @@ def init_cleanup(repo: Repository, key: StoreKey, work_dir: str | None = None, *
     snapshot = latest_snapshot(history)
     ids: set[str] = set()
     index = None
-    for ref in layout.walk_references([cp for cp in history if cp.is_delta or cp == snapshot], repo.read_index):
+    for ref in references.walk_references([cp for cp in history if cp.is_delta or cp == snapshot], repo.read_index):
         if ref.error is not None:
             raise ref.error
         ids |= ref.objects

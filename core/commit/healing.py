@@ -40,7 +40,7 @@ from typing import TypeVar
 
 from blobstate.config.options import redact
 from blobstate.local.checksum import crc32c_bytes, crc32c_file
-from blobstate.model import layout
+from blobstate.model import references
 from blobstate.model.index import FileIndex, SnapshotIndex
 from blobstate.model.layout import monotonic
 from blobstate.model.records import Checkpoint, StoreKey
@@ -298,7 +298,7 @@ def heal_record(repo: Repository, checkpoint: Checkpoint, sources: HealSources) 
         return SnapshotIndex.from_bytes(data, source=f"the kept copy of {record.index_blob_id}")
 
     missing: list[str] = []
-    for ref in layout.walk_references([checkpoint], read):
+    for ref in references.walk_references([checkpoint], read):
         record, own = ref.record, ref.own
         if record.is_inline:
             continue  # durable with its record: nothing to check or put back

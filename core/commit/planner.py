@@ -8,7 +8,7 @@ that can change in place is always read.
 
 The scan records directories (empty ones too), symbolic links (as links, never followed), permission bits and
 mtimes, and refuses at backup, with ``UnsafePathError``, whatever a restore would refuse
-(``blobstate.local.paths.check_relpath``: over-long names and paths, nesting deeper than ``paths.MAX_DEPTH``) and
+(``blobstate.model.names.check_relpath``: over-long names and paths, nesting deeper than ``names.MAX_DEPTH``) and
 what it cannot give back (sockets, FIFOs, devices).
 """
 
@@ -27,9 +27,9 @@ from msgspec.structs import replace
 
 from blobstate.errors import UnsafePathError
 from blobstate.local.checksum import ChecksumCache
-from blobstate.local.paths import PATH_MAX, check_relpath, name_bytes
 from blobstate.model.index import DirIndex, FileBlob, FileIndex, SnapshotIndex, SymlinkIndex
 from blobstate.model.layout import new_blob_id
+from blobstate.model.names import PATH_MAX, check_relpath, name_bytes
 from blobstate.model.records import StoreKey
 from blobstate.plugin.interfaces import FileRange, PutRequest
 

@@ -15,7 +15,7 @@ from typing import Any
 from blobstate.config.options import redact
 from blobstate.config.units import iso_time
 from blobstate.errors import BlobstateError
-from blobstate.model import layout
+from blobstate.model import layout, references
 from blobstate.model.chain import has_groups, partition_history, partitions_of, plan_chain
 from blobstate.model.index import DirIndex, FileIndex, SnapshotIndex, SymlinkIndex
 from blobstate.model.records import Checkpoint, PartitionRecord, StoreKey
@@ -62,11 +62,11 @@ def summarize(repo: Repository, checkpoint: Checkpoint) -> tuple[CheckpointSumma
         return CheckpointSummary(checkpoint, None, checkpoint.changelog_size), None
     if checkpoint.is_group:
         return _summarize_group(repo, checkpoint), None
-    [ref] = layout.walk_references([checkpoint], repo.read_index)
+    [ref] = references.walk_references([checkpoint], repo.read_index)
     return summary_of(ref), ref.index
 
 
-def summary_of(ref: layout.Reference) -> CheckpointSummary:
+def summary_of(ref: references.Reference) -> CheckpointSummary:
     """The summary of a snapshot record whose index was read (or not: the summary carries the error)."""
     if ref.index is None:
         return CheckpointSummary(ref.record, None, None, error=f"{type(ref.error).__name__}: {redact(str(ref.error))}")
@@ -80,7 +80,7 @@ def _summarize_group(repo: Repository, group: Checkpoint) -> CheckpointSummary:
     when it commits deltas only), plus the bytes of its changelogs; ``partitions_committed`` of ``num_partitions``."""
     files: int | None = None
     size, errors = 0, []
-    for ref in layout.walk_references([group], repo.read_index):
+    for ref in references.walk_references([group], repo.read_index):
         part = ref.record
         if part.is_delta:
             size += part.changelog_size
@@ -250,7 +250,7 @@ def store_stats(repo: Repository, key: StoreKey, *, listing: Iterable[BlobInfo] 
     changelogs: set[str] = set()
     history = history if history is not None else repo.log.history(key)
     stats.checkpoints = len(history)
-    for ref in layout.walk_references(history, repo.read_index):
+    for ref in references.walk_references(history, repo.read_index):
         if ref.record.is_delta:
             changelogs |= ref.objects  # none for a changelog carried in its record
             continue

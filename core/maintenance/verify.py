@@ -21,7 +21,7 @@ from typing import Any
 
 from blobstate.errors import BlobNotFound, ChecksumMismatch, ConfigurationError, IntegrityError, NothingToRestore
 from blobstate.local.checksum import Crc32cSink
-from blobstate.model import layout
+from blobstate.model import references
 from blobstate.model.chain import current_run, latest_deltas, partition_history, partitions_of, plan_chain
 from blobstate.model.changelog import decode
 from blobstate.model.records import Checkpoint, StoreKey
@@ -119,7 +119,7 @@ def verify_checkpoint(repo: Repository, checkpoint: Checkpoint, subset: DataSubs
     """
     report = VerifyReport(checkpoint)
     whole = checkpoint.is_group and all(e.checkpoint_id in overridden for e in checkpoint.partitions)
-    for ref in layout.walk_references([checkpoint], repo.read_index):
+    for ref in references.walk_references([checkpoint], repo.read_index):
         if ref.record.checkpoint_id in overridden and (whole or isinstance(ref.error, BlobNotFound)):
             continue
         label = f"partition {getattr(ref.record, 'partition', '?')}: " if checkpoint.is_group else ""
@@ -131,7 +131,7 @@ def verify_checkpoint(repo: Repository, checkpoint: Checkpoint, subset: DataSubs
     return report
 
 
-def _verify_reference(repo: Repository, ref: layout.Reference,
+def _verify_reference(repo: Repository, ref: references.Reference,
                       subset: DataSubset | None) -> tuple[int, int, int, list[tuple[str, str]]]:
     """``(files, files skipped, bytes read, problems)`` of one record: a delta's changelog read and decoded, a
     snapshot's files (those ``subset`` picks) read end to end. Raises what is not damage (a ``StorageError``)."""

@@ -3,6 +3,4 @@ changelogs, chains of records, the repository layout, which state a batch sees (
 Pure: nothing here does I/O beyond parsing bytes it is handed.
 
 May import: ``blobstate.errors``.
-
-One exception, listed by the house's test: an index checks its names by the rules of local paths.
 """

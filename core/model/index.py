@@ -20,8 +20,8 @@ and needed no new one: a reader that ignores it keeps every checkpoint.
 The classes are the schema: msgspec ``Struct`` types (frozen; JSON names in camelCase), decoded by msgspec with the
 types and limits declared on their fields (integers in range, no ``1e999`` or ``NaN``, string and list lengths; see
 ``Count``, ``Name``, ``MAX_ENTRIES``). What a type cannot say is checked by one pass after decoding (``_Check``):
-every name is one valid path component (``blobstate.local.paths.check_name``) and every path fits ``PATH_MAX``, a
-directory holds each name once (files, subdirectories and links together), nesting is at most ``paths.MAX_DEPTH``
+every name is one valid path component (``blobstate.model.names.check_name``) and every path fits ``PATH_MAX``, a
+directory holds each name once (files, subdirectories and links together), nesting is at most ``names.MAX_DEPTH``
 levels, chunk offsets ascend from 0, and every blob id lies under the index's own store key,
 ``<job>/<task>/<store>/blobs/<32 hex>`` (``prevSnapshotIndexBlobId`` under its ``indexes/``): an index can never
 make blobstate read or delete another store's objects. Parsing (``SnapshotIndex.from_bytes``) trusts nothing: any
@@ -39,8 +39,8 @@ import msgspec
 from msgspec import Meta, field
 
 from blobstate.errors import ConfigurationError, CorruptIndexError, UnsafePathError
-from blobstate.local.paths import MAX_DEPTH, PATH_MAX, check_name, name_bytes
 from blobstate.model import layout
+from blobstate.model.names import MAX_DEPTH, PATH_MAX, check_name, name_bytes
 from blobstate.model.records import BatchId, StoreKey
 
 INDEX_SCHEMA_VERSION = 3

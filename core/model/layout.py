@@ -1,6 +1,6 @@
 """The repository layout, in one place (as Spark's ``RocksDBFileManager`` draws its DFS layout): the name of every
 object blobstate keeps in a repository, how a name is parsed back into what it is, the lease format, which
-objects a set of checkpoint records references (``references``), the defaults, and the clock seam.
+objects a store's key names (``StoreKey``), the defaults, and the clock seam.
 
 ::
 
@@ -26,23 +26,21 @@ of the layout is spelled anywhere else.
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import msgspec
 from msgspec import Meta
 
-from blobstate.errors import BlobstateError, ForeignObjectError
-
-if TYPE_CHECKING:
-    from blobstate.model.index import SnapshotIndex
-    from blobstate.model.records import Checkpoint, StoreKey
+from blobstate.errors import ConfigurationError, ForeignObjectError
 
 DEFAULT_TTL_MS = 24 * 3600 * 1000  # leases and tags expire after a day unless the commit completes
 DEFAULT_RETAIN = 3  # checkpoints a store keeps
@@ -63,6 +61,56 @@ MAX_LEASE_BYTES = 4096  # a lease is about 150 bytes; a larger object under ttl/
 _TOKEN = "[0-9a-f]{32}"
 #: The shape of any store's blob id, for schemas (``blobstate.model.index``): which store is checked afterwards.
 ANY_BLOB_ID = rf"\A[^/]+/[^/]+/[^/]+/{BLOBS}/{_TOKEN}\Z"
+
+
+#: A part of a store key: ``job``, ``task`` or ``store``.
+_KEY_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=-]{0,199}$")
+
+
+@dataclass(frozen=True, order=True)
+class StoreKey:
+    """Identifies one store: ``job / task / store``. Every object a store writes lives under ``prefix``."""
+
+    job: str
+    task: str
+    store: str
+
+    def __post_init__(self) -> None:
+        for part in (self.job, self.task, self.store):
+            if not _KEY_PART.match(part) or part in (".", ".."):
+                raise ConfigurationError(
+                    f"invalid store key part {part!r}: use letters, digits, '.', '_', '=', '-' (at most 200)"
+                )
+
+    @property
+    def prefix(self) -> str:
+        """The store's folder inside a repository, ``job/task/store``."""
+        return f"{self.job}/{self.task}/{self.store}"
+
+    def __str__(self) -> str:
+        return self.prefix
+
+    def owns_blob(self, blob_id: str) -> bool:
+        """True for a blob id of this store's own ``blobs/`` folder (``blobstate.model.is_blob_of``)."""
+        return is_blob_of(self, blob_id)
+
+    def owns_index(self, blob_id: str) -> bool:
+        """True for an index id of this store's own ``indexes/`` folder (``blobstate.model.is_index_of``)."""
+        return is_index_of(self, blob_id)
+
+    @classmethod
+    def parse(cls, text: str) -> StoreKey:
+        """Parse ``job/task/store``; raises ``ConfigurationError`` on another shape."""
+        parts = text.split("/")
+        if len(parts) != 3:
+            raise ConfigurationError(f"store key must be job/task/store, got {text!r}")
+        return cls(*parts)
+
+    @classmethod
+    def for_directory(cls, directory: str, *, job: str = "default", task: str = "0",
+                      store: str | None = None) -> StoreKey:
+        """The key of the store kept in ``directory``: ``store`` defaults to the directory's name."""
+        return cls(job, task, store or os.path.basename(os.path.abspath(directory).rstrip("/")))
 
 
 class ObjectKind(Enum):
@@ -95,9 +143,6 @@ def parse(object_id: str) -> ObjectName | None:
     """What ``object_id`` is in a repository, by its place (the name of a blob, index or lease is not checked:
     ``is_blob_of`` and ``is_index_of`` are the strict checks); None for anything else (a foreign object, an id of
     another depth, store key parts that are not valid)."""
-    from blobstate.errors import ConfigurationError
-    from blobstate.model.records import StoreKey
-
     if object_id == MARKER:
         return ObjectName(ObjectKind.MARKER, None, MARKER)
     parts = object_id.split("/")
@@ -260,59 +305,6 @@ def scratch_prefix(token: str) -> str:
     """The folder of one ``blobstate doctor`` run's scratch objects (never a store's: a store key has three
     parts)."""
     return f"{SCRATCH}/{token}"
-
-
-# -- what records reference --------------------------------------------------------------------------------------
-class Reference(msgspec.Struct, frozen=True):
-    """One record's references (a group record stands for one per partition part): the object the record names
-    itself (``own``: a snapshot's index, a delta's changelog; ``""`` for a delta carrying its changelog inline,
-    which references no object), and a snapshot's index as read (``index``; None with ``error`` set when it could
-    not be read)."""
-
-    record: Checkpoint
-    index: SnapshotIndex | None = None
-    error: BlobstateError | None = None
-
-    @property
-    def own(self) -> str:
-        return self.record.changelog_blob_id if self.record.is_delta else self.record.index_blob_id
-
-    @property
-    def objects(self) -> set[str]:
-        """``own`` and every blob the index references (only ``own`` when the index did not read)."""
-        return ({self.own} if self.own else set()) | (self.index.referenced_blob_ids() if self.index is not None
-                                                        else set())
-
-
-def walk_references(records: Iterable[Checkpoint],
-                    read_index: Callable[[Checkpoint], SnapshotIndex]) -> Iterator[Reference]:
-    """One ``Reference`` per record ``records`` stand for (group records expanded, in order), reading each
-    snapshot's index with ``read_index`` when it is reached; a ``BlobstateError`` it raises is the reference's
-    ``error``."""
-    for record in records:
-        for part in record.expand():
-            if part.is_delta:
-                yield Reference(part)
-                continue
-            try:
-                yield Reference(part, read_index(part))
-            except BlobstateError as exc:
-                yield Reference(part, error=exc)
-
-
-def references(records: Iterable[Checkpoint], read_index: Callable[[Checkpoint], SnapshotIndex], *,
-               on_unreadable: Callable[[Checkpoint, BlobstateError], None] | None = None) -> set[str]:
-    """Every object id ``records`` reference: indexes, the blobs they reference, delta changelogs, a group's
-    parts. Raises an index's error when it cannot be read (deletes are never decided on incomplete references);
-    with ``on_unreadable``, that is called instead and only the index's own id is counted."""
-    out: set[str] = set()
-    for ref in walk_references(records, read_index):
-        if ref.error is not None:
-            if on_unreadable is None:
-                raise ref.error
-            on_unreadable(ref.record, ref.error)
-        out |= ref.objects
-    return out
 
 
 # -- the clock seam ----------------------------------------------------------------------------------------------

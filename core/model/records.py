@@ -24,10 +24,18 @@ bool, text and lists bounded, the checkpoint id a token, the kinds a closed set)
 their defaults and unknown fields are ignored (a later version may add some). What a type cannot say is checked by
 one pass after decoding (``_check``). Records are written as they always were (the same keys in the same order, the
 same bytes): a repository written by an older blobstate reads, and an older blobstate reads what this one writes.
+
+An encrypted repository's log holds a record sealed (``SealedRecord``, ``kind`` ``sealed``): store key, generation,
+checkpoint id and creation time stay in the clear (a log fences, orders, prunes and de-duplicates by them);
+everything else is ``sealed``, base64 of ``nonce | AES-256-GCM(zstd(record JSON)) | tag``, which only
+``blobstate.codec.log.SealedCheckpointLog`` seals and opens. ``Checkpoint.from_bytes`` hands such a record back
+unopened; its schema is ``SealedDoc``.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 from dataclasses import dataclass, replace
@@ -37,15 +45,15 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from blobstate.errors import ConfigurationError, CorruptIndexError, InvalidRecordError
-from blobstate.model import layout
 from blobstate.model.keygroups import MAX_KEY_GROUPS
+from blobstate.model.layout import StoreKey
 
 CHECKPOINT_SCHEMA_VERSION = 6  # 2: ``kind``, the changelog fields, ``queryId``; 3: groups; 4: inline deltas; 5: voids;
 # 6: ``keyGroups``
 SNAPSHOT = "snapshot"
 DELTA = "delta"
 GROUP = "group"
-SEALED = "sealed"  # a record of an encrypted repository's log, its body sealed (``blobstate.model.sealed``)
+SEALED = "sealed"  # a record of an encrypted repository's log, its body sealed (``SealedRecord``)
 MAX_PARTITIONS = 200  # partitions of a group: its record (about 250 bytes per entry) stays under MAX_RECORD_BYTES
 MAX_CHANGELOG_BYTES = 1 << 30  # the largest changelog blob a delta record may declare (reads are bounded by it)
 MAX_RECORD_BYTES = 64 << 10  # a checkpoint record is a few hundred bytes; anything larger is not one of ours
@@ -60,7 +68,6 @@ MAX_KEY_COLUMNS = 32  # key columns a group record may name
 MAX_TEXT = 200  # characters of a writer, query or lineage id, a key column's name or type
 MAX_VOIDS = 16  # group records one void record names
 
-_KEY_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=-]{0,199}$")
 _I64_MAX = (1 << 63) - 1
 Count = Annotated[int, Meta(ge=0, le=_I64_MAX)]  # partitions, ms since the epoch, attempts
 # a batch id: -1 is the state before batch 0, an initial state (``blobstate.model.chain.INITIAL_BATCH``)
@@ -73,54 +80,6 @@ Text = Annotated[str, Meta(max_length=MAX_TEXT)]  # printable: ``_check``
 ObjectId = Annotated[str, Meta(max_length=4096)]  # an object of the record's own store: ``_check``
 Size = Annotated[int, Meta(ge=0, le=max(MAX_INDEX_BYTES, MAX_CHANGELOG_BYTES))]  # bytes of an index or changelog
 Generation = Annotated[int, Meta(ge=1, le=_I64_MAX)]  # a record's place in its store's log: 1, 2, ...
-
-
-@dataclass(frozen=True, order=True)
-class StoreKey:
-    """Identifies one store: ``job / task / store``. Every object a store writes lives under ``prefix``."""
-
-    job: str
-    task: str
-    store: str
-
-    def __post_init__(self) -> None:
-        for part in (self.job, self.task, self.store):
-            if not _KEY_PART.match(part) or part in (".", ".."):
-                raise ConfigurationError(
-                    f"invalid store key part {part!r}: use letters, digits, '.', '_', '=', '-' (at most 200)"
-                )
-
-    @property
-    def prefix(self) -> str:
-        """The store's folder inside a repository, ``job/task/store``."""
-        return f"{self.job}/{self.task}/{self.store}"
-
-    def __str__(self) -> str:
-        return self.prefix
-
-    def owns_blob(self, blob_id: str) -> bool:
-        """True for a blob id of this store's own ``blobs/`` folder (``blobstate.model.layout.is_blob_of``)."""
-        return layout.is_blob_of(self, blob_id)
-
-    def owns_index(self, blob_id: str) -> bool:
-        """True for an index id of this store's own ``indexes/`` folder (``blobstate.model.layout.is_index_of``)."""
-        return layout.is_index_of(self, blob_id)
-
-    @classmethod
-    def parse(cls, text: str) -> StoreKey:
-        """Parse ``job/task/store``; raises ``ConfigurationError`` on another shape."""
-        parts = text.split("/")
-        if len(parts) != 3:
-            raise ConfigurationError(f"store key must be job/task/store, got {text!r}")
-        return cls(*parts)
-
-    @classmethod
-    def for_directory(cls, directory: str, *, job: str = "default", task: str = "0",
-                      store: str | None = None) -> StoreKey:
-        """The key of the store kept in ``directory``: ``store`` defaults to the directory's name."""
-        import os
-
-        return cls(job, task, store or os.path.basename(os.path.abspath(directory).rstrip("/")))
 
 
 class PartitionEntry(msgspec.Struct, frozen=True, rename="camel"):
@@ -364,9 +323,7 @@ class Checkpoint:
         try:
             if len(data) > MAX_RECORD_BYTES:
                 raise ValueError(f"{len(data)} bytes: larger than any checkpoint record")
-            if _KIND.decode(data).kind == SEALED:  # an encrypted repository's (issue 33): blobstate.model.sealed
-                from blobstate.model.sealed import SealedRecord
-
+            if _KIND.decode(data).kind == SEALED:  # an encrypted repository's (issue 33): SealedRecord
                 return SealedRecord.decode(data)
             doc = _DECODER.decode(data)
             record = cls(
@@ -479,3 +436,64 @@ class PartitionRecord(Checkpoint):
     set, never appended by itself."""
 
     partition: int = 0
+
+
+# -- the sealed record: how a checkpoint log holds a record of an encrypted repository (issue 33) ---------------
+#: The version a sealed envelope is written with: its shape has not changed since version 3 (what it seals may be
+#: of a later version), so an older blobstate with the key still reads the envelopes of the records it can open.
+SEALED_SCHEMA_VERSION = 3
+
+
+class SealedDoc(msgspec.Struct, frozen=True, rename="camel"):
+    """A sealed record as it is written (``SealedRecord.to_json``, ``SealedRecord.decode``): every field
+    required, in this order."""
+
+    schema_version: Annotated[int, Meta(le=SEALED_SCHEMA_VERSION)]
+    kind: Literal["sealed"]
+    checkpoint_id: CheckpointId
+    generation: Generation
+    job_name: Text
+    task_name: Text
+    store_name: Text
+    created_time_ms: Count
+    sealed: Annotated[str, Meta(max_length=MAX_RECORD_BYTES)]
+
+
+_SEALED_DECODER = msgspec.json.Decoder(SealedDoc)
+
+
+@dataclass(frozen=True)
+class SealedRecord(Checkpoint):
+    """A record as an encrypted repository's log stores it: ``sealed`` holds the record (see the module
+    docstring); only ``blobstate.codec.log.SealedCheckpointLog`` opens it, and nothing else ever sees one."""
+
+    sealed: str = ""
+
+    @property
+    def body(self) -> bytes:
+        """The sealed bytes (``nonce | ciphertext | tag``)."""
+        return base64.b64decode(self.sealed, validate=True)
+
+    def to_json(self) -> dict[str, Any]:
+        key = self.store_key
+        doc = SealedDoc(SEALED_SCHEMA_VERSION, SEALED, self.checkpoint_id, self.generation, key.job, key.task,
+                        key.store, self.created_time_ms, self.sealed)
+        return msgspec.to_builtins(doc)  # type: ignore[no-any-return]
+
+    @classmethod
+    def of(cls, key: StoreKey, checkpoint_id: str, generation: int, created_time_ms: int, body: bytes) -> SealedRecord:
+        return cls(key, checkpoint_id, generation, "", 0, 0, created_time_ms, kind=SEALED,
+                   schema_version=SEALED_SCHEMA_VERSION, sealed=base64.b64encode(body).decode())
+
+    @classmethod
+    def decode(cls, data: bytes) -> SealedRecord:
+        """The envelope ``data`` holds (``SealedDoc``); ``ValueError`` (msgspec's errors are ones),
+        ``ConfigurationError`` (a store key part) on a wrong shape: ``Checkpoint.from_bytes``, which calls it, turns
+        them into ``CorruptIndexError``."""
+        doc = _SEALED_DECODER.decode(data)
+        try:
+            base64.b64decode(doc.sealed, validate=True)
+        except binascii.Error:
+            raise ValueError("the sealed body is not base64") from None
+        return cls(StoreKey(doc.job_name, doc.task_name, doc.store_name), doc.checkpoint_id, doc.generation, "", 0, 0,
+                   doc.created_time_ms, kind=SEALED, schema_version=doc.schema_version, sealed=doc.sealed)

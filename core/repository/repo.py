@@ -17,7 +17,7 @@ from blobstate.codec.store import CodecBlobStore
 from blobstate.config.settings import Settings
 from blobstate.errors import BlobNotFound, BlobstateError, ChecksumMismatch, ConfigurationError, NothingToRestore
 from blobstate.local.checksum import crc32c_bytes
-from blobstate.model import layout
+from blobstate.model import layout, references
 from blobstate.model.chain import overridden_parts, valid_snapshots
 from blobstate.model.index import FileBlob, SnapshotIndex
 from blobstate.model.records import Checkpoint, StoreKey
@@ -388,7 +388,7 @@ class Repository:
 
     def retained_references(self, checkpoints: list[Checkpoint], *, history: Sequence[Checkpoint] | None = None,
                             on_unreadable: Callable[[Checkpoint, BlobstateError], None] | None = None) -> set[str]:
-        """Every blob id (indexes included) the given checkpoints reference (``blobstate.model.layout.references``,
+        """Every blob id (indexes included) the given checkpoints reference (``blobstate.model.references.references``,
         the indexes read with ``read_index``).
 
         Raises when an index cannot be read: deletes must never be decided on incomplete references. With
@@ -409,7 +409,7 @@ class Repository:
                     raise exc
                 outer(cp, exc)
 
-        return layout.references(checkpoints, self.read_index, on_unreadable=on_unreadable)
+        return references.references(checkpoints, self.read_index, on_unreadable=on_unreadable)
 
     def close(self) -> None:
         """Close the blob store and the checkpoint log (``with Repository.open(...) as repository:`` does it)."""

@@ -189,7 +189,7 @@ def test_a_fifo_is_refused_at_backup_and_nothing_is_committed(tmp_path, repo, cl
 
 
 def test_a_tree_deeper_than_a_restore_accepts_is_refused_at_backup(tmp_path, repo, cli):
-    from blobstate.local.paths import MAX_DEPTH
+    from blobstate.model.names import MAX_DEPTH
 
     src = tmp_path / "s"
     deep = src.joinpath(*["d"] * (MAX_DEPTH + 1))

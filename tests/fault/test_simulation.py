@@ -39,7 +39,7 @@ import pytest
 from blobstate.codec import frame
 from blobstate.errors import StorageError
 from blobstate.model import layout
-from blobstate.model.sealed import SealedRecord
+from blobstate.model.records import SealedRecord
 from blobstate.testing.blobstores import BlobStoreContract
 from blobstate.testing.checkpoint_logs import CheckpointLogContract
 from blobstate.testing.simulation import run, run_seed, scenario

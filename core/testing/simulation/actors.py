@@ -18,7 +18,7 @@
   then restore's init cleanup (``cleanup_after_restore``).
 - ``recoverer``: ``blobstate.commit.recover.recover`` on the work directory every killed actor left.
 
-Every actor opens its repository the way ``Repository.open`` does (``Simulation.open_repo``: the marker is read and
+Every actor opens its repository the way ``Repository.open`` does (``Stage.open_repo``: the marker is read and
 the log's identity checked against the one it records, ``blobstate.repository.marker``), so an actor opened with
 a second checkpoint log on the same blob store is refused (issue 27 case 3) and exits.
 
@@ -54,13 +54,13 @@ from blobstate.testing.simulation.invariants import Violation
 from blobstate.worker import stage_changelog, stage_snapshot
 
 if TYPE_CHECKING:
-    from blobstate.testing.simulation.runner import Simulation
     from blobstate.testing.simulation.scheduler import Actor
+    from blobstate.testing.simulation.stage import Stage
 
 APPEND_RESOLVE_S = 2.0
 
 
-def restore_latest(sim: Simulation, repo: Repository, key: StoreKey, name: str, dest: str, *,
+def restore_latest(sim: Stage, repo: Repository, key: StoreKey, name: str, dest: str, *,
                    partition: int | None = None) -> int:
     """Restore the latest state of ``key`` (or of one partition) into ``dest`` with the real restore and check it
     against the model; returns its batch id (-1: nothing to restore). Raises ``Violation`` for a wrong state."""
@@ -95,7 +95,7 @@ def restore_into(repo: Repository, chain: chains.Chain, dest: str) -> dict[str, 
     return values
 
 
-def _start(sim: Simulation, repo: Repository, key: StoreKey, name: str, dest: str, partition: int | None,
+def _start(sim: Stage, repo: Repository, key: StoreKey, name: str, dest: str, partition: int | None,
            from_model: bool) -> int:
     """Restore the latest state into ``dest`` (``from_model``: write the model's state of the latest batch there
     instead, the way a live application holds it); returns its batch id."""
@@ -112,7 +112,7 @@ def _start(sim: Simulation, repo: Repository, key: StoreKey, name: str, dest: st
     return upto
 
 
-def committer_of(sim: Simulation, actor: Actor, key: StoreKey, repo: Repository, retain: int,
+def committer_of(sim: Stage, actor: Actor, key: StoreKey, repo: Repository, retain: int,
                  expected: int | None = None, *, host: str | None = None) -> StoreCommitter:
     """``actor``'s committer of ``key`` in the work directory of ``host`` (default: its own), its journal
     recovered as ``StoreCommitter`` does when it opens. Its session is released like a dead process's lock when
@@ -136,7 +136,7 @@ def committer_of(sim: Simulation, actor: Actor, key: StoreKey, repo: Repository,
     return committer
 
 
-def writer(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, retain: int, batches: int,
+def writer(sim: Stage, actor: Actor, *, key: StoreKey, name: str, retain: int, batches: int,
            deltas: bool, snapshot_every: int = 3, log: str = "log", from_model: bool = False,
            interval_ms: int = 0, pin: bool = True, run: str = "", query: str = "") -> None:
     repo = sim.open_repo(log)
@@ -168,7 +168,7 @@ def writer(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, retain: i
         committer.close()
 
 
-def group_owner(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, partitions: int, retain: int,
+def group_owner(sim: Stage, actor: Actor, *, key: StoreKey, name: str, partitions: int, retain: int,
                 batches: int, snapshot_every: int = 3, log: str = "log", from_model: bool = False,
                 interval_ms: int = 0, pin: bool = True) -> None:
     repo = sim.open_repo(log)
@@ -226,7 +226,7 @@ class _Executor:
     executors' disks) and keeps the changelogs its tasks staged (``pending/``) until the next batch's task, which heals
     the committed ones gc took (``blobstate.commit.parts.heal_parts``) and then drops them all."""
 
-    def __init__(self, sim: Simulation, key: StoreKey, partition: int) -> None:
+    def __init__(self, sim: Stage, key: StoreKey, partition: int) -> None:
         self.pending = os.path.join(sim.base, "executors", key.store, f"p{partition}", "pending")
         os.makedirs(self.pending, exist_ok=True)
 
@@ -248,13 +248,13 @@ class _Executor:
             os.remove(os.path.join(self.pending, name))
 
 
-def gc(sim: Simulation, actor: Actor, *, runs: int, gap_ms: int, log: str = "log") -> None:
+def gc(sim: Stage, actor: Actor, *, runs: int, gap_ms: int, log: str = "log") -> None:
     repo = sim.open_repo(log)
     if repo is not None:
         gc_runs(sim, actor, repo, runs=runs, gap_ms=gap_ms)
 
 
-def gc_runs(sim: Simulation, actor: Actor, repo: Repository, *, runs: int, gap_ms: int) -> None:
+def gc_runs(sim: Stage, actor: Actor, repo: Repository, *, runs: int, gap_ms: int) -> None:
     """``runs`` gc runs of every store of ``repo``, ``gap_ms`` apart, from ``actor``'s host."""
     base = sim.local_dir(actor, "work-base")
     for run in range(runs):
@@ -267,7 +267,7 @@ def gc_runs(sim: Simulation, actor: Actor, repo: Repository, *, runs: int, gap_m
                 continue
 
 
-def restorer(sim: Simulation, actor: Actor, *, cleanup: bool, log: str = "log") -> None:
+def restorer(sim: Stage, actor: Actor, *, cleanup: bool, log: str = "log") -> None:
     repo = sim.open_repo(log)
     if repo is None:
         return
@@ -285,7 +285,7 @@ def restorer(sim: Simulation, actor: Actor, *, cleanup: bool, log: str = "log") 
                 continue
 
 
-def recoverer(sim: Simulation, actor: Actor, *, log: str = "log") -> None:
+def recoverer(sim: Stage, actor: Actor, *, log: str = "log") -> None:
     repo = sim.open_repo(log)
     if repo is None:
         return

@@ -62,8 +62,8 @@ if TYPE_CHECKING:
     from blobstate.commit.backup import StoreCommitter
     from blobstate.repository.repo import Repository
     from blobstate.spark.committed.alignment import AlignmentPlan
-    from blobstate.testing.simulation.runner import Simulation
     from blobstate.testing.simulation.scheduler import Actor
+    from blobstate.testing.simulation.stage import Stage
 
 KEY_COLUMNS = (("key", "string"),)  # the partitioning every group of this module records (the rescale's too)
 
@@ -119,20 +119,20 @@ class Engine:
         return state
 
 
-_ENGINES: WeakKeyDictionary[Simulation, dict[str, Engine]] = WeakKeyDictionary()
-_INITIAL: WeakKeyDictionary[Simulation, dict[StoreKey, dict[int, dict[str, str]]]] = WeakKeyDictionary()
+_ENGINES: WeakKeyDictionary[Stage, dict[str, Engine]] = WeakKeyDictionary()
+_INITIAL: WeakKeyDictionary[Stage, dict[StoreKey, dict[int, dict[str, str]]]] = WeakKeyDictionary()
 
 
-def engines(sim: Simulation) -> dict[str, Engine]:
+def engines(sim: Stage) -> dict[str, Engine]:
     return _ENGINES.setdefault(sim, {})
 
 
-def _engine(sim: Simulation, name: str) -> Engine:
+def _engine(sim: Stage, name: str) -> Engine:
     return engines(sim).setdefault(name, Engine(name, f"query-{name}"))
 
 
 # -- queries -------------------------------------------------------------------------------------------------------
-def _open(sim: Simulation, actor: Actor, repo: Repository, eng: Engine, key: StoreKey, partitions: int,
+def _open(sim: Stage, actor: Actor, repo: Repository, eng: Engine, key: StoreKey, partitions: int,
           retain: int, shape: tuple[int, int] | None = None
           ) -> tuple[StoreCommitter, list[AlignmentPlan], list[dict[str, str]]] | None:
     """The query's (re)start on ``key`` through the Open door, planned by the Align door with its engine's log;
@@ -176,7 +176,7 @@ def _parts(partitions: int) -> list[int | None]:
     return list(range(partitions)) if partitions else [None]
 
 
-def driver_query(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, batches: int, retain: int,
+def driver_query(sim: Stage, actor: Actor, *, key: StoreKey, name: str, batches: int, retain: int,
                  interval_ms: int = 0, switch_to: StoreKey | None = None, switch_after_ms: int = 0, more: int = 0,
                  rerun: float = 0.0, snapshot_every: int = 3) -> None:
     """``batches`` batches on ``key``, then (stopped for ``switch_after_ms``) ``more`` on ``switch_to``."""
@@ -205,7 +205,7 @@ def driver_query(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, bat
                 committer.close()
 
 
-def _driver_batches(sim: Simulation, eng: Engine, committer: StoreCommitter, key: StoreKey, values: dict[str, str],
+def _driver_batches(sim: Stage, eng: Engine, committer: StoreCommitter, key: StoreKey, values: dict[str, str],
                     last: int, interval_ms: int, rerun: float, rng: random.Random, snapshot_every: int,
                     live: str) -> bool:
     """Batches after the engine's up to ``last``; False when the query stops, True for a restart (a sink failed)."""
@@ -229,7 +229,7 @@ def _driver_batches(sim: Simulation, eng: Engine, committer: StoreCommitter, key
     return False
 
 
-def group_query(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, partitions: int, batches: int,
+def group_query(sim: Stage, actor: Actor, *, key: StoreKey, name: str, partitions: int, batches: int,
                 retain: int, interval_ms: int = 0, switch_to: StoreKey | None = None, switch_after_ms: int = 0,
                 to_partitions: int = 0, more: int = 0) -> None:
     """``batches`` batches on ``key`` (``partitions``), then (stopped for ``switch_after_ms``) ``more`` on the
@@ -267,7 +267,7 @@ def group_query(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, part
             committer.close()
 
 
-def _task(sim: Simulation, repo: Repository, key: StoreKey, partition: int, batch: int, history: list,
+def _task(sim: Stage, repo: Repository, key: StoreKey, partition: int, batch: int, history: list,
           data: bytes) -> PartitionEntry:
     """Partition ``partition``'s task of ``batch``: its executor host first puts back the committed changelogs gc
     took (``heal_parts``, as ``run_partition`` does), then stages this batch's and keeps it until the next batch."""
@@ -280,7 +280,7 @@ def _task(sim: Simulation, repo: Repository, key: StoreKey, partition: int, batc
 
 
 # -- writers and readers beside them -------------------------------------------------------------------------------
-def state_writer(sim: Simulation, actor: Actor, *, query: str, source: StoreKey, target: StoreKey,
+def state_writer(sim: Stage, actor: Actor, *, query: str, source: StoreKey, target: StoreKey,
                  retain: int) -> None:
     """``write_state`` of ``query``'s state into the new driver store ``target``, at the batch its engine committed."""
     repo = sim.open_repo("log")
@@ -313,7 +313,7 @@ def state_writer(sim: Simulation, actor: Actor, *, query: str, source: StoreKey,
         committer.close()
 
 
-def engine_rescale(sim: Simulation, actor: Actor, *, query: str, source: StoreKey, target: StoreKey,
+def engine_rescale(sim: Stage, actor: Actor, *, query: str, source: StoreKey, target: StoreKey,
                    partitions: int, retain: int) -> None:
     """``blobstate spark rescale --checkpoint-location`` of ``query``'s group: the rescale at its engine's batch."""
     repo = sim.open_repo("log")
@@ -326,7 +326,7 @@ def engine_rescale(sim: Simulation, actor: Actor, *, query: str, source: StoreKe
                                                                    partitions=partitions, retain=retain, host=None)))
 
 
-def initial_writer(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, partitions: int, retain: int) -> None:
+def initial_writer(sim: Stage, actor: Actor, *, key: StoreKey, name: str, partitions: int, retain: int) -> None:
     """``write_state(initial_state=True)``: a group of snapshots of batch -1, of no query, in a lineage of its own."""
     repo = sim.open_repo("log")
     if repo is None:
@@ -350,7 +350,7 @@ def initial_writer(sim: Simulation, actor: Actor, *, key: StoreKey, name: str, p
         committer.close()
 
 
-def reader(sim: Simulation, actor: Actor, *, query: str, key: StoreKey, reads: int, gap_ms: int) -> None:
+def reader(sim: Stage, actor: Actor, *, query: str, key: StoreKey, reads: int, gap_ms: int) -> None:
     """``read_state`` of ``query``'s store, given its engine's log and without it, ``reads`` times."""
     repo = sim.open_repo("log")
     if repo is None:
@@ -378,7 +378,7 @@ def reader(sim: Simulation, actor: Actor, *, query: str, key: StoreKey, reads: i
 
 
 # -- the run's end ---------------------------------------------------------------------------------------------------
-def check_engines(sim: Simulation) -> None:
+def check_engines(sim: Stage) -> None:
     """Every engine's committed state restores exactly from the store it last committed to (``Violation``)."""
     repo = sim.checker.repos["log"]
     for eng in engines(sim).values():

@@ -20,7 +20,7 @@ The actor runs the rest as the driver and its tasks would, with the simulated st
 5. ``blobstate.spark.data.write.commit_written``: the answers checked, then one group record of the new
    partitions' snapshots committed through the one commit engine.
 
-The outcome of every run is kept (``Simulation.rescale_outcomes``); the run's end reruns the command once more, as an
+The outcome of every run is kept (``Stage.rescale_outcomes``); the run's end reruns the command once more, as an
 operator would, and the invariants judge it (``blobstate.testing.simulation.runner``).
 """
 
@@ -43,8 +43,8 @@ from blobstate.worker import stage_snapshot
 
 if TYPE_CHECKING:
     from blobstate.repository.repo import Repository
-    from blobstate.testing.simulation.runner import Simulation
     from blobstate.testing.simulation.scheduler import Actor
+    from blobstate.testing.simulation.stage import Stage
 
 #: a run's outcomes: committed, already (the destination holds this rescale), nothing (no source state of the
 #: batch), unreadable (the source's chain does not restore: an integrity error), refused (the destination holds
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 OUTCOMES = ("committed", "already", "nothing", "unreadable", "refused")
 
 
-def rescaler(sim: Simulation, actor: Actor, *, source: StoreKey, target: StoreKey, partitions: int, retain: int,
+def rescaler(sim: Stage, actor: Actor, *, source: StoreKey, target: StoreKey, partitions: int, retain: int,
              host: str | None = None, log: str = "log") -> None:
     """One run of the rescale of ``source`` into ``target`` (``partitions`` new partitions, ``retain``) on
     ``host`` (its work directory: the host of an earlier run, or its own); its outcome is appended to
@@ -65,7 +65,7 @@ def rescaler(sim: Simulation, actor: Actor, *, source: StoreKey, target: StoreKe
                                                           partitions=partitions, retain=retain, host=host)))
 
 
-def rescale_once(sim: Simulation, actor: Actor, repo: Repository, *, source: StoreKey, target: StoreKey,
+def rescale_once(sim: Stage, actor: Actor, repo: Repository, *, source: StoreKey, target: StoreKey,
                  partitions: int, retain: int, host: str | None) -> str:
     """Steps 1-5 of the module docstring; returns the outcome (``OUTCOMES``, or ``failed: <error>``)."""
     try:
@@ -113,7 +113,7 @@ def rescale_once(sim: Simulation, actor: Actor, repo: Repository, *, source: Sto
         committer.close()
 
 
-def _write(sim: Simulation, actor: Actor, repo: Repository, target: StoreKey, batch: int, q: int,
+def _write(sim: Stage, actor: Actor, repo: Repository, target: StoreKey, batch: int, q: int,
            values: dict[str, str], problems: list[str]) -> Written:
     """New partition ``q`` written and staged as a snapshot of ``batch`` (``write_state``'s task)."""
     created = layout.now_ms()

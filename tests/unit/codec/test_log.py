@@ -16,8 +16,16 @@ from blobstate.codec.cipher import ObjectCipher, new_key
 from blobstate.codec.log import SealedCheckpointLog, record_name
 from blobstate.errors import CorruptIndexError
 from blobstate.model import layout
-from blobstate.model.records import DELTA, GROUP, MAX_PARTITIONS, MAX_RECORD_BYTES, Checkpoint, PartitionEntry, StoreKey
-from blobstate.model.sealed import SealedRecord
+from blobstate.model.records import (
+    DELTA,
+    GROUP,
+    MAX_PARTITIONS,
+    MAX_RECORD_BYTES,
+    Checkpoint,
+    PartitionEntry,
+    SealedRecord,
+    StoreKey,
+)
 from blobstate.plugins.file_log import FileCheckpointLog
 from blobstate.plugins.fsspec_store import FsspecBlobStore
 

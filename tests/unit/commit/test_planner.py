@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from blobstate.commit.planner import BackupPreview, Scan, ScannedDir, ScannedFile, build_dir_index, diff, scan_directory
 from blobstate.errors import UnsafePathError
 from blobstate.local.checksum import ChecksumCache, crc32c_bytes, digest_file
-from blobstate.local.paths import MAX_DEPTH
 from blobstate.model.index import FileBlob, FileIndex, SnapshotIndex, SymlinkIndex
+from blobstate.model.names import MAX_DEPTH
 from blobstate.model.records import StoreKey
 
 KEY = StoreKey("job", "0", "store")

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from blobstate.errors import CorruptIndexError
-from blobstate.local.paths import MAX_DEPTH, PATH_MAX
 from blobstate.model.index import INDEX_SCHEMA_VERSION, DirIndex, FileBlob, FileIndex, SnapshotIndex, SymlinkIndex
+from blobstate.model.names import MAX_DEPTH, PATH_MAX
 from blobstate.model.records import StoreKey
 
 KEY = StoreKey("job", "0", "store")

@@ -1,4 +1,4 @@
-"""``blobstate.model.sealed``: the envelope of an encrypted repository's checkpoint record. It is written in the
+"""``SealedRecord``: the envelope of an encrypted repository's checkpoint record. It is written in the
 documented shape (every field, in order, the body as base64), reads back as a ``SealedRecord`` through
 ``Checkpoint.from_bytes`` whatever the body, and any defect of the envelope is a ``CorruptIndexError`` there
 (``SealedRecord.decode`` itself raises ``ValueError``). ``test_written_before.py`` pins the bytes an older
@@ -15,8 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blobstate.errors import CorruptIndexError
-from blobstate.model.records import MAX_RECORD_BYTES, SEALED, Checkpoint, StoreKey
-from blobstate.model.sealed import SEALED_SCHEMA_VERSION, SealedRecord
+from blobstate.model.records import MAX_RECORD_BYTES, SEALED, SEALED_SCHEMA_VERSION, Checkpoint, SealedRecord, StoreKey
 
 KEY = StoreKey("job", "0", "store")
 

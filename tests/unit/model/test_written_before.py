@@ -95,7 +95,7 @@ def test_an_encrypted_marker_reads_and_is_written_again_byte_for_byte(tmp_path):
 def test_a_sealed_record_reads_is_written_again_byte_for_byte_and_opens_with_its_key(tmp_path):
     from blobstate.codec.keys import KeyConfig, open_cipher
     from blobstate.codec.log import SealedCheckpointLog
-    from blobstate.model.sealed import SealedRecord
+    from blobstate.model.records import SealedRecord
 
     sealed = Checkpoint.from_bytes(old("record-sealed-v3.json"))
     assert isinstance(sealed, SealedRecord) and (sealed.store_key, sealed.generation) == (KEY, 1)
