@@ -102,7 +102,9 @@ def test_the_marker_and_the_staged_ops(partition):
 
 def test_why_the_keeper_closes_a_partition(partition):
     entry = op.OpenPartition(partition)
-    now = time.monotonic()
+    # a whole number of seconds: (now + IDLE_CLOSE_S) - now is then exactly IDLE_CLOSE_S (with any monotonic value
+    # it may round a hair below it, and the keeper rightly says "not yet")
+    now = float(int(time.monotonic()))
     entry.last_used = now
     assert op._close_reason(False, now, entry) is None
     assert op._close_reason(True, now, entry) == "the executor is gone"
