@@ -19,13 +19,6 @@ KEY = StoreKey("job", "0", "files")
 
 
 @pytest.fixture
-def repo(tmp_path):
-    repository = Repository.open(f"file://{tmp_path}/repo", create=True)
-    yield repository
-    repository.close()
-
-
-@pytest.fixture
 def data(tmp_path):
     folder = tmp_path / "data"
     folder.mkdir()

@@ -5,8 +5,6 @@ take-over runs once, whichever kind commits first."""
 
 from __future__ import annotations
 
-import pytest
-
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.context import StoreCommitContext
 from blobstate.commit.delta import DeltaCommitter
@@ -14,17 +12,9 @@ from blobstate.commit.group import GroupCommitter
 from blobstate.model import changelog
 from blobstate.model.layout import new_checkpoint_id
 from blobstate.model.records import DELTA, GROUP, StoreKey
-from blobstate.repository.repo import Repository
 
 KEY = StoreKey("job", "0", "counts")
 TTL = 60_000
-
-
-@pytest.fixture
-def repo(tmp_path):
-    repository = Repository.open(f"file://{tmp_path}/repo", create=True)
-    yield repository
-    repository.close()
 
 
 def test_delta_and_group_committers_are_composed_from_the_store_committers_context(repo, tmp_path):

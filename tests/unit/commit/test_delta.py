@@ -19,13 +19,6 @@ SMALL = changelog.encode([(changelog.PUT, "k", 1)])
 LARGE = changelog.encode([(changelog.PUT, f"key-{n}", "v" * 100) for n in range(400)])  # > 32 KiB
 
 
-@pytest.fixture
-def repo(tmp_path):
-    repository = Repository.open(f"file://{tmp_path}/repo", create=True)
-    yield repository
-    repository.close()
-
-
 def _blobs(repo: Repository) -> set[str]:
     return {i.blob_id for i in repo.store.list(KEY.prefix) if layout.is_blob_of(KEY, i.blob_id)}
 

@@ -21,13 +21,6 @@ TTL = 60_000
 DATA = changelog.encode([(changelog.PUT, "k", 1)])
 
 
-@pytest.fixture
-def repo(tmp_path):
-    repository = Repository.open(f"file://{tmp_path}/repo", create=True)
-    yield repository
-    repository.close()
-
-
 def _committer(repo, tmp_path, name: str = "w") -> StoreCommitter:  # noqa: ANN001
     return StoreCommitter(KEY, repo, work_dir=str(tmp_path / name), ttl_ms=TTL)
 

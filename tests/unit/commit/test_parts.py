@@ -25,13 +25,6 @@ KEY = StoreKey("flights", "group", "routes")
 TTL = 60_000
 
 
-@pytest.fixture
-def repo(tmp_path):
-    repository = Repository.open(f"file://{tmp_path}/repo", create=True)
-    yield repository
-    repository.close()
-
-
 def _data(batch: int) -> bytes:
     return changelog.encode([(changelog.PUT, f"k{batch}", f"v{batch}")])
 

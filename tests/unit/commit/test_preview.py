@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 
-import pytest
-
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.preview import preview_backup
 from blobstate.local import workdir
@@ -17,13 +15,6 @@ from blobstate.repository.repo import Repository
 
 KEY = StoreKey("job", "0", "counts")
 CHUNK = 1 << 20
-
-
-@pytest.fixture
-def repo(tmp_path):
-    repository = Repository.open(f"file://{tmp_path}/repo", create=True)
-    yield repository
-    repository.close()
 
 
 def _objects(repo: Repository) -> list[str]:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 
-import pytest
-
 from blobstate.commit.healing import HealWalks
 from blobstate.commit.staging import SnapshotSpec, StagedIndex, StageSteps, stage_snapshot
 from blobstate.local.checksum import ChecksumCache
@@ -37,13 +35,6 @@ class Recorded(StageSteps):
 
     def indexed(self, index_id: str, crc32c: int, size: int) -> None:
         self.steps.append(("indexed", (index_id, crc32c, size)))
-
-
-@pytest.fixture
-def repo(tmp_path):
-    repository = Repository.open(f"file://{tmp_path}/repo", create=True)
-    yield repository
-    repository.close()
 
 
 def _write(directory: str, files: dict[str, bytes]) -> str:
