@@ -136,6 +136,13 @@ def committer_of(sim: Stage, actor: Actor, key: StoreKey, repo: Repository, reta
     return committer
 
 
+def pinned_committer(sim: Stage, actor: Actor, key: StoreKey, repo: Repository, retain: int) -> StoreCommitter:
+    """``committer_of`` pinned at the generation of ``key``'s newest record as the actor opens the store (0: no
+    record yet): the view a writer opens on (issue 27)."""
+    opened = repo.log.latest(key)
+    return committer_of(sim, actor, key, repo, retain, opened.generation if opened else 0)
+
+
 def writer(sim: Stage, actor: Actor, *, key: StoreKey, name: str, retain: int, batches: int,
            deltas: bool, snapshot_every: int = 3, log: str = "log", from_model: bool = False,
            interval_ms: int = 0, pin: bool = True, run: str = "", query: str = "") -> None:

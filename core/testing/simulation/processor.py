@@ -37,7 +37,7 @@ from blobstate.model.records import StoreKey
 from blobstate.plugins.dir_store import DirStore
 from blobstate.restoring import chain as replay
 from blobstate.restoring.snapshot import restore_snapshot
-from blobstate.testing.simulation.actors import committer_of
+from blobstate.testing.simulation.actors import pinned_committer
 from blobstate.testing.simulation.invariants import Violation
 from blobstate.testing.simulation.runner import ActorSpec
 from blobstate.testing.simulation.scheduler import Fault
@@ -212,8 +212,7 @@ def processor(sim: Simulation, actor: Actor, *, key: StoreKey, retain: int, batc
     repo = sim.open_repo(log)
     if repo is None:
         return
-    opened = repo.log.latest(key)
-    committer = committer_of(sim, actor, key, repo, retain, opened.generation if opened else 0)
+    committer = pinned_committer(sim, actor, key, repo, retain)
     try:
         db, upto = restore(repo, key, sim.local_dir(actor, "restore", create=False))
         check_state(key, db, upto, f"{actor.name}'s restore")

@@ -47,7 +47,7 @@ from blobstate.model.records import StoreKey
 from blobstate.model.regroup import current_partitioning, plan_regroup
 from blobstate.plugins.dir_store import DirStore
 from blobstate.testing.simulation import model
-from blobstate.testing.simulation.actors import committer_of, restore_into
+from blobstate.testing.simulation.actors import pinned_committer, restore_into
 from blobstate.testing.simulation.invariants import Checker, Violation
 from blobstate.testing.simulation.runner import ActorSpec
 from blobstate.testing.simulation.scheduler import Fault
@@ -175,8 +175,7 @@ def kg_owner(sim: Simulation, actor: Actor, *, partitions: int, retain: int, bat
     repo = sim.open_repo(log)
     if repo is None:
         return
-    opened = repo.log.latest(KG)
-    committer = committer_of(sim, actor, KG, repo, retain, opened.generation if opened else 0)
+    committer = pinned_committer(sim, actor, KG, repo, retain)
     try:
         history = repo.log.history(KG)
         start, had = _newest_batch(history)
@@ -205,8 +204,7 @@ def regrouper(sim: Simulation, actor: Actor, *, partitions: int, retain: int, ba
     if repo is None:
         return
     outcomes: list = sim.__dict__.setdefault("regroup_outcomes", [])
-    opened = repo.log.latest(KG)
-    committer = committer_of(sim, actor, KG, repo, retain, opened.generation if opened else 0)
+    committer = pinned_committer(sim, actor, KG, repo, retain)
     try:
         history = repo.log.history(KG)
         batch, had = _newest_batch(history)
