@@ -64,6 +64,7 @@ def by_key_group_range(df: DataFrame, key_cols: Sequence[str], key_groups: int, 
     if len(routes) != num_partitions:
         raise ConfigurationError(f"{len(routes)} routes for {num_partitions} partitions")
     key_group = key_group_expr(key_cols, key_groups)
+    # blobstate.model.keygroups:partition_of_key_group in Spark SQL (one plan, no Python per row)
     partition = F.expr(f"({_quoted(KEY_GROUP_COLUMN)} * {int(num_partitions)}) div {int(key_groups)}")
     route = F.element_at(F.array(*[F.lit(int(r)).cast("long") for r in routes]), (partition + 1).cast("int"))
     shuffled = (df.withColumn(KEY_GROUP_COLUMN, key_group).withColumn(ROUTE_COLUMN, route)
