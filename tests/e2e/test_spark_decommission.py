@@ -24,7 +24,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from spark_cluster import SparkCluster, unavailable  # noqa: E402
+from spark_cluster import SparkCluster, skip_without_cluster_or_helper  # noqa: E402
 from spark_fixtures import SUPPORT  # noqa: E402
 
 WAIT_S = 120.0
@@ -33,18 +33,7 @@ PROBE_TASKS = 8
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    reason = unavailable()
-    if reason:
-        pytest.skip(reason)
-    from blobstate.spark.placement import helper_jar
-
-    try:
-        helper_jar.ensure_jar(pytest.importorskip("pyspark").__version__)
-    except helper_jar.HelperUnavailable as exc:
-        message = f"blobstate's JVM helper is unavailable ({exc}): .ci/install-spark.sh builds it"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    skip_without_cluster_or_helper()  # leaving(sc) asks the helper
     base = tmp_path_factory.mktemp("decommission")
     # two cores per executor: a decommissioned executor busy with one task still has a free core to be refused
     with SparkCluster(str(base / "spark"), str(base / "local"), workers=3, cores=2, memory="1g",

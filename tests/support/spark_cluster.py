@@ -54,6 +54,25 @@ def unavailable() -> str | None:
     return None
 
 
+def skip_without_cluster_or_helper() -> None:
+    """Skip the calling test when the namespace cluster cannot run here (``unavailable``) or blobstate's JVM helper
+    cannot be built (no JDK): a failure under ``CI`` for the helper, which ``.ci/install-spark.sh`` builds."""
+    import pytest
+
+    reason = unavailable()
+    if reason:
+        pytest.skip(reason)
+    from blobstate.spark.placement import helper_jar
+
+    try:
+        helper_jar.ensure_jar(pytest.importorskip("pyspark").__version__)
+    except helper_jar.HelperUnavailable as exc:
+        message = f"blobstate's JVM helper is unavailable ({exc}): .ci/install-spark.sh builds it"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
 @dataclass
 class Worker:
     """One worker "host": its name, loopback address, the PID of its JVM, its log."""
