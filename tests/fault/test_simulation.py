@@ -364,12 +364,13 @@ def test_self_check_a_marker_rewrite_around_the_door_is_caught(broken: str, seed
 @pytest.mark.parametrize("seed", [0, 1])
 def test_every_actor_in_one_scenario_holds_the_invariants(seed: int) -> None:
     """Profile ``all`` (issue 39: every actor at once): the rescaler, the doors' queries, writers, adopters and
-    readers, the marker's rewriters and the heal actors (copies, a target's gc, lost hosts) beside ``full``'s writers,
-    gc, restores and zombies. The long run is ``python -m bench.simulate --profile all`` (bench/README.md)."""
+    readers, the marker's rewriters, the heal actors (copies, a target's gc, lost hosts), the rescale at restart and
+    the standbys with their promoters beside ``full``'s writers, gc, restores and zombies. The long run is
+    ``python -m bench.simulate --profile all`` (bench/README.md)."""
     result = run_seed(seed, "all")
     assert not result.failed, describe(result)
     programs = {spec.program for spec in result.scenario.actors}
-    assert {"rescaler", "copier", "host_loss"} <= programs, programs
+    assert {"rescaler", "copier", "host_loss", "standby", "promoter"} <= programs, programs
     assert result.steps > 1000
 
 

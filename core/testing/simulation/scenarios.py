@@ -41,8 +41,8 @@ Profiles:
   sometimes a second hand-over from its host) starting from those copies, deciding with
   ``first_batch_to_apply`` whether to catch up or restore, then committing more batches; every promoted copy must
   be the fold of the committed batches, each applied once.
-- ``all``: ``full`` with the actors of ``rescale``, ``doors``, ``keys``, ``heal`` and ``regroup`` together in one
-  scenario (issue 39: a million steps with every actor).
+- ``all``: ``full`` with the actors of ``rescale``, ``doors``, ``keys``, ``heal``, ``regroup`` and ``standby``
+  together in one scenario (issue 39: a million steps with every actor).
 - ``processor``: ``full`` plus two stateful processors (issue 41, ``blobstate.testing.simulation.processor``): a
   dedup with a TTL and sessions closed by event-time timers, each a query and a later restart of it on the same
   store, killed or paused past the TTL; their committed state must be the reference fold's.
@@ -65,7 +65,7 @@ TTL_MS = 60_000
 PROFILES = ("safe", "full", "two-logs", "unpinned", "rescale", "encrypted", "doors", "keys", "heal", "all", "processor",
             "regroup", "standby")
 #: the profiles whose actors ``all`` runs together in one scenario
-COMBINED = ("rescale", "doors", "keys", "heal", "regroup")
+COMBINED = ("rescale", "doors", "keys", "heal", "regroup", "standby")
 
 
 def _has(profile: str, part: str) -> bool:
