@@ -232,6 +232,7 @@ def promoter(sim: Simulation, actor: Actor, *, sources: list[str], retain: int, 
         for p, source in enumerate(sources):  # the task of p runs on the host of its source's copy
             _taken(sim).add((source, p))
             copy = load(copy_dir(sim, source, p))
+            taken = copy.marker
             records = chains.partition_history(history, p)
             deltas = chains.latest_deltas(chains.current_run(records))
             start = first_batch_to_apply(copy.marker, chain_of[p], deltas)
@@ -244,7 +245,8 @@ def promoter(sim: Simulation, actor: Actor, *, sources: list[str], retain: int, 
                 for b in range(start, upto + 1):
                     copy = _apply(repo, copy, deltas[b])
                 how = f"caught up from {start}"
-            outcomes(sim).append((actor.name, f"p{p} from {source} (marker {copy.marker}) {how} to {upto}"))
+            outcomes(sim).append((actor.name, f"p{p} from {source} (marker {taken}) {how} to {upto}"))
+            save(copy_dir(sim, actor.name, p), copy)  # the primary's copy on this host now (a later hand-over's seed)
             copies.append(copy)
         query = next((cp.query_id for cp in reversed(history) if cp.query_id), NAME)  # a restart keeps its query
         groups = GroupCommitter(committer, num_partitions=partitions)
