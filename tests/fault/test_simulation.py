@@ -445,13 +445,18 @@ def test_self_check_an_expiry_index_written_a_batch_late_is_caught(seed: int,
 REGROUP_SEEDS = (2, 5)
 
 
-def _run_regroup(seed: int) -> tuple:
+def _run_profile(seed: int, profile: str) -> tuple:
+    """(the simulation, its result) of ``seed`` in ``profile``: the simulation kept for what its actors recorded."""
     base = tempfile.mkdtemp(prefix="blobstate-sim-test-")
     try:
-        sim = Simulation(scenario(seed, "regroup"), base)
+        sim = Simulation(scenario(seed, profile), base)
         return sim, sim.run()
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _run_regroup(seed: int) -> tuple:
+    return _run_profile(seed, "regroup")
 
 
 @pytest.mark.parametrize("seed", REGROUP_SEEDS)
@@ -485,15 +490,6 @@ STANDBY_SEEDS = (1, 2, 3, 4)
 STANDBY_BUG_BUDGET = 10  # seeds the self-check may run before it must have found the bug
 
 
-def _run_standby(seed: int) -> tuple:
-    base = tempfile.mkdtemp(prefix="blobstate-sim-test-")
-    try:
-        sim = Simulation(scenario(seed, "standby"), base)
-        return sim, sim.run()
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
 @pytest.mark.parametrize("seed", STANDBY_SEEDS)
 def test_a_promoted_standby_holds_the_fold_of_the_committed_batches(seed: int) -> None:
     """A partitioned store's owner, a lagging standby per partition applying the committed changelogs, the primary
@@ -502,7 +498,7 @@ def test_a_promoted_standby_holds_the_fold_of_the_committed_batches(seed: int) -
     promoted copy is the fold of the committed batches, each applied once, and every invariant of ``full`` holds."""
     from blobstate.testing.simulation import standby
 
-    sim, result = _run_standby(seed)
+    sim, result = _run_profile(seed, "standby")
     assert not result.failed, describe(result)
     done = standby.outcomes(sim)
     assert any(who.startswith("ho") and what.startswith("committed") for who, what in done), done  # a promotion ran
