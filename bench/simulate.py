@@ -1,6 +1,6 @@
 """The long run of the deterministic simulator (issue 27): seeds until ``--steps`` scheduled steps have run.
 
-``python -m bench.simulate --steps 1000000 --seed-start N [--profile full|safe|two-logs|unpinned|rescale]
+``python -m bench.simulate --steps 1000000 --seed-start N [--profile full|safe|two-logs|unpinned|rescale|standby|...]
 [--shrink-seconds S] [--max-failures K] [--out FILE] [--seeded-bug NAME]``
 
 Each seed is a scenario of ``blobstate.testing.simulation`` (actors running the real snapshot, delta and group
@@ -23,7 +23,7 @@ import sys
 import time
 from typing import Any
 
-from blobstate.testing.simulation import PROFILES, regrouper, run_seed
+from blobstate.testing.simulation import PROFILES, regrouper, run_seed, standby
 from blobstate.testing.simulation.shrink import classify, describe, last_call, shrink
 
 
@@ -36,13 +36,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shrink-seconds", type=float, default=120.0, help="shrink budget per failure kind")
     parser.add_argument("--max-failures", type=int, default=1000, help="stop after this many failing seeds")
     parser.add_argument("--out", help="write the report as JSON here")
-    parser.add_argument("--seeded-bug", action="append", default=[], choices=(regrouper.SEEDED_BUG,),
+    parser.add_argument("--seeded-bug", action="append", default=[], choices=(regrouper.SEEDED_BUG, standby.SEEDED_BUG),
                         help="switch a seeded bug on (SELF-CHECK: the run must find it)")
     args = parser.parse_args(argv)
     if os.environ.get("PYTHONHASHSEED") is None:  # exact replay across processes needs a fixed hash seed
         os.environ["PYTHONHASHSEED"] = "0"
         os.execv(sys.executable, [sys.executable, "-m", "bench.simulate", *(argv or sys.argv[1:])])
-    regrouper.BUGS.update(args.seeded_bug)
+    for module in (regrouper, standby):  # each seeded bug is switched on in the module that holds it
+        module.BUGS.update(b for b in args.seeded_bug if b == module.SEEDED_BUG)
     logging.disable(logging.WARNING)  # the protocol warns about every fault it survives
     t0 = time.perf_counter()
     steps = seeds = 0
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {"profile": args.profile, "seedStart": args.seed_start, "seeds": seeds, "steps": steps,
               "seconds": round(elapsed, 1), "stepsPerSecond": round(steps / elapsed, 1) if elapsed else 0.0,
               "failures": failures, "seedsToFind": first_by_case, "shrunk": shrunk,
-              "pythonHashSeed": os.environ.get("PYTHONHASHSEED"), "seededBugs": sorted(regrouper.BUGS)}
+              "pythonHashSeed": os.environ.get("PYTHONHASHSEED"), "seededBugs": sorted(regrouper.BUGS | standby.BUGS)}
     print(f"profile {args.profile}: {seeds} seeds from {args.seed_start}, {steps} scheduled steps in "
           f"{elapsed:.0f} s ({report['stepsPerSecond']} steps/s), {len(failures)} failing seeds")
     for case, n in sorted(first_by_case.items()):

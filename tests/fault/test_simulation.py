@@ -20,6 +20,9 @@
 - profile ``processor`` (issue 41): two stateful processors (a TTL, event-time timers) killed and restarted keep the
   reference fold's state and outputs; SELF-CHECK: with the expiry index written a batch late, the seeds that found
   it fail again.
+- profile ``standby`` (issue 42): lagging standbys promoted after their primary is killed, decommissioned or paused
+  past the TTL hold the fold of the committed batches, each applied once; SELF-CHECK: a promotion that skips the
+  catch-up is found within a few seeds.
 
 The long run (1,000,000 steps) is ``python -m bench.simulate``.
 """
@@ -44,7 +47,7 @@ from blobstate.testing.blobstores import BlobStoreContract
 from blobstate.testing.checkpoint_logs import CheckpointLogContract
 from blobstate.testing.simulation import run, run_seed, scenario
 from blobstate.testing.simulation.runner import Simulation
-from blobstate.testing.simulation.shrink import _pinned, describe, shrink
+from blobstate.testing.simulation.shrink import _pinned, classify, describe, shrink
 from blobstate.testing.simulation.world import SimBlobStore, SimCheckpointLog, World
 
 SAFE_SEEDS = range(12)
@@ -361,12 +364,13 @@ def test_self_check_a_marker_rewrite_around_the_door_is_caught(broken: str, seed
 @pytest.mark.parametrize("seed", [0, 1])
 def test_every_actor_in_one_scenario_holds_the_invariants(seed: int) -> None:
     """Profile ``all`` (issue 39: every actor at once): the rescaler, the doors' queries, writers, adopters and
-    readers, the marker's rewriters and the heal actors (copies, a target's gc, lost hosts) beside ``full``'s writers,
-    gc, restores and zombies. The long run is ``python -m bench.simulate --profile all`` (bench/README.md)."""
+    readers, the marker's rewriters, the heal actors (copies, a target's gc, lost hosts), the rescale at restart and
+    the standbys with their promoters beside ``full``'s writers, gc, restores and zombies. The long run is
+    ``python -m bench.simulate --profile all`` (bench/README.md)."""
     result = run_seed(seed, "all")
     assert not result.failed, describe(result)
     programs = {spec.program for spec in result.scenario.actors}
-    assert {"rescaler", "copier", "host_loss"} <= programs, programs
+    assert {"rescaler", "copier", "host_loss", "standby", "promoter"} <= programs, programs
     assert result.steps > 1000
 
 
@@ -441,13 +445,18 @@ def test_self_check_an_expiry_index_written_a_batch_late_is_caught(seed: int,
 REGROUP_SEEDS = (2, 5)
 
 
-def _run_regroup(seed: int) -> tuple:
+def _run_profile(seed: int, profile: str) -> tuple:
+    """(the simulation, its result) of ``seed`` in ``profile``: the simulation kept for what its actors recorded."""
     base = tempfile.mkdtemp(prefix="blobstate-sim-test-")
     try:
-        sim = Simulation(scenario(seed, "regroup"), base)
+        sim = Simulation(scenario(seed, profile), base)
         return sim, sim.run()
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _run_regroup(seed: int) -> tuple:
+    return _run_profile(seed, "regroup")
 
 
 @pytest.mark.parametrize("seed", REGROUP_SEEDS)
@@ -469,3 +478,44 @@ def test_self_check_a_regroup_range_off_by_one_is_caught(monkeypatch: pytest.Mon
     _, result = _run_regroup(2)
     assert result.failed and result.violation.kind == "regroup", describe(result)
     assert "duplicated" in str(result.violation)
+
+
+#: profile ``standby`` (issue 42): seed 1 pauses the primary past the TTL (a zombie; the promoter is paused too), seed
+#: 2 kills the primary and hands over twice (the second promoter seeded from the first one's host), seed 3 lets the
+#: primary finish its last batch (a decommission) with one standby's disk lost, seed 4 runs the newest batch again
+#: (the engine's log lacks it: a standby ahead of the chain is restored). With the seeded bug the simulator found it
+#: first at seed 2, the third seed (``bench.simulate --profile standby --seeded-bug standby-behind``), which holds
+#: without it.
+STANDBY_SEEDS = (1, 2, 3, 4)
+STANDBY_BUG_BUDGET = 10  # seeds the self-check may run before it must have found the bug
+
+
+@pytest.mark.parametrize("seed", STANDBY_SEEDS)
+def test_a_promoted_standby_holds_the_fold_of_the_committed_batches(seed: int) -> None:
+    """A partitioned store's owner, a lagging standby per partition applying the committed changelogs, the primary
+    killed, decommissioned or paused past the TTL, and a promoter (maybe a second hand-over) starting from the
+    standbys' copies (``standby``: ``first_batch_to_apply`` decides catch-up or restore): after every commit each
+    promoted copy is the fold of the committed batches, each applied once, and every invariant of ``full`` holds."""
+    from blobstate.testing.simulation import standby
+
+    sim, result = _run_profile(seed, "standby")
+    assert not result.failed, describe(result)
+    done = standby.outcomes(sim)
+    assert any(who.startswith("ho") and what.startswith("committed") for who, what in done), done  # a promotion ran
+    assert any(who.startswith("ho") and " from sb" in what for who, what in done), done  # from a standby's copy
+
+
+def test_self_check_a_standby_promoted_behind_the_committed_record_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SELF-CHECK: with a promotion that uses the copy it takes as if it were at the committed record (issue 42's
+    seeded bug ``standby-behind``: no catch-up, no restore), the simulator finds it within ``STANDBY_BUG_BUDGET``
+    seeds from seed 0: a promoted copy lost a committed batch's writes or applied one twice (``standby``), or a
+    snapshot staged from it restores wrong (``wrong``)."""
+    from blobstate.testing.simulation import standby
+
+    monkeypatch.setattr(standby, "BUGS", {standby.SEEDED_BUG})
+    for seed in range(STANDBY_BUG_BUDGET):
+        result = run_seed(seed, "standby")
+        if result.failed:
+            break
+    assert result.failed, f"the seeded bug was not found in {STANDBY_BUG_BUDGET} seeds"
+    assert result.violation.kind in ("standby", "wrong") and classify(result) == "standby", describe(result)

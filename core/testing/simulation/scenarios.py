@@ -35,8 +35,14 @@ Profiles:
   ``blobstate.testing.simulation.regrouper``): its owner, then one or two rescales at restart (planned with
   ``plan_regroup``, each new partition built from the old partitions' chains cut to its key-group range), killed or
   paused past the TTL beside the writers, gc and zombies; every key's value must be the fold's, once.
-- ``all``: ``full`` with the actors of ``rescale``, ``doors``, ``keys``, ``heal`` and ``regroup`` together in one
-  scenario (issue 39: a million steps with every actor).
+- ``standby``: ``full`` plus a partitioned store with warm standby copies of its partitions and the hand-over of
+  its primary (issue 42, ``blobstate.testing.simulation.standby``): a standby per partition applying the committed
+  changelogs and lagging, the primary killed, decommissioned or paused past the TTL (a zombie), a promoter (and
+  sometimes a second hand-over from its host) starting from those copies, deciding with
+  ``first_batch_to_apply`` whether to catch up or restore, then committing more batches; every promoted copy must
+  be the fold of the committed batches, each applied once.
+- ``all``: ``full`` with the actors of ``rescale``, ``doors``, ``keys``, ``heal``, ``regroup`` and ``standby``
+  together in one scenario (issue 39: a million steps with every actor).
 - ``processor``: ``full`` plus two stateful processors (issue 41, ``blobstate.testing.simulation.processor``): a
   dedup with a TTL and sessions closed by event-time timers, each a query and a later restart of it on the same
   store, killed or paused past the TTL; their committed state must be the reference fold's.
@@ -57,9 +63,9 @@ from blobstate.testing.simulation.scheduler import Fault
 
 TTL_MS = 60_000
 PROFILES = ("safe", "full", "two-logs", "unpinned", "rescale", "encrypted", "doors", "keys", "heal", "all", "processor",
-            "regroup")
+            "regroup", "standby")
 #: the profiles whose actors ``all`` runs together in one scenario
-COMBINED = ("rescale", "doors", "keys", "heal", "regroup")
+COMBINED = ("rescale", "doors", "keys", "heal", "regroup", "standby")
 
 
 def _has(profile: str, part: str) -> bool:
@@ -176,6 +182,11 @@ def scenario(seed: int, profile: str = "full") -> Scenario:
 
         regrouper.add(rng, specs, faults, ttl)
         extras += (regrouper.__name__,)
+    if _has(profile, "standby"):
+        from blobstate.testing.simulation import standby
+
+        standby.add(rng, stores, specs, faults, ttl)
+        extras += (standby.__name__,)
     if profile == "processor":
         from blobstate.testing.simulation import processor
 

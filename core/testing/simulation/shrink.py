@@ -135,9 +135,11 @@ def classify(result: Result) -> str:
     a ``log prune``), ``case 2`` (a group record references a deleted part), ``case 11`` (the same, re-appended by
     recovery), ``case 10`` (a stale second writer's append broke the chain), ``case 3`` (a record of the second log lost
     its blobs), ``rescale`` (a rescale changed its source, or its copy is wrong, lost or unfinished), ``regroup`` (a
-    rescale at restart lost or duplicated a key), issue 39's ``case 1`` (no key opens the marker) and ``case 2`` (a key
-    a rotation reported lost to a racing rewrite of the marker), ``issue 39 case 3``, ``issue 39 case 7`` (a group's
-    lost parts, in a scenario whose executors' hosts lose their disks) and ``issue 39 case 12``, or ``other``."""
+    rescale at restart lost or duplicated a key), ``standby`` (a promoted standby's copy lost or doubled a batch's
+    writes, or a snapshot staged from it restores wrong: issue 42), issue 39's ``case 1`` (no key opens the marker) and
+    ``case 2`` (a key a rotation reported lost to a racing rewrite of the marker), ``issue 39 case 3``, ``issue 39 case
+    7`` (a group's lost parts, in a scenario whose executors' hosts lose their disks) and ``issue 39 case 12``, or
+    ``other``."""
     v = result.violation
     if v is None:
         return "ok"
@@ -147,6 +149,8 @@ def classify(result: Result) -> str:
         return "rescale"
     if v.kind == "regroup":
         return "regroup"  # a key-grouped store's rescale at restart lost or duplicated a key (issue 42)
+    if v.kind == "standby" or "sim/group/stby" in v.detail:
+        return "standby"  # a promoted standby's (or hand-over's) copy lost or doubled a batch's writes (issue 42)
     if (v.kind == "marker" and "unreadable" in v.detail) or (v.kind == "crash" and "repository marker" in v.detail
                                                              and "damaged" in v.detail):
         return "issue 39 case 1"  # the marker torn: no key opens it, or an actor read it so

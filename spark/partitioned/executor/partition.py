@@ -26,6 +26,7 @@ from blobstate.local.files import try_lock
 from blobstate.model import changelog
 from blobstate.model.align import chain_to
 from blobstate.model.chain import BrokenChainError, current_run, latest_deltas
+from blobstate.model.local_copy import first_batch_to_apply
 from blobstate.model.records import Checkpoint, PartitionEntry, StoreKey
 from blobstate.spark.executor import open_partitions
 from blobstate.spark.executor.identity import task_identity
@@ -205,21 +206,9 @@ class LocalPartition:
 
     @staticmethod
     def _reusable(marker: dict[str, Any] | None, chain: Any, deltas: dict[int, Checkpoint]) -> int | None:
-        """The first batch to apply on the local copy, or None when it must be restored."""
-        if marker is None:
-            return None
-        if not marker.get("checkpointId"):  # the empty state before batch 0
-            whole = chain.snapshot is None and all(b in deltas for b in range(0, chain.upto + 1))
-            return 0 if whole else None
-        batch, cid = marker.get("batchId"), marker["checkpointId"]
-        if not isinstance(batch, int) or batch > chain.upto:
-            return None
-        snapshot = chain.snapshot
-        at_record = (deltas.get(batch) is not None and deltas[batch].checkpoint_id == cid) or (
-            snapshot is not None and snapshot.checkpoint_id == cid)
-        if not at_record or any(b not in deltas for b in range(batch + 1, chain.upto + 1)):
-            return None
-        return batch + 1
+        """The first batch to apply on the local copy, or None when it must be restored
+        (``blobstate.model.local_copy.first_batch_to_apply``: a copy is used only at the committed record)."""
+        return first_batch_to_apply(marker, chain, deltas)
 
     def _restore(self, repo: Repository, chain: Any, fetched: Fetched) -> None:
         if chain.snapshot is None:
