@@ -263,8 +263,8 @@ def read_changes(repo: Repository, records: Sequence[Checkpoint], partition: int
                          user_key(key, key_groups), value)
 
 
-__all__ = ["BatchNotRetained", "Change", "ChangePlans", "StatePlan", "chain_at", "change_plans", "change_range", "key_groups_of", "plan_changes",
-           "plan_state", "read_changes", "restore_into", "state_range"]
+__all__ = ["BatchNotRetained", "Change", "ChangePlans", "StatePlan", "chain_at", "change_plans", "change_range",
+           "key_groups_of", "plan_changes", "plan_state", "read_changes", "restore_into", "state_range"]
 
 
 def entries(plan: StatePlan, open_repository: Callable[[], Repository],
