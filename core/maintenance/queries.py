@@ -82,7 +82,7 @@ def describe_checkpoints(*, repo: str, log: str | None = None, job: str | None =
     host, batch id, file count and data size (bytes) from their indexes; an unreadable index is reported in its
     summary's ``error``, never raised. Every store's records are read at once, the stores' indexes
     ``max_concurrency`` stores at a time (``blobstate.maintenance.stores``)."""
-    from blobstate.maintenance.catalog import summarize
+    from blobstate.maintenance.catalog import mark_regroups, summarize
     from blobstate.maintenance.repository_view import (
         RepositoryView,
         calls_summary,
@@ -101,7 +101,7 @@ def describe_checkpoints(*, repo: str, log: str | None = None, job: str | None =
         def one(k: StoreKey) -> list[CheckpointSummary]:
             own = own_indexes(repository)
             with own.reading_indexes_once():
-                return [summarize(own, cp)[0] for cp in view.history(k)]
+                return mark_regroups([summarize(own, cp)[0] for cp in view.history(k)])
 
         summaries = [s for found in for_each_store(repository, one, view.keys) for s in found]
         calls_summary("list", repository, len(view.keys), started)

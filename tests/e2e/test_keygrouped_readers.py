@@ -79,3 +79,28 @@ def test_state_dump_changes_and_get_show_user_keys(cli, grouped):
     got = cli("state", "get", "EWR-SFO", "--repo", grouped, "--job", "flights", "--store", "routes", "--json")
     assert got.returncode == 0, got.stderr
     assert got.json()["value"] == 5
+
+
+def test_list_shows_the_key_groups_and_the_group_that_regrouped(cli, tmp_path):
+    """Two group records of 2 partitions, then one of 3 (a rescale at restart's first group): ``blobstate list``
+    names the key groups of each, and of the third, that it regrouped 2 -> 3."""
+    url = f"file://{tmp_path}/repo"
+    repo = open_repository(url, create=True)
+    try:
+        with StoreCommitter(KEY, repo, work_dir=str(tmp_path / "work"), ttl_ms=TTL) as owner:
+            for batch, n in ((0, 2), (1, 2), (2, 3)):
+                parts = [stage_changelog(repo, KEY, partition=p, batch_id=batch, ttl_ms=TTL,
+                                         data=changelog.encode([(changelog.PUT, _stored(f"k{p}"), batch)]))
+                         for p in range(n)]
+                GroupCommitter(owner, num_partitions=n, key_groups=K).commit(parts, batch_id=batch)
+    finally:
+        repo.close()
+    listed = cli("list", "--repo", url, "--job", "flights", "--store", "routes", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = listed.json()
+    rows = rows if isinstance(rows, list) else rows["checkpoints"]
+    assert [(r["partitions"], r.get("keyGroups"), r.get("regroupedFrom")) for r in rows] == \
+        [(2, K, None), (2, K, None), (3, K, 2)]
+    text = cli("list", "--repo", url, "--job", "flights", "--store", "routes")
+    assert text.returncode == 0, text.stderr
+    assert "regrouped 2 -> 3" in text.stdout and f"{K} key groups" in text.stdout, text.stdout
