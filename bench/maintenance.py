@@ -290,6 +290,7 @@ def rescale_at_restart(spark: Any, work: str, *, keys: int, partitions: int = 4,
                        else first_batch(spark, scenario, source, m))
             found = read_back(scenario.repo, figures.get("store", STORE), scenario.root)
             figures["exactness"] = exactness(found, expected)
+            figures["load_average_1m"] = round(os.getloadavg()[0], 1)  # a shared machine: how busy it was
             scenarios[name] = figures
         finally:
             shutil.rmtree(scenario.root, ignore_errors=True)
@@ -328,12 +329,15 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work or tempfile.mkdtemp(prefix="blobstate-bench-maintenance-")
     spark = session()
     try:
-        t0 = time.perf_counter()
+        t0, load_before = time.perf_counter(), os.getloadavg()
         figure = rescale_at_restart(spark, work, keys=args.keys, partitions=args.partitions,
                                     targets=tuple(int(m) for m in args.to.split(",")), key_groups=args.key_groups,
                                     offline=not args.no_offline)
         report = {"spark_master": spark.sparkContext.master, "cpus": os.cpu_count(),
-                  "wall_s": round(time.perf_counter() - t0, 1), "rescale_at_restart": figure}
+                  "wall_s": round(time.perf_counter() - t0, 1),
+                  "load_average_1_5_15": {"before": [round(x, 1) for x in load_before],
+                                          "after": [round(x, 1) for x in os.getloadavg()]},
+                  "rescale_at_restart": figure}
     finally:
         spark.stop()
         if args.work is None:
