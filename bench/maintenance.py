@@ -52,16 +52,9 @@ NEW = 0.001  # the share of new keys the batch after the restart adds
 
 def session() -> Any:
     """A ``local[2]`` session as the other Spark benchmarks run."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from bench.partition_job import session as local_session
 
-    spark = (SparkSession.builder.master("local[2]").appName("blobstate-bench-maintenance")
-             .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
-             .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
-             .config("spark.driver.memory", "4g").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return local_session("blobstate-bench-maintenance")
 
 
 # -- input and its fold ----------------------------------------------------------------------------------------------
