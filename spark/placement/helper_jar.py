@@ -8,16 +8,23 @@ spark/PlacedRDD.java``), wraps an RDD one to one and returns the driver's chosen
 ``StateStoreRDD`` returns the executor the ``StateStoreCoordinator`` says loaded each store.
 
 Built by ``python -m blobstate.spark.placement.helper_jar build`` (``.ci/install-spark.sh`` runs it; needs a JDK's
-``javac``) against the installed pyspark's jars, one jar per Spark version (``blobstate-placement-spark<version>.jar``)
-beside the source; a missing jar is built on first use into the user cache when ``javac`` is there. ``load(sc)`` makes
-the class visible to the driver (the py4j threads' context class loader, Spark's ``MutableURLClassLoader``) and to the
-executors (``SparkContext.addJar``), once per SparkContext; a jar already on ``spark.jars`` is used as it is.
+``javac``) against the installed pyspark's jars, one jar per Spark version and sources
+(``blobstate-placement-spark<version>-<digest>.jar``, ``source_digest``: a jar of older sources, in the user cache
+or beside them, is never taken for this one), beside the source; the build is reproducible, and the jar for the
+pyspark the project pins is committed there. A missing jar is built on first use into the user cache when ``javac``
+is there. ``load(sc)`` makes the classes visible to the driver (the py4j threads' context class loader, Spark's
+``MutableURLClassLoader``) and to the executors (``SparkContext.addJar``), once per SparkContext; a jar already on
+``spark.jars`` is used as it is (``helper_class`` says when it lacks a class). ``blobstate.spark.Decommission``
+(``Decommission.java``) answers which executors Spark is decommissioning
+(``blobstate.spark.placement.decommission``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
+import hashlib
 import logging
 import os
 import shutil
@@ -34,7 +41,8 @@ log = logging.getLogger(__name__)
 
 CLASS_NAME = "blobstate.spark.PlacedRDD"
 SOURCE_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jvm")
-SOURCES = ("blobstate/spark/PlacedRDD.java",)
+SOURCES = ("blobstate/spark/PlacedRDD.java", "blobstate/spark/Decommission.java")
+DIGEST_CHARS = 12  # hex characters of the sources' SHA-256 in a jar's name
 JAVAC_TIMEOUT_S = 300
 JAR_ENV = "BLOBSTATE_SPARK_HELPER_JAR"  # a prebuilt helper jar to use instead of building one
 
@@ -42,9 +50,23 @@ _LOADED: dict[int, Any] = {}  # id of the driver's JavaSparkContext -> the helpe
 _LOAD_LOCK = threading.Lock()
 
 
+@functools.cache
+def source_digest() -> str:
+    """The first ``DIGEST_CHARS`` hex characters of the SHA-256 of ``SOURCES`` (each file's path and bytes, in
+    order): what a jar was built from."""
+    digest = hashlib.sha256()
+    for source in SOURCES:
+        with open(os.path.join(SOURCE_ROOT, source), "rb") as fh:
+            data = fh.read()
+        digest.update(f"{source}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest()[:DIGEST_CHARS]
+
+
 def jar_name(spark_version: str) -> str:
-    """``blobstate-placement-spark<spark_version>.jar``: a jar is built against one Spark version's jars."""
-    return f"blobstate-placement-spark{spark_version}.jar"
+    """``blobstate-placement-spark<spark_version>-<source_digest>.jar``: a jar is built from these sources against
+    one Spark version's jars (a jar of older sources, e.g. one without a class added since, has another name)."""
+    return f"blobstate-placement-spark{spark_version}-{source_digest()}.jar"
 
 
 def _cache_dir() -> str:
@@ -103,17 +125,25 @@ def build_jar(dest_dir: str | None = None) -> str:
         os.close(fd)
         try:
             with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as jar:
-                jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\nCreated-By: blobstate\r\n\r\n")
-                for root, _, files in os.walk(classes):
-                    for name in sorted(files):
-                        path = os.path.join(root, name)
-                        jar.write(path, os.path.relpath(path, classes))
+                _add(jar, "META-INF/MANIFEST.MF", b"Manifest-Version: 1.0\r\nCreated-By: blobstate\r\n\r\n")
+                for path in sorted(glob.glob(os.path.join(classes, "**", "*.class"), recursive=True)):
+                    with open(path, "rb") as fh:
+                        _add(jar, os.path.relpath(path, classes).replace(os.sep, "/"), fh.read())
             os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide a jar the install step built from other users
             os.replace(tmp, target)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(tmp)
     return target
+
+
+def _add(jar: zipfile.ZipFile, name: str, data: bytes) -> None:
+    """One entry of a reproducible jar: a fixed time stamp and mode, so a build of the same classes is the same
+    bytes (the committed jar does not change when the install step builds it again)."""
+    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+    info.compress_type = zipfile.ZIP_DEFLATED
+    info.external_attr = 0o644 << 16
+    jar.writestr(info, data)
 
 
 def ensure_jar(spark_version: str) -> str:
@@ -168,11 +198,22 @@ def _load(sc: Any) -> Any:
     return found
 
 
-def _lookup(jvm: Any) -> Any:
+def helper_class(sc: Any, name: str) -> Any:
+    """Another class of the helper jar (``name``, e.g. ``blobstate.spark.Decommission``) in the JVM of ``sc``, the
+    jar loaded first (``load``). Raises ``HelperUnavailable`` when the jar is not loadable or lacks the class (a jar
+    on ``spark.jars`` built from older sources)."""
+    load(sc)
+    found = _lookup(sc._jvm, name)
+    if found is None:
+        raise HelperUnavailable(f"{name} is not in the loaded helper jar (built from older sources?)")
+    return found
+
+
+def _lookup(jvm: Any, name: str = CLASS_NAME) -> Any:
     from py4j.java_gateway import JavaClass
 
     cls = jvm
-    for part in CLASS_NAME.split("."):
+    for part in name.split("."):
         cls = getattr(cls, part)
     return cls if isinstance(cls, JavaClass) else None
 

@@ -20,12 +20,12 @@ sys.path.insert(0, REPO)
 from bench.soak import Config, run_soak  # noqa: E402
 from bench.soak_report import failed  # noqa: E402
 
-POINTS = 40
+POINTS = 26
 
 
 @pytest.mark.slow
 def test_soak_short_loses_nothing_and_leaves_no_orphan(tmp_path):
-    report = run_soak(Config(points=POINTS, seed=1, hours=2.0, check_every=20, lane_rate=0.25), tmp_path)
+    report = run_soak(Config(points=POINTS, seed=1, hours=2.0, check_every=13, lane_rate=0.25), tmp_path)
     detail = json.dumps({k: v for k, v in report.items() if k != "counts"}, indent=1)[:6000]
     # it really ran its faults: kills, pauses, jumps, commits, fencing, checks
     assert report["points"] == POINTS

@@ -7,8 +7,10 @@ writes there the others never see; the tmpfs goes away with the namespace) and i
 (127.0.0.2, .3, ...: with one address Spark takes two workers for one host and reads the other's shuffle files from
 its own disk). Executors run as children of their worker's JVM, so in its namespaces, and keep Spark's own files
 (``SPARK_LOCAL_DIRS``: shuffle files, Spark's state store) on that tmpfs too. Everything is started and
-stopped by PID: ``kill_worker`` SIGKILLs a worker's JVM and its executors' JVMs (a lost host), ``stop`` all of
-them and the master. Needs root (mount namespaces and tmpfs mounts): ``unavailable()`` says why not, for a skip.
+stopped by PID: ``kill_worker`` SIGKILLs a worker's JVM and its executors' JVMs (a lost host),
+``decommission_worker`` sends them Spark's decommission signal (a host drained: ``decommission=True`` turns
+``spark.decommission.enabled`` on in the workers' and the driver's conf), ``stop`` all of them and the master.
+Needs root (mount namespaces and tmpfs mounts): ``unavailable()`` says why not, for a skip.
 
 Used by ``tests/e2e/test_spark_cluster.py`` (through ``cluster_driver.py``) and ``bench/spark_state.py``.
 """
@@ -52,6 +54,25 @@ def unavailable() -> str | None:
     return None
 
 
+def skip_without_cluster_or_helper() -> None:
+    """Skip the calling test when the namespace cluster cannot run here (``unavailable``) or blobstate's JVM helper
+    cannot be built (no JDK): a failure under ``CI`` for the helper, which ``.ci/install-spark.sh`` builds."""
+    import pytest
+
+    reason = unavailable()
+    if reason:
+        pytest.skip(reason)
+    from blobstate.spark.placement import helper_jar
+
+    try:
+        helper_jar.ensure_jar(pytest.importorskip("pyspark").__version__)
+    except helper_jar.HelperUnavailable as exc:
+        message = f"blobstate's JVM helper is unavailable ({exc}): .ci/install-spark.sh builds it"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
 @dataclass
 class Worker:
     """One worker "host": its name, loopback address, the PID of its JVM, its log."""
@@ -90,8 +111,8 @@ class SparkCluster:
     A context manager: started on enter, stopped on exit."""
 
     def __init__(self, base: str, local_dir: str, *, workers: int = 2, cores: int = 1, memory: str = "2g",
-                 tmpfs_size: str = "2g") -> None:
-        self.base, self.local_dir = base, local_dir
+                 tmpfs_size: str = "2g", decommission: bool = False) -> None:
+        self.base, self.local_dir, self.decommission = base, local_dir, decommission
         self.count, self.cores, self.memory, self.tmpfs_size = workers, cores, memory, tmpfs_size
         self.port = free_port()
         self.master: subprocess.Popen | None = None
@@ -108,10 +129,13 @@ class SparkCluster:
 
     def driver_conf(self, *, executor_memory: str = "1g") -> dict[str, str]:
         """The Spark conf of a driver on this machine using the whole cluster, one executor per worker."""
-        return {"spark.master": self.url, "spark.executor.cores": str(self.cores),
+        conf = {"spark.master": self.url, "spark.executor.cores": str(self.cores),
                 "spark.cores.max": str(self.cores * self.count), "spark.executor.memory": executor_memory,
                 "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
                 "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
+        if self.decommission:  # the executors read it from the driver's conf: their SIGPWR handler, decommissionSelf
+            conf["spark.decommission.enabled"] = "true"
+        return conf
 
     def __enter__(self) -> SparkCluster:
         try:
@@ -155,6 +179,8 @@ class SparkCluster:
                   f"--cores {self.cores} --memory {self.memory} --host {address} --webui-port 0 --work-dir {work}")
         env = dict(os.environ, SPARK_HOME=home, SPARK_LOCAL_IP=address, SPARK_NO_DAEMONIZE="1",
                    SPARK_LOCAL_DIRS=self.spark_dir)
+        if self.decommission:  # the Worker's own SIGPWR handler (Worker.decommissionSelf) reads its conf
+            env["SPARK_WORKER_OPTS"] = (env.get("SPARK_WORKER_OPTS", "") + " -Dspark.decommission.enabled=true").strip()
         log_path = os.path.join(self.base, f"{name}.log")
         with open(log_path, "wb") as out:
             proc = subprocess.Popen(["unshare", "-m", "-u", "--propagation", "private", "bash", "-c", script],
@@ -174,6 +200,23 @@ class SparkCluster:
             _kill(pid)
         worker.process.wait(timeout=60)
         wait_until(lambda: not any(_exists(p) for p in executors), timeout_s=60, what="the executors to die")
+        return executors
+
+    def decommission_worker(self, worker: Worker) -> list[int]:
+        """Drain ``worker`` the way an operator or a cloud does: Spark's decommission signal (SIGPWR, the default of
+        ``spark.worker.decommission.signal`` and ``spark.executor.decommission.signal``) to its Worker JVM (it tells
+        the master, which tells the driver: no new executor or task there) and to its executors' JVMs (each tells
+        the driver, then exits once its running tasks finished). Needs ``decommission=True`` (without it SIGPWR's
+        default action kills the JVMs: raises ``RuntimeError`` instead). Returns the executor PIDs signalled; does
+        not wait (the executors leave in their own time: wait on ``Worker.executor_pids``)."""
+        if not self.decommission:
+            raise RuntimeError("SparkCluster(decommission=True) is needed: the JVMs have no SIGPWR handler otherwise")
+        executors = worker.executor_pids()
+        for pid in [worker.pid, *executors]:
+            try:
+                os.kill(pid, signal.SIGPWR)
+            except ProcessLookupError:
+                pass
         return executors
 
     def stop(self) -> None:

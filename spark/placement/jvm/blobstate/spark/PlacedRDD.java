@@ -101,7 +101,8 @@ public final class PlacedRDD<T> extends RDD<T> {
         return out.length() == 0 && driver != null ? driver : out.toString();
     }
 
-    private static String location(BlockManagerId id) {
+    /** An executor's location, "executor_<host>_<executorId>" (also Decommission's form). */
+    static String location(BlockManagerId id) {
         return "executor_" + id.host() + "_" + id.executorId();
     }
 
