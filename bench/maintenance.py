@@ -191,12 +191,13 @@ class Scenario:
         self.repo, self.ck = f"file://{root}/repo", f"{root}/ck"
         self.local, self.work = f"{root}/local", f"{root}/work"
 
-    def open(self, spark: Any, n: int, store: str = STORE, key_groups: int | None = None) -> Any:
+    def open(self, spark: Any, n: int, store: str = STORE, key_groups: int | None = None,
+             snapshot_every: int = 1) -> Any:
         from blobstate.spark import partitioned
 
         return partitioned(spark, repo=self.repo, checkpoint_location=self.ck, job=JOB, store=store,
                            num_partitions=n, key_cols=KEY_COLS, local_dir=self.local, work_dir=self.work,
-                           snapshot_every=1, key_groups=key_groups, key_of=key_of)
+                           snapshot_every=snapshot_every, key_groups=key_groups, key_of=key_of)
 
 
 def run_query(spark: Any, ps: Any, source: str) -> None:
@@ -246,9 +247,11 @@ def offline_then_restart(spark: Any, scenario: Scenario, source: str, m: int) ->
 
 
 def rescale_at_restart(spark: Any, work: str, *, keys: int, partitions: int = 4, targets: tuple[int, ...] = (8, 3),
-                       key_groups: int | None = None, offline: bool = True, reference: bool = True) -> dict[str, Any]:
+                       key_groups: int | None = None, offline: bool = True, reference: bool = True,
+                       snapshot_every: int = 1) -> dict[str, Any]:
     """The figure (the module docstring): ``{build, scenarios: {name: figures and exactness}}``; ``reference``:
-    with the N -> N restart. The built state stays under ``work/built`` (its executors' directories emptied)."""
+    with the N -> N restart; ``snapshot_every``: the build's (0: the old partitions' chains are deltas only). The
+    built state stays under ``work/built`` (its executors' directories emptied)."""
     from blobstate.model.keygroups import DEFAULT_KEY_GROUPS
 
     key_groups = key_groups or DEFAULT_KEY_GROUPS
@@ -259,7 +262,7 @@ def rescale_at_restart(spark: Any, work: str, *, keys: int, partitions: int = 4,
         write_input(os.path.join(source, f"batch-{i}.parquet"), batch)
     t0 = time.perf_counter()
     root = Scenario(built)
-    ps = root.open(spark, partitions, key_groups=key_groups)
+    ps = root.open(spark, partitions, key_groups=key_groups, snapshot_every=snapshot_every)
     try:
         run_query(spark, ps, source)
         build_stats = ps.batch_stats
