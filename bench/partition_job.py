@@ -29,12 +29,13 @@ if __package__ in (None, ""):  # ``python bench/partition_job.py``
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def session() -> Any:
+def session(app: str = "blobstate-bench-partition-job") -> Any:
+    """A ``local[2]`` session named ``app`` (the Spark benchmarks')."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master("local[2]").appName("blobstate-bench-partition-job")
+    spark = (SparkSession.builder.master("local[2]").appName(app)
              .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
              .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
              .getOrCreate())

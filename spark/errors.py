@@ -42,6 +42,13 @@ class KeyGroupError(ConfigurationError):
     groups would lose it, so nothing was cut."""
 
 
+class KeyGroupsUnsupported(ConfigurationError):
+    """``transform_with_state`` asked to run on a key-grouped store (``key_groups=``, or a store whose group records
+    name key groups), exit code 2, refused at start (nothing run, restored or written): the stateful processor's
+    operator routes rows by ``pmod(hash(key_cols), N)`` and stores its variables' keys without the key-group prefix,
+    so such a store would hold keys a rescale at restart cuts to the wrong partition."""
+
+
 class SnapshotCommitError(StorageError):
     """The snapshot commit of a batch failed; ``batch_id`` names it, ``__cause__`` the reason. The deltas committed
     before and after it are intact: only the snapshot lag grows. The exit code is the cause's."""
@@ -125,6 +132,7 @@ class HelperUnavailable(RuntimeError):
     """The JVM helper jar cannot be built or loaded (no ``javac``, no pyspark jars, a JVM refusing the class)."""
 
 
-__all__ = ["DestinationNotEmpty", "HelperUnavailable", "KeyGroupError", "PartitioningError", "RescaleAlreadyCommitted",
-           "RescaleRefused", "SnapshotCommitError", "SparkAlignmentError", "StateAlreadyWritten", "StateSchemaError",
-           "StateVariableError", "StateWriteRefused", "UnmappableKeyError", "UnwritableRows"]
+__all__ = ["DestinationNotEmpty", "HelperUnavailable", "KeyGroupError", "KeyGroupsUnsupported", "PartitioningError",
+           "RescaleAlreadyCommitted", "RescaleRefused", "SnapshotCommitError", "SparkAlignmentError",
+           "StateAlreadyWritten", "StateSchemaError", "StateVariableError", "StateWriteRefused", "UnmappableKeyError",
+           "UnwritableRows"]

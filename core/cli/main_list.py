@@ -38,6 +38,8 @@ def list_checkpoints(repo: str, log_url: str | None, storage_option: tuple[str, 
                  else "?" if s.files_total is None else s.files_total)
         return [f"{row['store']:28} {row['generation']:>4} {row['checkpointId']:22} {row['createdTime']:24} "
                 f"{row['host'][:16]:16} {batch!s:>6} {parts:>7} {files!s:>7} {format_size(s.bytes_total):>10}"
+                + (f"  {cp.key_groups} key groups" if cp.is_group and cp.key_groups else "")
+                + (f", regrouped {s.regrouped_from} -> {cp.num_partitions}" if s.regrouped_from else "")
                 + (f"  error: {s.error}" if s.error else "")]
 
     output.show_rows(as_json, summaries, empty="no checkpoints", lines=lines,

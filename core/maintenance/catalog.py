@@ -9,7 +9,7 @@ bytes, times in ms since the epoch (JSON adds ISO 8601 UTC forms).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from blobstate.config.options import redact
@@ -39,6 +39,8 @@ class CheckpointSummary:
     store_type: str | None = None
     error: str | None = None
     partitions_committed: int | None = None  # a group record: how many of its ``num_partitions`` it commits
+    #: a key-grouped group record that is the first of a rescale at restart: the number of partitions before it
+    regrouped_from: int | None = None
 
     @property
     def host(self) -> str:
@@ -52,6 +54,8 @@ class CheckpointSummary:
                 "indexBlobId": cp.index_blob_id, "indexSizeInBytes": cp.index_size, "error": self.error,
                 **({"partitions": cp.num_partitions, "partitionsCommitted": self.partitions_committed}
                    if cp.is_group else {}),
+                **({"keyGroups": cp.key_groups} if cp.is_group and cp.key_groups else {}),
+                **({"regroupedFrom": self.regrouped_from} if self.regrouped_from else {}),
                 **({"partition": cp.partition} if isinstance(cp, PartitionRecord) else {})}
 
 
@@ -93,6 +97,20 @@ def _summarize_group(repo: Repository, group: Checkpoint) -> CheckpointSummary:
         size += summary.bytes_total or 0
     return CheckpointSummary(group, files, size, "rocksdb", "; ".join(errors) or None,
                              len({e.partition for e in group.partitions}))
+
+
+def mark_regroups(summaries: list[CheckpointSummary]) -> list[CheckpointSummary]:
+    """``summaries`` of one store's records (by generation) with ``regrouped_from`` set on each group record whose
+    number of partitions differs from the group record before it (a key-grouped store's rescale at restart)."""
+    out, before = [], 0
+    for s in summaries:
+        cp = s.checkpoint
+        if cp.is_group and cp.partitions:
+            if before and cp.num_partitions != before:
+                s = replace(s, regrouped_from=before)
+            before = cp.num_partitions
+        out.append(s)
+    return out
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,7 @@ def describe_checkpoints(*, repo: str, log: str | None = None, job: str | None =
     host, batch id, file count and data size (bytes) from their indexes; an unreadable index is reported in its
     summary's ``error``, never raised. Every store's records are read at once, the stores' indexes
     ``max_concurrency`` stores at a time (``blobstate.maintenance.stores``)."""
-    from blobstate.maintenance.catalog import summarize
+    from blobstate.maintenance.catalog import mark_regroups, summarize
     from blobstate.maintenance.repository_view import (
         RepositoryView,
         calls_summary,
@@ -101,7 +101,7 @@ def describe_checkpoints(*, repo: str, log: str | None = None, job: str | None =
         def one(k: StoreKey) -> list[CheckpointSummary]:
             own = own_indexes(repository)
             with own.reading_indexes_once():
-                return [summarize(own, cp)[0] for cp in view.history(k)]
+                return mark_regroups([summarize(own, cp)[0] for cp in view.history(k)])
 
         summaries = [s for found in for_each_store(repository, one, view.keys) for s in found]
         calls_summary("list", repository, len(view.keys), started)
@@ -300,7 +300,7 @@ def _state_entries(plan: StatePlan, reopen: Callable[[], Repository],
             with tempfile.TemporaryDirectory(prefix="blobstate-state-", dir=scratch_dir) as base:
                 path = state_reader.restore_into(repository, chain, base)
                 if path is not None:
-                    with open_entries(path) as entries:
+                    with open_entries(path, plan.key_groups) as entries:
                         yield from entries
 
 
@@ -327,13 +327,16 @@ def read_changes(*, repo: str, log: str | None = None, job: str = "default", tas
                                           engine=engine_log(checkpoint_location))
     if checkpoint_location is None and to_batch is None:
         warn_unconfirmed(key, [cp for records in plans.values() for cp in records])
-    return _changes(plans, lambda: open_repository(repo, log, storage_options, log_options, settings=settings))
+    return _changes(plans, lambda: open_repository(repo, log, storage_options, log_options, settings=settings),
+                    getattr(plans, "key_groups", 0))
 
 
-def _changes(plans: dict[int | None, list[Checkpoint]], reopen: Callable[[], Repository]) -> Iterator[Change]:
+def _changes(plans: dict[int | None, list[Checkpoint]], reopen: Callable[[], Repository],
+             key_groups: int = 0) -> Iterator[Change]:
     from blobstate.restoring import state as state_reader
 
     with reopen() as repository:
         for batch in sorted({r.batch_id for records in plans.values() for r in records if r.batch_id is not None}):
             for p, records in plans.items():
-                yield from state_reader.read_changes(repository, [r for r in records if r.batch_id == batch], p)
+                yield from state_reader.read_changes(repository, [r for r in records if r.batch_id == batch], p,
+                                                     key_groups)

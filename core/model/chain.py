@@ -123,6 +123,15 @@ def partitions_of(history: Sequence[Checkpoint]) -> list[int]:
     return sorted({e.partition for cp in history if cp.is_group for e in cp.partitions})
 
 
+def live_partitions(history: Sequence[Checkpoint]) -> list[int]:
+    """The partitions of the current run that the store's newest group record still has (``< num_partitions``): after
+    a key-grouped store's rescale at restart from N to M < N (``blobstate.model.regroup``) the old partitions M..N-1
+    are gone, and only the group records they share with a live partition keep their parts (retention)."""
+    groups = [cp for cp in history if cp.is_group and cp.partitions]
+    count = groups[-1].num_partitions if groups else 0
+    return [p for p in partitions_of(current_run(history)) if p < count]
+
+
 def partition_history(history: Sequence[Checkpoint], partition: int) -> list[Checkpoint]:
     """The records of ``partition`` in a partitioned store's ``history`` (group records expanded, a voided group's
     left out), by generation."""
@@ -227,9 +236,10 @@ def retention(history: Sequence[Checkpoint], retain: int) -> tuple[list[Checkpoi
 
 
 def _group_retention(history: Sequence[Checkpoint], retain: int) -> tuple[list[Checkpoint], list[Checkpoint]]:
-    """Retention of a partitioned store: each partition's own, and the group records from the first any needs."""
+    """Retention of a partitioned store: each live partition's own (``live_partitions``), and the group records from
+    the first any needs."""
     first = None
-    for p in partitions_of(current_run(history)):
+    for p in live_partitions(history):
         _, kept = retention(partition_history(history, p), retain)
         if kept:
             first = kept[0].generation if first is None else min(first, kept[0].generation)

@@ -24,7 +24,10 @@ What a policy keeps in a checkpoint log (``plan_retention``) follows the chain r
   oldest snapshot that ``last`` or ``within`` keeps are kept too (every batch of that window restores), as
   ``--retain`` always did. A snapshot a calendar rule keeps stands alone. A run without a snapshot is kept whole.
 - A partitioned store's group records: each partition's records follow the rule above; a group record is kept
-  when any partition keeps its part, and then whole (a group's partitions are never split).
+  when any partition keeps its part, and then whole (a group's partitions are never split). After a key-grouped
+  store's rescale at restart from N to M < N partitions, partitions M..N-1 no longer exist
+  (``chain.live_partitions``): their records live on only inside the old group records a live partition still
+  keeps (its last snapshots may be the old partitioning's), and go with them.
 - The newest record is always kept (the log's generation; fencing).
 - Whatever is kept must restore exactly what it restored before: no snapshot may become valid that was not, the
   latest state's chain and each kept batch's delta must stay the same records. When dropping interior records
@@ -325,9 +328,10 @@ def _window_rule(reason: str) -> bool:
 
 def _group_keep(history: Sequence[Checkpoint], policy: RetentionPolicy,
                 now_ms: int | None) -> dict[tuple[str, int], tuple[str, ...]]:
-    """Group records: a record is kept, whole, when any partition keeps its part (reasons merged)."""
+    """Group records: a record is kept, whole, when any live partition (``chain.live_partitions``) keeps its part
+    (reasons merged)."""
     by_generation: dict[int, set[str]] = {}
-    for p in chain.partitions_of(chain.current_run(history)):
+    for p in chain.live_partitions(history):
         records = chain.partition_history(history, p)
         for (_, generation), why in _keep(records, policy, now_ms).items():
             by_generation.setdefault(generation, set()).update(why)
@@ -340,7 +344,7 @@ def _restores_the_same(history: list[Checkpoint], retained: list[Checkpoint]) ->
     if not chain.has_deltas(history):
         return True
     chains = ([(chain.partition_history(history, p), chain.partition_history(retained, p))
-               for p in chain.partitions_of(history)] if chain.has_groups(history) else [(history, retained)])
+               for p in chain.live_partitions(history)] if chain.has_groups(history) else [(history, retained)])
     for before, after in chains:
         if not {_k(s) for s in chain.valid_snapshots(after)} <= {_k(s) for s in chain.valid_snapshots(before)}:
             return False

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from blobstate.errors import ConfigurationError
+from blobstate.model.keygroups import KEY_GROUP_BYTES
 
 BYTES, STR, INT, FLOAT, BOOL, PICKLE = 1, 2, 3, 4, 5, 6
 _F64 = struct.Struct(">d")
@@ -101,11 +102,23 @@ def type_name(value: Value) -> str:
     return type(value).__name__ if type(value) in (str, bytes, int, float) else "raw"
 
 
+def user_key(stored: Value, key_groups: int) -> Value:
+    """The user's key of the key ``stored`` of a store of ``key_groups`` key groups (0: none, ``stored`` itself). A
+    key-grouped store keeps each key as its key group's ``KEY_GROUP_BYTES`` big-endian bytes followed by this
+    module's encoding of the user's key (``blobstate.spark.partitioned.executor.keygrouped``): the prefix is
+    dropped and the rest decoded. A stored key that is not of that shape is given back as it is (nothing lost)."""
+    if not key_groups or not isinstance(stored, bytes) or len(stored) <= KEY_GROUP_BYTES or \
+            int.from_bytes(stored[:KEY_GROUP_BYTES], "big") >= key_groups:
+        return stored
+    return decode(stored[KEY_GROUP_BYTES:])
+
+
 @contextlib.contextmanager
-def open_entries(path: str) -> Iterator[Iterator[tuple[Value, Value]]]:
+def open_entries(path: str, key_groups: int = 0) -> Iterator[Iterator[tuple[Value, Value]]]:
     """The entries of the RocksDB directory ``path`` (closed by everyone else; opened read-only: rocksdict still
-    rewrites its ``rocksdict-config.json`` there), decoded as the module docstring says, in the store's key order.
-    A context manager: the database is closed on exit."""
+    rewrites its ``rocksdict-config.json`` there), decoded as the module docstring says, in the store's key order;
+    of a store of ``key_groups`` key groups, by the user's key (``user_key``: the key-group prefix dropped). A
+    context manager: the database is closed on exit."""
     from rocksdict import AccessType, Rdict
 
     raw = _raw_mode(path)
@@ -116,7 +129,7 @@ def open_entries(path: str) -> Iterator[Iterator[tuple[Value, Value]]]:
             yield ((Undecoded(bytes(k)), Undecoded(bytes(v))) for k, v in db.items())
         else:
             db.set_loads(_undecoded_pickle)  # rocksdict would unpickle type 6: keep its bytes instead
-            yield iter(db.items())
+            yield ((user_key(k, key_groups), v) for k, v in db.items()) if key_groups else iter(db.items())
     finally:
         db.close()
 

@@ -40,7 +40,7 @@ from blobstate.model.chain import (
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.repository.repo import Repository
 from blobstate.repository.view import read_view
-from blobstate.restoring.entries import Value
+from blobstate.restoring.entries import Value, user_key
 
 
 class Change(NamedTuple):
@@ -64,6 +64,7 @@ class StatePlan:
     chains: dict[int | None, Chain]
     num_partitions: int = 0
     confirmed: bool = False  # the engine's commit log says ``batch_id`` is committed (``blobstate.model.align``)
+    key_groups: int = 0  # a key-grouped store's: its keys are read by the user's key (``entries.user_key``)
 
     @property
     def unconfirmed_engine_state(self) -> bool:
@@ -160,7 +161,7 @@ def plan_state(repo: Repository, key: StoreKey, *, partitions: Iterable[int] | N
         batch = engine_batch(engine, batch, str(key))
     chains: dict[int | None, Chain] = {
         p: chain_at(partition_history(history, p), batch, f"{key} partition {p}", engine) for p in wanted}
-    return StatePlan(key, batch, chains, n, confirmed=engine is not None)
+    return StatePlan(key, batch, chains, n, confirmed=engine is not None, key_groups=key_groups_of(groups))
 
 
 def restore_into(repo: Repository, chain: Chain, base: str) -> str | None:
@@ -184,6 +185,19 @@ def restore_into(repo: Repository, chain: Chain, base: str) -> str | None:
     return dest
 
 
+def key_groups_of(history: Sequence[Checkpoint]) -> int:
+    """The number of key groups the newest group record of ``history`` records (0: none, or a driver store): a
+    reader of a key-grouped store gives each key back without its key-group prefix (``entries.user_key``)."""
+    return next((cp.key_groups for cp in reversed(history) if cp.is_group and cp.partitions), 0)
+
+
+class ChangePlans(dict[int | None, list[Checkpoint]]):
+    """``change_plans``' answer: partition (None: a driver store) -> its delta records, and the store's
+    ``key_groups`` (0: none), which ``read_changes`` takes to give the user's keys."""
+
+    key_groups: int = 0
+
+
 def plan_changes(history: Sequence[Checkpoint], *, from_batch: int | None, to_batch: int | None,
                  what: str) -> list[Checkpoint]:
     """The delta records of batches ``from_batch..to_batch`` (both included; None: the oldest, the newest held
@@ -205,7 +219,7 @@ def plan_changes(history: Sequence[Checkpoint], *, from_batch: int | None, to_ba
 
 def change_plans(repo: Repository, key: StoreKey, *, from_batch: int | None, to_batch: int | None,
                  partitions: Iterable[int] | None = None,
-                 engine: EngineLog | None = None) -> dict[int | None, list[Checkpoint]]:
+                 engine: EngineLog | None = None) -> ChangePlans:
     """``plan_changes`` for a driver store (``{None: records}``) or for ``partitions`` (default every one) of a
     group, all over the same batches (the group's readable range when ``from_batch``/``to_batch`` are None; with
     ``engine``, up to the engine's done batch at most). Raises ``NothingToRestore``, ``BatchNotRetained``,
@@ -219,7 +233,7 @@ def change_plans(repo: Repository, key: StoreKey, *, from_batch: int | None, to_
         if to_batch == INITIAL_BATCH:
             raise NothingToRestore(f"{engine.where}: the engine committed no batch of {key} yet: no change to read")
     if not groups:
-        return {None: plan_changes(history, from_batch=from_batch, to_batch=to_batch, what=str(key))}
+        return ChangePlans({None: plan_changes(history, from_batch=from_batch, to_batch=to_batch, what=str(key))})
     n = groups[-1].num_partitions
     wanted = list(range(n)) if partitions is None else list(partitions)
     if any(not 0 <= p < n for p in wanted):
@@ -229,23 +243,28 @@ def change_plans(repo: Repository, key: StoreKey, *, from_batch: int | None, to_
         from_batch = max(r[0] for r in ranges if r[0] is not None)
     if to_batch is None and all(r[1] is not None for r in ranges):
         to_batch = min(r[1] for r in ranges if r[1] is not None)
-    return {p: plan_changes(partition_history(history, p), from_batch=from_batch, to_batch=to_batch,
-                            what=f"{key} partition {p}") for p in wanted}
+    plans = ChangePlans({p: plan_changes(partition_history(history, p), from_batch=from_batch, to_batch=to_batch,
+                                         what=f"{key} partition {p}") for p in wanted})
+    plans.key_groups = key_groups_of(groups)
+    return plans
 
 
-def read_changes(repo: Repository, records: Sequence[Checkpoint], partition: int | None) -> Iterator[Change]:
-    """The writes of the delta ``records`` (``plan_changes``), in order; each changelog is checked against its
-    record's size and CRC32C before it is decoded. Raises ``BlobNotFound``, ``ChecksumMismatch``,
+def read_changes(repo: Repository, records: Sequence[Checkpoint], partition: int | None,
+                 key_groups: int = 0) -> Iterator[Change]:
+    """The writes of the delta ``records`` (``plan_changes``), in order, by the user's key for a store of
+    ``key_groups`` key groups (``entries.user_key``); each changelog is checked against its record's size and
+    CRC32C before it is decoded. Raises ``BlobNotFound``, ``ChecksumMismatch``,
     ``CorruptIndexError``."""
     for record in records:
         ops = changelog.decode(repo.read_changelog(record), source=record.changelog_blob_id)
         assert record.batch_id is not None
         for op, key, value in ops:
-            yield Change(record.batch_id, partition, "put" if op == changelog.PUT else "delete", key, value)
+            yield Change(record.batch_id, partition, "put" if op == changelog.PUT else "delete",
+                         user_key(key, key_groups), value)
 
 
-__all__ = ["BatchNotRetained", "Change", "StatePlan", "chain_at", "change_plans", "change_range", "plan_changes",
-           "plan_state", "read_changes", "restore_into", "state_range"]
+__all__ = ["BatchNotRetained", "Change", "ChangePlans", "StatePlan", "chain_at", "change_plans", "change_range",
+           "key_groups_of", "plan_changes", "plan_state", "read_changes", "restore_into", "state_range"]
 
 
 def entries(plan: StatePlan, open_repository: Callable[[], Repository],
@@ -262,14 +281,15 @@ def entries(plan: StatePlan, open_repository: Callable[[], Repository],
             with tempfile.TemporaryDirectory(prefix="blobstate-state-", dir=scratch_dir) as base:
                 path = restore_into(repository, chain, base)
                 if path is not None:
-                    with open_entries(path) as found:
+                    with open_entries(path, plan.key_groups) as found:
                         yield from found
 
 
-def changes(plans: dict[int | None, list[Checkpoint]], open_repository: Callable[[], Repository]) -> Iterator[Change]:
+def changes(plans: dict[int | None, list[Checkpoint]], open_repository: Callable[[], Repository],
+            key_groups: int = 0) -> Iterator[Change]:
     """The changes of ``plans`` (``change_plans``), batch by batch and partition by partition
     (``blobstate.read_changes``), through a repository ``open_repository()`` opens when the iteration starts."""
     with open_repository() as repository:
         for batch in sorted({r.batch_id for records in plans.values() for r in records if r.batch_id is not None}):
             for p, records in plans.items():
-                yield from read_changes(repository, [r for r in records if r.batch_id == batch], p)
+                yield from read_changes(repository, [r for r in records if r.batch_id == batch], p, key_groups)

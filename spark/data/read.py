@@ -48,7 +48,8 @@ from blobstate.model.chain import current_run, expand_all
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.plugin.records import extra_install_hint, missing_dependency
 from blobstate.repository.repo import Repository
-from blobstate.restoring.state import change_plans, plan_state
+from blobstate.restoring.entries import user_key
+from blobstate.restoring.state import change_plans, key_groups_of, plan_state
 from blobstate.spark.committed.location import CheckpointLocation
 from blobstate.spark.data.executor.tasks import ReadPlan, RepositoryRef, TaskInfo, column_type, read_task
 from blobstate.spark.data.executor.variables import VariableRead, output_schema
@@ -84,9 +85,11 @@ def infer_types(repo: Repository, history: list[Checkpoint]) -> tuple[str, str]:
                     key=lambda cp: cp.generation, reverse=True)[:INFER_FROM]
     keys: Counter[str] = Counter()
     values: Counter[str] = Counter()
+    key_groups = key_groups_of(history)  # a key-grouped store's keys are typed by the user's key
     for record in deltas:
         for op, key, value in changelog.decode(repo.read_changelog(record), source=record.changelog_blob_id):
-            keys[SPARK_TYPES[type(key)]] += 1
+            key = user_key(key, key_groups)
+            keys[SPARK_TYPES.get(type(key), "binary")] += 1
             if op == changelog.PUT:
                 values[SPARK_TYPES[type(value)]] += 1
     return (keys.most_common(1)[0][0] if keys else "string", values.most_common(1)[0][0] if values else "string")
@@ -219,7 +222,7 @@ def _read_state(spark: SparkSession, what: str, repo: str, job: str, store: str,
     if batch_id is None and checkpoint in (None, "latest") and state.unconfirmed_engine_state:
         warn_unconfirmed(opened.key, [cp for chain in state.chains.values() for cp in chain.records])
     plan = ReadPlan(opened.ref, opened.key, tuple(state.chains.items()), *types, local_dir=local_dir,
-                    on_task=on_task, variable=variable)
+                    on_task=on_task, variable=variable, key_groups=state.key_groups)
     return read_frame(spark, plan, state_schema(*types) if variable is None else _spark_schema(variable))
 
 
@@ -263,7 +266,8 @@ def read_changes(spark: SparkSession, *, repo: str, job: str, store: str, from_b
     if opened.engine is None and to_batch is None:
         warn_unconfirmed(key, [cp for records in plans.values() for cp in records])
     slots = tuple((p, tuple(records)) for p, records in plans.items())
-    plan = ReadPlan(opened.ref, key, slots, *types, changes=True, on_task=on_task, variable=variable)
+    plan = ReadPlan(opened.ref, key, slots, *types, changes=True, on_task=on_task, variable=variable,
+                    key_groups=plans.key_groups)
     return read_frame(spark, plan, state_schema(*types, changes=True) if variable is None else
                       _spark_schema(variable))
 

@@ -58,6 +58,7 @@ from blobstate.model.chain import Chain, partition_history
 from blobstate.model.layout import DEFAULT_TTL_MS
 from blobstate.model.records import Checkpoint, StoreKey
 from blobstate.repository.view import read_view
+from blobstate.restoring.state import key_groups_of
 from blobstate.spark.committed.alignment import plan_alignment
 from blobstate.spark.committed.location import CheckpointLocation, is_connect
 from blobstate.spark.data.executor.keys import ERROR, KeyOf, KeyPlan, map_keys
@@ -232,7 +233,8 @@ def rescale(spark: SparkSession, *, repo: str, job: str, store: str, to_store: s
     try:
         with destination(target, "rescale") as committer:  # step 2, before any Spark job
             result = _copy(spark, committer, target, ReadPlan(ref, source, tuple(sorted(chains.items())), *types,
-                                                              local_dir=local_dir, scratch="blobstate-rescale-read"),
+                                                              local_dir=local_dir, scratch="blobstate-rescale-read",
+                                                              key_groups=key_groups_of(history)),
                            schema, key_of)
     except StateAlreadyWritten as exc:
         raise RescaleAlreadyCommitted(f"{str(exc).replace('this rescale', f'this rescale of {source}')}: restart "

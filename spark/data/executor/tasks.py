@@ -115,6 +115,7 @@ class ReadPlan:
     on_task: Callable[[int | None, TaskInfo], None] | None = None
     scratch: str = "blobstate-read"
     variable: VariableRead | None = None
+    key_groups: int = 0  # a key-grouped store's: keys read by the user's key (``entries.user_key``)
 
 
 def task_info() -> TaskInfo:
@@ -193,7 +194,7 @@ def _entries(repo: Repository, plan: ReadPlan, partition: int | None, chain: Cha
         if plan.variable is not None:
             yield from _variable(plan.variable, path, partition)
             return
-        with entries.open_entries(path) as items:
+        with entries.open_entries(path, plan.key_groups) as items:
             keys: list[Any] = []
             values: list[Any] = []
             for key, value in items:
@@ -224,7 +225,7 @@ def _changes(repo: Repository, plan: ReadPlan, partition: int | None,
         yield from change_batches(plan.variable, read_changes(repo, records, partition), partition)
         return
     rows: list[Any] = []
-    for change in read_changes(repo, records, partition):
+    for change in read_changes(repo, records, partition, plan.key_groups):
         rows.append(change)
         if len(rows) >= ROWS_PER_BATCH:
             yield _change_batch(rows, partition, plan)

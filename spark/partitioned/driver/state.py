@@ -373,8 +373,10 @@ class PartitionedState:
         if placer is not None:
             for p in accepted:
                 placer.placement.record(p.partition, p.task.executor)
+        regroup = self._regroup
         self.stats.append(batch_stats(group, accepted, snapshots, locations, job_ms=(t1 - t0) * 1000,
-                                      commit_ms=(time.perf_counter() - t1) * 1000))
+                                      commit_ms=(time.perf_counter() - t1) * 1000, key_groups=self.key_groups,
+                                      regrouped=regroup and (regroup.old_partitions, regroup.new_partitions)))
         self._history = [*history, group]
         self._regroup = None
         self._history_current = not staged  # a group with snapshot parts ran retention: read the log again

@@ -16,7 +16,10 @@ class GroupBatchStats:
     group record committed (``snapshots``; taken earlier, off the batch's path). Where the tasks ran:
     ``partitions_local`` found the copy on their host current (nothing downloaded), ``partitions_placed`` ran on the
     executor the driver preferred (``blobstate.spark.placement.coordinator``), ``executors[p]`` is where partition
-    ``p``'s committed part was written (``""``: unknown), in ``task_ms[p]`` ms."""
+    ``p``'s committed part was written (``""``: unknown), in ``task_ms[p]`` ms. A key-grouped store's
+    ``key_groups`` (0: none); the batch that started a rescale at restart says from which number of partitions to
+    which (``regrouped``: ``(old, new)``, None for every other batch) and where each new partition's start went
+    (``phases_ms[p]``: ``(phase, ms)`` pairs, ``Prepare.phases_ms``)."""
 
     batch_id: int
     job_ms: float
@@ -31,16 +34,22 @@ class GroupBatchStats:
     partitions_placed: int = 0
     executors: tuple[str, ...] = ()
     task_ms: tuple[float, ...] = ()
+    key_groups: int = 0
+    regrouped: tuple[int, int] | None = None
+    phases_ms: tuple[tuple[tuple[str, float], ...], ...] = ()
 
 
 def batch_stats(group: Checkpoint, accepted: list[Prepare], snapshots: list[SnapshotResult], locations: list[str],
-                *, job_ms: float, commit_ms: float) -> GroupBatchStats:
+                *, job_ms: float, commit_ms: float, key_groups: int = 0,
+                regrouped: tuple[int, int] | None = None) -> GroupBatchStats:
     """The stats of ``group`` (the committed record), from its ``accepted`` prepares (in partition order), the
-    ``snapshots`` it committed and the ``locations`` the driver preferred (``""``: none)."""
+    ``snapshots`` it committed and the ``locations`` the driver preferred (``""``: none); ``key_groups`` and
+    ``regrouped`` as ``GroupBatchStats`` says."""
     executors = tuple(p.task.executor for p in accepted)
     placed = sum(bool(want) and want == e for want, e in zip(locations, executors, strict=False))
     return GroupBatchStats(group.batch_id if group.batch_id is not None else -1, job_ms, commit_ms, group.generation,
                            sum(p.restored for p in accepted), sum(p.files_downloaded for p in accepted),
                            sum(p.bytes_downloaded for p in accepted), sum(p.entry.size for p in accepted),
                            len(snapshots), sum(p.local for p in accepted), placed, executors,
-                           tuple(round(p.ms, 1) for p in accepted))
+                           tuple(round(p.ms, 1) for p in accepted), key_groups, regrouped,
+                           tuple(p.phases_ms for p in accepted) if regrouped else ())

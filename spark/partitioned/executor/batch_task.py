@@ -129,6 +129,10 @@ class Prepare:
     task: TaskIdentity = TaskIdentity()
     #: the first batch after a rescale: the snapshot of the state the partition started from (batch ``upto``)
     snapshot: StagedSnapshot | None = None
+    #: the first batch after a rescale: where its start went (ms): ``restore`` (the old partitions' chains
+    #: downloaded and applied), ``cut`` (``delete_range``), ``ingest`` (the others' key groups taken in),
+    #: ``snapshot`` (the copy checkpointed and uploaded as the snapshot of batch ``upto``)
+    phases_ms: tuple[tuple[str, float], ...] = ()
 
     @property
     def local(self) -> bool:
@@ -152,8 +156,10 @@ def run_partition(plan: BatchPlan, update: Update, partition: int, rows: Iterabl
     with LocalPartition(plan.local_dir, plan.key, partition) as local:
         # the committed changelogs this host kept, put back when a late group's gc took them (issue 27 case 2)
         heal_parts(repo, plan.records.get(partition, ()), local.kept, ttl_ms=plan.ttl_ms)
+        phases: tuple[tuple[str, float], ...] = ()
         if partition in plan.regroup:  # the first batch after a rescale: built from the old partitions' chains
-            fetched, snapshot = start_regrouped(repo, plan, local, plan.regroup[partition], task.task_attempt_id)
+            fetched, snapshot, phases = start_regrouped(repo, plan, local, plan.regroup[partition],
+                                                        task.task_attempt_id)
         else:
             fetched, snapshot = local.ensure_at(repo, plan.records.get(partition, ()), plan.upto), None
         view: Any = changelog.StagedWrites(local.open_db())
@@ -170,15 +176,17 @@ def run_partition(plan: BatchPlan, update: Update, partition: int, rows: Iterabl
     if plan.fault_hook is not None:
         plan.fault_hook("uploaded", ctx)
     yield Prepare(partition, plan.batch_id, ctx.attempt, plan.base, entry, created, fetched.record,
-                  fetched.restored, fetched.files, fetched.bytes, (time.perf_counter() - t0) * 1000, task, snapshot)
+                  fetched.restored, fetched.files, fetched.bytes, (time.perf_counter() - t0) * 1000, task, snapshot,
+                  phases)
 
 
 def start_regrouped(repo: Any, plan: BatchPlan, local: LocalPartition, regroup: Any,
-                    attempt: int) -> tuple[Fetched, StagedSnapshot]:
+                    attempt: int) -> tuple[Fetched, StagedSnapshot, tuple[tuple[str, float], ...]]:
     """A new partition's copy after a rescale at restart: built from the old partitions' chains
     (``keygroup_cut.restore_regrouped``: its base restored and cut, the others' key groups ingested), then staged as
     a snapshot of the batch it is at (``plan.upto``), committed with this batch's group record, so the new
-    partitioning's records make every later state on their own. The copy is marked at that snapshot."""
+    partitioning's records make every later state on their own. The copy is marked at that snapshot. Returns
+    ``Prepare.phases_ms`` besides."""
     from blobstate.spark.partitioned.executor.keygroup_cut import restore_regrouped
 
     local.close_db()
@@ -186,6 +194,7 @@ def start_regrouped(repo: Any, plan: BatchPlan, local: LocalPartition, regroup: 
     shutil.rmtree(local.db_path, ignore_errors=True)
     scratch = os.path.join(local.path, "regroup-work")
     built = restore_regrouped(repo, regroup, plan.key_groups, local.db_path, scratch_dir=scratch)
+    t0 = time.perf_counter()
     target = os.path.join(local.path, f"{SNAPSHOT_PREFIX}regroup-{attempt}")
     shutil.rmtree(target, ignore_errors=True)
     try:
@@ -199,7 +208,9 @@ def start_regrouped(repo: Any, plan: BatchPlan, local: LocalPartition, regroup: 
     local.owned.set_marker({"checkpointId": staged.entry.checkpoint_id, "batchId": plan.upto})
     log.info("partition %s built from old partitions %s (%s entries taken in)", regroup.partition, built.sources,
              built.taken)
-    return Fetched(record=staged.entry.checkpoint_id, restored=True), staged
+    phases = (("restore", built.restore_ms), ("cut", built.cut_ms), ("ingest", built.take_ms),
+              ("snapshot", (time.perf_counter() - t0) * 1000))
+    return Fetched(record=staged.entry.checkpoint_id, restored=True), staged, tuple((k, round(v, 1)) for k, v in phases)
 
 
 def arrow_task(plan: BatchPlan, update: Update, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

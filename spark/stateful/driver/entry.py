@@ -77,10 +77,11 @@ def transform_with_state(df: Any, processor: Any, *, key_cols: list[str], output
     ``partitioned`` (``snapshot_every``, ``retain``, ``work_dir``, ``log``, ``storage_options``, ...).
 
     Raises ``MissingDependencyError`` (pyspark < 4.0), ``ConfigurationError`` for a bad argument,
-    ``StateSchemaError`` (exit 2, naming the variable and both schemas; before the query starts, nothing restored
-    or written) when the processor's ``init``, run once on the driver, declares a state variable incompatibly with
-    what the store recorded (``blobstate.spark.stateful.driver.restart``), and what opening the state raises
-    (``SparkAlignmentError``, ``PartitioningError``).
+    ``KeyGroupsUnsupported`` (exit 2, at start, nothing run or written) for ``key_groups=`` or a store that records
+    key groups, ``StateSchemaError`` (exit 2, naming the variable and both schemas; before the query starts,
+    nothing restored or written) when the processor's ``init``, run once on the driver, declares a state variable
+    incompatibly with what the store recorded (``blobstate.spark.stateful.driver.restart``), and what opening the
+    state raises (``SparkAlignmentError``, ``PartitioningError``).
     """
     require_pyspark()
     mode = canonical_time_mode(time_mode)
@@ -100,7 +101,8 @@ def transform_with_state(df: Any, processor: Any, *, key_cols: list[str], output
     refuse_incompatible(processor, time_mode=mode, repo=repo, job=job, store=store,
                         partitioned=num_partitions is not None, task=state_options.get("task"),
                         log=state_options.get("log"),
-                        storage_options=state_options.get("storage_options"), settings=state_options.get("settings"))
+                        storage_options=state_options.get("storage_options"), settings=state_options.get("settings"),
+                        key_groups=state_options.get("key_groups"))
     spark = df.sparkSession
     if num_partitions is None:
         if state_dir is None:

@@ -22,19 +22,23 @@ from blobstate.errors import RepositoryNotFound
 from blobstate.model.records import StoreKey
 from blobstate.restoring.state import plan_state
 from blobstate.spark.data.metadata import store_metadata
+from blobstate.spark.errors import KeyGroupsUnsupported
 from blobstate.spark.processor.handle import check_declarations
 from blobstate.spark.processor.metadata import Metadata
 
 
 def refuse_incompatible(processor: Any, *, time_mode: str, repo: str, job: str, store: str, partitioned: bool,
                         task: str | None = None, log: str | None = None,
-                        storage_options: dict[str, Any] | None = None, settings: Settings | None = None) -> None:
+                        storage_options: dict[str, Any] | None = None, settings: Settings | None = None,
+                        key_groups: int | None = None) -> None:
     """Run ``processor``'s ``init`` once on the driver against what the store ``(job, task, store)`` recorded
     (``task`` default: ``group`` if ``partitioned`` else ``0``, as the state opens it; a new repository or store
-    recorded nothing). Raises ``StateSchemaError`` when a declaration is incompatible with the record,
+    recorded nothing). Raises ``KeyGroupsUnsupported`` (exit 2) when ``key_groups`` is asked or the store records
+    key groups (``refuse_key_groups``), ``StateSchemaError`` when a declaration is incompatible with the record,
     ``StateVariableError`` when ``init`` misuses the API (a TTL outside ProcessingTime, a name declared twice), and
     what opening the repository raises (but ``RepositoryNotFound``: a new repository)."""
     key = StoreKey(job, task or ("group" if partitioned else "0"), store)
+    refuse_key_groups(key_groups, f"{key}")
     metadata = Metadata()
     try:
         repository = open_repository(repo, log, storage_options, settings=Settings.for_call(settings))
@@ -43,8 +47,23 @@ def refuse_incompatible(processor: Any, *, time_mode: str, repo: str, job: str, 
     if repository is not None:
         with repository:
             if repository.log.latest(key) is not None:
-                metadata = store_metadata(repository, plan_state(repository, key).chains.values())
+                state = plan_state(repository, key)
+                refuse_key_groups(state.key_groups, f"{key}", recorded=True)
+                metadata = store_metadata(repository, state.chains.values())
     check_declarations(processor, metadata, time_mode=time_mode)
 
 
-__all__ = ["refuse_incompatible"]
+def refuse_key_groups(key_groups: int | None, what: str, *, recorded: bool = False) -> None:
+    """``KeyGroupsUnsupported`` (exit 2) for a processor's store of key groups (``key_groups``: asked, or
+    ``recorded`` by the store ``what``); nothing for None or 0."""
+    if key_groups:
+        why = (f"{what} records {key_groups} key groups (it was written by blobstate.spark.partitioned with "
+               "key_groups=)" if recorded else f"key_groups={key_groups} was asked for {what}")
+        raise KeyGroupsUnsupported(
+            f"transform_with_state does not run on key groups: {why}. Its operator routes rows by Spark's hash "
+            "modulo num_partitions and stores its variables' keys without a key-group prefix, so a rescale at "
+            "restart would cut them to the wrong partitions; nothing was run or written. Use a store without key "
+            "groups (its rescale is offline: blobstate spark rescale)")
+
+
+__all__ = ["refuse_incompatible", "refuse_key_groups"]

@@ -46,3 +46,14 @@ def test_a_group_without_a_batch_reports_batch_minus_one_and_no_tasks_report_zer
     stats = batch_stats(group(None), [], [], [], job_ms=0.0, commit_ms=0.0)
     assert (stats.batch_id, stats.partitions_restored, stats.bytes_uploaded, stats.executors, stats.task_ms) == (
         -1, 0, 0, (), ())
+
+
+def test_the_batch_that_regrouped_says_from_which_count_to_which_and_where_each_start_went():
+    import dataclasses
+
+    phases = (("restore", 120.0), ("cut", 0.4), ("ingest", 30.0), ("snapshot", 80.0))
+    accepted = [dataclasses.replace(prepare(p, size=1), phases_ms=phases) for p in range(3)]
+    stats = batch_stats(group(), accepted, [], [], job_ms=1, commit_ms=1, key_groups=64, regrouped=(4, 3))
+    assert (stats.key_groups, stats.regrouped, stats.phases_ms) == (64, (4, 3), (phases,) * 3)
+    steady = batch_stats(group(), accepted, [], [], job_ms=1, commit_ms=1, key_groups=64)
+    assert (steady.key_groups, steady.regrouped, steady.phases_ms) == (64, None, ())

@@ -153,6 +153,7 @@ def test_a_restart_plan_restores_the_old_partitions_chains_into_exactly_the_fold
             dest = str(tmp_path / f"new-{part.partition}")
             built = restore_regrouped(repo, part, K, dest, scratch_dir=str(tmp_path / f"scratch-{part.partition}"))
             assert built.sources == tuple(sorted(s.partition for s in (part.base, *part.others)))
+            assert built.restore_ms > 0 and built.cut_ms >= 0 and built.take_ms >= 0
             db = Rdict(dest, db_options())
             held = list(db.items())
             db.close()
