@@ -1,8 +1,9 @@
 """Warm standby copies of a partitioned store's partitions (``standby=1``), kept by the driver off the batch's path.
 
 After each committed group record of batch ``b`` (``PartitionedState.run_batch``), the driver asks for a warm job
-(``WarmStandbys.request``; one in flight, a request while one runs is skipped: the next commit asks again, like the
-snapshot job, ``blobstate.spark.partitioned.driver.snapshots``; ``run_batch`` never waits for it). In a background
+(``WarmStandbys.request``; ``run_batch`` never waits for it). One runs at a time, as the snapshot job
+(``blobstate.spark.partitioned.driver.snapshots``); a request while one runs waits in its place, replacing an older
+waiting one, and runs when it ends, so the standbys always reach the last committed batch. In a background
 thread:
 
 1. the standbys are chosen for the partitions' current holders (``Placement.assign_standbys``: one live executor per
@@ -79,10 +80,13 @@ def record_reports(at: Mapping[int, StandbyAt], results: Iterable[WarmResult],
 def replicas(primaries: Sequence[str], standbys: Mapping[int, str],
              at: Mapping[int, StandbyAt]) -> tuple[Replica, ...]:
     """One ``Replica`` per partition: its primary's executor (``primaries[p]``), its chosen standby's
-    (``standbys``) and the batch that standby's copy was reported at (None until the standby chosen now reported)."""
+    (``standbys``; none when on the primary's host: a standby just promoted) and the batch that standby's copy was
+    reported at (None until the standby chosen now reported)."""
     out = []
     for p, primary in enumerate(primaries):
         standby = standbys.get(p, "")
+        if standby and primary and host_of(standby) == host_of(primary):
+            standby = ""
         known = at.get(p)
         batch = known.batch_id if known is not None and standby and known.executor == standby else None
         out.append(Replica(p, primary, standby, batch))
@@ -100,6 +104,7 @@ class WarmStandbys:
         self._run_job = run_job
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._waiting: tuple[Any, ...] | None = None  # the newest request made while a job ran
         self.at: dict[int, StandbyAt] = {}
         self.requested: list[int] = []  # the batches warm jobs were started for
         self.results: deque[WarmResult] = deque(maxlen=1000)  # every task's answer, newest last
@@ -107,21 +112,34 @@ class WarmStandbys:
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        thread = self._thread
+        return thread is not None and thread.is_alive()
 
     def request(self, placement: Placement, live: Callable[[], list[str]], plan: Callable[[], BatchPlan],
                 batch_id: int) -> bool:
         """Start the warm job of ``batch_id`` in the background (steps 1-3 of the module docstring: ``live()``, the
-        live executors, and ``plan()``, the batch's records, are read in that thread); False (nothing started) when
-        one still runs."""
+        live executors, and ``plan()``, the batch's records, are read in that thread); False when one still runs:
+        this request then runs after it (in place of an older waiting one)."""
         with self._lock:
-            if self.running:
+            if self._thread is not None:
+                self._waiting = (placement, live, plan, batch_id)
                 return False
             self.requested.append(batch_id)
-            self._thread = threading.Thread(target=self._run, args=(placement, live, plan), daemon=True,
+            self._thread = threading.Thread(target=self._loop, args=(placement, live, plan), daemon=True,
                                             name=f"blobstate-warm-{batch_id}")
             self._thread.start()
             return True
+
+    def _loop(self, placement: Placement, live: Callable[[], list[str]], plan: Callable[[], BatchPlan]) -> None:
+        while True:
+            self._run(placement, live, plan)
+            with self._lock:  # the thread ends under the lock: a request sees it running or starts another
+                if self._waiting is None:
+                    self._thread = None
+                    return
+                placement, live, plan, batch_id = self._waiting
+                self._waiting = None
+                self.requested.append(batch_id)
 
     def _run(self, placement: Placement, live: Callable[[], list[str]], plan: Callable[[], BatchPlan]) -> None:
         try:

@@ -35,8 +35,8 @@ def test_a_report_counts_when_done_off_the_primarys_host_and_never_goes_back():
 
 def test_a_record_names_each_primary_and_the_batch_of_the_standby_chosen_now():
     at = {0: StandbyAt(B0, 4, "c4"), 1: StandbyAt(C0, 3, "c3")}
-    assert replicas([A0, A0, B0], {0: B0, 1: B0}, at) == (
-        Replica(0, A0, B0, 4), Replica(1, A0, B0, None), Replica(2, B0, "", None))  # 1's new standby: not warm yet
+    assert replicas([A0, A0, B0], {0: B0, 1: B0, 2: B0}, at) == (  # 1's new standby: not warm yet
+        Replica(0, A0, B0, 4), Replica(1, A0, B0, None), Replica(2, B0, "", None))  # 2's was just promoted
 
 
 def test_one_warm_job_at_a_time_and_its_reports_are_recorded():
@@ -52,11 +52,12 @@ def test_one_warm_job_at_a_time_and_its_reports_are_recorded():
 
     warm = WarmStandbys(job)
     assert warm.request(placement, lambda: [A0, B0], lambda: 7, 7)
-    assert not warm.request(placement, lambda: [A0, B0], lambda: 8, 8)  # one in flight: skipped
+    assert not warm.request(placement, lambda: [A0, B0], lambda: 8, 8)  # one in flight: 8 waits...
+    assert not warm.request(placement, lambda: [A0, B0], lambda: 9, 9)  # ...replaced by 9
     release.set()
     assert warm.wait(30)
-    assert calls == [(7, ((0, B0), (1, A0)))] and warm.requested == [7]
-    assert warm.replicas([A0, B0], placement) == (Replica(0, A0, B0, 7), Replica(1, B0, A0, 7))
+    assert calls == [(7, ((0, B0), (1, A0))), (9, ((0, B0), (1, A0)))] and warm.requested == [7, 9]
+    assert warm.replicas([A0, B0], placement) == (Replica(0, A0, B0, 9), Replica(1, B0, A0, 9))
     assert WarmStandbys(job).request(Placement(2), lambda: [A0], lambda: 9, 9)  # no holder: nothing to warm
 
 
