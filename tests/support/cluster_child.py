@@ -6,9 +6,10 @@
 and ``batches`` (run until that many batches committed: the test adds day files as it goes; default: what the
 input holds). Prints ``READY`` once the executors registered, ``BATCH <b> <executor of each partition's part>`` as
 batches commit (the test kills a worker from there) and, with standbys, ``WARM <batch each partition's standby is
-at, -2: none>`` as the warm jobs report; runs the stream to its end, waits for the last snapshot and warm jobs, stops the query, closes the state (in the order the README gives) and
-writes ``out``: every ``GroupBatchStats``, the snapshot requests and every skipped snapshot task (partition,
-batch, reason, executor), and the executors alive at the end.
+at, -2: none>`` as the warm jobs report; runs the stream to its end, waits for the last snapshot and warm jobs,
+stops the query, closes the state (in the order the README gives) and writes ``out``: every ``GroupBatchStats``,
+the snapshot requests and every skipped snapshot task (partition, batch, reason, executor), the executors alive at
+the end, and the warm tasks' answers.
 """
 
 from __future__ import annotations
