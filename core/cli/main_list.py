@@ -53,4 +53,4 @@ def replica_line(replica: Any, batch: int | None) -> str:
     standby = "none" if not replica.standby else (
         f"{replica.standby} at batch {'?' if replica.standby_batch_id is None else replica.standby_batch_id}")
     return (f"    partition {replica.partition:<4} primary {replica.primary or '?'} at batch "
-            f"{'' if batch is None else batch}, standby {standby}")
+            f"{'?' if batch is None else batch}, standby {standby}")

@@ -232,6 +232,9 @@ class PartitionedState:
                                           key_groups=self.key_groups)
             if self.placement and not self.connect:
                 self._placer = SparkPlacement((spark or self.spark).sparkContext, self.num_partitions)
+            if self.standby and (self._placer is None or not self._placer.available):
+                log.warning("standby=1 needs placement (classic PySpark with blobstate's JVM helper): %s runs "
+                            "without standbys", self.key)
         except BaseException:
             self.close()
             raise
