@@ -23,7 +23,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from spark_cluster import SparkCluster, unavailable  # noqa: E402
+from spark_cluster import SparkCluster, skip_without_cluster_or_helper  # noqa: E402
 from spark_fixtures import restored_routes  # noqa: E402
 from standby_run import run_with_a_lost_worker  # noqa: E402
 
@@ -34,18 +34,7 @@ K = 4  # the batch after which a worker is killed
 
 @pytest.fixture
 def cluster(tmp_path_factory):
-    reason = unavailable()
-    if reason:
-        pytest.skip(reason)
-    from blobstate.spark.placement import helper_jar
-
-    try:  # placement is what a standby needs: without the JVM helper it would fail for no clear reason
-        helper_jar.ensure_jar(pytest.importorskip("pyspark").__version__)
-    except helper_jar.HelperUnavailable as exc:
-        message = f"blobstate's JVM helper is unavailable ({exc}): .ci/install-spark.sh builds it"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    skip_without_cluster_or_helper()  # placement is what a standby needs: without the helper it fails unclearly
     base = tmp_path_factory.mktemp("cluster")
     with SparkCluster(str(base / "spark"), str(base / "local"), workers=3, cores=1, memory="2g",
                       tmpfs_size="512m") as running:
