@@ -22,7 +22,8 @@ def list_checkpoints(repo: str, log_url: str | None, storage_option: tuple[str, 
     """List retained checkpoints: time (UTC), host, batch id, files and data size, of one store (--store) or of
     every store in the repository (optionally of one --job / --task). A group checkpoint (a partitioned store)
     shows the partitions it commits of all (parts), the files of its partition snapshots (delta: changelogs
-    only) and its data size."""
+    only) and its data size, and, when it records them (standby=1), a line per partition: the executor of its
+    primary copy at the group's batch and its warm standby's with the batch that copy is at."""
     from blobstate import api
     from blobstate.config.units import format_size
 
@@ -40,8 +41,16 @@ def list_checkpoints(repo: str, log_url: str | None, storage_option: tuple[str, 
                 f"{row['host'][:16]:16} {batch!s:>6} {parts:>7} {files!s:>7} {format_size(s.bytes_total):>10}"
                 + (f"  {cp.key_groups} key groups" if cp.is_group and cp.key_groups else "")
                 + (f", regrouped {s.regrouped_from} -> {cp.num_partitions}" if s.regrouped_from else "")
-                + (f"  error: {s.error}" if s.error else "")]
+                + (f"  error: {s.error}" if s.error else "")] + [replica_line(r, cp.batch_id) for r in cp.replicas]
 
     output.show_rows(as_json, summaries, empty="no checkpoints", lines=lines,
                      header=f"{'store':28} {'gen':>4} {'checkpoint':22} {'created (UTC)':24} {'host':16} "
                             f"{'batch':>6} {'parts':>7} {'files':>7} {'size':>10}")
+
+
+def replica_line(replica: Any, batch: int | None) -> str:
+    """A group record's ``Replica`` as ``blobstate list`` shows it under the record."""
+    standby = "none" if not replica.standby else (
+        f"{replica.standby} at batch {'?' if replica.standby_batch_id is None else replica.standby_batch_id}")
+    return (f"    partition {replica.partition:<4} primary {replica.primary or '?'} at batch "
+            f"{'?' if batch is None else batch}, standby {standby}")

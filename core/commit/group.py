@@ -30,6 +30,7 @@ host), which ``GroupCommitter`` holds, as every committer of a store does:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from blobstate.commit.backup import StoreCommitter
 from blobstate.commit.context import StoreCommitContext
@@ -37,7 +38,15 @@ from blobstate.commit.healing import HealSources
 from blobstate.errors import ConfigurationError, PartitionCountError
 from blobstate.journal import events as ev
 from blobstate.model.layout import new_checkpoint_id, now_ms
-from blobstate.model.records import GROUP, MAX_PARTITIONS, SNAPSHOT, Checkpoint, PartitionEntry
+from blobstate.model.records import (
+    GROUP,
+    MAX_PARTITIONS,
+    MAX_RECORD_BYTES,
+    SNAPSHOT,
+    Checkpoint,
+    PartitionEntry,
+    Replica,
+)
 
 
 def recorded_key_groups(history: Sequence[Checkpoint]) -> int:
@@ -117,11 +126,13 @@ class GroupCommitter:
 
     def commit(self, entries: Sequence[PartitionEntry], *, batch_id: int, query_id: str = "",
                created_ms: int | None = None, new_blob_ids: Sequence[str] = (),
-               sources: HealSources | None = None) -> Checkpoint:
+               sources: HealSources | None = None, replicas: Sequence[Replica] = ()) -> Checkpoint:
         """Commit ``entries`` (at most one delta and one snapshot per partition) as one group record for
         ``batch_id`` of ``query_id``; ``new_blob_ids``: the blobs the snapshot entries uploaded (their TTLs are
         removed with the entries'). ``sources``: what this host can put a lost part back from (a part's bytes,
         a snapshot part's local checkpoint directory), used when the group lands late (``engine.CommitEngine``).
+        ``replicas``: where each partition's copies are (``Replica``, metadata only): left out of a record it would
+        make larger than ``MAX_RECORD_BYTES``, never at the cost of the commit.
 
         ``created_ms``: when the oldest part was uploaded (the TTL budget counts from it; default now). Raises
         ``InvalidRecordError`` (a ``ConfigurationError``, exit 2) naming the field of a malformed manifest (nothing
@@ -134,7 +145,10 @@ class GroupCommitter:
         created = now_ms() if created_ms is None else created_ms
         record = Checkpoint(self.key, commit_id, 0, "", 0, 0, created, batch_id, c.writer_id, kind=GROUP,
                             query_id=query_id, num_partitions=self.num_partitions, key_groups=self.key_groups,
-                            partitions=tuple(sorted(entries, key=lambda e: (e.partition, e.kind != SNAPSHOT))))
+                            partitions=tuple(sorted(entries, key=lambda e: (e.partition, e.kind != SNAPSHOT))),
+                            replicas=tuple(replicas))
+        if replicas and len(record.to_bytes()) > MAX_RECORD_BYTES:  # metadata: the commit goes on without it
+            record = replace(record, replicas=())
         record.validate()  # against its schema, before anything is journaled: InvalidRecordError naming the field
         blob_ids = [e.blob_id for e in record.partitions] + list(new_blob_ids)
         c.start(commit_id, batch_id, kind=GROUP)

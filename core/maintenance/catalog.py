@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import msgspec
+
 from blobstate.config.options import redact
 from blobstate.config.units import iso_time
 from blobstate.errors import BlobstateError
@@ -56,6 +58,7 @@ class CheckpointSummary:
                    if cp.is_group else {}),
                 **({"keyGroups": cp.key_groups} if cp.is_group and cp.key_groups else {}),
                 **({"regroupedFrom": self.regrouped_from} if self.regrouped_from else {}),
+                **({"replicas": [msgspec.to_builtins(r) for r in cp.replicas]} if cp.replicas else {}),
                 **({"partition": cp.partition} if isinstance(cp, PartitionRecord) else {})}
 
 

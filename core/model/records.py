@@ -16,7 +16,10 @@ Spark's offsets log, see ``blobstate.spark.committed.alignment``); a group recor
 columns and their Spark types (``keyColumns``). Both fields are optional: records written before them still parse.
 A group record of a key-grouped store names its number of key groups (``keyGroups``, schema version 6: an older
 blobstate refuses the record rather than hash its keys into partitions by another rule; ``blobstate.model.keygroups``),
-fixed for the store's life; a group record without it is a store of Spark's plain hash partitioning.
+fixed for the store's life; a group record without it is a store of Spark's plain hash partitioning. A group record
+may say where each partition's copies are kept (``replicas``, ``Replica``: the primary's executor and a warm
+standby's, with the batch the standby is at): metadata for an operator (``blobstate list``), read by no commit,
+restore or plan, so it takes no schema version (an older blobstate ignores it, as any unknown field).
 
 The JSON form is declared once, as msgspec schemas (``RecordDoc``, ``PartitionEntry``, ``KeyColumn``): camelCase,
 ``schemaVersion`` first, each field decoded within the limits its type declares (integers in range and never a
@@ -112,6 +115,19 @@ class KeyColumn(msgspec.Struct, frozen=True):
     type: Text
 
 
+class Replica(msgspec.Struct, frozen=True, rename="camel"):
+    """Where a group record's partition ``partition`` is kept (``replicas``; metadata only): the executor that wrote
+    its part of the record (``primary``, a Spark executor location ``executor_<host>_<id>``; ``""``: unknown) and
+    its warm standby's executor (``standby``, ``""``: none, ``blobstate.spark.placement.coordinator
+    .choose_standbys``) with the batch the standby's copy was last reported at (``standby_batch_id``; None: not
+    warm yet)."""
+
+    partition: Count
+    primary: Text = ""
+    standby: Text = ""
+    standby_batch_id: BatchId | None = None
+
+
 class RecordDoc(msgspec.Struct, frozen=True, rename="camel"):
     """A checkpoint record as it is written (``Checkpoint.to_json``, ``Checkpoint.from_bytes``). The fields after
     ``writerId`` are ``UNSET`` when a record leaves them out: they are written only when they say something."""
@@ -140,6 +156,7 @@ class RecordDoc(msgspec.Struct, frozen=True, rename="camel"):
     key_columns: Annotated[tuple[KeyColumn, ...], Meta(max_length=MAX_KEY_COLUMNS)] | UnsetType = UNSET
     voids: Annotated[tuple[CheckpointId, ...], Meta(max_length=MAX_VOIDS)] | UnsetType = UNSET
     key_groups: Annotated[int, Meta(ge=1, le=MAX_KEY_GROUPS)] | UnsetType = UNSET
+    replicas: Annotated[tuple[Replica, ...], Meta(max_length=MAX_PARTITIONS)] | UnsetType = UNSET
 
 
 class _Kind(msgspec.Struct, frozen=True):
@@ -190,6 +207,8 @@ class Checkpoint:
     voids: tuple[str, ...] = ()
     #: a group record's number of key groups (``blobstate.model.keygroups``); 0: not a key-grouped store
     key_groups: int = 0
+    #: a group record's ``Replica`` per partition (where its primary and standby copies are): metadata only
+    replicas: tuple[Replica, ...] = ()
 
     @property
     def run(self) -> tuple[str, str]:
@@ -262,6 +281,8 @@ class Checkpoint:
             if self.key_groups:  # schema 6: an older blobstate refuses a key-grouped group rather than misroute keys
                 version = max(version, 6)
                 later["key_groups"] = self.key_groups
+            if self.replicas:  # metadata no reader needs: no schema version, an older blobstate ignores it
+                later["replicas"] = self.replicas
         key = self.store_key
         return RecordDoc(version, self.checkpoint_id, self.generation, key.job, key.task, key.store,
                          self.index_blob_id, self.index_crc32c, self.index_size, self.created_time_ms, self.batch_id,
@@ -337,7 +358,7 @@ class Checkpoint:
                 lineage_id=_given(doc.lineage_id, ""),
                 key_columns=tuple((c.name, c.type) for c in _given(doc.key_columns, ())),
                 changelog_inline=_given(doc.changelog_inline, None), voids=_given(doc.voids, ()),
-                key_groups=_given(doc.key_groups, 0))
+                key_groups=_given(doc.key_groups, 0), replicas=_given(doc.replicas, ()))
             _check(record)
             return record
         except (ValueError, TypeError, RecursionError, msgspec.MsgspecError, ConfigurationError) as exc:
@@ -363,12 +384,15 @@ def _check(record: Checkpoint) -> None:
     of its kind and of its own store, a group's manifest well formed."""
     texts = [("writerId", "writer id", record.writer_id), ("queryId", "query id", record.query_id),
              ("lineageId", "lineage id", record.lineage_id)]
-    for field, name, text in texts + [("keyColumns", "key column", t) for c in record.key_columns for t in c]:
+    texts += [("keyColumns", "key column", t) for c in record.key_columns for t in c]
+    texts += [("replicas", "replica's executor", t) for r in record.replicas for t in (r.primary, r.standby)]
+    for field, name, text in texts:
         if not text.isprintable():
             raise _Defect(field, f"the {name} is not printable text")
-    if (record.key_columns or record.voids or record.key_groups) and not record.is_group:
-        field = "keyColumns" if record.key_columns else "keyGroups" if record.key_groups else "voids"
-        raise _Defect(field, f"a {record.kind} record names key columns, key groups or voids")
+    if (record.key_columns or record.voids or record.key_groups or record.replicas) and not record.is_group:
+        field = ("keyColumns" if record.key_columns else "keyGroups" if record.key_groups else
+                 "replicas" if record.replicas else "voids")
+        raise _Defect(field, f"a {record.kind} record names key columns, key groups, replicas or voids")
     if record.is_group:
         _check_group(record)
         return
@@ -423,6 +447,9 @@ def _check_group(record: Checkpoint) -> None:
             raise _Defect(f"partitions[{i}].partition",
                           f"partition {e.partition} is out of range or has two {e.kind} entries")
         seen.add((e.partition, e.kind))
+    placed = [r.partition for r in record.replicas]
+    if any(p >= record.num_partitions for p in placed) or len(set(placed)) != len(placed):
+        raise _Defect("replicas", "a replica's partition is out of range or named twice")
     for i, part in enumerate(record.expand()):
         try:
             _check_part(part)

@@ -17,7 +17,10 @@ Here the same, with what PySpark allows:
 - **The choice** (``Placement.choose``, each batch and each snapshot job): a partition whose holder is alive goes
   there; one whose holder is gone but whose host has a live executor goes to that executor (the copy is on the
   host's disk); the others (the first batch, a host lost) go to the live executor holding the fewest partitions, so
-  the group spreads over the cluster instead of following the map output.
+  the group spreads over the cluster instead of following the map output. With standbys (``standby=1``), a
+  partition whose holder's host is gone goes to its standby's executor before anything else
+  (``choose_standbys``: one per partition on another host than its primary, kept warm by the driver's warm job,
+  ``blobstate.spark.partitioned.driver.standbys``); executors Spark is decommissioning (``leaving``) are avoided.
 - **After a driver restart** the record is empty and the executors are new: before its first batch the driver runs
   one small task on each live executor reporting the copies its host has (their markers), and adopts, per
   partition, the executor whose copy is at the newest committed record (``Placement.adopt``), as Spark's executors
@@ -39,7 +42,7 @@ import functools
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from blobstate.spark.errors import HelperUnavailable
@@ -55,26 +58,34 @@ class Placement:
     def __init__(self, num_partitions: int) -> None:
         self.num_partitions = num_partitions
         self.holders: dict[int, str] = {}
+        #: partition -> the executor keeping its warm standby copy (``choose_standbys``; empty without standbys)
+        self.standbys: dict[int, str] = {}
 
     def record(self, partition: int, executor: str) -> None:
         """Partition ``partition``'s newest copy is on ``executor`` (ignored when unknown, ``""``)."""
         if executor:
             self.holders = {**self.holders, partition: executor}
 
-    def choose(self, live: list[str]) -> list[str]:
-        """One location per partition: its holder when in ``live`` (the executors' locations), else a live executor
-        of the holder's host, else the live executor holding the fewest partitions (ties: the first in ``live``);
-        ``""`` for all when ``live`` is empty. A choice is not recorded: the task that runs reports where it ran."""
+    def choose(self, live: list[str], leaving: Collection[str] = frozenset()) -> list[str]:
+        """One location per partition: its holder when in ``live`` (the executors' locations) and not ``leaving``
+        (executors Spark is decommissioning), else a live, not leaving executor of the holder's host (the copy is on
+        that disk), else its standby (``standbys``) when live and not leaving (a warm copy a catch-up away), else
+        the live executor holding the fewest partitions (ties: the first in ``live``); ``""`` for all when ``live``
+        is empty. Leaving executors are chosen only when every live one is leaving. A choice is not recorded: the
+        task that runs reports where it ran."""
         if not live:
             return [""] * self.num_partitions
+        usable = [e for e in live if e not in leaving] or list(live)
         by_host = {}
-        for e in reversed(live):
+        for e in reversed(usable):
             by_host[host_of(e)] = e
-        load = dict.fromkeys(live, 0)
+        load = dict.fromkeys(usable, 0)
         wanted = {}
         for p, executor in self.holders.items():
             if executor not in load:
                 executor = by_host.get(host_of(executor), "")
+            if not executor and self.standbys.get(p, "") in load:
+                executor = self.standbys[p]
             if executor:
                 wanted[p] = executor
                 load[executor] += 1
@@ -82,10 +93,17 @@ class Placement:
         for p in range(self.num_partitions):
             executor = wanted.get(p, "")
             if not executor:
-                executor = min(live, key=lambda e: load[e])
+                executor = min(usable, key=lambda e: load[e])
                 load[executor] += 1
             out.append(executor)
         return out
+
+    def assign_standbys(self, live: list[str], leaving: Collection[str] = frozenset()) -> dict[int, str]:
+        """Choose (``choose_standbys``) and keep (``standbys``) each partition's standby executor for the holders
+        as recorded, the current standbys kept where they still qualify. Returns the new ``standbys``."""
+        primaries = [self.holders.get(p, "") for p in range(self.num_partitions)]
+        self.standbys = choose_standbys(live, primaries, current=self.standbys, leaving=leaving)
+        return self.standbys
 
     def adopt(self, reports: list[tuple[str, dict[int, str]]], records: dict[int, tuple[Any, ...]]) -> int:
         """Take the holders from what executors report of their hosts' copies (``(executor, {partition:
@@ -104,6 +122,42 @@ class Placement:
                 adopted += 1
         self.holders = holders
         return adopted
+
+
+def choose_standbys(live: Sequence[str], primaries: Sequence[str], *, current: Mapping[int, str] | None = None,
+                    leaving: Collection[str] = frozenset()) -> dict[int, str]:
+    """``{partition: standby executor}`` for the partitions of ``primaries`` (``primaries[p]``: the executor
+    location, ``executor_<host>_<id>``, holding partition ``p``'s primary copy; ``""``: unknown, no standby).
+
+    A standby (``standby=1`` on ``blobstate.spark.partitioned``) is a second local copy kept at the committed state
+    (``blobstate.spark.partitioned.driver.standbys``) on a live executor (of ``live``, not in ``leaving``) of
+    **another host** than the primary's, so that losing the primary's host leaves a copy a catch-up away; none when
+    there is no such executor (a one-host cluster: a second copy on the same disk is no spare; Kafka Streams never
+    puts a standby replica on its active task's client either). ``current``'s standby is kept while it still
+    qualifies (a moved standby costs a copy); the others go to the candidate holding the fewest primaries and
+    standbys so far (ties: the first in ``live``)."""
+    usable = [e for e in live if e not in leaving]
+    load = dict.fromkeys(usable, 0)
+    for e in primaries:
+        if e in load:
+            load[e] += 1
+    kept = {p: e for p, e in (current or {}).items()
+            if 0 <= p < len(primaries) and primaries[p] and e in load and host_of(e) != host_of(primaries[p])}
+    for e in kept.values():
+        load[e] += 1
+    out: dict[int, str] = {}
+    for p, primary in enumerate(primaries):
+        if not primary:
+            continue
+        if p in kept:
+            out[p] = kept[p]
+            continue
+        candidates = [e for e in usable if host_of(e) != host_of(primary)]
+        if candidates:
+            chosen = min(candidates, key=lambda e: load[e])
+            load[chosen] += 1
+            out[p] = chosen
+    return out
 
 
 def host_of(executor: str) -> str:

@@ -554,6 +554,13 @@ def test_a_partitioned_batch_follows_its_walkthrough_call_by_call(tmp_path):
         f"{driver}.state:PartitionedState.request_snapshot": "the listener's, once Spark completed a batch",
         "blobstate.worker:stage_snapshot": "a snapshot job's, after the listener asked",
         "blobstate.worker:restore_partition": "a copy that cannot be reused (a first batch restores nothing)",
+        f"{driver}.standbys:WarmStandbys.request": "standby=1's, on a cluster of two hosts or more",
+        f"{placement_at}:Placement.assign_standbys": "standby=1's warm job",
+        f"{placement_at}:choose_standbys": "standby=1's warm job",
+        f"{driver}.standbys:run_warm_job": "standby=1's warm job, on a SparkContext",
+        "blobstate.spark.partitioned.executor.warm_task:warm_partition": "a warm job's task, on a standby's host",
+        f"{driver}.standbys:record_reports": "standby=1's warm job",
+        "blobstate.model.records:Replica": "standby=1's record metadata",
     })
     assert walk.plugin_paths[("plugins.fsspec_store", "put")] == {  # the tasks' changelogs, compressed
         ("spark", "worker", "codec", "repository.retry", "plugins.fsspec_store")}

@@ -2,12 +2,14 @@
 
 ``python cluster_child.py CONFIG.json``. CONFIG: ``conf`` (the driver's Spark conf: ``SparkCluster.driver_conf``),
 ``executors`` (wait for that many), ``repo``, ``checkpoint``, ``local`` (the workers' local dir), ``work``,
-``input`` (day files), ``partitions``, ``snapshotEvery``, ``out`` (the result JSON). Prints ``READY`` once the
-executors registered and ``BATCH <b> <executor of each partition's part>`` as batches commit (the test kills a
-worker from there), runs the stream to
-its end, waits for the last snapshot job, stops the query, closes the state (in the order the README gives) and
-writes ``out``: every ``GroupBatchStats``, the snapshot requests and every skipped snapshot task (partition,
-batch, reason, executor), and the executors alive at the end.
+``input`` (day files), ``partitions``, ``snapshotEvery``, ``out`` (the result JSON), optionally ``standby`` (0 or 1)
+and ``batches`` (run until that many batches committed: the test adds day files as it goes; default: what the
+input holds). Prints ``READY`` once the executors registered, ``BATCH <b> <executor of each partition's part>`` as
+batches commit (the test kills a worker from there) and, with standbys, ``WARM <batch each partition's standby is
+at, -2: none>`` as the warm jobs report; runs the stream to its end, waits for the last snapshot and warm jobs,
+stops the query, closes the state (in the order the README gives) and writes ``out``: every ``GroupBatchStats``,
+the snapshot requests and every skipped snapshot task (partition, batch, reason, executor), the executors alive at
+the end, and the warm tasks' answers.
 """
 
 from __future__ import annotations
@@ -41,16 +43,21 @@ def main(path: str) -> int:
 
     ps = partitioned(spark, repo=cfg["repo"], checkpoint_location=cfg["checkpoint"], job="flights", store="routes",
                      num_partitions=cfg["partitions"], key_cols=ROUTE_COLS, local_dir=cfg["local"],
-                     work_dir=cfg["work"], snapshot_every=cfg["snapshotEvery"])
+                     work_dir=cfg["work"], snapshot_every=cfg["snapshotEvery"], standby=cfg.get("standby", 0))
     results = ps.snapshots
 
     def report(stop: threading.Event) -> None:  # progress for the test: the batches committed so far
-        seen = 0
+        seen, warm = 0, ""
         while not stop.is_set():
             stats = list(ps.stats)
             for s in stats[seen:]:
                 print(f"BATCH {s.batch_id} {','.join(s.executors)}", flush=True)
             seen = len(stats)
+            at = ps.standbys.at
+            now = ",".join(str(at[p].batch_id if p in at else -2) for p in range(cfg["partitions"]))
+            if at and now != warm:
+                print(f"WARM {now}", flush=True)
+                warm = now
             stop.wait(0.05)
 
     stop = threading.Event()
@@ -60,9 +67,13 @@ def main(path: str) -> int:
               .csv(cfg["input"]))
     query = ps.start(stream.writeStream, update_routes)
     query.processAllAvailable()
+    while len(ps.stats) < cfg.get("batches", 0) and query.isActive:  # the test adds the rest of the input
+        query.processAllAvailable()
+        stop.wait(0.1)
     deadline = time.monotonic() + 120
-    while results.running and time.monotonic() < deadline:
+    while (results.running or ps.standbys.running) and time.monotonic() < deadline:
         results.wait(1)
+        ps.standbys.wait(1)
     query.stop()
     ps.close()
     stop.set()
@@ -71,7 +82,8 @@ def main(path: str) -> int:
     out = {"stats": [dataclasses.asdict(s) for s in ps.batch_stats], "requested": results.requested,
            "skipped": {str(k): v for k, v in results.skipped.items()}, "skips": skips,
            "failures": [repr(e) for e in results.failures],
-           "live": spark.sparkContext._jsc.sc().getExecutorIds().size()}
+           "live": spark.sparkContext._jsc.sc().getExecutorIds().size(),
+           "warm": [dataclasses.asdict(r) for r in ps.standbys.results], "warmRequested": ps.standbys.requested}
     with open(cfg["out"], "w", encoding="utf-8") as fh:
         json.dump(out, fh)
     spark.stop()

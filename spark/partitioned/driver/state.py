@@ -77,6 +77,7 @@ from blobstate.spark.partitioned.driver.job import run_tasks
 from blobstate.spark.partitioned.driver.partitioning import align_partitions, check_partitioning, recorded_partitioning
 from blobstate.spark.partitioned.driver.routing import route_values
 from blobstate.spark.partitioned.driver.snapshots import SnapshotRequests, query_active, run_snapshot_job
+from blobstate.spark.partitioned.driver.standbys import WarmStandbys, run_warm_job, standby_flag
 from blobstate.spark.partitioned.driver.stats import GroupBatchStats, batch_stats
 from blobstate.spark.partitioned.executor.batch_task import BatchPlan, PartitionContext, Prepare, Update
 from blobstate.spark.partitioned.executor.keygrouped import KeyOf
@@ -113,7 +114,10 @@ class PartitionedState:
     number of key groups (``blobstate.model.keygroups``: rows routed by key-group range, every key stored behind its
     key group; recorded with every group record and fixed for the store's life; None: the store's recorded one, or
     none for a new store), ``key_of``: a stored key's key column values (default ``(key,)``), typed as the key
-    columns (``blobstate.spark.partitioned.executor.keygrouped``).
+    columns (``blobstate.spark.partitioned.executor.keygrouped``); ``standby``: 1 keeps a warm standby copy of
+    each partition on an executor of another host, caught up after every commit off the batch's path, which
+    placement hands the partition to when its primary's host is lost (``blobstate.spark.partitioned.driver
+    .standbys``; classic PySpark with placement; 0: none).
     """
 
     def __init__(self, spark: SparkSession, *, repo: str, checkpoint_location: str, num_partitions: int,
@@ -124,7 +128,7 @@ class PartitionedState:
                  snapshot_every: int = 10, placement: bool = True,
                  fault_hook: Callable[[str, PartitionContext], None] | None = None,
                  settings: Settings | None = None, key_groups: int | None = None,
-                 key_of: KeyOf | None = None) -> None:
+                 key_of: KeyOf | None = None, standby: int = 0) -> None:
         ttl_ms = parse_duration_ms(ttl)
         #: what the driver and, sent with every task, the executors run with (``Settings.for_call``)
         self.settings = Settings.for_call(settings)
@@ -135,6 +139,7 @@ class PartitionedState:
             raise ConfigurationError("snapshot_every must be >= 0 (0: never) and retain >= 2")
         self.snapshot_every = snapshot_every
         self.placement = placement
+        self.standby = standby_flag(standby)
         self.spark: SparkSession | None = spark
         self.connect = is_connect(spark)
         self.key = StoreKey(job, task, store)
@@ -162,6 +167,7 @@ class PartitionedState:
         self._next_snapshot = snapshot_every - 1  # the first batch whose completion asks for snapshots
         self._session: SparkSession | None = spark  # the session snapshot jobs run in (the batch's, on Connect)
         self.snapshots = SnapshotRequests(self._snapshot_job, ttl_ms=ttl_ms)
+        self.standbys = WarmStandbys(self._warm_job)  # ``standby=1``: where each partition's standby is
         self._listener: Any = None
         self._placer: SparkPlacement | None = None  # classic PySpark: where each partition's copy is
         self._run_id: str | None = None
@@ -226,6 +232,9 @@ class PartitionedState:
                                           key_groups=self.key_groups)
             if self.placement and not self.connect:
                 self._placer = SparkPlacement((spark or self.spark).sparkContext, self.num_partitions)
+            if self.standby and (self._placer is None or not self._placer.available):
+                log.warning("standby=1 needs placement (classic PySpark with blobstate's JVM helper): %s runs "
+                            "without standbys", self.key)
         except BaseException:
             self.close()
             raise
@@ -275,6 +284,8 @@ class PartitionedState:
         if not self.snapshots.wait(CLOSE_WAIT_S):
             log.warning("the snapshot job of %s still runs after %s s; its blobs expire by TTL", self.key,
                         CLOSE_WAIT_S)
+        if not self.standbys.wait(CLOSE_WAIT_S):
+            log.warning("the warm job of %s still runs after %s s", self.key, CLOSE_WAIT_S)
         placer, self._placer = self._placer, None
         if placer is not None and self._history and placer.sc._jsc is not None:
             placer.release(functools.partial(release_task, self.local_dir, self.key), self.num_partitions,
@@ -288,7 +299,7 @@ class PartitionedState:
 
     # live in the process that opened them
     _HANDLES = ("_repo", "_committer", "_groups", "_query", "_broken", "_session", "_listener", "snapshots",
-                "_stamped", "_placer", "_history_current")
+                "_stamped", "_placer", "_history_current", "standbys")
 
     def __getstate__(self) -> dict[str, Any]:
         """Configuration only (Spark Connect pickles ``foreachBatch`` to the server): no session, no handles."""
@@ -300,6 +311,7 @@ class PartitionedState:
         self.__dict__.update(state)
         self.__dict__.update(dict.fromkeys(self._HANDLES))
         self.snapshots = SnapshotRequests(self._snapshot_job, ttl_ms=self.ttl_ms)
+        self.standbys = WarmStandbys(self._warm_job)
 
     def __enter__(self) -> PartitionedState:
         return self
@@ -360,11 +372,14 @@ class PartitionedState:
         accepted = accept(prepares, plan)
         snapshots = [] if plan.regroup else self.snapshots.take(batch_id)  # a rescale's carries its own
         staged = [s.staged for s in snapshots if s.staged] + [p.snapshot for p in accepted if p.snapshot]
+        warm = self.standby and placer is not None
+        replicas = self.standbys.replicas([p.task.executor for p in accepted], placer.placement) if warm else ()
         try:
             group = self._groups.commit([p.entry for p in accepted] + [s.entry for s in staged],
                                         batch_id=batch_id, query_id=plan.query_id,
                                         created_ms=min(p.created_ms for p in [*accepted, *snapshots]),
-                                        new_blob_ids=[b for s in staged for b in s.new_blob_ids])
+                                        new_blob_ids=[b for s in staged for b in s.new_blob_ids],
+                                        replicas=replicas)
         except FencedError:
             raise
         except BaseException as exc:
@@ -376,8 +391,13 @@ class PartitionedState:
         regroup = self._regroup
         self.stats.append(batch_stats(group, accepted, snapshots, locations, job_ms=(t1 - t0) * 1000,
                                       commit_ms=(time.perf_counter() - t1) * 1000, key_groups=self.key_groups,
-                                      regrouped=regroup and (regroup.old_partitions, regroup.new_partitions)))
+                                      regrouped=regroup and (regroup.old_partitions, regroup.new_partitions),
+                                      replicas=replicas))
         self._history = [*history, group]
+        if warm:  # the standbys caught up to this group, off the batch's path (``standbys``)
+            self.standbys.request(placer.placement, placer.live_executors,
+                                  functools.partial(self._plan, self._history, group.generation, batch_id, batch_id),
+                                  batch_id)
         self._regroup = None
         self._history_current = not staged  # a group with snapshot parts ran retention: read the log again
         return group
@@ -410,6 +430,10 @@ class PartitionedState:
         placer = self._placer
         place = functools.partial(placer.place, locations=placer.choose()) if placer is not None else None
         return run_snapshot_job(self._session, plan, place=place)
+
+    def _warm_job(self, plan: BatchPlan, targets: tuple[tuple[int, str], ...]) -> list[Any] | None:
+        placer = self._placer
+        return run_warm_job(placer, plan, targets) if placer is not None else None
 
     def request_snapshot(self, batch_id: int) -> bool:
         """Ask for a snapshot of every partition's state after ``batch_id`` (which Spark completed) when it is due
@@ -463,7 +487,7 @@ def partitioned(spark: SparkSession, *, repo: str, checkpoint_location: str, num
                 snapshot_every: int = 10, placement: bool = True,
                 fault_hook: Callable[[str, PartitionContext], None] | None = None,
                 settings: Settings | None = None, key_groups: int | None = None,
-                key_of: KeyOf | None = None) -> PartitionedState:
+                key_of: KeyOf | None = None, standby: int = 0) -> PartitionedState:
     """Open a partitioned state (``PartitionedState``'s keywords) and check it against Spark's checkpoint.
 
     Example::
@@ -480,7 +504,8 @@ def partitioned(spark: SparkSession, *, repo: str, checkpoint_location: str, num
                              num_partitions=num_partitions, key_cols=key_cols, local_dir=local_dir, job=job,
                              store=store, task=task, log=log, work_dir=work_dir, storage_options=storage_options,
                              retain=retain, ttl=ttl, snapshot_every=snapshot_every, placement=placement,
-                             fault_hook=fault_hook, settings=settings, key_groups=key_groups, key_of=key_of)
+                             fault_hook=fault_hook, settings=settings, key_groups=key_groups, key_of=key_of,
+                             standby=standby)
     state.open()
     return state
 

@@ -60,7 +60,7 @@ def transform_with_state(df: Any, processor: Any, *, key_cols: list[str], output
                          flavour: str = "pandas", event_time_column: str | None = None,
                          watermark_delay_ms: int = 0, initial_state: Any = None, trigger: dict[str, Any] | None = None,
                          heartbeat: bool = False, state_dir: str | None = None, local_dir: str | None = None,
-                         query_name: str | None = None, max_records: int = 10_000,
+                         query_name: str | None = None, max_records: int = 10_000, standby: int = 0,
                          **state_options: Any) -> StatefulQuery:
     """Start ``df`` (a streaming DataFrame) through ``processor`` (a ``pyspark.sql.streaming.StatefulProcessor``,
     unchanged) grouped by ``key_cols``; each batch's output rows (``output_schema``: DDL or ``StructType``) go to
@@ -73,8 +73,9 @@ def transform_with_state(df: Any, processor: Any, *, key_cols: list[str], output
     ``initial_state``: a DataFrame with the key columns, handed to ``handleInitialState`` per key in the first batch
     of a new state. ``trigger``: ``DataStreamWriter.trigger``'s keywords (``{"processingTime": "5 seconds"}``).
     ``heartbeat``: keep batches coming when no input arrives, so that timers and TTL expiries fire
-    (``blobstate.spark.stateful.driver.inputs``). ``state_options``: the keywords of ``register`` (driver) or
-    ``partitioned`` (``snapshot_every``, ``retain``, ``work_dir``, ``log``, ``storage_options``, ...).
+    (``blobstate.spark.stateful.driver.inputs``). ``standby``: partitioned state only, ``partitioned``'s (1: a
+    warm standby copy of each partition on another host). ``state_options``: the keywords of ``register`` (driver)
+    or ``partitioned`` (``snapshot_every``, ``retain``, ``work_dir``, ``log``, ``storage_options``, ...).
 
     Raises ``MissingDependencyError`` (pyspark < 4.0), ``ConfigurationError`` for a bad argument,
     ``KeyGroupsUnsupported`` (exit 2, at start, nothing run or written) for ``key_groups=`` or a store that records
@@ -107,6 +108,8 @@ def transform_with_state(df: Any, processor: Any, *, key_cols: list[str], output
     if num_partitions is None:
         if state_dir is None:
             raise ConfigurationError("the driver's store (num_partitions=None) needs state_dir")
+        if standby:
+            raise ConfigurationError("standby=1 keeps standby copies of partitions: it needs num_partitions=N")
         state: Any = register(spark, repo=repo, checkpoint_location=checkpoint_location,
                               state_dir=os.path.abspath(state_dir), job=job, store=store, **state_options)
         run: Any = DriverRun(state, processor, spec, sink, initial, initial_columns)
@@ -116,7 +119,7 @@ def transform_with_state(df: Any, processor: Any, *, key_cols: list[str], output
             raise ConfigurationError("partitioned state (num_partitions=N) needs local_dir")
         state = partitioned(spark, repo=repo, checkpoint_location=checkpoint_location, job=job, store=store,
                             num_partitions=num_partitions, key_cols=list(key_cols), local_dir=local_dir,
-                            **state_options)
+                            standby=standby, **state_options)
         run = PartitionedRun(state, processor, spec, sink, initial, initial_columns)
     try:
         writer = stream.writeStream

@@ -26,6 +26,7 @@ from blobstate.model.records import (
     Checkpoint,
     PartitionEntry,
     PartitionRecord,
+    Replica,
     StoreKey,
 )
 
@@ -171,6 +172,9 @@ BAD = {
     "a void naming too many": lambda: void(voids=tuple(f"g-{i}" for i in range(MAX_VOIDS + 1))),
     "a group of fewer key groups than partitions": lambda: group(n=2, key_groups=1),
     "a group of too many key groups": lambda: group(key_groups=MAX_KEY_GROUPS + 1),
+    "a replica of a partition out of range": lambda: group(replicas=(Replica(2, "executor_h_0"),)),
+    "a partition's replicas named twice": lambda: group(replicas=(Replica(0), Replica(0))),
+    "a replica's executor with a newline": lambda: group(replicas=(Replica(0, "a\nb"),)),
 }
 
 
@@ -197,6 +201,20 @@ def test_a_key_grouped_group_is_version_6_and_round_trips_and_one_without_reads_
     plain = group()
     assert "keyGroups" not in plain.to_json() and plain.to_json()["schemaVersion"] == 3
     assert parse(plain).key_groups == 0
+
+
+def test_a_groups_replicas_are_metadata_that_takes_no_schema_version_and_older_records_read_as_before():
+    where = (Replica(0, "executor_127.0.0.2_0", "executor_127.0.0.3_1", 6), Replica(1, "executor_127.0.0.3_1"))
+    record = group(replicas=where)
+    doc = record.to_json()
+    assert doc["schemaVersion"] == 3 and list(doc["replicas"]) == [
+        {"partition": 0, "primary": "executor_127.0.0.2_0", "standby": "executor_127.0.0.3_1", "standbyBatchId": 6},
+        {"partition": 1, "primary": "executor_127.0.0.3_1", "standby": "", "standbyBatchId": None}]
+    assert parse(record) == replace(record, schema_version=3) and parse(group()).replicas == ()
+    record.validate()
+    # a reader of schema 6 that knows no replicas: the same record without them (an unknown field is ignored)
+    doc.pop("replicas")
+    assert parse(doc) == replace(group(), schema_version=3)
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
@@ -262,6 +280,7 @@ def test_a_record_too_large_to_write_is_refused_as_a_whole():
     lambda d: d.update(changelogInline="eA=="),  # a snapshot carrying a changelog
     lambda d: d.update(voids=["g-1"]),  # a snapshot voiding a group
     lambda d: d.update(keyGroups=128),  # a snapshot naming key groups
+    lambda d: d.update(replicas=[{"partition": 0}]),  # a snapshot naming replicas
     lambda d: d.update(kind=DELTA, indexBlobId="", indexCrc32c=0, indexSizeInBytes=0, changelogBlobId=blob_id(2),
                        changelogSizeInBytes=1, changelogInline="eA=="),  # an inline changelog naming a blob too
     lambda d: d.update(kind=GROUP, indexBlobId="", indexCrc32c=0, indexSizeInBytes=0, numPartitions=1,

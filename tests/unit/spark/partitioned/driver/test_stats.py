@@ -57,3 +57,13 @@ def test_the_batch_that_regrouped_says_from_which_count_to_which_and_where_each_
     assert (stats.key_groups, stats.regrouped, stats.phases_ms) == (64, (4, 3), (phases,) * 3)
     steady = batch_stats(group(), accepted, [], [], job_ms=1, commit_ms=1, key_groups=64)
     assert (steady.key_groups, steady.regrouped, steady.phases_ms) == (64, None, ())
+
+
+def test_the_standbys_a_group_records_are_in_its_stats():
+    from blobstate.model.records import Replica
+
+    accepted = [prepare(0, size=1, executor="executor_a_1"), prepare(1, size=1, executor="executor_b_2")]
+    stats = batch_stats(group(), accepted, [], [], job_ms=1, commit_ms=1,
+                        replicas=(Replica(0, "executor_a_1", "executor_b_2", 6), Replica(1, "executor_b_2")))
+    assert (stats.standbys, stats.standby_batches) == (("executor_b_2", ""), (6, None))
+    assert batch_stats(group(), accepted, [], [], job_ms=1, commit_ms=1).standbys == ()  # standby=0
