@@ -9,6 +9,8 @@ driver's store opened there on the first batch (no placement under Connect, as t
   process: Spark's operator here only added a Python worker's connect-back timeout on a loaded machine). The clients
   are children of their own (a Connect client cannot share a process with the classic session), all of this
   module's clients dialling one Connect server (``connect_server``);
+* an initial state is refused by ``transform_with_state`` under Connect, before the query starts
+  (``blobstate.spark.stateful.driver.entry.refuse_under_connect``);
 * the sessions processor (an event-time timer) on N=4 in a child holding its own server, SIGKILLed as a whole
   (client, server JVM, Python workers) right after batch 3's group record is committed and before the sink saw it,
   then restarted under Connect: the union of the sink's rows, one file per batch id (an overwrite), is what the
@@ -78,17 +80,28 @@ def connect_server() -> Any:
 
 
 def run_client(tmp_path: Any, env: dict, *, name: str, source: Any, partitions: int | None, port: int | None,
-               last_file: int, timeout: float = 600) -> tuple[int, str, str]:
+               last_file: int, timeout: float = 600, initial: list | None = None) -> tuple[int, str, str]:
     """``name``'s processor through ``transform_with_state`` in a Connect client child (``stateful_connect_child``)
     until a committed batch read file ``last_file``; the sink writes batch N's rows to ``tmp_path/out/N.json``."""
     config = {"port": port, "name": name, "source": str(source), "checkpoint": str(tmp_path / "checkpoint"),
               "repo": f"file://{tmp_path}/repo", "out": str(tmp_path / "out"), "partitions": partitions,
               "state_dir": str(tmp_path / "driver-state"), "local": str(tmp_path / "local"), "last_file": last_file,
-              "watermark_ms": sessions.WATERMARK_DELAY_MS if name == "sessions" else 0}
+              "watermark_ms": sessions.WATERMARK_DELAY_MS if name == "sessions" else 0, "initial": initial}
     path = tmp_path / "child.json"
     path.write_text(json.dumps(config))
     return run_in_group([sys.executable, os.path.join(SUPPORT, "stateful_connect_child.py"), str(path)], env,
                         timeout=timeout)
+
+
+def test_an_initial_state_under_connect_is_refused_before_the_query_starts(connect_server, tmp_path):
+    """Without the refusal the first batch failed in the server's worker with Spark's ``SESSION_NOT_SAME`` (the
+    initial state's DataFrame belongs to the client's session, the batch's to the worker's clone)."""
+    port, env = connect_server
+    source = write_inputs(tmp_path / "in", inputs.running_count(1))
+    code, out, err = run_client(tmp_path, env, name="running_count", source=source, partitions=4, port=port,
+                                last_file=0, initial=[["k0", 100]])
+    assert code == 1 and "ConfigurationError: initial_state is not available under Spark Connect" in err, (code, err)
+    assert not (tmp_path / "checkpoint").exists() and not (tmp_path / "repo").exists()  # nothing started
 
 
 def sink_rows(tmp_path: Any) -> dict[int, list[dict]]:

@@ -2,7 +2,9 @@
 
 ``python cluster_child.py CONFIG.json``. CONFIG: ``conf`` (the driver's Spark conf: ``SparkCluster.driver_conf``),
 ``executors`` (wait for that many), ``repo``, ``checkpoint``, ``local`` (the workers' local dir), ``work``,
-``input`` (day files), ``partitions``, ``snapshotEvery``, ``out`` (the result JSON). Prints ``READY`` once the
+``input`` (day files), ``partitions``, ``snapshotEvery``, ``out`` (the result JSON), ``processor`` (the running
+count processor of ``tests/processors`` per route through ``transform_with_state`` instead of the flights update;
+the executors import ``tests`` from ``spark.executorEnv.PYTHONPATH``). Prints ``READY`` once the
 executors registered and ``BATCH <b> <executor of each partition's part>`` as batches commit (the test kills a
 worker from there), runs the stream to
 its end, waits for the last snapshot job, stops the query, closes the state (in the order the README gives) and
@@ -39,9 +41,22 @@ def main(path: str) -> int:
     from blobstate.spark import partitioned
     from blobstate.spark.demo.flights import ROUTE_COLS, flights_schema, update_routes
 
-    ps = partitioned(spark, repo=cfg["repo"], checkpoint_location=cfg["checkpoint"], job="flights", store="routes",
-                     num_partitions=cfg["partitions"], key_cols=ROUTE_COLS, local_dir=cfg["local"],
-                     work_dir=cfg["work"], snapshot_every=cfg["snapshotEvery"])
+    stream = (spark.readStream.schema(flights_schema()).option("header", True).option("maxFilesPerTrigger", 1)
+              .csv(cfg["input"]))
+    if cfg.get("processor"):  # the running count per route through transform_with_state (its own Spark job)
+        from blobstate.spark import transform_with_state
+        from tests.processors.running_count import OUTPUT, RunningCount
+
+        query = transform_with_state(
+            stream, RunningCount(), key_cols=ROUTE_COLS, output_schema=OUTPUT, sink=lambda df, batch_id: None,
+            repo=cfg["repo"], checkpoint_location=cfg["checkpoint"], job="flights", store="routes",
+            num_partitions=cfg["partitions"], local_dir=cfg["local"], work_dir=cfg["work"],
+            snapshot_every=cfg["snapshotEvery"])
+        ps = query.state
+    else:
+        ps = partitioned(spark, repo=cfg["repo"], checkpoint_location=cfg["checkpoint"], job="flights",
+                         store="routes", num_partitions=cfg["partitions"], key_cols=ROUTE_COLS,
+                         local_dir=cfg["local"], work_dir=cfg["work"], snapshot_every=cfg["snapshotEvery"])
     results = ps.snapshots
 
     def report(stop: threading.Event) -> None:  # progress for the test: the batches committed so far
@@ -56,9 +71,8 @@ def main(path: str) -> int:
     stop = threading.Event()
     reporter = threading.Thread(target=report, args=(stop,), daemon=True)
     reporter.start()
-    stream = (spark.readStream.schema(flights_schema()).option("header", True).option("maxFilesPerTrigger", 1)
-              .csv(cfg["input"]))
-    query = ps.start(stream.writeStream, update_routes)
+    if not cfg.get("processor"):
+        query = ps.start(stream.writeStream, update_routes)
     query.processAllAvailable()
     deadline = time.monotonic() + 120
     while results.running and time.monotonic() < deadline:

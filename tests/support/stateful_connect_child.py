@@ -6,8 +6,9 @@ SIGKILL of this process group takes client, server and its Python workers), ``na
 ``tests.processors.test_against_spark.CASES``), ``source`` (one Parquet file per batch), ``checkpoint``, ``repo``,
 ``out`` (the sink, pickled to the server's Python worker, writes batch N's rows to ``out/N.json``: an overwrite by
 batch id), ``partitions`` (None: the driver's store), ``state_dir``, ``local``, ``last_file`` (the query stops once a
-committed batch read it). Kills come from the ``kill_plugin`` in the server's worker (through the environment).
-Prints ``not killed`` when the stream ends.
+committed batch read it), ``initial`` (rows ``[k, count]``: the running count from that initial state, which
+``transform_with_state`` refuses under Connect). Kills come from the ``kill_plugin`` in the server's worker (through
+the environment). Prints ``not killed`` when the stream ends.
 """
 
 from __future__ import annotations
@@ -49,9 +50,16 @@ def main(config: dict) -> None:
     from tests.processors.test_against_spark import CASES, input_stream, read_everything
 
     make, _, keys, output, time_mode, watermark, _ = CASES[config["name"]]
+    initial = {}
+    if config.get("initial"):  # the running count started from an initial state: rows of (k, count)
+        from tests.processors.running_count import RunningCountFrom
+
+        make = RunningCountFrom
+        initial = {"initial_state": spark.createDataFrame([tuple(r) for r in config["initial"]],
+                                                          "k string, count long")}
     os.makedirs(config["out"], exist_ok=True)
     query = transform_with_state(
-        input_stream(spark, Path(config["source"])), make(), key_cols=keys, output_schema=output,
+        input_stream(spark, Path(config["source"])), make(), key_cols=keys, **initial, output_schema=output,
         time_mode=time_mode, sink=sink_to(config["out"]), repo=config["repo"],
         checkpoint_location=config["checkpoint"], job="tws", store=config["name"],
         num_partitions=config["partitions"], state_dir=config["state_dir"], local_dir=config["local"],
