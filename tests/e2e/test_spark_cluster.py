@@ -60,6 +60,12 @@ def _start_driver(cluster, tmp_path, days_dir, processor=False):
     conf = cluster.driver_conf(executor_memory="1g")
     if processor:  # the executors unpickle tests.processors
         conf["spark.executorEnv.PYTHONPATH"] = ROOT
+        # the processor's first tasks (their Python workers importing pandas and pyarrow) outlast Spark's default 3 s
+        # locality wait on a loaded machine: Spark then runs a placed task on the other executor and the group piles
+        # up on one 1-core executor, whose snapshot tasks then wait out the locality wait too (seen: batch 0 placed
+        # 3 of 4, two snapshot tasks run where no copy was). A dead executor is never waited for: ``choose`` names
+        # live ones only.
+        conf["spark.locality.wait"] = "30s"
     cfg = {"conf": conf, "executors": len(cluster.workers), "processor": processor,
            "repo": f"file://{tmp_path}/repo", "checkpoint": str(tmp_path / "ck"), "local": cluster.local_dir,
            "work": str(tmp_path / "work"), "input": days_dir, "partitions": N, "snapshotEvery": 5,
