@@ -46,8 +46,10 @@ def main(config: dict) -> None:
     spark = session(config.get("port"))
     assert type(spark).__module__.startswith("pyspark.sql.connect"), type(spark)
 
+    from stateful_child import run_until_read
+
     from blobstate.spark import transform_with_state
-    from tests.processors.test_against_spark import CASES, input_stream, read_everything
+    from tests.processors.test_against_spark import CASES, input_stream
 
     make, _, keys, output, time_mode, watermark, _ = CASES[config["name"]]
     initial = {}
@@ -64,13 +66,7 @@ def main(config: dict) -> None:
         checkpoint_location=config["checkpoint"], job="tws", store=config["name"],
         num_partitions=config["partitions"], state_dir=config["state_dir"], local_dir=config["local"],
         event_time_column=watermark[0] if watermark else None, watermark_delay_ms=config.get("watermark_ms", 0))
-    try:
-        while not read_everything(config["checkpoint"], config["last_file"]):
-            if not query.isActive:
-                raise SystemExit(f"the query died: {query.exception()}")
-            query.awaitTermination(1)  # returns at once when the query dies
-    finally:
-        query.close()
+    run_until_read(query, config)
     print("not killed", flush=True)
 
 
