@@ -20,12 +20,11 @@ from pathlib import Path
 
 
 def session(port: int | None):  # noqa: ANN201
+    from connect_server import CONF
     from spark_child import connect_session
 
     if port is None:
-        return connect_session({"spark.master": "local[2]", "spark.sql.shuffle.partitions": "2",
-                                "spark.ui.enabled": "false", "spark.driver.host": "127.0.0.1",
-                                "spark.sql.session.timeZone": "UTC"})
+        return connect_session(CONF)
     from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
 
     return RemoteSparkSession.builder.remote(f"sc://localhost:{port}").getOrCreate()
