@@ -42,22 +42,39 @@ def cluster(tmp_path_factory):
         yield running
 
 
-def _start_driver(cluster, tmp_path, days_dir):
-    cfg = {"conf": cluster.driver_conf(executor_memory="1g"), "executors": len(cluster.workers),
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _start_driver(cluster, tmp_path, days_dir, processor=False):
+    conf = cluster.driver_conf(executor_memory="1g")
+    if processor:  # the executors unpickle tests.processors
+        conf["spark.executorEnv.PYTHONPATH"] = ROOT
+        # the processor's first tasks (their Python workers importing pandas and pyarrow) outlast Spark's default 3 s
+        # locality wait on a loaded machine: Spark then runs a placed task on the other executor and the group piles
+        # up on one 1-core executor, whose snapshot tasks then wait out the locality wait too (seen: batch 0 placed
+        # 3 of 4, two snapshot tasks run where no copy was). A dead executor is never waited for: ``choose`` names
+        # live ones only.
+        conf["spark.locality.wait"] = "30s"
+    cfg = {"conf": conf, "executors": len(cluster.workers), "processor": processor,
            "repo": f"file://{tmp_path}/repo", "checkpoint": str(tmp_path / "ck"), "local": cluster.local_dir,
            "work": str(tmp_path / "work"), "input": days_dir, "partitions": N, "snapshotEvery": 5,
            "out": str(tmp_path / "result.json")}
     config = tmp_path / "driver.json"
     config.write_text(json.dumps(cfg))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SUPPORT, os.environ.get("PYTHONPATH", "")]),
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SUPPORT, ROOT, os.environ.get("PYTHONPATH", "")]),
                SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
     with open(tmp_path / "driver.err", "wb") as err:
         return subprocess.Popen([sys.executable, os.path.join(SUPPORT, "cluster_child.py"), str(config)], env=env,
                                 stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True)
 
 
+@pytest.mark.parametrize("processor", [pytest.param(False, id="update"),
+                                       pytest.param(True, id="processor", marks=pytest.mark.long)])
 def test_partition_tasks_run_where_their_copy_is_and_a_lost_worker_moves_them_once(cluster, flights_frame,
-                                                                                  tmp_path):
+                                                                                  tmp_path, processor):
+    """``processor``: the running count of ``tests/processors`` per route through ``transform_with_state`` (its
+    ``mapInArrow`` job over ``PlacedRDD``, ``blobstate.spark.stateful.driver.on_partitions.placed_rows``) in place of
+    the flights update; the same placement checks, and the final counts per route."""
     from blobstate.spark.demo.flights import reference_routes, write_day_files
 
     days_dir = str(tmp_path / "days")
@@ -65,7 +82,7 @@ def test_partition_tasks_run_where_their_copy_is_and_a_lost_worker_moves_them_on
     days = {(int(os.path.basename(p)[5:7]), int(os.path.basename(p)[8:10])) for p in paths}
     frame = flights_frame[[(m, d) in days for m, d in zip(flights_frame["month"], flights_frame["day"],
                                                           strict=True)]]
-    child = _start_driver(cluster, tmp_path, days_dir)
+    child = _start_driver(cluster, tmp_path, days_dir, processor)
     victim = None
     try:
         for line in child.stdout:  # "BATCH <b> <executor of each partition's part>" as batches commit
@@ -105,5 +122,29 @@ def test_partition_tasks_run_where_their_copy_is_and_a_lost_worker_moves_them_on
     assert sum(s["partitions_restored"] for s in after) == len(lost), [(s["batch_id"], s["partitions_restored"])
                                                                        for s in after]
     assert all(s["partitions_local"] == N for s in after[2:])  # moved once, then local again
+    if processor:
+        assert _route_counts(tmp_path) == {tuple(k): int(n) for k, n in frame.groupby(["origin", "dest"]).size()
+                                           .items()}
+        return
     state, _ = restored_routes(tmp_path, f"file://{tmp_path}/repo")
     assert state == reference_routes(frame)
+
+
+def _route_counts(tmp_path) -> dict:
+    """The running count processor's ``count`` per route, restored from the repository."""
+    from rocksdict import Rdict
+
+    from blobstate import api
+    from blobstate.spark.processor import StateReader
+
+    api.restore_partitions(str(tmp_path / "restored"), repo=f"file://{tmp_path}/repo", job="flights", task="group",
+                           store="routes")
+    counts = {}
+    for p in range(N):
+        db = Rdict(str(tmp_path / "restored" / str(p)))
+        try:
+            for row in StateReader(db).read_variable("count").to_pylist():
+                counts[(row["key"]["origin"], row["key"]["dest"])] = row["value"]["count"]
+        finally:
+            db.close()
+    return counts

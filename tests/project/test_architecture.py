@@ -641,6 +641,8 @@ def test_a_stateful_processor_batch_follows_its_walkthrough_call_by_call(tmp_pat
         f"{driver}.inputs:watermarked": "Spark's watermark on the stream, a Spark call",
         f"{driver}.on_partitions:PartitionedRun": "Spark calls it with the batch's DataFrame",
         f"{driver}.on_partitions:stateful_job": "the Spark job; here each task is called in-process",
+        f"{driver}.on_partitions:placed_rows": "the Spark job's rows placed through the JVM helper, on Spark",
+        "blobstate.spark.placement.coordinator:SparkPlacement.place": "the JVM helper's PlacedRDD, on Spark",
         f"{driver}.on_driver:DriverRun": "the driver's store (a processor without num_partitions), on Spark",
         "blobstate.spark.binding.engine:BatchEngine.run_batch": "the driver binding's engine, on Spark",
     })

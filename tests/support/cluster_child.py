@@ -2,14 +2,16 @@
 
 ``python cluster_child.py CONFIG.json``. CONFIG: ``conf`` (the driver's Spark conf: ``SparkCluster.driver_conf``),
 ``executors`` (wait for that many), ``repo``, ``checkpoint``, ``local`` (the workers' local dir), ``work``,
-``input`` (day files), ``partitions``, ``snapshotEvery``, ``out`` (the result JSON), optionally ``standby`` (0 or 1)
-and ``batches`` (run until that many batches committed: the test adds day files as it goes; default: what the
-input holds). Prints ``READY`` once the executors registered, ``BATCH <b> <executor of each partition's part>`` as
-batches commit (the test kills a worker from there) and, with standbys, ``WARM <batch each partition's standby is
-at, -2: none>`` as the warm jobs report; runs the stream to its end, waits for the last snapshot and warm jobs,
-stops the query, closes the state (in the order the README gives) and writes ``out``: every ``GroupBatchStats``,
-the snapshot requests and every skipped snapshot task (partition, batch, reason, executor), the executors alive at
-the end, and the warm tasks' answers.
+``input`` (day files), ``partitions``, ``snapshotEvery``, ``out`` (the result JSON), optionally ``standby`` (0 or 1),
+``batches`` (run until that many batches committed: the test adds day files as it goes; default: what the input
+holds) and ``processor`` (the running count processor of ``tests/processors`` per route through
+``transform_with_state`` instead of the flights update; the executors import ``tests`` from
+``spark.executorEnv.PYTHONPATH``). Prints ``READY`` once the executors registered, ``BATCH <b> <executor of each
+partition's part>`` as batches commit (the test kills a worker from there) and, with standbys, ``WARM <batch each
+partition's standby is at, -2: none>`` as the warm jobs report; runs the stream to its end, waits for the last
+snapshot and warm jobs, stops the query, closes the state (in the order the README gives) and writes ``out``: every
+``GroupBatchStats``, the snapshot requests and every skipped snapshot task (partition, batch, reason, executor), the
+executors alive at the end, and the warm tasks' answers.
 """
 
 from __future__ import annotations
@@ -41,9 +43,23 @@ def main(path: str) -> int:
     from blobstate.spark import partitioned
     from blobstate.spark.demo.flights import ROUTE_COLS, flights_schema, update_routes
 
-    ps = partitioned(spark, repo=cfg["repo"], checkpoint_location=cfg["checkpoint"], job="flights", store="routes",
-                     num_partitions=cfg["partitions"], key_cols=ROUTE_COLS, local_dir=cfg["local"],
-                     work_dir=cfg["work"], snapshot_every=cfg["snapshotEvery"], standby=cfg.get("standby", 0))
+    stream = (spark.readStream.schema(flights_schema()).option("header", True).option("maxFilesPerTrigger", 1)
+              .csv(cfg["input"]))
+    if cfg.get("processor"):  # the running count per route through transform_with_state (its own Spark job)
+        from blobstate.spark import transform_with_state
+        from tests.processors.running_count import OUTPUT, RunningCount
+
+        query = transform_with_state(
+            stream, RunningCount(), key_cols=ROUTE_COLS, output_schema=OUTPUT, sink=lambda df, batch_id: None,
+            repo=cfg["repo"], checkpoint_location=cfg["checkpoint"], job="flights", store="routes",
+            num_partitions=cfg["partitions"], local_dir=cfg["local"], work_dir=cfg["work"],
+            snapshot_every=cfg["snapshotEvery"], standby=cfg.get("standby", 0))
+        ps = query.state
+    else:
+        ps = partitioned(spark, repo=cfg["repo"], checkpoint_location=cfg["checkpoint"], job="flights",
+                         store="routes", num_partitions=cfg["partitions"], key_cols=ROUTE_COLS,
+                         local_dir=cfg["local"], work_dir=cfg["work"], snapshot_every=cfg["snapshotEvery"],
+                         standby=cfg.get("standby", 0))
     results = ps.snapshots
 
     def report(stop: threading.Event) -> None:  # progress for the test: the batches committed so far
@@ -63,9 +79,8 @@ def main(path: str) -> int:
     stop = threading.Event()
     reporter = threading.Thread(target=report, args=(stop,), daemon=True)
     reporter.start()
-    stream = (spark.readStream.schema(flights_schema()).option("header", True).option("maxFilesPerTrigger", 1)
-              .csv(cfg["input"]))
-    query = ps.start(stream.writeStream, update_routes)
+    if not cfg.get("processor"):
+        query = ps.start(stream.writeStream, update_routes)
     query.processAllAvailable()
     while len(ps.stats) < cfg.get("batches", 0) and query.isActive:  # the test adds the rest of the input
         query.processAllAvailable()

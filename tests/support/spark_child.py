@@ -47,13 +47,21 @@ def connect_session(conf: dict):  # noqa: ANN201
     test workers would race for it; a port picked free beforehand races too: when something took it meanwhile,
     Spark's ``startServiceOnPort`` binds the next one up without a word and the client dials the old one, maybe
     another child's server (issue 43 item 10: a child exited 1 with a Connect server error before its kill point)."""
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+    return RemoteSparkSession.builder.remote(f"sc://localhost:{start_server(conf)}").getOrCreate()
+
+
+def start_server(conf: dict) -> int:
+    """Start a Spark Connect server in this process's JVM (``conf`` plus the plugin, loopback, port 0) and return
+    the port it bound. Its token: ``SPARK_CONNECT_AUTHENTICATE_TOKEN`` when set, else a new one put there (read by
+    the server's JVM and by a client of this process)."""
     import uuid
 
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
-    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
 
-    os.environ["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = str(uuid.uuid4())  # read by the server's JVM and the client
+    os.environ.setdefault("SPARK_CONNECT_AUTHENTICATE_TOKEN", str(uuid.uuid4()))
     server = {**conf, "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
               "spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": "0",
               "spark.connect.grpc.port.maxRetries": "0",
@@ -61,7 +69,7 @@ def connect_session(conf: dict):  # noqa: ANN201
               "spark.sql.artifact.isolation.alwaysApplyClassloader": "true"}
     sc = SparkContext.getOrCreate(SparkConf().setAll(list(server.items())))
     SparkSession(sc)
-    return RemoteSparkSession.builder.remote(f"sc://localhost:{bound_port(sc)}").getOrCreate()
+    return bound_port(sc)
 
 
 def bound_port(sc) -> int:  # noqa: ANN001

@@ -22,7 +22,7 @@ def main(config: dict) -> None:
 
     from blobstate.spark import transform_with_state
     from tests.processors import sessions
-    from tests.processors.test_against_spark import input_stream, read_everything
+    from tests.processors.test_against_spark import input_stream
 
     spark = (SparkSession.builder.master("local[2]").config("spark.sql.shuffle.partitions", "2")
              .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
@@ -47,14 +47,24 @@ def main(config: dict) -> None:
         state_dir=config["state_dir"], local_dir=config["local"], event_time_column="ts",
         watermark_delay_ms=sessions.WATERMARK_DELAY_MS)
     try:
+        run_until_read(query, config)
+    finally:
+        spark.stop()
+    print("not killed", time.time())
+
+
+def run_until_read(query, config: dict) -> None:  # noqa: ANN001
+    """Wait until a committed batch of ``query`` (a ``StatefulQuery``) read ``config["last_file"]`` (its checkpoint
+    files, never a sleep), then close it; exits naming the error when the query died first."""
+    from tests.processors.test_against_spark import read_everything
+
+    try:
         while not read_everything(config["checkpoint"], config["last_file"]):
             if not query.isActive:
                 raise SystemExit(f"the query died: {query.exception()}")
             query.awaitTermination(1)  # returns at once when the query dies
     finally:
         query.close()
-        spark.stop()
-    print("not killed", time.time())
 
 
 if __name__ == "__main__":

@@ -252,7 +252,11 @@ class PartitionedState:
                                                                               self.checkpoint_location)
         if query_name:
             writer = writer.queryName(query_name)
-        if self.snapshot_every > 0 and self._listener is None:
+        # Under Spark Connect the server's worker asks for snapshots (``run_batch``) and a client-side listener has
+        # nothing to ask; worse, pyspark's Connect client removes its last listener holding its bus lock while it
+        # joins the event thread, which needs that lock to post an event that arrives meanwhile (the stopped
+        # query's): ``close`` hung in ``removeListener``.
+        if self.snapshot_every > 0 and self._listener is None and not self.connect:
             from blobstate.spark.committed.listener import CommitListener
 
             self._listener = CommitListener(self)

@@ -10,6 +10,7 @@ from typing import Any
 
 from blobstate.errors import ConfigurationError, MissingDependencyError
 from blobstate.spark.binding.lifecycle import register
+from blobstate.spark.committed.location import is_connect
 from blobstate.spark.partitioned.driver.state import partitioned
 from blobstate.spark.processor import ProcessorSpec
 from blobstate.spark.processor.handle import canonical_time_mode
@@ -36,6 +37,19 @@ def require_pyspark(version: str | None = None) -> None:
         found = f"pyspark {version}" if version else "no pyspark"
         raise MissingDependencyError(f"blobstate.spark.transform_with_state needs pyspark >= 4.0 (Spark's "
                                      f"StatefulProcessor API), found {found}: pip install 'pyspark[sql]>=4.0'")
+
+
+def refuse_under_connect(spark: Any, *, initial_state: Any) -> None:
+    """Raise ``ConfigurationError`` (exit 2), in one line, for what cannot run under Spark Connect (``spark`` a
+    Connect session): ``initial_state``. ``foreachBatch`` runs in the server's Python worker on a session of its own
+    (a clone of the client's), and a Connect DataFrame belongs to the session that made it: the initial state's rows,
+    pickled with the batch function, cannot be unioned into the batch's DataFrame there (Spark's
+    ``SESSION_NOT_SAME``), and the batch would fail after the query started."""
+    if initial_state is not None and is_connect(spark):
+        raise ConfigurationError("initial_state is not available under Spark Connect (the batches run on the "
+                                 "server's own session, which cannot use a client's DataFrame): write the initial "
+                                 "state with blobstate.spark.write_state(..., initial_state=True) first, or run on "
+                                 "classic PySpark")
 
 
 class StatefulQuery:
@@ -77,6 +91,10 @@ def transform_with_state(df: Any, processor: Any, *, key_cols: list[str], output
     warm standby copy of each partition on another host). ``state_options``: the keywords of ``register`` (driver)
     or ``partitioned`` (``snapshot_every``, ``retain``, ``work_dir``, ``log``, ``storage_options``, ...).
 
+    Under Spark Connect the same call runs (the processor, ``sink`` and ``foreachBatch`` pickled to the server's
+    Python worker; ``sink`` must not hold client-side objects), without placement; ``initial_state`` is refused
+    there (``refuse_under_connect``).
+
     Raises ``MissingDependencyError`` (pyspark < 4.0), ``ConfigurationError`` for a bad argument,
     ``KeyGroupsUnsupported`` (exit 2, at start, nothing run or written) for ``key_groups=`` or a store that records
     key groups, ``StateSchemaError`` (exit 2, naming the variable and both schemas; before the query starts,
@@ -98,6 +116,7 @@ def transform_with_state(df: Any, processor: Any, *, key_cols: list[str], output
     stream = watermarked(df, event_time_column if mode == "EventTime" else None, watermark_delay_ms)
     if heartbeat:
         stream = with_heartbeat(stream)
+    refuse_under_connect(df.sparkSession, initial_state=initial_state)
     initial, initial_columns = (None, ()) if initial_state is None else initial_rows(initial_state, list(key_cols))
     refuse_incompatible(processor, time_mode=mode, repo=repo, job=job, store=store,
                         partitioned=num_partitions is not None, task=state_options.get("task"),
@@ -137,4 +156,4 @@ def transform_with_state(df: Any, processor: Any, *, key_cols: list[str], output
     return StatefulQuery(query, state)
 
 
-__all__ = ["StatefulQuery", "require_pyspark", "transform_with_state"]
+__all__ = ["StatefulQuery", "refuse_under_connect", "require_pyspark", "transform_with_state"]

@@ -60,9 +60,13 @@ class DriverRun:
     def __call__(self, df: Any, batch_id: int) -> None:
         self._pending.clear()
         self.binding.engine.run_batch(df, batch_id)  # stage, then the delta record of batch_id, then apply
+        from pyspark.sql.pandas.types import from_arrow_schema
+
         spark, result = self._pending.pop()
         assert result is not None
-        self.sink(spark.createDataFrame(result.output), batch_id)  # only once batch_id is committed
+        # the schema given: Spark Connect infers none from a batch without output rows (CANNOT_INFER_EMPTY_SCHEMA)
+        output = spark.createDataFrame(result.output, schema=from_arrow_schema(result.output.schema))
+        self.sink(output, batch_id)  # only once batch_id is committed
 
 
 __all__ = ["DriverRun"]

@@ -20,10 +20,16 @@ only once ``foreachBatch`` returns): the re-run starts from the state after ``b 
 wins), with the same times, so its output is the same and an idempotent sink (an overwrite by batch id, Delta's
 ``txnVersion``) sees it exactly once.
 
-What the partitioned state's own job has and this one does not: placement (each partition's task on the executor
-holding its copy) needs the RDD path, whose tasks hand back Python objects, not Arrow rows a DataFrame can be made
-of without a Python conversion per row; these tasks go where Spark's shuffle puts them, and a partition whose copy
-is on another host is restored there (on one host, as ``local[N]``, nothing is lost).
+Placement (classic PySpark with blobstate's JVM helper; ``placed_rows``): as the partitioned state's own job, task
+``p`` runs on the executor holding partition ``p``'s copy. The repartitioned rows' JVM ``RDD[InternalRow]``
+(``queryExecution().toRdd()``: the shuffle's reduce side, N partitions) is wrapped one to one in the helper's
+``PlacedRDD`` through ``SparkPlacement.place`` (the locations ``Placement.choose`` gave, preferred by Spark's
+scheduler), a DataFrame is made over it again (``SparkSession.internalCreateDataFrame``: a ``LogicalRDD``, no copy)
+and ``mapInArrow`` runs on that, so the Arrow path is kept. ``PlacedRDD.compute`` runs before the Arrow runner sends
+the task's local properties to the Python worker, so each task reports its executor in its prepare and
+``PartitionedState.run_batch`` records it (``Placement.record``) as for its own job. Under Spark Connect there is no
+placer (no JVM handle in the server's Python worker) and the tasks go where Spark's shuffle puts them: a partition
+whose copy is on another host is restored there.
 """
 
 from __future__ import annotations
@@ -59,8 +65,9 @@ class Kept:
 def stateful_job(df: Any, plan: BatchPlan, update: Any, key_cols: list[str], *, job: TaskJob, kept: Kept,
                  initial: Callable[[Any], Any] | None = None, place: Any = None) -> list[Prepare]:
     """The batch's Spark job (``PartitionedState.run_batch``'s ``job``): see step 2 of the module docstring.
-    ``initial(df) -> df`` adds the initial state's rows (the first batch of a new state only); ``place`` is not
-    used (see the module docstring). Returns the prepares collected; ``kept`` holds the output."""
+    ``initial(df) -> df`` adds the initial state's rows (the first batch of a new state only); ``place(rdd) ->
+    rdd`` (``SparkPlacement.place`` with the batch's locations; None under Spark Connect) places the tasks
+    (``placed_rows``). Returns the prepares collected; ``kept`` holds the output."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -70,11 +77,29 @@ def stateful_job(df: Any, plan: BatchPlan, update: Any, key_cols: list[str], *, 
         job = TaskJob(job.processor, job.spec, job.times, True, job.initial_columns)
     schema = task_schema(job.spec)
     shuffled = df.repartition(plan.num_partitions, *key_cols)
+    if place is not None:
+        shuffled = placed_rows(shuffled, place)
     rows = shuffled.mapInArrow(functools.partial(stateful_task, plan, job), from_arrow_schema(schema))
     kept.rows = rows.localCheckpoint(eager=True)
     prepares = [pickle.loads(r[0]) for r in kept.rows.filter(F.col(PREPARE).isNotNull()).select(PREPARE).collect()]
     kept.output = kept.rows.filter(F.col(PREPARE).isNull()).drop(PREPARE)
     return prepares
+
+
+def placed_rows(shuffled: Any, place: Callable[[Any], Any]) -> Any:
+    """``shuffled`` (a classic DataFrame of N partitions) over the same rows, partition ``p`` preferring the location
+    ``place`` gives it (see the module docstring); ``shuffled`` itself when ``place`` returns its input unchanged
+    (the JVM helper unavailable: logged once by ``SparkPlacement``)."""
+    from pyspark.rdd import RDD
+    from pyspark.sql import DataFrame
+
+    spark = shuffled.sparkSession
+    rows = RDD(shuffled._jdf.queryExecution().toRdd().toJavaRDD(), spark.sparkContext)
+    placed = place(rows)
+    if placed is rows:
+        return shuffled
+    jdf = spark._jsparkSession.internalCreateDataFrame(placed._jrdd.rdd(), shuffled._jdf.schema(), False)
+    return DataFrame(jdf, spark)
 
 
 def release(kept: Kept) -> None:
@@ -118,4 +143,4 @@ class PartitionedRun:
             release(kept)
 
 
-__all__ = ["Kept", "PartitionedRun", "release", "stateful_job"]
+__all__ = ["Kept", "PartitionedRun", "placed_rows", "release", "stateful_job"]
