@@ -26,7 +26,8 @@ from tests.processors import running_count
 class Session:
     """What the run asks of a Spark session: a DataFrame made of the output rows (kept as they are)."""
 
-    def createDataFrame(self, table: Any) -> Any:  # noqa: N802 - Spark's name
+    def createDataFrame(self, table: Any, schema: Any = None) -> Any:  # noqa: N802 - Spark's name
+        assert schema is not None and len(schema.fields) == table.num_columns  # Connect infers none from 0 rows
         return ("frame", table)
 
 
