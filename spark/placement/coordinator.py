@@ -171,9 +171,13 @@ class SparkPlacement:
     """``Placement`` applied to a classic SparkContext through the JVM helper. ``available`` is False (and
     ``place`` returns its input) when the helper cannot be loaded: the reason is logged once."""
 
-    def __init__(self, sc: Any, num_partitions: int) -> None:
+    def __init__(self, sc: Any, num_partitions: int, *,
+                 leaving: Callable[[Any], Collection[str]] | None = None) -> None:
+        """``leaving(sc)``: the executors Spark is decommissioning (``blobstate.spark.placement.decommission
+        .leaving``; None: none ever), never live for placement (no new task starts there)."""
         self.sc = sc
         self.placement = Placement(num_partitions)
+        self._leaving = leaving
         try:
             self._helper: Any = load(sc)
         except HelperUnavailable as exc:
@@ -184,11 +188,17 @@ class SparkPlacement:
     def available(self) -> bool:
         return self._helper is not None
 
+    def leaving(self) -> frozenset[str]:
+        """The executors Spark is decommissioning (empty without ``leaving``)."""
+        return frozenset(self._leaving(self.sc)) if self._leaving is not None and self._helper is not None \
+            else frozenset()
+
     def live_executors(self) -> list[str]:
-        """The live executors' locations (the driver alone in local mode)."""
+        """The live executors' locations that are not leaving (the driver alone in local mode)."""
         if self._helper is None:
             return []
-        return [e for e in str(self._helper.executorLocations(self.sc._jsc.sc())).split("\n") if e]
+        gone = self.leaving()
+        return [e for e in str(self._helper.executorLocations(self.sc._jsc.sc())).split("\n") if e and e not in gone]
 
     def choose(self) -> list[str]:
         return self.placement.choose(self.live_executors())

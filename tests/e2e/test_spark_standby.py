@@ -41,13 +41,23 @@ def cluster(tmp_path_factory):
         yield running
 
 
-def run(cluster, flights_frame, tmp_path, standby):
+@pytest.fixture
+def draining_cluster(tmp_path_factory):
+    """Three workers whose JVMs drain on Spark's decommission signal (``spark.decommission.enabled``)."""
+    skip_without_cluster_or_helper()
+    base = tmp_path_factory.mktemp("cluster")
+    with SparkCluster(str(base / "spark"), str(base / "local"), workers=3, cores=1, memory="2g",
+                      tmpfs_size="512m", decommission=True) as running:
+        yield running
+
+
+def run(cluster, flights_frame, tmp_path, standby, lose="kill"):
     """The run of ``standby_run`` (module docstring), its stats shown with -s and its final state checked."""
     from blobstate.spark.demo.flights import reference_routes
     from blobstate.spark.placement.coordinator import host_of
 
     out = run_with_a_lost_worker(cluster, flights_frame, str(tmp_path), standby=standby, days=DAYS, kill_after=K,
-                                 partitions=N)
+                                 partitions=N, lose=lose)
     for s in out.result["stats"]:
         print("batch", s["batch_id"], "job_ms", round(s["job_ms"]), "restored", s["partitions_restored"], "on",
               [host_of(e) for e in s["executors"]], "standbys", [host_of(e) for e in s["standbys"]],
@@ -97,3 +107,25 @@ def test_without_standbys_the_same_loss_restores_each_lost_partition(cluster, fl
     assert killed_at == K and lost
     assert sum(s["partitions_restored"] for s in stats[K + 1:]) == len(lost)
     assert not out.result["warm"] and all(not s["standbys"] for s in stats)
+
+
+def test_a_decommissioned_worker_s_partitions_are_handed_to_their_standbys_before_the_next_batch(
+        draining_cluster, flights_frame, tmp_path):
+    """The same stream, the worker drained instead of killed (Spark's decommission signal): the driver hears it
+    (``blobstate.spark.partitioned.driver.handover``) while the executor is still there, brings each of its
+    partitions' standbys to the committed batch and makes them the holders, all before the next batch's input
+    arrives; the next batches run there and restore nothing."""
+    cluster = draining_cluster
+    out = run(cluster, flights_frame, tmp_path, standby=1, lose="decommission")
+    stats, handovers = out.result["stats"], out.result["handovers"]
+    killed_at, lost = lost_partitions(cluster, stats, out.victim)
+    assert killed_at == K and 1 in lost
+    heard = [e for e in handovers["heard"] if cluster.worker_of(e) is out.victim]
+    assert heard, handovers  # heard as a decommission, not found lost
+    moved = {int(p): e for executor, m in handovers["done"] if executor in heard for p, e in m.items()}
+    assert set(moved) == lost, (moved, lost)
+    assert all(moved[p] == stats[K]["standbys"][p] for p in lost), (moved, stats[K])  # the warm standbys
+    done = [r for r in handovers["results"] if r["partition"] in lost and not r["skipped"]]
+    assert done and all(r["batch_id"] == K and not r["restored"] for r in done), done
+    assert all(stats[K + 1]["executors"][p] == moved[p] for p in lost), stats[K + 1]
+    assert sum(s["partitions_restored"] for s in stats[K + 1:]) == 0, [s["partitions_restored"] for s in stats]

@@ -63,8 +63,12 @@ def main(path: str) -> int:
     results = ps.snapshots
 
     def report(stop: threading.Event) -> None:  # progress for the test: the batches committed so far
-        seen, warm = 0, ""
+        seen, warm, handed = 0, "", 0
         while not stop.is_set():
+            done = ps.handovers.snapshot()["done"] if ps.handovers is not None else []
+            for executor, moved in done[handed:]:  # a decommissioned executor's partitions handed over
+                print(f"HANDED {executor} {','.join(f'{p}:{e}' for p, e in sorted(moved.items()))}", flush=True)
+            handed = len(done)
             stats = list(ps.stats)
             for s in stats[seen:]:
                 print(f"BATCH {s.batch_id} {','.join(s.executors)}", flush=True)
@@ -89,6 +93,7 @@ def main(path: str) -> int:
     while (results.running or ps.standbys.running) and time.monotonic() < deadline:
         results.wait(1)
         ps.standbys.wait(1)
+    handovers = ps.handovers.snapshot() if ps.handovers is not None else {"heard": [], "results": [], "done": []}
     query.stop()
     ps.close()
     stop.set()
@@ -98,7 +103,9 @@ def main(path: str) -> int:
            "skipped": {str(k): v for k, v in results.skipped.items()}, "skips": skips,
            "failures": [repr(e) for e in results.failures],
            "live": spark.sparkContext._jsc.sc().getExecutorIds().size(),
-           "warm": [dataclasses.asdict(r) for r in ps.standbys.results], "warmRequested": ps.standbys.requested}
+           "warm": [dataclasses.asdict(r) for r in ps.standbys.results], "warmRequested": ps.standbys.requested,
+           "handovers": {"heard": handovers["heard"], "results": [dataclasses.asdict(r) for r in handovers["results"]],
+                         "done": [[e, {str(p): x for p, x in m.items()}] for e, m in handovers["done"]]}}
     with open(cfg["out"], "w", encoding="utf-8") as fh:
         json.dump(out, fh)
     spark.stop()

@@ -43,9 +43,11 @@ class LostWorkerRun:
 
 def run_with_a_lost_worker(cluster: Any, frame: Any, work: str, *, standby: int, days: int = 8,
                            kill_after: int = 4, partitions: int = 4, snapshot_every: int = 5,
-                           timeout_s: float = 300) -> LostWorkerRun:
-    """Steps 1-3 of the module docstring in ``work`` (a new directory). Raises ``AssertionError`` when the driver
-    fails or the stream ended before the kill."""
+                           timeout_s: float = 300, lose: str = "kill") -> LostWorkerRun:
+    """Steps 1-3 of the module docstring in ``work`` (a new directory). ``lose="decommission"``: the worker is
+    drained instead of killed (``SparkCluster.decommission_worker``, a cluster made with ``decommission=True``), and
+    the rest of the days enter once the driver reported the hand-over of its executor (a ``HANDED`` line). Raises
+    ``AssertionError`` when the driver fails or the stream ended before the kill."""
     from blobstate.spark.demo.flights import write_day_files
 
     repo_url, days_dir = f"file://{work}/repo", os.path.join(work, "days")
@@ -60,8 +62,11 @@ def run_with_a_lost_worker(cluster: Any, frame: Any, work: str, *, standby: int,
 
     def kill(primaries: list[str]) -> Any:
         victim = cluster.worker_of(primaries[1])
-        cluster.kill_worker(victim)
-        hand_over(days)
+        if lose == "decommission":
+            cluster.decommission_worker(victim)  # the rest of the days once its hand-over is reported
+        else:
+            cluster.kill_worker(victim)
+            hand_over(days)
         return victim
 
     hand_over(kill_after)
@@ -77,6 +82,8 @@ def run_with_a_lost_worker(cluster: Any, frame: Any, work: str, *, standby: int,
                     hand_over(kill_after + 1)
                 elif not standby and batch == kill_after:
                     victim = kill(primaries)
+            elif words[:1] == ["HANDED"] and victim is not None and cluster.worker_of(words[1]) is victim:
+                hand_over(days)
             elif words[:1] == ["WARM"] and victim is None:
                 at = [int(b) for b in words[1].split(",")]
                 if min(at) == kill_after - 1:  # every standby at batch K - 1: batch K may commit

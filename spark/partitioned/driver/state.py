@@ -73,6 +73,7 @@ from blobstate.spark.committed.alignment import spark_done, stamp_records
 from blobstate.spark.committed.location import CheckpointLocation, is_connect
 from blobstate.spark.errors import SparkAlignmentError
 from blobstate.spark.executor.spark_hash import check_types
+from blobstate.spark.partitioned.driver.handover import HandOvers
 from blobstate.spark.partitioned.driver.job import run_tasks
 from blobstate.spark.partitioned.driver.partitioning import align_partitions, check_partitioning, recorded_partitioning
 from blobstate.spark.partitioned.driver.routing import route_values
@@ -83,6 +84,7 @@ from blobstate.spark.partitioned.executor.batch_task import BatchPlan, Partition
 from blobstate.spark.partitioned.executor.keygrouped import KeyOf
 from blobstate.spark.partitioned.executor.partition import locate_task, release_task
 from blobstate.spark.placement.coordinator import SparkPlacement
+from blobstate.spark.placement.decommission import leaving
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -168,6 +170,7 @@ class PartitionedState:
         self._session: SparkSession | None = spark  # the session snapshot jobs run in (the batch's, on Connect)
         self.snapshots = SnapshotRequests(self._snapshot_job, ttl_ms=ttl_ms)
         self.standbys = WarmStandbys(self._warm_job)  # ``standby=1``: where each partition's standby is
+        self.handovers: HandOvers | None = None  # classic PySpark with placement: decommissions heard (``handover``)
         self._listener: Any = None
         self._placer: SparkPlacement | None = None  # classic PySpark: where each partition's copy is
         self._run_id: str | None = None
@@ -231,7 +234,10 @@ class PartitionedState:
             self._groups = GroupCommitter(self._committer, num_partitions=self.num_partitions,
                                           key_groups=self.key_groups)
             if self.placement and not self.connect:
-                self._placer = SparkPlacement((spark or self.spark).sparkContext, self.num_partitions)
+                self._placer = SparkPlacement((spark or self.spark).sparkContext, self.num_partitions,
+                                              leaving=leaving)
+                if self._placer.available:  # a decommissioned executor's partitions move before it goes
+                    self.handovers = HandOvers(self._placer, self._latest_plan, self._warm_job).start()
             if self.standby and (self._placer is None or not self._placer.available):
                 log.warning("standby=1 needs placement (classic PySpark with blobstate's JVM helper): %s runs "
                             "without standbys", self.key)
@@ -278,6 +284,9 @@ class PartitionedState:
         readable: ``blobstate.api.restore`` (one partition with ``partition=``) or ``blobstate restore
         --partition``."""
         self._closing = True
+        handovers, self.handovers = self.handovers, None
+        if handovers is not None:
+            handovers.stop(CLOSE_WAIT_S)
         listener, self._listener = self._listener, None
         if listener is not None:
             listener.detach()
@@ -303,7 +312,7 @@ class PartitionedState:
 
     # live in the process that opened them
     _HANDLES = ("_repo", "_committer", "_groups", "_query", "_broken", "_session", "_listener", "snapshots",
-                "_stamped", "_placer", "_history_current", "standbys")
+                "_stamped", "_placer", "_history_current", "standbys", "handovers")
 
     def __getstate__(self) -> dict[str, Any]:
         """Configuration only (Spark Connect pickles ``foreachBatch`` to the server): no session, no handles."""
@@ -434,6 +443,14 @@ class PartitionedState:
         placer = self._placer
         place = functools.partial(placer.place, locations=placer.choose()) if placer is not None else None
         return run_snapshot_job(self._session, plan, place=place)
+
+    def _latest_plan(self) -> BatchPlan | None:
+        """The plan of the newest batch this driver committed or found (None before the first): a hand-over's."""
+        history = self._history
+        if not history or history[-1].batch_id is None:
+            return None
+        last = history[-1]
+        return self._plan(history, last.generation, last.batch_id, last.batch_id)
 
     def _warm_job(self, plan: BatchPlan, targets: tuple[tuple[int, str], ...]) -> list[Any] | None:
         placer = self._placer

@@ -95,3 +95,28 @@ def test_a_leaving_holder_hands_its_partitions_on_like_a_lost_one():
     assert placement.choose([A0, A1, B0, C0], leaving={A0, A1}) == [C0, B0, B0]
     # every executor leaving: they are still chosen (a leaving executor runs tasks until it goes)
     assert placement.choose([A0], leaving={A0}) == [A0, A0, A0]
+
+
+def test_an_executor_spark_is_decommissioning_is_not_live_for_placement(monkeypatch):
+    """``SparkPlacement(leaving=...)``: a leaving executor gets no partition (Spark starts no task there), its
+    partitions go to their standbys."""
+    from types import SimpleNamespace
+
+    from blobstate.spark.placement import coordinator
+
+    class Helper:
+        @staticmethod
+        def executorLocations(_sc):  # noqa: N802 - the JVM helper's name
+            return "executor_a_1\nexecutor_b_2\nexecutor_c_3"
+
+    monkeypatch.setattr(coordinator, "load", lambda sc: Helper)
+    sc = SimpleNamespace(_jsc=SimpleNamespace(sc=lambda: None))
+    gone = {"executor_a_1"}
+    placer = coordinator.SparkPlacement(sc, 2, leaving=lambda _sc: set(gone))
+    placer.placement.record(0, "executor_a_1")
+    placer.placement.standbys = {0: "executor_c_3"}
+    assert placer.leaving() == {"executor_a_1"}
+    assert placer.live_executors() == ["executor_b_2", "executor_c_3"]
+    assert placer.choose()[0] == "executor_c_3"
+    gone.clear()
+    assert placer.choose()[0] == "executor_a_1"
