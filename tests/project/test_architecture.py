@@ -561,6 +561,11 @@ def test_a_partitioned_batch_follows_its_walkthrough_call_by_call(tmp_path):
         "blobstate.spark.partitioned.executor.warm_task:warm_partition": "a warm job's task, on a standby's host",
         f"{driver}.standbys:record_reports": "standby=1's warm job",
         "blobstate.model.records:Replica": "standby=1's record metadata",
+        f"{driver}.handover:HandOvers.on_leaving": "a decommission's, heard on a cluster with the switch on",
+        "blobstate.spark.placement.decommission:hand_over": "a decommission's hand-over",
+        f"{placement_at}:SparkPlacement.live_executors": "on a SparkContext with the JVM helper",
+        "blobstate.spark.placement.decommission:leaving": "on a SparkContext with the JVM helper",
+        "blobstate.model.local_copy:first_batch_to_apply": "a later batch's, on a copy with a marker",
     })
     assert walk.plugin_paths[("plugins.fsspec_store", "put")] == {  # the tasks' changelogs, compressed
         ("spark", "worker", "codec", "repository.retry", "plugins.fsspec_store")}
