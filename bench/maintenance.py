@@ -1,9 +1,16 @@
 """Maintenance events of a partitioned state, measured: what a restart costs when the cluster changes (issue 42).
 
-``python -m bench.maintenance [--keys 1000000] [--partitions 4] [--to 8,3] [--key-groups 4096] [--no-offline]
-[--work DIR] [--out FILE]``
+``python -m bench.maintenance [--figures rescale,failover,decommission] [--keys 1000000] [--partitions 4]
+[--to 8,3] [--key-groups 4096] [--no-offline] [--days 24] [--kill-after 16] [--work DIR] [--out FILE]``
 
-One section (function) per figure, one JSON report; the standby and decommission figures join it later.
+One section (function) per figure, one JSON report (``--figures``: which; default all three).
+
+**Failover** and **decommission** (``lost_worker``, on the namespace cluster of three one-core workers,
+``bench.standby``): the flights stream through ``partitioned(N, standby=s)`` for ``s`` = 1 and 0; after batch
+``--kill-after`` the worker holding partition 1's primary is SIGKILLed (failover) or drained with Spark's
+decommission signal (decommission). Per run: the steady p50/p99 of a batch (job + group commit), the first batch
+after the event (ms, partitions restored, bytes downloaded), the warm tasks (standby upkeep) and, for a
+decommission, what the driver heard and handed over before the next batch.
 
 **Rescale at restart** (``rescale_at_restart``): on a ``local[2]`` session, a key-grouped partitioned store
 (``key_groups=K``) of ``--keys`` keys is built by a streaming query (file source, one Parquet file per batch) with
@@ -294,7 +301,43 @@ def rescale_at_restart(spark: Any, work: str, *, keys: int, partitions: int = 4,
 
 
 # -- the report ------------------------------------------------------------------------------------------------------
+def lost_worker(work: str, loses: tuple[str, ...], *, days: int, kill_after: int, partitions: int) -> dict[str, Any]:
+    """The failover and decommission figures (module docstring): ``{lose: [run with standby 1, run with 0]}``,
+    each run ``bench.standby.summarize``'s figures. Raises ``SystemExit`` without the namespace cluster."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "support"))
+    from spark_cluster import unavailable
+
+    from bench.standby import run_once
+    from blobstate.spark.demo.flights import load_flights
+
+    reason = unavailable()
+    if reason:
+        raise SystemExit(f"cluster: {reason}")
+    frame = load_flights()
+    out: dict[str, Any] = {}
+    for lose in loses:
+        out[lose] = [run_once(frame, os.path.join(work, f"{lose}-standby{s}"), standby=s, days=days,
+                              kill_after=kill_after, partitions=partitions, lose=lose) | {"standby": s}
+                     for s in (1, 0)]
+    return out
+
+
+def markdown_lost_worker(figure: dict[str, Any]) -> str:
+    lines = ["### A worker lost or decommissioned (namespace cluster, 3 workers)", "",
+             "| event | standby | steady p50 / p99 ms | first batch after ms | partitions restored after | "
+             "bytes downloaded (first after) | hand-over tasks (restores) |", "|---|---|---|---|---|---|---|"]
+    for lose, runs in figure.items():
+        for r in runs:
+            handed = f"{r.get('handover_tasks', '-')} ({r.get('handover_restores', '-')})"
+            lines.append(f"| {lose} | {r['standby']} | {r['steady_p50_ms']:.0f} / {r['steady_p99_ms']:.0f} | "
+                         f"{r['first_after_loss_ms']:.0f} | {r['restored_after_loss']} | "
+                         f"{r['first_after_loss_bytes']:,} | {handed} |")
+    return "\n".join(lines)
+
+
 def markdown(report: dict[str, Any]) -> str:
+    if "rescale_at_restart" not in report:
+        return ""
     fig = report["rescale_at_restart"]
     b = fig["build"]
     lines = [f"### Rescale at restart: {b['keys']:,} keys, N={b['partitions']}, K={b['key_groups']} key groups "
@@ -312,6 +355,9 @@ def markdown(report: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--figures", default="rescale,failover,decommission")
+    parser.add_argument("--days", type=int, default=24, help="failover/decommission: the stream's day files")
+    parser.add_argument("--kill-after", type=int, default=16, help="failover/decommission: the batch before it")
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--to", default="8,3", help="the new numbers of partitions, comma-separated")
@@ -323,22 +369,33 @@ def main(argv: list[str] | None = None) -> int:
     from bench.report import emit
 
     work = args.work or tempfile.mkdtemp(prefix="blobstate-bench-maintenance-")
-    spark = session()
+    figures = args.figures.split(",")
+    t0, load_before = time.perf_counter(), os.getloadavg()
+    report: dict[str, Any] = {"cpus": os.cpu_count()}
     try:
-        t0, load_before = time.perf_counter(), os.getloadavg()
-        figure = rescale_at_restart(spark, work, keys=args.keys, partitions=args.partitions,
-                                    targets=tuple(int(m) for m in args.to.split(",")), key_groups=args.key_groups,
-                                    offline=not args.no_offline)
-        report = {"spark_master": spark.sparkContext.master, "cpus": os.cpu_count(),
-                  "wall_s": round(time.perf_counter() - t0, 1),
-                  "load_average_1_5_15": {"before": [round(x, 1) for x in load_before],
-                                          "after": [round(x, 1) for x in os.getloadavg()]},
-                  "rescale_at_restart": figure}
+        if "rescale" in figures:
+            spark = session()
+            try:
+                report["spark_master"] = spark.sparkContext.master
+                report["rescale_at_restart"] = rescale_at_restart(
+                    spark, work, keys=args.keys, partitions=args.partitions,
+                    targets=tuple(int(m) for m in args.to.split(",")), key_groups=args.key_groups,
+                    offline=not args.no_offline)
+            finally:
+                spark.stop()
+        loses = tuple(f for f in ("failover", "decommission") if f in figures)
+        if loses:
+            report["lost_worker"] = lost_worker(
+                os.path.join(work, "cluster"), tuple("kill" if f == "failover" else f for f in loses),
+                days=args.days, kill_after=args.kill_after, partitions=args.partitions)
+        report["wall_s"] = round(time.perf_counter() - t0, 1)
+        report["load_average_1_5_15"] = {"before": [round(x, 1) for x in load_before],
+                                         "after": [round(x, 1) for x in os.getloadavg()]}
     finally:
-        spark.stop()
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
-    emit(report, markdown(report) + "\n\n" + json.dumps(report, indent=2), args.out)
+    text = markdown(report) + ("\n\n" + markdown_lost_worker(report["lost_worker"]) if "lost_worker" in report else "")
+    emit(report, text + "\n\n" + json.dumps(report, indent=2), args.out)
     return 0
 
 
