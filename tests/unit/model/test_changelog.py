@@ -292,7 +292,7 @@ def test_a_batch_on_keys_python_calls_equal_reads_and_replays_as_rocksdb_keeps_t
 @settings(max_examples=100, deadline=None)
 @given(base=writes, batch=writes)
 def test_batched_reads_and_writes_are_the_single_ones(base, batch, store_and_mirror):
-    """``get_many`` (one multi-get of RocksDB) reads what ``get`` reads key by key, keys Python calls equal kept
+    """``get_many`` reads what ``get`` reads key by key, keys Python calls equal kept
     apart; ``put_many`` stages what ``put`` one after the other stages."""
     store, mirror = store_and_mirror
     for db in (store, mirror):
@@ -319,20 +319,6 @@ def test_batched_reads_and_writes_are_the_single_ones(base, batch, store_and_mir
     assert all(same(g, w) for g, w in zip(got, want, strict=True)), (got, want)
     plain = {}  # a store that is not RocksDB: read key by key
     assert c.StagedWrites(plain).get_many(["a", b"a"], "none") == ["none", "none"]
-
-
-def test_get_many_takes_rocksdicts_multi_get_for_an_rdict_only(db):
-    """rocksdict's Rdict reports the module ``builtins``: ``get_many`` must still know it for the one multi-get
-    (it read key by key before: one ``Rdict.get`` per key, about 36 µs each at 1M keys)."""
-    from rocksdict import Rdict
-
-    assert isinstance(db, Rdict) and c.reads_many(db)
-    assert not c.reads_many({}) and not c.reads_many(c.StagedWrites(db))
-
-    class Rdict:  # noqa: N801 - another class of the same name is not rocksdict's
-        pass
-
-    assert not c.reads_many(Rdict())
 
 
 def test_put_many_with_one_bad_pair_stages_nothing(db):
