@@ -341,3 +341,14 @@ def test_other_types_are_refused_when_written_naming_the_type(db, bad):
     with pytest.raises(ConfigurationError, match="keys"):
         view.put(bad, "v") if bad is not None else view.delete(bad)
     assert view.ops() == []
+
+
+def test_encode_writes_each_item_as_its_scalar_encoding_whatever_headers_it_made_before():
+    """The inline encoding (one header per tag and length, made once) gives the bytes of one ``_encode_scalar``
+    per item: items of the same length and another type never share a header."""
+    ops = [(c.PUT, b"ab", "cd"), (c.PUT, 12, b"xy"), (c.DELETE, "ef", None), (c.PUT, -5, 1.5), (c.PUT, True, 10**4000),
+           (c.PUT, "é", b""), (c.PUT, b"ab", 34), (c.DELETE, 99, None)]
+    body = b"".join(op + b"".join(c._encode_scalar(item) for item in ((k, v) if op == c.PUT else (k,)))
+                    for op, k, v in ops)
+    assert c.encode(ops) == c.MAGIC + c._U32.pack(len(ops)) + body
+    assert c.decode(c.encode(ops)) == ops
