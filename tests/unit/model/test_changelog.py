@@ -292,7 +292,7 @@ def test_a_batch_on_keys_python_calls_equal_reads_and_replays_as_rocksdb_keeps_t
 @settings(max_examples=100, deadline=None)
 @given(base=writes, batch=writes)
 def test_batched_reads_and_writes_are_the_single_ones(base, batch, store_and_mirror):
-    """``get_many`` (one multi-get of RocksDB) reads what ``get`` reads key by key, keys Python calls equal kept
+    """``get_many`` reads what ``get`` reads key by key, keys Python calls equal kept
     apart; ``put_many`` stages what ``put`` one after the other stages."""
     store, mirror = store_and_mirror
     for db in (store, mirror):
@@ -321,20 +321,6 @@ def test_batched_reads_and_writes_are_the_single_ones(base, batch, store_and_mir
     assert c.StagedWrites(plain).get_many(["a", b"a"], "none") == ["none", "none"]
 
 
-def test_get_many_takes_rocksdicts_multi_get_for_an_rdict_only(db):
-    """rocksdict's Rdict reports the module ``builtins``: ``get_many`` must still know it for the one multi-get
-    (it read key by key before: one ``Rdict.get`` per key, about 36 µs each at 1M keys)."""
-    from rocksdict import Rdict
-
-    assert isinstance(db, Rdict) and c.reads_many(db)
-    assert not c.reads_many({}) and not c.reads_many(c.StagedWrites(db))
-
-    class Rdict:  # noqa: N801 - another class of the same name is not rocksdict's
-        pass
-
-    assert not c.reads_many(Rdict())
-
-
 def test_put_many_with_one_bad_pair_stages_nothing(db):
     view = c.StagedWrites(db)
     view.put("kept", "old")
@@ -355,3 +341,14 @@ def test_other_types_are_refused_when_written_naming_the_type(db, bad):
     with pytest.raises(ConfigurationError, match="keys"):
         view.put(bad, "v") if bad is not None else view.delete(bad)
     assert view.ops() == []
+
+
+def test_encode_writes_each_item_as_its_scalar_encoding_whatever_headers_it_made_before():
+    """The inline encoding (one header per tag and length, made once) gives the bytes of one ``_encode_scalar``
+    per item: items of the same length and another type never share a header."""
+    ops = [(c.PUT, b"ab", "cd"), (c.PUT, 12, b"xy"), (c.DELETE, "ef", None), (c.PUT, -5, 1.5), (c.PUT, True, 10**4000),
+           (c.PUT, "é", b""), (c.PUT, b"ab", 34), (c.DELETE, 99, None)]
+    body = b"".join(op + b"".join(c._encode_scalar(item) for item in ((k, v) if op == c.PUT else (k,)))
+                    for op, k, v in ops)
+    assert c.encode(ops) == c.MAGIC + c._U32.pack(len(ops)) + body
+    assert c.decode(c.encode(ops)) == ops

@@ -35,6 +35,19 @@ def test_pandas_chunk_of_mixed_shapes_joins_as_pandas_concat(monkeypatch):
     assert out.table().to_pylist() == [{"k": k, "n": n} for n, k in enumerate("abcdefg", start=1)]
 
 
+def test_pandas_chunk_of_one_numpy_shape_joins_without_pandas_concat(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a chunk of one NumPy shape joins by numpy.concatenate, not pandas.concat")
+
+    monkeypatch.setattr(pd, "concat", refuse)
+    out = OutputCollector(parse("k string, n long, x double, ok boolean"), "pandas")
+    out.add([pd.DataFrame({"k": ["a"], "n": [1], "x": [0.5], "ok": [True]}),
+             pd.DataFrame({"k": ["b", None], "n": [2, 3], "x": [1.5, float("nan")], "ok": [False, True]})], where="h")
+    assert out.table().to_pylist() == [{"k": "a", "n": 1, "x": 0.5, "ok": True},
+                                       {"k": "b", "n": 2, "x": 1.5, "ok": False},
+                                       {"k": None, "n": 3, "x": None, "ok": True}]
+
+
 @pytest.mark.parametrize("emitted, match", [([{"k": "a"}], "DataFrame"), ([pd.DataFrame({"k": ["a"]})], "'n'"),
                                             ([pd.DataFrame([[1, 2, 3]])], "3 unnamed"),
                                             ([pd.DataFrame({"k": ["a"], "n": ["x"]})], "output schema")])
