@@ -22,7 +22,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from spark_cluster import SparkCluster, skip_without_cluster_or_helper  # noqa: E402
+from spark_cluster import cluster_for_test  # noqa: E402
 from spark_fixtures import SUPPORT, restored_routes  # noqa: E402
 
 N = 4
@@ -35,10 +35,7 @@ WARM = 2  # batches before placement counts: the first one places every partitio
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    skip_without_cluster_or_helper()  # placement is what this test measures: without the helper it fails unclearly
-    base = tmp_path_factory.mktemp("cluster")
-    with SparkCluster(str(base / "spark"), str(base / "local"), workers=2, cores=1, memory="2g",
-                      tmpfs_size="1g") as running:
+    with cluster_for_test(tmp_path_factory, workers=2, tmpfs_size="1g") as running:
         yield running
 
 

@@ -23,7 +23,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from spark_cluster import SparkCluster, skip_without_cluster_or_helper  # noqa: E402
+from spark_cluster import cluster_for_test  # noqa: E402
 from spark_fixtures import restored_routes  # noqa: E402
 from standby_run import run_with_a_lost_worker  # noqa: E402
 
@@ -34,20 +34,14 @@ K = 4  # the batch after which a worker is killed
 
 @pytest.fixture
 def cluster(tmp_path_factory):
-    skip_without_cluster_or_helper()  # placement is what a standby needs: without the helper it fails unclearly
-    base = tmp_path_factory.mktemp("cluster")
-    with SparkCluster(str(base / "spark"), str(base / "local"), workers=3, cores=1, memory="2g",
-                      tmpfs_size="512m") as running:
+    with cluster_for_test(tmp_path_factory, workers=3, tmpfs_size="512m") as running:
         yield running
 
 
 @pytest.fixture
 def draining_cluster(tmp_path_factory):
     """Three workers whose JVMs drain on Spark's decommission signal (``spark.decommission.enabled``)."""
-    skip_without_cluster_or_helper()
-    base = tmp_path_factory.mktemp("cluster")
-    with SparkCluster(str(base / "spark"), str(base / "local"), workers=3, cores=1, memory="2g",
-                      tmpfs_size="512m", decommission=True) as running:
+    with cluster_for_test(tmp_path_factory, workers=3, tmpfs_size="512m", decommission=True) as running:
         yield running
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sys
 import threading
 import time
@@ -27,18 +26,9 @@ import time
 def main(path: str) -> int:
     with open(path, encoding="utf-8") as fh:
         cfg = json.load(fh)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
+    from spark_cluster import driver_session
 
-    builder = SparkSession.builder.appName("blobstate-cluster-test")
-    for name, value in cfg["conf"].items():
-        builder = builder.config(name, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    from spark_cluster import wait_for_executors
-
-    wait_for_executors(spark.sparkContext, cfg["executors"])
+    spark = driver_session(cfg, "blobstate-cluster-test")
     print("READY", flush=True)
     from blobstate.spark import partitioned
     from blobstate.spark.demo.flights import ROUTE_COLS, flights_schema, update_routes

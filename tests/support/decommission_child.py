@@ -22,22 +22,13 @@ import threading
 def main(path: str) -> int:
     with open(path, encoding="utf-8") as fh:
         cfg = json.load(fh)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.appName("blobstate-decommission-test")
-    for name, value in cfg["conf"].items():
-        builder = builder.config(name, value)
-    spark = builder.getOrCreate()
-    sc = spark.sparkContext
-    sc.setLogLevel("WARN")
-    from spark_cluster import wait_for_executors
+    from spark_cluster import driver_session
 
     from blobstate.spark.placement.coordinator import SparkPlacement
     from blobstate.spark.placement.decommission import leaving, watch
 
-    wait_for_executors(sc, cfg["executors"])
+    spark = driver_session(cfg, "blobstate-decommission-test")
+    sc = spark.sparkContext
     placement = SparkPlacement(sc, 1)
     assert placement.available, "the JVM helper is needed"
     out_lock = threading.Lock()

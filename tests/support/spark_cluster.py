@@ -17,11 +17,14 @@ Used by ``tests/e2e/test_spark_cluster.py`` (through ``cluster_driver.py``) and 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
@@ -256,3 +259,31 @@ def wait_for_executors(sc: object, count: int, timeout_s: float = START_TIMEOUT_
     """Wait until ``count`` executors registered with the driver of SparkContext ``sc``."""
     wait_until(lambda: sc._jsc.sc().getExecutorIds().size() >= count, timeout_s=timeout_s,  # type: ignore[attr-defined]
                what=f"{count} executors")
+
+
+@contextlib.contextmanager
+def cluster_for_test(tmp_path_factory: Any, *, workers: int, tmpfs_size: str, decommission: bool = False) -> Iterator[
+        SparkCluster]:
+    """A started cluster of ``workers`` one-core workers for a test's fixture (skipped where it cannot run, see
+    ``skip_without_cluster_or_helper``), stopped after."""
+    skip_without_cluster_or_helper()  # placement is what these tests need: without the helper they fail unclearly
+    base = tmp_path_factory.mktemp("cluster")
+    with SparkCluster(str(base / "spark"), str(base / "local"), workers=workers, cores=1, memory="2g",
+                      tmpfs_size=tmpfs_size, decommission=decommission) as running:
+        yield running
+
+
+def driver_session(cfg: dict[str, Any], app: str) -> Any:
+    """A child driver's SparkSession on the cluster (``cfg["conf"]``: ``SparkCluster.driver_conf``), once its
+    ``cfg["executors"]`` executors registered."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app)
+    for name, value in cfg["conf"].items():
+        builder = builder.config(name, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    wait_for_executors(spark.sparkContext, cfg["executors"])
+    return spark
