@@ -22,7 +22,7 @@ import threading
 def main(path: str) -> int:
     with open(path, encoding="utf-8") as fh:
         cfg = json.load(fh)
-    from spark_cluster import driver_session
+    from spark_cluster import driver_session, wait_until
 
     from blobstate.spark.placement.coordinator import SparkPlacement
     from blobstate.spark.placement.decommission import leaving, watch
@@ -31,6 +31,9 @@ def main(path: str) -> int:
     sc = spark.sparkContext
     placement = SparkPlacement(sc, 1)
     assert placement.available, "the JVM helper is needed"
+    # an executor registers with the scheduler before its block manager does, where the helper finds it
+    wait_until(lambda: len(placement.live_executors()) >= cfg["executors"], timeout_s=120,
+               what=f"{cfg['executors']} executors with their block managers")
     out_lock = threading.Lock()
 
     def say(line: str) -> None:
