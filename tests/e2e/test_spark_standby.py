@@ -11,8 +11,8 @@ steps, so that a worker is killed between batches, never under one:
 3. the other days: the lost partitions run on their standbys' executors and **no partition is restored** from the
    repository; the final state equals a pandas pass over the same days.
 
-The same run with ``standby=0`` restores each lost partition once (what the standby saves, and what makes the test
-able to fail).
+The same run with ``standby=0`` (a long variant: ``python -m bench.long_tests``) restores each lost partition once
+(what the standby saves, and what makes the test able to fail).
 """
 
 from __future__ import annotations
@@ -71,11 +71,22 @@ def lost_partitions(cluster, stats, victim):
     return killed_at, {p for p, e in enumerate(stats[killed_at]["executors"]) if cluster.worker_of(e) is victim}
 
 
-def test_a_lost_worker_s_partitions_run_on_their_warm_standbys_without_a_restore(cluster, flights_frame, tmp_path):
+@pytest.mark.parametrize("standby", [1, pytest.param(0, id="control", marks=pytest.mark.long)],
+                         ids=lambda s: f"standby{s}")
+def test_a_lost_worker_s_partitions_run_on_their_warm_standbys_without_a_restore(cluster, flights_frame, tmp_path,
+                                                                                  standby):
+    """``standby=1``: steps 1-3 of the module docstring. The control (``standby=0``, a long variant: the suite's
+    cluster budget) loses the same worker and restores each lost partition once."""
     from blobstate.spark.placement.coordinator import host_of
 
-    out = run(cluster, flights_frame, tmp_path, standby=1)
+    out = run(cluster, flights_frame, tmp_path, standby=standby)
     stats, record = out.result["stats"], out.record
+    killed_at, lost = lost_partitions(cluster, stats, out.victim)
+    assert killed_at == K and 1 in lost
+    if not standby:
+        assert sum(s["partitions_restored"] for s in stats[K + 1:]) == len(lost)
+        assert not out.result["warm"] and all(not s["standbys"] for s in stats)
+        return
     # step 2: the record of batch K, read back from the repository, and the batch's stats say the same
     assert record is not None and [r.partition for r in record.replicas] == list(range(N))
     for r in record.replicas:
@@ -84,23 +95,12 @@ def test_a_lost_worker_s_partitions_run_on_their_warm_standbys_without_a_restore
     assert list(stats[K]["standbys"]) == [r.standby for r in record.replicas]
     assert list(stats[K]["standby_batches"]) == [K - 1] * N
     # step 3: the lost partitions ran where their standbys were, and nothing was restored
-    killed_at, lost = lost_partitions(cluster, stats, out.victim)
-    assert killed_at == K and 1 in lost
     assert all(stats[K + 1]["executors"][p] == stats[K]["standbys"][p] for p in lost), (stats[K + 1], stats[K])
     assert sum(s["partitions_restored"] for s in stats[K + 1:]) == 0, [s["partitions_restored"] for s in stats]
     # and each promoted partition got a new standby off the lost host
     last = stats[-1]
     assert all(e and cluster.worker_of(e) is not out.victim for e in last["standbys"]), last
     assert all(host_of(e) != host_of(x) for e, x in zip(last["standbys"], last["executors"], strict=True))
-
-
-def test_without_standbys_the_same_loss_restores_each_lost_partition(cluster, flights_frame, tmp_path):
-    out = run(cluster, flights_frame, tmp_path, standby=0)
-    stats = out.result["stats"]
-    killed_at, lost = lost_partitions(cluster, stats, out.victim)
-    assert killed_at == K and lost
-    assert sum(s["partitions_restored"] for s in stats[K + 1:]) == len(lost)
-    assert not out.result["warm"] and all(not s["standbys"] for s in stats)
 
 
 def test_a_decommissioned_worker_s_partitions_are_handed_to_their_standbys_before_the_next_batch(
