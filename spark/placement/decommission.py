@@ -38,6 +38,12 @@ def parse_locations(text: str) -> frozenset[str]:
     return frozenset(line.strip() for line in text.split("\n") if line.strip())
 
 
+def enabled(sc: Any) -> bool:
+    """Whether the classic SparkContext ``sc`` runs with ``spark.decommission.enabled`` (off: no executor is ever
+    decommissioned, so nothing is worth polling)."""
+    return str(sc.getConf().get("spark.decommission.enabled", "false")).strip().lower() == "true"
+
+
 def leaving(sc: Any) -> frozenset[str]:
     """The locations (``executor_<host>_<id>``, the strings ``PlacedRDD.executorLocations`` gives) of the live
     executors that the driver of the classic SparkContext ``sc`` is decommissioning: registered with its block

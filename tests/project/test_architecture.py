@@ -565,6 +565,7 @@ def test_a_partitioned_batch_follows_its_walkthrough_call_by_call(tmp_path):
         "blobstate.spark.placement.decommission:hand_over": "a decommission's hand-over",
         f"{placement_at}:SparkPlacement.live_executors": "on a SparkContext with the JVM helper",
         "blobstate.spark.placement.decommission:leaving": "on a SparkContext with the JVM helper",
+        "blobstate.spark.placement.decommission:enabled": "PartitionedState.open's, on a SparkContext",
         "blobstate.model.local_copy:first_batch_to_apply": "a later batch's, on a copy with a marker",
     })
     assert walk.plugin_paths[("plugins.fsspec_store", "put")] == {  # the tasks' changelogs, compressed

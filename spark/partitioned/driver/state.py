@@ -84,6 +84,7 @@ from blobstate.spark.partitioned.executor.batch_task import BatchPlan, Partition
 from blobstate.spark.partitioned.executor.keygrouped import KeyOf
 from blobstate.spark.partitioned.executor.partition import locate_task, release_task
 from blobstate.spark.placement.coordinator import SparkPlacement
+from blobstate.spark.placement.decommission import enabled as decommission_enabled
 from blobstate.spark.placement.decommission import leaving
 
 if TYPE_CHECKING:
@@ -234,9 +235,10 @@ class PartitionedState:
             self._groups = GroupCommitter(self._committer, num_partitions=self.num_partitions,
                                           key_groups=self.key_groups)
             if self.placement and not self.connect:
-                self._placer = SparkPlacement((spark or self.spark).sparkContext, self.num_partitions,
-                                              leaving=leaving)
-                if self._placer.available:  # a decommissioned executor's partitions move before it goes
+                sc = (spark or self.spark).sparkContext
+                draining = decommission_enabled(sc)  # else nothing is ever decommissioned: no polling
+                self._placer = SparkPlacement(sc, self.num_partitions, leaving=leaving if draining else None)
+                if draining and self._placer.available:  # a decommissioned executor's partitions move before it goes
                     self.handovers = HandOvers(self._placer, self._latest_plan, self._warm_job).start()
             if self.standby and (self._placer is None or not self._placer.available):
                 log.warning("standby=1 needs placement (classic PySpark with blobstate's JVM helper): %s runs "

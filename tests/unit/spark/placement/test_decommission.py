@@ -108,3 +108,17 @@ def test_when_only_its_own_host_stays_it_goes_there_and_with_nothing_left_it_is_
 def test_partitions_whose_primary_stays_are_not_moved():
     assert hand_over(set(), {0: A0, 1: B0}, {0: B0}, [A0, B0]) == {}
     assert hand_over({C0}, {0: A0, 1: B0}, {}, [A0, B0, C0]) == {}
+
+
+def test_the_driver_listens_for_decommissions_only_with_sparks_switch_on():
+    from types import SimpleNamespace
+
+    from blobstate.spark.placement.decommission import enabled
+
+    def sc(conf):
+        return SimpleNamespace(getConf=lambda: SimpleNamespace(get=lambda k, d=None: conf.get(k, d)))
+
+    assert enabled(sc({"spark.decommission.enabled": "true"}))
+    assert enabled(sc({"spark.decommission.enabled": " TRUE "}))
+    assert not enabled(sc({"spark.decommission.enabled": "false"}))
+    assert not enabled(sc({}))
